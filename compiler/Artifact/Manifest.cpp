@@ -1,0 +1,48 @@
+#include "Artifact/Manifest.h"
+
+#include "Artifact/Arguments.h"
+#include "Support/Hash.h"
+#include "attnc/attnc.h"
+
+namespace attnc {
+
+Target hostTarget() {
+#if defined(__x86_64__)
+  return {"host", "x86_64", "cpu", {}};
+#elif defined(__aarch64__)
+  return {"host", "aarch64", "cpu", {}};
+#else
+#error "attnc supports x86-64 and AArch64 hosts"
+#endif
+}
+
+nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
+                             const nlohmann::json& schedule, const Target& target,
+                             uint64_t workspaceBytes) {
+  nlohmann::json m = {
+      {"abi_version", ATTNC_ABI_VERSION},
+      {"attnc_version", ATTNC_VERSION},
+      {"spec", spec.canonical()},
+      {"spec_hash", spec.hash()},
+      {"backend", backend},
+      {"schedule", schedule},
+      {"target",
+       {{"name", target.name},
+        {"arch", target.arch},
+        {"device", target.device},
+        {"cpu_features", target.cpuFeatures}}},
+      {"arguments", argumentsToJson(kernelArguments(spec))},
+      {"workspace_bytes", workspaceBytes},
+  };
+  m["content_hash"] = fnv1a64Hex(m.dump());
+  return m;
+}
+
+Spec manifestSpec(const nlohmann::json& manifest) {
+  auto spec = manifest.find("spec");
+  if (spec == manifest.end() || !spec->is_string())
+    throw SpecError("the manifest has no spec string");
+  return parseSpec(spec->get<std::string>());
+}
+
+} // namespace attnc

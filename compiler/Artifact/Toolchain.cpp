@@ -1,0 +1,62 @@
+#include "Artifact/Toolchain.h"
+
+#include "Support/Errors.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+extern char** environ;
+
+namespace attnc {
+
+std::string linkerDriver() {
+  if (const char* cxx = std::getenv("ATTNC_CXX"); cxx && *cxx)
+    return cxx;
+  if (std::filesystem::exists(ATTNC_DEFAULT_CXX))
+    return ATTNC_DEFAULT_CXX;
+  return "c++";
+}
+
+std::filesystem::path findArchive(const std::string& archive) {
+  std::filesystem::path dir;
+  if (const char* env = std::getenv("ATTNC_LIB_DIR"); env && *env)
+    dir = env;
+  else
+    dir = std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib";
+  std::filesystem::path path = dir / archive;
+  if (!std::filesystem::exists(path))
+    throw JobError("cannot find " + archive + " in " + dir.string() +
+                   " (attnc looks in <bin>/../lib; set ATTNC_LIB_DIR to override)");
+  return path;
+}
+
+int runProcess(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0)
+    return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR)
+      return -1;
+  }
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+} // namespace attnc

@@ -1,0 +1,26 @@
+// The host toolchain pieces attnc uses to link bundles, and where attnc's own archives live.
+#ifndef ATTNC_COMPILER_ARTIFACT_TOOLCHAIN_H
+#define ATTNC_COMPILER_ARTIFACT_TOOLCHAIN_H
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+// The C++ driver that assembles and links bundles: $ATTNC_CXX, else the compiler attnc was
+// built with, else `c++` from PATH.
+std::string linkerDriver();
+
+// Directory holding attnc's bundle archives (libattnc_core.a, libattnc_bundle_*.a):
+// $ATTNC_LIB_DIR, else <directory of this executable>/../lib. Throws JobError naming where it
+// looked when `archive` is not there.
+std::filesystem::path findArchive(const std::string& archive);
+
+// Runs argv (no shell), stdout and stderr into `log`. Returns the exit status (-1: could not
+// start, 128+N: killed by signal N).
+int runProcess(const std::vector<std::string>& argv, const std::filesystem::path& log);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_ARTIFACT_TOOLCHAIN_H

@@ -1,0 +1,48 @@
+#include "Backends/Backend.h"
+
+#include "Backends/Reference/ReferenceBackend.h"
+
+#include <array>
+
+namespace attnc {
+namespace {
+
+constexpr std::array kBackends{
+    BackendInfo{"reference", "the f64 reference behind the kernel ABI (exact, slow)", true},
+    BackendInfo{"halide", "fused flash-style CPU kernels through Halide 14", false},
+    BackendInfo{"mlir", "the attn dialect lowered through MLIR 19 to vectorised code", false},
+};
+
+std::string availableNames() {
+  std::string names;
+  for (const BackendInfo& b : kBackends)
+    if (b.available)
+      names += (names.empty() ? "" : ", ") + std::string(b.name);
+  return names;
+}
+
+} // namespace
+
+std::span<const BackendInfo> backends() { return kBackends; }
+
+std::string bundleStem(const Spec& spec, std::string_view backend) {
+  return std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12) + "_" +
+         std::string(backend);
+}
+
+BundlePaths compileBundle(const Spec& spec, const CompileOptions& options) {
+  for (const BackendInfo& b : kBackends) {
+    if (b.name != options.backend)
+      continue;
+    if (!b.available)
+      throw UsageError("--backend " + options.backend + ": this attnc does not have the " +
+                       options.backend + " backend yet; available: " + availableNames());
+    return compileReferenceBundle(spec, options);
+  }
+  std::string all;
+  for (const BackendInfo& b : kBackends)
+    all += (all.empty() ? "" : ", ") + std::string(b.name);
+  throw UsageError("--backend " + options.backend + ": unknown backend; known: " + all);
+}
+
+} // namespace attnc

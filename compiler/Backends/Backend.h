@@ -1,0 +1,39 @@
+// Code generators by name. Each turns a spec and a target into a bundle through the shared
+// bundle writer; the tools only ever call compileBundle.
+#ifndef ATTNC_COMPILER_BACKENDS_BACKEND_H
+#define ATTNC_COMPILER_BACKENDS_BACKEND_H
+
+#include "Artifact/BundleWriter.h"
+#include "Spec/Spec.h"
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace attnc {
+
+struct CompileOptions {
+  std::string backend = "reference";
+  std::string target = "host";
+  std::filesystem::path outDir;
+};
+
+struct BackendInfo {
+  std::string_view name;
+  std::string_view description;
+  bool available; // built into this attnc
+};
+
+std::span<const BackendInfo> backends();
+
+// Throws UsageError for an unknown or unavailable backend or a target it cannot build,
+// JobError when building fails.
+BundlePaths compileBundle(const Spec& spec, const CompileOptions& options);
+
+// <variant>_<spec hash>_<backend>: stable across runs, distinct across specs and backends.
+std::string bundleStem(const Spec& spec, std::string_view backend);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_BACKENDS_BACKEND_H

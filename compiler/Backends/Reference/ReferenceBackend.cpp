@@ -1,0 +1,22 @@
+#include "Backends/Reference/ReferenceBackend.h"
+
+#include "Artifact/Manifest.h"
+#include "Artifact/Toolchain.h"
+#include "attnc/attnc.h"
+
+namespace attnc {
+
+BundlePaths compileReferenceBundle(const Spec& spec, const CompileOptions& options) {
+  if (options.target != "host")
+    throw UsageError("--target " + options.target +
+                     ": the reference backend builds for the host only (--target host)");
+  BundleRequest request;
+  request.manifest = buildManifest(spec, "reference", nlohmann::json::object(), hostTarget(), 0);
+  request.linkInputs = {findArchive("libattnc_bundle_reference.a"),
+                        findArchive("libattnc_core.a")};
+  request.stem = bundleStem(spec, "reference");
+  request.abiVersion = ATTNC_ABI_VERSION;
+  return writeBundle(request, options.outDir);
+}
+
+} // namespace attnc

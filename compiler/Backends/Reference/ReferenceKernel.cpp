@@ -1,0 +1,67 @@
+// The kernel entry of reference bundles: binds the call's tensors to the spec embedded in the
+// bundle's manifest and runs the f64 reference on the runtime's thread pool.
+#include "Artifact/Manifest.h"
+#include "Reference/Reference.h"
+#include "attnc/attnc.h"
+
+#include <cstdio>
+#include <exception>
+#include <mutex>
+
+extern "C" {
+extern const char attnc_kernel_manifest[]; // from the bundle's generated manifest object
+int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
+}
+
+namespace {
+
+const attnc::Spec& bundleSpec() {
+  static const attnc::Spec spec =
+      attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest));
+  return spec;
+}
+
+// Runs the bodies on the runtime's pool. A body's exception must not unwind through the C
+// pool, so the first one is kept and rethrown here after the loop.
+attnc::ParallelFor poolFor(const attnc_kernel_call* call) {
+  return [call](int64_t count, const std::function<void(int64_t)>& body) {
+    struct Context {
+      const std::function<void(int64_t)>* body;
+      std::exception_ptr error;
+      std::mutex mutex;
+    } context{&body, nullptr, {}};
+    auto task = [](void* opaque, int64_t index) {
+      auto* c = static_cast<Context*>(opaque);
+      try {
+        (*c->body)(index);
+      } catch (...) {
+        std::lock_guard lock(c->mutex);
+        if (!c->error)
+          c->error = std::current_exception();
+      }
+    };
+    call->parallel_for(call->pool, count, task, &context, call->num_threads);
+    if (context.error)
+      std::rethrow_exception(context.error);
+  };
+}
+
+} // namespace
+
+int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
+  try {
+    if (call->abi_version != ATTNC_ABI_VERSION) {
+      std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
+                    call->abi_version, ATTNC_ABI_VERSION);
+      return 1;
+    }
+    const attnc::Spec& spec = bundleSpec();
+    attnc::KernelTensors tensors(spec, std::vector<DLTensor*>(call->args, call->args + call->num_args),
+                                 call->batch, call->seq_q, call->seq_k);
+    attnc::runReference(tensors, poolFor(call));
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(message, messageSize, "%s", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,106 @@
+#include "Reference/HeadInputs.h"
+
+#include "Variants/Positions.h"
+
+#include <algorithm>
+
+namespace attnc {
+namespace {
+
+// x [B, T, d_model] (dense) times W [d_model, heads * dim], split into [B, heads, T, dim].
+Array4 projectToHeads(const std::vector<double>& x, int64_t batch, int64_t seq, int64_t dModel,
+                      const std::vector<double>& w, int64_t heads, int64_t dim,
+                      const ParallelFor& parallelFor) {
+  Array4 out(batch, heads, seq, dim);
+  parallelFor(batch * seq, [&](int64_t bt) {
+    int64_t b = bt / seq, t = bt % seq;
+    const double* xr = &x[bt * dModel];
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t e = 0; e < dim; ++e) {
+        double sum = 0;
+        for (int64_t m = 0; m < dModel; ++m)
+          sum += xr[m] * w[m * heads * dim + h * dim + e];
+        out(b, h, t, e) = sum;
+      }
+  });
+  return out;
+}
+
+// Adds PE(position, :) to x [B, T, d_model]; row t sits at position t + offset.
+void addSinusoidal(std::vector<double>& x, int64_t batch, int64_t seq, int64_t dModel,
+                   int64_t offset) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t m = 0; m < dModel; ++m)
+        x[(b * seq + t) * dModel + m] += positions::sinusoidal(t + offset, m, dModel);
+}
+
+void applyRopeToAll(Array4& x, int64_t offset, const Spec& s) {
+  for (int64_t b = 0; b < x.dims[0]; ++b)
+    for (int64_t h = 0; h < x.dims[1]; ++h)
+      for (int64_t t = 0; t < x.dims[2]; ++t)
+        positions::applyRope(x.row(b, h, t), t + offset, s.ropeDims, s.ropeTheta, s.ropeStyle);
+}
+
+// E [H_kv, proj_len, Tk] applied along the sequence: out[b, g, p] = sum_{j < len_b} E[g, p, j] x[b, g, j].
+Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t projLen,
+                       const std::vector<int64_t>& lengths) {
+  const int64_t batch = x.dims[0], groups = x.dims[1], seq = x.dims[2], dim = x.dims[3];
+  Array4 out(batch, groups, projLen, dim);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t p = 0; p < projLen; ++p)
+        for (int64_t j = 0; j < lengths[b]; ++j) {
+          double weight = e[(g * projLen + p) * seq + j];
+          for (int64_t d = 0; d < dim; ++d)
+            out(b, g, p, d) += weight * x(b, g, j, d);
+        }
+  return out;
+}
+
+} // namespace
+
+std::vector<int64_t> keyLengths(const KernelTensors& t) {
+  if (!t.spec().masks.has(MaskKind::Padding))
+    return std::vector<int64_t>(t.batch(), t.seqK());
+  std::vector<int64_t> lengths;
+  for (double length : t.dense("lengths"))
+    lengths.push_back(std::clamp<int64_t>(static_cast<int64_t>(length), 0, t.seqK()));
+  return lengths;
+}
+
+HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallelFor) {
+  const Spec& s = t.spec();
+  const int64_t offset = positions::alignmentOffset(s, t.seqQ(), t.seqK());
+  HeadInputs in;
+  if (s.variant == Variant::Mha) {
+    std::vector<double> xq = t.dense("q"), xk = t.dense("k"), xv = t.dense("v");
+    if (s.pe == PositionalEncoding::Sinusoidal) {
+      addSinusoidal(xq, t.batch(), t.seqQ(), s.dModel, offset);
+      addSinusoidal(xk, t.batch(), t.seqK(), s.dModel, 0);
+      addSinusoidal(xv, t.batch(), t.seqK(), s.dModel, 0);
+    }
+    in.q = projectToHeads(xq, t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads, s.dK,
+                          parallelFor);
+    in.k = projectToHeads(xk, t.batch(), t.seqK(), s.dModel, t.dense("w_k"), s.kvHeads, s.dK,
+                          parallelFor);
+    in.v = projectToHeads(xv, t.batch(), t.seqK(), s.dModel, t.dense("w_v"), s.kvHeads, s.dV,
+                          parallelFor);
+  } else {
+    in.q = t.headMajor("q");
+    in.k = t.headMajor("k");
+    in.v = t.headMajor("v");
+  }
+  if (s.rope) {
+    applyRopeToAll(in.q, offset, s);
+    applyRopeToAll(in.k, 0, s);
+  }
+  if (s.variant == Variant::Linformer) {
+    std::vector<int64_t> lengths = keyLengths(t);
+    in.k = projectSequence(in.k, t.dense("e"), s.projLen, lengths);
+    in.v = projectSequence(in.v, t.dense("f"), s.projLen, lengths);
+  }
+  return in;
+}
+
+} // namespace attnc

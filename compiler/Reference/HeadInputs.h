@@ -1,0 +1,25 @@
+// Per-head queries, keys and values, after the variant's input transforms.
+#ifndef ATTNC_COMPILER_REFERENCE_HEADINPUTS_H
+#define ATTNC_COMPILER_REFERENCE_HEADINPUTS_H
+
+#include "Reference/Reference.h"
+
+namespace attnc {
+
+struct HeadInputs {
+  Array4 q; // [B, H, Tq, d_q]
+  Array4 k; // [B, H_kv, keys, d_k]; keys = Tk, or proj_len for linformer
+  Array4 v; // [B, H_kv, keys, d_v]
+};
+
+// sdpa / additive / bilinear / linear: the inputs as they are, RoPE applied when asked.
+// mha: positional encoding on the inputs, then Q = x_q W_Q, K = x_k W_K, V = x_v W_V split
+// into heads, then RoPE. linformer: K~ = E K and V~ = F V over the valid keys.
+HeadInputs prepareHeadInputs(const KernelTensors& tensors, const ParallelFor& parallelFor);
+
+// Valid keys per batch: Tk, or lengths[b] clamped to [0, Tk] under a padding mask.
+std::vector<int64_t> keyLengths(const KernelTensors& tensors);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_REFERENCE_HEADINPUTS_H

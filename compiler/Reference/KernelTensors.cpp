@@ -1,0 +1,52 @@
+#include "Reference/KernelTensors.h"
+
+#include "Support/TensorAccess.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace attnc {
+
+KernelTensors::KernelTensors(const Spec& spec, std::vector<DLTensor*> tensors, int64_t batch,
+                             int64_t seqQ, int64_t seqK)
+    : spec_(&spec), arguments_(kernelArguments(spec)), tensors_(std::move(tensors)),
+      batch_(batch), seqQ_(seqQ), seqK_(seqK) {
+  if (tensors_.size() != arguments_.size())
+    throw std::invalid_argument("kernel call has " + std::to_string(tensors_.size()) +
+                                " tensors; the spec takes " + std::to_string(arguments_.size()));
+}
+
+bool KernelTensors::has(std::string_view name) const {
+  for (const Argument& a : arguments_)
+    if (a.name == name)
+      return true;
+  return false;
+}
+
+DLTensor& KernelTensors::tensor(std::string_view name) const {
+  for (size_t i = 0; i < arguments_.size(); ++i)
+    if (arguments_[i].name == name)
+      return *tensors_[i];
+  throw std::out_of_range("kernel call has no tensor '" + std::string(name) + "'");
+}
+
+std::vector<double> KernelTensors::dense(std::string_view name) const {
+  return readDense(tensor(name));
+}
+
+Array4 KernelTensors::headMajor(std::string_view name) const {
+  const DLTensor& t = tensor(name);
+  Array4 a(t.shape[0], t.shape[1], t.shape[2], t.shape[3]);
+  a.data = readDense(t);
+  return spec_->layout == Layout::Bshd ? a.swapMiddle() : a;
+}
+
+void KernelTensors::storeHeadMajor(std::string_view name, const Array4& values) const {
+  store(name, spec_->layout == Layout::Bshd ? values.swapMiddle().data : values.data);
+}
+
+void KernelTensors::store(std::string_view name, const std::vector<double>& values) const {
+  writeDense(tensor(name), values);
+}
+
+} // namespace attnc

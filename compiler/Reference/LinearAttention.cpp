@@ -1,0 +1,116 @@
+#include "Reference/Attention.h"
+
+#include "Reference/MaskEvaluator.h"
+#include "Variants/Favor.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnc {
+namespace {
+
+// Feature maps phi: R^d -> R^m for one row.
+class FeatureMapper {
+public:
+  explicit FeatureMapper(const KernelTensors& t) : spec_(t.spec()) {
+    if (spec_.featureMap == FeatureMap::Favor) {
+      omega_ = t.dense("omega");
+      rootScale_ = std::sqrt(spec_.scale);
+    }
+  }
+
+  int64_t size() const {
+    return spec_.featureMap == FeatureMap::Favor ? spec_.features : spec_.dK;
+  }
+
+  void operator()(const double* x, double* phi) const {
+    const int64_t d = spec_.dK;
+    switch (spec_.featureMap) {
+    case FeatureMap::Elu1: // elu(x) + 1
+      for (int64_t e = 0; e < d; ++e)
+        phi[e] = x[e] > 0 ? x[e] + 1 : std::exp(x[e]);
+      break;
+    case FeatureMap::Relu:
+      for (int64_t e = 0; e < d; ++e)
+        phi[e] = std::max(x[e], 0.0);
+      break;
+    case FeatureMap::Favor: {
+      // q and k each take sqrt(scale), so phi(q).phi(k) estimates exp(scale q.k).
+      std::vector<double> scaled(x, x + d);
+      for (double& value : scaled)
+        value *= rootScale_;
+      favor::positiveFeatures(scaled.data(), d, omega_.data(), spec_.features, phi);
+      break;
+    }
+    }
+  }
+
+private:
+  const Spec& spec_;
+  std::vector<double> omega_;
+  double rootScale_ = 1;
+};
+
+} // namespace
+
+AttentionResult linearAttention(const KernelTensors& t, const HeadInputs& in,
+                                const ParallelFor& parallelFor) {
+  const Spec& s = t.spec();
+  const int64_t B = t.batch(), H = s.heads, seqQ = t.seqQ(), seqK = t.seqK();
+  const int64_t dv = s.dV;
+  const MaskEvaluator mask(t);
+  const std::vector<int64_t> lengths = keyLengths(t);
+  const FeatureMapper phi(t);
+  const int64_t m = phi.size();
+  const bool causal = s.masks.has(MaskKind::Causal);
+
+  AttentionResult r;
+  r.o = Array4(B, H, seqQ, dv);
+  if (s.weights)
+    r.weights.assign(B * H * seqQ * seqK, 0);
+
+  parallelFor(B * H, [&](int64_t bh) {
+    const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
+    const int64_t valid = lengths[b];
+    std::vector<double> phiK(seqK * m);
+    for (int64_t j = 0; j < valid; ++j)
+      phi(in.k.row(b, g, j), &phiK[j * m]);
+    // prefixS[j] = sum_{j' < j} phi(k_j') v_j'^T and prefixZ[j] = sum_{j' < j} phi(k_j'), for
+    // j in [0, valid]: a row sees the prefix up to min(qpos + 1, valid), or all valid keys.
+    std::vector<double> prefixS((valid + 1) * m * dv, 0), prefixZ((valid + 1) * m, 0);
+    for (int64_t j = 0; j < valid; ++j) {
+      const double* v = in.v.row(b, g, j);
+      for (int64_t f = 0; f < m; ++f) {
+        prefixZ[(j + 1) * m + f] = prefixZ[j * m + f] + phiK[j * m + f];
+        for (int64_t e = 0; e < dv; ++e)
+          prefixS[((j + 1) * m + f) * dv + e] =
+              prefixS[(j * m + f) * dv + e] + phiK[j * m + f] * v[e];
+      }
+    }
+    std::vector<double> phiQ(m);
+    for (int64_t i = 0; i < seqQ; ++i) {
+      const int64_t seen =
+          causal ? std::clamp<int64_t>(i + mask.offset() + 1, 0, valid) : valid;
+      phi(in.q.row(b, h, i), phiQ.data());
+      double denominator = 0;
+      for (int64_t f = 0; f < m; ++f)
+        denominator += phiQ[f] * prefixZ[seen * m + f];
+      if (denominator == 0)
+        continue; // no key, or features all zero: o = 0
+      double* o = r.o.row(b, h, i);
+      for (int64_t f = 0; f < m; ++f)
+        for (int64_t e = 0; e < dv; ++e)
+          o[e] += phiQ[f] * prefixS[(seen * m + f) * dv + e] / denominator;
+      if (s.weights)
+        for (int64_t j = 0; j < seen; ++j) {
+          double a = 0;
+          for (int64_t f = 0; f < m; ++f)
+            a += phiQ[f] * phiK[j * m + f];
+          r.weights[((b * H + h) * seqQ + i) * seqK + j] = a / denominator;
+        }
+    }
+  });
+  return r;
+}
+
+} // namespace attnc

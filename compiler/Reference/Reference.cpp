@@ -1,0 +1,45 @@
+#include "Reference/Reference.h"
+
+#include "Reference/Attention.h"
+
+namespace attnc {
+
+ParallelFor serialFor() {
+  return [](int64_t count, const std::function<void(int64_t)>& body) {
+    for (int64_t i = 0; i < count; ++i)
+      body(i);
+  };
+}
+
+void runReference(const KernelTensors& t, const ParallelFor& parallelFor) {
+  const Spec& s = t.spec();
+  HeadInputs in = prepareHeadInputs(t, parallelFor);
+  AttentionResult r = s.variant == Variant::Linear ? linearAttention(t, in, parallelFor)
+                                                   : softmaxAttention(t, in, parallelFor);
+  if (s.variant == Variant::Mha) {
+    // O = Concat(head_1, ..., head_H) W_O, with W_O [H * d_v, d_model].
+    const std::vector<double> wo = t.dense("w_o");
+    const int64_t B = t.batch(), seqQ = t.seqQ();
+    std::vector<double> out(B * seqQ * s.dModel, 0);
+    parallelFor(B * seqQ, [&](int64_t bi) {
+      const int64_t b = bi / seqQ, i = bi % seqQ;
+      double* row = &out[bi * s.dModel];
+      for (int64_t h = 0; h < s.heads; ++h)
+        for (int64_t e = 0; e < s.dV; ++e) {
+          const double x = r.o(b, h, i, e);
+          const double* w = &wo[(h * s.dV + e) * s.dModel];
+          for (int64_t c = 0; c < s.dModel; ++c)
+            row[c] += x * w[c];
+        }
+    });
+    t.store("o", out);
+  } else {
+    t.storeHeadMajor("o", r.o);
+  }
+  if (s.lse)
+    t.store("lse", r.lse);
+  if (s.weights)
+    t.store("weights", r.weights);
+}
+
+} // namespace attnc

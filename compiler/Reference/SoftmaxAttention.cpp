@@ -1,0 +1,153 @@
+#include "Reference/Attention.h"
+
+#include "Reference/MaskEvaluator.h"
+#include "Variants/Positions.h"
+#include "Variants/Random.h"
+
+#include <cmath>
+#include <limits>
+
+namespace attnc {
+namespace {
+
+// Raw scores of one (b, h) before scale and modifiers: q.k, v_a.tanh(W1 q + W2 k) or q^T W k.
+class ScoreFunction {
+public:
+  ScoreFunction(const KernelTensors& t, const HeadInputs& in, int64_t b, int64_t h)
+      : spec_(t.spec()), in_(in), b_(b), g_(h / t.spec().groupSize()) {
+    const Spec& s = spec_;
+    const int64_t seqQ = in.q.dims[2], keys = in.k.dims[2];
+    if (s.variant == Variant::Additive) {
+      std::vector<double> w1 = t.dense("w1"), w2 = t.dense("w2"), va = t.dense("v_a");
+      queryHidden_ = transform(in.q, b, h, seqQ, s.dQ, &w1[h * s.dAttn * s.dQ], s.dAttn);
+      keyHidden_ = transform(in.k, b, g_, keys, s.dK, &w2[h * s.dAttn * s.dK], s.dAttn);
+      va_.assign(va.begin() + h * s.dAttn, va.begin() + (h + 1) * s.dAttn);
+    } else if (s.variant == Variant::Bilinear) {
+      // (q^T W)_e = sum_d q_d W[d, e], so W is used transposed as a [d_k, d_q] map.
+      std::vector<double> w = t.dense("w");
+      queryHidden_.assign(seqQ * s.dK, 0);
+      for (int64_t i = 0; i < seqQ; ++i)
+        for (int64_t d = 0; d < s.dQ; ++d)
+          for (int64_t e = 0; e < s.dK; ++e)
+            queryHidden_[i * s.dK + e] += in.q(b, h, i, d) * w[(h * s.dQ + d) * s.dK + e];
+    } else {
+      queryRows_ = in.q.row(b, h, 0);
+    }
+  }
+
+  double operator()(int64_t i, int64_t j) const {
+    const Spec& s = spec_;
+    const double* k = in_.k.row(b_, g_, j);
+    double sum = 0;
+    if (s.variant == Variant::Additive) {
+      for (int64_t a = 0; a < s.dAttn; ++a)
+        sum += va_[a] * std::tanh(queryHidden_[i * s.dAttn + a] + keyHidden_[j * s.dAttn + a]);
+    } else if (s.variant == Variant::Bilinear) {
+      for (int64_t e = 0; e < s.dK; ++e)
+        sum += queryHidden_[i * s.dK + e] * k[e];
+    } else {
+      const double* q = queryRows_ + i * s.dK;
+      for (int64_t e = 0; e < s.dK; ++e)
+        sum += q[e] * k[e];
+    }
+    return sum;
+  }
+
+private:
+  // rows of x[b, head] (each of size dim) mapped by W [out, dim]: result [rows, out].
+  static std::vector<double> transform(const Array4& x, int64_t b, int64_t head, int64_t rows,
+                                       int64_t dim, const double* w, int64_t out) {
+    std::vector<double> result(rows * out, 0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t a = 0; a < out; ++a)
+        for (int64_t d = 0; d < dim; ++d)
+          result[r * out + a] += w[a * dim + d] * x(b, head, r, d);
+    return result;
+  }
+
+  const Spec& spec_;
+  const HeadInputs& in_;
+  int64_t b_, g_;
+  const double* queryRows_ = nullptr;
+  std::vector<double> queryHidden_, keyHidden_, va_;
+};
+
+} // namespace
+
+AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
+                                 const ParallelFor& parallelFor) {
+  const Spec& s = t.spec();
+  const int64_t B = t.batch(), H = s.heads, seqQ = t.seqQ(), keys = in.k.dims[2];
+  const MaskEvaluator mask(t);
+  const bool linformer = s.variant == Variant::Linformer; // its padding acted in the projection
+  const std::vector<double> slopes = s.alibi ? positions::alibiSlopes(H) : std::vector<double>{};
+  std::vector<double> bias;
+  int64_t biasBatchStride = 0, biasHeadStride = 0;
+  if (s.bias) {
+    bias = t.dense("bias");
+    const DLTensor& bt = t.tensor("bias");
+    biasHeadStride = bt.shape[1] == 1 ? 0 : seqQ * keys;
+    biasBatchStride = bt.shape[0] == 1 ? 0 : bt.shape[1] * seqQ * keys;
+  }
+  const uint32_t dropThreshold = random::dropoutThreshold(s.dropout);
+  const double keepScale = 1.0 / (1.0 - s.dropout);
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+  AttentionResult r;
+  r.o = Array4(B, H, seqQ, s.dV);
+  if (s.lse)
+    r.lse.assign(B * H * seqQ, kNegInf);
+  if (s.weights)
+    r.weights.assign(B * H * seqQ * keys, 0);
+
+  parallelFor(B * H, [&](int64_t bh) {
+    const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
+    const ScoreFunction score(t, in, b, h);
+    std::vector<double> row(keys);
+    std::vector<char> kept(keys);
+    for (int64_t i = 0; i < seqQ; ++i) {
+      const int64_t qpos = i + mask.offset();
+      double rowMax = kNegInf;
+      for (int64_t j = 0; j < keys; ++j) {
+        kept[j] = linformer || mask.allowed(b, h, i, j);
+        if (!kept[j])
+          continue;
+        double x = s.scale * score(i, j);
+        if (s.softcap > 0)
+          x = s.softcap * std::tanh(x / s.softcap);
+        if (s.alibi)
+          x -= slopes[h] * static_cast<double>(std::abs(qpos - j));
+        if (s.bias)
+          x += bias[b * biasBatchStride + h * biasHeadStride + i * keys + j];
+        row[j] = x;
+        rowMax = std::max(rowMax, x);
+      }
+      if (rowMax == kNegInf)
+        continue; // fully masked: o = 0, lse = -inf, weights = 0
+      // lse = m + log(sum_j exp(s_j - m)); p_j = exp(s_j - lse).
+      double sum = 0;
+      for (int64_t j = 0; j < keys; ++j)
+        if (kept[j])
+          sum += std::exp(row[j] - rowMax);
+      const double lse = rowMax + std::log(sum);
+      double* o = r.o.row(b, h, i);
+      for (int64_t j = 0; j < keys; ++j) {
+        if (!kept[j])
+          continue;
+        double p = std::exp(row[j] - lse);
+        if (s.weights)
+          r.weights[((b * H + h) * seqQ + i) * keys + j] = p;
+        if (s.dropout > 0)
+          p = random::dropoutKeeps(*s.seed, dropThreshold, b, h, i, j) ? p * keepScale : 0.0;
+        const double* v = in.v.row(b, g, j);
+        for (int64_t e = 0; e < s.dV; ++e)
+          o[e] += p * v[e];
+      }
+      if (s.lse)
+        r.lse[(b * H + h) * seqQ + i] = lse;
+    }
+  });
+  return r;
+}
+
+} // namespace attnc

@@ -1,0 +1,79 @@
+#include "Spec/Spec.h"
+
+#include "Spec/SpecKeys.h"
+#include "Support/Hash.h"
+
+#include <nlohmann/json.hpp>
+
+
+namespace attnc {
+
+bool MaskSet::hasSparsityPattern() const {
+  for (MaskKind k : {MaskKind::Window, MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
+                     MaskKind::BlockSparse, MaskKind::BigBird})
+    if (has(k))
+      return true;
+  return false;
+}
+
+bool Spec::needsSeed() const {
+  return dropout > 0 || (masks.has(MaskKind::BigBird) && randomBlocks > 0) ||
+         (variant == Variant::Linear && featureMap == FeatureMap::Favor);
+}
+
+bool Spec::usesAlignment() const {
+  for (MaskKind k : {MaskKind::Causal, MaskKind::Window, MaskKind::Global, MaskKind::Strided,
+                     MaskKind::Dilated})
+    if (masks.has(k))
+      return true;
+  return alibi || rope || (variant == Variant::Mha && pe != PositionalEncoding::None);
+}
+
+std::string Spec::canonical() const {
+  std::string text;
+  for (const SpecKey& key : specKeys())
+    if (key.applies(*this))
+      text += (text.empty() ? "" : " ") + std::string(key.name) + "=" + key.print(*this);
+  return text;
+}
+
+nlohmann::json Spec::toJson() const {
+  nlohmann::json object = nlohmann::json::object();
+  for (const SpecKey& key : specKeys()) {
+    if (!key.applies(*this))
+      continue;
+    std::string text = key.print(*this);
+    switch (key.kind) {
+    case ValueKind::Integer:
+      object[key.name] = key.name == "seed" ? nlohmann::json(*seed) : nlohmann::json(std::stoll(text));
+      break;
+    case ValueKind::Real:
+      object[key.name] = std::stod(text);
+      break;
+    case ValueKind::Boolean:
+      object[key.name] = text == "true";
+      break;
+    case ValueKind::Name:
+      object[key.name] = text;
+      break;
+    case ValueKind::Mask: {
+      nlohmann::json patterns = nlohmann::json::array();
+      size_t start = 0;
+      while (text != "none" && start <= text.size()) {
+        size_t plus = text.find('+', start);
+        patterns.push_back(text.substr(start, plus - start));
+        if (plus == std::string::npos)
+          break;
+        start = plus + 1;
+      }
+      object[key.name] = patterns;
+      break;
+    }
+    }
+  }
+  return object;
+}
+
+std::string Spec::hash() const { return fnv1a64Hex(canonical()); }
+
+} // namespace attnc

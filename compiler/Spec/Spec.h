@@ -1,0 +1,118 @@
+// The attention spec: what the user asks for, validated and canonical.
+//
+// A spec is one line of key=value pairs ("variant=sdpa heads=32 kv_heads=8 d_k=128
+// mask=causal dtype=bf16") or a JSON object with the same keys. Parsing fills defaults and
+// checks every key, value and combination; the canonical form sorts the keys that apply to
+// the spec's variant, with defaults filled, and round-trips exactly. Its hash names artifacts
+// and keys the tuning database. docs/spec.md lists every key.
+#ifndef ATTNC_COMPILER_SPEC_SPEC_H
+#define ATTNC_COMPILER_SPEC_SPEC_H
+
+#include "Support/Errors.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace attnc {
+
+enum class Variant { Sdpa, Mha, Additive, Bilinear, Linear, Linformer };
+enum class DType { F32, F16, BF16 };
+enum class Layout { Bhsd, Bshd };
+// Where query row i sits among the keys when Tq != Tk: top-left puts it at position i,
+// bottom-right at i + Tk - Tq (so the last query sees the last key, as in decoding).
+enum class CausalAlign { TopLeft, BottomRight };
+enum class FeatureMap { Elu1, Relu, Favor };
+// RoPE pairs: "half" rotates (x_i, x_{i+d/2}) (GPT-NeoX, LLaMA); "interleaved" rotates
+// (x_{2i}, x_{2i+1}) (GPT-J, the RoFormer paper).
+enum class RopeStyle { Half, Interleaved };
+enum class PositionalEncoding { None, Sinusoidal };
+
+// Mask patterns. Constraints (causal, padding, tensor) intersect; sparsity patterns (window,
+// global, strided, dilated, block_sparse, bigbird) are united, and their union intersects the
+// constraints. With no sparsity pattern every key passes that stage.
+enum class MaskKind : uint8_t {
+  Causal, Padding, Window, Global, Strided, Dilated, BlockSparse, BigBird, Tensor, Count
+};
+
+struct MaskSet {
+  uint16_t bits = 0;
+  bool has(MaskKind k) const { return bits & (1u << static_cast<unsigned>(k)); }
+  void add(MaskKind k) { bits |= 1u << static_cast<unsigned>(k); }
+  bool empty() const { return bits == 0; }
+  bool hasSparsityPattern() const;
+  friend bool operator==(MaskSet, MaskSet) = default;
+};
+
+struct Spec {
+  Variant variant = Variant::Sdpa;
+  int64_t heads = 1;
+  int64_t kvHeads = 0; // 0: heads
+  int64_t dQ = 0;      // query dim of additive/bilinear; 0: d_k
+  int64_t dK = 0;      // required
+  int64_t dV = 0;      // 0: d_k
+  int64_t dModel = 0;  // mha; 0: heads * d_k
+  int64_t dAttn = 0;   // additive's hidden size; 0: d_k
+  double scale = 0;    // 0: the variant's default
+  MaskSet masks;
+  CausalAlign causalAlign = CausalAlign::BottomRight;
+  int64_t windowLeft = -1; // required by window and dilated
+  int64_t windowRight = 0;
+  int64_t globalTokens = 0;
+  int64_t stride = 0;
+  int64_t dilation = 0;
+  int64_t block = 0;
+  int64_t windowBlocks = 3;
+  int64_t globalBlocks = 2;
+  int64_t randomBlocks = 3;
+  bool alibi = false;
+  double softcap = 0; // 0: off
+  bool bias = false;
+  bool rope = false;
+  double ropeTheta = 10000;
+  int64_t ropeDims = 0; // 0: d_k
+  RopeStyle ropeStyle = RopeStyle::Half;
+  double dropout = 0;
+  std::optional<uint64_t> seed;
+  PositionalEncoding pe = PositionalEncoding::None;
+  FeatureMap featureMap = FeatureMap::Elu1;
+  int64_t features = 256;
+  int64_t projLen = 0;
+  bool lse = false;
+  bool weights = false;
+  DType dtype = DType::F32;
+  Layout layout = Layout::Bhsd;
+
+  // Derived facts the reference and backends share.
+  int64_t groupSize() const { return heads / kvHeads; } // query heads per kv head
+  bool needsSeed() const;
+  // True when some feature depends on where query rows sit among the keys.
+  bool usesAlignment() const;
+
+  std::string canonical() const;
+  nlohmann::json toJson() const;
+  // FNV-1a 64 of the canonical form, as 16 hex digits.
+  std::string hash() const;
+};
+
+// A bad spec: the message names the key, the value and what is allowed.
+class SpecError : public UsageError {
+public:
+  using UsageError::UsageError;
+};
+
+Spec parseSpec(std::string_view text);
+Spec parseSpecJson(const nlohmann::json& object);
+// A path to a .json file, or spec text.
+Spec loadSpec(std::string_view textOrPath);
+
+std::string_view variantName(Variant v);
+std::string_view dtypeName(DType d);
+std::string_view maskKindName(MaskKind k);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_SPEC_SPEC_H

@@ -1,0 +1,35 @@
+// The table of spec keys: one entry per key, with its parser, printer and the condition under
+// which it applies. Parsing, validation, the canonical form, JSON and `attnc spec --keys` all
+// iterate this table, so a new key is added in one place.
+#ifndef ATTNC_COMPILER_SPEC_SPECKEYS_H
+#define ATTNC_COMPILER_SPEC_SPECKEYS_H
+
+#include "Spec/Spec.h"
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace attnc {
+
+enum class ValueKind { Integer, Real, Boolean, Name, Mask };
+
+struct SpecKey {
+  std::string_view name;
+  ValueKind kind;
+  std::string allowed;          // "an integer in [1, 4096]", "one of: f32 f16 bf16"
+  std::string_view appliesWhen; // "always", "variant=mha", ...
+  std::string_view help;
+  std::function<bool(const Spec&)> applies;
+  std::function<void(Spec&, std::string_view)> parse; // throws SpecError
+  std::function<std::string(const Spec&)> print;
+};
+
+// Sorted by name; the canonical form follows this order.
+std::span<const SpecKey> specKeys();
+const SpecKey* findSpecKey(std::string_view name);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_SPEC_SPECKEYS_H

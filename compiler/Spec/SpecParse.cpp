@@ -1,0 +1,281 @@
+// Spec text and JSON in, validated Spec out.
+#include "Spec/Presets.h"
+#include "Spec/Spec.h"
+#include "Spec/SpecKeys.h"
+#include "Spec/SpecNames.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace attnc {
+namespace {
+
+struct Entry {
+  std::string value;
+  const Preset* preset = nullptr; // set when the value came from a preset, not the user
+};
+using Entries = std::map<std::string, Entry, std::less<>>;
+
+std::string knownKeys() {
+  std::string names = "preset";
+  for (const SpecKey& key : specKeys())
+    names += " " + std::string(key.name);
+  return names;
+}
+
+std::string presetNames() {
+  std::string names;
+  for (const Preset& p : presets())
+    names += (names.empty() ? "" : " ") + std::string(p.name);
+  return names;
+}
+
+void splitPair(std::string_view token, std::string_view& key, std::string_view& value) {
+  size_t eq = token.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    throw SpecError("'" + std::string(token) + "' is not key=value; known keys: " + knownKeys());
+  key = token.substr(0, eq);
+  value = token.substr(eq + 1);
+  if (value.empty())
+    throw SpecError(std::string(key) + "= has no value");
+}
+
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> result;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    size_t start = i;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    if (i > start)
+      result.push_back(text.substr(start, i - start));
+  }
+  return result;
+}
+
+// Inserts a preset's keys under the user's: a user key always wins.
+void expandPreset(std::string_view name, Entries& entries) {
+  const Preset* preset = findPreset(name);
+  if (!preset)
+    throw SpecError("preset=" + std::string(name) + ": unknown preset; expected one of: " +
+                    presetNames());
+  for (std::string_view token : words(preset->spec)) {
+    std::string_view key, value;
+    splitPair(token, key, value);
+    entries.try_emplace(std::string(key), Entry{std::string(value), preset});
+  }
+}
+
+void fillDefaults(Spec& s) {
+  if (s.kvHeads == 0)
+    s.kvHeads = s.heads;
+  if (s.variant == Variant::Mha) {
+    if (s.dK == 0 && s.dModel > 0) {
+      if (s.dModel % s.heads != 0)
+        throw SpecError("d_model=" + std::to_string(s.dModel) + ": without d_k, d_model must be "
+                        "a multiple of heads=" + std::to_string(s.heads));
+      s.dK = s.dModel / s.heads;
+    }
+    if (s.dModel == 0)
+      s.dModel = s.heads * s.dK;
+  }
+  if (s.dK == 0)
+    throw SpecError(s.variant == Variant::Mha ? "d_k or d_model is required"
+                                              : "d_k is required (the head dim of keys)");
+  if (s.dQ == 0)
+    s.dQ = s.dK;
+  if (s.dV == 0)
+    s.dV = s.dK;
+  if (s.dAttn == 0)
+    s.dAttn = s.dK;
+  if (s.ropeDims == 0)
+    s.ropeDims = s.dK;
+  if (s.scale == 0)
+    s.scale = (s.variant == Variant::Additive || s.variant == Variant::Bilinear)
+                  ? 1.0
+                  : 1.0 / std::sqrt(static_cast<double>(s.dK));
+}
+
+std::string maskText(const Spec& s) { return findSpecKey("mask")->print(s); }
+
+// Rules across keys. Each message names the keys, their values and what is allowed.
+void validate(const Spec& s) {
+  auto fail = [](const std::string& message) { throw SpecError(message); };
+  std::string variant(variantName(s.variant));
+  if (s.kvHeads > s.heads || s.heads % s.kvHeads != 0)
+    fail("kv_heads=" + std::to_string(s.kvHeads) + " must divide heads=" + std::to_string(s.heads));
+
+  MaskSet allowed;
+  if (s.variant == Variant::Linear) {
+    allowed.add(MaskKind::Causal);
+    allowed.add(MaskKind::Padding);
+  } else if (s.variant == Variant::Linformer) {
+    allowed.add(MaskKind::Padding);
+  } else {
+    allowed.bits = (1u << static_cast<unsigned>(MaskKind::Count)) - 1;
+  }
+  if ((s.masks.bits & ~allowed.bits) != 0)
+    fail("mask=" + maskText(s) + " is not supported by variant=" + variant + "; it allows: " +
+         (s.variant == Variant::Linear ? "none causal padding" : "none padding"));
+
+  if (s.masks.has(MaskKind::Window) && s.masks.has(MaskKind::Dilated))
+    fail("mask=" + maskText(s) + ": window and dilated share window_left/window_right; "
+         "use one of them");
+  if ((s.masks.has(MaskKind::Window) || s.masks.has(MaskKind::Dilated)) && s.windowLeft < 0)
+    fail("mask=" + maskText(s) + " needs window_left=N (keys before the query)");
+  if (s.masks.has(MaskKind::Global) && s.globalTokens == 0)
+    fail("mask=" + maskText(s) + " needs global_tokens=N");
+  if (s.masks.has(MaskKind::Strided) && s.stride == 0)
+    fail("mask=" + maskText(s) + " needs stride=N");
+  if (s.masks.has(MaskKind::Dilated) && s.dilation == 0)
+    fail("mask=" + maskText(s) + " needs dilation=N");
+  if ((s.masks.has(MaskKind::BlockSparse) || s.masks.has(MaskKind::BigBird)) && s.block == 0)
+    fail("mask=" + maskText(s) + " needs block=N (the block size)");
+  if (s.masks.has(MaskKind::BigBird) && s.windowBlocks % 2 == 0)
+    fail("window_blocks=" + std::to_string(s.windowBlocks) + " must be odd (the query block and "
+         "as many on each side)");
+
+  if (s.needsSeed() && !s.seed) {
+    std::string why = s.dropout > 0 ? "dropout=" + findSpecKey("dropout")->print(s)
+                      : s.variant == Variant::Linear ? std::string("feature_map=favor")
+                                                     : std::string("mask=bigbird with random_blocks > 0");
+    fail(why + " needs seed=N: the random numbers come from a counter-based RNG keyed by seed");
+  }
+  if (s.rope) {
+    if (s.ropeDims % 2 != 0 || s.ropeDims > s.dK)
+      fail("rope_dims=" + std::to_string(s.ropeDims) + " must be even and at most d_k=" +
+           std::to_string(s.dK));
+  }
+  if (s.variant == Variant::Mha && s.pe == PositionalEncoding::Sinusoidal && s.dModel % 2 != 0)
+    fail("pe=sinusoidal needs an even d_model; d_model=" + std::to_string(s.dModel));
+  if (s.variant == Variant::Linformer && s.projLen == 0)
+    fail("variant=linformer needs proj_len=N (the projected sequence length)");
+}
+
+Spec buildSpec(Entries entries) {
+  while (true) {
+    Spec spec;
+    for (const auto& [name, entry] : entries) {
+      const SpecKey* key = findSpecKey(name);
+      if (!key)
+        throw SpecError("unknown key '" + name + "'; known keys: " + knownKeys());
+      key->parse(spec, entry.value);
+    }
+    // A preset's key that an override made moot is dropped; a user's key is an error.
+    bool dropped = false;
+    for (auto it = entries.begin(); it != entries.end();) {
+      const SpecKey* key = findSpecKey(it->first);
+      if (key->applies(spec)) {
+        ++it;
+      } else if (it->second.preset) {
+        it = entries.erase(it);
+        dropped = true;
+      } else {
+        throw SpecError(it->first + "=" + it->second.value + " does not apply here: " +
+                        it->first + " needs " + std::string(key->appliesWhen) + " (this spec has "
+                        "variant=" + std::string(variantName(spec.variant)) +
+                        " mask=" + maskText(spec) + ")");
+      }
+    }
+    if (dropped)
+      continue;
+    fillDefaults(spec);
+    validate(spec);
+    return spec;
+  }
+}
+
+void addEntry(Entries& entries, std::string_view key, std::string value) {
+  if (!entries.try_emplace(std::string(key), Entry{std::move(value), nullptr}).second)
+    throw SpecError("key '" + std::string(key) + "' is given twice");
+}
+
+// Splits the user's keys from `preset`, then lays the preset under them.
+Entries withPreset(Entries user) {
+  auto preset = user.find("preset");
+  if (preset == user.end())
+    return user;
+  std::string name = preset->second.value;
+  user.erase(preset);
+  expandPreset(name, user);
+  return user;
+}
+
+std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
+  using nlohmann::json;
+  switch (value.type()) {
+  case json::value_t::string:
+    return value.get<std::string>();
+  case json::value_t::boolean:
+    return value.get<bool>() ? "true" : "false";
+  case json::value_t::number_integer:
+  case json::value_t::number_unsigned:
+  case json::value_t::number_float:
+    return value.dump();
+  case json::value_t::array: {
+    if (key != "mask")
+      break;
+    std::string joined;
+    for (const json& item : value) {
+      if (!item.is_string())
+        throw SpecError("mask: expected an array of pattern names, got " + value.dump());
+      joined += (joined.empty() ? "" : "+") + item.get<std::string>();
+    }
+    return joined.empty() ? "none" : joined;
+  }
+  default:
+    break;
+  }
+  throw SpecError(key + ": a JSON " + std::string(value.type_name()) +
+                  " is not allowed; expected a string, number or boolean" +
+                  (key == "mask" ? " (or an array of pattern names)" : ""));
+}
+
+} // namespace
+
+Spec parseSpec(std::string_view text) {
+  Entries entries;
+  for (std::string_view token : words(text)) {
+    std::string_view key, value;
+    splitPair(token, key, value);
+    addEntry(entries, key, std::string(value));
+  }
+  if (entries.empty())
+    throw SpecError("empty spec: give key=value pairs such as 'variant=sdpa heads=8 d_k=64'");
+  return buildSpec(withPreset(std::move(entries)));
+}
+
+Spec parseSpecJson(const nlohmann::json& object) {
+  if (!object.is_object())
+    throw SpecError("a JSON spec must be an object of key: value pairs, got a " +
+                    std::string(object.type_name()));
+  Entries entries;
+  for (const auto& [key, value] : object.items())
+    addEntry(entries, key, jsonValueText(key, value));
+  if (entries.empty())
+    throw SpecError("empty spec: give keys such as {\"variant\": \"sdpa\", \"d_k\": 64}");
+  return buildSpec(withPreset(std::move(entries)));
+}
+
+Spec loadSpec(std::string_view textOrPath) {
+  if (!textOrPath.ends_with(".json"))
+    return parseSpec(textOrPath);
+  std::string path(textOrPath);
+  std::ifstream file(path);
+  if (!file)
+    throw SpecError("cannot read spec file '" + path + "'");
+  std::stringstream content;
+  content << file.rdbuf();
+  nlohmann::json object = nlohmann::json::parse(content.str(), nullptr, false);
+  if (object.is_discarded())
+    throw SpecError("spec file '" + path + "' is not valid JSON");
+  return parseSpecJson(object);
+}
+
+} // namespace attnc

@@ -1,0 +1,26 @@
+// Stable content hashes: FNV-1a 64, printed as 16 hex digits. Not cryptographic; used to name
+// artifacts and key the tuning database, so it must never change.
+#ifndef ATTNC_COMPILER_SUPPORT_HASH_H
+#define ATTNC_COMPILER_SUPPORT_HASH_H
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace attnc {
+
+inline std::string fnv1a64Hex(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_SUPPORT_HASH_H

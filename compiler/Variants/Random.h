@@ -1,0 +1,93 @@
+// The counter-based random numbers every backend reproduces bit for bit.
+//
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) maps a
+// 128-bit counter and a 64-bit key to 128 random bits with no state, so a GPU thread, a SIMD
+// lane and the f64 reference all draw the same number for the same (seed, coordinates).
+// Streams are kept apart by tweaking the key's high word:
+//   dropout:  key (seed_lo, seed_hi),          counter (j / 4, i, h, b), word j % 4
+//   bigbird:  key (seed_lo, seed_hi ^ kBigBird), counter (r / 4, query block, h, 0), word r % 4
+//   favor:    key (seed_lo, seed_hi ^ kFavor),   counter (n, 0, 0, 0), all four words
+#ifndef ATTNC_COMPILER_VARIANTS_RANDOM_H
+#define ATTNC_COMPILER_VARIANTS_RANDOM_H
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace attnc::random {
+
+using Block = std::array<uint32_t, 4>;
+
+inline constexpr uint32_t kBigBirdStream = 0xB16B1D5Eu;
+inline constexpr uint32_t kFavorStream = 0xFA7012AEu;
+
+constexpr Block philox4x32(Block counter, uint32_t key0, uint32_t key1) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t{kMul0} * counter[0];
+    uint64_t p1 = uint64_t{kMul1} * counter[2];
+    counter = {static_cast<uint32_t>(p1 >> 32) ^ counter[1] ^ key0, static_cast<uint32_t>(p1),
+               static_cast<uint32_t>(p0 >> 32) ^ counter[3] ^ key1, static_cast<uint32_t>(p0)};
+    key0 += kWeyl0;
+    key1 += kWeyl1;
+  }
+  return counter;
+}
+
+// Dropout keeps an element when its 32-bit draw is at least this threshold, floor(p * 2^32):
+// an integer comparison, so no backend's float rounding can change the mask.
+inline uint32_t dropoutThreshold(double p) {
+  double t = std::floor(std::ldexp(p, 32));
+  return t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t);
+}
+
+inline bool dropoutKeeps(uint64_t seed, uint32_t threshold, int64_t b, int64_t h, int64_t i,
+                         int64_t j) {
+  Block r = philox4x32({static_cast<uint32_t>(j >> 2), static_cast<uint32_t>(i),
+                        static_cast<uint32_t>(h), static_cast<uint32_t>(b)},
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return r[j & 3] >= threshold;
+}
+
+// The r-th random key block of query block qb in head h, among numKeyBlocks.
+inline int64_t bigbirdRandomBlock(uint64_t seed, int64_t h, int64_t qb, int64_t r,
+                                  int64_t numKeyBlocks) {
+  Block x = philox4x32({static_cast<uint32_t>(r >> 2), static_cast<uint32_t>(qb),
+                        static_cast<uint32_t>(h), 0u},
+                       static_cast<uint32_t>(seed),
+                       static_cast<uint32_t>(seed >> 32) ^ kBigBirdStream);
+  return static_cast<int64_t>(x[r & 3] % static_cast<uint64_t>(numKeyBlocks));
+}
+
+// Standard normal numbers: Box-Muller on the words of successive Philox blocks.
+class GaussianStream {
+public:
+  GaussianStream(uint64_t seed, uint32_t stream)
+      : key0_(static_cast<uint32_t>(seed)), key1_(static_cast<uint32_t>(seed >> 32) ^ stream) {}
+
+  double next() {
+    if (cached_ == 4) {
+      Block r = philox4x32({counter_++, 0, 0, 0}, key0_, key1_);
+      for (int pair = 0; pair < 2; ++pair) {
+        double u1 = (r[2 * pair] + 0.5) * 0x1p-32; // in (0, 1): log is finite
+        double u2 = r[2 * pair + 1] * 0x1p-32;
+        double radius = std::sqrt(-2.0 * std::log(u1));
+        values_[2 * pair] = radius * std::cos(2 * M_PI * u2);
+        values_[2 * pair + 1] = radius * std::sin(2 * M_PI * u2);
+      }
+      cached_ = 0;
+    }
+    return values_[cached_++];
+  }
+
+private:
+  uint32_t key0_, key1_;
+  uint32_t counter_ = 0;
+  std::array<double, 4> values_{};
+  int cached_ = 4;
+};
+
+} // namespace attnc::random
+
+#endif // ATTNC_COMPILER_VARIANTS_RANDOM_H

@@ -1,0 +1,115 @@
+// Symbolic tensor dimensions of a manifest argument.
+//
+// A dimension is a constant ("64"), a run-time size ("B", "Tq", "Tk"), or a ceiling division
+// of one ("ceil(Tq/64)", the number of 64-row blocks). A trailing "|1" marks a dimension that
+// may also be 1 and is then broadcast ("B|1" for a mask shared by the whole batch). The compiler
+// writes these strings and the runtime evaluates them, both through this header.
+#ifndef ATTNC_SHAPE_HPP
+#define ATTNC_SHAPE_HPP
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace attnc {
+
+enum class SizeSymbol { Batch, SeqQ, SeqK };
+
+inline constexpr std::string_view kSizeSymbolNames[] = {"B", "Tq", "Tk"};
+
+inline std::optional<SizeSymbol> parseSizeSymbol(std::string_view text) {
+  for (int s = 0; s < 3; ++s)
+    if (kSizeSymbolNames[s] == text)
+      return static_cast<SizeSymbol>(s);
+  return std::nullopt;
+}
+
+// The run-time sizes; 0 while not yet bound.
+struct RunSizes {
+  int64_t value[3] = {0, 0, 0};
+  int64_t& operator[](SizeSymbol s) { return value[static_cast<int>(s)]; }
+  int64_t operator[](SizeSymbol s) const { return value[static_cast<int>(s)]; }
+};
+
+struct DimExpr {
+  std::optional<SizeSymbol> symbol; // empty: a constant
+  int64_t value = 0;                // the constant, or the divisor of a ceil() (1: plain symbol)
+  bool broadcastable = false;
+
+  static DimExpr constant(int64_t v) { return {std::nullopt, v, false}; }
+  static DimExpr of(SizeSymbol s) { return {s, 1, false}; }
+  static DimExpr ceilDiv(SizeSymbol s, int64_t d) { return {s, d, false}; }
+  DimExpr orOne() const {
+    DimExpr e = *this;
+    e.broadcastable = true;
+    return e;
+  }
+  // A plain symbol, which binds a run-time size from the first tensor that has it.
+  bool binds() const { return symbol && value == 1 && !broadcastable; }
+
+  // Empty while a symbol it needs is not bound yet.
+  std::optional<int64_t> evaluate(const RunSizes& sizes) const {
+    if (!symbol)
+      return value;
+    int64_t s = sizes[*symbol];
+    if (s == 0)
+      return std::nullopt;
+    return (s + value - 1) / value;
+  }
+
+  std::string str() const {
+    std::string text;
+    if (!symbol)
+      text = std::to_string(value);
+    else if (value == 1)
+      text = std::string(kSizeSymbolNames[static_cast<int>(*symbol)]);
+    else
+      text = "ceil(" + std::string(kSizeSymbolNames[static_cast<int>(*symbol)]) + "/" +
+             std::to_string(value) + ")";
+    return broadcastable ? text + "|1" : text;
+  }
+
+  static std::optional<DimExpr> parse(std::string_view text) {
+    DimExpr e;
+    if (text.ends_with("|1")) {
+      e.broadcastable = true;
+      text.remove_suffix(2);
+    }
+    auto parseInt = [](std::string_view digits) -> std::optional<int64_t> {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+      if (ec != std::errc() || end != digits.data() + digits.size() || v < 1)
+        return std::nullopt;
+      return v;
+    };
+    if (auto symbol = parseSizeSymbol(text)) {
+      e.symbol = symbol;
+      e.value = 1;
+      return e;
+    }
+    if (text.starts_with("ceil(") && text.ends_with(")")) {
+      std::string_view inner = text.substr(5, text.size() - 6);
+      std::size_t slash = inner.find('/');
+      if (slash == std::string_view::npos)
+        return std::nullopt;
+      auto symbol = parseSizeSymbol(inner.substr(0, slash));
+      auto divisor = parseInt(inner.substr(slash + 1));
+      if (!symbol || !divisor)
+        return std::nullopt;
+      e.symbol = symbol;
+      e.value = *divisor;
+      return e;
+    }
+    auto v = parseInt(text);
+    if (!v)
+      return std::nullopt;
+    e.value = *v;
+    return e;
+  }
+};
+
+} // namespace attnc
+
+#endif // ATTNC_SHAPE_HPP

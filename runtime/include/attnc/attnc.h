@@ -1,0 +1,108 @@
+/* attnc runtime: the C interface between applications, the runtime and kernel bundles.
+ *
+ * A bundle is a shared object produced by `attnc compile`. It exports three symbols:
+ *   attnc_kernel_abi       uint32_t, the ATTNC_ABI_VERSION it was built for;
+ *   attnc_kernel_manifest  a NUL-terminated JSON manifest (spec, backend, target, arguments);
+ *   attnc_kernel_run       the kernel entry, taking an attnc_kernel_call.
+ * Applications do not call these directly: they open a bundle with attnc_bundle_open, which
+ * checks the ABI version and the host's CPU features, and run it with attnc_bundle_run, which
+ * checks every tensor against the manifest before the kernel sees it.
+ *
+ * Tensors are DLPack DLTensors with explicit or compact strides. Every function is thread-safe:
+ * one opened bundle may be run from many threads at once. */
+#ifndef ATTNC_ATTNC_H
+#define ATTNC_ATTNC_H
+
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any change to attnc_kernel_call, to the exported symbols or to the manifest's
+ * required fields. The runtime refuses bundles built for another version. */
+#define ATTNC_ABI_VERSION 1u
+
+#if defined(__GNUC__)
+#define ATTNC_API __attribute__((visibility("default")))
+#else
+#define ATTNC_API
+#endif
+
+typedef enum attnc_status {
+  ATTNC_OK = 0,
+  ATTNC_ERROR_INVALID_ARGUMENT = 1, /* null pointer, unknown or missing tensor name */
+  ATTNC_ERROR_LOAD = 2,             /* the file cannot be loaded or is not a bundle */
+  ATTNC_ERROR_ABI_MISMATCH = 3,     /* bundle built for another ATTNC_ABI_VERSION */
+  ATTNC_ERROR_UNSUPPORTED_TARGET = 4, /* other architecture, or CPU features this host lacks */
+  ATTNC_ERROR_MANIFEST = 5,         /* manifest missing, malformed or inconsistent */
+  ATTNC_ERROR_TENSOR_MISMATCH = 6,  /* a tensor's device, dtype, shape or strides are wrong */
+  ATTNC_ERROR_KERNEL = 7            /* the kernel itself reported a failure */
+} attnc_status;
+
+/* Filled by every call that can fail; message names what is wrong and what was expected. */
+typedef struct attnc_error {
+  attnc_status status;
+  char message[1024];
+} attnc_error;
+
+/* ---- Kernel side: what the runtime passes to a bundle's attnc_kernel_run. ---- */
+
+typedef void (*attnc_task_fn)(void* context, int64_t index);
+/* Runs task(context, i) for every i in [0, count), on at most max_threads threads (the caller's
+ * thread included), and returns when all are done. Provided by the runtime's thread pool. */
+typedef void (*attnc_parallel_for_fn)(void* pool, int64_t count, attnc_task_fn task, void* context,
+                                      int32_t max_threads);
+
+typedef struct attnc_kernel_call {
+  uint32_t abi_version;       /* ATTNC_ABI_VERSION of the caller */
+  uint32_t num_args;          /* the manifest's argument count */
+  DLTensor* const* args;      /* in manifest order, already checked against the manifest */
+  int64_t batch, seq_q, seq_k; /* the run-time sizes B, Tq, Tk bound from the tensors */
+  int32_t num_threads;        /* at least 1 */
+  attnc_parallel_for_fn parallel_for;
+  void* pool;
+  void* workspace; /* the manifest's workspace_bytes, or NULL when it asks for none */
+  size_t workspace_bytes;
+  void* stream;    /* a CUDA stream for GPU bundles; NULL on CPU */
+} attnc_kernel_call;
+
+typedef int32_t (*attnc_kernel_run_fn)(const attnc_kernel_call* call, char* message,
+                                       size_t message_size);
+
+/* ---- Application side. ---- */
+
+typedef struct attnc_bundle attnc_bundle;
+
+typedef struct attnc_named_tensor {
+  const char* name; /* a manifest argument name: "q", "k", "v", "o", "lse", "lengths", ... */
+  DLTensor* tensor;
+} attnc_named_tensor;
+
+typedef struct attnc_run_options {
+  int32_t num_threads; /* 0: all hardware threads */
+  void* stream;        /* GPU bundles only */
+} attnc_run_options;
+
+ATTNC_API uint32_t attnc_runtime_abi_version(void);
+ATTNC_API const char* attnc_status_name(attnc_status status);
+
+/* Loads a bundle and checks its ABI version, manifest and target against this host. */
+ATTNC_API attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_error* error);
+ATTNC_API void attnc_bundle_close(attnc_bundle* bundle);
+/* The manifest JSON; owned by the bundle, valid until attnc_bundle_close. */
+ATTNC_API const char* attnc_bundle_manifest(const attnc_bundle* bundle);
+
+/* Checks every tensor against the manifest (names, device, dtype, shape, strides), binds the
+ * run-time sizes B, Tq, Tk, then runs the kernel. Every manifest argument must be given once. */
+ATTNC_API attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tensor* tensors,
+                              size_t num_tensors, const attnc_run_options* options,
+                              attnc_error* error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNC_ATTNC_H */

@@ -1,0 +1,200 @@
+// The C API: opening bundles, checking them against this host, and running them.
+#include "attnc/attnc.h"
+
+#include "HostCpu.h"
+#include "RuntimeManifest.h"
+#include "TensorCheck.h"
+#include "ThreadPool.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct attnc_bundle {
+  void* handle = nullptr;
+  std::string manifestJson;
+  attnc::runtime::RuntimeManifest manifest;
+  attnc_kernel_run_fn run = nullptr;
+  ~attnc_bundle() {
+    if (handle)
+      dlclose(handle);
+  }
+};
+
+namespace {
+
+attnc_status fail(attnc_error* error, attnc_status status, const std::string& message) {
+  if (error) {
+    error->status = status;
+    std::snprintf(error->message, sizeof(error->message), "%s", message.c_str());
+  }
+  return status;
+}
+
+attnc_status succeed(attnc_error* error) {
+  if (error) {
+    error->status = ATTNC_OK;
+    error->message[0] = '\0';
+  }
+  return ATTNC_OK;
+}
+
+// The CPU features the manifest needs that this host lacks, space separated.
+std::string missingFeatures(const attnc::runtime::RuntimeManifest& manifest) {
+  const auto& host = attnc::runtime::hostCpuFeatures();
+  std::string missing;
+  for (const std::string& feature : manifest.cpuFeatures)
+    if (!host.count(feature))
+      missing += (missing.empty() ? "" : " ") + feature;
+  return missing;
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+} // namespace
+
+extern "C" {
+
+uint32_t attnc_runtime_abi_version(void) { return ATTNC_ABI_VERSION; }
+
+const char* attnc_status_name(attnc_status status) {
+  switch (status) {
+  case ATTNC_OK: return "ok";
+  case ATTNC_ERROR_INVALID_ARGUMENT: return "invalid argument";
+  case ATTNC_ERROR_LOAD: return "load error";
+  case ATTNC_ERROR_ABI_MISMATCH: return "ABI mismatch";
+  case ATTNC_ERROR_UNSUPPORTED_TARGET: return "unsupported target";
+  case ATTNC_ERROR_MANIFEST: return "bad manifest";
+  case ATTNC_ERROR_TENSOR_MISMATCH: return "tensor mismatch";
+  case ATTNC_ERROR_KERNEL: return "kernel error";
+  }
+  return "unknown status";
+}
+
+attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_error* error) {
+  if (!path || !bundle)
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, "attnc_bundle_open: null path or result");
+  *bundle = nullptr;
+  auto loaded = std::make_unique<attnc_bundle>();
+  loaded->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!loaded->handle)
+    return fail(error, ATTNC_ERROR_LOAD, std::string("cannot load bundle: ") + dlerror());
+
+  auto* abi = static_cast<const uint32_t*>(dlsym(loaded->handle, "attnc_kernel_abi"));
+  auto* manifest = static_cast<const char*>(dlsym(loaded->handle, "attnc_kernel_manifest"));
+  loaded->run = reinterpret_cast<attnc_kernel_run_fn>(dlsym(loaded->handle, "attnc_kernel_run"));
+  if (!abi || !manifest || !loaded->run)
+    return fail(error, ATTNC_ERROR_LOAD,
+                std::string(path) + " is not an attnc bundle: it lacks attnc_kernel_abi, "
+                                    "attnc_kernel_manifest or attnc_kernel_run");
+  if (*abi != ATTNC_ABI_VERSION)
+    return fail(error, ATTNC_ERROR_ABI_MISMATCH,
+                "bundle was built for ABI version " + std::to_string(*abi) +
+                    "; this runtime supports version " + std::to_string(ATTNC_ABI_VERSION) +
+                    " (recompile the bundle with a matching attnc)");
+  loaded->manifestJson = manifest;
+  try {
+    loaded->manifest = attnc::runtime::parseRuntimeManifest(loaded->manifestJson);
+  } catch (const std::exception& e) {
+    return fail(error, ATTNC_ERROR_MANIFEST, e.what());
+  }
+  const auto& m = loaded->manifest;
+  if (m.abiVersion != *abi)
+    return fail(error, ATTNC_ERROR_MANIFEST,
+                "manifest says ABI version " + std::to_string(m.abiVersion) +
+                    " but the bundle exports " + std::to_string(*abi));
+  if (m.device != "cpu")
+    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                "bundle targets device '" + m.device + "'; this runtime runs 'cpu' bundles");
+  if (m.arch != attnc::runtime::hostArch())
+    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                "bundle was compiled for " + m.arch + "; this host is " +
+                    attnc::runtime::hostArch());
+  if (std::string missing = missingFeatures(m); !missing.empty())
+    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                "bundle needs CPU features this host lacks: " + missing);
+  *bundle = loaded.release();
+  return succeed(error);
+}
+
+void attnc_bundle_close(attnc_bundle* bundle) { delete bundle; }
+
+const char* attnc_bundle_manifest(const attnc_bundle* bundle) {
+  return bundle ? bundle->manifestJson.c_str() : nullptr;
+}
+
+attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tensor* tensors,
+                              size_t num_tensors, const attnc_run_options* options,
+                              attnc_error* error) {
+  if (!bundle || (!tensors && num_tensors > 0))
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, "attnc_bundle_run: null bundle or tensors");
+  const auto& args = bundle->manifest.arguments;
+  std::vector<DLTensor*> ordered(args.size(), nullptr);
+  for (size_t t = 0; t < num_tensors; ++t) {
+    const char* name = tensors[t].name ? tensors[t].name : "";
+    auto it = std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.name == name; });
+    if (it == args.end()) {
+      std::string known;
+      for (const auto& a : args)
+        known += (known.empty() ? "" : ", ") + a.name;
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("unknown tensor name '") + name + "'; this bundle takes: " + known);
+    }
+    DLTensor*& slot = ordered[it - args.begin()];
+    if (slot)
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("tensor '") + name + "' is given twice");
+    if (!tensors[t].tensor)
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("tensor '") + name + "' is a null pointer");
+    slot = tensors[t].tensor;
+  }
+  for (size_t a = 0; a < args.size(); ++a)
+    if (!ordered[a])
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  "tensor '" + args[a].name + "' is missing; this bundle needs every argument "
+                                              "its manifest lists");
+  attnc::RunSizes sizes;
+  if (auto problem = attnc::runtime::checkTensors(bundle->manifest, ordered, sizes))
+    return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);
+
+  int32_t threads = options && options->num_threads > 0
+                        ? options->num_threads
+                        : attnc::runtime::ThreadPool::hardwareThreads();
+  std::unique_ptr<void, AlignedFree> workspace;
+  size_t workspaceBytes = bundle->manifest.workspaceBytes;
+  if (workspaceBytes > 0) {
+    workspace.reset(std::aligned_alloc(64, (workspaceBytes + 63) / 64 * 64));
+    if (!workspace)
+      return fail(error, ATTNC_ERROR_KERNEL,
+                  "cannot allocate the kernel's workspace of " + std::to_string(workspaceBytes) +
+                      " bytes");
+  }
+  attnc_kernel_call call{};
+  call.abi_version = ATTNC_ABI_VERSION;
+  call.num_args = static_cast<uint32_t>(ordered.size());
+  call.args = ordered.data();
+  call.batch = sizes[attnc::SizeSymbol::Batch];
+  call.seq_q = sizes[attnc::SizeSymbol::SeqQ];
+  call.seq_k = sizes[attnc::SizeSymbol::SeqK];
+  call.num_threads = threads;
+  call.parallel_for = &attnc::runtime::ThreadPool::parallelForEntry;
+  call.pool = &attnc::runtime::ThreadPool::global();
+  call.workspace = workspace.get();
+  call.workspace_bytes = workspaceBytes;
+  call.stream = options ? options->stream : nullptr;
+  char message[sizeof(attnc_error::message)] = "";
+  if (bundle->run(&call, message, sizeof(message)) != 0)
+    return fail(error, ATTNC_ERROR_KERNEL, std::string("kernel failed: ") + message);
+  return succeed(error);
+}
+
+} // extern "C"

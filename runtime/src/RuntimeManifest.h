@@ -1,0 +1,39 @@
+// The parts of a bundle's manifest the runtime needs to check a call: target and arguments.
+#ifndef ATTNC_RUNTIME_MANIFEST_H
+#define ATTNC_RUNTIME_MANIFEST_H
+
+#include "attnc/Shape.hpp"
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnc::runtime {
+
+enum class ArgumentRole { Input, Output };
+
+struct ArgumentSpec {
+  std::string name;
+  ArgumentRole role = ArgumentRole::Input;
+  std::vector<DLDataType> dtypes; // any of these is accepted
+  std::vector<DimExpr> shape;
+};
+
+struct RuntimeManifest {
+  uint32_t abiVersion = 0;
+  std::string arch;                     // "x86_64", "aarch64"
+  std::string device;                   // "cpu"
+  std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
+  uint64_t workspaceBytes = 0;
+  std::vector<ArgumentSpec> arguments;
+};
+
+// Throws std::runtime_error naming the field that is missing or malformed.
+RuntimeManifest parseRuntimeManifest(std::string_view json);
+
+} // namespace attnc::runtime
+
+#endif // ATTNC_RUNTIME_MANIFEST_H

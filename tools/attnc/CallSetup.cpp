@@ -1,0 +1,204 @@
+#include "CallSetup.h"
+
+#include "Npy.h"
+#include "Support/Errors.h"
+#include "Variants/Favor.h"
+#include "Variants/Random.h"
+#include "attnc/DType.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+namespace attnc::tools {
+namespace {
+
+std::string sizeName(SizeSymbol s) { return std::string(kSizeSymbolNames[static_cast<int>(s)]); }
+
+// Binds unbound sizes from a file tensor whose rank matches the argument.
+void bindFromFile(const Argument& arg, const HostTensor& t, RunSizes& sizes,
+                  const std::string& path) {
+  if (t.shape().size() != arg.shape.size())
+    throw UsageError(path + " has rank " + std::to_string(t.shape().size()) + "; '" + arg.name +
+                     "' needs rank " + std::to_string(arg.shape.size()));
+  for (size_t d = 0; d < arg.shape.size(); ++d)
+    if (arg.shape[d].binds() && sizes[*arg.shape[d].symbol] == 0)
+      sizes[*arg.shape[d].symbol] = t.shape()[d];
+}
+
+void applyFlag(RunSizes& sizes, SizeSymbol s, std::optional<int64_t> flag, const char* option) {
+  if (!flag)
+    return;
+  if (*flag < 1)
+    throw UsageError(std::string(option) + " " + std::to_string(*flag) + ": must be at least 1");
+  if (sizes[s] != 0 && sizes[s] != *flag)
+    throw UsageError(std::string(option) + " " + std::to_string(*flag) + " disagrees with the "
+                     "input files, which have " + sizeName(s) + "=" + std::to_string(sizes[s]));
+  sizes[s] = *flag;
+}
+
+std::vector<int64_t> concreteShape(const Argument& arg, const RunSizes& sizes) {
+  std::vector<int64_t> shape;
+  for (const DimExpr& d : arg.shape)
+    shape.push_back(*d.evaluate(sizes));
+  return shape;
+}
+
+// Uniform 32-bit words for argument `stream`, from the seed.
+class Words {
+public:
+  Words(uint64_t seed, uint32_t stream) : seed_(seed), stream_(stream) {}
+  uint32_t next() {
+    if (used_ == 4) {
+      block_ = random::philox4x32({counter_++, stream_, 0xA77C0001u, 0},
+                                  static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
+      used_ = 0;
+    }
+    return block_[used_++];
+  }
+
+private:
+  uint64_t seed_;
+  uint32_t stream_, counter_ = 0;
+  random::Block block_{};
+  int used_ = 4;
+};
+
+std::vector<double> randomValues(const Spec& spec, const Argument& arg,
+                                 const std::vector<int64_t>& shape, const RunSizes& sizes,
+                                 uint64_t seed, uint32_t stream) {
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  std::vector<double> values(count);
+  Words words(seed, stream);
+  random::GaussianStream gaussian(seed ^ (uint64_t{stream} << 32), 0xDA7A0000u + stream);
+  switch (arg.fill) {
+  case ArgumentFill::Normal:
+    for (double& v : values)
+      v = gaussian.next();
+    break;
+  case ArgumentFill::ScaledNormal: {
+    double sd = 1.0 / std::sqrt(static_cast<double>(shape[arg.fanInDim]));
+    for (double& v : values)
+      v = sd * gaussian.next();
+    break;
+  }
+  case ArgumentFill::Lengths: // uniform in [0, Tk]: 0 gives fully masked rows
+    for (double& v : values)
+      v = words.next() % (sizes[SizeSymbol::SeqK] + 1);
+    break;
+  case ArgumentFill::MaskBits:
+    for (double& v : values)
+      v = words.next() % 5 != 0; // 80% kept
+    break;
+  case ArgumentFill::BlockLayout:
+    for (double& v : values)
+      v = words.next() % 2;
+    break;
+  case ArgumentFill::FavorFeatures:
+    values = favor::orthogonalFeatures(*spec.seed, spec.features, spec.dK);
+    break;
+  case ArgumentFill::None:
+    break;
+  }
+  return values;
+}
+
+HostTensor lengthsFromList(const std::string& list, int64_t batch) {
+  std::vector<double> values;
+  std::stringstream items(list);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    try {
+      size_t used = 0;
+      values.push_back(static_cast<double>(std::stoll(item, &used)));
+      if (used != item.size())
+        throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw UsageError("--lengths " + list + ": '" + item + "' is not an integer");
+    }
+  }
+  if (static_cast<int64_t>(values.size()) != batch)
+    throw UsageError("--lengths " + list + ": gives " + std::to_string(values.size()) +
+                     " lengths for batch " + std::to_string(batch));
+  HostTensor t(*parseDType("i32"), {batch});
+  t.assign(values);
+  return t;
+}
+
+} // namespace
+
+std::vector<attnc_named_tensor> Call::named() {
+  std::vector<attnc_named_tensor> list;
+  for (size_t i = 0; i < arguments.size(); ++i)
+    list.push_back({arguments[i].name.c_str(), tensors[i].dl()});
+  return list;
+}
+
+HostTensor& Call::tensor(const std::string& name) {
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].name == name)
+      return tensors[i];
+  throw UsageError("this bundle has no tensor '" + name + "'");
+}
+
+Call prepareCall(const Spec& spec, const CallFlags& flags) {
+  Call call{spec, kernelArguments(spec), {}, {}};
+  std::map<std::string, HostTensor> loaded;
+  for (const auto& [name, path] : flags.inputFiles) {
+    auto it = std::find_if(call.arguments.begin(), call.arguments.end(),
+                           [&](const Argument& a) { return a.name == name; });
+    if (it == call.arguments.end() || it->role == ArgumentRole::Output) {
+      std::string names;
+      for (const Argument& a : call.arguments)
+        if (a.role != ArgumentRole::Output)
+          names += (names.empty() ? "" : " ") + a.name;
+      throw UsageError("this bundle takes no input '" + name + "'; its inputs are: " + names);
+    }
+    loaded.emplace(name, npy::read(path));
+  }
+  bool lengthsFile = !flags.lengths.empty() && flags.lengths.ends_with(".npy");
+  if (!flags.lengths.empty() && !spec.masks.has(MaskKind::Padding))
+    throw UsageError("--lengths: this bundle has no padding mask");
+  if (lengthsFile)
+    loaded.emplace("lengths", npy::read(flags.lengths));
+
+  for (const Argument& arg : call.arguments)
+    if (auto it = loaded.find(arg.name); it != loaded.end())
+      bindFromFile(arg, it->second, call.sizes, flags.inputFiles.count(arg.name)
+                                                    ? flags.inputFiles.at(arg.name)
+                                                    : flags.lengths);
+  applyFlag(call.sizes, SizeSymbol::Batch, flags.batch, "--batch");
+  applyFlag(call.sizes, SizeSymbol::SeqQ, flags.seqQ, "--seq-q");
+  applyFlag(call.sizes, SizeSymbol::SeqK, flags.seqK, "--seq-k");
+  RunSizes& sizes = call.sizes;
+  if (sizes[SizeSymbol::Batch] == 0)
+    sizes[SizeSymbol::Batch] = 1;
+  if (sizes[SizeSymbol::SeqQ] == 0)
+    sizes[SizeSymbol::SeqQ] = 128;
+  if (sizes[SizeSymbol::SeqK] == 0)
+    sizes[SizeSymbol::SeqK] = sizes[SizeSymbol::SeqQ];
+
+  for (size_t i = 0; i < call.arguments.size(); ++i) {
+    const Argument& arg = call.arguments[i];
+    const DLDataType dtype = *parseDType(arg.dtypes.front());
+    std::vector<int64_t> shape = concreteShape(arg, sizes);
+    HostTensor tensor(dtype, shape);
+    if (auto it = loaded.find(arg.name); it != loaded.end()) {
+      // Converted to the bundle's dtype; the runtime checks the shape.
+      HostTensor converted(dtype, it->second.shape());
+      converted.assign(it->second.values());
+      tensor = std::move(converted);
+    } else if (arg.name == "lengths" && !flags.lengths.empty()) {
+      tensor = lengthsFromList(flags.lengths, sizes[SizeSymbol::Batch]);
+    } else if (arg.role != ArgumentRole::Output) {
+      tensor.assign(randomValues(spec, arg, shape, sizes, flags.seed, static_cast<uint32_t>(i)));
+    }
+    call.tensors.push_back(std::move(tensor));
+  }
+  return call;
+}
+
+} // namespace attnc::tools

@@ -1,0 +1,41 @@
+// Building a bundle call from command-line flags: sizes, inputs from .npy files or seeded
+// random data, and output buffers. Shared by `attnc run` and `attnc verify`.
+#ifndef ATTNC_TOOLS_CALLSETUP_H
+#define ATTNC_TOOLS_CALLSETUP_H
+
+#include "Artifact/Arguments.h"
+#include "Support/HostTensor.h"
+#include "attnc/attnc.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnc::tools {
+
+struct CallFlags {
+  std::optional<int64_t> batch, seqQ, seqK;
+  std::map<std::string, std::string> inputFiles; // argument name -> .npy path
+  std::string lengths;                           // "5,7,0" or a .npy path
+  uint64_t seed = 0;
+};
+
+struct Call {
+  Spec spec;
+  std::vector<Argument> arguments;
+  std::vector<HostTensor> tensors; // one per argument, in argument order
+  RunSizes sizes;
+
+  std::vector<attnc_named_tensor> named();
+  HostTensor& tensor(const std::string& name);
+};
+
+// Sizes come from the given files first (q binds B and Tq, k binds Tk), then from flags, which
+// must agree, then from defaults (B=1, Tq=128, Tk=Tq). Throws UsageError for unknown argument
+// names, unreadable files or disagreeing sizes.
+Call prepareCall(const Spec& spec, const CallFlags& flags);
+
+} // namespace attnc::tools
+
+#endif // ATTNC_TOOLS_CALLSETUP_H

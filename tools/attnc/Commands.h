@@ -1,0 +1,22 @@
+// The attnc subcommands. Each add* function registers one subcommand on the app and returns the
+// action to run when it is chosen; actions throw, and main maps errors to exit codes.
+#ifndef ATTNC_TOOLS_COMMANDS_H
+#define ATTNC_TOOLS_COMMANDS_H
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace attnc::tools {
+
+using Action = std::function<int()>; // returns the exit code
+
+Action addSpecCommand(CLI::App& app);
+Action addPresetsCommand(CLI::App& app);
+Action addCompileCommand(CLI::App& app);
+Action addRunCommand(CLI::App& app);
+Action addVerifyCommand(CLI::App& app);
+
+} // namespace attnc::tools
+
+#endif // ATTNC_TOOLS_COMMANDS_H

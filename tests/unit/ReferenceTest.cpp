@@ -1,0 +1,165 @@
+// The f64 reference against hand-computed values and the identities of softmax attention.
+#include "TestSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace attnc {
+namespace {
+
+using test::at4;
+using test::randomCall;
+using test::runReferenceOn;
+
+// One query, two keys, d = 1: scores are q.k / sqrt(1), so the weights are softmax(1, 3).
+TEST(Reference, HandComputedSoftmax) {
+  tools::Call call = randomCall("d_k=1 lse=true weights=true", 1, 1, 2);
+  call.tensor("q").assign({1.0});
+  call.tensor("k").assign({1.0, 3.0});
+  call.tensor("v").assign({10.0, 20.0});
+  test::Outputs out = runReferenceOn(call);
+  double p0 = 1 / (1 + std::exp(2.0)), p1 = 1 - p0;
+  EXPECT_NEAR(out.weights[0], p0, 1e-15);
+  EXPECT_NEAR(out.weights[1], p1, 1e-15);
+  EXPECT_NEAR(out.o[0], 10 * p0 + 20 * p1, 1e-13);
+  EXPECT_NEAR(out.lse[0], std::log(std::exp(1.0) + std::exp(3.0)), 1e-14);
+}
+
+TEST(Reference, HandComputedCausalBottomRight) {
+  // Tq = 1, Tk = 3, bottom-right: the query sits at position 2 and sees every key.
+  tools::Call call = randomCall("d_k=1 mask=causal weights=true", 1, 1, 3);
+  call.tensor("q").assign({0.0});
+  test::Outputs out = runReferenceOn(call);
+  for (int j = 0; j < 3; ++j)
+    EXPECT_NEAR(out.weights[j], 1.0 / 3, 1e-15);
+  // Top-left: it sits at position 0 and sees key 0 only.
+  tools::Call left = randomCall("d_k=1 mask=causal causal_align=top_left weights=true", 1, 1, 3);
+  test::Outputs outLeft = runReferenceOn(left);
+  EXPECT_EQ(outLeft.weights[0], 1.0);
+  EXPECT_EQ(outLeft.weights[1], 0.0);
+}
+
+TEST(Reference, WeightRowsSumToOne) {
+  for (const char* spec : {"heads=3 d_k=5 weights=true", "heads=2 d_k=4 mask=causal weights=true",
+                           "variant=additive heads=2 d_q=3 d_k=5 d_attn=4 weights=true",
+                           "variant=linear heads=2 d_k=4 feature_map=elu1 weights=true"}) {
+    tools::Call call = randomCall(spec, 2, 7, 11);
+    test::Outputs out = runReferenceOn(call);
+    int64_t rows = out.weights.size() / 11;
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int j = 0; j < 11; ++j)
+        sum += out.weights[r * 11 + j];
+      EXPECT_NEAR(sum, 1.0, 1e-12) << spec << " row " << r;
+    }
+  }
+}
+
+// o equals the weights times V, and lse equals log sum exp of the scores.
+TEST(Reference, OutputIsWeightsTimesValues) {
+  tools::Call call = randomCall("heads=2 kv_heads=1 d_k=6 d_v=3 mask=causal weights=true lse=true",
+                                 2, 5, 9);
+  test::Outputs out = runReferenceOn(call);
+  std::vector<double> v = call.tensor("v").values();
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 5; ++i)
+        for (int e = 0; e < 3; ++e) {
+          double expect = 0;
+          for (int j = 0; j < 9; ++j)
+            expect += out.weights[at4(2, 5, 9, b, h, i, j)] * v[at4(1, 9, 3, b, 0, j, e)];
+          EXPECT_NEAR(out.o[at4(2, 5, 3, b, h, i, e)], expect, 1e-12);
+        }
+}
+
+TEST(Reference, GqaEqualsRepeatedKeyValueHeads) {
+  const int B = 2, H = 6, G = 2, T = 7, S = 10, D = 4;
+  tools::Call gqa = randomCall("heads=6 kv_heads=2 d_k=4 mask=causal lse=true", B, T, S);
+  tools::Call mha = randomCall("heads=6 d_k=4 mask=causal lse=true", B, T, S);
+  mha.tensor("q").assign(gqa.tensor("q").values());
+  std::vector<double> k = gqa.tensor("k").values(), v = gqa.tensor("v").values();
+  std::vector<double> kRep(B * H * S * D), vRep(B * H * S * D);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < S; ++j)
+        for (int d = 0; d < D; ++d) {
+          kRep[at4(H, S, D, b, h, j, d)] = k[at4(G, S, D, b, h / 3, j, d)];
+          vRep[at4(H, S, D, b, h, j, d)] = v[at4(G, S, D, b, h / 3, j, d)];
+        }
+  mha.tensor("k").assign(kRep);
+  mha.tensor("v").assign(vRep);
+  test::Outputs a = runReferenceOn(gqa), b = runReferenceOn(mha);
+  for (size_t i = 0; i < a.o.size(); ++i)
+    EXPECT_NEAR(a.o[i], b.o[i], 1e-13);
+  for (size_t i = 0; i < a.lse.size(); ++i)
+    EXPECT_NEAR(a.lse[i], b.lse[i], 1e-13);
+}
+
+TEST(Reference, FullyMaskedRowsGiveZerosAndMinusInfinity) {
+  tools::Call call = randomCall("heads=2 d_k=4 mask=padding lse=true weights=true", 2, 3, 5);
+  call.tensor("lengths").assign({0, 2});
+  test::Outputs out = runReferenceOn(call);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(out.lse[(0 * 2 + h) * 3 + i], -std::numeric_limits<double>::infinity());
+      for (int e = 0; e < 4; ++e)
+        EXPECT_EQ(out.o[at4(2, 3, 4, 0, h, i, e)], 0.0);
+      EXPECT_TRUE(std::isfinite(out.lse[(1 * 2 + h) * 3 + i]));
+      for (int j = 2; j < 5; ++j) // keys past the length get no weight
+        EXPECT_EQ(out.weights[at4(2, 3, 5, 1, h, i, j)], 0.0);
+    }
+  for (double x : out.o)
+    EXPECT_FALSE(std::isnan(x));
+}
+
+TEST(Reference, BshdLayoutEqualsBhsd) {
+  tools::Call bhsd = randomCall("heads=3 d_k=4 mask=causal", 2, 5, 6);
+  tools::Call bshd = randomCall("heads=3 d_k=4 mask=causal layout=bshd", 2, 5, 6);
+  auto toBshd = [](const std::vector<double>& x, int H, int T, int D) {
+    std::vector<double> y(x.size());
+    for (int b = 0; b < 2; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d)
+            y[at4(T, H, D, b, t, h, d)] = x[at4(H, T, D, b, h, t, d)];
+    return y;
+  };
+  bshd.tensor("q").assign(toBshd(bhsd.tensor("q").values(), 3, 5, 4));
+  bshd.tensor("k").assign(toBshd(bhsd.tensor("k").values(), 3, 6, 4));
+  bshd.tensor("v").assign(toBshd(bhsd.tensor("v").values(), 3, 6, 4));
+  test::Outputs a = runReferenceOn(bhsd), b = runReferenceOn(bshd);
+  std::vector<double> expected = toBshd(a.o, 3, 5, 4);
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_NEAR(b.o[i], expected[i], 1e-15);
+}
+
+TEST(Reference, SoftcapAndScaleAndBias) {
+  tools::Call call = randomCall("d_k=1 scale=2 softcap=1.5 bias=true weights=true", 1, 1, 2);
+  call.tensor("q").assign({1.0});
+  call.tensor("k").assign({1.0, -2.0});
+  call.tensor("bias").assign({0.25, -0.5});
+  test::Outputs out = runReferenceOn(call);
+  double s0 = 1.5 * std::tanh(2.0 / 1.5) + 0.25, s1 = 1.5 * std::tanh(-4.0 / 1.5) - 0.5;
+  EXPECT_NEAR(out.weights[0], 1 / (1 + std::exp(s1 - s0)), 1e-15);
+}
+
+TEST(Reference, DropoutIsDeterministicAndScalesKeptWeights) {
+  const char* spec = "heads=2 d_k=4 dropout=0.5 seed=42 weights=true";
+  tools::Call a = randomCall(spec, 1, 16, 16), b = randomCall(spec, 1, 16, 16);
+  test::Outputs x = runReferenceOn(a), y = runReferenceOn(b);
+  EXPECT_EQ(x.o, y.o);
+  // o = sum_j keep_ij p_ij / (1 - p) v_j: every o lies in the span of kept keys, and about half
+  // of the weight mass is dropped, so o differs from the no-dropout output.
+  tools::Call plain = randomCall("heads=2 d_k=4 weights=true", 1, 16, 16);
+  test::Outputs z = runReferenceOn(plain);
+  EXPECT_EQ(x.weights, z.weights); // weights are reported before dropout
+  double diff = 0;
+  for (size_t i = 0; i < x.o.size(); ++i)
+    diff += std::fabs(x.o[i] - z.o[i]);
+  EXPECT_GT(diff, 1.0);
+}
+
+} // namespace
+} // namespace attnc

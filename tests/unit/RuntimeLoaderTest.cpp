@@ -1,0 +1,194 @@
+// The runtime loads real bundles and refuses mismatched ones with a message, never a crash.
+#include "Artifact/BundleWriter.h"
+#include "Artifact/Manifest.h"
+#include "Artifact/Toolchain.h"
+#include "Backends/Backend.h"
+#include "TestSupport.h"
+#include "attnc/Runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace attnc {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RuntimeLoader : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attnc_loader_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string compile(const std::string& spec) {
+    return compileBundle(parseSpec(spec), {"reference", "host", dir_}).bundle.string();
+  }
+
+  // A reference bundle whose manifest or ABI number was tampered with.
+  std::string tampered(const std::string& spec, uint32_t abi,
+                       const std::function<void(nlohmann::json&)>& edit) {
+    Spec s = parseSpec(spec);
+    BundleRequest request;
+    request.manifest = buildManifest(s, "reference", nlohmann::json::object(), hostTarget(), 0);
+    edit(request.manifest);
+    request.linkInputs = {findArchive("libattnc_bundle_reference.a"),
+                          findArchive("libattnc_core.a")};
+    request.stem = "tampered";
+    request.abiVersion = abi;
+    return writeBundle(request, dir_).bundle.string();
+  }
+
+  static void expectOpenFails(const std::string& path, attnc_status status,
+                              const std::string& mention) {
+    try {
+      runtime::Bundle::open(path);
+      FAIL() << "opened " << path;
+    } catch (const runtime::Error& e) {
+      EXPECT_EQ(e.status(), status) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(RuntimeLoader, RunsABundleAndMatchesTheReference) {
+  const std::string spec = "heads=4 kv_heads=2 d_k=8 mask=causal lse=true";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  tools::Call call = test::randomCall(spec, 2, 5, 9);
+  std::vector<attnc_named_tensor> named = call.named();
+  bundle.run(named, 2);
+  test::Outputs expected = test::runReferenceOn(call);
+  std::vector<double> o = call.tensor("o").values();
+  for (size_t i = 0; i < o.size(); ++i)
+    EXPECT_NEAR(o[i], expected.o[i], 1e-5);
+  EXPECT_NE(bundle.manifest().find("\"backend\": \"reference\""), std::string_view::npos);
+}
+
+TEST_F(RuntimeLoader, RefusesAnotherAbiVersion) {
+  std::string path = tampered("d_k=8", 999, [](nlohmann::json& m) { m["abi_version"] = 999; });
+  expectOpenFails(path, ATTNC_ERROR_ABI_MISMATCH, "ABI version 999");
+}
+
+TEST_F(RuntimeLoader, RefusesMissingCpuFeatures) {
+  std::string path = tampered("d_k=8", ATTNC_ABI_VERSION, [](nlohmann::json& m) {
+    m["target"]["cpu_features"] = {"attnc_imaginary_isa"};
+  });
+  expectOpenFails(path, ATTNC_ERROR_UNSUPPORTED_TARGET, "attnc_imaginary_isa");
+}
+
+TEST_F(RuntimeLoader, RefusesAnotherArchitecture) {
+  std::string path = tampered("d_k=8", ATTNC_ABI_VERSION,
+                              [](nlohmann::json& m) { m["target"]["arch"] = "riscv64"; });
+  expectOpenFails(path, ATTNC_ERROR_UNSUPPORTED_TARGET, "riscv64");
+}
+
+TEST_F(RuntimeLoader, RefusesABrokenManifest) {
+  std::string path = tampered("d_k=8", ATTNC_ABI_VERSION,
+                              [](nlohmann::json& m) { m.erase("arguments"); });
+  expectOpenFails(path, ATTNC_ERROR_MANIFEST, "arguments");
+}
+
+TEST_F(RuntimeLoader, RefusesFilesThatAreNotBundles) {
+  expectOpenFails((dir_ / "missing.so").string(), ATTNC_ERROR_LOAD, "cannot load");
+  fs::path runtimeLibrary = fs::path(findArchive("libattnc_core.a")).parent_path() /
+                            "libattnc_runtime.so";
+  expectOpenFails(runtimeLibrary.string(), ATTNC_ERROR_LOAD, "not an attnc bundle");
+}
+
+class TensorChecks : public RuntimeLoader {
+protected:
+  void expectRunFails(tools::Call& call, attnc_status status, const std::string& mention,
+                      std::vector<attnc_named_tensor> named = {}) {
+    runtime::Bundle bundle = runtime::Bundle::open(compile(call.spec.canonical()));
+    if (named.empty())
+      named = call.named();
+    try {
+      bundle.run(named);
+      FAIL() << "ran";
+    } catch (const runtime::Error& e) {
+      EXPECT_EQ(e.status(), status) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  }
+};
+
+TEST_F(TensorChecks, WrongShape) {
+  tools::Call call = test::randomCall("heads=4 d_k=8", 1, 5, 5);
+  int64_t* shape = call.tensor("v").dl()->shape;
+  shape[2] = 6; // Tk = 5 from k, 6 in v
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'v' has shape [1,4,6,8]");
+}
+
+TEST_F(TensorChecks, WrongDtype) {
+  tools::Call call = test::randomCall("heads=4 d_k=8", 1, 5, 5);
+  call.tensor("q").dl()->dtype = {kDLFloat, 16, 1};
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'q' has dtype f16; expected f32");
+}
+
+TEST_F(TensorChecks, MissingUnknownAndDuplicateNames) {
+  tools::Call call = test::randomCall("heads=4 d_k=8", 1, 5, 5);
+  std::vector<attnc_named_tensor> named = call.named();
+  named.pop_back();
+  expectRunFails(call, ATTNC_ERROR_INVALID_ARGUMENT, "tensor 'o' is missing", named);
+  named.push_back({"out", call.tensor("o").dl()});
+  expectRunFails(call, ATTNC_ERROR_INVALID_ARGUMENT, "unknown tensor name 'out'", named);
+  named.back() = {"q", call.tensor("q").dl()};
+  expectRunFails(call, ATTNC_ERROR_INVALID_ARGUMENT, "tensor 'q' is given twice", named);
+}
+
+TEST_F(TensorChecks, OverlappingOutputStrides) {
+  tools::Call call = test::randomCall("heads=2 d_k=4", 1, 3, 3);
+  int64_t strides[4] = {0, 0, 4, 1}; // every head writes the same rows
+  call.tensor("o").dl()->strides = strides;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "overlap");
+}
+
+TEST_F(TensorChecks, StridedInputsGiveTheSameResult) {
+  // q stored as [B, T, H, D] in memory but described as [B, H, T, D] through strides.
+  const std::string spec = "heads=2 d_k=4 mask=causal";
+  tools::Call compact = test::randomCall(spec, 1, 3, 3);
+  tools::Call strided = test::randomCall(spec, 1, 3, 3);
+  std::vector<double> q = compact.tensor("q").values(), qBshd(q.size());
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 3; ++t)
+      for (int d = 0; d < 4; ++d)
+        qBshd[(t * 2 + h) * 4 + d] = q[(h * 3 + t) * 4 + d];
+  strided.tensor("q").assign(qBshd);
+  int64_t strides[4] = {24, 4, 8, 1};
+  strided.tensor("q").dl()->strides = strides;
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  std::vector<attnc_named_tensor> a = compact.named(), b = strided.named();
+  bundle.run(a);
+  bundle.run(b);
+  EXPECT_EQ(compact.tensor("o").values(), strided.tensor("o").values());
+}
+
+TEST_F(RuntimeLoader, ManyThreadsRunOneBundle) {
+  const std::string spec = "heads=2 d_k=8 mask=causal dropout=0.2 seed=4";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  std::vector<tools::Call> calls;
+  for (int t = 0; t < 6; ++t)
+    calls.push_back(test::randomCall(spec, 2, 17, 17, /*seed=*/t % 2));
+  std::vector<std::thread> threads;
+  for (tools::Call& call : calls)
+    threads.emplace_back([&bundle, &call] {
+      std::vector<attnc_named_tensor> named = call.named();
+      for (int r = 0; r < 3; ++r)
+        bundle.run(named, 2);
+    });
+  for (std::thread& t : threads)
+    t.join();
+  for (int t = 2; t < 6; ++t)
+    EXPECT_EQ(calls[t].tensor("o").values(), calls[t % 2].tensor("o").values());
+  EXPECT_NE(calls[0].tensor("o").values(), calls[1].tensor("o").values());
+}
+
+} // namespace
+} // namespace attnc

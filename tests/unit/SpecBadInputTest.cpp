@@ -1,0 +1,112 @@
+// Bad specs: each must fail with a message that names the key, the value and what is allowed.
+#include "Spec/Spec.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace attnc {
+namespace {
+
+struct BadSpec {
+  const char* spec;
+  std::vector<const char*> mentions; // substrings the message must contain
+};
+
+void PrintTo(const BadSpec& bad, std::ostream* os) { *os << "'" << bad.spec << "'"; }
+
+class BadSpecs : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(BadSpecs, FailsWithAPreciseMessage) {
+  const BadSpec& bad = GetParam();
+  try {
+    Spec s = parseSpec(bad.spec);
+    FAIL() << "accepted: " << bad.spec << " -> " << s.canonical();
+  } catch (const SpecError& e) {
+    std::string message = e.what();
+    for (const char* mention : bad.mentions)
+      EXPECT_NE(message.find(mention), std::string::npos)
+          << "message '" << message << "' lacks '" << mention << "'";
+  }
+}
+
+const BadSpec kBadSpecs[] = {
+    {"", {"empty spec"}},
+    {"heads=8", {"d_k is required"}},
+    {"d_k=64 flavour=vanilla", {"unknown key 'flavour'", "known keys", "heads"}},
+    {"d_k=64 heads", {"'heads' is not key=value"}},
+    {"d_k=64 heads=", {"heads= has no value"}},
+    {"d_k=64 heads=8 heads=4", {"'heads' is given twice"}},
+    {"d_k=0", {"d_k=0", "an integer in [1, 65536]"}},
+    {"d_k=-3", {"d_k=-3", "an integer in [1, 65536]"}},
+    {"d_k=64.5", {"d_k=64.5", "an integer"}},
+    {"d_k=sixty", {"d_k=sixty", "an integer"}},
+    {"d_k=64 heads=0", {"heads=0", "[1, 4096]"}},
+    {"d_k=64 heads=8 kv_heads=3", {"kv_heads=3 must divide heads=8"}},
+    {"d_k=64 heads=2 kv_heads=4", {"kv_heads=4 must divide heads=2"}},
+    {"d_k=64 variant=transformer", {"variant=transformer", "sdpa mha additive bilinear linear linformer"}},
+    {"d_k=64 dtype=f64", {"dtype=f64", "f32 f16 bf16"}},
+    {"d_k=64 layout=sbhd", {"layout=sbhd", "bhsd bshd"}},
+    {"d_k=64 mask=triangular", {"unknown pattern 'triangular'", "causal"}},
+    {"d_k=64 mask=causal+causal", {"'causal' is listed twice"}},
+    {"d_k=64 mask=none+causal", {"none cannot be combined"}},
+    {"d_k=64 dropout=0.1", {"dropout=0.1 needs seed=N"}},
+    {"d_k=64 dropout=1", {"dropout=1", "[0, 1)"}},
+    {"d_k=64 dropout=-0.1", {"dropout=-0.1", "[0, 1)"}},
+    {"d_k=64 scale=0", {"scale=0", "a positive number"}},
+    {"d_k=64 scale=nan", {"scale=nan", "a positive number"}},
+    {"d_k=64 softcap=-1", {"softcap=-1", ">= 0"}},
+    {"d_k=64 causal_align=top_left", {"causal_align=top_left does not apply"}},
+    {"d_k=64 mask=causal causal_align=middle", {"causal_align=middle", "top_left bottom_right"}},
+    {"d_k=64 mask=window", {"needs window_left=N"}},
+    {"d_k=64 window_left=4", {"window_left=4 does not apply", "mask includes window or dilated"}},
+    {"d_k=64 mask=window+dilated window_left=2 dilation=2", {"window and dilated"}},
+    {"d_k=64 mask=global", {"needs global_tokens=N"}},
+    {"d_k=64 mask=strided", {"needs stride=N"}},
+    {"d_k=64 mask=dilated window_left=3", {"needs dilation=N"}},
+    {"d_k=64 mask=block_sparse", {"needs block=N"}},
+    {"d_k=64 mask=bigbird block=16", {"needs seed=N"}},
+    {"d_k=64 mask=bigbird block=16 seed=1 window_blocks=2", {"window_blocks=2 must be odd"}},
+    {"d_k=64 seed=3", {"seed=3 does not apply"}},
+    {"d_k=64 rope=maybe", {"rope=maybe", "true or false"}},
+    {"d_k=64 rope=true rope_dims=7", {"rope_dims=7 must be even"}},
+    {"d_k=64 rope=true rope_dims=128", {"rope_dims=128", "at most d_k=64"}},
+    {"d_k=64 rope_theta=10000", {"rope_theta=10000 does not apply", "rope=true"}},
+    {"variant=additive d_k=64 rope=true", {"rope=true does not apply", "variant=sdpa|mha"}},
+    {"d_k=64 pe=sinusoidal", {"pe=sinusoidal does not apply", "variant=mha"}},
+    {"variant=mha heads=3 d_k=5 pe=sinusoidal", {"pe=sinusoidal needs an even d_model"}},
+    {"variant=mha heads=3 d_model=512", {"d_model=512", "multiple of heads=3"}},
+    {"variant=mha d_k=64 layout=bshd", {"layout=bshd does not apply"}},
+    {"d_k=64 d_model=512", {"d_model=512 does not apply", "variant=mha"}},
+    {"d_k=64 d_q=32", {"d_q=32 does not apply", "variant=additive|bilinear"}},
+    {"variant=linear d_k=64 lse=true", {"lse=true does not apply"}},
+    {"variant=linear d_k=64 mask=window window_left=3", {"not supported by variant=linear"}},
+    {"variant=linear d_k=64 dropout=0.1", {"dropout=0.1 does not apply"}},
+    {"variant=linear d_k=64 feature_map=favor", {"feature_map=favor needs seed=N"}},
+    {"variant=linear d_k=64 feature_map=gelu", {"feature_map=gelu", "elu1 relu favor"}},
+    {"variant=linear d_k=64 scale=0.5", {"scale=0.5 does not apply"}},
+    {"variant=linformer d_k=64", {"needs proj_len=N"}},
+    {"variant=linformer d_k=64 proj_len=8 mask=causal", {"not supported by variant=linformer"}},
+    {"variant=linformer d_k=64 proj_len=8 alibi=true", {"alibi=true does not apply"}},
+    {"preset=gpt5", {"preset=gpt5", "unknown preset", "llama3-8b"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Spec, BadSpecs, ::testing::ValuesIn(kBadSpecs));
+
+TEST(BadSpecJson, RejectsNonObjectsAndWrongTypes) {
+  EXPECT_THROW(parseSpecJson(nlohmann::json::array()), SpecError);
+  try {
+    parseSpecJson(nlohmann::json::parse(R"({"d_k": [64]})"));
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("d_k: a JSON array is not allowed"), std::string::npos);
+  }
+  EXPECT_THROW(parseSpecJson(nlohmann::json::parse(R"({"d_k": null})")), SpecError);
+  EXPECT_THROW(parseSpecJson(nlohmann::json::parse(R"({"d_k": 64, "mask": [1]})")), SpecError);
+}
+
+TEST(BadSpecJson, MissingOrBrokenFile) {
+  EXPECT_THROW(loadSpec("/nonexistent/spec.json"), SpecError);
+}
+
+} // namespace
+} // namespace attnc

@@ -1,0 +1,117 @@
+#include "Spec/Presets.h"
+#include "Spec/Spec.h"
+#include "Spec/SpecKeys.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace attnc {
+namespace {
+
+TEST(Spec, FillsDefaults) {
+  Spec s = parseSpec("heads=8 d_k=64");
+  EXPECT_EQ(s.variant, Variant::Sdpa);
+  EXPECT_EQ(s.kvHeads, 8);
+  EXPECT_EQ(s.dV, 64);
+  EXPECT_DOUBLE_EQ(s.scale, 0.125);
+  EXPECT_EQ(s.dtype, DType::F32);
+  EXPECT_EQ(s.layout, Layout::Bhsd);
+  EXPECT_TRUE(s.masks.empty());
+}
+
+TEST(Spec, CanonicalSortsKeysAndListsOnlyKeysThatApply) {
+  Spec s = parseSpec("mask=causal d_k=64 heads=8 kv_heads=2 variant=sdpa");
+  EXPECT_EQ(s.canonical(),
+            "alibi=false bias=false causal_align=bottom_right d_k=64 d_v=64 dropout=0 dtype=f32 "
+            "heads=8 kv_heads=2 layout=bhsd lse=false mask=causal rope=false scale=0.125 "
+            "softcap=0 variant=sdpa weights=false");
+  // No position-dependent feature: causal_align is not part of the spec.
+  EXPECT_EQ(parseSpec("d_k=64").canonical().find("causal_align"), std::string::npos);
+}
+
+TEST(Spec, AdditiveScaleDefaultsToOneAndQueryDimMayDiffer) {
+  Spec s = parseSpec("variant=additive d_q=1000 d_k=2000 d_attn=1000");
+  EXPECT_DOUBLE_EQ(s.scale, 1.0);
+  EXPECT_EQ(s.dQ, 1000);
+  EXPECT_EQ(s.dV, 2000);
+}
+
+TEST(Spec, MhaDerivesHeadDimFromModelWidth) {
+  Spec s = parseSpec("variant=mha heads=8 d_model=512");
+  EXPECT_EQ(s.dK, 64);
+  EXPECT_EQ(parseSpec("variant=mha heads=8 d_k=32").dModel, 256);
+}
+
+TEST(Spec, MaskPatternsAreCanonicallyOrdered) {
+  Spec s = parseSpec("d_k=8 mask=window+causal window_left=3");
+  EXPECT_TRUE(s.masks.has(MaskKind::Causal));
+  EXPECT_TRUE(s.masks.has(MaskKind::Window));
+  EXPECT_NE(s.canonical().find("mask=causal+window"), std::string::npos);
+}
+
+// Every preset, and a spec exercising every key, survive text and JSON round trips exactly.
+class RoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RoundTrip, CanonicalTextAndJson) {
+  Spec s = parseSpec(GetParam());
+  Spec again = parseSpec(s.canonical());
+  EXPECT_EQ(again.canonical(), s.canonical());
+  EXPECT_EQ(again.hash(), s.hash());
+  Spec fromJson = parseSpecJson(s.toJson());
+  EXPECT_EQ(fromJson.canonical(), s.canonical());
+  EXPECT_EQ(parseSpecJson(nlohmann::json::parse(s.toJson().dump())).hash(), s.hash());
+}
+
+std::vector<std::string> roundTripSpecs() {
+  std::vector<std::string> specs;
+  for (const Preset& p : presets())
+    specs.push_back("preset=" + std::string(p.name));
+  specs.push_back("d_k=80 heads=3 scale=0.3 softcap=30 alibi=true bias=true dropout=0.25 "
+                  "seed=18446744073709551615 mask=causal+padding+tensor+block_sparse+bigbird "
+                  "block=16 causal_align=top_left lse=true weights=true dtype=f16 layout=bshd");
+  specs.push_back("d_k=64 mask=dilated+global+strided window_left=4 window_right=2 dilation=3 "
+                  "global_tokens=2 stride=5 rope=true rope_dims=32 rope_style=interleaved "
+                  "rope_theta=500000.5");
+  specs.push_back("variant=linear d_k=32 feature_map=relu mask=causal+padding weights=true");
+  specs.push_back("variant=bilinear d_q=7 d_k=5 d_v=3 mask=padding");
+  return specs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Specs, RoundTrip, ::testing::ValuesIn(roundTripSpecs()));
+
+TEST(Spec, HashIsStableAndDistinguishesSpecs) {
+  EXPECT_EQ(parseSpec("d_k=64 heads=8").hash(), parseSpec("heads=8 d_k=64 kv_heads=8").hash());
+  EXPECT_NE(parseSpec("d_k=64 heads=8").hash(), parseSpec("d_k=64 heads=4").hash());
+  EXPECT_EQ(parseSpec("d_k=64 heads=8").hash().size(), 16u);
+  // Pinned: the hash names artifacts and keys the tuning database, so it must never drift.
+  EXPECT_EQ(parseSpec("preset=gpt2").hash(), "67c5c965b3699789");
+}
+
+TEST(Spec, PresetKeysYieldToOverridesAndDropWhenMoot) {
+  Spec s = parseSpec("preset=mistral-7b dtype=bf16 mask=causal");
+  EXPECT_EQ(s.dtype, DType::BF16);
+  EXPECT_EQ(s.heads, 32);
+  EXPECT_FALSE(s.masks.has(MaskKind::Window)); // window_left=4095 from the preset is dropped
+  EXPECT_EQ(s.canonical().find("window_left"), std::string::npos);
+}
+
+TEST(Spec, JsonAcceptsMaskArraysAndNumbers) {
+  Spec s = parseSpecJson(nlohmann::json::parse(
+      R"({"variant": "sdpa", "heads": 4, "d_k": 32, "mask": ["causal", "padding"],
+          "softcap": 30.5, "lse": true})"));
+  EXPECT_TRUE(s.masks.has(MaskKind::Padding));
+  EXPECT_DOUBLE_EQ(s.softcap, 30.5);
+  EXPECT_TRUE(s.lse);
+}
+
+TEST(Spec, EveryKeyHasHelpAndAllowedValues) {
+  for (const SpecKey& key : specKeys()) {
+    EXPECT_FALSE(key.help.empty()) << key.name;
+    EXPECT_FALSE(key.allowed.empty()) << key.name;
+  }
+}
+
+} // namespace
+} // namespace attnc

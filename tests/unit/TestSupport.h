@@ -1,0 +1,31 @@
+// Helpers for the unit tests: random calls and the reference on them.
+#ifndef ATTNC_TESTS_TESTSUPPORT_H
+#define ATTNC_TESTS_TESTSUPPORT_H
+
+#include "CallSetup.h"
+
+#include <string>
+#include <vector>
+
+namespace attnc::test {
+
+struct Outputs {
+  std::vector<double> o, lse, weights; // dense in each output's own shape
+};
+
+// A call for `spec` with seeded random inputs of the given sizes.
+tools::Call randomCall(const std::string& spec, int64_t batch, int64_t seqQ, int64_t seqK,
+                       uint64_t seed = 1);
+
+// Runs the f64 reference on the call's inputs into f64 outputs.
+Outputs runReferenceOn(tools::Call& call);
+
+// Index of element (a, b, c, d) of a dense 4-d array with dims (., d1, d2, d3).
+inline int64_t at4(int64_t d1, int64_t d2, int64_t d3, int64_t a, int64_t b, int64_t c,
+                   int64_t d) {
+  return ((a * d1 + b) * d2 + c) * d3 + d;
+}
+
+} // namespace attnc::test
+
+#endif // ATTNC_TESTS_TESTSUPPORT_H

@@ -1,0 +1,59 @@
+"""attnc compile: bundles, manifests, and no partial output on failure."""
+import json
+import os
+import unittest
+
+from common import CliTestCase, attnc
+
+
+class CompileCommand(CliTestCase):
+    def test_writes_a_bundle_and_its_manifest(self):
+        bundle = self.compile("variant=sdpa heads=8 kv_heads=2 d_k=64 mask=causal")
+        manifest_path = bundle[:-3] + ".json"
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["abi_version"], 1)
+        self.assertEqual(manifest["backend"], "reference")
+        self.assertEqual(manifest["target"]["device"], "cpu")
+        names = [a["name"] for a in manifest["arguments"]]
+        self.assertEqual(names, ["q", "k", "v", "o"])
+        self.assertEqual(manifest["arguments"][1]["shape"], ["B", 2, "Tk", 64])
+        self.assertEqual(os.listdir(os.path.dirname(bundle)).__len__(), 2)
+
+    def test_compiles_from_a_json_file(self):
+        path = os.path.join(self.tmp, "spec.json")
+        with open(path, "w") as f:
+            json.dump({"variant": "sdpa", "heads": 2, "d_k": 16, "mask": ["causal", "padding"]}, f)
+        self.compile(path)
+
+    def test_bad_spec_backend_and_target_exit_2_without_output(self):
+        out = os.path.join(self.tmp, "never")
+        self.expect(attnc("compile", "d_k=0", "-o", out), 2, "d_k=0")
+        self.expect(attnc("compile", "d_k=8", "--backend", "tpu", "-o", out), 2, "unknown backend")
+        self.expect(attnc("compile", "d_k=8", "--backend", "halide", "-o", out), 2,
+                    "does not have the halide backend yet")
+        self.expect(attnc("compile", "d_k=8", "--target", "cuda-sm_90", "-o", out), 2,
+                    "builds for the host only")
+        self.expect(attnc("compile", "d_k=8"), 2, "--out")
+        self.assertFalse(os.path.exists(out))
+
+    def test_link_failure_leaves_nothing_behind(self):
+        fresh = os.path.join(self.tmp, "fresh")
+        self.expect(attnc("compile", "d_k=8", "-o", fresh, env={"ATTNC_CXX": "false"}), 1,
+                    "linking the bundle failed")
+        self.assertFalse(os.path.exists(fresh))
+        existing = os.path.join(self.tmp, "existing")
+        os.makedirs(existing)
+        with open(os.path.join(existing, "keep.txt"), "w") as f:
+            f.write("mine")
+        self.expect(attnc("compile", "d_k=8", "-o", existing, env={"ATTNC_CXX": "false"}), 1)
+        self.assertEqual(os.listdir(existing), ["keep.txt"])
+
+    def test_output_path_that_is_a_file(self):
+        path = os.path.join(self.tmp, "file")
+        open(path, "w").close()
+        self.expect(attnc("compile", "d_k=8", "-o", path), 1, "not a directory")
+
+
+if __name__ == "__main__":
+    unittest.main()

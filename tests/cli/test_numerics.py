@@ -1,0 +1,68 @@
+"""The numerics matrix: every backend x variant/mask/modifier x odd shapes x dtypes, each
+bundle checked by `attnc verify` against the f64 reference. New backends and variants join by
+being added to the lists below."""
+import unittest
+
+from common import CliTestCase, attnc
+
+BACKENDS = ["reference"]
+
+# Sizes that are multiples of no tile: Tq != Tk both ways, decode (Tq = 1), batch > 1.
+SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("2", "1", "33")]
+
+FEATURES = [
+    "heads=4 kv_heads=2 d_k=32",
+    "heads=4 kv_heads=1 d_k=80 d_v=48 mask=causal lse=true",
+    "heads=3 d_k=32 mask=causal causal_align=top_left lse=true weights=true",
+    "heads=2 d_k=16 mask=padding+causal lse=true",
+    "heads=2 d_k=16 mask=causal+window window_left=4 lse=true",
+    "heads=2 d_k=16 mask=window+global window_left=3 window_right=3 global_tokens=2",
+    "heads=2 d_k=16 mask=strided stride=4 lse=true",
+    "heads=2 d_k=16 mask=dilated window_left=3 window_right=1 dilation=2",
+    "heads=2 d_k=16 mask=block_sparse block=4 lse=true",
+    "heads=2 d_k=16 mask=bigbird block=4 random_blocks=2 seed=9",
+    "heads=2 d_k=16 mask=tensor lse=true",
+    "heads=4 d_k=16 alibi=true mask=causal",
+    "heads=2 d_k=16 softcap=20 bias=true",
+    "heads=2 kv_heads=1 d_k=16 rope=true rope_style=interleaved rope_dims=8",
+    "heads=2 d_k=16 dropout=0.3 seed=5 weights=true",
+    "heads=2 d_k=16 layout=bshd mask=causal",
+    "heads=2 d_k=32 dtype=f16 mask=causal lse=true",
+    "heads=2 d_k=32 dtype=bf16 mask=causal",
+    "variant=mha heads=2 d_k=8 pe=sinusoidal mask=causal lse=true",
+    "variant=additive heads=2 d_q=6 d_k=10 d_v=4 d_attn=8 mask=padding weights=true",
+    "variant=bilinear heads=2 d_q=6 d_k=10 mask=causal",
+    "variant=linear d_k=16 feature_map=elu1 mask=causal weights=true",
+    "variant=linear d_k=16 feature_map=relu mask=padding",
+    "variant=linear heads=2 d_k=16 feature_map=favor features=32 seed=1",
+    "variant=linformer heads=2 d_k=16 proj_len=8 mask=padding lse=true",
+]
+
+PRESETS = ["gpt2", "bert-base", "llama3-8b", "mistral-7b", "gemma2-9b", "falcon-7b",
+           "bloom-560m", "t5-base", "longformer-base", "bigbird-base", "transformer-base",
+           "luong-general", "linformer-base", "performer-base", "vit-b16", "mpt-7b",
+           "llama3-70b", "rnnsearch"]
+
+
+class NumericsMatrix(CliTestCase):
+    def check(self, spec, shapes):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend, spec=spec):
+                out = self.tmp + "/" + backend
+                r = self.expect(attnc("compile", spec, "--backend", backend, "-o", out), 0)
+                bundle = r.stdout.strip()
+                for batch, tq, tk in shapes:
+                    self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
+                                      "--seq-k", tk, "--seed", tq), 0, "PASS")
+
+    def test_features(self):
+        for spec in FEATURES:
+            self.check(spec, SHAPES)
+
+    def test_presets(self):
+        for preset in PRESETS:
+            self.check("preset=" + preset, [("1", "7", "19")])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,118 @@
+"""attnc run and attnc verify: .npy in and out, random inputs, errors."""
+import math
+import os
+import unittest
+
+from common import CliTestCase, attnc, read_npy, write_npy
+
+
+def sdpa(q, k, v, heads, tq, tk, d):
+    """Plain softmax attention on flat BHSD lists (B = 1), no mask."""
+    out = []
+    for h in range(heads):
+        for i in range(tq):
+            qi = q[(h * tq + i) * d:(h * tq + i + 1) * d]
+            scores = [sum(a * b for a, b in zip(qi, k[(h * tk + j) * d:(h * tk + j + 1) * d]))
+                      / math.sqrt(d) for j in range(tk)]
+            m = max(scores)
+            w = [math.exp(s - m) for s in scores]
+            z = sum(w)
+            for e in range(d):
+                out.append(sum(w[j] * v[(h * tk + j) * d + e] for j in range(tk)) / z)
+    return out
+
+
+class RunCommand(CliTestCase):
+    def test_random_inputs_print_the_time(self):
+        bundle = self.compile("heads=2 d_k=16 mask=causal")
+        self.expect(attnc("run", bundle, "--batch", "2", "--seq-q", "7", "--seq-k", "11",
+                          "--repeat", "3"), 0, "B=2 Tq=7 Tk=11", "ms median of 3")
+
+    def test_npy_in_and_out_match_a_hand_computation(self):
+        heads, tq, tk, d = 2, 3, 5, 4
+        q = [math.sin(0.3 * i) for i in range(heads * tq * d)]
+        k = [math.cos(0.2 * i) for i in range(heads * tk * d)]
+        v = [(i % 7) - 3.0 for i in range(heads * tk * d)]
+        paths = {}
+        for name, values, t in (("q", q, tq), ("k", k, tk), ("v", v, tk)):
+            paths[name] = os.path.join(self.tmp, name + ".npy")
+            write_npy(paths[name], values, [1, heads, t, d], descr="<f8")
+        bundle = self.compile("heads=2 d_k=4 lse=true")
+        out = os.path.join(self.tmp, "o.npy")
+        lse = os.path.join(self.tmp, "lse.npy")
+        self.expect(attnc("run", bundle, "--q", paths["q"], "--k", paths["k"], "--v", paths["v"],
+                          "--out", out, "--lse", lse), 0, "B=1 Tq=3 Tk=5")
+        descr, shape, got = read_npy(out)
+        self.assertEqual((descr, shape), ("<f4", (1, 2, 3, 4)))
+        # Inputs were rounded to f32 on the way in, so compare at f32 precision.
+        for a, b in zip(got, sdpa(q, k, v, heads, tq, tk, d)):
+            self.assertAlmostEqual(a, b, places=5)
+        self.assertEqual(read_npy(lse)[1], (1, 2, 3))
+
+    def test_bf16_output_is_written_as_f32(self):
+        bundle = self.compile("heads=1 d_k=8 dtype=bf16")
+        out = os.path.join(self.tmp, "o.npy")
+        self.expect(attnc("run", bundle, "--seq-q", "4", "--out", out), 0)
+        self.assertEqual(read_npy(out)[0], "<f4")
+
+    def test_mha_takes_parameters_from_files(self):
+        bundle = self.compile("variant=mha heads=2 d_k=2 d_model=4")
+        identity = [1.0 if r == c else 0.0 for r in range(4) for c in range(4)]
+        w = os.path.join(self.tmp, "w.npy")
+        write_npy(w, identity, [4, 4])
+        self.expect(attnc("verify", bundle, "--param", "w_q=" + w, "--param", "w_o=" + w,
+                          "--seq-q", "3", "--seq-k", "6"), 0, "PASS")
+        self.expect(attnc("run", bundle, "--param", "w_z=" + w), 2, "takes no input 'w_z'")
+        self.expect(attnc("run", bundle, "--param", "w_q"), 2, "expected NAME=file.npy")
+
+    def test_usage_errors_exit_2(self):
+        bundle = self.compile("heads=2 d_k=4")
+        q = os.path.join(self.tmp, "q.npy")
+        write_npy(q, [0.0] * 2 * 3 * 4, [1, 2, 3, 4])
+        self.expect(attnc("run", bundle, "--q", q, "--seq-q", "5"), 2, "--seq-q 5 disagrees")
+        self.expect(attnc("run", bundle, "--lse", os.path.join(self.tmp, "l.npy")), 2,
+                    "no tensor 'lse'")
+        self.expect(attnc("run", bundle, "--lengths", "3"), 2, "no padding mask")
+        self.expect(attnc("run", bundle, "--batch", "0"), 2, "must be at least 1")
+        bad_v = os.path.join(self.tmp, "v.npy")
+        write_npy(bad_v, [0.0] * 2 * 9 * 4, [1, 2, 9, 4])
+        # k binds Tk = 3 first; the runtime then refuses v.
+        self.expect(attnc("run", bundle, "--k", q, "--v", bad_v), 2,
+                    "tensor 'v' has shape [1,2,9,4]")
+        self.expect(attnc("run", bundle, "--q", os.path.join(self.tmp, "missing.npy")), 2,
+                    "cannot open")
+
+    def test_padding_lengths_from_the_command_line(self):
+        bundle = self.compile("heads=1 d_k=4 mask=padding lse=true")
+        lse = os.path.join(self.tmp, "lse.npy")
+        self.expect(attnc("run", bundle, "--batch", "2", "--seq-q", "2", "--lengths", "0,3",
+                          "--lse", lse), 0)
+        values = read_npy(lse)[2]
+        self.assertEqual(values[:2], [float("-inf")] * 2)  # batch 0: no key at all
+        self.assertTrue(all(math.isfinite(x) for x in values[2:]))
+        self.expect(attnc("run", bundle, "--batch", "2", "--lengths", "1"), 2, "gives 1 lengths")
+        self.expect(attnc("run", bundle, "--lengths", "x"), 2, "'x' is not an integer")
+
+    def test_not_a_bundle_fails(self):
+        path = os.path.join(self.tmp, "fake.so")
+        with open(path, "w") as f:
+            f.write("nope")
+        self.expect(attnc("run", path), 1, "cannot load bundle")
+
+
+class VerifyCommand(CliTestCase):
+    def test_gqa_causal_with_odd_sizes_passes(self):
+        bundle = self.compile("variant=sdpa heads=8 kv_heads=2 d_k=64 mask=causal")
+        for tq, tk in (("37", "53"), ("53", "37"), ("1", "129")):
+            r = self.expect(attnc("verify", bundle, "--batch", "3", "--seq-q", tq, "--seq-k", tk),
+                            0, "PASS", "max abs err")
+            self.assertIn("Tq=%s Tk=%s" % (tq, tk), r.stdout)
+
+    def test_reports_every_output(self):
+        bundle = self.compile("heads=2 d_k=8 mask=padding lse=true weights=true")
+        self.expect(attnc("verify", bundle, "--batch", "4", "--seq-q", "5"), 0,
+                    "o ", "lse ", "weights ", "PASS")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,70 @@
+"""attnc spec and attnc presets."""
+import json
+import os
+import unittest
+
+from common import CliTestCase, attnc
+
+
+class SpecCommand(CliTestCase):
+    def test_prints_the_canonical_form(self):
+        r = self.expect(attnc("spec", "variant=sdpa heads=8 kv_heads=2 d_k=64 mask=causal"), 0)
+        self.assertIn("kv_heads=2", r.stdout)
+        self.assertIn("scale=0.125", r.stdout)
+        again = self.expect(attnc("spec", r.stdout.strip()), 0)
+        self.assertEqual(again.stdout, r.stdout)
+
+    def test_json_form_round_trips_through_a_file(self):
+        r = self.expect(attnc("spec", "preset=llama3-8b", "--json"), 0)
+        spec = json.loads(r.stdout)
+        self.assertEqual(spec["kv_heads"], 8)
+        path = os.path.join(self.tmp, "spec.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        text = self.expect(attnc("spec", "preset=llama3-8b"), 0).stdout
+        self.assertEqual(self.expect(attnc("spec", path), 0).stdout, text)
+
+    def test_hash_is_stable(self):
+        a = self.expect(attnc("spec", "d_k=64 heads=8", "--hash"), 0).stdout
+        b = self.expect(attnc("spec", "heads=8 d_k=64 kv_heads=8", "--hash"), 0).stdout
+        self.assertEqual(a, b)
+        self.assertEqual(len(a.strip()), 16)
+
+    def test_keys_lists_every_key(self):
+        r = self.expect(attnc("spec", "--keys"), 0)
+        for key in ("variant", "window_left", "rope_theta", "feature_map", "proj_len"):
+            self.assertIn(key, r.stdout)
+
+    def test_bad_specs_exit_2_with_the_key_and_value(self):
+        self.expect(attnc("spec", "d_k=0"), 2, "d_k=0", "[1, 65536]")
+        self.expect(attnc("spec", "d_k=64 heads=8 kv_heads=3"), 2, "kv_heads=3 must divide heads=8")
+        self.expect(attnc("spec", "d_k=64 dropout=0.1"), 2, "needs seed=N")
+        self.expect(attnc("spec", "d_k=64 colour=red"), 2, "unknown key 'colour'")
+        self.expect(attnc("spec", os.path.join(self.tmp, "none.json")), 2, "cannot read spec file")
+
+    def test_bad_json_file_exits_2(self):
+        path = os.path.join(self.tmp, "bad.json")
+        with open(path, "w") as f:
+            f.write("{not json")
+        self.expect(attnc("spec", path), 2, "not valid JSON")
+
+    def test_help_and_bad_usage(self):
+        self.expect(attnc("--help"), 0, "compile", "verify")
+        self.expect(attnc("spec", "--help"), 0, "--json")
+        self.expect(attnc(), 2)
+        self.expect(attnc("frobnicate"), 2)
+        self.expect(attnc("spec", "d_k=8", "--no-such-flag"), 2)
+
+
+class PresetsCommand(CliTestCase):
+    def test_lists_presets_that_all_parse(self):
+        r = self.expect(attnc("presets"), 0)
+        names = [line.split()[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
+        self.assertIn("gpt2", names)
+        self.assertIn("performer-base", names)
+        for name in names:
+            self.expect(attnc("spec", "preset=" + name), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

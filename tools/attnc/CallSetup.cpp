@@ -201,4 +201,22 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
   return call;
 }
 
+std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallelFor) {
+  std::vector<HostTensor> outputs;
+  outputs.reserve(call.arguments.size());
+  std::vector<DLTensor*> tensors;
+  for (size_t i = 0; i < call.arguments.size(); ++i) {
+    if (call.arguments[i].role == ArgumentRole::Output) {
+      outputs.emplace_back(*parseDType("f64"), call.tensors[i].shape());
+      tensors.push_back(outputs.back().dl());
+    } else {
+      tensors.push_back(call.tensors[i].dl());
+    }
+  }
+  KernelTensors reference(call.spec, tensors, call.sizes[SizeSymbol::Batch],
+                          call.sizes[SizeSymbol::SeqQ], call.sizes[SizeSymbol::SeqK]);
+  runReference(reference, parallelFor);
+  return outputs;
+}
+
 } // namespace attnc::tools

@@ -4,6 +4,7 @@
 #define ATTNC_TOOLS_CALLSETUP_H
 
 #include "Artifact/Arguments.h"
+#include "Reference/Reference.h"
 #include "Support/HostTensor.h"
 #include "attnc/attnc.h"
 
@@ -35,6 +36,9 @@ struct Call {
 // must agree, then from defaults (B=1, Tq=128, Tk=Tq). Throws UsageError for unknown argument
 // names, unreadable files or disagreeing sizes.
 Call prepareCall(const Spec& spec, const CallFlags& flags);
+
+// The f64 reference on the call's inputs: one f64 tensor per output argument, in order.
+std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallelFor);
 
 } // namespace attnc::tools
 

@@ -152,26 +152,13 @@ Action addVerifyCommand(CLI::App& app) {
     Call call = prepareCall(spec, withParams(*o));
     double ms = timedRuns(bundle, call, o->threads, 1);
 
-    // The reference on the same inputs, into f64 outputs.
-    std::vector<HostTensor> expected;
-    std::vector<DLTensor*> tensors;
-    for (size_t i = 0; i < call.arguments.size(); ++i) {
-      if (call.arguments[i].role == ArgumentRole::Output) {
-        expected.emplace_back(*parseDType("f64"), call.tensors[i].shape());
-        tensors.push_back(expected.back().dl());
-      } else {
-        tensors.push_back(call.tensors[i].dl());
-      }
-    }
-    const RunSizes& z = call.sizes;
-    KernelTensors reference(spec, tensors, z[SizeSymbol::Batch], z[SizeSymbol::SeqQ],
-                            z[SizeSymbol::SeqK]);
-    int32_t threads = o->threads > 0 ? o->threads : static_cast<int32_t>(std::thread::hardware_concurrency());
-    runReference(reference, threadedFor(threads));
+    int32_t threads = o->threads > 0 ? o->threads
+                                     : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threads));
 
     const Tolerance tolerance = toleranceFor(spec.dtype);
     bool pass = true;
-    fmt::print("verify {} ({}), kernel {:.3f} ms\n", o->bundle, sizesText(z), ms);
+    fmt::print("verify {} ({}), kernel {:.3f} ms\n", o->bundle, sizesText(call.sizes), ms);
     size_t e = 0;
     for (size_t i = 0; i < call.arguments.size(); ++i) {
       if (call.arguments[i].role != ArgumentRole::Output)

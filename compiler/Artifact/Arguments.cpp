@@ -5,7 +5,9 @@
 namespace attnc {
 namespace {
 
-DimExpr c(int64_t v) { return DimExpr::constant(v); }
+DimExpr c(int64_t v) {
+  return DimExpr::constant(v);
+}
 const DimExpr kB = DimExpr::of(SizeSymbol::Batch);
 const DimExpr kTq = DimExpr::of(SizeSymbol::SeqQ);
 const DimExpr kTk = DimExpr::of(SizeSymbol::SeqK);
@@ -41,13 +43,18 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   const int64_t H = s.heads, Hkv = s.kvHeads;
 
   if (s.variant == Variant::Mha) {
-    add("q", ArgumentRole::Input, data, {kB, kTq, c(s.dModel)}, ArgumentFill::Normal, "query input");
+    add("q", ArgumentRole::Input, data, {kB, kTq, c(s.dModel)}, ArgumentFill::Normal,
+        "query input");
     add("k", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal, "key input");
-    add("v", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal, "value input");
+    add("v", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal,
+        "value input");
   } else {
-    add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal, "queries");
-    add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal, "keys");
-    add("v", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dV), ArgumentFill::Normal, "values");
+    add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal,
+        "queries");
+    add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal,
+        "keys");
+    add("v", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dV), ArgumentFill::Normal,
+        "values");
   }
   if (s.masks.has(MaskKind::Padding))
     add("lengths", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
@@ -95,11 +102,10 @@ std::vector<Argument> kernelArguments(const Spec& s) {
     break;
   case Variant::Linear:
     if (s.featureMap == FeatureMap::Favor)
-      add("omega", ArgumentRole::Param, data, {c(s.features), c(s.dK)},
-          ArgumentFill::FavorFeatures, "FAVOR+ random features");
+      add("omega", ArgumentRole::Param, data, {c(s.features), c(s.dK)}, ArgumentFill::FavorFeatures,
+          "FAVOR+ random features");
     break;
-  case Variant::Sdpa:
-    break;
+  case Variant::Sdpa: break;
   }
 
   const int64_t keysSeen = s.variant == Variant::Linformer ? s.projLen : 0;
@@ -111,9 +117,8 @@ std::vector<Argument> kernelArguments(const Spec& s) {
     add("lse", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq}, ArgumentFill::None,
         "log-sum-exp of each score row (-inf when fully masked)");
   if (s.weights)
-    add("weights", ArgumentRole::Output, {"f32"},
-        {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk}, ArgumentFill::None,
-        "normalised attention weights, before dropout");
+    add("weights", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk},
+        ArgumentFill::None, "normalised attention weights, before dropout");
   return args;
 }
 
@@ -127,8 +132,11 @@ nlohmann::json argumentsToJson(const std::vector<Argument>& arguments) {
       else
         shape.push_back(d.str());
     }
-    list.push_back({{"name", a.name}, {"role", roleName(a.role)}, {"dtypes", a.dtypes},
-                    {"shape", shape}, {"doc", a.doc}});
+    list.push_back({{"name", a.name},
+                    {"role", roleName(a.role)},
+                    {"dtypes", a.dtypes},
+                    {"shape", shape},
+                    {"doc", a.doc}});
   }
   return list;
 }

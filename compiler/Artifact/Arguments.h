@@ -7,7 +7,6 @@
 #include "attnc/Shape.hpp"
 
 #include <nlohmann/json_fwd.hpp>
-
 #include <string>
 #include <vector>
 
@@ -17,13 +16,13 @@ enum class ArgumentRole { Input, Param, Output };
 
 // How a tool fills an argument the user did not give (attnc run/verify with random inputs).
 enum class ArgumentFill {
-  Normal,      // standard normal
-  ScaledNormal, // normal with variance 1/fan_in (fan_in: the last dimension), for weights
-  Lengths,     // per-batch key lengths, uniform in [0, Tk]
-  MaskBits,    // 0/1, mostly 1
-  BlockLayout, // 0/1 per block, half of them 1
+  Normal,        // standard normal
+  ScaledNormal,  // normal with variance 1/fan_in (fan_in: the last dimension), for weights
+  Lengths,       // per-batch key lengths, uniform in [0, Tk]
+  MaskBits,      // 0/1, mostly 1
+  BlockLayout,   // 0/1 per block, half of them 1
   FavorFeatures, // FAVOR+ orthogonal features drawn from the spec's seed
-  None,        // outputs
+  None,          // outputs
 };
 
 struct Argument {

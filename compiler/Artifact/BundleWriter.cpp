@@ -44,12 +44,16 @@ std::string manifestAssembly(uint32_t abiVersion, const fs::path& manifestJson) 
          "  .type attnc_kernel_abi, %object\n"
          "  .p2align 2\n"
          "attnc_kernel_abi:\n"
-         "  .long " + std::to_string(abiVersion) + "\n"
+         "  .long " +
+         std::to_string(abiVersion) +
+         "\n"
          "  .size attnc_kernel_abi, 4\n"
          "  .globl attnc_kernel_manifest\n"
          "  .type attnc_kernel_manifest, %object\n"
          "attnc_kernel_manifest:\n"
-         "  .incbin " + quoted(manifestJson.string()) + "\n"
+         "  .incbin " +
+         quoted(manifestJson.string()) +
+         "\n"
          "  .byte 0\n"
          "  .size attnc_kernel_manifest, . - attnc_kernel_manifest\n"
          "  .section .note.GNU-stack,\"\",%progbits\n";
@@ -61,7 +65,8 @@ constexpr const char* kExports =
 // Removes the scratch directory (and the output directory if we made it) unless released.
 class Cleanup {
 public:
-  Cleanup(fs::path scratch, fs::path createdOut) : scratch_(std::move(scratch)), createdOut_(std::move(createdOut)) {}
+  Cleanup(fs::path scratch, fs::path createdOut)
+      : scratch_(std::move(scratch)), createdOut_(std::move(createdOut)) {}
   ~Cleanup() {
     std::error_code ignored;
     fs::remove_all(scratch_, ignored);
@@ -106,8 +111,8 @@ BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {
                                    assembly.string()};
   for (const fs::path& input : request.linkInputs)
     argv.push_back(input.string());
-  for (const char* flag : {"-Wl,--undefined=attnc_kernel_run", "-Wl,-z,defs",
-                           "-Wl,-z,noexecstack", "-pthread"})
+  for (const char* flag :
+       {"-Wl,--undefined=attnc_kernel_run", "-Wl,-z,defs", "-Wl,-z,noexecstack", "-pthread"})
     argv.push_back(flag);
   argv.push_back("-Wl,--version-script=" + exports.string());
   int status = runProcess(argv, log);

@@ -7,9 +7,8 @@
 #ifndef ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 #define ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -13,7 +13,6 @@
 #include "Spec/Spec.h"
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 

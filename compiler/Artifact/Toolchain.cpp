@@ -2,12 +2,11 @@
 
 #include "Support/Errors.h"
 
+#include <cstdlib>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstdlib>
 
 extern char** environ;
 

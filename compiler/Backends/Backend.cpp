@@ -23,7 +23,9 @@ std::string availableNames() {
 
 } // namespace
 
-std::span<const BackendInfo> backends() { return kBackends; }
+std::span<const BackendInfo> backends() {
+  return kBackends;
+}
 
 std::string bundleStem(const Spec& spec, std::string_view backend) {
   return std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12) + "_" +

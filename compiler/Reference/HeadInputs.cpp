@@ -42,7 +42,8 @@ void applyRopeToAll(Array4& x, int64_t offset, const Spec& s) {
         positions::applyRope(x.row(b, h, t), t + offset, s.ropeDims, s.ropeTheta, s.ropeStyle);
 }
 
-// E [H_kv, proj_len, Tk] applied along the sequence: out[b, g, p] = sum_{j < len_b} E[g, p, j] x[b, g, j].
+// E [H_kv, proj_len, Tk] applied along the sequence: out[b, g, p] = sum_{j < len_b} E[g, p, j] x[b,
+// g, j].
 Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t projLen,
                        const std::vector<int64_t>& lengths) {
   const int64_t batch = x.dims[0], groups = x.dims[1], seq = x.dims[2], dim = x.dims[3];

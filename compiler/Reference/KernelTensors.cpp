@@ -9,8 +9,8 @@ namespace attnc {
 
 KernelTensors::KernelTensors(const Spec& spec, std::vector<DLTensor*> tensors, int64_t batch,
                              int64_t seqQ, int64_t seqK)
-    : spec_(&spec), arguments_(kernelArguments(spec)), tensors_(std::move(tensors)),
-      batch_(batch), seqQ_(seqQ), seqK_(seqK) {
+    : spec_(&spec), arguments_(kernelArguments(spec)), tensors_(std::move(tensors)), batch_(batch),
+      seqQ_(seqQ), seqK_(seqK) {
   if (tensors_.size() != arguments_.size())
     throw std::invalid_argument("kernel call has " + std::to_string(tensors_.size()) +
                                 " tensors; the spec takes " + std::to_string(arguments_.size()));

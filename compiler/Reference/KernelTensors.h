@@ -6,7 +6,6 @@
 #include "Reference/Array4.h"
 
 #include <dlpack/dlpack.h>
-
 #include <string_view>
 #include <vector>
 

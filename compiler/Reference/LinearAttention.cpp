@@ -1,5 +1,4 @@
 #include "Reference/Attention.h"
-
 #include "Reference/MaskEvaluator.h"
 #include "Variants/Favor.h"
 
@@ -19,9 +18,7 @@ public:
     }
   }
 
-  int64_t size() const {
-    return spec_.featureMap == FeatureMap::Favor ? spec_.features : spec_.dK;
-  }
+  int64_t size() const { return spec_.featureMap == FeatureMap::Favor ? spec_.features : spec_.dK; }
 
   void operator()(const double* x, double* phi) const {
     const int64_t d = spec_.dK;
@@ -89,8 +86,7 @@ AttentionResult linearAttention(const KernelTensors& t, const HeadInputs& in,
     }
     std::vector<double> phiQ(m);
     for (int64_t i = 0; i < seqQ; ++i) {
-      const int64_t seen =
-          causal ? std::clamp<int64_t>(i + mask.offset() + 1, 0, valid) : valid;
+      const int64_t seen = causal ? std::clamp<int64_t>(i + mask.offset() + 1, 0, valid) : valid;
       phi(in.q.row(b, h, i), phiQ.data());
       double denominator = 0;
       for (int64_t f = 0; f < m; ++f)

@@ -69,8 +69,7 @@ bool MaskEvaluator::somePatternPasses(int64_t h, int64_t qpos, int64_t i, int64_
     return true;
   if (m.has(MaskKind::Strided) && masks::strided(qpos, j, s.stride))
     return true;
-  if (m.has(MaskKind::Dilated) &&
-      masks::dilated(qpos, j, s.windowLeft, s.windowRight, s.dilation))
+  if (m.has(MaskKind::Dilated) && masks::dilated(qpos, j, s.windowLeft, s.windowRight, s.dilation))
     return true;
   if (m.has(MaskKind::BlockSparse) &&
       blockLayout_[h * layoutHeadStride_ + (i / s.block) * keyBlocks_ + j / s.block] != 0)

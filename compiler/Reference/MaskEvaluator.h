@@ -25,13 +25,13 @@ private:
 
   const Spec& spec_;
   int64_t seqQ_, seqK_, offset_;
-  std::vector<int64_t> lengths_;          // padding: [B], clamped to [0, Tk]
-  std::vector<double> maskTensor_;        // tensor: [B|1, H|1, Tq, Tk]
+  std::vector<int64_t> lengths_;   // padding: [B], clamped to [0, Tk]
+  std::vector<double> maskTensor_; // tensor: [B|1, H|1, Tq, Tk]
   int64_t maskBatchStride_ = 0, maskHeadStride_ = 0;
-  std::vector<double> blockLayout_;       // block_sparse: [H|1, ceil(Tq/block), ceil(Tk/block)]
+  std::vector<double> blockLayout_; // block_sparse: [H|1, ceil(Tq/block), ceil(Tk/block)]
   int64_t layoutHeadStride_ = 0;
   int64_t queryBlocks_ = 0, keyBlocks_ = 0;
-  std::vector<int64_t> randomBlocks_;     // bigbird: [H][query block][r]
+  std::vector<int64_t> randomBlocks_; // bigbird: [H][query block][r]
 };
 
 } // namespace attnc

@@ -1,5 +1,4 @@
 #include "Reference/Attention.h"
-
 #include "Reference/MaskEvaluator.h"
 #include "Variants/Positions.h"
 #include "Variants/Random.h"

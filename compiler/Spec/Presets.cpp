@@ -44,21 +44,23 @@ constexpr std::array kPresets{
            "variant=sdpa heads=12 d_k=64 mask=bigbird block=64 window_blocks=3 global_blocks=2 "
            "random_blocks=3 seed=0",
            "Zaheer et al. 2020, BigBird-ITC base"},
-    Preset{"rnnsearch", "variant=additive heads=1 d_q=1000 d_k=2000 d_v=2000 d_attn=1000 "
-                        "mask=padding",
+    Preset{"rnnsearch",
+           "variant=additive heads=1 d_q=1000 d_k=2000 d_v=2000 d_attn=1000 "
+           "mask=padding",
            "Bahdanau et al. 2014, RNNsearch (decoder state 1000, annotations 2000)"},
     Preset{"luong-general", "variant=bilinear heads=1 d_k=1000 mask=padding",
            "Luong et al. 2015, general score"},
     Preset{"linformer-base", "variant=linformer heads=12 d_k=64 proj_len=256",
            "Wang et al. 2020, Linformer (k = 256)"},
-    Preset{"performer-base",
-           "variant=linear heads=12 d_k=64 feature_map=favor features=256 seed=0",
+    Preset{"performer-base", "variant=linear heads=12 d_k=64 feature_map=favor features=256 seed=0",
            "Choromanski et al. 2020, Performer FAVOR+"},
 };
 
 } // namespace
 
-std::span<const Preset> presets() { return kPresets; }
+std::span<const Preset> presets() {
+  return kPresets;
+}
 
 const Preset* findPreset(std::string_view name) {
   for (const Preset& p : kPresets)

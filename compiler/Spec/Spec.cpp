@@ -5,7 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-
 namespace attnc {
 
 bool MaskSet::hasSparsityPattern() const {
@@ -22,8 +21,8 @@ bool Spec::needsSeed() const {
 }
 
 bool Spec::usesAlignment() const {
-  for (MaskKind k : {MaskKind::Causal, MaskKind::Window, MaskKind::Global, MaskKind::Strided,
-                     MaskKind::Dilated})
+  for (MaskKind k :
+       {MaskKind::Causal, MaskKind::Window, MaskKind::Global, MaskKind::Strided, MaskKind::Dilated})
     if (masks.has(k))
       return true;
   return alibi || rope || (variant == Variant::Mha && pe != PositionalEncoding::None);
@@ -45,17 +44,12 @@ nlohmann::json Spec::toJson() const {
     std::string text = key.print(*this);
     switch (key.kind) {
     case ValueKind::Integer:
-      object[key.name] = key.name == "seed" ? nlohmann::json(*seed) : nlohmann::json(std::stoll(text));
+      object[key.name] =
+          key.name == "seed" ? nlohmann::json(*seed) : nlohmann::json(std::stoll(text));
       break;
-    case ValueKind::Real:
-      object[key.name] = std::stod(text);
-      break;
-    case ValueKind::Boolean:
-      object[key.name] = text == "true";
-      break;
-    case ValueKind::Name:
-      object[key.name] = text;
-      break;
+    case ValueKind::Real: object[key.name] = std::stod(text); break;
+    case ValueKind::Boolean: object[key.name] = text == "true"; break;
+    case ValueKind::Name: object[key.name] = text; break;
     case ValueKind::Mask: {
       nlohmann::json patterns = nlohmann::json::array();
       size_t start = 0;
@@ -74,6 +68,8 @@ nlohmann::json Spec::toJson() const {
   return object;
 }
 
-std::string Spec::hash() const { return fnv1a64Hex(canonical()); }
+std::string Spec::hash() const {
+  return fnv1a64Hex(canonical());
+}
 
 } // namespace attnc

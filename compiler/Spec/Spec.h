@@ -10,9 +10,8 @@
 
 #include "Support/Errors.h"
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,7 +34,16 @@ enum class PositionalEncoding { None, Sinusoidal };
 // global, strided, dilated, block_sparse, bigbird) are united, and their union intersects the
 // constraints. With no sparsity pattern every key passes that stage.
 enum class MaskKind : uint8_t {
-  Causal, Padding, Window, Global, Strided, Dilated, BlockSparse, BigBird, Tensor, Count
+  Causal,
+  Padding,
+  Window,
+  Global,
+  Strided,
+  Dilated,
+  BlockSparse,
+  BigBird,
+  Tensor,
+  Count
 };
 
 struct MaskSet {

@@ -22,7 +22,9 @@ using Applies = std::function<bool(const Spec&)>;
   throw SpecError(std::string(key) + "=" + std::string(value) + ": expected " + allowed);
 }
 
-std::string printInteger(int64_t v) { return std::to_string(v); }
+std::string printInteger(int64_t v) {
+  return std::to_string(v);
+}
 
 // Shortest text that parses back to the same double.
 std::string printReal(double v) {
@@ -38,7 +40,12 @@ std::string intRange(int64_t lo, int64_t hi) {
 SpecKey integerKey(std::string_view name, int64_t Spec::*field, int64_t lo, int64_t hi,
                    std::string_view when, Applies applies, std::string_view help) {
   std::string allowed = intRange(lo, hi);
-  return {name, ValueKind::Integer, allowed, when, help, std::move(applies),
+  return {name,
+          ValueKind::Integer,
+          allowed,
+          when,
+          help,
+          std::move(applies),
           [=](Spec& s, std::string_view value) {
             int64_t v = 0;
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -50,15 +57,20 @@ SpecKey integerKey(std::string_view name, int64_t Spec::*field, int64_t lo, int6
 }
 
 // A finite real in (lo, hi) or [lo, hi), as `allowed` describes.
-SpecKey realKey(std::string_view name, double Spec::*field, double lo, bool loInclusive,
-                double hi, std::string allowed, std::string_view when, Applies applies,
+SpecKey realKey(std::string_view name, double Spec::*field, double lo, bool loInclusive, double hi,
+                std::string allowed, std::string_view when, Applies applies,
                 std::string_view help) {
-  return {name, ValueKind::Real, allowed, when, help, std::move(applies),
+  return {name,
+          ValueKind::Real,
+          allowed,
+          when,
+          help,
+          std::move(applies),
           [=](Spec& s, std::string_view value) {
             double v = 0;
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-            bool ok = ec == std::errc() && end == value.data() + value.size() &&
-                      std::isfinite(v) && (loInclusive ? v >= lo : v > lo) && v < hi;
+            bool ok = ec == std::errc() && end == value.data() + value.size() && std::isfinite(v) &&
+                      (loInclusive ? v >= lo : v > lo) && v < hi;
             if (!ok)
               badValue(name, value, allowed);
             s.*field = v;
@@ -66,9 +78,14 @@ SpecKey realKey(std::string_view name, double Spec::*field, double lo, bool loIn
           [=](const Spec& s) { return printReal(s.*field); }};
 }
 
-SpecKey booleanKey(std::string_view name, bool Spec::*field, std::string_view when,
-                   Applies applies, std::string_view help) {
-  return {name, ValueKind::Boolean, "true or false", when, help, std::move(applies),
+SpecKey booleanKey(std::string_view name, bool Spec::*field, std::string_view when, Applies applies,
+                   std::string_view help) {
+  return {name,
+          ValueKind::Boolean,
+          "true or false",
+          when,
+          help,
+          std::move(applies),
           [=](Spec& s, std::string_view value) {
             if (value == "true" || value == "1")
               s.*field = true;
@@ -84,7 +101,12 @@ template <class E>
 SpecKey nameKey(std::string_view name, E Spec::*field, NameTable<E> table, std::string_view when,
                 Applies applies, std::string_view help) {
   std::string allowed = "one of: " + joinNames(table);
-  return {name, ValueKind::Name, allowed, when, help, std::move(applies),
+  return {name,
+          ValueKind::Name,
+          allowed,
+          when,
+          help,
+          std::move(applies),
           [=](Spec& s, std::string_view value) {
             auto v = lookupName(table, value);
             if (!v)
@@ -96,8 +118,13 @@ SpecKey nameKey(std::string_view name, E Spec::*field, NameTable<E> table, std::
 
 SpecKey maskKey() {
   std::string allowed = "none, or patterns joined by '+' from: " + joinNames(maskKindNames());
-  return {"mask", ValueKind::Mask, allowed, "always", "mask patterns (constraints intersect, "
-          "sparsity patterns unite)", [](const Spec&) { return true; },
+  return {"mask",
+          ValueKind::Mask,
+          allowed,
+          "always",
+          "mask patterns (constraints intersect, "
+          "sparsity patterns unite)",
+          [](const Spec&) { return true; },
           [=](Spec& s, std::string_view value) {
             s.masks = {};
             if (value == "none")
@@ -133,7 +160,10 @@ SpecKey maskKey() {
 
 SpecKey seedKey() {
   std::string allowed = "an unsigned 64-bit integer";
-  return {"seed", ValueKind::Integer, allowed, "dropout > 0, bigbird random blocks, or favor",
+  return {"seed",
+          ValueKind::Integer,
+          allowed,
+          "dropout > 0, bigbird random blocks, or favor",
           "key of the counter-based RNG (dropout masks, BigBird random blocks, FAVOR+ features)",
           [](const Spec& s) { return s.needsSeed(); },
           [=](Spec& s, std::string_view value) {
@@ -164,40 +194,44 @@ std::vector<SpecKey> buildKeys() {
                  "add ALiBi's -slope_h * |i - j| to the scores"),
       booleanKey("bias", &Spec::bias, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
                  "add a run-time bias tensor [B|1, H|1, Tq, Tk] to the scores"),
-      integerKey("block", &Spec::block, 1, 4096, "mask includes block_sparse or bigbird",
-                 [](const Spec& s) {
-                   return s.masks.has(MaskKind::BlockSparse) || s.masks.has(MaskKind::BigBird);
-                 },
-                 "block size of block_sparse and bigbird"),
-      nameKey("causal_align", &Spec::causalAlign, causalAlignNames(),
-              "a position-dependent mask or modifier",
-              [](const Spec& s) { return s.usesAlignment(); },
-              "where query rows sit among keys when Tq != Tk"),
+      integerKey(
+          "block", &Spec::block, 1, 4096, "mask includes block_sparse or bigbird",
+          [](const Spec& s) {
+            return s.masks.has(MaskKind::BlockSparse) || s.masks.has(MaskKind::BigBird);
+          },
+          "block size of block_sparse and bigbird"),
+      nameKey(
+          "causal_align", &Spec::causalAlign, causalAlignNames(),
+          "a position-dependent mask or modifier", [](const Spec& s) { return s.usesAlignment(); },
+          "where query rows sit among keys when Tq != Tk"),
       integerKey("d_attn", &Spec::dAttn, 1, kMaxDim, "variant=additive", is(Variant::Additive),
                  "hidden size of the additive score (W1, W2: d_attn x d)"),
       integerKey("d_k", &Spec::dK, 1, kMaxDim, "always", always, "key (and query) head dim"),
       integerKey("d_model", &Spec::dModel, 1, kMaxDim, "variant=mha", is(Variant::Mha),
                  "model width of mha's inputs and output"),
-      integerKey("d_q", &Spec::dQ, 1, kMaxDim, "variant=additive|bilinear",
-                 [](const Spec& s) {
-                   return s.variant == Variant::Additive || s.variant == Variant::Bilinear;
-                 },
-                 "query dim when it differs from d_k"),
+      integerKey(
+          "d_q", &Spec::dQ, 1, kMaxDim, "variant=additive|bilinear",
+          [](const Spec& s) {
+            return s.variant == Variant::Additive || s.variant == Variant::Bilinear;
+          },
+          "query dim when it differs from d_k"),
       integerKey("d_v", &Spec::dV, 1, kMaxDim, "always", always, "value head dim"),
       integerKey("dilation", &Spec::dilation, 1, kMaxLength, "mask includes dilated",
                  hasMask(MaskKind::Dilated), "gap between attended keys of the dilated window"),
-      realKey("dropout", &Spec::dropout, 0, true, 1, "a probability in [0, 1)",
-              "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
-              "drop probability of attention weights (needs seed)"),
+      realKey(
+          "dropout", &Spec::dropout, 0, true, 1, "a probability in [0, 1)",
+          "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
+          "drop probability of attention weights (needs seed)"),
       nameKey("dtype", &Spec::dtype, dtypeNames(), "always", always,
               "storage type of q, k, v, o (accumulation is f32 or better)"),
       nameKey("feature_map", &Spec::featureMap, featureMapNames(), "variant=linear",
               is(Variant::Linear), "linear attention's feature map"),
-      integerKey("features", &Spec::features, 1, kMaxDim, "feature_map=favor",
-                 [](const Spec& s) {
-                   return s.variant == Variant::Linear && s.featureMap == FeatureMap::Favor;
-                 },
-                 "number of FAVOR+ random features"),
+      integerKey(
+          "features", &Spec::features, 1, kMaxDim, "feature_map=favor",
+          [](const Spec& s) {
+            return s.variant == Variant::Linear && s.featureMap == FeatureMap::Favor;
+          },
+          "number of FAVOR+ random features"),
       integerKey("global_blocks", &Spec::globalBlocks, 0, 4096, "mask includes bigbird", bigbird,
                  "BigBird global blocks: the first ceil(g/2) and last floor(g/2)"),
       integerKey("global_tokens", &Spec::globalTokens, 1, kMaxLength, "mask includes global",
@@ -205,12 +239,13 @@ std::vector<SpecKey> buildKeys() {
       integerKey("heads", &Spec::heads, 1, kMaxHeads, "always", always, "query heads"),
       integerKey("kv_heads", &Spec::kvHeads, 1, kMaxHeads, "always", always,
                  "key/value heads (GQA/MQA); must divide heads"),
-      nameKey("layout", &Spec::layout, layoutNames(), "variant other than mha",
-              [](const Spec& s) { return s.variant != Variant::Mha; },
-              "dimension order of q, k, v, o"),
-      booleanKey("lse", &Spec::lse, "variant other than linear",
-                 [](const Spec& s) { return s.variant != Variant::Linear; },
-                 "also return the log-sum-exp of each score row [B, H, Tq]"),
+      nameKey(
+          "layout", &Spec::layout, layoutNames(), "variant other than mha",
+          [](const Spec& s) { return s.variant != Variant::Mha; }, "dimension order of q, k, v, o"),
+      booleanKey(
+          "lse", &Spec::lse, "variant other than linear",
+          [](const Spec& s) { return s.variant != Variant::Linear; },
+          "also return the log-sum-exp of each score row [B, H, Tq]"),
       maskKey(),
       nameKey("pe", &Spec::pe, positionalEncodingNames(), "variant=mha", is(Variant::Mha),
               "positional encoding added to mha's inputs"),
@@ -218,25 +253,28 @@ std::vector<SpecKey> buildKeys() {
                  is(Variant::Linformer), "Linformer's projected sequence length k"),
       integerKey("random_blocks", &Spec::randomBlocks, 0, 4096, "mask includes bigbird", bigbird,
                  "BigBird random key blocks per query block (needs seed)"),
-      booleanKey("rope", &Spec::rope, "variant=sdpa|mha",
-                 [](const Spec& s) { return s.variant == Variant::Sdpa || s.variant == Variant::Mha; },
-                 "rotary position embedding on q and k"),
+      booleanKey(
+          "rope", &Spec::rope, "variant=sdpa|mha",
+          [](const Spec& s) { return s.variant == Variant::Sdpa || s.variant == Variant::Mha; },
+          "rotary position embedding on q and k"),
       integerKey("rope_dims", &Spec::ropeDims, 2, kMaxDim, "rope=true", hasRope,
                  "leading head dims that RoPE rotates (even, at most d_k)"),
       nameKey("rope_style", &Spec::ropeStyle, ropeStyleNames(), "rope=true", hasRope,
               "which dims RoPE pairs"),
       realKey("rope_theta", &Spec::ropeTheta, 0, false, kInf, "a positive number", "rope=true",
               hasRope, "RoPE base"),
-      realKey("scale", &Spec::scale, 0, false, kInf, "a positive number",
-              "variant other than linear with elu1/relu",
-              [](const Spec& s) {
-                return s.variant != Variant::Linear || s.featureMap == FeatureMap::Favor;
-              },
-              "score scale (default 1/sqrt(d_k); 1 for additive and bilinear)"),
+      realKey(
+          "scale", &Spec::scale, 0, false, kInf, "a positive number",
+          "variant other than linear with elu1/relu",
+          [](const Spec& s) {
+            return s.variant != Variant::Linear || s.featureMap == FeatureMap::Favor;
+          },
+          "score scale (default 1/sqrt(d_k); 1 for additive and bilinear)"),
       seedKey(),
-      realKey("softcap", &Spec::softcap, 0, true, kInf, "a number >= 0 (0: off)",
-              "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
-              "cap * tanh(score / cap)"),
+      realKey(
+          "softcap", &Spec::softcap, 0, true, kInf, "a number >= 0 (0: off)",
+          "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
+          "cap * tanh(score / cap)"),
       integerKey("stride", &Spec::stride, 1, kMaxLength, "mask includes strided",
                  hasMask(MaskKind::Strided), "strided pattern: keys j with (i - j) mod stride = 0"),
       nameKey("variant", &Spec::variant, variantNames(), "always", always, "the attention variant"),
@@ -244,18 +282,18 @@ std::vector<SpecKey> buildKeys() {
                  "also return the normalised attention weights [B, H, Tq, Tk]"),
       integerKey("window_blocks", &Spec::windowBlocks, 1, 4095, "mask includes bigbird", bigbird,
                  "BigBird window width in blocks (odd)"),
-      integerKey("window_left", &Spec::windowLeft, 0, kMaxLength,
-                 "mask includes window or dilated",
-                 [](const Spec& s) {
-                   return s.masks.has(MaskKind::Window) || s.masks.has(MaskKind::Dilated);
-                 },
-                 "keys up to this far before the query (dilated: in steps of dilation)"),
-      integerKey("window_right", &Spec::windowRight, 0, kMaxLength,
-                 "mask includes window or dilated",
-                 [](const Spec& s) {
-                   return s.masks.has(MaskKind::Window) || s.masks.has(MaskKind::Dilated);
-                 },
-                 "keys up to this far after the query"),
+      integerKey(
+          "window_left", &Spec::windowLeft, 0, kMaxLength, "mask includes window or dilated",
+          [](const Spec& s) {
+            return s.masks.has(MaskKind::Window) || s.masks.has(MaskKind::Dilated);
+          },
+          "keys up to this far before the query (dilated: in steps of dilation)"),
+      integerKey(
+          "window_right", &Spec::windowRight, 0, kMaxLength, "mask includes window or dilated",
+          [](const Spec& s) {
+            return s.masks.has(MaskKind::Window) || s.masks.has(MaskKind::Dilated);
+          },
+          "keys up to this far after the query"),
   };
   std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return keys;

@@ -24,27 +24,52 @@ constexpr std::array kRopeStyles{std::pair{"half"sv, RopeStyle::Half},
 constexpr std::array kPositional{std::pair{"none"sv, PositionalEncoding::None},
                                  std::pair{"sinusoidal"sv, PositionalEncoding::Sinusoidal}};
 // In MaskKind order: the canonical form lists patterns in this order.
-constexpr std::array kMaskKinds{
-    std::pair{"causal"sv, MaskKind::Causal},   std::pair{"padding"sv, MaskKind::Padding},
-    std::pair{"window"sv, MaskKind::Window},   std::pair{"global"sv, MaskKind::Global},
-    std::pair{"strided"sv, MaskKind::Strided}, std::pair{"dilated"sv, MaskKind::Dilated},
-    std::pair{"block_sparse"sv, MaskKind::BlockSparse},
-    std::pair{"bigbird"sv, MaskKind::BigBird}, std::pair{"tensor"sv, MaskKind::Tensor}};
+constexpr std::array kMaskKinds{std::pair{"causal"sv, MaskKind::Causal},
+                                std::pair{"padding"sv, MaskKind::Padding},
+                                std::pair{"window"sv, MaskKind::Window},
+                                std::pair{"global"sv, MaskKind::Global},
+                                std::pair{"strided"sv, MaskKind::Strided},
+                                std::pair{"dilated"sv, MaskKind::Dilated},
+                                std::pair{"block_sparse"sv, MaskKind::BlockSparse},
+                                std::pair{"bigbird"sv, MaskKind::BigBird},
+                                std::pair{"tensor"sv, MaskKind::Tensor}};
 static_assert(kMaskKinds.size() == static_cast<size_t>(MaskKind::Count));
 
 } // namespace
 
-NameTable<Variant> variantNames() { return kVariants; }
-NameTable<DType> dtypeNames() { return kDTypes; }
-NameTable<Layout> layoutNames() { return kLayouts; }
-NameTable<CausalAlign> causalAlignNames() { return kAligns; }
-NameTable<FeatureMap> featureMapNames() { return kFeatureMaps; }
-NameTable<RopeStyle> ropeStyleNames() { return kRopeStyles; }
-NameTable<PositionalEncoding> positionalEncodingNames() { return kPositional; }
-NameTable<MaskKind> maskKindNames() { return kMaskKinds; }
+NameTable<Variant> variantNames() {
+  return kVariants;
+}
+NameTable<DType> dtypeNames() {
+  return kDTypes;
+}
+NameTable<Layout> layoutNames() {
+  return kLayouts;
+}
+NameTable<CausalAlign> causalAlignNames() {
+  return kAligns;
+}
+NameTable<FeatureMap> featureMapNames() {
+  return kFeatureMaps;
+}
+NameTable<RopeStyle> ropeStyleNames() {
+  return kRopeStyles;
+}
+NameTable<PositionalEncoding> positionalEncodingNames() {
+  return kPositional;
+}
+NameTable<MaskKind> maskKindNames() {
+  return kMaskKinds;
+}
 
-std::string_view variantName(Variant v) { return nameOf(variantNames(), v); }
-std::string_view dtypeName(DType d) { return nameOf(dtypeNames(), d); }
-std::string_view maskKindName(MaskKind k) { return nameOf(maskKindNames(), k); }
+std::string_view variantName(Variant v) {
+  return nameOf(variantNames(), v);
+}
+std::string_view dtypeName(DType d) {
+  return nameOf(dtypeNames(), d);
+}
+std::string_view maskKindName(MaskKind k) {
+  return nameOf(maskKindNames(), k);
+}
 
 } // namespace attnc

@@ -4,11 +4,10 @@
 #include "Spec/SpecKeys.h"
 #include "Spec/SpecNames.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace attnc {
@@ -63,8 +62,8 @@ std::vector<std::string_view> words(std::string_view text) {
 void expandPreset(std::string_view name, Entries& entries) {
   const Preset* preset = findPreset(name);
   if (!preset)
-    throw SpecError("preset=" + std::string(name) + ": unknown preset; expected one of: " +
-                    presetNames());
+    throw SpecError("preset=" + std::string(name) +
+                    ": unknown preset; expected one of: " + presetNames());
   for (std::string_view token : words(preset->spec)) {
     std::string_view key, value;
     splitPair(token, key, value);
@@ -78,8 +77,10 @@ void fillDefaults(Spec& s) {
   if (s.variant == Variant::Mha) {
     if (s.dK == 0 && s.dModel > 0) {
       if (s.dModel % s.heads != 0)
-        throw SpecError("d_model=" + std::to_string(s.dModel) + ": without d_k, d_model must be "
-                        "a multiple of heads=" + std::to_string(s.heads));
+        throw SpecError("d_model=" + std::to_string(s.dModel) +
+                        ": without d_k, d_model must be "
+                        "a multiple of heads=" +
+                        std::to_string(s.heads));
       s.dK = s.dModel / s.heads;
     }
     if (s.dModel == 0)
@@ -102,7 +103,9 @@ void fillDefaults(Spec& s) {
                   : 1.0 / std::sqrt(static_cast<double>(s.dK));
 }
 
-std::string maskText(const Spec& s) { return findSpecKey("mask")->print(s); }
+std::string maskText(const Spec& s) {
+  return findSpecKey("mask")->print(s);
+}
 
 // Rules across keys. Each message names the keys, their values and what is allowed.
 void validate(const Spec& s) {
@@ -121,11 +124,12 @@ void validate(const Spec& s) {
     allowed.bits = (1u << static_cast<unsigned>(MaskKind::Count)) - 1;
   }
   if ((s.masks.bits & ~allowed.bits) != 0)
-    fail("mask=" + maskText(s) + " is not supported by variant=" + variant + "; it allows: " +
-         (s.variant == Variant::Linear ? "none causal padding" : "none padding"));
+    fail("mask=" + maskText(s) + " is not supported by variant=" + variant +
+         "; it allows: " + (s.variant == Variant::Linear ? "none causal padding" : "none padding"));
 
   if (s.masks.has(MaskKind::Window) && s.masks.has(MaskKind::Dilated))
-    fail("mask=" + maskText(s) + ": window and dilated share window_left/window_right; "
+    fail("mask=" + maskText(s) +
+         ": window and dilated share window_left/window_right; "
          "use one of them");
   if ((s.masks.has(MaskKind::Window) || s.masks.has(MaskKind::Dilated)) && s.windowLeft < 0)
     fail("mask=" + maskText(s) + " needs window_left=N (keys before the query)");
@@ -138,19 +142,21 @@ void validate(const Spec& s) {
   if ((s.masks.has(MaskKind::BlockSparse) || s.masks.has(MaskKind::BigBird)) && s.block == 0)
     fail("mask=" + maskText(s) + " needs block=N (the block size)");
   if (s.masks.has(MaskKind::BigBird) && s.windowBlocks % 2 == 0)
-    fail("window_blocks=" + std::to_string(s.windowBlocks) + " must be odd (the query block and "
+    fail("window_blocks=" + std::to_string(s.windowBlocks) +
+         " must be odd (the query block and "
          "as many on each side)");
 
   if (s.needsSeed() && !s.seed) {
     std::string why = s.dropout > 0 ? "dropout=" + findSpecKey("dropout")->print(s)
-                      : s.variant == Variant::Linear ? std::string("feature_map=favor")
-                                                     : std::string("mask=bigbird with random_blocks > 0");
+                      : s.variant == Variant::Linear
+                          ? std::string("feature_map=favor")
+                          : std::string("mask=bigbird with random_blocks > 0");
     fail(why + " needs seed=N: the random numbers come from a counter-based RNG keyed by seed");
   }
   if (s.rope) {
     if (s.ropeDims % 2 != 0 || s.ropeDims > s.dK)
-      fail("rope_dims=" + std::to_string(s.ropeDims) + " must be even and at most d_k=" +
-           std::to_string(s.dK));
+      fail("rope_dims=" + std::to_string(s.ropeDims) +
+           " must be even and at most d_k=" + std::to_string(s.dK));
   }
   if (s.variant == Variant::Mha && s.pe == PositionalEncoding::Sinusoidal && s.dModel % 2 != 0)
     fail("pe=sinusoidal needs an even d_model; d_model=" + std::to_string(s.dModel));
@@ -177,10 +183,11 @@ Spec buildSpec(Entries entries) {
         it = entries.erase(it);
         dropped = true;
       } else {
-        throw SpecError(it->first + "=" + it->second.value + " does not apply here: " +
-                        it->first + " needs " + std::string(key->appliesWhen) + " (this spec has "
-                        "variant=" + std::string(variantName(spec.variant)) +
-                        " mask=" + maskText(spec) + ")");
+        throw SpecError(it->first + "=" + it->second.value + " does not apply here: " + it->first +
+                        " needs " + std::string(key->appliesWhen) +
+                        " (this spec has "
+                        "variant=" +
+                        std::string(variantName(spec.variant)) + " mask=" + maskText(spec) + ")");
       }
     }
     if (dropped)
@@ -210,14 +217,11 @@ Entries withPreset(Entries user) {
 std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
   using nlohmann::json;
   switch (value.type()) {
-  case json::value_t::string:
-    return value.get<std::string>();
-  case json::value_t::boolean:
-    return value.get<bool>() ? "true" : "false";
+  case json::value_t::string: return value.get<std::string>();
+  case json::value_t::boolean: return value.get<bool>() ? "true" : "false";
   case json::value_t::number_integer:
   case json::value_t::number_unsigned:
-  case json::value_t::number_float:
-    return value.dump();
+  case json::value_t::number_float: return value.dump();
   case json::value_t::array: {
     if (key != "mask")
       break;
@@ -229,8 +233,7 @@ std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
     }
     return joined.empty() ? "none" : joined;
   }
-  default:
-    break;
+  default: break;
   }
   throw SpecError(key + ": a JSON " + std::string(value.type_name()) +
                   " is not allowed; expected a string, number or boolean" +

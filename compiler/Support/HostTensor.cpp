@@ -26,8 +26,12 @@ HostTensor::HostTensor(DLDataType dtype, std::vector<int64_t> shape)
   dl_->byte_offset = 0;
 }
 
-std::vector<double> HostTensor::values() const { return readDense(*dl_); }
+std::vector<double> HostTensor::values() const {
+  return readDense(*dl_);
+}
 
-void HostTensor::assign(const std::vector<double>& values) { writeDense(*dl_, values); }
+void HostTensor::assign(const std::vector<double>& values) {
+  writeDense(*dl_, values);
+}
 
 } // namespace attnc

@@ -2,9 +2,8 @@
 #ifndef ATTNC_COMPILER_SUPPORT_HOSTTENSOR_H
 #define ATTNC_COMPILER_SUPPORT_HOSTTENSOR_H
 
-#include <dlpack/dlpack.h>
-
 #include <cstdint>
+#include <dlpack/dlpack.h>
 #include <memory>
 #include <vector>
 

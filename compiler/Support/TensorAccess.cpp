@@ -31,7 +31,9 @@ template <class Visit> void forEachElement(const DLTensor& t, Visit visit) {
   }
 }
 
-char* base(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
+char* base(const DLTensor& t) {
+  return static_cast<char*>(t.data) + t.byte_offset;
+}
 
 template <class T> T loadRaw(const char* p) {
   T v;
@@ -39,7 +41,9 @@ template <class T> T loadRaw(const char* p) {
   return v;
 }
 
-template <class T> void storeRaw(char* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+template <class T> void storeRaw(char* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
 
 [[noreturn]] void unsupported(const DLTensor& t) {
   throw std::invalid_argument("tensor access: unsupported dtype " + dtypeName(t.dtype));

@@ -2,9 +2,8 @@
 #ifndef ATTNC_COMPILER_SUPPORT_TENSORACCESS_H
 #define ATTNC_COMPILER_SUPPORT_TENSORACCESS_H
 
-#include <dlpack/dlpack.h>
-
 #include <cstdint>
+#include <dlpack/dlpack.h>
 #include <vector>
 
 namespace attnc {

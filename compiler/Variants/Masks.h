@@ -12,10 +12,14 @@
 namespace attnc::masks {
 
 // a mod m in [0, m) for m > 0, whatever the sign of a (C++'s % truncates toward zero).
-inline int64_t floorMod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
+inline int64_t floorMod(int64_t a, int64_t m) {
+  return ((a % m) + m) % m;
+}
 
 // Causal: no key after the query's position.
-template <class Int> auto causal(Int qpos, Int j) { return j <= qpos; }
+template <class Int> auto causal(Int qpos, Int j) {
+  return j <= qpos;
+}
 
 // Sliding window: keys in [qpos - left, qpos + right].
 template <class Int> auto window(Int qpos, Int j, int64_t left, int64_t right) {
@@ -23,7 +27,9 @@ template <class Int> auto window(Int qpos, Int j, int64_t left, int64_t right) {
 }
 
 // Global tokens: the first n positions attend to every key and every query attends to them.
-template <class Int> auto global(Int qpos, Int j, int64_t n) { return qpos < n || j < n; }
+template <class Int> auto global(Int qpos, Int j, int64_t n) {
+  return qpos < n || j < n;
+}
 
 // Strided (Child et al. 2019, the "column" pattern): keys a multiple of stride away.
 template <class Int> auto strided(Int qpos, Int j, int64_t stride) {
@@ -31,8 +37,7 @@ template <class Int> auto strided(Int qpos, Int j, int64_t stride) {
 }
 
 // Dilated window (Beltagy et al. 2020): keys qpos - k*dilation for k in [-right, left].
-template <class Int>
-auto dilated(Int qpos, Int j, int64_t left, int64_t right, int64_t dilation) {
+template <class Int> auto dilated(Int qpos, Int j, int64_t left, int64_t right, int64_t dilation) {
   Int d = qpos - j;
   return floorMod(d, dilation) == 0 && d <= left * dilation && d >= -right * dilation;
 }

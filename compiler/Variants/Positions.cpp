@@ -40,7 +40,8 @@ void applyRope(double* x, int64_t pos, int64_t rotaryDims, double theta, RopeSty
 }
 
 double sinusoidal(int64_t pos, int64_t dim, int64_t dModel) {
-  double frequency = std::pow(10000.0, -static_cast<double>(dim - dim % 2) / static_cast<double>(dModel));
+  double frequency =
+      std::pow(10000.0, -static_cast<double>(dim - dim % 2) / static_cast<double>(dModel));
   double angle = static_cast<double>(pos) * frequency;
   return dim % 2 == 0 ? std::sin(angle) : std::cos(angle);
 }

@@ -53,10 +53,9 @@ inline bool dropoutKeeps(uint64_t seed, uint32_t threshold, int64_t b, int64_t h
 // The r-th random key block of query block qb in head h, among numKeyBlocks.
 inline int64_t bigbirdRandomBlock(uint64_t seed, int64_t h, int64_t qb, int64_t r,
                                   int64_t numKeyBlocks) {
-  Block x = philox4x32({static_cast<uint32_t>(r >> 2), static_cast<uint32_t>(qb),
-                        static_cast<uint32_t>(h), 0u},
-                       static_cast<uint32_t>(seed),
-                       static_cast<uint32_t>(seed >> 32) ^ kBigBirdStream);
+  Block x = philox4x32(
+      {static_cast<uint32_t>(r >> 2), static_cast<uint32_t>(qb), static_cast<uint32_t>(h), 0u},
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32) ^ kBigBirdStream);
   return static_cast<int64_t>(x[r & 3] % static_cast<uint64_t>(numKeyBlocks));
 }
 

@@ -6,7 +6,6 @@
  * Builds q, k, v and o for B=1, Tq=Tk=16 in BHSD layout (compact f32), runs the bundle and
  * prints a checksum of o. A fully masked row would print zeros, never NaN. */
 #include <attnc/attnc.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

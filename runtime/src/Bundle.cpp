@@ -1,17 +1,15 @@
 // The C API: opening bundles, checking them against this host, and running them.
-#include "attnc/attnc.h"
-
 #include "HostCpu.h"
 #include "RuntimeManifest.h"
 #include "TensorCheck.h"
 #include "ThreadPool.h"
-
-#include <dlfcn.h>
+#include "attnc/attnc.h"
 
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,7 +61,9 @@ struct AlignedFree {
 
 extern "C" {
 
-uint32_t attnc_runtime_abi_version(void) { return ATTNC_ABI_VERSION; }
+uint32_t attnc_runtime_abi_version(void) {
+  return ATTNC_ABI_VERSION;
+}
 
 const char* attnc_status_name(attnc_status status) {
   switch (status) {
@@ -125,7 +125,9 @@ attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_er
   return succeed(error);
 }
 
-void attnc_bundle_close(attnc_bundle* bundle) { delete bundle; }
+void attnc_bundle_close(attnc_bundle* bundle) {
+  delete bundle;
+}
 
 const char* attnc_bundle_manifest(const attnc_bundle* bundle) {
   return bundle ? bundle->manifestJson.c_str() : nullptr;
@@ -160,8 +162,9 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   for (size_t a = 0; a < args.size(); ++a)
     if (!ordered[a])
       return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
-                  "tensor '" + args[a].name + "' is missing; this bundle needs every argument "
-                                              "its manifest lists");
+                  "tensor '" + args[a].name +
+                      "' is missing; this bundle needs every argument "
+                      "its manifest lists");
   attnc::RunSizes sizes;
   if (auto problem = attnc::runtime::checkTensors(bundle->manifest, ordered, sizes))
     return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);

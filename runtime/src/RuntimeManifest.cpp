@@ -3,7 +3,6 @@
 #include "attnc/DType.hpp"
 
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 namespace attnc::runtime {
@@ -19,8 +18,8 @@ const json& field(const json& object, const char* name, json::value_t type) {
   auto it = object.find(name);
   if (it == object.end())
     fail(std::string("missing field '") + name + "'");
-  bool ok = it->type() == type || (type == json::value_t::number_unsigned && it->is_number_integer() &&
-                                   it->get<int64_t>() >= 0);
+  bool ok = it->type() == type || (type == json::value_t::number_unsigned &&
+                                   it->is_number_integer() && it->get<int64_t>() >= 0);
   if (!ok)
     fail(std::string("field '") + name + "' has the wrong type");
   return *it;

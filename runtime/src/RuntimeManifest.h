@@ -4,9 +4,8 @@
 
 #include "attnc/Shape.hpp"
 
-#include <dlpack/dlpack.h>
-
 #include <cstdint>
+#include <dlpack/dlpack.h>
 #include <string>
 #include <string_view>
 #include <vector>

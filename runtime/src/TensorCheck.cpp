@@ -69,8 +69,8 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t, 
   for (int d = 0; d < t.ndim; ++d)
     if (arg.shape[d].binds() && sizes[*arg.shape[d].symbol] == 0) {
       if (t.shape[d] < 1)
-        return name + " has extent " + std::to_string(t.shape[d]) + " for " +
-               arg.shape[d].str() + "; sizes must be at least 1";
+        return name + " has extent " + std::to_string(t.shape[d]) + " for " + arg.shape[d].str() +
+               "; sizes must be at least 1";
       sizes[*arg.shape[d].symbol] = t.shape[d];
     }
   for (int d = 0; d < t.ndim; ++d) {
@@ -80,8 +80,8 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t, 
       return name + " has shape " + shapeString(t) + "; expected " + expectedShape(arg) +
              " with B=" + std::to_string(sizes[SizeSymbol::Batch]) +
              " Tq=" + std::to_string(sizes[SizeSymbol::SeqQ]) +
-             " Tk=" + std::to_string(sizes[SizeSymbol::SeqK]) + " (dimension " +
-             std::to_string(d) + ")";
+             " Tk=" + std::to_string(sizes[SizeSymbol::SeqK]) + " (dimension " + std::to_string(d) +
+             ")";
   }
   if (!t.data)
     return name + " has no data pointer";

@@ -9,11 +9,11 @@ struct ThreadPool::Job {
   attnc_task_fn task;
   void* context;
   int64_t count;
-  int32_t maxHelpers;                // workers that may join, besides the caller
-  std::atomic<int64_t> next{0};      // the next index to hand out
-  std::atomic<int64_t> finished{0};  // indices done
-  int32_t helpers = 0;               // workers that joined (guarded by the pool mutex)
-  int32_t active = 0;                // workers still inside drain() (guarded by the pool mutex)
+  int32_t maxHelpers;               // workers that may join, besides the caller
+  std::atomic<int64_t> next{0};     // the next index to hand out
+  std::atomic<int64_t> finished{0}; // indices done
+  int32_t helpers = 0;              // workers that joined (guarded by the pool mutex)
+  int32_t active = 0;               // workers still inside drain() (guarded by the pool mutex)
 };
 
 ThreadPool& ThreadPool::global() {
@@ -67,13 +67,12 @@ void ThreadPool::workerLoop() {
   }
 }
 
-void ThreadPool::parallelFor(int64_t count, attnc_task_fn task, void* context,
-                             int32_t maxThreads) {
+void ThreadPool::parallelFor(int64_t count, attnc_task_fn task, void* context, int32_t maxThreads) {
   if (count <= 0)
     return;
-  int32_t helpers = std::min<int64_t>({static_cast<int64_t>(workers_.size()),
-                                       static_cast<int64_t>(std::max(1, maxThreads)) - 1,
-                                       count - 1});
+  int32_t helpers =
+      std::min<int64_t>({static_cast<int64_t>(workers_.size()),
+                         static_cast<int64_t>(std::max(1, maxThreads)) - 1, count - 1});
   Job job{task, context, count, helpers};
   if (helpers > 0) {
     {

@@ -65,6 +65,9 @@ class PresetsCommand(CliTestCase):
         for name in names:
             self.expect(attnc("spec", "preset=" + name), 0)
 
+    def test_takes_no_arguments(self):
+        self.expect(attnc("presets", "gpt2"), 2)
+
 
 if __name__ == "__main__":
     unittest.main()

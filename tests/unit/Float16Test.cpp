@@ -1,8 +1,7 @@
 #include "Support/Float16.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <limits>
 
 namespace attnc {

@@ -1,11 +1,11 @@
 #include "Npy.h"
+
 #include "Support/Errors.h"
 #include "attnc/DType.hpp"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
+#include <gtest/gtest.h>
 
 namespace attnc {
 namespace {

@@ -1,10 +1,9 @@
 // Every symbolic mask equals the explicit mask tensor written out from its definition.
 #include "TestSupport.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
+#include <gtest/gtest.h>
 
 namespace attnc {
 namespace {
@@ -44,9 +43,8 @@ void expectSameAsTensorMask(const std::string& spec, const std::string& extra, P
 const int64_t kBottomRight = kTk - kTq; // query i sits at i + kBottomRight
 
 TEST(ReferenceMasks, CausalBottomRightEqualsLowerTriangle) {
-  expectSameAsTensorMask("mask=causal", "", [](int64_t, int64_t i, int64_t j) {
-    return j <= i + kBottomRight;
-  });
+  expectSameAsTensorMask("mask=causal", "",
+                         [](int64_t, int64_t i, int64_t j) { return j <= i + kBottomRight; });
 }
 
 TEST(ReferenceMasks, CausalTopLeftEqualsLowerTriangle) {
@@ -105,8 +103,8 @@ TEST(ReferenceMasks, BlockSparseFollowsTheLayout) {
 
 TEST(ReferenceMasks, BigBirdStructuredBlocks) {
   // block 3: 5 query blocks, 7 key blocks; window of 3 blocks, first and last block global.
-  expectSameAsTensorMask("mask=bigbird block=3 window_blocks=3 global_blocks=2 random_blocks=0",
-                         "", [](int64_t, int64_t i, int64_t j) {
+  expectSameAsTensorMask("mask=bigbird block=3 window_blocks=3 global_blocks=2 random_blocks=0", "",
+                         [](int64_t, int64_t i, int64_t j) {
                            int64_t qb = i / 3, kb = j / 3;
                            return std::abs(qb - kb) <= 1 || qb == 0 || qb == 4 || kb == 0 ||
                                   kb == 6;
@@ -132,7 +130,9 @@ TEST(ReferenceMasks, PaddingIntersectsCausal) {
   expectSameAsTensorMask(
       "mask=causal+padding", "",
       [](int64_t, int64_t i, int64_t j) { return j <= i + kBottomRight && j < 9; },
-      [](tools::Call& call) { call.tensor("lengths").assign({9, 9}); });
+      [](tools::Call& call) {
+        call.tensor("lengths").assign({9, 9});
+      });
 }
 
 } // namespace

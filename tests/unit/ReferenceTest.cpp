@@ -1,9 +1,8 @@
 // The f64 reference against hand-computed values and the identities of softmax attention.
 #include "TestSupport.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 #include <limits>
 
 namespace attnc {
@@ -59,8 +58,8 @@ TEST(Reference, WeightRowsSumToOne) {
 
 // o equals the weights times V, and lse equals log sum exp of the scores.
 TEST(Reference, OutputIsWeightsTimesValues) {
-  tools::Call call = randomCall("heads=2 kv_heads=1 d_k=6 d_v=3 mask=causal weights=true lse=true",
-                                 2, 5, 9);
+  tools::Call call =
+      randomCall("heads=2 kv_heads=1 d_k=6 d_v=3 mask=causal weights=true lse=true", 2, 5, 9);
   test::Outputs out = runReferenceOn(call);
   std::vector<double> v = call.tensor("v").values();
   for (int b = 0; b < 2; ++b)

@@ -3,9 +3,8 @@
 #include "Variants/Favor.h"
 #include "Variants/Positions.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <gtest/gtest.h>
 
 namespace attnc {
 namespace {
@@ -67,8 +66,8 @@ TEST(ReferenceVariants, MhaPositionalEncodingIsAddedToTheInputs) {
 
 TEST(ReferenceVariants, LinformerWithIdentityProjectionsEqualsSdpa) {
   tools::Call sdpa = randomCall("heads=4 kv_heads=2 d_k=3 lse=true", 2, 6, 5);
-  tools::Call lin = randomCall("variant=linformer heads=4 kv_heads=2 d_k=3 proj_len=5 lse=true",
-                               2, 6, 5);
+  tools::Call lin =
+      randomCall("variant=linformer heads=4 kv_heads=2 d_k=3 proj_len=5 lse=true", 2, 6, 5);
   for (const char* name : {"q", "k", "v"})
     lin.tensor(name).assign(sdpa.tensor(name).values());
   lin.tensor("e").assign(identityStack(2, 5, 5));
@@ -109,8 +108,8 @@ TEST(ReferenceVariants, AdditiveHandComputed) {
 TEST(ReferenceVariants, LinearAttentionMatchesTheDirectFormula) {
   for (const char* mask : {"none", "causal"}) {
     const int T = 6, S = 8, D = 3;
-    tools::Call call = randomCall(std::string("variant=linear d_k=3 feature_map=elu1 mask=") + mask,
-                                  1, T, S);
+    tools::Call call =
+        randomCall(std::string("variant=linear d_k=3 feature_map=elu1 mask=") + mask, 1, T, S);
     std::vector<double> q = call.tensor("q").values(), k = call.tensor("k").values(),
                         v = call.tensor("v").values();
     auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
@@ -136,8 +135,8 @@ TEST(ReferenceVariants, LinearAttentionMatchesTheDirectFormula) {
 // With many random features, FAVOR+ approaches softmax attention.
 TEST(ReferenceVariants, FavorApproximatesSoftmax) {
   tools::Call exact = randomCall("heads=1 d_k=4", 1, 6, 6);
-  tools::Call favor = randomCall("variant=linear d_k=4 feature_map=favor features=8192 seed=3",
-                                 1, 6, 6);
+  tools::Call favor =
+      randomCall("variant=linear d_k=4 feature_map=favor features=8192 seed=3", 1, 6, 6);
   for (const char* name : {"q", "k", "v"}) {
     std::vector<double> x = exact.tensor(name).values();
     for (double& value : x)

@@ -6,9 +6,8 @@
 #include "TestSupport.h"
 #include "attnc/Runtime.hpp"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+#include <gtest/gtest.h>
 #include <thread>
 
 namespace attnc {
@@ -90,15 +89,15 @@ TEST_F(RuntimeLoader, RefusesAnotherArchitecture) {
 }
 
 TEST_F(RuntimeLoader, RefusesABrokenManifest) {
-  std::string path = tampered("d_k=8", ATTNC_ABI_VERSION,
-                              [](nlohmann::json& m) { m.erase("arguments"); });
+  std::string path =
+      tampered("d_k=8", ATTNC_ABI_VERSION, [](nlohmann::json& m) { m.erase("arguments"); });
   expectOpenFails(path, ATTNC_ERROR_MANIFEST, "arguments");
 }
 
 TEST_F(RuntimeLoader, RefusesFilesThatAreNotBundles) {
   expectOpenFails((dir_ / "missing.so").string(), ATTNC_ERROR_LOAD, "cannot load");
-  fs::path runtimeLibrary = fs::path(findArchive("libattnc_core.a")).parent_path() /
-                            "libattnc_runtime.so";
+  fs::path runtimeLibrary =
+      fs::path(findArchive("libattnc_core.a")).parent_path() / "libattnc_runtime.so";
   expectOpenFails(runtimeLibrary.string(), ATTNC_ERROR_LOAD, "not an attnc bundle");
 }
 

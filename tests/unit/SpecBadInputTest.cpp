@@ -12,7 +12,9 @@ struct BadSpec {
   std::vector<const char*> mentions; // substrings the message must contain
 };
 
-void PrintTo(const BadSpec& bad, std::ostream* os) { *os << "'" << bad.spec << "'"; }
+void PrintTo(const BadSpec& bad, std::ostream* os) {
+  *os << "'" << bad.spec << "'";
+}
 
 class BadSpecs : public ::testing::TestWithParam<BadSpec> {};
 
@@ -43,7 +45,8 @@ const BadSpec kBadSpecs[] = {
     {"d_k=64 heads=0", {"heads=0", "[1, 4096]"}},
     {"d_k=64 heads=8 kv_heads=3", {"kv_heads=3 must divide heads=8"}},
     {"d_k=64 heads=2 kv_heads=4", {"kv_heads=4 must divide heads=2"}},
-    {"d_k=64 variant=transformer", {"variant=transformer", "sdpa mha additive bilinear linear linformer"}},
+    {"d_k=64 variant=transformer",
+     {"variant=transformer", "sdpa mha additive bilinear linear linformer"}},
     {"d_k=64 dtype=f64", {"dtype=f64", "f32 f16 bf16"}},
     {"d_k=64 layout=sbhd", {"layout=sbhd", "bhsd bshd"}},
     {"d_k=64 mask=triangular", {"unknown pattern 'triangular'", "causal"}},

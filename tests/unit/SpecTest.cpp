@@ -1,11 +1,11 @@
-#include "Spec/Presets.h"
 #include "Spec/Spec.h"
+
+#include "Spec/Presets.h"
 #include "Spec/SpecKeys.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-
-#include <cmath>
 
 namespace attnc {
 namespace {

@@ -21,8 +21,7 @@ tools::Call randomCall(const std::string& spec, int64_t batch, int64_t seqQ, int
 Outputs runReferenceOn(tools::Call& call);
 
 // Index of element (a, b, c, d) of a dense 4-d array with dims (., d1, d2, d3).
-inline int64_t at4(int64_t d1, int64_t d2, int64_t d3, int64_t a, int64_t b, int64_t c,
-                   int64_t d) {
+inline int64_t at4(int64_t d1, int64_t d2, int64_t d3, int64_t a, int64_t b, int64_t c, int64_t d) {
   return ((a * d1 + b) * d2 + c) * d3 + d;
 }
 

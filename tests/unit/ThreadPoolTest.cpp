@@ -1,8 +1,7 @@
 #include "ThreadPool.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
+#include <gtest/gtest.h>
 #include <thread>
 #include <vector>
 
@@ -14,7 +13,9 @@ struct Counter {
   explicit Counter(int n) : hits(n) {}
 };
 
-void count(void* context, int64_t i) { static_cast<Counter*>(context)->hits[i]++; }
+void count(void* context, int64_t i) {
+  static_cast<Counter*>(context)->hits[i]++;
+}
 
 TEST(ThreadPool, RunsEveryIndexOnce) {
   Counter c(1000);

@@ -14,7 +14,9 @@
 namespace attnc::tools {
 namespace {
 
-std::string sizeName(SizeSymbol s) { return std::string(kSizeSymbolNames[static_cast<int>(s)]); }
+std::string sizeName(SizeSymbol s) {
+  return std::string(kSizeSymbolNames[static_cast<int>(s)]);
+}
 
 // Binds unbound sizes from a file tensor whose rank matches the argument.
 void bindFromFile(const Argument& arg, const HostTensor& t, RunSizes& sizes,
@@ -33,8 +35,10 @@ void applyFlag(RunSizes& sizes, SizeSymbol s, std::optional<int64_t> flag, const
   if (*flag < 1)
     throw UsageError(std::string(option) + " " + std::to_string(*flag) + ": must be at least 1");
   if (sizes[s] != 0 && sizes[s] != *flag)
-    throw UsageError(std::string(option) + " " + std::to_string(*flag) + " disagrees with the "
-                     "input files, which have " + sizeName(s) + "=" + std::to_string(sizes[s]));
+    throw UsageError(std::string(option) + " " + std::to_string(*flag) +
+                     " disagrees with the "
+                     "input files, which have " +
+                     sizeName(s) + "=" + std::to_string(sizes[s]));
   sizes[s] = *flag;
 }
 
@@ -100,8 +104,7 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
   case ArgumentFill::FavorFeatures:
     values = favor::orthogonalFeatures(*spec.seed, spec.features, spec.dK);
     break;
-  case ArgumentFill::None:
-    break;
+  case ArgumentFill::None: break;
   }
   return values;
 }
@@ -167,8 +170,8 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
 
   for (const Argument& arg : call.arguments)
     if (auto it = loaded.find(arg.name); it != loaded.end())
-      bindFromFile(arg, it->second, call.sizes, flags.inputFiles.count(arg.name)
-                                                    ? flags.inputFiles.at(arg.name)
+      bindFromFile(arg, it->second, call.sizes,
+                   flags.inputFiles.count(arg.name) ? flags.inputFiles.at(arg.name)
                                                     : flags.lengths);
   applyFlag(call.sizes, SizeSymbol::Batch, flags.batch, "--batch");
   applyFlag(call.sizes, SizeSymbol::SeqQ, flags.seqQ, "--seq-q");

@@ -4,7 +4,6 @@
 #define ATTNC_TOOLS_COMMANDS_H
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 
 namespace attnc::tools {

@@ -1,10 +1,8 @@
 // attnc compile: spec -> bundle.
+#include "Backends/Backend.h"
 #include "Commands.h"
 
-#include "Backends/Backend.h"
-
 #include <fmt/core.h>
-
 #include <memory>
 
 namespace attnc::tools {

@@ -106,7 +106,8 @@ void write(const std::filesystem::path& path, const HostTensor& tensor) {
   if (source->shape().size() > 1)
     shape.pop_back();
   shape += ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');

@@ -1,18 +1,16 @@
 // attnc run, attnc verify: a bundle through the runtime, on given or random inputs.
+#include "Artifact/Manifest.h"
 #include "CallSetup.h"
 #include "Commands.h"
 #include "Compare.h"
 #include "Npy.h"
-
-#include "Artifact/Manifest.h"
 #include "Reference/Reference.h"
 #include "attnc/DType.hpp"
 #include "attnc/Runtime.hpp"
 
-#include <fmt/core.h>
-
 #include <algorithm>
 #include <chrono>
+#include <fmt/core.h>
 #include <memory>
 #include <thread>
 
@@ -34,18 +32,20 @@ void addCallOptions(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--seq-q", o.call.seqQ, "query length Tq (default: from --q, else 128)");
   cmd->add_option("--seq-k", o.call.seqK, "key length Tk (default: from --k, else Tq)");
   for (const char* name : {"q", "k", "v", "mask", "bias"})
-    cmd->add_option(std::string("--") + name,
-                    [&o, name](const CLI::results_t& r) {
-                      o.call.inputFiles[name] = r.front();
-                      return true;
-                    },
-                    std::string(name) + " as .npy (random from --seed when absent)");
-  cmd->add_option("--block-layout",
-                  [&o](const CLI::results_t& r) {
-                    o.call.inputFiles["block_layout"] = r.front();
-                    return true;
-                  },
-                  "block_layout as .npy");
+    cmd->add_option(
+        std::string("--") + name,
+        [&o, name](const CLI::results_t& r) {
+          o.call.inputFiles[name] = r.front();
+          return true;
+        },
+        std::string(name) + " as .npy (random from --seed when absent)");
+  cmd->add_option(
+      "--block-layout",
+      [&o](const CLI::results_t& r) {
+        o.call.inputFiles["block_layout"] = r.front();
+        return true;
+      },
+      "block_layout as .npy");
   cmd->add_option("--lengths", o.call.lengths, "key lengths per batch: '5,7,0' or a .npy");
   cmd->add_option("--param", o.params, "a parameter tensor NAME=file.npy (repeatable)");
   cmd->add_option("--seed", o.call.seed, "seed of the random inputs")->capture_default_str();
@@ -70,7 +70,8 @@ double timedRuns(const runtime::Bundle& bundle, Call& call, int32_t threads, int
   for (int r = 0; r < std::max(1, repeat); ++r) {
     auto start = std::chrono::steady_clock::now();
     bundle.run(named, threads);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -78,8 +79,8 @@ double timedRuns(const runtime::Bundle& bundle, Call& call, int32_t threads, int
 
 // 4 B H Tq Tk d (d the mean of d_k and d_v), halved for causal: the FLOPs of the two GEMMs.
 double attentionFlops(const Spec& s, const RunSizes& z) {
-  double flops = 2.0 * z[SizeSymbol::Batch] * s.heads * z[SizeSymbol::SeqQ] *
-                 z[SizeSymbol::SeqK] * static_cast<double>(s.dK + s.dV);
+  double flops = 2.0 * z[SizeSymbol::Batch] * s.heads * z[SizeSymbol::SeqQ] * z[SizeSymbol::SeqK] *
+                 static_cast<double>(s.dK + s.dV);
   return s.masks.has(MaskKind::Causal) ? flops / 2 : flops;
 }
 
@@ -132,8 +133,8 @@ Action addRunCommand(CLI::App& app) {
     for (const auto& [name, path] : outputs)
       if (!path.empty())
         npy::write(path, call.tensor(name));
-    fmt::print("ran {} ({}): {:.3f} ms median of {}, {:.2f} GFLOP/s (4*B*H*Tq*Tk*d{})\n",
-               o->bundle, sizesText(call.sizes), ms, std::max(1, o->repeat),
+    fmt::print("ran {} ({}): {:.3f} ms median of {}, {:.2f} GFLOP/s (4*B*H*Tq*Tk*d{})\n", o->bundle,
+               sizesText(call.sizes), ms, std::max(1, o->repeat),
                attentionFlops(spec, call.sizes) / (ms * 1e6),
                spec.masks.has(MaskKind::Causal) ? "/2" : "");
     return 0;
@@ -152,8 +153,9 @@ Action addVerifyCommand(CLI::App& app) {
     Call call = prepareCall(spec, withParams(*o));
     double ms = timedRuns(bundle, call, o->threads, 1);
 
-    int32_t threads = o->threads > 0 ? o->threads
-                                     : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    int32_t threads = o->threads > 0
+                          ? o->threads
+                          : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
     std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threads));
 
     const Tolerance tolerance = toleranceFor(spec.dtype);
@@ -169,7 +171,8 @@ Action addVerifyCommand(CLI::App& app) {
                  c.maxAbsError, c.maxRelError,
                  c.failures == 0 ? "ok"
                                  : fmt::format("FAIL: {} elements past tolerance (first at flat "
-                                               "index {})", c.failures, c.firstFailure));
+                                               "index {})",
+                                               c.failures, c.firstFailure));
     }
     fmt::print("{} (tolerance: abs {:.0e} + rel {:.0e} for {})\n", pass ? "PASS" : "FAIL",
                tolerance.absolute, tolerance.relative, dtypeName(spec.dtype));

@@ -1,14 +1,12 @@
 // attnc spec, attnc presets: the spec language from the command line.
 #include "Commands.h"
-
 #include "Spec/Presets.h"
 #include "Spec/Spec.h"
 #include "Spec/SpecKeys.h"
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 namespace attnc::tools {
 

@@ -3,12 +3,10 @@
 // Exit codes: 0 ok; 1 the job failed (a failed verification, a link error, a bundle this host
 // cannot run); 2 bad usage or a bad spec; 3 and above an internal error.
 #include "Commands.h"
-
 #include "Support/Errors.h"
 #include "attnc/Runtime.hpp"
 
 #include <fmt/core.h>
-
 #include <map>
 
 namespace {

@@ -12,8 +12,7 @@ BundlePaths compileReferenceBundle(const Spec& spec, const CompileOptions& optio
                      ": the reference backend builds for the host only (--target host)");
   BundleRequest request;
   request.manifest = buildManifest(spec, "reference", nlohmann::json::object(), hostTarget(), 0);
-  request.linkInputs = {findArchive("libattnc_bundle_reference.a"),
-                        findArchive("libattnc_core.a")};
+  request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};
   request.stem = bundleStem(spec, "reference");
   request.abiVersion = ATTNC_ABI_VERSION;
   return writeBundle(request, options.outDir);

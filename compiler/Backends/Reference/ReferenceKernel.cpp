@@ -16,8 +16,7 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
 namespace {
 
 const attnc::Spec& bundleSpec() {
-  static const attnc::Spec spec =
-      attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest));
+  static const attnc::Spec spec = attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest));
   return spec;
 }
 
@@ -56,7 +55,8 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
       return 1;
     }
     const attnc::Spec& spec = bundleSpec();
-    attnc::KernelTensors tensors(spec, std::vector<DLTensor*>(call->args, call->args + call->num_args),
+    attnc::KernelTensors tensors(spec,
+                                 std::vector<DLTensor*>(call->args, call->args + call->num_args),
                                  call->batch, call->seq_q, call->seq_k);
     attnc::runReference(tensors, poolFor(call));
     return 0;

@@ -2,9 +2,8 @@
 #ifndef ATTNC_DTYPE_HPP
 #define ATTNC_DTYPE_HPP
 
-#include <dlpack/dlpack.h>
-
 #include <cstddef>
+#include <dlpack/dlpack.h>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,8 +16,8 @@ struct NamedDType {
 };
 
 inline constexpr NamedDType kNamedDTypes[] = {
-    {"f64", {kDLFloat, 64, 1}}, {"f32", {kDLFloat, 32, 1}},  {"f16", {kDLFloat, 16, 1}},
-    {"bf16", {kDLBfloat, 16, 1}}, {"i64", {kDLInt, 64, 1}}, {"i32", {kDLInt, 32, 1}},
+    {"f64", {kDLFloat, 64, 1}},   {"f32", {kDLFloat, 32, 1}}, {"f16", {kDLFloat, 16, 1}},
+    {"bf16", {kDLBfloat, 16, 1}}, {"i64", {kDLInt, 64, 1}},   {"i32", {kDLInt, 32, 1}},
     {"u8", {kDLUInt, 8, 1}},
 };
 
@@ -41,7 +40,9 @@ inline std::string dtypeName(DLDataType dtype) {
          ",lanes=" + std::to_string(dtype.lanes) + ")";
 }
 
-inline std::size_t dtypeBytes(DLDataType dtype) { return (dtype.bits * dtype.lanes + 7) / 8; }
+inline std::size_t dtypeBytes(DLDataType dtype) {
+  return (dtype.bits * dtype.lanes + 7) / 8;
+}
 
 } // namespace attnc
 

@@ -33,13 +33,13 @@ extern "C" {
 
 typedef enum attnc_status {
   ATTNC_OK = 0,
-  ATTNC_ERROR_INVALID_ARGUMENT = 1, /* null pointer, unknown or missing tensor name */
-  ATTNC_ERROR_LOAD = 2,             /* the file cannot be loaded or is not a bundle */
-  ATTNC_ERROR_ABI_MISMATCH = 3,     /* bundle built for another ATTNC_ABI_VERSION */
+  ATTNC_ERROR_INVALID_ARGUMENT = 1,   /* null pointer, unknown or missing tensor name */
+  ATTNC_ERROR_LOAD = 2,               /* the file cannot be loaded or is not a bundle */
+  ATTNC_ERROR_ABI_MISMATCH = 3,       /* bundle built for another ATTNC_ABI_VERSION */
   ATTNC_ERROR_UNSUPPORTED_TARGET = 4, /* other architecture, or CPU features this host lacks */
-  ATTNC_ERROR_MANIFEST = 5,         /* manifest missing, malformed or inconsistent */
-  ATTNC_ERROR_TENSOR_MISMATCH = 6,  /* a tensor's device, dtype, shape or strides are wrong */
-  ATTNC_ERROR_KERNEL = 7            /* the kernel itself reported a failure */
+  ATTNC_ERROR_MANIFEST = 5,           /* manifest missing, malformed or inconsistent */
+  ATTNC_ERROR_TENSOR_MISMATCH = 6,    /* a tensor's device, dtype, shape or strides are wrong */
+  ATTNC_ERROR_KERNEL = 7              /* the kernel itself reported a failure */
 } attnc_status;
 
 /* Filled by every call that can fail; message names what is wrong and what was expected. */
@@ -57,16 +57,16 @@ typedef void (*attnc_parallel_for_fn)(void* pool, int64_t count, attnc_task_fn t
                                       int32_t max_threads);
 
 typedef struct attnc_kernel_call {
-  uint32_t abi_version;       /* ATTNC_ABI_VERSION of the caller */
-  uint32_t num_args;          /* the manifest's argument count */
-  DLTensor* const* args;      /* in manifest order, already checked against the manifest */
+  uint32_t abi_version;        /* ATTNC_ABI_VERSION of the caller */
+  uint32_t num_args;           /* the manifest's argument count */
+  DLTensor* const* args;       /* in manifest order, already checked against the manifest */
   int64_t batch, seq_q, seq_k; /* the run-time sizes B, Tq, Tk bound from the tensors */
-  int32_t num_threads;        /* at least 1 */
+  int32_t num_threads;         /* at least 1 */
   attnc_parallel_for_fn parallel_for;
   void* pool;
   void* workspace; /* the manifest's workspace_bytes, or NULL when it asks for none */
   size_t workspace_bytes;
-  void* stream;    /* a CUDA stream for GPU bundles; NULL on CPU */
+  void* stream; /* a CUDA stream for GPU bundles; NULL on CPU */
 } attnc_kernel_call;
 
 typedef int32_t (*attnc_kernel_run_fn)(const attnc_kernel_call* call, char* message,
@@ -90,16 +90,17 @@ ATTNC_API uint32_t attnc_runtime_abi_version(void);
 ATTNC_API const char* attnc_status_name(attnc_status status);
 
 /* Loads a bundle and checks its ABI version, manifest and target against this host. */
-ATTNC_API attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_error* error);
+ATTNC_API attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle,
+                                         attnc_error* error);
 ATTNC_API void attnc_bundle_close(attnc_bundle* bundle);
 /* The manifest JSON; owned by the bundle, valid until attnc_bundle_close. */
 ATTNC_API const char* attnc_bundle_manifest(const attnc_bundle* bundle);
 
 /* Checks every tensor against the manifest (names, device, dtype, shape, strides), binds the
  * run-time sizes B, Tq, Tk, then runs the kernel. Every manifest argument must be given once. */
-ATTNC_API attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tensor* tensors,
-                              size_t num_tensors, const attnc_run_options* options,
-                              attnc_error* error);
+ATTNC_API attnc_status attnc_bundle_run(const attnc_bundle* bundle,
+                                        const attnc_named_tensor* tensors, size_t num_tensors,
+                                        const attnc_run_options* options, attnc_error* error);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,9 @@
 
 #include "Support/Errors.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -47,11 +49,12 @@ int runProcess(const std::vector<std::string>& argv, const std::filesystem::path
   int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0)
-    return -1;
+    throw JobError("cannot start " + argv[0] + ": " + std::strerror(spawned) +
+                   " (set ATTNC_CXX to a C++ compiler driver)");
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR)
-      return -1;
+      throw JobError("lost track of " + argv[0] + ": " + std::strerror(errno));
   }
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);

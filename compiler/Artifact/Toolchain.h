@@ -17,8 +17,8 @@ std::string linkerDriver();
 // looked when `archive` is not there.
 std::filesystem::path findArchive(const std::string& archive);
 
-// Runs argv (no shell), stdout and stderr into `log`. Returns the exit status (-1: could not
-// start, 128+N: killed by signal N).
+// Runs argv (no shell), stdout and stderr into `log`. Returns the exit status (128+N: killed by
+// signal N); throws JobError when the program cannot be started.
 int runProcess(const std::vector<std::string>& argv, const std::filesystem::path& log);
 
 } // namespace attnc

@@ -72,31 +72,32 @@ AttentionResult linearAttention(const KernelTensors& t, const HeadInputs& in,
     std::vector<double> phiK(seqK * m);
     for (int64_t j = 0; j < valid; ++j)
       phi(in.k.row(b, g, j), &phiK[j * m]);
-    // prefixS[j] = sum_{j' < j} phi(k_j') v_j'^T and prefixZ[j] = sum_{j' < j} phi(k_j'), for
-    // j in [0, valid]: a row sees the prefix up to min(qpos + 1, valid), or all valid keys.
-    std::vector<double> prefixS((valid + 1) * m * dv, 0), prefixZ((valid + 1) * m, 0);
-    for (int64_t j = 0; j < valid; ++j) {
-      const double* v = in.v.row(b, g, j);
-      for (int64_t f = 0; f < m; ++f) {
-        prefixZ[(j + 1) * m + f] = prefixZ[j * m + f] + phiK[j * m + f];
-        for (int64_t e = 0; e < dv; ++e)
-          prefixS[((j + 1) * m + f) * dv + e] =
-              prefixS[(j * m + f) * dv + e] + phiK[j * m + f] * v[e];
-      }
-    }
-    std::vector<double> phiQ(m);
+    // Running sums over the first `added` keys: S = sum_j phi(k_j) v_j^T, z = sum_j phi(k_j).
+    // Rows go in order and the keys a row sees, `seen`, never shrink from one row to the next,
+    // so each key is added once (the prefix sums of causal linear attention).
+    std::vector<double> sumS(m * dv, 0), sumZ(m, 0), phiQ(m);
+    int64_t added = 0;
     for (int64_t i = 0; i < seqQ; ++i) {
       const int64_t seen = causal ? std::clamp<int64_t>(i + mask.offset() + 1, 0, valid) : valid;
+      for (; added < seen; ++added) {
+        const double* v = in.v.row(b, g, added);
+        for (int64_t f = 0; f < m; ++f) {
+          const double feature = phiK[added * m + f];
+          sumZ[f] += feature;
+          for (int64_t e = 0; e < dv; ++e)
+            sumS[f * dv + e] += feature * v[e];
+        }
+      }
       phi(in.q.row(b, h, i), phiQ.data());
       double denominator = 0;
       for (int64_t f = 0; f < m; ++f)
-        denominator += phiQ[f] * prefixZ[seen * m + f];
+        denominator += phiQ[f] * sumZ[f];
       if (denominator == 0)
         continue; // no key, or features all zero: o = 0
       double* o = r.o.row(b, h, i);
       for (int64_t f = 0; f < m; ++f)
         for (int64_t e = 0; e < dv; ++e)
-          o[e] += phiQ[f] * prefixS[(seen * m + f) * dv + e] / denominator;
+          o[e] += phiQ[f] * sumS[f * dv + e] / denominator;
       if (s.weights)
         for (int64_t j = 0; j < seen; ++j) {
           double a = 0;

@@ -82,7 +82,7 @@ bool MaskEvaluator::bigbirdPasses(int64_t h, int64_t i, int64_t j) const {
   int64_t qb = i / s.block, kb = j / s.block;
   if (masks::bigbirdStructured(qb, kb, queryBlocks_, keyBlocks_, s.windowBlocks, s.globalBlocks))
     return true;
-  const int64_t* drawn = &randomBlocks_[(h * queryBlocks_ + qb) * s.randomBlocks];
+  const int64_t* drawn = randomBlocks_.data() + (h * queryBlocks_ + qb) * s.randomBlocks;
   return std::find(drawn, drawn + s.randomBlocks, kb) != drawn + s.randomBlocks;
 }
 

@@ -78,7 +78,10 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
   const Spec& s = t.spec();
   const int64_t B = t.batch(), H = s.heads, seqQ = t.seqQ(), keys = in.k.dims[2];
   const MaskEvaluator mask(t);
-  const bool linformer = s.variant == Variant::Linformer; // its padding acted in the projection
+  // Linformer's padding acted in the projection: every projected key is kept, unless the batch
+  // has no valid key at all, when its rows are fully masked like any other.
+  const bool linformer = s.variant == Variant::Linformer;
+  const std::vector<int64_t> lengths = keyLengths(t);
   const std::vector<double> slopes = s.alibi ? positions::alibiSlopes(H) : std::vector<double>{};
   std::vector<double> bias;
   int64_t biasBatchStride = 0, biasHeadStride = 0;
@@ -108,7 +111,7 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
       const int64_t qpos = i + mask.offset();
       double rowMax = kNegInf;
       for (int64_t j = 0; j < keys; ++j) {
-        kept[j] = linformer || mask.allowed(b, h, i, j);
+        kept[j] = linformer ? lengths[b] > 0 : mask.allowed(b, h, i, j);
         if (!kept[j])
           continue;
         double x = s.scale * score(i, j);

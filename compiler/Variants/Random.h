@@ -7,6 +7,8 @@
 //   dropout:  key (seed_lo, seed_hi),          counter (j / 4, i, h, b), word j % 4
 //   bigbird:  key (seed_lo, seed_hi ^ kBigBird), counter (r / 4, query block, h, 0), word r % 4
 //   favor:    key (seed_lo, seed_hi ^ kFavor),   counter (n, 0, 0, 0), all four words
+// Tools drawing random inputs use their own stream tag and put the tensor's index in the
+// counter (GaussianStream's lane), so no two tensors share numbers.
 #ifndef ATTNC_COMPILER_VARIANTS_RANDOM_H
 #define ATTNC_COMPILER_VARIANTS_RANDOM_H
 
@@ -59,15 +61,17 @@ inline int64_t bigbirdRandomBlock(uint64_t seed, int64_t h, int64_t qb, int64_t 
   return static_cast<int64_t>(x[r & 3] % static_cast<uint64_t>(numKeyBlocks));
 }
 
-// Standard normal numbers: Box-Muller on the words of successive Philox blocks.
+// Standard normal numbers: Box-Muller on the words of successive Philox blocks at counters
+// (n, lane, 0, 0), n = 0, 1, ...
 class GaussianStream {
 public:
-  GaussianStream(uint64_t seed, uint32_t stream)
-      : key0_(static_cast<uint32_t>(seed)), key1_(static_cast<uint32_t>(seed >> 32) ^ stream) {}
+  GaussianStream(uint64_t seed, uint32_t stream, uint32_t lane = 0)
+      : key0_(static_cast<uint32_t>(seed)), key1_(static_cast<uint32_t>(seed >> 32) ^ stream),
+        lane_(lane) {}
 
   double next() {
     if (cached_ == 4) {
-      Block r = philox4x32({counter_++, 0, 0, 0}, key0_, key1_);
+      Block r = philox4x32({counter_++, lane_, 0, 0}, key0_, key1_);
       for (int pair = 0; pair < 2; ++pair) {
         double u1 = (r[2 * pair] + 0.5) * 0x1p-32; // in (0, 1): log is finite
         double u2 = r[2 * pair + 1] * 0x1p-32;
@@ -81,7 +85,7 @@ public:
   }
 
 private:
-  uint32_t key0_, key1_;
+  uint32_t key0_, key1_, lane_;
   uint32_t counter_ = 0;
   std::array<double, 4> values_{};
   int cached_ = 4;

@@ -84,7 +84,10 @@ attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_er
     return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, "attnc_bundle_open: null path or result");
   *bundle = nullptr;
   auto loaded = std::make_unique<attnc_bundle>();
-  loaded->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  // dlopen searches the library path for a name without a slash; a bundle is always a file.
+  std::string file = std::string(path).find('/') == std::string::npos ? "./" + std::string(path)
+                                                                      : std::string(path);
+  loaded->handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!loaded->handle)
     return fail(error, ATTNC_ERROR_LOAD, std::string("cannot load bundle: ") + dlerror());
 

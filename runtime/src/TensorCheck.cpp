@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
+#include <utility>
 
 namespace attnc::runtime {
 namespace {
@@ -98,6 +98,16 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t, 
   return std::nullopt;
 }
 
+// The bytes [first, last) a tensor with non-negative strides can touch.
+std::pair<std::uintptr_t, std::uintptr_t> byteSpan(const DLTensor& t) {
+  std::vector<int64_t> strides = elementStrides(t);
+  int64_t furthest = 0;
+  for (int d = 0; d < t.ndim; ++d)
+    furthest += (t.shape[d] - 1) * strides[d];
+  auto first = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
+  return {first, first + (furthest + 1) * dtypeBytes(t.dtype)};
+}
+
 } // namespace
 
 std::optional<std::string> checkTensors(const RuntimeManifest& manifest,
@@ -105,6 +115,20 @@ std::optional<std::string> checkTensors(const RuntimeManifest& manifest,
   for (std::size_t i = 0; i < manifest.arguments.size(); ++i)
     if (auto problem = checkOne(manifest.arguments[i], *tensors[i], sizes))
       return problem;
+  // A kernel may write an output before it has read all inputs: outputs alias nothing.
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (manifest.arguments[i].role != ArgumentRole::Output)
+      continue;
+    auto [first, last] = byteSpan(*tensors[i]);
+    for (std::size_t j = 0; j < tensors.size(); ++j) {
+      if (j == i)
+        continue;
+      auto [otherFirst, otherLast] = byteSpan(*tensors[j]);
+      if (first < otherLast && otherFirst < last)
+        return "tensor '" + manifest.arguments[i].name + "' shares memory with tensor '" +
+               manifest.arguments[j].name + "'; outputs must not overlap any other argument";
+    }
+  }
   return std::nullopt;
 }
 

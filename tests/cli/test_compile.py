@@ -49,6 +49,12 @@ class CompileCommand(CliTestCase):
         self.expect(attnc("compile", "d_k=8", "-o", existing, env={"ATTNC_CXX": "false"}), 1)
         self.assertEqual(os.listdir(existing), ["keep.txt"])
 
+    def test_missing_linker_driver_is_named(self):
+        out = os.path.join(self.tmp, "out")
+        self.expect(attnc("compile", "d_k=8", "-o", out, env={"ATTNC_CXX": "/nonexistent/c++"}),
+                    1, "cannot start /nonexistent/c++")
+        self.assertFalse(os.path.exists(out))
+
     def test_output_path_that_is_a_file(self):
         path = os.path.join(self.tmp, "file")
         open(path, "w").close()

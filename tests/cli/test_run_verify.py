@@ -1,9 +1,10 @@
 """attnc run and attnc verify: .npy in and out, random inputs, errors."""
 import math
 import os
+import subprocess
 import unittest
 
-from common import CliTestCase, attnc, read_npy, write_npy
+from common import ATTNC, CliTestCase, attnc, read_npy, write_npy
 
 
 def sdpa(q, k, v, heads, tq, tk, d):
@@ -92,6 +93,12 @@ class RunCommand(CliTestCase):
         self.assertTrue(all(math.isfinite(x) for x in values[2:]))
         self.expect(attnc("run", bundle, "--batch", "2", "--lengths", "1"), 2, "gives 1 lengths")
         self.expect(attnc("run", bundle, "--lengths", "x"), 2, "'x' is not an integer")
+
+    def test_a_bundle_in_the_current_directory(self):
+        bundle = self.compile("heads=1 d_k=4")
+        r = subprocess.run([ATTNC, "run", os.path.basename(bundle), "--seq-q", "3"],
+                           cwd=os.path.dirname(bundle), capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_not_a_bundle_fails(self):
         path = os.path.join(self.tmp, "fake.so")

@@ -113,6 +113,29 @@ TEST(Reference, FullyMaskedRowsGiveZerosAndMinusInfinity) {
     EXPECT_FALSE(std::isnan(x));
 }
 
+TEST(Reference, RandomInputsDifferPerTensor) {
+  tools::Call call = randomCall("heads=2 d_k=4 bias=true", 1, 4, 4);
+  std::vector<double> q = call.tensor("q").values(), k = call.tensor("k").values(),
+                      v = call.tensor("v").values();
+  EXPECT_NE(q, k);
+  EXPECT_NE(k, v);
+  EXPECT_NE(q, v);
+  std::vector<double> bias = call.tensor("bias").values(); // [1, 2, 4, 4]: as many as q
+  EXPECT_NE(q, bias);
+  EXPECT_NE(q, randomCall("heads=2 d_k=4 bias=true", 1, 4, 4, /*seed=*/2).tensor("q").values());
+}
+
+TEST(Reference, LinformerWithNoValidKeyIsFullyMasked) {
+  tools::Call call =
+      randomCall("variant=linformer d_k=4 proj_len=3 mask=padding lse=true", 2, 2, 5);
+  call.tensor("lengths").assign({0, 5});
+  test::Outputs out = runReferenceOn(call);
+  EXPECT_EQ(out.lse[0], -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isfinite(out.lse[2]));
+  for (int e = 0; e < 8; ++e)
+    EXPECT_EQ(out.o[e], 0.0);
+}
+
 TEST(Reference, BshdLayoutEqualsBhsd) {
   tools::Call bhsd = randomCall("heads=3 d_k=4 mask=causal", 2, 5, 6);
   tools::Call bshd = randomCall("heads=3 d_k=4 mask=causal layout=bshd", 2, 5, 6);

@@ -149,6 +149,19 @@ TEST_F(TensorChecks, OverlappingOutputStrides) {
   expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "overlap");
 }
 
+TEST_F(TensorChecks, OutputAliasingAnInput) {
+  tools::Call call = test::randomCall("heads=2 d_k=4", 1, 3, 3);
+  call.tensor("o").dl()->data = call.tensor("q").dl()->data; // same shape, same buffer
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'o' shares memory with tensor 'q'");
+}
+
+TEST_F(TensorChecks, NegativeStrides) {
+  tools::Call call = test::randomCall("heads=2 d_k=4", 1, 3, 3);
+  int64_t strides[4] = {24, 12, -4, 1};
+  call.tensor("k").dl()->strides = strides;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "negative stride -4 in dimension 2");
+}
+
 TEST_F(TensorChecks, StridedInputsGiveTheSameResult) {
   // q stored as [B, T, H, D] in memory but described as [B, H, T, D] through strides.
   const std::string spec = "heads=2 d_k=4 mask=causal";

@@ -49,14 +49,16 @@ std::vector<int64_t> concreteShape(const Argument& arg, const RunSizes& sizes) {
   return shape;
 }
 
+constexpr uint32_t kInputStream = 0xDA7A0000u; // random inputs, apart from the spec's streams
+
 // Uniform 32-bit words for argument `stream`, from the seed.
 class Words {
 public:
   Words(uint64_t seed, uint32_t stream) : seed_(seed), stream_(stream) {}
   uint32_t next() {
     if (used_ == 4) {
-      block_ = random::philox4x32({counter_++, stream_, 0xA77C0001u, 0},
-                                  static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
+      block_ = random::philox4x32({counter_++, stream_, 1, 0}, static_cast<uint32_t>(seed_),
+                                  static_cast<uint32_t>(seed_ >> 32) ^ kInputStream);
       used_ = 0;
     }
     return block_[used_++];
@@ -77,7 +79,7 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
     count *= extent;
   std::vector<double> values(count);
   Words words(seed, stream);
-  random::GaussianStream gaussian(seed ^ (uint64_t{stream} << 32), 0xDA7A0000u + stream);
+  random::GaussianStream gaussian(seed, kInputStream, stream);
   switch (arg.fill) {
   case ArgumentFill::Normal:
     for (double& v : values)

@@ -62,42 +62,51 @@ std::string manifestAssembly(uint32_t abiVersion, const fs::path& manifestJson) 
 constexpr const char* kExports =
     "{\n  global: attnc_kernel_abi; attnc_kernel_manifest; attnc_kernel_run;\n  local: *;\n};\n";
 
-// Removes the scratch directory (and the output directory if we made it) unless released.
-class Cleanup {
-public:
-  Cleanup(fs::path scratch, fs::path createdOut)
-      : scratch_(std::move(scratch)), createdOut_(std::move(createdOut)) {}
-  ~Cleanup() {
-    std::error_code ignored;
-    fs::remove_all(scratch_, ignored);
-    if (!released_ && !createdOut_.empty())
-      fs::remove_all(createdOut_, ignored);
-  }
-  void release() { released_ = true; }
-
-private:
-  fs::path scratch_, createdOut_;
-  bool released_ = false;
-};
-
 } // namespace
 
-BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {
+OutputStaging::OutputStaging(fs::path outDir) : outDir_(std::move(outDir)) {
   std::error_code ec;
-  bool created = !fs::exists(outDir);
-  if (created && !fs::create_directories(outDir, ec))
-    throw JobError("cannot create output directory " + outDir.string() + ": " + ec.message());
-  if (!fs::is_directory(outDir))
-    throw JobError(outDir.string() + " exists and is not a directory");
-  std::string scratchTemplate = (outDir / ".attnc-build-XXXXXX").string();
+  createdOutDir_ = !fs::exists(outDir_);
+  if (createdOutDir_ && !fs::create_directories(outDir_, ec))
+    throw JobError("cannot create output directory " + outDir_.string() + ": " + ec.message());
+  if (!fs::is_directory(outDir_))
+    throw JobError(outDir_.string() + " exists and is not a directory");
+  std::string scratchTemplate = (outDir_ / ".attnc-build-XXXXXX").string();
   if (!mkdtemp(scratchTemplate.data())) {
-    if (created)
-      fs::remove_all(outDir, ec);
-    throw JobError("cannot create a build directory in " + outDir.string());
+    if (createdOutDir_)
+      fs::remove_all(outDir_, ec);
+    throw JobError("cannot create a build directory in " + outDir_.string());
   }
-  const fs::path scratch = fs::absolute(scratchTemplate);
-  Cleanup cleanup(scratch, created ? outDir : fs::path());
+  scratch_ = fs::absolute(scratchTemplate);
+}
 
+OutputStaging::~OutputStaging() {
+  std::error_code ignored;
+  fs::remove_all(scratch_, ignored);
+  if (!committed_ && createdOutDir_)
+    fs::remove_all(outDir_, ignored);
+}
+
+std::vector<fs::path> OutputStaging::commit(const std::vector<std::string>& names) {
+  std::vector<fs::path> moved;
+  for (const std::string& name : names) {
+    std::error_code ec;
+    fs::path target = outDir_ / name;
+    fs::rename(scratch_ / name, target, ec);
+    if (ec) {
+      std::error_code ignored;
+      for (const fs::path& done : moved)
+        fs::remove(done, ignored);
+      throw JobError("cannot move " + name + " into " + outDir_.string() + ": " + ec.message());
+    }
+    moved.push_back(target);
+  }
+  committed_ = true;
+  return moved;
+}
+
+void linkBundle(const BundleRequest& request, const OutputStaging& staging) {
+  const fs::path& scratch = staging.scratch();
   const fs::path manifestJson = scratch / (request.stem + ".json");
   const fs::path assembly = scratch / "manifest.S";
   const fs::path exports = scratch / "exports.map";
@@ -119,18 +128,13 @@ BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {
   if (status != 0)
     throw JobError("linking the bundle failed (" + argv[0] + " exited with " +
                    std::to_string(status) + "):\n" + readFile(log));
+}
 
-  BundlePaths paths{outDir / (request.stem + ".so"), outDir / (request.stem + ".json")};
-  fs::rename(bundle, paths.bundle, ec);
-  if (!ec)
-    fs::rename(manifestJson, paths.manifest, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(paths.bundle, ignored);
-    throw JobError("cannot move the bundle into " + outDir.string() + ": " + ec.message());
-  }
-  cleanup.release();
-  return paths;
+BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {
+  OutputStaging staging(outDir);
+  linkBundle(request, staging);
+  std::vector<fs::path> paths = staging.commit({request.stem + ".so", request.stem + ".json"});
+  return {paths[0], paths[1]};
 }
 
 } // namespace attnc

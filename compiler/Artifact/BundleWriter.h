@@ -14,6 +14,26 @@
 
 namespace attnc {
 
+// Files are made in a private directory inside the output directory and moved in only by
+// commit(): on failure nothing is left behind (the output directory too, if it was created
+// here). Throws JobError when the directories cannot be made.
+class OutputStaging {
+public:
+  explicit OutputStaging(std::filesystem::path outDir);
+  ~OutputStaging();
+  OutputStaging(const OutputStaging&) = delete;
+  OutputStaging& operator=(const OutputStaging&) = delete;
+
+  const std::filesystem::path& scratch() const { return scratch_; }
+  const std::filesystem::path& outDir() const { return outDir_; }
+  // Moves scratch()/name into the output directory for each name; returns the final paths.
+  std::vector<std::filesystem::path> commit(const std::vector<std::string>& names);
+
+private:
+  std::filesystem::path outDir_, scratch_;
+  bool createdOutDir_ = false, committed_ = false;
+};
+
 struct BundleRequest {
   nlohmann::json manifest;
   std::vector<std::filesystem::path> linkInputs; // objects and archives, in link order
@@ -26,9 +46,11 @@ struct BundlePaths {
   std::filesystem::path manifest; // <outDir>/<stem>.json, a copy for people and tools
 };
 
-// Builds in a private directory inside outDir and moves the results in only when everything
-// succeeded: on failure nothing is left behind (outDir too, if this call created it). Throws
-// JobError with the linker's output.
+// Links <stem>.so and writes <stem>.json into the staging directory (not yet committed).
+// Throws JobError with the linker's output.
+void linkBundle(const BundleRequest& request, const OutputStaging& staging);
+
+// linkBundle, then commit both files.
 BundlePaths writeBundle(const BundleRequest& request, const std::filesystem::path& outDir);
 
 } // namespace attnc

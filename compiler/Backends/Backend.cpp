@@ -1,6 +1,9 @@
 #include "Backends/Backend.h"
 
 #include "Backends/Reference/ReferenceBackend.h"
+#if ATTNC_HAS_HALIDE
+#include "Backends/Halide/HalideBackend.h"
+#endif
 
 #include <array>
 
@@ -9,7 +12,7 @@ namespace {
 
 constexpr std::array kBackends{
     BackendInfo{"reference", "the f64 reference behind the kernel ABI (exact, slow)", true},
-    BackendInfo{"halide", "fused flash-style CPU kernels through Halide 14", false},
+    BackendInfo{"halide", "fused flash-style CPU kernels through Halide 14", ATTNC_HAS_HALIDE != 0},
     BackendInfo{"mlir", "the attn dialect lowered through MLIR 19 to vectorised code", false},
 };
 
@@ -32,13 +35,17 @@ std::string bundleStem(const Spec& spec, std::string_view backend) {
          std::string(backend);
 }
 
-BundlePaths compileBundle(const Spec& spec, const CompileOptions& options) {
+CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
   for (const BackendInfo& b : kBackends) {
     if (b.name != options.backend)
       continue;
     if (!b.available)
       throw UsageError("--backend " + options.backend + ": this attnc does not have the " +
                        options.backend + " backend yet; available: " + availableNames());
+#if ATTNC_HAS_HALIDE
+    if (b.name == "halide")
+      return compileHalide(spec, options);
+#endif
     return compileReferenceBundle(spec, options);
   }
   std::string all;

@@ -7,6 +7,7 @@
 #include "Spec/Spec.h"
 
 #include <filesystem>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +18,14 @@ struct CompileOptions {
   std::string backend = "reference";
   std::string target = "host";
   std::filesystem::path outDir;
+  // Artifacts to write: so (the bundle and its manifest), a and h (static library and C header
+  // for ahead-of-time linking), obj, asm, stmt. Backends refuse kinds they cannot produce.
+  std::set<std::string> emit = {"so"};
+};
+
+struct CompileResult {
+  std::filesystem::path primary;            // the bundle when one was written
+  std::vector<std::filesystem::path> files; // everything written, the primary first
 };
 
 struct BackendInfo {
@@ -29,7 +38,7 @@ std::span<const BackendInfo> backends();
 
 // Throws UsageError for an unknown or unavailable backend or a target it cannot build,
 // JobError when building fails.
-BundlePaths compileBundle(const Spec& spec, const CompileOptions& options);
+CompileResult compileBundle(const Spec& spec, const CompileOptions& options);
 
 // <variant>_<spec hash>_<backend>: stable across runs, distinct across specs and backends.
 std::string bundleStem(const Spec& spec, std::string_view backend);

@@ -30,12 +30,41 @@ class CompileCommand(CliTestCase):
         out = os.path.join(self.tmp, "never")
         self.expect(attnc("compile", "d_k=0", "-o", out), 2, "d_k=0")
         self.expect(attnc("compile", "d_k=8", "--backend", "tpu", "-o", out), 2, "unknown backend")
-        self.expect(attnc("compile", "d_k=8", "--backend", "halide", "-o", out), 2,
-                    "does not have the halide backend yet")
+        self.expect(attnc("compile", "d_k=8", "--backend", "mlir", "-o", out), 2,
+                    "does not have the mlir backend yet")
+        self.expect(attnc("compile", "d_k=8", "--backend", "halide", "--target", "riscv", "-o",
+                          out), 2, "not a target of the halide backend")
+        self.expect(attnc("compile", "d_k=8", "--emit", "a", "-o", out), 2,
+                    "the reference backend writes bundles only")
+        self.expect(attnc("compile", "d_k=8", "--emit", "pdf", "-o", out), 2)
         self.expect(attnc("compile", "d_k=8", "--target", "cuda-sm_90", "-o", out), 2,
                     "builds for the host only")
         self.expect(attnc("compile", "d_k=8"), 2, "--out")
         self.assertFalse(os.path.exists(out))
+
+    def test_halide_emits_aot_artifacts_and_cross_compiles(self):
+        out = os.path.join(self.tmp, "aot")
+        r = self.expect(attnc("compile", "heads=2 d_k=32 mask=causal", "--backend", "halide",
+                              "--emit", "so,a,h,stmt,asm", "-o", out), 0)
+        files = r.stdout.split()
+        self.assertTrue(files[0].endswith("_halide.so"), files)
+        for ext in (".a", ".h", ".stmt", ".s"):
+            self.assertTrue(any(f.endswith(ext) for f in files), (ext, files))
+        with open([f for f in files if f.endswith(".h")][0]) as f:
+            self.assertIn("halide_buffer_t *_q_buffer", f.read())
+        with open([f for f in files if f.endswith(".stmt")][0]) as f:
+            self.assertIn("produce state", f.read())
+        arm = os.path.join(self.tmp, "arm")
+        r = self.expect(attnc("compile", "heads=2 d_k=32", "--backend", "halide", "--target",
+                              "arm-64-linux", "--emit", "obj", "-o", arm), 0)
+        with open(r.stdout.strip(), "rb") as f:
+            header = f.read(20)
+        self.assertEqual(header[:4], b"\x7fELF")
+        self.assertEqual(int.from_bytes(header[18:20], "little"), 183)  # EM_AARCH64
+        self.expect(attnc("compile", "heads=2 d_k=32", "--backend", "halide", "--target",
+                          "arm-64-linux", "-o", os.path.join(self.tmp, "arm2")), 2,
+                    "cross target")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "arm2")))
 
     def test_link_failure_leaves_nothing_behind(self):
         fresh = os.path.join(self.tmp, "fresh")

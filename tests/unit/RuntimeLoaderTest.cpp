@@ -26,7 +26,7 @@ protected:
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string compile(const std::string& spec) {
-    return compileBundle(parseSpec(spec), {"reference", "host", dir_}).bundle.string();
+    return compileBundle(parseSpec(spec), {"reference", "host", dir_}).primary.string();
   }
 
   // A reference bundle whose manifest or ABI number was tampered with.

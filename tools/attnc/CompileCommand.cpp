@@ -10,18 +10,29 @@ namespace attnc::tools {
 Action addCompileCommand(CLI::App& app) {
   struct Options {
     std::string spec, backend = "reference", target = "host", out;
+    std::vector<std::string> emit{"so"};
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("compile", "Compile a spec into a kernel bundle");
   cmd->add_option("spec", o->spec, "spec text 'key=value ...' or a .json file")->required();
   cmd->add_option("--backend", o->backend, "reference | halide | mlir")->capture_default_str();
-  cmd->add_option("--target", o->target, "host (more targets come with the code generators)")
+  cmd->add_option("--target", o->target,
+                  "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
+                  "(halide; reference builds for the host only)")
+      ->capture_default_str();
+  cmd->add_option("--emit", o->emit, "artifacts: so,a,h,obj,asm,stmt (comma separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt"}))
       ->capture_default_str();
   cmd->add_option("-o,--out", o->out, "directory for the bundle and its manifest")->required();
   return [o] {
     Spec spec = loadSpec(o->spec);
-    BundlePaths paths = compileBundle(spec, {o->backend, o->target, o->out});
-    fmt::print("{}\n", paths.bundle.string());
+    CompileOptions options{o->backend, o->target, o->out, {o->emit.begin(), o->emit.end()}};
+    CompileResult result = compileBundle(spec, options);
+    // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
+    for (const std::filesystem::path& file : result.files)
+      if (file == result.primary || file.extension() != ".json")
+        fmt::print("{}\n", file.string());
     return 0;
   };
 }

@@ -6,16 +6,20 @@
 
 namespace attnc {
 
-BundlePaths compileReferenceBundle(const Spec& spec, const CompileOptions& options) {
+CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& options) {
   if (options.target != "host")
     throw UsageError("--target " + options.target +
                      ": the reference backend builds for the host only (--target host)");
+  for (const std::string& kind : options.emit)
+    if (kind != "so")
+      throw UsageError("--emit " + kind + ": the reference backend writes bundles only (so)");
   BundleRequest request;
   request.manifest = buildManifest(spec, "reference", nlohmann::json::object(), hostTarget(), 0);
   request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};
   request.stem = bundleStem(spec, "reference");
   request.abiVersion = ATTNC_ABI_VERSION;
-  return writeBundle(request, options.outDir);
+  BundlePaths paths = writeBundle(request, options.outDir);
+  return {paths.bundle, {paths.bundle, paths.manifest}};
 }
 
 } // namespace attnc

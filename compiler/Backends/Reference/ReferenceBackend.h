@@ -9,7 +9,7 @@ namespace attnc {
 // Links libattnc_bundle_reference.a (the kernel entry) and libattnc_core.a (spec, reference)
 // with the manifest. The code is built for the host without optional CPU features, so the
 // only target is "host".
-BundlePaths compileReferenceBundle(const Spec& spec, const CompileOptions& options);
+CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& options);
 
 } // namespace attnc
 

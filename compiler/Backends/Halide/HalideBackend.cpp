@@ -1,0 +1,96 @@
+#include "Backends/Halide/HalideBackend.h"
+
+#include "Artifact/Manifest.h"
+#include "Artifact/Toolchain.h"
+#include "Backends/Halide/HalideTarget.h"
+#include "attnc/attnc.h"
+#include "halide/AttentionSchedule.h"
+
+namespace attnc {
+namespace {
+
+// The entry point bundles call through attnc_kernel_run (HalideKernel.cpp).
+constexpr const char* kBundleEntry = "attnc_halide_kernel";
+
+std::string stemFor(const Spec& spec, const std::string& target) {
+  std::string stem = bundleStem(spec, "halide");
+  return target == "host" ? stem : stem + "_" + target;
+}
+
+// A C identifier for the function of ahead-of-time artifacts: attnc_<variant>_<hash>.
+std::string functionName(const Spec& spec) {
+  return "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12);
+}
+
+} // namespace
+
+CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
+  halide::HalideTarget target = halide::resolveHalideTarget(options.target);
+  const std::set<std::string>& emit = options.emit;
+  if (emit.count("so") && !target.runsHere)
+    throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
+                     "): bundles run where they are built; use --emit " +
+                     "with obj, a, h, asm or stmt");
+  ScheduleParams params = halide::defaultHalideSchedule(target.family);
+  halide::AttentionAlgorithm algorithm = halide::buildAttention(
+      spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
+  halide::scheduleAttention(algorithm, spec, params);
+  Halide::Pipeline pipeline(algorithm.outputs);
+  std::vector<Halide::Argument> arguments(algorithm.inputs.begin(), algorithm.inputs.end());
+
+  const std::string stem = stemFor(spec, options.target);
+  const std::string function = functionName(spec);
+  OutputStaging staging(options.outDir);
+  const std::filesystem::path scratch = staging.scratch();
+  std::vector<std::string> files;
+  try {
+    if (emit.count("so")) {
+      // The kernel takes a user context (the runtime's call, for the thread pool and errors);
+      // the Halide runtime is compiled once beside it and stays private to the bundle.
+      Halide::Target kernelTarget = target.target.with_feature(Halide::Target::UserContext)
+                                        .with_feature(Halide::Target::NoRuntime);
+      pipeline.compile_to_object((scratch / "kernel.o").string(), arguments, kBundleEntry,
+                                 kernelTarget);
+      Halide::compile_standalone_runtime((scratch / "halide_runtime.o").string(), target.target);
+      BundleRequest request;
+      request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0);
+      request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
+                            findArchive("libattnc_bundle_halide.a")};
+      request.stem = stem;
+      request.abiVersion = ATTNC_ABI_VERSION;
+      linkBundle(request, staging);
+      files.insert(files.end(), {stem + ".so", stem + ".json"});
+    }
+    if (emit.count("a") || emit.count("h")) {
+      // A static library with the Halide runtime inside and its C header, for applications
+      // that link the kernel ahead of time: int <function>(halide_buffer_t *q, ..., *o).
+      pipeline.compile_to_static_library((scratch / stem).string(), arguments, function,
+                                         target.target);
+      if (emit.count("a"))
+        files.push_back(stem + ".a");
+      if (emit.count("h"))
+        files.push_back(stem + ".h");
+    }
+    if (emit.count("obj")) {
+      pipeline.compile_to_object((scratch / (stem + ".o")).string(), arguments, function,
+                                 target.target.with_feature(Halide::Target::NoRuntime));
+      files.push_back(stem + ".o");
+    }
+    if (emit.count("asm")) {
+      pipeline.compile_to_assembly((scratch / (stem + ".s")).string(), arguments, function,
+                                   target.target);
+      files.push_back(stem + ".s");
+    }
+    if (emit.count("stmt")) {
+      pipeline.compile_to_lowered_stmt((scratch / (stem + ".stmt")).string(), arguments,
+                                       Halide::StmtOutputFormat::Text, target.target);
+      files.push_back(stem + ".stmt");
+    }
+  } catch (const Halide::Error& e) {
+    throw JobError(std::string("Halide failed to compile the kernel: ") + e.what());
+  }
+  std::vector<std::filesystem::path> written = staging.commit(files);
+  return {written.front(), written};
+}
+
+} // namespace attnc

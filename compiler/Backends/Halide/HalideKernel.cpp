@@ -1,0 +1,107 @@
+// The kernel entry of Halide bundles: DLPack tensors become halide_buffer_t's, and the Halide
+// runtime's thread pool and error reporting are routed to the attnc runtime's call.
+#include "attnc/attnc.h"
+
+#include <HalideRuntime.h>
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+extern "C" {
+int attnc_halide_kernel_argv(void** args); // the generated pipeline (HalideBackend.cpp)
+int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
+}
+
+namespace {
+
+// The user context every generated function passes back to the runtime hooks below.
+struct CallContext {
+  const attnc_kernel_call* call;
+  char* message;
+  size_t messageSize;
+};
+
+struct ParallelLoop {
+  halide_task_t task;
+  void* userContext;
+  int min;
+  uint8_t* closure;
+  std::atomic<int> result{0};
+};
+
+void runTask(void* opaque, int64_t index) {
+  auto* loop = static_cast<ParallelLoop*>(opaque);
+  int result = loop->task(loop->userContext, loop->min + static_cast<int>(index), loop->closure);
+  if (result != 0)
+    loop->result.store(result);
+}
+
+// DLPack shape [n0, ..., n_last] is Halide's (n_last, ..., n0): innermost first.
+void describe(const DLTensor& t, halide_buffer_t& buffer, std::vector<halide_dimension_t>& dims) {
+  dims.resize(t.ndim);
+  int64_t compact = 1;
+  for (int k = t.ndim - 1; k >= 0; --k) {
+    halide_dimension_t& dim = dims[t.ndim - 1 - k];
+    dim.min = 0;
+    dim.extent = static_cast<int32_t>(t.shape[k]);
+    dim.stride = static_cast<int32_t>(t.strides ? t.strides[k] : compact);
+    dim.flags = 0;
+    compact *= t.shape[k];
+  }
+  buffer = halide_buffer_t{};
+  buffer.host = static_cast<uint8_t*>(t.data) + t.byte_offset;
+  // DLPack's and Halide's type codes agree: int 0, uint 1, float 2, bfloat 4.
+  buffer.type.code = static_cast<halide_type_code_t>(t.dtype.code);
+  buffer.type.bits = t.dtype.bits;
+  buffer.type.lanes = t.dtype.lanes;
+  buffer.dimensions = t.ndim;
+  buffer.dim = dims.data();
+}
+
+} // namespace
+
+extern "C" {
+
+// Parallel loops run on the attnc runtime's pool, honouring the caller's thread count, so every
+// bundle in a process shares one pool whatever Halide runtime copies are loaded.
+int halide_do_par_for(void* userContext, halide_task_t task, int min, int size, uint8_t* closure) {
+  auto* context = static_cast<CallContext*>(userContext);
+  ParallelLoop loop{task, userContext, min, closure};
+  if (!context) { // not called through attnc_kernel_run: run serially
+    for (int i = 0; i < size; ++i)
+      runTask(&loop, i);
+    return loop.result.load();
+  }
+  const attnc_kernel_call* call = context->call;
+  call->parallel_for(call->pool, size, runTask, &loop, call->num_threads);
+  return loop.result.load();
+}
+
+void halide_error(void* userContext, const char* message) {
+  auto* context = static_cast<CallContext*>(userContext);
+  if (context && context->message)
+    std::snprintf(context->message, context->messageSize, "halide: %s", message);
+}
+
+int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
+  if (call->abi_version != ATTNC_ABI_VERSION) {
+    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
+                  call->abi_version, ATTNC_ABI_VERSION);
+    return 1;
+  }
+  CallContext context{call, message, messageSize};
+  void* userContext = &context;
+  std::vector<halide_buffer_t> buffers(call->num_args);
+  std::vector<std::vector<halide_dimension_t>> dims(call->num_args);
+  std::vector<void*> args{&userContext};
+  for (uint32_t a = 0; a < call->num_args; ++a) {
+    describe(*call->args[a], buffers[a], dims[a]);
+    args.push_back(&buffers[a]);
+  }
+  int result = attnc_halide_kernel_argv(args.data());
+  if (result != 0 && message[0] == '\0')
+    std::snprintf(message, messageSize, "halide pipeline returned %d", result);
+  return result == 0 ? 0 : 1;
+}
+
+} // extern "C"

@@ -1,0 +1,91 @@
+#include "Backends/Halide/HalideTarget.h"
+
+#include "Support/Errors.h"
+
+#include <array>
+#include <set>
+
+namespace attnc::halide {
+namespace {
+
+using Halide::Target;
+
+struct NamedTarget {
+  const char* name;
+  const char* halide;
+};
+
+constexpr std::array kNamed{
+    NamedTarget{"x86-64-avx2", "x86-64-linux-sse41-avx-avx2-f16c-fma"},
+    NamedTarget{"x86-64-avx512", "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake"},
+    NamedTarget{"x86-64-sapphirerapids", "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-"
+                                         "avx512_skylake-avx512_cannonlake-avx512_sapphirerapids"},
+    NamedTarget{"arm-64-linux", "arm-64-linux"},
+};
+
+// Halide features and the /proc/cpuinfo flags each needs.
+std::vector<std::string> cpuFeatures(const Target& t) {
+  std::set<std::string> flags;
+  auto need = [&](Target::Feature f, std::initializer_list<const char*> names) {
+    if (t.has_feature(f))
+      flags.insert(names.begin(), names.end());
+  };
+  need(Target::SSE41, {"sse4_1"});
+  need(Target::AVX, {"avx"});
+  need(Target::AVX2, {"avx2"});
+  need(Target::FMA, {"fma"});
+  need(Target::F16C, {"f16c"});
+  need(Target::AVX512, {"avx512f", "avx512cd"});
+  need(Target::AVX512_Skylake, {"avx512f", "avx512cd", "avx512dq", "avx512bw", "avx512vl"});
+  need(Target::AVX512_Cannonlake, {"avx512ifma", "avx512vbmi"});
+  // Halide 14's Sapphire Rapids level also turns on AVX512-FP16 code generation.
+  need(Target::AVX512_SapphireRapids, {"avx512_bf16", "avx512_vnni", "avx512_fp16"});
+  if (t.arch == Target::ARM && t.bits == 64)
+    flags.insert("asimd");
+  return {flags.begin(), flags.end()};
+}
+
+std::string familyOf(const Target& t) {
+  if (t.arch == Target::ARM)
+    return "arm-neon";
+  if (t.has_feature(Target::AVX512_Skylake))
+    return "x86-avx512";
+  return "x86-avx2";
+}
+
+std::string archOf(const Target& t) {
+  return t.arch == Target::ARM ? "aarch64" : t.arch == Target::X86 ? "x86_64" : "unknown";
+}
+
+} // namespace
+
+HalideTarget resolveHalideTarget(const std::string& name) {
+  Target t;
+  if (name == "host") {
+    t = Halide::get_host_target();
+    // Halide 14 reports Sapphire Rapids for any CPU with AVX512-BF16 (AMD Zen 4 too), but
+    // that level emits AVX512-FP16 instructions, which such CPUs lack.
+#if defined(__x86_64__)
+    if (t.has_feature(Target::AVX512_SapphireRapids) && !__builtin_cpu_supports("avx512fp16"))
+      t = t.without_feature(Target::AVX512_SapphireRapids);
+#endif
+  } else {
+    const NamedTarget* found = nullptr;
+    for (const NamedTarget& n : kNamed)
+      if (name == n.name)
+        found = &n;
+    if (!found) {
+      std::string names = "host";
+      for (const NamedTarget& n : kNamed)
+        names += std::string(" ") + n.name;
+      throw UsageError("--target " + name +
+                       ": not a target of the halide backend; known: " + names);
+    }
+    t = Target(found->halide);
+  }
+  HalideTarget result{t, familyOf(t), {name, archOf(t), "cpu", cpuFeatures(t)}, false};
+  result.runsHere = result.manifest.arch == hostTarget().arch;
+  return result;
+}
+
+} // namespace attnc::halide

@@ -1,0 +1,50 @@
+#include "ScheduleParams.h"
+
+#include "Support/Errors.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace attnc {
+
+ScheduleParams::ScheduleParams(std::string backend, std::map<std::string, int64_t> values,
+                               std::string provenance)
+    : backend_(std::move(backend)), values_(std::move(values)), provenance_(std::move(provenance)) {
+}
+
+int64_t ScheduleParams::get(std::string_view name) const {
+  auto it = values_.find(std::string(name));
+  if (it == values_.end())
+    throw std::out_of_range("schedule of backend " + backend_ + " has no parameter '" +
+                            std::string(name) + "'");
+  return it->second;
+}
+
+nlohmann::json ScheduleParams::toJson() const {
+  return {{"backend", backend_}, {"params", values_}, {"provenance", provenance_}};
+}
+
+ScheduleParams ScheduleParams::fromJson(const nlohmann::json& json,
+                                        std::span<const ParamSpace> space) {
+  if (!json.is_object() || !json.contains("backend") || !json.contains("params"))
+    throw UsageError("a schedule is an object with \"backend\" and \"params\"");
+  std::map<std::string, int64_t> values;
+  for (const ParamSpace& p : space) {
+    const nlohmann::json& params = json["params"];
+    if (!params.contains(p.name) || !params[p.name].is_number_integer())
+      throw UsageError("schedule parameter '" + std::string(p.name) + "' is missing");
+    int64_t v = params[p.name].get<int64_t>();
+    if (std::find(p.choices.begin(), p.choices.end(), v) == p.choices.end()) {
+      std::string allowed;
+      for (int64_t c : p.choices)
+        allowed += (allowed.empty() ? "" : " ") + std::to_string(c);
+      throw UsageError("schedule parameter " + std::string(p.name) + "=" + std::to_string(v) +
+                       " is not allowed; choose from: " + allowed);
+    }
+    values[std::string(p.name)] = v;
+  }
+  return ScheduleParams(json["backend"].get<std::string>(), std::move(values),
+                        json.value("provenance", std::string("given")));
+}
+
+} // namespace attnc

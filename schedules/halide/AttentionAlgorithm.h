@@ -1,0 +1,68 @@
+// The Halide algorithm of fused attention: what is computed, never how (AttentionSchedule.h).
+//
+// Online softmax over key blocks. For each key block kb of `keyBlock` keys, block-local
+// statistics are exact and independent of the other blocks:
+//   m_kb = max_j s_ij,  l_kb = sum_j exp(s_ij - m_kb),  a_kb = sum_j exp(s_ij - m_kb) v_j
+// and a running state (M, L, A) per query row streams over the blocks, merging each one as
+//   M' = max(M, m_kb),  L' = L e^(M - M') + l_kb e^(m_kb - M'),  A' = A e^(M - M') + a_kb e^(m_kb -
+//   M')
+// which is FlashAttention's rescaled accumulator. The block statistics are producers of the
+// state's update, so a schedule computes them inside the loop over blocks and only
+// O(rows x (d + 2)) state lives across it: the Tq x Tk score matrix is never stored.
+//
+// Query rows come in tiles of `queryTile` rows (row, tile), and key blocks a whole tile cannot
+// use, by the mask's form, are excluded by the block loop's predicate, from which Halide trims
+// the loop: causal, window and padding tiles are never computed. Blocks a tile uses are
+// computed for all of its rows, and rows a block partly covers are masked element by element.
+#ifndef ATTNC_SCHEDULES_HALIDE_ATTENTIONALGORITHM_H
+#define ATTNC_SCHEDULES_HALIDE_ATTENTIONALGORITHM_H
+
+#include "Spec/Spec.h"
+
+#include <Halide.h>
+#include <vector>
+
+namespace attnc::halide {
+
+struct AttentionAlgorithm {
+  // Pipeline inputs in manifest order (q, k, v, then lengths/mask/bias as the spec has them).
+  std::vector<Halide::ImageParam> inputs;
+  // Pipeline outputs in manifest order: o, then lse when asked.
+  std::vector<Halide::Func> outputs;
+
+  // Loop variables: head dim, query row, row within a query tile, query tile, key within a
+  // block, key block, head, batch.
+  Halide::Var d{"d"}, i{"i"}, row{"row"}, tile{"tile"}, jj{"jj"}, kb{"kb"}, h{"h"}, b{"b"};
+  Halide::RDom dot;    // over the head dim, in scores
+  Halide::RDom inKey;  // over the keys of a block
+  Halide::RDom blocks; // over key blocks, in the streaming merge (predicated by the mask's form)
+
+  // Named stages, in data-flow order (they name the loops in stmt dumps).
+  Halide::Func query;    // (d, row, tile, h, b)          q * scale, as f32
+  Halide::Func keyBlock; // (jj, d, kb, h, b)             the block's keys, transposed
+  Halide::Func score;    // (jj, row, kb, tile, h, b)     q . k over the head dim
+  Halide::Func masked;   // (jj, row, kb, tile, h, b)     modifiers applied; kLowest if masked
+  Halide::Func blockMax; // (row, kb, tile, h, b)
+  Halide::Func prob;     // (jj, row, kb, tile, h, b)     exp(s - m_kb), 0 where masked
+  Halide::Func blockSum; // (row, kb, tile, h, b)
+  Halide::Func blockAcc; // (d, row, kb, tile, h, b)      sum_j prob v_j
+  Halide::Func state;    // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
+  Halide::Func o, lse;   // outputs, indexed by query row i = tile * queryTile + row
+
+  int queryTile = 0, keyBlockSize = 0;
+};
+
+// Builds the algorithm for `spec` with tiles of `queryTile` query rows and blocks of `keyBlock`
+// keys (the granularities of skipping and streaming, chosen by the schedule parameters).
+// Throws UsageError for what this backend cannot compute yet, naming it.
+AttentionAlgorithm buildAttention(const Spec& spec, int queryTile, int keyBlock);
+
+// The lowest finite float: masked scores and the initial running max. Finite, so that
+// exp(M - M') stays defined when a whole block or row is masked.
+inline float kLowest() {
+  return -3.4028234663852886e38f;
+}
+
+} // namespace attnc::halide
+
+#endif // ATTNC_SCHEDULES_HALIDE_ATTENTIONALGORITHM_H

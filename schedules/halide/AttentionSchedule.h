@@ -1,0 +1,28 @@
+// How the Halide attention algorithm runs: loop order, tiling, vectorisation and parallelism,
+// all read from ScheduleParams so the autotuner can search them.
+#ifndef ATTNC_SCHEDULES_HALIDE_ATTENTIONSCHEDULE_H
+#define ATTNC_SCHEDULES_HALIDE_ATTENTIONSCHEDULE_H
+
+#include "ScheduleParams.h"
+#include "halide/AttentionAlgorithm.h"
+
+#include <span>
+
+namespace attnc::halide {
+
+// The parameters of this backend's schedule and the values each may take:
+//   query_tile    query rows per parallel task; the state of that many rows stays in cache
+//   key_block     keys merged per step of the online softmax (the algorithm's block)
+//   vector_width  f32 lanes per vector (8 for AVX2, 16 for AVX-512, 4 for NEON)
+//   row_unroll    query rows per register tile of the two GEMMs
+std::span<const ParamSpace> halideParamSpace();
+
+// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon"), carrying the
+// measurement that chose it.
+ScheduleParams defaultHalideSchedule(const std::string& family);
+
+void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+
+} // namespace attnc::halide
+
+#endif // ATTNC_SCHEDULES_HALIDE_ATTENTIONSCHEDULE_H

@@ -24,6 +24,40 @@ nlohmann::json ScheduleParams::toJson() const {
   return {{"backend", backend_}, {"params", values_}, {"provenance", provenance_}};
 }
 
+namespace {
+
+std::string choicesText(const ParamSpace& p) {
+  std::string allowed;
+  for (int64_t c : p.choices)
+    allowed += (allowed.empty() ? "" : " ") + std::to_string(c);
+  return allowed;
+}
+
+} // namespace
+
+ScheduleParams ScheduleParams::overridden(const std::map<std::string, int64_t>& values,
+                                          std::span<const ParamSpace> space) const {
+  ScheduleParams result = *this;
+  for (const auto& [name, value] : values) {
+    auto p = std::find_if(space.begin(), space.end(),
+                          [&](const ParamSpace& s) { return s.name == name; });
+    if (p == space.end()) {
+      std::string names;
+      for (const ParamSpace& s : space)
+        names += (names.empty() ? "" : " ") + std::string(s.name);
+      throw UsageError("schedule parameter '" + name + "' is not one of backend " + backend_ +
+                       "'s: " + names);
+    }
+    if (std::find(p->choices.begin(), p->choices.end(), value) == p->choices.end())
+      throw UsageError("schedule parameter " + name + "=" + std::to_string(value) +
+                       " is not allowed; choose from: " + choicesText(*p));
+    result.values_[name] = value;
+  }
+  if (!values.empty())
+    result.provenance_ = "given on the command line, over: " + provenance_;
+  return result;
+}
+
 ScheduleParams ScheduleParams::fromJson(const nlohmann::json& json,
                                         std::span<const ParamSpace> space) {
   if (!json.is_object() || !json.contains("backend") || !json.contains("params"))
@@ -34,13 +68,9 @@ ScheduleParams ScheduleParams::fromJson(const nlohmann::json& json,
     if (!params.contains(p.name) || !params[p.name].is_number_integer())
       throw UsageError("schedule parameter '" + std::string(p.name) + "' is missing");
     int64_t v = params[p.name].get<int64_t>();
-    if (std::find(p.choices.begin(), p.choices.end(), v) == p.choices.end()) {
-      std::string allowed;
-      for (int64_t c : p.choices)
-        allowed += (allowed.empty() ? "" : " ") + std::to_string(c);
+    if (std::find(p.choices.begin(), p.choices.end(), v) == p.choices.end())
       throw UsageError("schedule parameter " + std::string(p.name) + "=" + std::to_string(v) +
-                       " is not allowed; choose from: " + allowed);
-    }
+                       " is not allowed; choose from: " + choicesText(p));
     values[std::string(p.name)] = v;
   }
   return ScheduleParams(json["backend"].get<std::string>(), std::move(values),

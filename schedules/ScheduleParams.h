@@ -36,6 +36,11 @@ public:
   // Values outside `space` or missing from it throw UsageError naming the parameter.
   static ScheduleParams fromJson(const nlohmann::json& json, std::span<const ParamSpace> space);
 
+  // These params with some values replaced; unknown names and values outside `space` throw
+  // UsageError naming them and what is allowed.
+  ScheduleParams overridden(const std::map<std::string, int64_t>& values,
+                            std::span<const ParamSpace> space) const;
+
 private:
   std::string backend_;
   std::map<std::string, int64_t> values_;

@@ -7,6 +7,7 @@
 #include "Spec/Spec.h"
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -21,6 +22,8 @@ struct CompileOptions {
   // Artifacts to write: so (the bundle and its manifest), a and h (static library and C header
   // for ahead-of-time linking), obj, asm, stmt. Backends refuse kinds they cannot produce.
   std::set<std::string> emit = {"so"};
+  // Schedule parameters to use instead of the target's defaults (checked against the space).
+  std::map<std::string, int64_t> schedule;
 };
 
 struct CompileResult {

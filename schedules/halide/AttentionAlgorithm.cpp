@@ -86,6 +86,9 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
       .dim(headDim)
       .set_bounds(0, static_cast<int>(s.kvHeads));
   a.inputs = {q, k, v};
+  a.q = q;
+  a.k = k;
+  a.v = v;
   ImageParam lengths(Int(32), 1, "lengths"), mask(UInt(8), 4, "mask"),
       bias(storageType(s.dtype), 4, "bias");
   if (s.masks.has(MaskKind::Padding))
@@ -109,20 +112,17 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   const Expr keyInRange = min(key, seqK - 1);             // clamped for loads past Tk
 
   a.query = Func("query");
-  a.query(d, row, tile, h, b) =
+  a.query(row, d, tile, h, b) =
       cast<float>(at(q, s.layout, d, queryInRange, h, b)) * static_cast<float>(s.scale);
-
-  a.keyBlock = Func("key_block");
-  a.keyBlock(jj, d, kb, h, b) = cast<float>(at(k, s.layout, d, keyInRange, group, b));
 
   a.dot = RDom(0, static_cast<int>(s.dK), "dot");
   a.score = Func("score");
-  a.score(jj, row, kb, tile, h, b) = 0.0f;
-  a.score(jj, row, kb, tile, h, b) +=
-      a.query(a.dot, row, tile, h, b) * a.keyBlock(jj, a.dot, kb, h, b);
+  a.score(row, jj, kb, tile, h, b) = 0.0f;
+  a.score(row, jj, kb, tile, h, b) +=
+      a.query(row, a.dot, tile, h, b) * cast<float>(at(k, s.layout, a.dot, keyInRange, group, b));
 
   // Modifiers in the reference's order: softcap, ALiBi, bias.
-  Expr x = a.score(jj, row, kb, tile, h, b);
+  Expr x = a.score(row, jj, kb, tile, h, b);
   if (s.softcap > 0)
     x = static_cast<float>(s.softcap) * tanh(x / static_cast<float>(s.softcap));
   if (s.alibi) {
@@ -207,8 +207,10 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
     FuncRef current = a.state(d, row, tile, h, b);
     Expr M = current[0], L = current[1], A = current[2];
     Expr mb = a.blockMax(row, a.blocks, tile, h, b);
-    Expr next = max(M, mb);                           // M' = max(M, m_kb)
-    Expr old = exp(M - next), fresh = exp(mb - next); // e^(M - M'), e^(m_kb - M')
+    // M' = max(M, m_kb); of e^(M - M') and e^(m_kb - M') one is 1 and the other e^-|M - m_kb|.
+    Expr next = max(M, mb);
+    Expr grew = mb > M, shrink = exp(-abs(M - mb));
+    Expr old = select(grew, shrink, 1.0f), fresh = select(grew, 1.0f, shrink);
     a.state(d, row, tile, h, b) =
         Tuple(next, L * old + a.blockSum(row, a.blocks, tile, h, b) * fresh,
               A * old + a.blockAcc(d, row, a.blocks, tile, h, b) * fresh);

@@ -27,6 +27,7 @@ namespace attnc::halide {
 struct AttentionAlgorithm {
   // Pipeline inputs in manifest order (q, k, v, then lengths/mask/bias as the spec has them).
   std::vector<Halide::ImageParam> inputs;
+  Halide::ImageParam q, k, v;
   // Pipeline outputs in manifest order: o, then lse when asked.
   std::vector<Halide::Func> outputs;
 
@@ -37,13 +38,15 @@ struct AttentionAlgorithm {
   Halide::RDom inKey;  // over the keys of a block
   Halide::RDom blocks; // over key blocks, in the streaming merge (predicated by the mask's form)
 
-  // Named stages, in data-flow order (they name the loops in stmt dumps).
-  Halide::Func query;    // (d, row, tile, h, b)          q * scale, as f32
-  Halide::Func keyBlock; // (jj, d, kb, h, b)             the block's keys, transposed
-  Halide::Func score;    // (jj, row, kb, tile, h, b)     q . k over the head dim
-  Halide::Func masked;   // (jj, row, kb, tile, h, b)     modifiers applied; kLowest if masked
+  // Named stages, in data-flow order (they name the loops in stmt dumps). Rows of a query tile
+  // are the innermost dimension of the score stages, so a vector holds one key's scores for
+  // many rows: the score GEMM broadcasts keys straight from K, and the block's row maxima and
+  // sums are plain vector operations.
+  Halide::Func query;    // (row, d, tile, h, b)          q * scale, as f32, rows innermost
+  Halide::Func score;    // (row, jj, kb, tile, h, b)     q . k over the head dim
+  Halide::Func masked;   // (row, jj, kb, tile, h, b)     modifiers applied; kLowest if masked
   Halide::Func blockMax; // (row, kb, tile, h, b)
-  Halide::Func prob;     // (jj, row, kb, tile, h, b)     exp(s - m_kb), 0 where masked
+  Halide::Func prob;     // (row, jj, kb, tile, h, b)     exp(s - m_kb), 0 where masked
   Halide::Func blockSum; // (row, kb, tile, h, b)
   Halide::Func blockAcc; // (d, row, kb, tile, h, b)      sum_j prob v_j
   Halide::Func state;    // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks

@@ -7,11 +7,14 @@ namespace {
 
 using namespace Halide;
 
-const std::array<ParamSpace, 4> kSpace{{
-    {"query_tile", {8, 16, 32, 64, 128}, "query rows per parallel task (a multiple of row_unroll)"},
+const std::array<ParamSpace, 5> kSpace{{
+    {"query_tile",
+     {8, 16, 24, 32, 48, 64, 96, 128},
+     "query rows per task (a multiple of vector_width)"},
     {"key_block", {32, 64, 128, 256}, "keys merged per online-softmax step"},
     {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
-    {"row_unroll", {1, 2, 4, 8}, "query rows per register tile"},
+    {"key_unroll", {2, 4, 6, 8}, "keys per register tile of the score GEMM"},
+    {"row_unroll", {1, 2, 3, 4, 6, 8}, "query rows per register tile of the PV GEMM"},
 }};
 
 } // namespace
@@ -20,20 +23,48 @@ std::span<const ParamSpace> halideParamSpace() {
   return kSpace;
 }
 
-ScheduleParams defaultHalideSchedule(const std::string& family) {
-  const int64_t lanes = family == "x86-avx512" ? 16 : family == "x86-avx2" ? 8 : 4;
+ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec) {
+  // Register budgets: the score tile holds (query_tile / vector_width) x key_unroll vectors,
+  // the PV tile ceil(d / vector_width) x row_unroll. Chosen by sweeping `attnc compile
+  // --schedule` + `attnc run --threads 1 --repeat 5`, B=1 H=4 T=2048 f32 non-causal, on a
+  // 2-core AMD EPYC VM (AVX-512, ~100-125 GFLOP/s FMA peak per core), 2026-11-21.
+  if (family == "x86-avx512") {
+    const int64_t rows = spec.dV <= 80 ? 6 : spec.dV <= 128 ? 4 : 2;
+    return ScheduleParams(
+        "halide",
+        {{"query_tile", 48},
+         {"key_block", 128},
+         {"vector_width", 16},
+         {"key_unroll", 8},
+         {"row_unroll", rows}},
+        "avx512: d=64 106 GFLOP/s, d=128 123, d=256 105 (one core, AMD EPYC VM, 2026-11-21)");
+  }
+  if (family == "x86-avx2")
+    return ScheduleParams(
+        "halide",
+        {{"query_tile", 24},
+         {"key_block", 128},
+         {"vector_width", 8},
+         {"key_unroll", 4},
+         {"row_unroll", 1}},
+        "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
   return ScheduleParams(
       "halide",
-      {{"query_tile", 32}, {"key_block", 128}, {"vector_width", lanes}, {"row_unroll", 4}},
-      "untuned starting point for " + family);
+      {{"query_tile", 16},
+       {"key_block", 128},
+       {"vector_width", 4},
+       {"key_unroll", 4},
+       {"row_unroll", 1}},
+      "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
 }
 
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
   const int lanes = static_cast<int>(params.get("vector_width"));
+  const int keys = static_cast<int>(params.get("key_unroll"));
   const int rows = static_cast<int>(params.get("row_unroll"));
   Var d = a.d, i = a.i, row = a.row, tile = a.tile, jj = a.jj, h = a.h, b = a.b;
   Var tileHead("tile_head"), task("task"), rowTile("row_tile"), rowInTile("row_in_tile"),
-      keyVec("key_vec"), keyLane("key_lane");
+      keyTile("key_tile"), keyInTile("key_in_tile");
   RVar block = a.blocks.x;
   const TailStrategy guard = TailStrategy::GuardWithIf;
 
@@ -41,31 +72,39 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   // the loop over key blocks streams through K and V.
   a.state.compute_root().vectorize(d, lanes, guard);
   a.state.update()
-      .split(row, rowTile, rowInTile, rows)
+      .split(row, rowTile, rowInTile, rows, guard)
       .reorder(d, rowInTile, rowTile, block, tile, h, b)
       .vectorize(d, lanes, guard)
       .fuse(tile, h, tileHead)
       .fuse(tileHead, b, task)
       .parallel(task);
-  a.query.compute_at(a.state, task).vectorize(d, lanes, guard);
+  a.query.compute_at(a.state, task).vectorize(row, lanes);
 
-  // Per key block, for the whole tile: keys (transposed), scores, masks, block statistics.
-  a.keyBlock.compute_at(a.state, block).vectorize(jj, lanes, guard);
+  // Score GEMM, register-tiled: the tile's rows (vectors) by `keys` keys (broadcast from K),
+  // accumulated over the head dim.
   a.masked.compute_at(a.state, block)
-      .split(row, rowTile, rowInTile, rows)
-      .split(jj, keyVec, keyLane, lanes, guard)
-      .reorder(keyLane, rowInTile, keyVec, rowTile)
-      .vectorize(keyLane)
-      .unroll(rowInTile);
-  // Register tile of the score GEMM: a vector of keys by `rows` query rows, over the head dim.
-  a.score.compute_at(a.masked, keyVec).vectorize(jj, lanes, guard).unroll(row);
-  a.score.update().reorder(jj, row, a.dot.x).vectorize(jj, lanes, guard).unroll(row);
-  a.blockMax.compute_at(a.state, block);
-  a.prob.compute_at(a.state, block).vectorize(jj, lanes, guard);
-  a.blockSum.compute_at(a.state, block);
-  // Register tile of the PV GEMM: the head dim by `rows` query rows, over the block's keys.
+      .split(jj, keyTile, keyInTile, keys, guard)
+      .reorder(row, keyInTile, keyTile)
+      .vectorize(row, lanes)
+      .unroll(row)
+      .unroll(keyInTile);
+  a.score.compute_at(a.masked, keyTile).vectorize(row, lanes).unroll(row).unroll(jj);
+  a.score.update().reorder(row, jj, a.dot.x).vectorize(row, lanes).unroll(row).unroll(jj);
+  // Block statistics: vector operations across rows.
+  a.blockMax.compute_at(a.state, block).vectorize(row, lanes);
+  a.blockMax.update().reorder(row, a.inKey.x).vectorize(row, lanes);
+  a.prob.compute_at(a.state, block).vectorize(row, lanes);
+  a.blockSum.compute_at(a.state, block).vectorize(row, lanes);
+  a.blockSum.update().reorder(row, a.inKey.x).vectorize(row, lanes);
+  // PV GEMM, register-tiled: the head dim (vectors) by `rows` rows (probabilities broadcast),
+  // accumulated over the block's keys.
   a.blockAcc.compute_at(a.state, rowTile).vectorize(d, lanes, guard).unroll(row);
-  a.blockAcc.update().reorder(d, row, a.inKey.x).vectorize(d, lanes, guard).unroll(row);
+  a.blockAcc.update().reorder(d, row, a.inKey.x).vectorize(d, lanes, guard).unroll(d).unroll(row);
+
+  // Tensors are usually dense along the head dim: specialise the vector loads of V for that
+  // (other strides take the general path, with gathers).
+  a.blockAcc.update().specialize(a.v.dim(0).stride() == 1);
+  a.query.specialize(a.q.dim(0).stride() == 1);
 
   a.o.compute_root().vectorize(d, lanes, guard).parallel(b);
   if (spec.lse)

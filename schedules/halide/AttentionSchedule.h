@@ -14,12 +14,13 @@ namespace attnc::halide {
 //   query_tile    query rows per parallel task; the state of that many rows stays in cache
 //   key_block     keys merged per step of the online softmax (the algorithm's block)
 //   vector_width  f32 lanes per vector (8 for AVX2, 16 for AVX-512, 4 for NEON)
-//   row_unroll    query rows per register tile of the two GEMMs
+//   key_unroll    keys per register tile of the score GEMM (rows are the vector lanes)
+//   row_unroll    query rows per register tile of the PV GEMM (the head dim is the lanes)
 std::span<const ParamSpace> halideParamSpace();
 
-// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon"), carrying the
-// measurement that chose it.
-ScheduleParams defaultHalideSchedule(const std::string& family);
+// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon") and the spec's head
+// dims, carrying the measurement that chose it.
+ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec);
 
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
 

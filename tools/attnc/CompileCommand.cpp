@@ -1,7 +1,9 @@
 // attnc compile: spec -> bundle.
 #include "Backends/Backend.h"
 #include "Commands.h"
+#include "Support/Errors.h"
 
+#include <charconv>
 #include <fmt/core.h>
 #include <memory>
 
@@ -11,6 +13,7 @@ Action addCompileCommand(CLI::App& app) {
   struct Options {
     std::string spec, backend = "reference", target = "host", out;
     std::vector<std::string> emit{"so"};
+    std::vector<std::string> schedule;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("compile", "Compile a spec into a kernel bundle");
@@ -24,10 +27,25 @@ Action addCompileCommand(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt"}))
       ->capture_default_str();
+  cmd->add_option("--schedule", o->schedule,
+                  "schedule parameters NAME=VALUE instead of the target's defaults (comma "
+                  "separated; halide: query_tile key_block vector_width key_unroll row_unroll)")
+      ->delimiter(',');
   cmd->add_option("-o,--out", o->out, "directory for the bundle and its manifest")->required();
   return [o] {
     Spec spec = loadSpec(o->spec);
-    CompileOptions options{o->backend, o->target, o->out, {o->emit.begin(), o->emit.end()}};
+    CompileOptions options{o->backend, o->target, o->out, {o->emit.begin(), o->emit.end()}, {}};
+    for (const std::string& item : o->schedule) {
+      size_t eq = item.find('=');
+      int64_t value = 0;
+      auto [end, ec] =
+          eq == std::string::npos
+              ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+              : std::from_chars(item.data() + eq + 1, item.data() + item.size(), value);
+      if (ec != std::errc() || end != item.data() + item.size())
+        throw UsageError("--schedule " + item + ": expected NAME=INTEGER");
+      options.schedule[item.substr(0, eq)] = value;
+    }
     CompileResult result = compileBundle(spec, options);
     // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
     for (const std::filesystem::path& file : result.files)

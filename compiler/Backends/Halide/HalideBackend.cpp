@@ -31,7 +31,16 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
     throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
                      "): bundles run where they are built; use --emit " +
                      "with obj, a, h, asm or stmt");
-  ScheduleParams params = halide::defaultHalideSchedule(target.family);
+  ScheduleParams params = halide::defaultHalideSchedule(target.family, spec)
+                              .overridden(options.schedule, halide::halideParamSpace());
+  auto requireMultiple = [&](const char* name, const char* of) {
+    if (params.get(name) % params.get(of) != 0)
+      throw UsageError("schedule: " + std::string(name) + "=" + std::to_string(params.get(name)) +
+                       " must be a multiple of " + of + "=" + std::to_string(params.get(of)));
+  };
+  requireMultiple("query_tile", "vector_width");
+  requireMultiple("query_tile", "row_unroll");
+  requireMultiple("key_block", "key_unroll");
   halide::AttentionAlgorithm algorithm = halide::buildAttention(
       spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
   halide::scheduleAttention(algorithm, spec, params);

@@ -13,6 +13,8 @@ CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& opt
   for (const std::string& kind : options.emit)
     if (kind != "so")
       throw UsageError("--emit " + kind + ": the reference backend writes bundles only (so)");
+  if (!options.schedule.empty())
+    throw UsageError("--schedule: the reference backend has no schedule parameters");
   BundleRequest request;
   request.manifest = buildManifest(spec, "reference", nlohmann::json::object(), hostTarget(), 0);
   request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};

@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace attnc::random {
 
@@ -23,18 +24,29 @@ using Block = std::array<uint32_t, 4>;
 inline constexpr uint32_t kBigBirdStream = 0xB16B1D5Eu;
 inline constexpr uint32_t kFavorStream = 0xFA7012AEu;
 
-constexpr Block philox4x32(Block counter, uint32_t key0, uint32_t key1) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+inline constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
+
+// The ten Philox rounds over any 32-bit unsigned type U (uint32_t here; Halide Exprs in the
+// code generators). mulHiLo(m, x) returns the high and low words of the 64-bit product m * x.
+template <class U, class MulHiLo>
+constexpr std::array<U, 4> philoxRounds(std::array<U, 4> c, U key0, U key1, MulHiLo mulHiLo) {
   for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = uint64_t{kMul0} * counter[0];
-    uint64_t p1 = uint64_t{kMul1} * counter[2];
-    counter = {static_cast<uint32_t>(p1 >> 32) ^ counter[1] ^ key0, static_cast<uint32_t>(p1),
-               static_cast<uint32_t>(p0 >> 32) ^ counter[3] ^ key1, static_cast<uint32_t>(p0)};
-    key0 += kWeyl0;
-    key1 += kWeyl1;
+    auto [hi0, lo0] = mulHiLo(kPhiloxMul0, c[0]);
+    auto [hi1, lo1] = mulHiLo(kPhiloxMul1, c[2]);
+    c = {hi1 ^ c[1] ^ key0, lo1, hi0 ^ c[3] ^ key1, lo0};
+    key0 = key0 + U(kPhiloxWeyl0);
+    key1 = key1 + U(kPhiloxWeyl1);
   }
-  return counter;
+  return c;
+}
+
+constexpr Block philox4x32(Block counter, uint32_t key0, uint32_t key1) {
+  return philoxRounds<uint32_t>(counter, key0, key1, [](uint32_t m, uint32_t x) {
+    uint64_t p = uint64_t{m} * x;
+    return std::pair<uint32_t, uint32_t>{static_cast<uint32_t>(p >> 32),
+                                         static_cast<uint32_t>(p)};
+  });
 }
 
 // Dropout keeps an element when its 32-bit draw is at least this threshold, floor(p * 2^32):

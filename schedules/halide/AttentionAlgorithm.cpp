@@ -1,8 +1,6 @@
 #include "halide/AttentionAlgorithm.h"
 
 #include "Support/Errors.h"
-#include "Variants/Masks.h"
-#include "Variants/Positions.h"
 
 #include <limits>
 #include <string>
@@ -12,52 +10,10 @@ namespace {
 
 using namespace Halide;
 
-Type storageType(DType dtype) {
-  switch (dtype) {
-  case DType::F32: return Float(32);
-  case DType::F16: return Float(16);
-  case DType::BF16: return BFloat(16);
-  }
-  return Float(32);
-}
-
-// Halide numbers dimensions innermost first: DLPack [B, H, T, D] is (d, t, h, b) here and
-// [B, T, H, D] is (d, h, t, b). Strides are whatever the caller's tensors have.
-ImageParam headParam(const Spec& s, const char* name) {
-  ImageParam p(storageType(s.dtype), 4, name);
-  p.dim(0).set_stride(Expr());
-  return p;
-}
-
-Expr seqExtent(const ImageParam& p, Layout layout) {
-  return p.dim(layout == Layout::Bhsd ? 1 : 2).extent();
-}
-
-Expr at(const ImageParam& p, Layout layout, Expr d, Expr t, Expr h, Expr b) {
-  return layout == Layout::Bhsd ? p(d, t, h, b) : p(d, h, t, b);
-}
-
-// Index into a dimension that is either full or broadcast (extent 1).
-Expr broadcastIndex(const ImageParam& p, int dim, Expr index) {
-  return min(index, p.dim(dim).extent() - 1);
-}
-
 void requireSupported(const Spec& s) {
-  auto unsupported = [](const std::string& what) {
-    throw UsageError("the halide backend does not support " + what +
-                     " yet; use --backend reference for it");
-  };
   if (s.variant != Variant::Sdpa)
-    unsupported("variant=" + std::string(variantName(s.variant)));
-  for (MaskKind k : {MaskKind::BlockSparse, MaskKind::BigBird})
-    if (s.masks.has(k))
-      unsupported("mask=" + std::string(maskKindName(k)));
-  if (s.rope)
-    unsupported("rope=true");
-  if (s.dropout > 0)
-    unsupported("dropout");
-  if (s.weights)
-    unsupported("weights=true");
+    throw UsageError("the halide backend does not support variant=" +
+                     std::string(variantName(s.variant)) + " yet; use --backend reference for it");
 }
 
 } // namespace
@@ -67,140 +23,86 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   AttentionAlgorithm a;
   a.queryTile = queryTile;
   a.keyBlockSize = keyBlock;
-  Var d = a.d, i = a.i, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h, b = a.b;
-
-  // Head dims and head counts are compile-time constants, so loops over them have fixed trip
-  // counts and vectors need no tails when the dims are multiples of the vector width.
-  ImageParam q = headParam(s, "q"), k = headParam(s, "k"), v = headParam(s, "v");
-  const int headDim = s.layout == Layout::Bhsd ? 2 : 1;
-  q.dim(0)
-      .set_bounds(0, static_cast<int>(s.dK))
-      .dim(headDim)
-      .set_bounds(0, static_cast<int>(s.heads));
-  k.dim(0)
-      .set_bounds(0, static_cast<int>(s.dK))
-      .dim(headDim)
-      .set_bounds(0, static_cast<int>(s.kvHeads));
-  v.dim(0)
-      .set_bounds(0, static_cast<int>(s.dV))
-      .dim(headDim)
-      .set_bounds(0, static_cast<int>(s.kvHeads));
-  a.inputs = {q, k, v};
-  a.q = q;
-  a.k = k;
-  a.v = v;
-  ImageParam lengths(Int(32), 1, "lengths"), mask(UInt(8), 4, "mask"),
-      bias(storageType(s.dtype), 4, "bias");
-  if (s.masks.has(MaskKind::Padding))
-    a.inputs.push_back(lengths);
-  if (s.masks.has(MaskKind::Tensor)) {
-    mask.dim(0).set_stride(Expr());
-    a.inputs.push_back(mask);
-  }
-  if (s.bias) {
-    bias.dim(0).set_stride(Expr());
-    a.inputs.push_back(bias);
-  }
-
-  const Expr seqQ = seqExtent(q, s.layout), seqK = seqExtent(k, s.layout);
-  const Expr offset = s.causalAlign == CausalAlign::BottomRight ? seqK - seqQ : Expr(0);
+  a.terms = std::make_shared<ScoreTerms>(s);
+  const ScoreTerms& terms = *a.terms;
+  Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h,
+      b = a.b;
+  const ImageParam &q = terms.q(), &k = terms.k(), &v = terms.v();
+  const Expr seqQ = terms.seqQ(), seqK = terms.seqK();
   const Expr group = h / static_cast<int>(s.groupSize()); // the kv head of query head h
-  const Expr queryRow = tile * queryTile + row;           // may pass Tq in the last tile
-  const Expr queryInRange = min(queryRow, seqQ - 1);      // clamped for loads
-  const Expr qpos = queryRow + offset;                    // the query's position among keys
-  const Expr key = kb * keyBlock + jj;                    // key index of (kb, jj)
-  const Expr keyInRange = min(key, seqK - 1);             // clamped for loads past Tk
+  const float scale = static_cast<float>(s.scale);
+
+  // q and k as f32, rotated by RoPE at their positions when the spec asks.
+  auto queryAt = [&](Expr e, Expr queryRow) {
+    Expr rowIn = min(queryRow, seqQ - 1);
+    if (!s.rope)
+      return cast<float>(terms.load(q, e, rowIn, h, b));
+    return terms.rotated(
+        [&](Expr x) { return cast<float>(terms.load(q, x, rowIn, h, b)); }, e,
+        terms.position(queryRow));
+  };
+  Var g("g"), t("t");
+  if (s.rope) {
+    a.key = Func("key");
+    a.key(d, t, g, b) = terms.rotated(
+        [&](Expr x) { return cast<float>(terms.load(k, x, t, g, b)); }, d, t);
+  }
+  auto keyAt = [&](Expr e, Expr key) {
+    Expr keyIn = min(key, seqK - 1);
+    return s.rope ? a.key(e, keyIn, group, b) : cast<float>(terms.load(k, e, keyIn, group, b));
+  };
+
+  const Expr queryRow = tile * queryTile + row; // may pass Tq in the last tile
+  const Expr key = kb * keyBlock + jj;          // key index of (kb, jj)
 
   a.query = Func("query");
-  a.query(row, d, tile, h, b) =
-      cast<float>(at(q, s.layout, d, queryInRange, h, b)) * static_cast<float>(s.scale);
+  a.query(row, d, tile, h, b) = queryAt(d, queryRow) * scale;
 
   a.dot = RDom(0, static_cast<int>(s.dK), "dot");
   a.score = Func("score");
   a.score(row, jj, kb, tile, h, b) = 0.0f;
-  a.score(row, jj, kb, tile, h, b) +=
-      a.query(row, a.dot, tile, h, b) * cast<float>(at(k, s.layout, a.dot, keyInRange, group, b));
+  a.score(row, jj, kb, tile, h, b) += a.query(row, a.dot, tile, h, b) * keyAt(a.dot, key);
 
-  // Modifiers in the reference's order: softcap, ALiBi, bias.
-  Expr x = a.score(row, jj, kb, tile, h, b);
-  if (s.softcap > 0)
-    x = static_cast<float>(s.softcap) * tanh(x / static_cast<float>(s.softcap));
-  if (s.alibi) {
-    std::vector<double> slopes = positions::alibiSlopes(s.heads);
-    Buffer<float> slopeTable(static_cast<int>(slopes.size()), "alibi_slopes");
-    for (size_t n = 0; n < slopes.size(); ++n)
-      slopeTable(static_cast<int>(n)) = static_cast<float>(slopes[n]);
-    x -= slopeTable(h) * cast<float>(abs(qpos - key));
-  }
-  if (s.bias)
-    x += cast<float>(
-        bias(keyInRange, queryInRange, broadcastIndex(bias, 2, h), broadcastIndex(bias, 3, b)));
-
-  // Constraints intersect; sparsity patterns unite (docs/spec.md).
-  const MaskSet m = s.masks;
-  Expr keep = key < seqK;
-  if (m.has(MaskKind::Causal))
-    keep = keep && masks::causal(qpos, key);
-  if (m.has(MaskKind::Padding))
-    keep = keep && key < lengths(b);
-  if (m.has(MaskKind::Tensor))
-    keep = keep && mask(keyInRange, queryInRange, broadcastIndex(mask, 2, h),
-                        broadcastIndex(mask, 3, b)) != 0;
-  if (m.hasSparsityPattern()) {
-    Expr any = cast<bool>(false);
-    const Expr left = static_cast<int>(s.windowLeft), right = static_cast<int>(s.windowRight);
-    if (m.has(MaskKind::Window))
-      any = any || masks::window(qpos, key, left, right);
-    if (m.has(MaskKind::Global))
-      any = any || masks::global(qpos, key, Expr(static_cast<int>(s.globalTokens)));
-    if (m.has(MaskKind::Strided))
-      any = any || masks::strided(qpos, key, Expr(static_cast<int>(s.stride)));
-    if (m.has(MaskKind::Dilated))
-      any = any || masks::dilated(qpos, key, left, right, Expr(static_cast<int>(s.dilation)));
-    keep = keep && any;
-  }
   a.masked = Func("masked");
-  a.masked(jj, row, kb, tile, h, b) = select(keep, max(x, kLowest()), kLowest());
+  a.masked(row, jj, kb, tile, h, b) =
+      select(terms.keep(queryRow, key, h, b),
+             max(terms.modified(a.score(row, jj, kb, tile, h, b), queryRow, key, h, b),
+                 kLowest()),
+             kLowest());
 
   a.inKey = RDom(0, keyBlock, "in_key");
   a.blockMax = Func("block_max");
   a.blockMax(row, kb, tile, h, b) = kLowest();
   a.blockMax(row, kb, tile, h, b) =
-      max(a.blockMax(row, kb, tile, h, b), a.masked(a.inKey, row, kb, tile, h, b));
+      max(a.blockMax(row, kb, tile, h, b), a.masked(row, a.inKey, kb, tile, h, b));
 
   a.prob = Func("prob");
-  Expr sij = a.masked(jj, row, kb, tile, h, b);
-  a.prob(jj, row, kb, tile, h, b) =
+  Expr sij = a.masked(row, jj, kb, tile, h, b);
+  a.prob(row, jj, kb, tile, h, b) =
       select(sij > kLowest(), exp(sij - a.blockMax(row, kb, tile, h, b)), 0.0f);
 
   a.blockSum = Func("block_sum");
   a.blockSum(row, kb, tile, h, b) = 0.0f;
-  a.blockSum(row, kb, tile, h, b) += a.prob(a.inKey, row, kb, tile, h, b);
+  a.blockSum(row, kb, tile, h, b) += a.prob(row, a.inKey, kb, tile, h, b);
 
+  // Dropout acts on the weights that multiply V, after the row sums: o = sum_j drop_ij p_ij v_j.
   a.blockAcc = Func("block_acc");
   a.blockAcc(d, row, kb, tile, h, b) = 0.0f;
-  Expr valueKey = min(kb * keyBlock + a.inKey, seqK - 1);
+  Expr valueKey = kb * keyBlock + a.inKey;
+  Expr p = a.prob(row, a.inKey, kb, tile, h, b);
+  if (s.dropout > 0)
+    p *= terms.dropFactor(queryRow, valueKey, h, b);
   a.blockAcc(d, row, kb, tile, h, b) +=
-      a.prob(a.inKey, row, kb, tile, h, b) * cast<float>(at(v, s.layout, d, valueKey, group, b));
+      p * cast<float>(terms.load(v, d, min(valueKey, seqK - 1), group, b));
 
   // Blocks the tile can use at all, from the mask's form: Halide trims the block loop to them.
   a.blocks = RDom(0, (seqK + keyBlock - 1) / keyBlock, "blocks");
-  const Expr first = a.blocks.x * keyBlock, last = first + keyBlock - 1;
-  const Expr firstPos = tile * queryTile + offset;
-  const Expr lastPos = min(tile * queryTile + queryTile, seqQ) - 1 + offset;
-  Expr live = cast<bool>(true);
-  if (m.has(MaskKind::Causal))
-    live = live && first <= lastPos;
-  if (m.has(MaskKind::Padding))
-    live = live && first < lengths(b);
-  if (m.has(MaskKind::Window) && !m.has(MaskKind::Global) && !m.has(MaskKind::Strided) &&
-      !m.has(MaskKind::Dilated))
-    live = live && last >= firstPos - static_cast<int>(s.windowLeft) &&
-           first <= lastPos + static_cast<int>(s.windowRight);
-  a.blocks.where(live);
+  a.blocks.where(terms.blockLive(a.blocks.x * keyBlock, a.blocks.x * keyBlock + keyBlock - 1,
+                                 tile * queryTile, min(tile * queryTile + queryTile, seqQ) - 1,
+                                 b));
 
   // The streaming merge: state = (M, L, A), one A per head-dim element (M and L repeat along d
-  // so the three share one loop nest; their exps are per row per block, a small cost).
+  // so the three share one loop nest; their exp is per row per block, a small cost).
   a.state = Func("state");
   a.state(d, row, tile, h, b) = Tuple(kLowest(), 0.0f, 0.0f);
   {
@@ -227,13 +129,30 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
     a.o(d, h, i, b) = cast(storageType(s.dtype), out);
   a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, static_cast<int>(s.dV));
   a.outputs = {a.o};
+
+  a.rowLse = Func("row_lse");
+  Expr rowTotal = a.state(0, rowOf, tileOf, h, b)[1];
+  a.rowLse(i, h, b) = select(rowTotal > 0, a.state(0, rowOf, tileOf, h, b)[0] + log(rowTotal),
+                             Expr(-std::numeric_limits<float>::infinity()));
   if (s.lse) {
     a.lse = Func("lse");
-    Expr rowTotal = a.state(0, rowOf, tileOf, h, b)[1];
-    a.lse(i, h, b) = select(rowTotal > 0, a.state(0, rowOf, tileOf, h, b)[0] + log(rowTotal),
-                            Expr(-std::numeric_limits<float>::infinity()));
+    a.lse(i, h, b) = a.rowLse(i, h, b);
     a.lse.output_buffer().dim(0).set_stride(Expr());
     a.outputs.push_back(a.lse);
+  }
+
+  if (s.weights) {
+    // Exact normalised weights: the scores again, tile by tile, with the final lse.
+    a.weightQuery = Func("weight_query");
+    a.weightQuery(d, i, h, b) = queryAt(d, i) * scale;
+    a.weightScore = Func("weight_score");
+    a.weightScore(j, i, h, b) = 0.0f;
+    a.weightScore(j, i, h, b) += a.weightQuery(a.dot, i, h, b) * keyAt(a.dot, j);
+    Expr x = terms.modified(a.weightScore(j, i, h, b), i, j, h, b);
+    a.weights = Func("weights");
+    a.weights(j, i, h, b) = select(terms.keep(i, j, h, b), exp(x - a.rowLse(i, h, b)), 0.0f);
+    a.weights.output_buffer().dim(0).set_stride(Expr());
+    a.outputs.push_back(a.weights);
   }
   return a;
 }

@@ -18,17 +18,18 @@
 #define ATTNC_SCHEDULES_HALIDE_ATTENTIONALGORITHM_H
 
 #include "Spec/Spec.h"
+#include "halide/ScoreTerms.h"
 
 #include <Halide.h>
+#include <memory>
 #include <vector>
 
 namespace attnc::halide {
 
 struct AttentionAlgorithm {
-  // Pipeline inputs in manifest order (q, k, v, then lengths/mask/bias as the spec has them).
-  std::vector<Halide::ImageParam> inputs;
-  Halide::ImageParam q, k, v;
-  // Pipeline outputs in manifest order: o, then lse when asked.
+  // Inputs, masks and modifiers; its inputs() are the pipeline's, in manifest order.
+  std::shared_ptr<ScoreTerms> terms;
+  // Pipeline outputs in manifest order: o, then lse and weights when asked.
   std::vector<Halide::Func> outputs;
 
   // Loop variables: head dim, query row, row within a query tile, query tile, key within a
@@ -42,7 +43,8 @@ struct AttentionAlgorithm {
   // are the innermost dimension of the score stages, so a vector holds one key's scores for
   // many rows: the score GEMM broadcasts keys straight from K, and the block's row maxima and
   // sums are plain vector operations.
-  Halide::Func query;    // (row, d, tile, h, b)          q * scale, as f32, rows innermost
+  Halide::Func query;    // (row, d, tile, h, b)          q * scale (RoPE'd), f32, rows innermost
+  Halide::Func key;      // (d, j, g, b)                  k as f32 (RoPE'd); only with RoPE
   Halide::Func score;    // (row, jj, kb, tile, h, b)     q . k over the head dim
   Halide::Func masked;   // (row, jj, kb, tile, h, b)     modifiers applied; kLowest if masked
   Halide::Func blockMax; // (row, kb, tile, h, b)
@@ -51,6 +53,12 @@ struct AttentionAlgorithm {
   Halide::Func blockAcc; // (d, row, kb, tile, h, b)      sum_j prob v_j
   Halide::Func state;    // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
   Halide::Func o, lse;   // outputs, indexed by query row i = tile * queryTile + row
+  Halide::Func rowLse;   // (i, h, b) the log-sum-exp, for lse and the weights pass
+  // The weights pass (weights=true): scores again, normalised with the final lse.
+  Halide::Func weightQuery; // (d, i, h, b)
+  Halide::Func weightScore; // (j, i, h, b)
+  Halide::Func weights;     // (j, i, h, b)
+  Halide::Var j{"j"};
 
   int queryTile = 0, keyBlockSize = 0;
 };

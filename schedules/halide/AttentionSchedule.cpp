@@ -62,7 +62,7 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   const int lanes = static_cast<int>(params.get("vector_width"));
   const int keys = static_cast<int>(params.get("key_unroll"));
   const int rows = static_cast<int>(params.get("row_unroll"));
-  Var d = a.d, i = a.i, row = a.row, tile = a.tile, jj = a.jj, h = a.h, b = a.b;
+  Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, h = a.h, b = a.b;
   Var tileHead("tile_head"), task("task"), rowTile("row_tile"), rowInTile("row_in_tile"),
       keyTile("key_tile"), keyInTile("key_in_tile");
   RVar block = a.blocks.x;
@@ -103,12 +103,26 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
 
   // Tensors are usually dense along the head dim: specialise the vector loads of V for that
   // (other strides take the general path, with gathers).
-  a.blockAcc.update().specialize(a.v.dim(0).stride() == 1);
-  a.query.specialize(a.q.dim(0).stride() == 1);
+  a.blockAcc.update().specialize(a.terms->v().dim(0).stride() == 1);
+  a.query.specialize(a.terms->q().dim(0).stride() == 1);
+  for (Func table : a.terms->tables())
+    table.compute_root();
+  if (spec.rope) // keys rotated once per call, not once per query tile
+    a.key.compute_root().vectorize(d, lanes, guard).parallel(b);
 
   a.o.compute_root().vectorize(d, lanes, guard).parallel(b);
-  if (spec.lse)
-    a.lse.compute_root().vectorize(i, lanes, guard);
+  a.rowLse.compute_root().vectorize(i, lanes, guard);
+  if (spec.weights) {
+    Var jo("jo"), ji("ji");
+    a.weights.compute_root()
+        .split(j, jo, ji, lanes, guard)
+        .vectorize(ji)
+        .fuse(h, b, task)
+        .parallel(task);
+    a.weightQuery.compute_at(a.weights, i);
+    a.weightScore.compute_at(a.weights, i).vectorize(j, lanes, guard);
+    a.weightScore.update().reorder(j, a.dot.x).vectorize(j, lanes, guard);
+  }
 }
 
 } // namespace attnc::halide

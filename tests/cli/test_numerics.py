@@ -12,8 +12,7 @@ BACKENDS = ["reference", "halide"]
 NOT_YET = {
     "reference": [],
     "halide": ["variant=mha", "variant=additive", "variant=bilinear", "variant=linear",
-               "variant=linformer", "block_sparse", "bigbird", "rope=true", "dropout=0.",
-               "weights=true"],
+               "variant=linformer"],
 }
 
 # Sizes that are multiples of no tile: Tq != Tk both ways, decode (Tq = 1), batch > 1.
@@ -75,7 +74,7 @@ class NumericsMatrix(CliTestCase):
 
     def test_presets(self):
         for preset in PRESETS:
-            self.check("preset=" + preset, [("1", "7", "19")], backends=["reference"])
+            self.check("preset=" + preset, [("1", "7", "19")])
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
       spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
   halide::scheduleAttention(algorithm, spec, params);
   Halide::Pipeline pipeline(algorithm.outputs);
-  std::vector<Halide::Argument> arguments(algorithm.inputs.begin(), algorithm.inputs.end());
+  const auto& inputs = algorithm.terms->inputs();
+  std::vector<Halide::Argument> arguments(inputs.begin(), inputs.end());
 
   const std::string stem = stemFor(spec, options.target);
   const std::string function = functionName(spec);

@@ -1,0 +1,68 @@
+// Everything in a score element beyond q . k, as Halide Exprs: the run-time inputs the spec
+// needs (lengths, mask, bias, block layout), the modifiers (softcap, ALiBi, bias), the masks,
+// block liveness from the mask's form, dropout, and RoPE. Shared by the streaming pass and the
+// weights pass, so both see one definition.
+#ifndef ATTNC_SCHEDULES_HALIDE_SCORETERMS_H
+#define ATTNC_SCHEDULES_HALIDE_SCORETERMS_H
+
+#include "Spec/Spec.h"
+
+#include <Halide.h>
+
+#include <vector>
+
+namespace attnc::halide {
+
+Halide::Type storageType(DType dtype);
+
+class ScoreTerms {
+public:
+  // Declares q, k, v and the spec's other inputs as ImageParams, in manifest order.
+  explicit ScoreTerms(const Spec& spec);
+
+  const std::vector<Halide::ImageParam>& inputs() const { return inputs_; }
+  const Halide::ImageParam& q() const { return q_; }
+  const Halide::ImageParam& k() const { return k_; }
+  const Halide::ImageParam& v() const { return v_; }
+  Halide::Expr seqQ() const { return seqQ_; }
+  Halide::Expr seqK() const { return seqK_; }
+  // q, k or v at (head-dim element, sequence position, head, batch), whatever the layout.
+  Halide::Expr load(const Halide::ImageParam& p, Halide::Expr d, Halide::Expr t, Halide::Expr h,
+                    Halide::Expr b) const;
+  // The query row's position among the keys.
+  Halide::Expr position(Halide::Expr queryRow) const { return queryRow + offset_; }
+
+  // softcap, then ALiBi, then the bias tensor, on a scaled score.
+  Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key,
+                        Halide::Expr h, Halide::Expr b) const;
+  // Whether the masks keep (queryRow, key); false for keys past Tk.
+  Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
+                    Halide::Expr b) const;
+  // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] at all, from the
+  // mask's symbolic form (causal, window, padding); true when the form does not rule it out.
+  Halide::Expr blockLive(Halide::Expr firstKey, Halide::Expr lastKey, Halide::Expr firstRow,
+                         Halide::Expr lastRow, Halide::Expr b) const;
+  // The factor dropout puts on prob(queryRow, key): 1 / (1 - p) when kept, 0 when dropped,
+  // bit-identical to random::dropoutKeeps. Only meaningful when the spec has dropout.
+  Halide::Expr dropFactor(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
+                          Halide::Expr b) const;
+  // Small tables the terms read (BigBird's drawn blocks, RoPE's cos/sin): the schedule
+  // computes them once per call.
+  std::vector<Halide::Func> tables() const;
+
+  // Element d of x rotated by RoPE at `position`, where element(e) gives x's element e.
+  Halide::Expr rotated(const std::function<Halide::Expr(Halide::Expr)>& element, Halide::Expr d,
+                       Halide::Expr position) const;
+
+private:
+  const Spec& spec_;
+  Halide::ImageParam q_, k_, v_, lengths_, mask_, bias_, layout_;
+  std::vector<Halide::ImageParam> inputs_;
+  Halide::Expr seqQ_, seqK_, offset_;
+  Halide::Func bigbirdRandom_; // (r, query block, h): the drawn key blocks
+  Halide::Func rope_;          // (pair, position): Tuple(cos, sin)
+};
+
+} // namespace attnc::halide
+
+#endif // ATTNC_SCHEDULES_HALIDE_SCORETERMS_H

@@ -72,6 +72,19 @@ class NumericsMatrix(CliTestCase):
         for spec in FEATURES:
             self.check(spec, SHAPES)
 
+    def test_head_dims_dtypes_and_sizes(self):
+        # Every head dim the Halide issue names x every dtype, with GQA and a causal mask, on
+        # sizes that are multiples of no tile (sampled so the suite stays within minutes).
+        sizes = [("1", "1", "7"), ("2", "7", "63"), ("1", "63", "129"), ("1", "129", "1000"),
+                 ("1", "1000", "129")]
+        case = 0
+        for d in (32, 64, 80, 96, 128, 256):
+            for dtype in ("f32", "bf16", "f16"):
+                spec = "heads=4 kv_heads=2 d_k=%d mask=causal lse=true dtype=%s" % (d, dtype)
+                self.check(spec, [sizes[case % len(sizes)], sizes[(case + 2) % len(sizes)]],
+                           backends=["halide"])
+                case += 1
+
     def test_presets(self):
         for preset in PRESETS:
             self.check("preset=" + preset, [("1", "7", "19")])

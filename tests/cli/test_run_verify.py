@@ -1,4 +1,5 @@
 """attnc run and attnc verify: .npy in and out, random inputs, errors."""
+import json
 import math
 import os
 import subprocess
@@ -105,6 +106,27 @@ class RunCommand(CliTestCase):
         with open(path, "w") as f:
             f.write("nope")
         self.expect(attnc("run", path), 1, "cannot load bundle")
+
+
+class BenchCommand(CliTestCase):
+    def test_reports_kernel_and_baseline_side_by_side(self):
+        bundle = self.compile("heads=2 d_k=16 mask=causal")
+        r = self.expect(attnc("bench", bundle, "--seq-q", "40", "--runs", "3", "--warmup", "1",
+                              "--reference", "--json"), 0)
+        report = json.loads(r.stdout)
+        self.assertEqual(sorted(report["timings"]), ["kernel", "reference", "unfused"])
+        self.assertEqual(report["runs"], 3)
+        self.assertGreater(report["timings"]["kernel"]["median_ms"], 0)
+        self.assertGreater(report["peak_rss_mib"], 0)
+        text = self.expect(attnc("bench", bundle, "--seq-q", "40", "--runs", "2"), 0,
+                           "kernel", "unfused", "GFLOP/s", "peak RSS").stdout
+        self.assertIn("kernel is", text)
+
+    def test_baseline_says_why_it_does_not_run(self):
+        bundle = self.compile("heads=2 d_k=16 alibi=true")
+        self.expect(attnc("bench", bundle, "--seq-q", "20", "--runs", "1"), 0,
+                    "covers no mask, causal and padding")
+        self.expect(attnc("bench", bundle, "--runs", "x"), 2)
 
 
 class VerifyCommand(CliTestCase):

@@ -26,7 +26,9 @@ protected:
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string compile(const std::string& spec) {
-    return compileBundle(parseSpec(spec), {"reference", "host", dir_}).primary.string();
+    CompileOptions options;
+    options.outDir = dir_;
+    return compileBundle(parseSpec(spec), options).primary.string();
   }
 
   // A reference bundle whose manifest or ABI number was tampered with.

@@ -149,6 +149,10 @@ HostTensor& Call::tensor(const std::string& name) {
   throw UsageError("this bundle has no tensor '" + name + "'");
 }
 
+const HostTensor& Call::tensor(const std::string& name) const {
+  return const_cast<Call*>(this)->tensor(name);
+}
+
 Call prepareCall(const Spec& spec, const CallFlags& flags) {
   Call call{spec, kernelArguments(spec), {}, {}};
   std::map<std::string, HostTensor> loaded;

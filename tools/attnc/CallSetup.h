@@ -30,6 +30,7 @@ struct Call {
 
   std::vector<attnc_named_tensor> named();
   HostTensor& tensor(const std::string& name);
+  const HostTensor& tensor(const std::string& name) const;
 };
 
 // Sizes come from the given files first (q binds B and Tq, k binds Tk), then from flags, which

@@ -15,6 +15,7 @@ Action addPresetsCommand(CLI::App& app);
 Action addCompileCommand(CLI::App& app);
 Action addRunCommand(CLI::App& app);
 Action addVerifyCommand(CLI::App& app);
+Action addBenchCommand(CLI::App& app);
 
 } // namespace attnc::tools
 

@@ -1,6 +1,7 @@
 // attnc run, attnc verify: a bundle through the runtime, on given or random inputs.
 #include "Artifact/Manifest.h"
 #include "CallSetup.h"
+#include "RunSupport.h"
 #include "Commands.h"
 #include "Compare.h"
 #include "Npy.h"
@@ -15,102 +16,6 @@
 #include <thread>
 
 namespace attnc::tools {
-namespace {
-
-struct RunOptions {
-  std::string bundle;
-  CallFlags call;
-  std::vector<std::string> params; // NAME=file.npy
-  std::string out, lse, weights;
-  int32_t threads = 0;
-  int repeat = 1;
-};
-
-void addCallOptions(CLI::App* cmd, RunOptions& o) {
-  cmd->add_option("bundle", o.bundle, "a bundle .so from attnc compile")->required();
-  cmd->add_option("--batch", o.call.batch, "batch size B (default: from --q, else 1)");
-  cmd->add_option("--seq-q", o.call.seqQ, "query length Tq (default: from --q, else 128)");
-  cmd->add_option("--seq-k", o.call.seqK, "key length Tk (default: from --k, else Tq)");
-  for (const char* name : {"q", "k", "v", "mask", "bias"})
-    cmd->add_option(
-        std::string("--") + name,
-        [&o, name](const CLI::results_t& r) {
-          o.call.inputFiles[name] = r.front();
-          return true;
-        },
-        std::string(name) + " as .npy (random from --seed when absent)");
-  cmd->add_option(
-      "--block-layout",
-      [&o](const CLI::results_t& r) {
-        o.call.inputFiles["block_layout"] = r.front();
-        return true;
-      },
-      "block_layout as .npy");
-  cmd->add_option("--lengths", o.call.lengths, "key lengths per batch: '5,7,0' or a .npy");
-  cmd->add_option("--param", o.params, "a parameter tensor NAME=file.npy (repeatable)");
-  cmd->add_option("--seed", o.call.seed, "seed of the random inputs")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "threads (0: all)")->capture_default_str();
-}
-
-CallFlags withParams(const RunOptions& o) {
-  CallFlags flags = o.call;
-  for (const std::string& p : o.params) {
-    size_t eq = p.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw UsageError("--param " + p + ": expected NAME=file.npy");
-    flags.inputFiles[p.substr(0, eq)] = p.substr(eq + 1);
-  }
-  return flags;
-}
-
-// Runs the bundle `repeat` times; returns the median time in milliseconds.
-double timedRuns(const runtime::Bundle& bundle, Call& call, int32_t threads, int repeat) {
-  std::vector<attnc_named_tensor> named = call.named();
-  std::vector<double> ms;
-  for (int r = 0; r < std::max(1, repeat); ++r) {
-    auto start = std::chrono::steady_clock::now();
-    bundle.run(named, threads);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-// 4 B H Tq Tk d (d the mean of d_k and d_v), halved for causal: the FLOPs of the two GEMMs.
-double attentionFlops(const Spec& s, const RunSizes& z) {
-  double flops = 2.0 * z[SizeSymbol::Batch] * s.heads * z[SizeSymbol::SeqQ] * z[SizeSymbol::SeqK] *
-                 static_cast<double>(s.dK + s.dV);
-  return s.masks.has(MaskKind::Causal) ? flops / 2 : flops;
-}
-
-std::string sizesText(const RunSizes& z) {
-  return fmt::format("B={} Tq={} Tk={}", z[SizeSymbol::Batch], z[SizeSymbol::SeqQ],
-                     z[SizeSymbol::SeqK]);
-}
-
-ParallelFor threadedFor(int32_t threads) {
-  return [threads](int64_t count, const std::function<void(int64_t)>& body) {
-    int32_t n = std::max<int32_t>(1, std::min<int64_t>(threads, count));
-    std::atomic<int64_t> next{0};
-    auto work = [&] {
-      for (int64_t i = next++; i < count; i = next++)
-        body(i);
-    };
-    std::vector<std::thread> helpers;
-    for (int32_t t = 1; t < n; ++t)
-      helpers.emplace_back(work);
-    work();
-    for (std::thread& h : helpers)
-      h.join();
-  };
-}
-
-Spec bundleSpec(const runtime::Bundle& bundle) {
-  return manifestSpec(nlohmann::json::parse(bundle.manifest()));
-}
-
-} // namespace
 
 Action addRunCommand(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
@@ -129,7 +34,8 @@ Action addRunCommand(CLI::App& app) {
     for (const auto& [name, path] : outputs)
       if (!path.empty())
         (void)call.tensor(name); // an output the spec lacks is a usage error, before running
-    double ms = timedRuns(bundle, call, o->threads, o->repeat);
+    std::vector<double> times = timedRuns(bundle, call, o->threads, o->repeat);
+    double ms = times[times.size() / 2];
     for (const auto& [name, path] : outputs)
       if (!path.empty())
         npy::write(path, call.tensor(name));
@@ -151,12 +57,10 @@ Action addVerifyCommand(CLI::App& app) {
     runtime::Bundle bundle = runtime::Bundle::open(o->bundle);
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(*o));
-    double ms = timedRuns(bundle, call, o->threads, 1);
+    double ms = timedRuns(bundle, call, o->threads, 1).front();
 
-    int32_t threads = o->threads > 0
-                          ? o->threads
-                          : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threads));
+    std::vector<HostTensor> expected =
+        referenceOutputs(call, threadedFor(threadsOrAll(o->threads)));
 
     const Tolerance tolerance = toleranceFor(spec.dtype);
     bool pass = true;

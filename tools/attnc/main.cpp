@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   track(attnc::tools::addCompileCommand(app));
   track(attnc::tools::addRunCommand(app));
   track(attnc::tools::addVerifyCommand(app));
+  track(attnc::tools::addBenchCommand(app));
 
   try {
     app.parse(argc, argv);

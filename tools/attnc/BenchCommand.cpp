@@ -1,0 +1,146 @@
+// attnc bench: a bundle's speed, side by side in one process with the unfused baseline a user
+// would otherwise write (OpenBLAS sgemm, softmax, sgemm) and, when asked, the f64 reference.
+// Runs are interleaved so that machine noise hits all of them alike; medians are reported.
+#include "Commands.h"
+#include "RunSupport.h"
+#include "UnfusedBaseline.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+namespace attnc::tools {
+namespace {
+
+struct BenchOptions {
+  RunOptions run;
+  int warmup = 2, runs = 10;
+  bool json = false, noBaseline = false, reference = false;
+};
+
+struct Timing {
+  std::string name, what;
+  std::vector<double> ms;
+  double percentile(double p) const {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p * (sorted.size() - 1) + 0.5))];
+  }
+};
+
+template <class F> double millis(F&& f) {
+  auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+double peakRssMiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0; // ru_maxrss is in KiB on Linux
+}
+
+} // namespace
+
+Action addBenchCommand(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time a bundle against the unfused OpenBLAS baseline in the same process");
+  addCallOptions(cmd, o->run);
+  cmd->add_option("--warmup", o->warmup, "untimed runs first")->capture_default_str();
+  cmd->add_option("--runs", o->runs, "timed runs of each (interleaved)")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print the figures as JSON");
+  cmd->add_flag("--no-baseline", o->noBaseline, "time the bundle alone (for its peak memory)");
+  cmd->add_flag("--reference", o->reference, "also time the f64 reference (small shapes)");
+  return [o] {
+    runtime::Bundle bundle = runtime::Bundle::open(o->run.bundle);
+    Spec spec = bundleSpec(bundle);
+    Call call = prepareCall(spec, withParams(o->run));
+    const int32_t threads = threadsOrAll(o->run.threads);
+    std::vector<attnc_named_tensor> named = call.named();
+
+    std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
+    std::unique_ptr<UnfusedBaseline> baseline;
+    std::string baselineNote = "not run (--no-baseline)";
+    if (!o->noBaseline) {
+      if (auto why = UnfusedBaseline::unsupported(spec)) {
+        baselineNote = *why;
+      } else {
+        baseline = std::make_unique<UnfusedBaseline>(call);
+        timings.push_back({"unfused", "OpenBLAS sgemm + softmax + sgemm, f32", {}});
+      }
+    }
+    std::vector<HostTensor> referenceOut;
+    if (o->reference)
+      timings.push_back({"reference", "the f64 reference", {}});
+
+    auto runAll = [&](bool timed) {
+      size_t t = 0;
+      double ms = millis([&] { bundle.run(named, threads); });
+      if (timed)
+        timings[t].ms.push_back(ms);
+      if (baseline) {
+        ms = millis([&] { baseline->run(threads); });
+        if (timed)
+          timings[++t].ms.push_back(ms);
+      }
+      if (o->reference) {
+        ms = millis([&] { referenceOut = referenceOutputs(call, threadedFor(threads)); });
+        if (timed)
+          timings[++t].ms.push_back(ms);
+      }
+    };
+    for (int w = 0; w < o->warmup; ++w)
+      runAll(false);
+    for (int r = 0; r < std::max(1, o->runs); ++r)
+      runAll(true);
+
+    const double flops = attentionFlops(spec, call.sizes);
+    const double kernelMedian = timings[0].percentile(0.5);
+    nlohmann::json report = {{"bundle", o->run.bundle},
+                             {"spec", spec.canonical()},
+                             {"batch", call.sizes[SizeSymbol::Batch]},
+                             {"seq_q", call.sizes[SizeSymbol::SeqQ]},
+                             {"seq_k", call.sizes[SizeSymbol::SeqK]},
+                             {"threads", threads},
+                             {"runs", o->runs},
+                             {"flops", flops},
+                             {"peak_rss_mib", peakRssMiB()},
+                             {"baseline", baseline ? "run" : baselineNote}};
+    for (const Timing& t : timings) {
+      double median = t.percentile(0.5);
+      report["timings"][t.name] = {{"what", t.what},
+                                   {"median_ms", median},
+                                   {"p10_ms", t.percentile(0.1)},
+                                   {"p90_ms", t.percentile(0.9)},
+                                   {"gflops", flops / (median * 1e6)},
+                                   {"kernel_speedup", median / kernelMedian}};
+    }
+    if (o->json) {
+      fmt::print("{}\n", report.dump(2));
+      return 0;
+    }
+    fmt::print("bench {} ({}), {} threads, {} runs each, interleaved\n", o->run.bundle,
+               sizesText(call.sizes), threads, o->runs);
+    for (const Timing& t : timings) {
+      double median = t.percentile(0.5);
+      fmt::print("  {:<9} median {:9.3f} ms  p10 {:9.3f}  p90 {:9.3f}  {:8.2f} GFLOP/s", t.name,
+                 median, t.percentile(0.1), t.percentile(0.9), flops / (median * 1e6));
+      if (&t != &timings[0])
+        fmt::print("  kernel is {:.2f}x faster", median / kernelMedian);
+      fmt::print("  ({})\n", t.what);
+    }
+    if (!baseline)
+      fmt::print("  unfused   {}\n", baselineNote);
+    fmt::print("  FLOPs 4*B*H*Tq*Tk*d{}; peak RSS {:.1f} MiB\n",
+               spec.masks.has(MaskKind::Causal) ? "/2" : "", peakRssMiB());
+    return 0;
+  };
+}
+
+} // namespace attnc::tools

@@ -61,7 +61,14 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   a.dot = RDom(0, static_cast<int>(s.dK), "dot");
   a.score = Func("score");
   a.score(row, jj, kb, tile, h, b) = 0.0f;
-  a.score(row, jj, kb, tile, h, b) += a.query(row, a.dot, tile, h, b) * keyAt(a.dot, key);
+  // The block's keys and values as f32 (RoPE'd keys when asked): converted once per block, not
+  // once per use, when the schedule computes them at the block.
+  a.keyBlock = Func("key_block");
+  a.keyBlock(d, jj, kb, h, b) = keyAt(d, key);
+  a.valueBlock = Func("value_block");
+  a.valueBlock(d, jj, kb, h, b) = cast<float>(terms.load(v, d, min(key, seqK - 1), group, b));
+  a.score(row, jj, kb, tile, h, b) +=
+      a.query(row, a.dot, tile, h, b) * a.keyBlock(a.dot, jj, kb, h, b);
 
   a.masked = Func("masked");
   a.masked(row, jj, kb, tile, h, b) =
@@ -92,8 +99,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   Expr p = a.prob(row, a.inKey, kb, tile, h, b);
   if (s.dropout > 0)
     p *= terms.dropFactor(queryRow, valueKey, h, b);
-  a.blockAcc(d, row, kb, tile, h, b) +=
-      p * cast<float>(terms.load(v, d, min(valueKey, seqK - 1), group, b));
+  a.blockAcc(d, row, kb, tile, h, b) += p * a.valueBlock(d, a.inKey, kb, h, b);
 
   // Blocks the tile can use at all, from the mask's form: Halide trims the block loop to them.
   a.blocks = RDom(0, (seqK + keyBlock - 1) / keyBlock, "blocks");

@@ -45,6 +45,8 @@ struct AttentionAlgorithm {
   // sums are plain vector operations.
   Halide::Func query;    // (row, d, tile, h, b)          q * scale (RoPE'd), f32, rows innermost
   Halide::Func key;      // (d, j, g, b)                  k as f32 (RoPE'd); only with RoPE
+  Halide::Func keyBlock;   // (d, jj, kb, h, b)           the block's keys, f32
+  Halide::Func valueBlock; // (d, jj, kb, h, b)           the block's values, f32
   Halide::Func score;    // (row, jj, kb, tile, h, b)     q . k over the head dim
   Halide::Func masked;   // (row, jj, kb, tile, h, b)     modifiers applied; kLowest if masked
   Halide::Func blockMax; // (row, kb, tile, h, b)

@@ -70,7 +70,11 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
 
   // A task is one query tile of one head of one batch entry; its state stays in cache while
   // the loop over key blocks streams through K and V.
-  a.state.compute_root().vectorize(d, lanes, guard);
+  a.state.compute_root()
+      .vectorize(d, lanes, guard)
+      .fuse(tile, h, tileHead)
+      .fuse(tileHead, b, task)
+      .parallel(task);
   a.state.update()
       .split(row, rowTile, rowInTile, rows, guard)
       .reorder(d, rowInTile, rowTile, block, tile, h, b)
@@ -101,17 +105,34 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   a.blockAcc.compute_at(a.state, rowTile).vectorize(d, lanes, guard).unroll(row);
   a.blockAcc.update().reorder(d, row, a.inKey.x).vectorize(d, lanes, guard).unroll(d).unroll(row);
 
+  // f16 keys and values become f32 once per block (a scalar f16 load converts slowly); f32 and
+  // bf16 (a shift) are read in place. RoPE'd keys come from their own table.
+  const bool convertPerBlock = spec.dtype == DType::F16;
+  if (convertPerBlock) {
+    a.keyBlock.compute_at(a.state, block).vectorize(d, lanes, guard);
+    a.valueBlock.compute_at(a.state, block).vectorize(d, lanes, guard);
+  }
+
   // Tensors are usually dense along the head dim: specialise the vector loads of V for that
   // (other strides take the general path, with gathers).
-  a.blockAcc.update().specialize(a.terms->v().dim(0).stride() == 1);
+  if (convertPerBlock)
+    a.valueBlock.specialize(a.terms->v().dim(0).stride() == 1);
+  else
+    a.blockAcc.update().specialize(a.terms->v().dim(0).stride() == 1);
   a.query.specialize(a.terms->q().dim(0).stride() == 1);
   for (Func table : a.terms->tables())
     table.compute_root();
   if (spec.rope) // keys rotated once per call, not once per query tile
     a.key.compute_root().vectorize(d, lanes, guard).parallel(b);
 
-  a.o.compute_root().vectorize(d, lanes, guard).parallel(b);
-  a.rowLse.compute_root().vectorize(i, lanes, guard);
+  Var rows64("rows64"), rowChunk("row_chunk");
+  a.o.compute_root()
+      .vectorize(d, lanes, guard)
+      .split(i, rowChunk, rows64, 64, guard)
+      .fuse(rowChunk, h, tileHead)
+      .fuse(tileHead, b, task)
+      .parallel(task);
+  a.rowLse.compute_root().vectorize(i, lanes, guard).parallel(h);
   if (spec.weights) {
     Var jo("jo"), ji("ji");
     a.weights.compute_root()

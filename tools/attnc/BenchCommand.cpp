@@ -5,11 +5,14 @@
 #include "RunSupport.h"
 #include "UnfusedBaseline.h"
 
+#include "Reference/Array4.h"
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <memory>
 
@@ -100,6 +103,17 @@ Action addBenchCommand(CLI::App& app) {
     for (int r = 0; r < std::max(1, o->runs); ++r)
       runAll(true);
 
+    // The baseline must compute what the kernel computes, or the comparison means nothing.
+    double baselineDiff = 0;
+    if (baseline) {
+      const HostTensor& o = call.tensor("o");
+      Array4 kernelOut(o.shape()[0], o.shape()[1], o.shape()[2], o.shape()[3]);
+      kernelOut.data = o.values();
+      if (spec.layout == Layout::Bshd)
+        kernelOut = kernelOut.swapMiddle();
+      for (size_t e = 0; e < kernelOut.data.size(); ++e)
+        baselineDiff = std::max(baselineDiff, std::fabs(kernelOut.data[e] - baseline->output()[e]));
+    }
     const double flops = attentionFlops(spec, call.sizes);
     const double kernelMedian = timings[0].percentile(0.5);
     nlohmann::json report = {{"bundle", o->run.bundle},
@@ -112,6 +126,8 @@ Action addBenchCommand(CLI::App& app) {
                              {"flops", flops},
                              {"peak_rss_mib", peakRssMiB()},
                              {"baseline", baseline ? "run" : baselineNote}};
+    if (baseline)
+      report["baseline_max_abs_diff"] = baselineDiff;
     for (const Timing& t : timings) {
       double median = t.percentile(0.5);
       report["timings"][t.name] = {{"what", t.what},
@@ -135,7 +151,9 @@ Action addBenchCommand(CLI::App& app) {
         fmt::print("  kernel is {:.2f}x faster", median / kernelMedian);
       fmt::print("  ({})\n", t.what);
     }
-    if (!baseline)
+    if (baseline)
+      fmt::print("  unfused and kernel outputs differ by at most {:.2e}\n", baselineDiff);
+    else
       fmt::print("  unfused   {}\n", baselineNote);
     fmt::print("  FLOPs 4*B*H*Tq*Tk*d{}; peak RSS {:.1f} MiB\n",
                spec.masks.has(MaskKind::Causal) ? "/2" : "", peakRssMiB());

@@ -5,8 +5,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace attnc::tools {
 namespace {
@@ -45,17 +47,22 @@ UnfusedBaseline::UnfusedBaseline(const Call& call)
     for (double length : call.tensor("lengths").values())
       lengths_.push_back(std::clamp<int64_t>(static_cast<int64_t>(length), 0, seqK_));
   o_.assign(batch_ * spec_.heads * seqQ_ * spec_.dV, 0.0f);
-  scores_.assign(seqQ_ * seqK_, 0.0f);
 }
 
 void UnfusedBaseline::run(int threads) {
-  openblas_set_num_threads(threads);
+  // Heads run in parallel on our threads, each GEMM on one OpenBLAS thread: OpenBLAS's own
+  // workers spin after each call and would steal cores from the interleaved kernel runs.
+  openblas_set_num_threads(1);
   const Spec& s = spec_;
   const int64_t H = s.heads, dk = s.dK, dv = s.dV;
   const int64_t offset = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : 0;
-  for (int64_t b = 0; b < batch_; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t g = h / s.groupSize();
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, batch_ * H));
+  scores_.resize(workers * seqQ_ * seqK_);
+  std::atomic<int64_t> next{0};
+  auto work = [&](int64_t worker) {
+    float* scores = &scores_[worker * seqQ_ * seqK_];
+    for (int64_t bh = next++; bh < batch_ * H; bh = next++) {
+      const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
       const float* q = &q_[((b * H + h) * seqQ_) * dk];
       const float* k = &k_[((b * s.kvHeads + g) * seqK_) * dk];
       const float* v = &v_[((b * s.kvHeads + g) * seqK_) * dv];
@@ -63,12 +70,12 @@ void UnfusedBaseline::run(int threads) {
       // S = scale Q K^T
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seqQ_),
                   static_cast<int>(seqK_), static_cast<int>(dk), static_cast<float>(s.scale), q,
-                  static_cast<int>(dk), k, static_cast<int>(dk), 0.0f, scores_.data(),
+                  static_cast<int>(dk), k, static_cast<int>(dk), 0.0f, scores,
                   static_cast<int>(seqK_));
       // Masks, then P = softmax(S) row by row (a fully masked row stays 0).
       const int64_t valid = s.masks.has(MaskKind::Padding) ? lengths_[b] : seqK_;
       for (int64_t i = 0; i < seqQ_; ++i) {
-        float* row = &scores_[i * seqK_];
+        float* row = &scores[i * seqK_];
         int64_t end = valid;
         if (s.masks.has(MaskKind::Causal))
           end = std::clamp<int64_t>(i + offset + 1, 0, valid);
@@ -82,10 +89,17 @@ void UnfusedBaseline::run(int threads) {
       }
       // O = P V
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seqQ_),
-                  static_cast<int>(dv), static_cast<int>(seqK_), 1.0f, scores_.data(),
+                  static_cast<int>(dv), static_cast<int>(seqK_), 1.0f, scores,
                   static_cast<int>(seqK_), v, static_cast<int>(dv), 0.0f, o,
                   static_cast<int>(dv));
     }
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t w = 1; w < workers; ++w)
+    helpers.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : helpers)
+    t.join();
 }
 
 } // namespace attnc::tools

@@ -19,14 +19,15 @@ public:
 
   // Copies the call's q, k, v (and lengths) to dense f32 BHSD once, outside the timing.
   explicit UnfusedBaseline(const Call& call);
-  // One forward pass on `threads` OpenBLAS threads.
+  // One forward pass, heads spread over `threads` threads.
   void run(int threads);
   const std::vector<float>& output() const { return o_; } // [B, H, Tq, d_v]
 
 private:
   Spec spec_;
   int64_t batch_, seqQ_, seqK_;
-  std::vector<float> q_, k_, v_, o_, scores_;
+  std::vector<float> q_, k_, v_, o_;
+  std::vector<float> scores_; // one Tq x Tk matrix per thread
   std::vector<int64_t> lengths_;
 };
 

@@ -37,10 +37,12 @@ std::string quoted(const std::string& path) {
   return out + "\"";
 }
 
-// Data symbols for the ABI version and the NUL-terminated manifest.
+// Data symbols for the ABI version and the NUL-terminated manifest. Protected: exported, but
+// the bundle's own references bind to its own copies even when another bundle's are global.
 std::string manifestAssembly(uint32_t abiVersion, const fs::path& manifestJson) {
   return "  .section .rodata\n"
          "  .globl attnc_kernel_abi\n"
+         "  .protected attnc_kernel_abi\n"
          "  .type attnc_kernel_abi, %object\n"
          "  .p2align 2\n"
          "attnc_kernel_abi:\n"
@@ -49,6 +51,7 @@ std::string manifestAssembly(uint32_t abiVersion, const fs::path& manifestJson) 
          "\n"
          "  .size attnc_kernel_abi, 4\n"
          "  .globl attnc_kernel_manifest\n"
+         "  .protected attnc_kernel_manifest\n"
          "  .type attnc_kernel_manifest, %object\n"
          "attnc_kernel_manifest:\n"
          "  .incbin " +
@@ -59,8 +62,13 @@ std::string manifestAssembly(uint32_t abiVersion, const fs::path& manifestJson) 
          "  .section .note.GNU-stack,\"\",%progbits\n";
 }
 
-constexpr const char* kExports =
-    "{\n  global: attnc_kernel_abi; attnc_kernel_manifest; attnc_kernel_run;\n  local: *;\n};\n";
+// The bundle's exports: the three kernel symbols, plus any the backend shares across bundles.
+std::string exportsScript(const std::vector<std::string>& shared) {
+  std::string script = "{\n  global: attnc_kernel_abi; attnc_kernel_manifest; attnc_kernel_run;";
+  for (const std::string& pattern : shared)
+    script += " " + pattern + ";";
+  return script + "\n  local: *;\n};\n";
+}
 
 } // namespace
 
@@ -114,7 +122,7 @@ void linkBundle(const BundleRequest& request, const OutputStaging& staging) {
   const fs::path log = scratch / "link.log";
   writeFile(manifestJson, request.manifest.dump(2) + "\n");
   writeFile(assembly, manifestAssembly(request.abiVersion, manifestJson));
-  writeFile(exports, kExports);
+  writeFile(exports, exportsScript(request.sharedExports));
 
   std::vector<std::string> argv = {linkerDriver(), "-shared", "-o", bundle.string(),
                                    assembly.string()};

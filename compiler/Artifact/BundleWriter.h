@@ -3,7 +3,9 @@
 // The manifest and the ABI version become data symbols (attnc_kernel_manifest,
 // attnc_kernel_abi) of a small generated assembly file; the backend's archives or objects
 // provide attnc_kernel_run. A version script exports those three symbols and nothing else, so
-// bundles never clash with each other or with the application.
+// bundles never clash with each other or with the application — except the symbols a backend
+// asks to share (the Halide runtime's), which the runtime lets the first such bundle provide
+// to every later one.
 #ifndef ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 #define ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 
@@ -39,6 +41,7 @@ struct BundleRequest {
   std::vector<std::filesystem::path> linkInputs; // objects and archives, in link order
   std::string stem;                              // file name without extension
   uint32_t abiVersion;                           // normally ATTNC_ABI_VERSION
+  std::vector<std::string> sharedExports;        // more version-script patterns: "halide_*"
 };
 
 struct BundlePaths {

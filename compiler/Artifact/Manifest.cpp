@@ -18,7 +18,7 @@ Target hostTarget() {
 
 nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
                              const nlohmann::json& schedule, const Target& target,
-                             uint64_t workspaceBytes) {
+                             uint64_t workspaceBytes, const nlohmann::json& extra) {
   nlohmann::json m = {
       {"abi_version", ATTNC_ABI_VERSION},
       {"attnc_version", ATTNC_VERSION},
@@ -34,6 +34,7 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
       {"arguments", argumentsToJson(kernelArguments(spec))},
       {"workspace_bytes", workspaceBytes},
   };
+  m.update(extra);
   m["content_hash"] = fnv1a64Hex(m.dump());
   return m;
 }

@@ -28,9 +28,11 @@ struct Target {
 // The machine this process runs on, needing no optional CPU feature.
 Target hostTarget();
 
+// `extra` holds backend-specific fields (e.g. "shared_runtime"), covered by the content hash.
 nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
                              const nlohmann::json& schedule, const Target& target,
-                             uint64_t workspaceBytes);
+                             uint64_t workspaceBytes,
+                             const nlohmann::json& extra = nlohmann::json::object());
 
 // The spec a manifest was built from; throws SpecError if it no longer parses.
 Spec manifestSpec(const nlohmann::json& manifest);

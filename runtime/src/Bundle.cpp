@@ -11,15 +11,19 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 struct attnc_bundle {
   void* handle = nullptr;
+  void* globalHandle = nullptr; // the same object reopened RTLD_GLOBAL, for a shared runtime
   std::string manifestJson;
   attnc::runtime::RuntimeManifest manifest;
   attnc_kernel_run_fn run = nullptr;
   ~attnc_bundle() {
+    if (globalHandle)
+      dlclose(globalHandle);
     if (handle)
       dlclose(handle);
   }
@@ -51,6 +55,28 @@ std::string missingFeatures(const attnc::runtime::RuntimeManifest& manifest) {
     if (!host.count(feature))
       missing += (missing.empty() ? "" : " ") + feature;
   return missing;
+}
+
+// One copy of a shared runtime (Halide's) serves the whole process: the first bundle that
+// carries it is made global, and the dynamic linker binds every later bundle's references to
+// it. A bundle built for another version of that runtime cannot share it and is refused.
+attnc_status shareRuntime(attnc_bundle& bundle, const std::string& file, attnc_error* error) {
+  static std::mutex mutex;
+  static std::string provider; // the runtime version that is global, once one is
+  std::lock_guard lock(mutex);
+  const std::string& wanted = bundle.manifest.sharedRuntime;
+  if (!provider.empty() && provider != wanted)
+    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                "bundle needs the " + wanted + " runtime, but this process already shares " +
+                    provider + "; recompile it with the same attnc");
+  if (!provider.empty())
+    return ATTNC_OK; // its references were bound to the provider's copy at load
+  bundle.globalHandle = dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  if (!bundle.globalHandle)
+    return fail(error, ATTNC_ERROR_LOAD,
+                std::string("cannot share the bundle's runtime: ") + dlerror());
+  provider = wanted;
+  return ATTNC_OK;
 }
 
 struct AlignedFree {
@@ -124,6 +150,9 @@ attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_er
   if (std::string missing = missingFeatures(m); !missing.empty())
     return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
                 "bundle needs CPU features this host lacks: " + missing);
+  if (!m.sharedRuntime.empty())
+    if (attnc_status status = shareRuntime(*loaded, file, error); status != ATTNC_OK)
+      return status;
   *bundle = loaded.release();
   return succeed(error);
 }

@@ -77,6 +77,8 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
   m.workspaceBytes = field(root, "workspace_bytes", json::value_t::number_unsigned).get<uint64_t>();
   for (const json& entry : field(root, "arguments", json::value_t::array))
     m.arguments.push_back(parseArgument(entry));
+  if (root.contains("shared_runtime"))
+    m.sharedRuntime = field(root, "shared_runtime", json::value_t::string).get<std::string>();
   return m;
 }
 

@@ -28,6 +28,8 @@ struct RuntimeManifest {
   std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
   uint64_t workspaceBytes = 0;
   std::vector<ArgumentSpec> arguments;
+  // A runtime the bundle's code shares with other bundles ("halide-14"); empty when none.
+  std::string sharedRuntime;
 };
 
 // Throws std::runtime_error naming the field that is missing or malformed.

@@ -25,8 +25,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   a.keyBlockSize = keyBlock;
   a.terms = std::make_shared<ScoreTerms>(s);
   const ScoreTerms& terms = *a.terms;
-  Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h,
-      b = a.b;
+  Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h, b = a.b;
   const ImageParam &q = terms.q(), &k = terms.k(), &v = terms.v();
   const Expr seqQ = terms.seqQ(), seqK = terms.seqK();
   const Expr group = h / static_cast<int>(s.groupSize()); // the kv head of query head h
@@ -37,15 +36,14 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
     Expr rowIn = min(queryRow, seqQ - 1);
     if (!s.rope)
       return cast<float>(terms.load(q, e, rowIn, h, b));
-    return terms.rotated(
-        [&](Expr x) { return cast<float>(terms.load(q, x, rowIn, h, b)); }, e,
-        terms.position(queryRow));
+    return terms.rotated([&](Expr x) { return cast<float>(terms.load(q, x, rowIn, h, b)); }, e,
+                         terms.position(queryRow));
   };
   Var g("g"), t("t");
   if (s.rope) {
     a.key = Func("key");
-    a.key(d, t, g, b) = terms.rotated(
-        [&](Expr x) { return cast<float>(terms.load(k, x, t, g, b)); }, d, t);
+    a.key(d, t, g, b) =
+        terms.rotated([&](Expr x) { return cast<float>(terms.load(k, x, t, g, b)); }, d, t);
   }
   auto keyAt = [&](Expr e, Expr key) {
     Expr keyIn = min(key, seqK - 1);
@@ -73,8 +71,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   a.masked = Func("masked");
   a.masked(row, jj, kb, tile, h, b) =
       select(terms.keep(queryRow, key, h, b),
-             max(terms.modified(a.score(row, jj, kb, tile, h, b), queryRow, key, h, b),
-                 kLowest()),
+             max(terms.modified(a.score(row, jj, kb, tile, h, b), queryRow, key, h, b), kLowest()),
              kLowest());
 
   a.inKey = RDom(0, keyBlock, "in_key");
@@ -104,8 +101,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   // Blocks the tile can use at all, from the mask's form: Halide trims the block loop to them.
   a.blocks = RDom(0, (seqK + keyBlock - 1) / keyBlock, "blocks");
   a.blocks.where(terms.blockLive(a.blocks.x * keyBlock, a.blocks.x * keyBlock + keyBlock - 1,
-                                 tile * queryTile, min(tile * queryTile + queryTile, seqQ) - 1,
-                                 b));
+                                 tile * queryTile, min(tile * queryTile + queryTile, seqQ) - 1, b));
 
   // The streaming merge: state = (M, L, A), one A per head-dim element (M and L repeat along d
   // so the three share one loop nest; their exp is per row per block, a small cost).

@@ -43,19 +43,19 @@ struct AttentionAlgorithm {
   // are the innermost dimension of the score stages, so a vector holds one key's scores for
   // many rows: the score GEMM broadcasts keys straight from K, and the block's row maxima and
   // sums are plain vector operations.
-  Halide::Func query;    // (row, d, tile, h, b)          q * scale (RoPE'd), f32, rows innermost
-  Halide::Func key;      // (d, j, g, b)                  k as f32 (RoPE'd); only with RoPE
+  Halide::Func query;      // (row, d, tile, h, b)          q * scale (RoPE'd), f32, rows innermost
+  Halide::Func key;        // (d, j, g, b)                  k as f32 (RoPE'd); only with RoPE
   Halide::Func keyBlock;   // (d, jj, kb, h, b)           the block's keys, f32
   Halide::Func valueBlock; // (d, jj, kb, h, b)           the block's values, f32
-  Halide::Func score;    // (row, jj, kb, tile, h, b)     q . k over the head dim
-  Halide::Func masked;   // (row, jj, kb, tile, h, b)     modifiers applied; kLowest if masked
-  Halide::Func blockMax; // (row, kb, tile, h, b)
-  Halide::Func prob;     // (row, jj, kb, tile, h, b)     exp(s - m_kb), 0 where masked
-  Halide::Func blockSum; // (row, kb, tile, h, b)
-  Halide::Func blockAcc; // (d, row, kb, tile, h, b)      sum_j prob v_j
-  Halide::Func state;    // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
-  Halide::Func o, lse;   // outputs, indexed by query row i = tile * queryTile + row
-  Halide::Func rowLse;   // (i, h, b) the log-sum-exp, for lse and the weights pass
+  Halide::Func score;      // (row, jj, kb, tile, h, b)     q . k over the head dim
+  Halide::Func masked;     // (row, jj, kb, tile, h, b)     modifiers applied; kLowest if masked
+  Halide::Func blockMax;   // (row, kb, tile, h, b)
+  Halide::Func prob;       // (row, jj, kb, tile, h, b)     exp(s - m_kb), 0 where masked
+  Halide::Func blockSum;   // (row, kb, tile, h, b)
+  Halide::Func blockAcc;   // (d, row, kb, tile, h, b)      sum_j prob v_j
+  Halide::Func state;      // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
+  Halide::Func o, lse;     // outputs, indexed by query row i = tile * queryTile + row
+  Halide::Func rowLse;     // (i, h, b) the log-sum-exp, for lse and the weights pass
   // The weights pass (weights=true): scores again, normalised with the final lse.
   Halide::Func weightQuery; // (d, i, h, b)
   Halide::Func weightScore; // (j, i, h, b)

@@ -27,7 +27,9 @@ Expr broadcastIndex(const ImageParam& p, int dim, Expr index) {
   return min(index, p.dim(dim).extent() - 1);
 }
 
-Expr u32(Expr x) { return cast<uint32_t>(x); }
+Expr u32(Expr x) {
+  return cast<uint32_t>(x);
+}
 
 // random::philox4x32 over Exprs: the same rounds, so the bits match the reference's.
 std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint64_t seed, uint32_t stream) {
@@ -86,8 +88,8 @@ ScoreTerms::ScoreTerms(const Spec& s)
   if (s.masks.has(MaskKind::BigBird)) {
     // random::bigbirdRandomBlock: word r % 4 at counter (r / 4, qb, h, 0), mod the key blocks.
     Expr keyBlocks = u32((seqK_ + static_cast<int>(s.block) - 1) / static_cast<int>(s.block));
-    auto x = philox({u32(r / 4), u32(qb), u32(h), Expr(uint32_t{0})}, *s.seed,
-                    random::kBigBirdStream);
+    auto x =
+        philox({u32(r / 4), u32(qb), u32(h), Expr(uint32_t{0})}, *s.seed, random::kBigBirdStream);
     bigbirdRandom_ = Func("bigbird_random");
     bigbirdRandom_(r, qb, h) = cast<int>(word(x, r) % keyBlocks);
   }
@@ -127,8 +129,7 @@ Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const
     x -= slopeTable(h) * cast<float>(abs(position(queryRow) - key));
   }
   if (s.bias)
-    x += cast<float>(
-        bias_(keyIn, rowIn, broadcastIndex(bias_, 2, h), broadcastIndex(bias_, 3, b)));
+    x += cast<float>(bias_(keyIn, rowIn, broadcastIndex(bias_, 2, h), broadcastIndex(bias_, 3, b)));
   return x;
 }
 
@@ -144,8 +145,8 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
   if (m.has(MaskKind::Padding))
     keep = keep && key < lengths_(b);
   if (m.has(MaskKind::Tensor))
-    keep = keep &&
-           mask_(keyIn, rowIn, broadcastIndex(mask_, 2, h), broadcastIndex(mask_, 3, b)) != 0;
+    keep =
+        keep && mask_(keyIn, rowIn, broadcastIndex(mask_, 2, h), broadcastIndex(mask_, 3, b)) != 0;
   if (!m.hasSparsityPattern())
     return keep;
   Expr any = cast<bool>(false);
@@ -174,8 +175,7 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
   return keep && any;
 }
 
-Expr ScoreTerms::blockLive(Expr firstKey, Expr lastKey, Expr firstRow, Expr lastRow,
-                           Expr b) const {
+Expr ScoreTerms::blockLive(Expr firstKey, Expr lastKey, Expr firstRow, Expr lastRow, Expr b) const {
   const MaskSet m = spec_.masks;
   Expr live = cast<bool>(true);
   if (m.has(MaskKind::Causal))

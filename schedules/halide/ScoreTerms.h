@@ -8,7 +8,6 @@
 #include "Spec/Spec.h"
 
 #include <Halide.h>
-
 #include <vector>
 
 namespace attnc::halide {
@@ -33,11 +32,10 @@ public:
   Halide::Expr position(Halide::Expr queryRow) const { return queryRow + offset_; }
 
   // softcap, then ALiBi, then the bias tensor, on a scaled score.
-  Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key,
-                        Halide::Expr h, Halide::Expr b) const;
+  Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
+                        Halide::Expr b) const;
   // Whether the masks keep (queryRow, key); false for keys past Tk.
-  Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
-                    Halide::Expr b) const;
+  Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b) const;
   // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] at all, from the
   // mask's symbolic form (causal, window, padding); true when the form does not rule it out.
   Halide::Expr blockLive(Halide::Expr firstKey, Halide::Expr lastKey, Halide::Expr firstRow,

@@ -2,19 +2,17 @@
 // would otherwise write (OpenBLAS sgemm, softmax, sgemm) and, when asked, the f64 reference.
 // Runs are interleaved so that machine noise hits all of them alike; medians are reported.
 #include "Commands.h"
+#include "Reference/Array4.h"
 #include "RunSupport.h"
 #include "UnfusedBaseline.h"
 
-#include "Reference/Array4.h"
-
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <fmt/core.h>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
-
-#include <algorithm>
-#include <cmath>
-#include <chrono>
-#include <memory>
 
 namespace attnc::tools {
 namespace {

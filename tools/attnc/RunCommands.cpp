@@ -1,11 +1,11 @@
 // attnc run, attnc verify: a bundle through the runtime, on given or random inputs.
 #include "Artifact/Manifest.h"
 #include "CallSetup.h"
-#include "RunSupport.h"
 #include "Commands.h"
 #include "Compare.h"
 #include "Npy.h"
 #include "Reference/Reference.h"
+#include "RunSupport.h"
 #include "attnc/DType.hpp"
 #include "attnc/Runtime.hpp"
 

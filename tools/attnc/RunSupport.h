@@ -7,7 +7,6 @@
 #include "attnc/Runtime.hpp"
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
 

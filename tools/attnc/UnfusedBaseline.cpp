@@ -2,10 +2,9 @@
 
 #include "Reference/Array4.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
+#include <cblas.h>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -38,8 +37,8 @@ std::optional<std::string> UnfusedBaseline::unsupported(const Spec& s) {
 }
 
 UnfusedBaseline::UnfusedBaseline(const Call& call)
-    : spec_(call.spec), batch_(call.sizes[SizeSymbol::Batch]),
-      seqQ_(call.sizes[SizeSymbol::SeqQ]), seqK_(call.sizes[SizeSymbol::SeqK]) {
+    : spec_(call.spec), batch_(call.sizes[SizeSymbol::Batch]), seqQ_(call.sizes[SizeSymbol::SeqQ]),
+      seqK_(call.sizes[SizeSymbol::SeqK]) {
   q_ = headMajorF32(spec_, call.tensor("q"));
   k_ = headMajorF32(spec_, call.tensor("k"));
   v_ = headMajorF32(spec_, call.tensor("v"));
@@ -90,8 +89,7 @@ void UnfusedBaseline::run(int threads) {
       // O = P V
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seqQ_),
                   static_cast<int>(dv), static_cast<int>(seqK_), 1.0f, scores,
-                  static_cast<int>(seqK_), v, static_cast<int>(dv), 0.0f, o,
-                  static_cast<int>(dv));
+                  static_cast<int>(seqK_), v, static_cast<int>(dv), 0.0f, o, static_cast<int>(dv));
     }
   };
   std::vector<std::thread> helpers;

@@ -22,8 +22,7 @@ double gflopsOnce(long iterations) {
     for (int i = 0; i < kAccumulators; ++i)
       acc[i] = acc[i] * a + b; // contracted to one FMA per lane; a chain cannot be folded
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   float sink = 0;
   for (int i = 0; i < kAccumulators; ++i)
     sink += acc[i][0];

@@ -63,7 +63,11 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
                                  kernelTarget);
       Halide::compile_standalone_runtime((scratch / "halide_runtime.o").string(), target.target);
       BundleRequest request;
-      request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0);
+      // One Halide runtime per process: the runtime makes the first such bundle's halide_*
+      // symbols global, and every later bundle's kernel binds to them.
+      request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0,
+                                       {{"shared_runtime", "halide-14"}});
+      request.sharedExports = {"halide_*"};
       request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
                             findArchive("libattnc_bundle_halide.a")};
       request.stem = stem;

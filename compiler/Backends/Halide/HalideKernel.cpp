@@ -9,7 +9,9 @@
 
 extern "C" {
 int attnc_halide_kernel_argv(void** args); // the generated pipeline (HalideBackend.cpp)
-int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
+// Protected: exported, yet calls from inside this bundle never bind to another bundle's.
+__attribute__((visibility("protected"))) int32_t
+attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
 }
 
 namespace {

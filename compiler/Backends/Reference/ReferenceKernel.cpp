@@ -10,7 +10,9 @@
 
 extern "C" {
 extern const char attnc_kernel_manifest[]; // from the bundle's generated manifest object
-int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
+// Protected: exported, yet calls from inside this bundle never bind to another bundle's.
+__attribute__((visibility("protected"))) int32_t
+attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
 }
 
 namespace {

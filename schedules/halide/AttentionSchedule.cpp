@@ -7,7 +7,7 @@ namespace {
 
 using namespace Halide;
 
-const std::array<ParamSpace, 5> kSpace{{
+const std::array<ParamSpace, 6> kSpace{{
     {"query_tile",
      {8, 16, 24, 32, 48, 64, 96, 128},
      "query rows per task (a multiple of vector_width)"},
@@ -15,6 +15,7 @@ const std::array<ParamSpace, 5> kSpace{{
     {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
     {"key_unroll", {2, 4, 6, 8}, "keys per register tile of the score GEMM"},
     {"row_unroll", {1, 2, 3, 4, 6, 8}, "query rows per register tile of the PV GEMM"},
+    {"value_split", {0, 32, 64, 128}, "head-dim chunk merged at a time (0: all of it)"},
 }};
 
 } // namespace
@@ -25,19 +26,18 @@ std::span<const ParamSpace> halideParamSpace() {
 
 ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec) {
   // Register budgets: the score tile holds (query_tile / vector_width) x key_unroll vectors,
-  // the PV tile ceil(d / vector_width) x row_unroll. Chosen by sweeping `attnc compile
-  // --schedule` + `attnc run --threads 1 --repeat 5`, B=1 H=4 T=2048 f32 non-causal, on a
-  // 2-core AMD EPYC VM (AVX-512, ~100-125 GFLOP/s FMA peak per core), 2026-11-21.
+  // the PV tile ceil(min(d, value_split) / vector_width) x row_unroll. Chosen by sweeping
+  // `attnc compile --schedule` + `attnc bench --threads 1 --runs 5`, B=1 H=4 T=2048 f32
+  // non-causal, on a 2-core AMD EPYC VM (AVX-512, 255 GFLOP/s FMA peak per core), 2026-11-21.
   if (family == "x86-avx512") {
-    const int64_t rows = spec.dV <= 80 ? 6 : spec.dV <= 128 ? 4 : 2;
+    // Past d = 80 the head dim is merged in chunks so V's block chunk stays in L1.
+    const int64_t split = spec.dV <= 80 ? 0 : spec.dV <= 128 ? 64 : 32;
+    const int64_t rows = spec.dV <= 128 ? 6 : 8;
     return ScheduleParams(
         "halide",
-        {{"query_tile", 48},
-         {"key_block", 128},
-         {"vector_width", 16},
-         {"key_unroll", 8},
-         {"row_unroll", rows}},
-        "avx512: d=64 106 GFLOP/s, d=128 123, d=256 105 (one core, AMD EPYC VM, 2026-11-21)");
+        {{"query_tile", 48}, {"key_block", 128}, {"vector_width", 16}, {"key_unroll", 8},
+         {"row_unroll", rows}, {"value_split", split}},
+        "avx512: d=64 177 GFLOP/s, d=128 182, d=256 184 (one core, AMD EPYC VM, 2026-11-21)");
   }
   if (family == "x86-avx2")
     return ScheduleParams(
@@ -46,7 +46,7 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"key_block", 128},
          {"vector_width", 8},
          {"key_unroll", 4},
-         {"row_unroll", 1}},
+         {"row_unroll", 1}, {"value_split", 0}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
   return ScheduleParams(
       "halide",
@@ -54,7 +54,7 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
        {"key_block", 128},
        {"vector_width", 4},
        {"key_unroll", 4},
-       {"row_unroll", 1}},
+       {"row_unroll", 1}, {"value_split", 0}},
       "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
 }
 
@@ -75,13 +75,19 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
       .fuse(tile, h, tileHead)
       .fuse(tileHead, b, task)
       .parallel(task);
-  a.state.update()
-      .split(row, rowTile, rowInTile, rows, guard)
-      .reorder(d, rowInTile, rowTile, block, tile, h, b)
-      .vectorize(d, lanes, guard)
-      .fuse(tile, h, tileHead)
-      .fuse(tileHead, b, task)
-      .parallel(task);
+  // With value_split, the head dim is merged in chunks, so the part of a V block one chunk
+  // reads stays in L1 across all row tiles (d = 128 x 128 keys would be 64 KB).
+  const int split = static_cast<int>(params.get("value_split"));
+  Var dChunk("d_chunk"), dInChunk("d_in_chunk");
+  Stage merge = a.state.update();
+  merge.split(row, rowTile, rowInTile, rows, guard);
+  if (split > 0 && split < spec.dV)
+    merge.split(d, dChunk, dInChunk, split, guard)
+        .reorder(dInChunk, rowInTile, rowTile, dChunk, block, tile, h, b)
+        .vectorize(dInChunk, lanes, guard);
+  else
+    merge.reorder(d, rowInTile, rowTile, block, tile, h, b).vectorize(d, lanes, guard);
+  merge.fuse(tile, h, tileHead).fuse(tileHead, b, task).parallel(task);
   a.query.compute_at(a.state, task).vectorize(row, lanes);
 
   // Score GEMM, register-tiled: the tile's rows (vectors) by `keys` keys (broadcast from K),

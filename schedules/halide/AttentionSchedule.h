@@ -16,6 +16,7 @@ namespace attnc::halide {
 //   vector_width  f32 lanes per vector (8 for AVX2, 16 for AVX-512, 4 for NEON)
 //   key_unroll    keys per register tile of the score GEMM (rows are the vector lanes)
 //   row_unroll    query rows per register tile of the PV GEMM (the head dim is the lanes)
+//   value_split   head-dim chunk merged at a time, so a V block chunk stays in L1 (0: all)
 std::span<const ParamSpace> halideParamSpace();
 
 // The default for a target family ("x86-avx512", "x86-avx2", "arm-neon") and the spec's head

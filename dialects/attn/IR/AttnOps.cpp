@@ -1,0 +1,92 @@
+//===- AttnOps.cpp - attn dialect operations ---------------------------------===//
+#include "attn/IR/AttnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace attnc::attn;
+
+#define GET_OP_CLASSES
+#include "attn/IR/AttnOps.cpp.inc"
+
+namespace {
+
+// Sizes agree when equal or when either is dynamic (known only at run time).
+bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  auto q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
+  auto o = getOutput().getType();
+  for (auto [name, type] : {std::pair{"query", q}, {"key", k}, {"value", v}, {"output", o}})
+    if (type.getRank() != 4)
+      return emitOpError() << name << " must be rank 4 ([B, heads, T, d]), got rank "
+                           << type.getRank();
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape(), os = o.getShape();
+  // Head counts and head dims are compile-time constants; B, Tq and Tk may be dynamic.
+  for (auto [name, size] :
+       {std::pair{"query heads", qs[1]}, {"key heads", ks[1]}, {"d_k", qs[3]}, {"d_v", vs[3]}})
+    if (ShapedType::isDynamic(size))
+      return emitOpError() << name << " must be static";
+  if (ks[1] != vs[1] || !compatible(ks[2], vs[2]) || !compatible(ks[0], vs[0]))
+    return emitOpError() << "key and value must agree in batch, heads and length";
+  if (qs[3] != ks[3])
+    return emitOpError() << "query d_k " << qs[3] << " differs from key d_k " << ks[3];
+  if (qs[1] % ks[1] != 0)
+    return emitOpError() << "key/value heads " << ks[1] << " must divide query heads " << qs[1];
+  if (!compatible(qs[0], ks[0]) || !compatible(os[0], qs[0]) || os[1] != qs[1] ||
+      !compatible(os[2], qs[2]) || os[3] != vs[3])
+    return emitOpError() << "output must be [B, heads, Tq, d_v] of the query and value";
+  if (getScale().convertToDouble() <= 0)
+    return emitOpError() << "scale must be positive";
+  if (getSoftcap().convertToDouble() < 0)
+    return emitOpError() << "softcap must be >= 0 (0: off)";
+  if (getCausalAlign() != "bottom_right" && getCausalAlign() != "top_left")
+    return emitOpError() << "causal_align must be \"bottom_right\" or \"top_left\", got \""
+                         << getCausalAlign() << "\"";
+
+  llvm::StringSet<> masks;
+  for (Attribute mask : getMasks()) {
+    StringRef name = cast<StringAttr>(mask).getValue();
+    if (name != "causal" && name != "padding" && name != "window" && name != "tensor")
+      return emitOpError() << "unknown mask '" << name
+                           << "'; this op takes causal, padding, window, tensor";
+    if (!masks.insert(name).second)
+      return emitOpError() << "mask '" << name << "' is listed twice";
+  }
+  if (masks.contains("padding") != bool(getLengths()))
+    return emitOpError() << "the lengths operand goes with mask 'padding', and only with it";
+  if (masks.contains("tensor") != bool(getMask()))
+    return emitOpError() << "the mask operand goes with mask 'tensor', and only with it";
+  if (masks.contains("window") != getWindowLeft().has_value())
+    return emitOpError() << "window_left goes with mask 'window', and only with it";
+  if (getWindowRight() && !masks.contains("window"))
+    return emitOpError() << "window_right needs mask 'window'";
+  if (auto lengths = getLengths()) {
+    auto type = cast<RankedTensorType>(lengths.getType());
+    if (type.getRank() != 1 || !compatible(type.getDimSize(0), qs[0]))
+      return emitOpError() << "lengths must be [B]";
+  }
+  for (Value extra : {getMask(), getBias()}) {
+    if (!extra)
+      continue;
+    auto type = cast<RankedTensorType>(extra.getType());
+    ArrayRef<int64_t> s = type.getShape();
+    auto broadcast = [](int64_t size, int64_t full) { return size == 1 || compatible(size, full); };
+    if (type.getRank() != 4 || !broadcast(s[0], qs[0]) || !broadcast(s[1], qs[1]) ||
+        !compatible(s[2], qs[2]) || !compatible(s[3], ks[2]))
+      return emitOpError() << "mask and bias must be [B|1, heads|1, Tq, Tk]";
+  }
+  if (auto lse = getLse()) {
+    ArrayRef<int64_t> ls = cast<RankedTensorType>(lse.getType()).getShape();
+    if (ls.size() != 3 || !compatible(ls[0], qs[0]) || ls[1] != qs[1] || !compatible(ls[2], qs[2]))
+      return emitOpError() << "lse must be [B, heads, Tq]";
+  }
+  return success();
+}

@@ -1,0 +1,72 @@
+// RUN: attn-opt %s -split-input-file -verify-diagnostics
+
+func.func @heads_do_not_divide(%q: tensor<1x8x4x16xf32>, %k: tensor<1x3x4x16xf32>, %v: tensor<1x3x4x16xf32>) {
+  // expected-error @+1 {{key/value heads 3 must divide query heads 8}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x8x4x16xf32>, tensor<1x3x4x16xf32>, tensor<1x3x4x16xf32> -> tensor<1x8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_dims_differ(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x32xf32>, %v: tensor<1x2x4x32xf32>) {
+  // expected-error @+1 {{query d_k 16 differs from key d_k 32}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x32xf32>, tensor<1x2x4x32xf32> -> tensor<1x2x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @padding_without_lengths(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{the lengths operand goes with mask 'padding', and only with it}}
+  %o = attn.attention %q, %k, %v {masks = ["padding"], scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_mask(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{unknown mask 'triangle'; this op takes causal, padding, window, tensor}}
+  %o = attn.attention %q, %k, %v {masks = ["triangle"], scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @window_needs_left(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{window_left goes with mask 'window', and only with it}}
+  %o = attn.attention %q, %k, %v {masks = ["window"], scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @bad_output(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{output must be [B, heads, Tq, d_v] of the query and value}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @bad_alignment(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{causal_align must be "bottom_right" or "top_left", got "middle"}}
+  %o = attn.attention %q, %k, %v {masks = ["causal"], causal_align = "middle", scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @bad_lse(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{lse must be [B, heads, Tq]}}
+  %o, %lse = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>
+      -> tensor<1x2x4x16xf32>, tensor<1x2xf32>
+  return
+}

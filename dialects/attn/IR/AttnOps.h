@@ -8,7 +8,9 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+// clang-format off
 #define GET_OP_CLASSES
 #include "attn/IR/AttnOps.h.inc"
+// clang-format on
 
 #endif // ATTNC_DIALECTS_ATTN_IR_ATTNOPS_H

@@ -45,7 +45,7 @@ nlohmann::json Spec::toJson() const {
     switch (key.kind) {
     case ValueKind::Integer:
       object[key.name] =
-          key.name == "seed" ? nlohmann::json(*seed) : nlohmann::json(std::stoll(text));
+          nlohmann::json(std::stoull(text)); // every integer key is >= 0; seed needs all 64 bits
       break;
     case ValueKind::Real: object[key.name] = std::stod(text); break;
     case ValueKind::Boolean: object[key.name] = text == "true"; break;

@@ -6,7 +6,6 @@
 #include "attnc/attnc.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>

@@ -21,8 +21,6 @@ void requireSupported(const Spec& s) {
 AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   requireSupported(s);
   AttentionAlgorithm a;
-  a.queryTile = queryTile;
-  a.keyBlockSize = keyBlock;
   a.terms = std::make_shared<ScoreTerms>(s);
   const ScoreTerms& terms = *a.terms;
   Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h, b = a.b;

@@ -61,8 +61,6 @@ struct AttentionAlgorithm {
   Halide::Func weightScore; // (j, i, h, b)
   Halide::Func weights;     // (j, i, h, b)
   Halide::Var j{"j"};
-
-  int queryTile = 0, keyBlockSize = 0;
 };
 
 // Builds the algorithm for `spec` with tiles of `queryTile` query rows and blocks of `keyBlock`

@@ -35,8 +35,12 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
     const int64_t rows = spec.dV <= 128 ? 6 : 8;
     return ScheduleParams(
         "halide",
-        {{"query_tile", 48}, {"key_block", 128}, {"vector_width", 16}, {"key_unroll", 8},
-         {"row_unroll", rows}, {"value_split", split}},
+        {{"query_tile", 48},
+         {"key_block", 128},
+         {"vector_width", 16},
+         {"key_unroll", 8},
+         {"row_unroll", rows},
+         {"value_split", split}},
         "avx512: d=64 177 GFLOP/s, d=128 182, d=256 184 (one core, AMD EPYC VM, 2026-11-21)");
   }
   if (family == "x86-avx2")
@@ -46,7 +50,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"key_block", 128},
          {"vector_width", 8},
          {"key_unroll", 4},
-         {"row_unroll", 1}, {"value_split", 0}},
+         {"row_unroll", 1},
+         {"value_split", 0}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
   return ScheduleParams(
       "halide",
@@ -54,7 +59,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
        {"key_block", 128},
        {"vector_width", 4},
        {"key_unroll", 4},
-       {"row_unroll", 1}, {"value_split", 0}},
+       {"row_unroll", 1},
+       {"value_split", 0}},
       "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
 }
 

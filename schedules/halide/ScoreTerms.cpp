@@ -84,6 +84,12 @@ ScoreTerms::ScoreTerms(const Spec& s)
   seqK_ = k_.dim(seqDim).extent();
   offset_ = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : Expr(0);
 
+  if (s.alibi) {
+    std::vector<double> slopes = positions::alibiSlopes(s.heads);
+    alibiSlopes_ = Buffer<float>(static_cast<int>(slopes.size()), "alibi_slopes");
+    for (size_t n = 0; n < slopes.size(); ++n)
+      alibiSlopes_(static_cast<int>(n)) = static_cast<float>(slopes[n]);
+  }
   Var r("r"), qb("qb"), h("h"), pair("pair"), pos("pos");
   if (s.masks.has(MaskKind::BigBird)) {
     // random::bigbirdRandomBlock: word r % 4 at counter (r / 4, qb, h, 0), mod the key blocks.
@@ -121,13 +127,8 @@ Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const
   Expr keyIn = min(key, seqK_ - 1), rowIn = min(queryRow, seqQ_ - 1); // loads stay in bounds
   if (s.softcap > 0)
     x = static_cast<float>(s.softcap) * tanh(x / static_cast<float>(s.softcap));
-  if (s.alibi) {
-    std::vector<double> slopes = positions::alibiSlopes(s.heads);
-    Buffer<float> slopeTable(static_cast<int>(slopes.size()), "alibi_slopes");
-    for (size_t n = 0; n < slopes.size(); ++n)
-      slopeTable(static_cast<int>(n)) = static_cast<float>(slopes[n]);
-    x -= slopeTable(h) * cast<float>(abs(position(queryRow) - key));
-  }
+  if (s.alibi)
+    x -= alibiSlopes_(h) * cast<float>(abs(position(queryRow) - key));
   if (s.bias)
     x += cast<float>(bias_(keyIn, rowIn, broadcastIndex(bias_, 2, h), broadcastIndex(bias_, 3, b)));
   return x;

@@ -57,8 +57,9 @@ private:
   Halide::ImageParam q_, k_, v_, lengths_, mask_, bias_, layout_;
   std::vector<Halide::ImageParam> inputs_;
   Halide::Expr seqQ_, seqK_, offset_;
-  Halide::Func bigbirdRandom_; // (r, query block, h): the drawn key blocks
-  Halide::Func rope_;          // (pair, position): Tuple(cos, sin)
+  Halide::Func bigbirdRandom_;        // (r, query block, h): the drawn key blocks
+  Halide::Func rope_;                 // (pair, position): Tuple(cos, sin)
+  Halide::Buffer<float> alibiSlopes_; // per head, built once for both passes
 };
 
 } // namespace attnc::halide

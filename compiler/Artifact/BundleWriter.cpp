@@ -9,6 +9,11 @@
 #include <system_error>
 
 namespace attnc {
+
+std::string bundleStem(const Spec& spec, std::string_view backend) {
+  return std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12) + "_" +
+         std::string(backend);
+}
 namespace {
 
 namespace fs = std::filesystem;

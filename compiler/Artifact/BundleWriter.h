@@ -9,12 +9,17 @@
 #ifndef ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 #define ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 
+#include "Spec/Spec.h"
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace attnc {
+
+// <variant>_<spec hash>_<backend>: stable across runs, distinct across specs and backends.
+std::string bundleStem(const Spec& spec, std::string_view backend);
 
 // Files are made in a private directory inside the output directory and moved in only by
 // commit(): on failure nothing is left behind (the output directory too, if it was created

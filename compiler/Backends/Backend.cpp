@@ -4,6 +4,9 @@
 #if ATTNC_HAS_HALIDE
 #include "Backends/Halide/HalideBackend.h"
 #endif
+#if ATTNC_HAS_MLIR
+#include "Backends/MLIR/MlirBackend.h"
+#endif
 
 #include <array>
 
@@ -13,7 +16,8 @@ namespace {
 constexpr std::array kBackends{
     BackendInfo{"reference", "the f64 reference behind the kernel ABI (exact, slow)", true},
     BackendInfo{"halide", "fused flash-style CPU kernels through Halide 14", ATTNC_HAS_HALIDE != 0},
-    BackendInfo{"mlir", "the attn dialect lowered through MLIR 19 to vectorised code", false},
+    BackendInfo{"mlir", "the attn dialect lowered through MLIR 19 to vectorised code",
+                ATTNC_HAS_MLIR != 0},
 };
 
 std::string availableNames() {
@@ -30,11 +34,6 @@ std::span<const BackendInfo> backends() {
   return kBackends;
 }
 
-std::string bundleStem(const Spec& spec, std::string_view backend) {
-  return std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12) + "_" +
-         std::string(backend);
-}
-
 CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
   for (const BackendInfo& b : kBackends) {
     if (b.name != options.backend)
@@ -45,6 +44,10 @@ CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
 #if ATTNC_HAS_HALIDE
     if (b.name == "halide")
       return compileHalide(spec, options);
+#endif
+#if ATTNC_HAS_MLIR
+    if (b.name == "mlir")
+      return compileMlir(spec, options);
 #endif
     return compileReferenceBundle(spec, options);
   }

@@ -43,9 +43,6 @@ std::span<const BackendInfo> backends();
 // JobError when building fails.
 CompileResult compileBundle(const Spec& spec, const CompileOptions& options);
 
-// <variant>_<spec hash>_<backend>: stable across runs, distinct across specs and backends.
-std::string bundleStem(const Spec& spec, std::string_view backend);
-
 } // namespace attnc
 
 #endif // ATTNC_COMPILER_BACKENDS_BACKEND_H

@@ -30,8 +30,10 @@ class CompileCommand(CliTestCase):
         out = os.path.join(self.tmp, "never")
         self.expect(attnc("compile", "d_k=0", "-o", out), 2, "d_k=0")
         self.expect(attnc("compile", "d_k=8", "--backend", "tpu", "-o", out), 2, "unknown backend")
-        self.expect(attnc("compile", "d_k=8", "--backend", "mlir", "-o", out), 2,
-                    "does not have the mlir backend yet")
+        self.expect(attnc("compile", "d_k=8", "--backend", "mlir", "--target", "riscv", "-o",
+                          out), 2, "not a target of the mlir backend")
+        self.expect(attnc("compile", "variant=linear d_k=8", "--backend", "mlir", "-o", out), 2,
+                    "the mlir backend does not support variant=linear")
         self.expect(attnc("compile", "d_k=8", "--backend", "halide", "--target", "riscv", "-o",
                           out), 2, "not a target of the halide backend")
         self.expect(attnc("compile", "d_k=8", "--emit", "a", "-o", out), 2,

@@ -6,13 +6,16 @@ import unittest
 
 from common import CliTestCase, attnc
 
-BACKENDS = ["reference", "halide"]
+BACKENDS = ["reference", "halide", "mlir"]
 
 # What each code generator does not cover yet (substrings of the spec).
 NOT_YET = {
     "reference": [],
     "halide": ["variant=mha", "variant=additive", "variant=bilinear", "variant=linear",
                "variant=linformer"],
+    "mlir": ["variant=mha", "variant=additive", "variant=bilinear", "variant=linear",
+             "variant=linformer", "global", "strided", "dilated", "block_sparse", "bigbird",
+             "rope=true", "dropout=0.", "weights=true"],
 }
 
 # Sizes that are multiples of no tile: Tq != Tk both ways, decode (Tq = 1), batch > 1.
@@ -22,6 +25,7 @@ FEATURES = [
     "heads=4 kv_heads=2 d_k=32",
     "heads=4 kv_heads=1 d_k=80 d_v=48 mask=causal lse=true",
     "heads=3 d_k=32 mask=causal causal_align=top_left lse=true weights=true",
+    "heads=3 d_k=32 mask=causal causal_align=top_left lse=true",
     "heads=2 d_k=16 mask=padding+causal lse=true",
     "heads=2 d_k=16 mask=causal+window window_left=4 lse=true",
     "heads=2 d_k=16 mask=window+global window_left=3 window_right=3 global_tokens=2",
@@ -73,7 +77,7 @@ class NumericsMatrix(CliTestCase):
             self.check(spec, SHAPES)
 
     def test_head_dims_dtypes_and_sizes(self):
-        # Every head dim the Halide issue names x every dtype, with GQA and a causal mask, on
+        # Every head dim the Halide and MLIR issues name x every dtype, with GQA and a causal mask, on
         # sizes that are multiples of no tile (sampled so the suite stays within minutes).
         sizes = [("1", "1", "7"), ("2", "7", "63"), ("1", "63", "129"), ("1", "129", "1000"),
                  ("1", "1000", "129")]
@@ -82,7 +86,7 @@ class NumericsMatrix(CliTestCase):
             for dtype in ("f32", "bf16", "f16"):
                 spec = "heads=4 kv_heads=2 d_k=%d mask=causal lse=true dtype=%s" % (d, dtype)
                 self.check(spec, [sizes[case % len(sizes)], sizes[(case + 2) % len(sizes)]],
-                           backends=["halide"])
+                           backends=["halide", "mlir"])
                 case += 1
 
     def test_presets(self):

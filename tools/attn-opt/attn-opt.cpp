@@ -1,20 +1,38 @@
 //===- attn-opt.cpp - mlir-opt for the attn dialect ---------------------------===//
 //
-// Parses, verifies, transforms and prints IR with the attn dialect and the upstream dialects
-// its pipeline lowers through. The lit suite (tests/ir) drives it.
+// Parses, verifies, transforms and prints IR with the attn dialect, its passes, its
+// transform-dialect ops and the upstream dialects its pipeline lowers through. The lit suite
+// (tests/ir) drives it.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/IR/AttnDialect.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "attn/TransformOps/AttnTransformOps.h"
+#include "attn/Transforms/Passes.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Transform/IR/TransformDialect.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char** argv) {
   mlir::DialectRegistry registry;
-  registry.insert<attnc::attn::AttnDialect, mlir::arith::ArithDialect, mlir::func::FuncDialect,
-                  mlir::tensor::TensorDialect>();
+  registry.insert<attnc::attn::AttnDialect, mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+                  mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+                  mlir::func::FuncDialect, mlir::index::IndexDialect, mlir::LLVM::LLVMDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect, mlir::transform::TransformDialect,
+                  mlir::vector::VectorDialect>();
+  attnc::attn::registerTransformDialectExtension(registry);
+  // transform.structured.match, which schedules use to find attn ops.
+  mlir::linalg::registerTransformDialectExtension(registry);
+  mlir::registerAllPasses();
+  attnc::attn::registerAttnPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "attn-opt: the attn dialect's optimizer driver\n", registry));
 }

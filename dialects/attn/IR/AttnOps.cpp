@@ -1,10 +1,9 @@
 //===- AttnOps.cpp - attn dialect operations ---------------------------------===//
 #include "attn/IR/AttnOps.h"
 
+#include "attn/IR/ScoreAttrs.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
-
-#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace attnc::attn;
@@ -43,31 +42,8 @@ LogicalResult AttentionOp::verify() {
   if (!compatible(qs[0], ks[0]) || !compatible(os[0], qs[0]) || os[1] != qs[1] ||
       !compatible(os[2], qs[2]) || os[3] != vs[3])
     return emitOpError() << "output must be [B, heads, Tq, d_v] of the query and value";
-  if (getScale().convertToDouble() <= 0)
-    return emitOpError() << "scale must be positive";
-  if (getSoftcap().convertToDouble() < 0)
-    return emitOpError() << "softcap must be >= 0 (0: off)";
-  if (getCausalAlign() != "bottom_right" && getCausalAlign() != "top_left")
-    return emitOpError() << "causal_align must be \"bottom_right\" or \"top_left\", got \""
-                         << getCausalAlign() << "\"";
-
-  llvm::StringSet<> masks;
-  for (Attribute mask : getMasks()) {
-    StringRef name = cast<StringAttr>(mask).getValue();
-    if (name != "causal" && name != "padding" && name != "window" && name != "tensor")
-      return emitOpError() << "unknown mask '" << name
-                           << "'; this op takes causal, padding, window, tensor";
-    if (!masks.insert(name).second)
-      return emitOpError() << "mask '" << name << "' is listed twice";
-  }
-  if (masks.contains("padding") != bool(getLengths()))
-    return emitOpError() << "the lengths operand goes with mask 'padding', and only with it";
-  if (masks.contains("tensor") != bool(getMask()))
-    return emitOpError() << "the mask operand goes with mask 'tensor', and only with it";
-  if (masks.contains("window") != getWindowLeft().has_value())
-    return emitOpError() << "window_left goes with mask 'window', and only with it";
-  if (getWindowRight() && !masks.contains("window"))
-    return emitOpError() << "window_right needs mask 'window'";
+  if (failed(verifyScoreAttrs(*this)))
+    return failure();
   if (auto lengths = getLengths()) {
     auto type = cast<RankedTensorType>(lengths.getType());
     if (type.getRank() != 1 || !compatible(type.getDimSize(0), qs[0]))

@@ -5,6 +5,18 @@
 include "AttnBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// The masks and score modifiers every attention op carries, with the same meaning everywhere:
+// see attn.attention.
+defvar Attn_ScoreAttrs = (ins
+  F64Attr:$scale,
+  DefaultValuedAttr<StrArrayAttr, "{}">:$masks,
+  DefaultValuedAttr<StrAttr, "\"bottom_right\"">:$causal_align,
+  OptionalAttr<I64Attr>:$window_left,
+  OptionalAttr<I64Attr>:$window_right,
+  DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+  UnitAttr:$alibi
+);
+
 def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention with masks and score modifiers";
   let description = [{
@@ -33,21 +45,13 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     ```
   }];
 
-  let arguments = (ins
+  let arguments = !con((ins
     RankedTensorOf<[AnyFloat]>:$query,
     RankedTensorOf<[AnyFloat]>:$key,
     RankedTensorOf<[AnyFloat]>:$value,
     Optional<RankedTensorOf<[I32]>>:$lengths,
     Optional<RankedTensorOf<[I8, I1]>>:$mask,
-    Optional<RankedTensorOf<[AnyFloat]>>:$bias,
-    F64Attr:$scale,
-    DefaultValuedAttr<StrArrayAttr, "{}">:$masks,
-    DefaultValuedAttr<StrAttr, "\"bottom_right\"">:$causal_align,
-    OptionalAttr<I64Attr>:$window_left,
-    OptionalAttr<I64Attr>:$window_right,
-    DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-    UnitAttr:$alibi
-  );
+    Optional<RankedTensorOf<[AnyFloat]>>:$bias), Attn_ScoreAttrs);
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
     Optional<RankedTensorOf<[F32]>>:$lse
@@ -64,5 +68,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
 
   let hasVerifier = 1;
 }
+
+include "AttnOnlineOps.td"
 
 #endif // ATTN_OPS_TD

@@ -1,0 +1,143 @@
+#include "Backends/MLIR/MlirBackend.h"
+
+#include "Artifact/Manifest.h"
+#include "Artifact/Toolchain.h"
+#include "Backends/MLIR/MlirPipeline.h"
+#include "Backends/MLIR/MlirTarget.h"
+#include "Backends/MLIR/SpecToAttn.h"
+#include "Support/Errors.h"
+#include "attnc/attnc.h"
+#include "transform/TransformSchedule.h"
+
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+namespace attnc {
+namespace {
+
+std::string stemFor(const Spec& spec, const std::string& target) {
+  std::string stem = bundleStem(spec, "mlir");
+  return target == "host" ? stem : stem + "_" + target;
+}
+
+ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
+                           const CompileOptions& options) {
+  ScheduleParams params = mlirschedule::defaultMlirSchedule(target.family, spec)
+                              .overridden(options.schedule, mlirschedule::mlirParamSpace());
+  mlirschedule::checkMlirSchedule(params);
+  return params;
+}
+
+std::string print(mlir::ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
+
+void writeText(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out)
+    throw JobError("cannot write " + path.string());
+}
+
+} // namespace
+
+std::vector<std::string> mlirStageNames() {
+  return {mlirbackend::kStages.begin(), mlirbackend::kStages.end()};
+}
+
+CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
+  for (const std::string& kind : options.emit)
+    if (kind != "so" && kind != "mlir" && kind != "llvm" && kind != "asm" && kind != "obj")
+      throw UsageError("--emit " + kind + ": the mlir backend writes so, mlir, llvm, asm, obj");
+  mlirbackend::checkMlirCoverage(spec);
+  mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
+  const std::set<std::string>& emit = options.emit;
+  if (emit.count("so") && !target.runsHere)
+    throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
+                     "): bundles run where they are built; use --emit with mlir, llvm, asm "
+                     "or obj");
+  ScheduleParams params = scheduleFor(target, spec, options);
+
+  std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
+  std::string attnStage;
+  mlirbackend::PipelineOptions pipeline;
+  pipeline.afterStage = [&](std::string_view stage, mlir::ModuleOp module) {
+    if (stage == "attn")
+      attnStage = print(module);
+  };
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlirbackend::runPipeline(*context, spec, params, pipeline);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      mlirbackend::translateToLLVM(*module, target, llvmContext);
+
+  const std::string stem = stemFor(spec, options.target);
+  OutputStaging staging(options.outDir);
+  const std::filesystem::path scratch = staging.scratch();
+  std::vector<std::string> files;
+  if (emit.count("so")) {
+    mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
+    BundleRequest request;
+    request.manifest = buildManifest(spec, "mlir", params.toJson(), target.manifest, 0);
+    request.linkInputs = {scratch / "kernel.o", findArchive("libattnc_bundle_mlir.a")};
+    request.stem = stem;
+    request.abiVersion = ATTNC_ABI_VERSION;
+    linkBundle(request, staging);
+    files.insert(files.end(), {stem + ".so", stem + ".json"});
+  }
+  if (emit.count("mlir")) {
+    writeText(scratch / (stem + ".mlir"), attnStage);
+    files.push_back(stem + ".mlir");
+  }
+  if (emit.count("llvm")) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvmModule->print(os, nullptr);
+    writeText(scratch / (stem + ".ll"), text);
+    files.push_back(stem + ".ll");
+  }
+  if (emit.count("asm")) {
+    mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Assembly,
+                          scratch / (stem + ".s"));
+    files.push_back(stem + ".s");
+  }
+  if (emit.count("obj")) {
+    mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object,
+                          scratch / (stem + ".o"));
+    files.push_back(stem + ".o");
+  }
+  std::vector<std::filesystem::path> written = staging.commit(files);
+  return {written.front(), written};
+}
+
+std::string explainMlir(const Spec& spec, const CompileOptions& options, const std::string& stage,
+                        bool printIrAfterAll) {
+  std::vector<std::string> stages = mlirStageNames();
+  if (!stage.empty() && std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+    std::string names;
+    for (const std::string& s : stages)
+      names += (names.empty() ? "" : ", ") + s;
+    throw UsageError("--stage " + stage + ": unknown stage; stages: " + names);
+  }
+  mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
+  ScheduleParams params = scheduleFor(target, spec, options);
+  std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
+  std::string text;
+  mlirbackend::PipelineOptions pipeline;
+  pipeline.printIrAfterAll = printIrAfterAll;
+  pipeline.afterStage = [&](std::string_view name, mlir::ModuleOp module) {
+    if (!stage.empty() && name != stage)
+      return;
+    text += "// ----- stage " + std::string(name) + " -----\n" + print(module) + "\n";
+  };
+  mlirbackend::runPipeline(*context, spec, params, pipeline);
+  return text;
+}
+
+} // namespace attnc

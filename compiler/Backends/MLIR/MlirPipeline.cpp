@@ -1,0 +1,129 @@
+#include "Backends/MLIR/MlirPipeline.h"
+
+#include "Backends/MLIR/SpecToAttn.h"
+#include "Support/Errors.h"
+#include "attn/IR/AttnDialect.h"
+#include "attn/TransformOps/AttnTransformOps.h"
+#include "attn/Transforms/Passes.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
+#include "mlir/Dialect/Transform/IR/TransformDialect.h"
+#include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+#include "transform/TransformSchedule.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace attnc::mlirbackend {
+namespace {
+
+// Collects MLIR's diagnostics while alive, so failures become a JobError naming them.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext& context)
+      : handler(&context, [this](Diagnostic& d) {
+          llvm::raw_string_ostream os(text);
+          os << d.getLocation() << ": " << d << "\n";
+          for (const Diagnostic& note : d.getNotes())
+            os << "  note: " << note << "\n";
+          return success();
+        }) {}
+  [[noreturn]] void fail(std::string_view stage) const {
+    throw JobError("mlir backend: the " + std::string(stage) + " stage failed:\n" + text);
+  }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+void runPasses(ModuleOp module, std::string_view stage, const PipelineOptions& options,
+               const DiagnosticCollector& diagnostics,
+               const std::function<void(OpPassManager&)>& add) {
+  PassManager pm(module.getContext());
+  if (options.printIrAfterAll) {
+    module.getContext()->disableMultithreading();
+    pm.enableIRPrinting([](Pass*, Operation*) { return false; },
+                        [](Pass*, Operation*) { return true; }, /*printModuleScope=*/true);
+  }
+  add(pm);
+  if (failed(pm.run(module)))
+    diagnostics.fail(stage);
+}
+
+// Runs the schedule's named sequence `entry` on the module, then cleans up.
+void runSchedule(ModuleOp module, ModuleOp schedule, StringRef entry, std::string_view stage,
+                 const PipelineOptions& options, const DiagnosticCollector& diagnostics) {
+  Operation* sequence =
+      mlir::transform::detail::findTransformEntryPoint(schedule, ModuleOp(), entry);
+  if (!sequence || failed(mlir::transform::applyTransformNamedSequence(
+                       module, sequence, schedule, mlir::transform::TransformOptions())))
+    diagnostics.fail(stage);
+  runPasses(module, stage, options, diagnostics, [](OpPassManager& pm) {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  });
+}
+
+} // namespace
+
+std::unique_ptr<MLIRContext> makeContext() {
+  DialectRegistry registry;
+  registry.insert<attn::AttnDialect, affine::AffineDialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, cf::ControlFlowDialect, func::FuncDialect,
+                  index::IndexDialect, LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect,
+                  scf::SCFDialect, mlir::transform::TransformDialect, vector::VectorDialect>();
+  attn::registerTransformDialectExtension(registry);
+  linalg::registerTransformDialectExtension(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
+                                  const ScheduleParams& params, const PipelineOptions& options) {
+  DiagnosticCollector diagnostics(context);
+  auto after = [&](std::string_view stage, ModuleOp module) {
+    if (options.afterStage)
+      options.afterStage(stage, module);
+  };
+  OwningOpRef<ModuleOp> module = buildAttnModule(context, spec);
+  if (failed(mlir::verify(*module)))
+    diagnostics.fail("attn");
+  after("attn", *module);
+
+  runPasses(*module, "online", options, diagnostics, [](OpPassManager& pm) {
+    pm.addNestedPass<func::FuncOp>(attn::createAttnToOnline());
+    pm.addPass(createCanonicalizerPass());
+  });
+  after("online", *module);
+
+  const std::string script = mlirschedule::instantiateCpuSchedule(params);
+  OwningOpRef<ModuleOp> schedule = parseSourceString<ModuleOp>(script, &context, "cpu.mlir");
+  if (!schedule)
+    diagnostics.fail("tiled (parsing the schedule)");
+  runSchedule(*module, *schedule, "tile", "tiled", options, diagnostics);
+  after("tiled", *module);
+  runSchedule(*module, *schedule, "vectorize", "vector", options, diagnostics);
+  after("vector", *module);
+
+  runPasses(*module, "llvm", options, diagnostics,
+            [](OpPassManager& pm) { attn::buildLowerToLLVMPipeline(pm); });
+  after("llvm", *module);
+  return module;
+}
+
+} // namespace attnc::mlirbackend

@@ -1,0 +1,170 @@
+#include "Backends/MLIR/MlirTarget.h"
+
+#include "Support/Errors.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <array>
+#include <mutex>
+
+namespace attnc::mlirbackend {
+namespace {
+
+struct NamedTarget {
+  const char* name;
+  const char* triple;
+  const char* cpu;
+};
+
+constexpr std::array kNamed{
+    NamedTarget{"x86-64-avx2", "x86_64-unknown-linux-gnu", "haswell"},
+    NamedTarget{"x86-64-avx512", "x86_64-unknown-linux-gnu", "skylake-avx512"},
+    NamedTarget{"x86-64-sapphirerapids", "x86_64-unknown-linux-gnu", "sapphirerapids"},
+    NamedTarget{"arm-64-linux", "aarch64-unknown-linux-gnu", "neoverse-n1"},
+};
+
+// LLVM feature names and the /proc/cpuinfo flags that show them.
+constexpr std::array<std::pair<const char*, const char*>, 14> kCpuFlags{{
+    {"sse4.1", "sse4_1"},
+    {"avx", "avx"},
+    {"avx2", "avx2"},
+    {"fma", "fma"},
+    {"f16c", "f16c"},
+    {"avx512f", "avx512f"},
+    {"avx512cd", "avx512cd"},
+    {"avx512dq", "avx512dq"},
+    {"avx512bw", "avx512bw"},
+    {"avx512vl", "avx512vl"},
+    {"avx512bf16", "avx512_bf16"},
+    {"avx512fp16", "avx512_fp16"},
+    {"avx512vnni", "avx512_vnni"},
+    {"neon", "asimd"},
+}};
+
+void initializeLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+  });
+}
+
+std::string hostFeatures() {
+  std::string joined;
+  for (const auto& f : llvm::sys::getHostCPUFeatures())
+    joined += (joined.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
+  return joined;
+}
+
+} // namespace
+
+MlirTarget resolveMlirTarget(const std::string& name) {
+  initializeLLVM();
+  MlirTarget t;
+  if (name == "host") {
+    t.triple = llvm::sys::getDefaultTargetTriple();
+    t.cpu = llvm::sys::getHostCPUName().str();
+    t.features = hostFeatures();
+  } else {
+    const NamedTarget* found = nullptr;
+    for (const NamedTarget& n : kNamed)
+      if (name == n.name)
+        found = &n;
+    if (!found) {
+      std::string names = "host";
+      for (const NamedTarget& n : kNamed)
+        names += std::string(" ") + n.name;
+      throw UsageError("--target " + name + ": not a target of the mlir backend; known: " + names);
+    }
+    t.triple = found->triple;
+    t.cpu = found->cpu;
+  }
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, error);
+  if (!target)
+    throw JobError("mlir backend: LLVM has no target for " + t.triple + ": " + error);
+  llvm::TargetOptions options;
+  t.machine.reset(target->createTargetMachine(t.triple, t.cpu, t.features, options,
+                                              llvm::Reloc::PIC_, std::nullopt,
+                                              llvm::CodeGenOptLevel::Aggressive));
+  const llvm::MCSubtargetInfo* subtarget = t.machine->getMCSubtargetInfo();
+  auto has = [&](const char* feature) {
+    return subtarget->checkFeatures(std::string("+") + feature);
+  };
+  llvm::Triple triple(t.triple);
+  t.manifest = {name, triple.isAArch64() ? "aarch64" : "x86_64", "cpu", {}};
+  for (auto [feature, flag] : kCpuFlags)
+    if ((std::string_view(feature) == "neon") == triple.isAArch64() && has(feature))
+      t.manifest.cpuFeatures.push_back(flag);
+  t.family = triple.isAArch64() ? "arm-neon" : has("avx512f") ? "x86-avx512" : "x86-avx2";
+  t.runsHere = t.manifest.arch == hostTarget().arch;
+  return t;
+}
+
+std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirTarget& target,
+                                              llvm::LLVMContext& context) {
+  std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(module, context);
+  if (!llvmModule)
+    throw JobError("mlir backend: translating the LLVM dialect to LLVM IR failed");
+  llvmModule->setTargetTriple(target.triple);
+  llvmModule->setDataLayout(target.machine->createDataLayout());
+  // The vector code is written for the target's full width: let the backend use it (LLVM
+  // otherwise splits 512-bit vectors on CPUs that prefer 256-bit ones).
+  const bool wide = target.family == "x86-avx512";
+  for (llvm::Function& f : *llvmModule) {
+    if (f.isDeclaration())
+      continue;
+    f.addFnAttr("target-cpu", target.cpu);
+    if (!target.features.empty())
+      f.addFnAttr("target-features", target.features);
+    if (wide) {
+      f.addFnAttr("prefer-vector-width", "512");
+      f.addFnAttr("min-legal-vector-width", "512");
+    }
+  }
+
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(target.machine.get());
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager passes =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  passes.run(*llvmModule, mam);
+  return llvmModule;
+}
+
+void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,
+              const std::filesystem::path& path) {
+  std::error_code error;
+  llvm::raw_fd_ostream out(path.string(), error, llvm::sys::fs::OF_None);
+  if (error)
+    throw JobError("cannot write " + path.string() + ": " + error.message());
+  llvm::legacy::PassManager passes;
+  auto type = kind == CodeFile::Object ? llvm::CodeGenFileType::ObjectFile
+                                       : llvm::CodeGenFileType::AssemblyFile;
+  if (target.machine->addPassesToEmitFile(passes, out, nullptr, type))
+    throw JobError("mlir backend: LLVM cannot emit this file type for " + target.triple);
+  passes.run(module);
+  out.flush();
+}
+
+} // namespace attnc::mlirbackend

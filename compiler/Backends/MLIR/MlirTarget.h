@@ -1,0 +1,44 @@
+// attnc target names for the MLIR backend: an LLVM triple, CPU and features, the schedule
+// family they imply, and the code generation through LLVM's TargetMachine.
+#ifndef ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
+#define ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
+
+#include "Artifact/Manifest.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+} // namespace llvm
+
+namespace attnc::mlirbackend {
+
+struct MlirTarget {
+  std::string triple, cpu, features;
+  std::string family; // "x86-avx512", "x86-avx2", "arm-neon": picks the default schedule
+  Target manifest;    // name, arch, device and the /proc/cpuinfo features the code needs
+  bool runsHere;      // same architecture as this host: a bundle can be linked and loaded
+  std::shared_ptr<llvm::TargetMachine> machine;
+};
+
+// "host", "x86-64-avx2", "x86-64-avx512", "x86-64-sapphirerapids", "arm-64-linux". Throws
+// UsageError listing these for any other name.
+MlirTarget resolveMlirTarget(const std::string& name);
+
+// The LLVM-dialect module as optimised (O3) LLVM IR for the target.
+std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirTarget& target,
+                                              llvm::LLVMContext& context);
+
+enum class CodeFile { Object, Assembly };
+// Writes `module` as an object or assembly file. Throws JobError.
+void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,
+              const std::filesystem::path& path);
+
+} // namespace attnc::mlirbackend
+
+#endif // ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H

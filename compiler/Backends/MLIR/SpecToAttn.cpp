@@ -1,0 +1,127 @@
+#include "Backends/MLIR/SpecToAttn.h"
+
+#include "Artifact/Arguments.h"
+#include "Support/Errors.h"
+#include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace attnc::mlirbackend {
+namespace {
+
+Type elementType(MLIRContext& ctx, const std::string& dtype) {
+  Builder b(&ctx);
+  if (dtype == "f32")
+    return b.getF32Type();
+  if (dtype == "f16")
+    return b.getF16Type();
+  if (dtype == "bf16")
+    return b.getBF16Type();
+  if (dtype == "i32")
+    return b.getI32Type();
+  if (dtype == "u8")
+    return b.getI8Type();
+  throw JobError("mlir backend: no MLIR type for dtype " + dtype);
+}
+
+// Static sizes for constant dims; B, Tq, Tk and broadcastable dims are dynamic. Strides and
+// offset are dynamic: the runtime passes any DLPack strides through.
+MemRefType argumentType(MLIRContext& ctx, const Argument& arg) {
+  SmallVector<int64_t> shape;
+  for (const DimExpr& d : arg.shape)
+    shape.push_back(!d.symbol && !d.broadcastable ? d.value : ShapedType::kDynamic);
+  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
+  auto layout = StridedLayoutAttr::get(&ctx, ShapedType::kDynamic, strides);
+  return MemRefType::get(shape, elementType(ctx, arg.dtypes.front()), layout);
+}
+
+RankedTensorType tensorOf(Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  return RankedTensorType::get(type.getShape(), type.getElementType());
+}
+
+} // namespace
+
+void checkMlirCoverage(const Spec& s) {
+  auto refuse = [](const std::string& what) {
+    throw UsageError("the mlir backend does not support " + what +
+                     " yet; it covers variant=sdpa (GQA, d_v != d_k), masks causal, padding, "
+                     "window and tensor, alibi, softcap, bias, lse, f32/bf16/f16; "
+                     "use --backend halide");
+  };
+  if (s.variant != Variant::Sdpa)
+    refuse("variant=" + std::string(variantName(s.variant)));
+  for (MaskKind k : {MaskKind::Global, MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
+                     MaskKind::BigBird})
+    if (s.masks.has(k))
+      refuse("mask=" + std::string(maskKindName(k)));
+  if (s.rope)
+    refuse("rope");
+  if (s.dropout > 0)
+    refuse("dropout");
+  if (s.weights)
+    refuse("weights output");
+}
+
+OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
+  checkMlirCoverage(spec);
+  const std::vector<Argument> args = kernelArguments(spec);
+  SmallVector<Type> types;
+  for (const Argument& a : args)
+    types.push_back(argumentType(ctx, a));
+
+  ImplicitLocOpBuilder b(UnknownLoc::get(&ctx), &ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b.getLoc());
+  b.setInsertionPointToEnd(module->getBody());
+  auto kernel = b.create<func::FuncOp>(kKernelName, b.getFunctionType(types, {}));
+  kernel->setAttr("attn.kernel", b.getUnitAttr());
+  b.setInsertionPointToStart(kernel.addEntryBlock());
+
+  std::map<std::string, Value> byName;
+  for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
+    Value v = value;
+    // [B, T, H, d] tensors are viewed as [B, H, T, d]: the attention is always written BHSD.
+    if (spec.layout == Layout::Bshd &&
+        (arg.name == "q" || arg.name == "k" || arg.name == "v" || arg.name == "o"))
+      v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
+                                               ArrayRef<unsigned>{0, 2, 1, 3}, &ctx)));
+    byName[arg.name] = v;
+  }
+  auto read = [&](const std::string& name) -> Value {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return {};
+    return b.create<bufferization::ToTensorOp>(tensorOf(it->second), it->second, /*restrict=*/true);
+  };
+
+  SmallVector<Attribute> masks;
+  for (MaskKind k : {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor})
+    if (spec.masks.has(k))
+      masks.push_back(b.getStringAttr(maskKindName(k)));
+  Value o = byName.at("o");
+  Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
+  auto attention = b.create<attn::AttentionOp>(
+      tensorOf(o), lseType, read("q"), read("k"), read("v"), read("lengths"), read("mask"),
+      read("bias"), b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
+      b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
+      spec.masks.has(MaskKind::Window) ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
+      spec.masks.has(MaskKind::Window) ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
+      b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr());
+  auto store = [&](Value result, Value dest) {
+    b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
+                                                        /*restrict=*/true, /*writable=*/true);
+  };
+  store(attention.getOutput(), o);
+  if (spec.lse)
+    store(attention.getLse(), byName.at("lse"));
+  b.create<func::ReturnOp>();
+  return module;
+}
+
+} // namespace attnc::mlirbackend

@@ -1,0 +1,77 @@
+//===- AttnOnlineOps.cpp - verifiers of the online-softmax ops ----------------===//
+#include "attn/IR/AttnOps.h"
+#include "attn/IR/ScoreAttrs.h"
+
+using namespace mlir;
+using namespace attnc::attn;
+
+namespace {
+
+// The state triple: acc [nb, nh, d_v, rows], max and sum [nb, nh, rows].
+LogicalResult verifyState(Operation* op, MemRefType acc, MemRefType max, MemRefType sum) {
+  ArrayRef<int64_t> a = acc.getShape();
+  if (max.getShape() != sum.getShape())
+    return op->emitOpError() << "max and sum must have the same shape";
+  ArrayRef<int64_t> m = max.getShape();
+  if (a[0] != m[0] || a[1] != m[1] || a[3] != m[2])
+    return op->emitOpError() << "acc [nb, nh, d_v, rows] and max/sum [nb, nh, rows] disagree";
+  return success();
+}
+
+LogicalResult verifyDomain(Operation* op, size_t offsets, size_t sizes, size_t rank) {
+  if (offsets != rank || sizes != rank)
+    return op->emitOpError() << "needs " << rank << " offsets and " << rank << " sizes, got "
+                             << offsets << " and " << sizes;
+  return success();
+}
+
+} // namespace
+
+LogicalResult OnlineInitOp::verify() {
+  return verifyState(*this, getAcc().getType(), getMax().getType(), getSum().getType());
+}
+
+LogicalResult PackQueryOp::verify() {
+  int64_t dk = getQuery().getType().getDimSize(3);
+  if (getPacked().getType().getDimSize(0) != dk)
+    return emitOpError() << "packed tile must be [d_k = " << dk << ", rows]";
+  if (getScale().convertToDouble() <= 0)
+    return emitOpError() << "scale must be positive";
+  return success();
+}
+
+LogicalResult OnlineUpdateOp::verify() {
+  if (failed(verifyState(*this, getAcc().getType(), getMax().getType(), getSum().getType())) ||
+      failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 4)) ||
+      failed(verifyScoreAttrs(*this)))
+    return failure();
+  MemRefType k = getKey().getType(), v = getValue().getType();
+  int64_t heads = getNumHeads();
+  if (heads <= 0 || ShapedType::isDynamic(k.getDimSize(1)) || heads % k.getDimSize(1) != 0)
+    return emitOpError() << "num_heads " << heads << " must be a multiple of the key heads "
+                         << k.getDimSize(1);
+  int64_t dk = k.getDimSize(3);
+  if (hasPackedQuery()) {
+    if (getQuery().getType().getDimSize(0) != dk)
+      return emitOpError() << "a packed query must be [d_k = " << dk << ", rows]";
+    if (!getQuery().getType().getElementType().isF32())
+      return emitOpError() << "a packed query must be f32";
+  } else if (getQuery().getType().getDimSize(3) != dk ||
+             getQuery().getType().getDimSize(1) != heads) {
+    return emitOpError() << "query must be [B, num_heads, Tq, d_k] with the key's d_k";
+  }
+  if (getAcc().getType().getDimSize(2) != v.getDimSize(3))
+    return emitOpError() << "acc must be [nb, nh, d_v, rows] with the value's d_v";
+  if (auto maxKeys = getMaxKeys(); maxKeys && *maxKeys <= 0)
+    return emitOpError() << "max_keys must be positive";
+  return success();
+}
+
+LogicalResult OnlineFinalizeOp::verify() {
+  if (failed(verifyState(*this, getAcc().getType(), getMax().getType(), getSum().getType())) ||
+      failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 3)))
+    return failure();
+  if (getOutput().getType().getDimSize(3) != getAcc().getType().getDimSize(2))
+    return emitOpError() << "output d_v must match acc [nb, nh, d_v, rows]";
+  return success();
+}

@@ -1,0 +1,164 @@
+//===- AttnOnlineOps.td - the online-softmax form of attention ---------------===//
+//
+// attn.attention decomposed into the running state of the online softmax, on buffers:
+//
+//   m_i = max_j s_ij                  (running row maximum, -inf while nothing was kept)
+//   l_i = sum_j exp(s_ij - m_i)       (running normaliser)
+//   a_i = sum_j exp(s_ij - m_i) v_j   (running unnormalised output)
+//
+// online_init sets the state, online_update folds in a range of keys, online_finalize writes
+// o_i = a_i / l_i and lse_i = m_i + log l_i. The ops act on a sub-domain of the attention,
+// given by offsets and sizes, so tiling narrows an op's domain instead of changing its meaning.
+// State buffers hold query rows innermost (`acc` is [b, h, d_v, row]) so that one vector holds
+// a column of query rows and the softmax needs no horizontal reductions.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTN_ONLINE_OPS_TD
+#define ATTN_ONLINE_OPS_TD
+
+def Attn_OnlineInitOp : Attn_Op<"online_init"> {
+  let summary = "Starts the online-softmax state: acc = 0, max = -inf, sum = 0";
+  let description = [{
+    Example:
+
+    ```mlir
+    attn.online_init %acc, %max, %sum : memref<1x1x64x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[F32], [4]>, "running output [b, h, d_v, row]", [MemWrite]>:$acc,
+    Arg<MemRefRankOf<[F32], [3]>, "running row max [b, h, row]", [MemWrite]>:$max,
+    Arg<MemRefRankOf<[F32], [3]>, "running normaliser [b, h, row]", [MemWrite]>:$sum
+  );
+  let assemblyFormat = [{
+    $acc `,` $max `,` $sum attr-dict `:` type($acc) `,` type($max) `,` type($sum)
+  }];
+  let hasVerifier = 1;
+}
+
+def Attn_PackQueryOp : Attn_Op<"pack_query"> {
+  let summary = "Copies a query tile transposed and scaled: packed[c, r] = scale * q[b, h, i + r, c]";
+  let description = [{
+    The query rows `[i, i + rows)` of head `h` in batch `b`, multiplied by `scale`, with the
+    head dimension outermost so that a vector load reads one column of consecutive query rows.
+    Rows past `rows` (the end of the sequence) are zero. An `attn.online_update` whose query
+    is packed does not scale again.
+
+    Example:
+
+    ```mlir
+    attn.pack_query %q[%b, %h, %i] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x8x?x64xf32>, memref<64x48xf32>
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
+    Index:$batch, Index:$head, Index:$row, Index:$rows,
+    Arg<MemRefRankOf<[F32], [2]>, "packed tile [d_k, rows]", [MemWrite]>:$packed,
+    F64Attr:$scale
+  );
+  let assemblyFormat = [{
+    $query `[` $batch `,` $head `,` $row `]` `rows` $rows `into` $packed attr-dict
+    `:` type($query) `,` type($packed)
+  }];
+  let hasVerifier = 1;
+}
+
+def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
+  let summary = "Folds a range of keys into the online-softmax state";
+  let description = [{
+    For batches `b0 + [0, nb)`, query heads `h0 + [0, nh)`, query rows `i0 + [0, ni)` and keys
+    `j0 + [0, nj)` (the op's domain: `offsets` = [b0, h0, i0, j0], `sizes` = [nb, nh, ni, nj]),
+    with s_ij the score of attn.attention (same masks, modifiers and attributes):
+
+    ```
+    m'_i = max(m_i, max_j s_ij)
+    l'_i = exp(m_i - m'_i) l_i + sum_j exp(s_ij - m'_i)
+    a'_i = exp(m_i - m'_i) a_i + sum_j exp(s_ij - m'_i) v_j
+    ```
+
+    Masked scores are -inf and add nothing; exp(-inf - -inf) is taken as 0. State buffers are
+    indexed relative to the domain: `acc[b - b0, h - h0, c, i - i0]`. `num_heads` is the number
+    of query heads H (needed for GQA and ALiBi when the query is a packed tile), `seq_q` the
+    query length Tq (needed for the causal alignment). The query is either the whole
+    `[B, H, Tq, d_k]` tensor or a tile made by `attn.pack_query` for one head and batch, when
+    the domain must cover just that head and batch (nb = nh = 1) and scores are not scaled again.
+    `max_keys`, when present, bounds `nj` (tiling along keys sets it).
+
+    Example:
+
+    ```mlir
+    attn.online_update %q, %k, %v into %acc, %max, %sum
+        at [%b, %h, %i, %j] sizes [%c1, %c1, %ni, %nj] seq_q %tq
+        {num_heads = 8 : i64, masks = ["causal"], scale = 0.125 : f64}
+        : memref<64x48xf32>, memref<?x2x?x64xf32>, memref<?x2x?x64xf32>,
+          memref<1x1x64x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    ```
+  }];
+  let arguments = !con((ins
+    Arg<MemRefRankOf<[AnyFloat], [2, 4]>, "query, whole or packed", [MemRead]>:$query,
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
+    Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
+    Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
+    Arg<Optional<MemRefRankOf<[AnyFloat], [4]>>, "bias [B|1, H|1, Tq, Tk]", [MemRead]>:$bias,
+    Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
+    Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
+    Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,
+    Variadic<Index>:$offsets,
+    Variadic<Index>:$sizes,
+    Index:$seq_q,
+    I64Attr:$num_heads,
+    OptionalAttr<I64Attr>:$max_keys), Attn_ScoreAttrs);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`bias` `(` $bias^ `:` type($bias) `)`)?
+    `into` $acc `,` $max `,` $sum
+    `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
+    attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
+    type($acc) `,` type($max) `,` type($sum)
+  }];
+  let extraClassDeclaration = [{
+    // The query is a tile made by attn.pack_query (rank 2).
+    bool hasPackedQuery() { return getQuery().getType().getRank() == 2; }
+  }];
+  let hasVerifier = 1;
+}
+
+def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [AttrSizedOperandSegments]> {
+  let summary = "Writes o = acc / sum and lse = max + log(sum) from the online-softmax state";
+  let description = [{
+    For the domain `offsets` = [b0, h0, i0], `sizes` = [nb, nh, ni]:
+    `output[b, h, i, c] = acc[b - b0, h - h0, c, i - i0] / sum[...]` and
+    `lse[b, h, i] = max[...] + log(sum[...])`, converted to the output's element type. A row
+    whose sum is 0 (nothing kept) gives `o = 0` and `lse = -inf`.
+
+    Example:
+
+    ```mlir
+    attn.online_finalize %acc, %max, %sum into %o lse(%lse : memref<?x8x?xf32>)
+        at [%b, %h, %i] sizes [%c1, %c1, %ni]
+        : memref<1x1x64x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x8x?x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead]>:$acc,
+    Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead]>:$max,
+    Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead]>:$sum,
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "output [B, H, Tq, d_v]", [MemWrite]>:$output,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "lse [B, H, Tq]", [MemWrite]>:$lse,
+    Variadic<Index>:$offsets,
+    Variadic<Index>:$sizes
+  );
+  let assemblyFormat = [{
+    $acc `,` $max `,` $sum `into` $output (`lse` `(` $lse^ `:` type($lse) `)`)?
+    `at` `[` $offsets `]` `sizes` `[` $sizes `]`
+    attr-dict `:` type($acc) `,` type($max) `,` type($sum) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // ATTN_ONLINE_OPS_TD

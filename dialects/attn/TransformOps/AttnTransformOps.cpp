@@ -1,0 +1,86 @@
+//===- AttnTransformOps.cpp - schedule steps for the attn pipeline ------------===//
+#include "attn/TransformOps/AttnTransformOps.h"
+
+#include "attn/IR/AttnDialect.h"
+#include "attn/Transforms/Transforms.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace attnc::attn;
+
+#define GET_OP_CLASSES
+#include "attn/TransformOps/AttnTransformOps.cpp.inc"
+
+// A rewrite that fails has reported why on its payload op, so failures here are definite.
+
+DiagnosedSilenceableFailure transform::AttnTileQueriesOp::applyToOne(
+    transform::TransformRewriter& rewriter, OnlineUpdateOp target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  FailureOr<TiledQueries> tiled = tileQueries(rewriter, target, getRows());
+  if (failed(tiled))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  results.push_back(tiled->loop);
+  results.push_back(tiled->update);
+  return DiagnosedSilenceableFailure::success();
+}
+
+DiagnosedSilenceableFailure transform::AttnPackQueryOp::applyToOne(
+    transform::TransformRewriter& rewriter, OnlineUpdateOp target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  FailureOr<PackQueryOp> packed = packQuery(rewriter, target);
+  if (failed(packed))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  results.push_back(*packed);
+  results.push_back(target);
+  return DiagnosedSilenceableFailure::success();
+}
+
+DiagnosedSilenceableFailure
+transform::AttnTileKeysOp::applyToOne(transform::TransformRewriter& rewriter, OnlineUpdateOp target,
+                                      transform::ApplyToEachResultList& results,
+                                      transform::TransformState&) {
+  FailureOr<TiledKeys> tiled = tileKeys(rewriter, target, getBlock());
+  if (failed(tiled))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  results.push_back(tiled->loop);
+  results.push_back(tiled->update);
+  return DiagnosedSilenceableFailure::success();
+}
+
+DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
+    transform::TransformRewriter& rewriter, Operation* target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  VectorOptions options{getVectorWidth(), getKeyUnroll(), getValueSplit()};
+  if (failed(lowerOnlineOpsToVectors(rewriter, target, options)))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
+namespace {
+
+class AttnTransformExtension : public transform::TransformDialectExtension<AttnTransformExtension> {
+public:
+  using Base::Base;
+  void init() {
+    declareDependentDialect<AttnDialect>();
+    declareGeneratedDialect<arith::ArithDialect>();
+    declareGeneratedDialect<math::MathDialect>();
+    declareGeneratedDialect<memref::MemRefDialect>();
+    declareGeneratedDialect<scf::SCFDialect>();
+    declareGeneratedDialect<vector::VectorDialect>();
+    registerTransformOps<
+#define GET_OP_LIST
+#include "attn/TransformOps/AttnTransformOps.cpp.inc"
+        >();
+  }
+};
+
+} // namespace
+
+void attnc::attn::registerTransformDialectExtension(DialectRegistry& registry) {
+  registry.addExtensions<AttnTransformExtension>();
+}

@@ -1,0 +1,93 @@
+//===- AttnTransformOps.td - schedule steps for the attn pipeline -------------===//
+//
+// The transform-dialect ops attnc's schedule scripts (schedules/transform/) are written in.
+// Each applies one rewrite of attn/Transforms/Transforms.h to the ops its handle points to.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTN_TRANSFORM_OPS_TD
+#define ATTN_TRANSFORM_OPS_TD
+
+include "mlir/Dialect/Transform/IR/TransformDialect.td"
+include "mlir/Dialect/Transform/Interfaces/TransformInterfaces.td"
+include "mlir/Dialect/Transform/IR/TransformTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpBase.td"
+
+class Attn_TransformOp<string mnemonic>
+    : Op<Transform_Dialect, "attn." # mnemonic,
+         [FunctionalStyleTransformOpTrait, MemoryEffectsOpInterface, TransformEachOpTrait,
+          TransformOpInterface, ReportTrackingListenerFailuresOpTrait]>;
+
+def AttnTileQueriesOp : Attn_TransformOp<"tile_queries"> {
+  let summary = "Tiles online updates by (batch, head, `rows` query rows) in an scf.forall";
+  let description = [{
+    The state's online_init and online_finalize move into the loop and the state onto the
+    stack, one tile per iteration. Returns the loops and the tiled updates.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
+  let results = (outs TransformHandleTypeInterface:$loop, TransformHandleTypeInterface:$tiled);
+  let assemblyFormat = [{
+    $target `rows` `=` $rows attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::attnc::attn::OnlineUpdateOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+def AttnPackQueryOp : Attn_TransformOp<"pack_query"> {
+  let summary = "Packs the query tile of each update (attn.pack_query) before it";
+  let arguments = (ins TransformHandleTypeInterface:$target);
+  let results = (outs TransformHandleTypeInterface:$packed, TransformHandleTypeInterface:$update);
+  let assemblyFormat = "$target attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::attnc::attn::OnlineUpdateOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+def AttnTileKeysOp : Attn_TransformOp<"tile_keys"> {
+  let summary = "Tiles online updates along keys by `block`, skipping the masked-out range";
+  let description = [{
+    The loop visits only the keys the update's causal, window and padding masks can keep for
+    its query rows, `block` keys at a time. Returns the loops and the tiled updates.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$block);
+  let results = (outs TransformHandleTypeInterface:$loop, TransformHandleTypeInterface:$tiled);
+  let assemblyFormat = [{
+    $target `block` `=` $block attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::attnc::attn::OnlineUpdateOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+def AttnLowerToVectorsOp : Attn_TransformOp<"lower_to_vectors"> {
+  let summary = "Lowers the online ops under the target to vector code";
+  let description = [{
+    `vector_width` f32 lanes per vector (query rows side by side), `key_unroll` keys per
+    register tile of QK^T, `value_split` output columns per register tile of PV.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$vector_width,
+                   I64Attr:$key_unroll, I64Attr:$value_split);
+  let results = (outs);
+  let assemblyFormat = [{
+    $target `vector_width` `=` $vector_width `key_unroll` `=` $key_unroll
+    `value_split` `=` $value_split attr-dict `:` type($target)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+#endif // ATTN_TRANSFORM_OPS_TD

@@ -1,0 +1,97 @@
+//===- AttnToOnline.cpp - attn.attention to the online-softmax form -----------===//
+#include "attn/IR/AttnOps.h"
+#include "attn/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace attnc::attn {
+#define GEN_PASS_DEF_ATTNTOONLINE
+#include "attn/Transforms/Passes.h.inc"
+} // namespace attnc::attn
+
+using namespace mlir;
+using namespace attnc::attn;
+
+namespace {
+
+// The buffer a tensor was read from (bufferization.to_tensor), or null.
+Value bufferOf(Value tensor) {
+  if (!tensor)
+    return {};
+  auto read = tensor.getDefiningOp<bufferization::ToTensorOp>();
+  return read ? read.getMemref() : Value();
+}
+
+// The single materialize_in_destination storing `result`, or null.
+bufferization::MaterializeInDestinationOp storeOf(Value result) {
+  if (!result || !result.hasOneUse())
+    return {};
+  return dyn_cast<bufferization::MaterializeInDestinationOp>(*result.getUsers().begin());
+}
+
+LogicalResult decompose(AttentionOp op) {
+  Value q = bufferOf(op.getQuery()), k = bufferOf(op.getKey()), v = bufferOf(op.getValue());
+  auto storeO = storeOf(op.getOutput());
+  auto storeLse = storeOf(op.getLse());
+  if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
+      (op.getLengths() && !bufferOf(op.getLengths())) ||
+      (op.getMask() && !bufferOf(op.getMask())) || (op.getBias() && !bufferOf(op.getBias())))
+    return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
+                               "and results stored with bufferization.materialize_in_destination";
+
+  IRRewriter rewriter(op);
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  auto qType = cast<MemRefType>(q.getType());
+  const int64_t heads = qType.getDimSize(1);
+  const int64_t dv = cast<MemRefType>(v.getType()).getDimSize(3);
+  Value zero = b.create<arith::ConstantIndexOp>(0);
+  Value batch = b.create<memref::DimOp>(q, 0);
+  Value headsValue = b.create<arith::ConstantIndexOp>(heads);
+  Value seqQ = b.create<memref::DimOp>(q, 2);
+  Value seqK = b.create<memref::DimOp>(k, 2);
+
+  // State over the whole domain, rows innermost: acc [B, H, d_v, Tq], max and sum [B, H, Tq].
+  const int64_t dyn = ShapedType::kDynamic;
+  auto accType = MemRefType::get({dyn, heads, dv, dyn}, b.getF32Type());
+  auto rowType = MemRefType::get({dyn, heads, dyn}, b.getF32Type());
+  Value acc = b.create<memref::AllocOp>(accType, ValueRange{batch, seqQ});
+  Value max = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
+  Value sum = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
+  b.create<OnlineInitOp>(acc, max, sum);
+  b.create<OnlineUpdateOp>(
+      q, k, v, bufferOf(op.getLengths()), bufferOf(op.getMask()), bufferOf(op.getBias()), acc, max,
+      sum, ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
+      b.getI64IntegerAttr(heads), IntegerAttr(), op.getScaleAttr(), op.getMasksAttr(),
+      op.getCausalAlignAttr(), op.getWindowLeftAttr(), op.getWindowRightAttr(), op.getSoftcapAttr(),
+      op.getAlibiAttr());
+  b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(),
+                             storeLse ? storeLse.getDest() : Value(), ValueRange{zero, zero, zero},
+                             ValueRange{batch, headsValue, seqQ});
+  for (Value state : {acc, max, sum})
+    b.create<memref::DeallocOp>(state);
+
+  // The tensors are gone: erase the stores, the op and the reads nothing else uses.
+  SmallVector<Operation*> reads;
+  for (Value operand : op->getOperands())
+    reads.push_back(operand.getDefiningOp());
+  rewriter.eraseOp(storeO);
+  if (storeLse)
+    rewriter.eraseOp(storeLse);
+  rewriter.eraseOp(op);
+  for (Operation* read : reads)
+    if (read->use_empty())
+      rewriter.eraseOp(read);
+  return success();
+}
+
+struct AttnToOnlinePass : attnc::attn::impl::AttnToOnlineBase<AttnToOnlinePass> {
+  void runOnOperation() override {
+    SmallVector<AttentionOp> ops;
+    getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
+    for (AttentionOp op : ops)
+      if (failed(decompose(op)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

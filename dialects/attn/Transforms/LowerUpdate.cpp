@@ -1,0 +1,415 @@
+//===- LowerUpdate.cpp - online_update of one tile to vector code -------------===//
+//
+// One update folds a block of nj <= max_keys keys into the state of a query tile of `rows`
+// rows. Query rows live in vector lanes (rows = R vectors of W lanes), so that:
+//
+//   1. S[j, :] = sum_c packedQ[c, :] * K[j, c]   keyUnroll keys x R vectors of FMAs per c
+//   2. S[j, :] = mask(modifiers(S[j, :]))         elementwise, -inf where masked
+//      m' = max(m, max_j S[j, :])                  a vertical max: no shuffles
+//   3. P[j, :] = exp(S[j, :] - m'), l' = exp(m - m') l + sum_j P[j, :]
+//   4. acc[c, :] = exp(m - m') acc[c, :] + sum_j P[j, :] * V[j, c]
+//                                                 valueSplit columns x R vectors per j
+//
+// S is a stack buffer of max_keys x rows floats, reused by every key block of the task.
+//
+//===---------------------------------------------------------------------------===//
+#include "Variants/Positions.h"
+#include "attn/Transforms/LoweringUtils.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <limits>
+#include <numeric>
+
+using namespace mlir;
+
+namespace attnc::attn {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class UpdateLowering {
+public:
+  UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options)
+      : b(b), op(op), options(options), lanes(options.vectorWidth),
+        rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
+        vector(VectorType::get({lanes}, b.getF32Type())),
+        vectorI32(VectorType::get({lanes}, b.getI32Type())) {}
+
+  LogicalResult emit();
+
+private:
+  bool hasMask(StringRef name) {
+    return llvm::any_of(op.getMasks(),
+                        [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
+  }
+  Value column(int64_t r) { return indexConstant(b, r * lanes); }
+  Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
+    return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
+  }
+  void emitScores(Value begin, Value end, int64_t unroll);
+  void emitMaskAndMax(SmallVector<Value>& max);
+  void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
+  void emitValues(ArrayRef<Value> alpha);
+  Value modifiedScore(ImplicitLocOpBuilder& ib, Value s, Value key, Value keyI32, int64_t r);
+  Value gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value key, int64_t r);
+  Value alibiSlope();
+
+  ImplicitLocOpBuilder& b;
+  OnlineUpdateOp op;
+  const VectorOptions& options;
+  const int64_t lanes, rows, vectors;
+  VectorType vector, vectorI32;
+  Value scores;     // S: [max_keys, rows] f32 on the task's stack
+  Value kvHead;     // h / (H / H_kv)
+  Value keyCount;   // nj
+  Value positions0; // i0 + off + lane, the key positions of the first vector's rows (i32)
+  Value slope;      // ALiBi slope of this head, when alibi
+  Value keyLimit;   // lengths[b], when padding
+};
+
+// S[j, :] for keys j in [begin, end), `unroll` keys per step (end - begin divisible by it).
+void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
+  const int64_t dk = op.getKey().getType().getDimSize(3);
+  Value batch = op.getOffsets()[0];
+  b.create<scf::ForOp>(
+      begin, end, indexConstant(b, unroll), std::nullopt,
+      [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        SmallVector<Value> zeros(unroll * vectors, f32Splat(ib, lanes, 0));
+        SmallVector<Value> keys;
+        for (int64_t u = 0; u < unroll; ++u)
+          keys.push_back(keyAt(ib, ib.create<arith::AddIOp>(j, indexConstant(ib, u))));
+        auto dot = ib.create<scf::ForOp>(
+            indexConstant(ib, 0), indexConstant(ib, dk), indexConstant(ib, 1), zeros,
+            [&](OpBuilder& n2, Location l2, Value c, ValueRange acc) {
+              ImplicitLocOpBuilder cb(l2, n2);
+              SmallVector<Value> q;
+              for (int64_t r = 0; r < vectors; ++r)
+                q.push_back(cb.create<vector::LoadOp>(vector, op.getQuery(),
+                                                      ValueRange{c, indexConstant(cb, r * lanes)}));
+              SmallVector<Value> next(acc.begin(), acc.end());
+              for (int64_t u = 0; u < unroll; ++u) {
+                Value k = loadF32(cb, op.getKey(), {batch, kvHead, keys[u], c});
+                Value kSplat = cb.create<vector::BroadcastOp>(vector, k);
+                for (int64_t r = 0; r < vectors; ++r)
+                  next[u * vectors + r] =
+                      cb.create<vector::FMAOp>(q[r], kSplat, acc[u * vectors + r]);
+              }
+              cb.create<scf::YieldOp>(next);
+            });
+        for (int64_t u = 0; u < unroll; ++u)
+          for (int64_t r = 0; r < vectors; ++r)
+            ib.create<vector::StoreOp>(
+                dot.getResult(u * vectors + r), scores,
+                ValueRange{ib.create<arith::AddIOp>(j, indexConstant(ib, u)), column(r)});
+        ib.create<scf::YieldOp>();
+      });
+}
+
+// One lane per query row: buffer[b|0, h|0, row, key] for the R*W rows of vector r, the rows
+// past Tq clamped to the last row (their results are never stored).
+Value UpdateLowering::gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value key, int64_t r) {
+  auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
+    Value extent = ib.create<memref::DimOp>(buffer, dim);
+    Value single = ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, extent, indexConstant(ib, 1));
+    return ib.create<arith::SelectOp>(single, indexConstant(ib, 0), index);
+  };
+  Value batch = broadcastIndex(0, op.getOffsets()[0]);
+  Value head = broadcastIndex(1, op.getOffsets()[1]);
+  Value lastRow = ib.create<arith::SubIOp>(op.getSeqQ(), indexConstant(ib, 1));
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  bool isFloat = isa<FloatType>(element);
+  Value row = isFloat ? f32Splat(ib, lanes, 0)
+                      : ib.create<arith::ConstantOp>(DenseElementsAttr::get(
+                            VectorType::get({lanes}, element), ib.getIntegerAttr(element, 0)));
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    Value i = ib.create<arith::AddIOp>(op.getOffsets()[2], indexConstant(ib, r * lanes + lane));
+    i = ib.create<arith::MinSIOp>(i, lastRow);
+    Value x = isFloat ? loadF32(ib, buffer, {batch, head, i, key})
+                      : Value(ib.create<memref::LoadOp>(buffer, ValueRange{batch, head, i, key}));
+    row = ib.create<vector::InsertOp>(x, row, lane);
+  }
+  return row;
+}
+
+// ALiBi's slope of this head, from a table of all heads' slopes (a constant global).
+Value UpdateLowering::alibiSlope() {
+  const int64_t heads = op.getNumHeads();
+  auto module = op->getParentOfType<ModuleOp>();
+  std::string name = "attn_alibi_slopes_" + std::to_string(heads);
+  auto type = MemRefType::get({heads}, b.getF32Type());
+  if (!module.lookupSymbol(name)) {
+    std::vector<float> slopes;
+    for (double s : positions::alibiSlopes(heads))
+      slopes.push_back(static_cast<float>(s));
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    mb.create<memref::GlobalOp>(
+        b.getLoc(), name, mb.getStringAttr("private"), type,
+        DenseElementsAttr::get(RankedTensorType::get({heads}, b.getF32Type()),
+                               ArrayRef<float>(slopes)),
+        /*constant=*/true, IntegerAttr());
+  }
+  Value table = b.create<memref::GetGlobalOp>(type, name);
+  return b.create<memref::LoadOp>(table, op.getOffsets()[1]);
+}
+
+// The score after softcap, ALiBi and bias (the order of attn.attention), -inf where masked.
+Value UpdateLowering::modifiedScore(ImplicitLocOpBuilder& ib, Value s, Value key, Value keyI32,
+                                    int64_t r) {
+  if (double cap = op.getSoftcap().convertToDouble(); cap > 0) {
+    Value scaled = ib.create<arith::MulFOp>(s, f32Splat(ib, lanes, 1.0 / cap));
+    s = ib.create<arith::MulFOp>(ib.create<math::TanhOp>(scaled), f32Splat(ib, lanes, cap));
+  }
+  // Query row positions: i + off for the lanes of vector r.
+  Value positions = ib.create<arith::AddIOp>(
+      positions0, ib.create<vector::BroadcastOp>(
+                      vectorI32, ib.create<arith::ConstantOp>(ib.getI32IntegerAttr(r * lanes))));
+  Value keys = ib.create<vector::BroadcastOp>(vectorI32, keyI32);
+  if (op.getAlibi()) {
+    Value distance = ib.create<math::AbsIOp>(ib.create<arith::SubIOp>(positions, keys));
+    Value penalty = ib.create<arith::MulFOp>(ib.create<arith::SIToFPOp>(vector, distance),
+                                             ib.create<vector::BroadcastOp>(vector, slope));
+    s = ib.create<arith::SubFOp>(s, penalty);
+  }
+  if (Value bias = op.getBias())
+    s = ib.create<arith::AddFOp>(s, gatherRow(ib, bias, key, r));
+
+  using P = arith::CmpIPredicate;
+  Value keep;
+  auto both = [&](Value cond) { keep = keep ? ib.create<arith::AndIOp>(keep, cond) : cond; };
+  if (hasMask("causal"))
+    both(ib.create<arith::CmpIOp>(P::sle, keys, positions));
+  if (hasMask("window")) {
+    auto splat = [&](int64_t v) {
+      return ib.create<arith::ConstantOp>(
+          DenseElementsAttr::get(vectorI32, ib.getI32IntegerAttr(static_cast<int32_t>(v))));
+    };
+    Value left = ib.create<arith::SubIOp>(positions, splat(*op.getWindowLeft()));
+    Value right = ib.create<arith::AddIOp>(positions, splat(op.getWindowRight().value_or(0)));
+    both(ib.create<arith::CmpIOp>(P::sge, keys, left));
+    both(ib.create<arith::CmpIOp>(P::sle, keys, right));
+  }
+  if (Value mask = op.getMask()) {
+    Value bits = gatherRow(ib, mask, key, r);
+    Value zero = ib.create<arith::ConstantOp>(DenseElementsAttr::get(
+        cast<VectorType>(bits.getType()),
+        ib.getIntegerAttr(cast<VectorType>(bits.getType()).getElementType(), 0)));
+    both(ib.create<arith::CmpIOp>(P::ne, bits, zero));
+  }
+  if (keyLimit) // padding: j < lengths[b], the same for every lane
+    both(ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()),
+                                        ib.create<arith::CmpIOp>(P::slt, key, keyLimit)));
+  if (!keep)
+    return s;
+  return ib.create<arith::SelectOp>(keep, s, f32Splat(ib, lanes, -kInf));
+}
+
+// Step 2: masks and modifiers applied in place, and the new running max m'.
+void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
+  auto loop = b.create<scf::ForOp>(
+      indexConstant(b, 0), keyCount, indexConstant(b, 1), max,
+      [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value key = keyAt(ib, j);
+        Value keyI32 = ib.create<arith::IndexCastOp>(ib.getI32Type(), key);
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < vectors; ++r) {
+          Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
+          s = modifiedScore(ib, s, key, keyI32, r);
+          ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
+          next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
+        }
+        ib.create<scf::YieldOp>(next);
+      });
+  max.assign(loop.getResults().begin(), loop.getResults().end());
+}
+
+// Step 3: P = exp(S - m') in place (0 where S = -inf), and its row sums.
+void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum) {
+  SmallVector<Value> zeros(vectors, f32Splat(b, lanes, 0));
+  auto loop = b.create<scf::ForOp>(
+      indexConstant(b, 0), keyCount, indexConstant(b, 1), zeros,
+      [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        SmallVector<Value> next;
+        for (int64_t r = 0; r < vectors; ++r) {
+          Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
+          Value masked =
+              ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, f32Splat(ib, lanes, -kInf));
+          Value p = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, safeMax[r]));
+          p = ib.create<arith::SelectOp>(masked, f32Splat(ib, lanes, 0), p);
+          ib.create<vector::StoreOp>(p, scores, ValueRange{j, column(r)});
+          next.push_back(ib.create<arith::AddFOp>(running[r], p));
+        }
+        ib.create<scf::YieldOp>(next);
+      });
+  sum.assign(loop.getResults().begin(), loop.getResults().end());
+}
+
+// Step 4: acc = alpha * acc + P^T V, valueSplit output columns per pass over the keys.
+void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
+  const int64_t dv = op.getValue().getType().getDimSize(3);
+  int64_t split = std::gcd(dv, std::max<int64_t>(1, options.valueSplit));
+  Value batch = op.getOffsets()[0];
+  b.create<scf::ForOp>(
+      indexConstant(b, 0), indexConstant(b, dv), indexConstant(b, split), std::nullopt,
+      [&](OpBuilder& nested, Location loc, Value c0, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        SmallVector<Value> cols, start;
+        for (int64_t cc = 0; cc < split; ++cc)
+          cols.push_back(ib.create<arith::AddIOp>(c0, indexConstant(ib, cc)));
+        Value zero = indexConstant(ib, 0);
+        for (int64_t cc = 0; cc < split; ++cc)
+          for (int64_t r = 0; r < vectors; ++r) {
+            Value a = ib.create<vector::LoadOp>(vector, op.getAcc(),
+                                                ValueRange{zero, zero, cols[cc], column(r)});
+            start.push_back(ib.create<arith::MulFOp>(a, alpha[r]));
+          }
+        auto loop = ib.create<scf::ForOp>(
+            zero, keyCount, indexConstant(ib, 1), start,
+            [&](OpBuilder& n2, Location l2, Value j, ValueRange acc) {
+              ImplicitLocOpBuilder jb(l2, n2);
+              SmallVector<Value> p;
+              for (int64_t r = 0; r < vectors; ++r)
+                p.push_back(jb.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)}));
+              Value key = keyAt(jb, j);
+              SmallVector<Value> next(acc.begin(), acc.end());
+              for (int64_t cc = 0; cc < split; ++cc) {
+                Value v = loadF32(jb, op.getValue(), {batch, kvHead, key, cols[cc]});
+                Value vSplat = jb.create<vector::BroadcastOp>(vector, v);
+                for (int64_t r = 0; r < vectors; ++r)
+                  next[cc * vectors + r] =
+                      jb.create<vector::FMAOp>(p[r], vSplat, acc[cc * vectors + r]);
+              }
+              jb.create<scf::YieldOp>(next);
+            });
+        for (int64_t cc = 0; cc < split; ++cc)
+          for (int64_t r = 0; r < vectors; ++r)
+            ib.create<vector::StoreOp>(loop.getResult(cc * vectors + r), op.getAcc(),
+                                       ValueRange{zero, zero, cols[cc], column(r)});
+        ib.create<scf::YieldOp>();
+      });
+}
+
+LogicalResult UpdateLowering::emit() {
+  if (!op.hasPackedQuery())
+    return op.emitOpError() << "lower_to_vectors needs a packed query (pack_query first)";
+  if (!op.getMaxKeys())
+    return op.emitOpError() << "lower_to_vectors needs max_keys (tile_keys first)";
+  if (ShapedType::isDynamic(rows) || lanes <= 0 || rows % lanes != 0)
+    return op.emitOpError() << "lower_to_vectors: the tile's " << rows
+                            << " rows must be a multiple of the vector width " << lanes;
+  if (options.keyUnroll <= 0)
+    return op.emitOpError() << "lower_to_vectors: key_unroll must be positive";
+
+  // The scores buffer goes on the stack of the task (or the function) that owns the update.
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block* home = op->getBlock();
+    if (auto forall = op->getParentOfType<scf::ForallOp>())
+      home = forall.getBody();
+    else if (auto func = op->getParentOfType<FunctionOpInterface>())
+      home = &func.getFunctionBody().front();
+    b.setInsertionPointToStart(home);
+    scores = b.create<memref::AllocaOp>(
+        MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
+  }
+
+  ValueRange offsets = op.getOffsets();
+  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
+  kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
+  keyCount = op.getSizes()[3];
+  Value off = indexConstant(b, 0);
+  if (op.getCausalAlign() == "bottom_right")
+    off = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
+  Value first =
+      b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(offsets[2], off));
+  SmallVector<int32_t> iota(lanes);
+  std::iota(iota.begin(), iota.end(), 0);
+  positions0 = b.create<arith::AddIOp>(
+      b.create<vector::BroadcastOp>(vectorI32, first),
+      b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(iota))));
+  if (op.getAlibi())
+    slope = alibiSlope();
+  if (Value lengths = op.getLengths())
+    keyLimit = b.create<arith::IndexCastOp>(b.getIndexType(),
+                                            b.create<memref::LoadOp>(lengths, offsets[0]));
+
+  // 1. Scores: whole groups of keyUnroll keys, then the remaining keys one at a time.
+  Value unroll = indexConstant(b, options.keyUnroll);
+  Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(keyCount, unroll));
+  emitScores(indexConstant(b, 0), whole, options.keyUnroll);
+  emitScores(whole, keyCount, 1);
+
+  // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
+  Value zero = indexConstant(b, 0);
+  SmallVector<Value> oldMax, oldSum;
+  for (int64_t r = 0; r < vectors; ++r) {
+    oldMax.push_back(
+        b.create<vector::LoadOp>(vector, op.getMax(), ValueRange{zero, zero, column(r)}));
+    oldSum.push_back(
+        b.create<vector::LoadOp>(vector, op.getSum(), ValueRange{zero, zero, column(r)}));
+  }
+  SmallVector<Value> newMax = oldMax;
+  emitMaskAndMax(newMax);
+  Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
+  SmallVector<Value> safeMax, alpha;
+  for (int64_t r = 0; r < vectors; ++r) {
+    using P = arith::CmpFPredicate;
+    Value empty = b.create<arith::CmpFOp>(P::OEQ, newMax[r], negInf);
+    safeMax.push_back(b.create<arith::SelectOp>(empty, zeros, newMax[r]));
+    Value wasEmpty = b.create<arith::CmpFOp>(P::OEQ, oldMax[r], negInf);
+    Value a = b.create<math::ExpOp>(b.create<arith::SubFOp>(oldMax[r], safeMax[r]));
+    alpha.push_back(b.create<arith::SelectOp>(wasEmpty, zeros, a));
+  }
+  SmallVector<Value> blockSum;
+  emitExpAndSum(safeMax, blockSum);
+  for (int64_t r = 0; r < vectors; ++r) {
+    Value sum = b.create<vector::FMAOp>(alpha[r], oldSum[r], blockSum[r]);
+    b.create<vector::StoreOp>(newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
+    b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
+  }
+  // 4. acc = alpha acc + P^T V.
+  emitValues(alpha);
+  return success();
+}
+
+} // namespace
+
+LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op,
+                          const VectorOptions& options) {
+  return UpdateLowering(b, op, options).emit();
+}
+
+LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
+                                      const VectorOptions& options) {
+  SmallVector<Operation*> ops;
+  root->walk([&](Operation* op) {
+    if (isa<OnlineInitOp, PackQueryOp, OnlineUpdateOp, OnlineFinalizeOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation* op : ops) {
+    rewriter.setInsertionPoint(op);
+    ImplicitLocOpBuilder b(op->getLoc(), rewriter);
+    if (auto init = dyn_cast<OnlineInitOp>(op))
+      lowerInit(b, init);
+    else if (auto pack = dyn_cast<PackQueryOp>(op))
+      lowerPack(b, pack);
+    else if (auto finalize = dyn_cast<OnlineFinalizeOp>(op))
+      lowerFinalize(b, finalize);
+    else if (failed(lowerUpdate(b, cast<OnlineUpdateOp>(op), options)))
+      return failure();
+    rewriter.eraseOp(op);
+  }
+  return success();
+}
+
+} // namespace attnc::attn

@@ -1,0 +1,37 @@
+//===- LoweringUtils.h - helpers shared by the vector lowerings ---------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERINGUTILS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERINGUTILS_H
+
+#include "attn/IR/AttnOps.h"
+#include "attn/Transforms/Transforms.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <functional>
+
+namespace attnc::attn {
+
+mlir::Value indexConstant(mlir::ImplicitLocOpBuilder& b, int64_t value);
+mlir::Value f32Constant(mlir::ImplicitLocOpBuilder& b, double value);
+// A vector of `lanes` f32 lanes all equal to `value`.
+mlir::Value f32Splat(mlir::ImplicitLocOpBuilder& b, int64_t lanes, double value);
+
+// Loads an element of a float buffer as f32 (extending bf16/f16 storage).
+mlir::Value loadF32(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::ValueRange indices);
+// Stores an f32 into a float buffer of any float type (rounding to nearest even).
+void storeF32(mlir::ImplicitLocOpBuilder& b, mlir::Value value, mlir::Value buffer,
+              mlir::ValueRange indices);
+
+// for (i = lower; i < upper; ++i) body(i), as scf.for.
+void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
+              const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);
+
+// The lowering of each online op, emitted at the builder's insertion point (before the op).
+void lowerInit(mlir::ImplicitLocOpBuilder& b, OnlineInitOp op);
+void lowerPack(mlir::ImplicitLocOpBuilder& b, PackQueryOp op);
+void lowerFinalize(mlir::ImplicitLocOpBuilder& b, OnlineFinalizeOp op);
+mlir::LogicalResult lowerUpdate(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op,
+                                const VectorOptions& options);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERINGUTILS_H

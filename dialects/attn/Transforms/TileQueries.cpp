@@ -1,0 +1,137 @@
+//===- TileQueries.cpp - query tiles and packed queries -----------------------===//
+#include "attn/Transforms/Transforms.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+using namespace mlir;
+
+namespace attnc::attn {
+namespace {
+
+// The ops around an update's state: the allocations, their init, finalize and deallocations.
+struct StateOps {
+  SmallVector<memref::AllocOp> allocs;
+  OnlineInitOp init;
+  OnlineFinalizeOp finalize;
+  SmallVector<Operation*> deallocs;
+};
+
+FailureOr<StateOps> findStateOps(OnlineUpdateOp update) {
+  StateOps ops;
+  for (Value state : {update.getAcc(), update.getMax(), update.getSum()}) {
+    auto alloc = state.getDefiningOp<memref::AllocOp>();
+    if (!alloc)
+      return update.emitOpError() << "tile_queries needs state buffers made by memref.alloc";
+    ops.allocs.push_back(alloc);
+    for (Operation* user : alloc->getUsers()) {
+      if (auto init = dyn_cast<OnlineInitOp>(user))
+        ops.init = init;
+      else if (auto finalize = dyn_cast<OnlineFinalizeOp>(user))
+        ops.finalize = finalize;
+      else if (isa<memref::DeallocOp>(user))
+        ops.deallocs.push_back(user);
+      else if (user != update.getOperation())
+        return update.emitOpError()
+               << "tile_queries: the state is also used by " << user->getName();
+    }
+  }
+  if (!ops.init || !ops.finalize || ops.init->getBlock() != update->getBlock() ||
+      ops.finalize->getBlock() != update->getBlock())
+    return update.emitOpError()
+           << "tile_queries needs the state's online_init and online_finalize beside the update";
+  for (unsigned d = 0; d < 3; ++d)
+    if (ops.finalize.getOffsets()[d] != update.getOffsets()[d] ||
+        ops.finalize.getSizes()[d] != update.getSizes()[d])
+      return update.emitOpError() << "tile_queries: online_finalize covers another domain";
+  return ops;
+}
+
+} // namespace
+
+FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
+  if (rows <= 0)
+    return update.emitOpError() << "tile_queries: the tile must have at least one row";
+  FailureOr<StateOps> state = findStateOps(update);
+  if (failed(state))
+    return failure();
+  const int64_t dv = update.getValue().getType().getDimSize(3);
+  ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
+
+  // One task per (batch, head, tile of `rows` query rows): task = (b * nh + h) * tiles + tile.
+  rewriter.setInsertionPoint(state->finalize);
+  ImplicitLocOpBuilder b(update.getLoc(), rewriter);
+  Value tileRows = b.create<arith::ConstantIndexOp>(rows);
+  Value one = b.create<arith::ConstantIndexOp>(1);
+  Value tiles = b.create<arith::CeilDivUIOp>(sizes[2], tileRows);
+  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(sizes[0], sizes[1]), tiles);
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
+
+  b.setInsertionPointToStart(forall.getBody());
+  Value task = forall.getInductionVar(0);
+  Value tile = b.create<arith::RemUIOp>(task, tiles);
+  Value batchHead = b.create<arith::DivUIOp>(task, tiles);
+  Value head = b.create<arith::AddIOp>(offsets[1], b.create<arith::RemUIOp>(batchHead, sizes[1]));
+  Value batch = b.create<arith::AddIOp>(offsets[0], b.create<arith::DivUIOp>(batchHead, sizes[1]));
+  Value row = b.create<arith::AddIOp>(offsets[2], b.create<arith::MulIOp>(tile, tileRows));
+  Value end = b.create<arith::AddIOp>(offsets[2], sizes[2]);
+  Value count = b.create<arith::MinSIOp>(tileRows, b.create<arith::SubIOp>(end, row));
+
+  auto f32 = b.getF32Type();
+  Value acc = b.create<memref::AllocaOp>(MemRefType::get({1, 1, dv, rows}, f32));
+  Value max = b.create<memref::AllocaOp>(MemRefType::get({1, 1, rows}, f32));
+  Value sum = b.create<memref::AllocaOp>(MemRefType::get({1, 1, rows}, f32));
+  b.create<OnlineInitOp>(acc, max, sum);
+
+  auto tiled = cast<OnlineUpdateOp>(rewriter.clone(*update));
+  rewriter.moveOpBefore(tiled, b.getInsertionBlock(), b.getInsertionPoint());
+  tiled.getAccMutable().assign(acc);
+  tiled.getMaxMutable().assign(max);
+  tiled.getSumMutable().assign(sum);
+  tiled.getOffsetsMutable().assign({batch, head, row, offsets[3]});
+  tiled.getSizesMutable().assign({one, one, count, sizes[3]});
+
+  OnlineFinalizeOp finalize = state->finalize;
+  b.create<OnlineFinalizeOp>(acc, max, sum, finalize.getOutput(), finalize.getLse(),
+                             ValueRange{batch, head, row}, ValueRange{one, one, count});
+
+  for (Operation* dead : state->deallocs)
+    rewriter.eraseOp(dead);
+  rewriter.eraseOp(finalize);
+  rewriter.eraseOp(update);
+  rewriter.eraseOp(state->init);
+  for (memref::AllocOp alloc : state->allocs)
+    rewriter.eraseOp(alloc);
+  return TiledQueries{forall, tiled};
+}
+
+FailureOr<PackQueryOp> packQuery(RewriterBase& rewriter, OnlineUpdateOp update) {
+  if (update.hasPackedQuery())
+    return update.emitOpError() << "pack_query: the query is already packed";
+  ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
+  if (getConstantIntValue(sizes[0]) != 1 || getConstantIntValue(sizes[1]) != 1)
+    return update.emitOpError() << "pack_query needs an update of one batch and head "
+                                   "(tile_queries first)";
+  const int64_t rows = update.getAcc().getType().getDimSize(3);
+  if (ShapedType::isDynamic(rows))
+    return update.emitOpError() << "pack_query needs a static number of rows in the state";
+  const int64_t dk = update.getKey().getType().getDimSize(3);
+
+  // The packed tile lives on the stack of the enclosing task (or function).
+  Block* home = update->getBlock();
+  if (auto forall = update->getParentOfType<scf::ForallOp>())
+    home = forall.getBody();
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(home);
+  Value packed = rewriter.create<memref::AllocaOp>(
+      update.getLoc(), MemRefType::get({dk, rows}, rewriter.getF32Type()));
+  rewriter.setInsertionPoint(update);
+  auto pack =
+      rewriter.create<PackQueryOp>(update.getLoc(), update.getQuery(), offsets[0], offsets[1],
+                                   offsets[2], sizes[2], packed, update.getScaleAttr());
+  rewriter.modifyOpInPlace(update, [&] { update.getQueryMutable().assign(packed); });
+  return pack;
+}
+
+} // namespace attnc::attn

@@ -1,0 +1,55 @@
+//===- Transforms.h - rewrites of the online-softmax form ---------------------===//
+//
+// The building blocks of attnc's MLIR schedules. Each narrows or lowers attn ops without
+// changing what they compute; the transform-dialect ops (TransformOps/) expose them to
+// schedule scripts, and the tests drive them through those ops.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_TRANSFORMS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_TRANSFORMS_H
+
+#include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace attnc::attn {
+
+struct TiledQueries {
+  mlir::scf::ForallOp loop; // one iteration per (batch, head, query tile)
+  OnlineUpdateOp update;    // the update of one query tile
+};
+
+// Tiles an update over (batch, head, query rows) by `rows` query rows, moving the state's
+// init and finalize into the loop and its buffers onto the stack (memref<1x1xd_vxrows>).
+mlir::FailureOr<TiledQueries> tileQueries(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
+                                          int64_t rows);
+
+// Copies the update's query tile transposed and scaled into a stack buffer before the update
+// (attn.pack_query) and makes the update read it.
+mlir::FailureOr<PackQueryOp> packQuery(mlir::RewriterBase& rewriter, OnlineUpdateOp update);
+
+struct TiledKeys {
+  mlir::scf::ForOp loop;
+  OnlineUpdateOp update; // the update of one key block, with max_keys = block
+};
+
+// Tiles an update of one (batch, head) along keys by `block` keys, visiting only the keys its
+// masks can keep for its rows: causal and window bound the range by the rows' positions,
+// padding by the batch's length. Whole blocks outside the range are never touched.
+mlir::FailureOr<TiledKeys> tileKeys(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
+                                    int64_t block);
+
+struct VectorOptions {
+  int64_t vectorWidth = 16; // f32 lanes per vector: query rows computed side by side
+  int64_t keyUnroll = 8;    // keys whose scores are accumulated at once (QK^T register tile)
+  int64_t valueSplit = 8;   // output columns accumulated at once (PV register tile)
+};
+
+// Lowers every attn online op (pack_query, online_init/update/finalize) under `root` to scf,
+// vector, memref, arith and math ops. Updates need a packed query and max_keys.
+mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::Operation* root,
+                                            const VectorOptions& options);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_TRANSFORMS_H

@@ -1,0 +1,28 @@
+// The CPU schedule of the MLIR backend, in the transform dialect. attnc replaces each
+// placeholder (a parameter name in braces after a dollar sign) with its ScheduleParams value
+// (TransformSchedule.cpp) and runs @tile for the "tiled" stage, @vectorize for "vector".
+module attributes {transform.with_named_sequence} {
+  // One task per (batch, head, query tile); the tile's queries packed once, transposed and
+  // scaled; keys visited in blocks over the range the masks can keep.
+  transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
+    %update = transform.structured.match ops{["attn.online_update"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    %tasks, %tile = transform.attn.tile_queries %update rows = ${query_tile}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %pack, %packed = transform.attn.pack_query %tile
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %keys, %block = transform.attn.tile_keys %packed block = ${key_block}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+
+  // Query rows in vector lanes; register tiles of key_unroll keys (QK^T) and value_split
+  // output columns (PV).
+  transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
+    %kernels = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_to_vectors %kernels vector_width = ${vector_width}
+        key_unroll = ${key_unroll} value_split = ${value_split} : !transform.any_op
+    transform.yield
+  }
+}

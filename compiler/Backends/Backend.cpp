@@ -57,4 +57,13 @@ CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
   throw UsageError("--backend " + options.backend + ": unknown backend; known: " + all);
 }
 
+std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
+                          bool printIrAfterAll) {
+#if ATTNC_HAS_MLIR
+  return explainMlir(spec, options, stage, printIrAfterAll);
+#else
+  throw UsageError("explain shows the MLIR pipeline; this attnc was built without it");
+#endif
+}
+
 } // namespace attnc

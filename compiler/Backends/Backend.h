@@ -43,6 +43,11 @@ std::span<const BackendInfo> backends();
 // JobError when building fails.
 CompileResult compileBundle(const Spec& spec, const CompileOptions& options);
 
+// The MLIR backend's IR after each stage (or after `stage` only), for attnc explain. Throws
+// UsageError when this attnc has no MLIR backend or the stage is unknown.
+std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
+                          bool printIrAfterAll);
+
 } // namespace attnc
 
 #endif // ATTNC_COMPILER_BACKENDS_BACKEND_H

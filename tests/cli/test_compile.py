@@ -68,6 +68,46 @@ class CompileCommand(CliTestCase):
                     "cross target")
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "arm2")))
 
+    def test_mlir_emits_each_stage_and_cross_compiles(self):
+        out = os.path.join(self.tmp, "mlir")
+        r = self.expect(attnc("compile", "heads=2 d_k=32 mask=causal", "--backend", "mlir",
+                              "--target", "x86-64-avx2", "--emit", "mlir,llvm,asm,obj", "-o", out),
+                        0)
+        files = r.stdout.split()
+        self.assertEqual(sorted(os.path.splitext(f)[1] for f in files),
+                         [".ll", ".mlir", ".o", ".s"])
+        with open([f for f in files if f.endswith(".mlir")][0]) as f:
+            self.assertIn("attn.attention", f.read())
+        with open([f for f in files if f.endswith(".s")][0]) as f:
+            asm = f.read()
+        # AVX2: 8 query rows per ymm register, fused multiply-adds, no zmm.
+        self.assertIn("vfmadd231ps\t%ymm", asm)
+        self.assertNotIn("zmm", asm)
+        arm = os.path.join(self.tmp, "mlir-arm")
+        r = self.expect(attnc("compile", "heads=2 d_k=32", "--backend", "mlir", "--target",
+                              "arm-64-linux", "--emit", "obj", "-o", arm), 0)
+        with open(r.stdout.strip(), "rb") as f:
+            self.assertEqual(int.from_bytes(f.read(20)[18:20], "little"), 183)  # EM_AARCH64
+        self.expect(attnc("compile", "heads=2 d_k=32", "--backend", "mlir", "--emit", "stmt",
+                          "-o", arm + "2"), 2, "the mlir backend writes so, mlir, llvm, asm, obj")
+
+    def test_explain_prints_every_stage(self):
+        r = self.expect(attnc("explain", "heads=2 d_k=16 mask=causal lse=true"), 0)
+        stages = [line.split()[3] for line in r.stdout.splitlines()
+                  if line.startswith("// ----- stage")]
+        self.assertEqual(stages, ["spec", "attn", "online", "tiled", "vector", "llvm"])
+        for op in ("attn.attention", "attn.online_update", "scf.forall", "vector.fma",
+                   "llvm.intr.fmuladd"):
+            self.assertIn(op, r.stdout)
+        r = self.expect(attnc("explain", "heads=2 d_k=16", "--stage", "tiled"), 0)
+        self.assertIn("attn.pack_query", r.stdout)
+        self.assertNotIn("stage online", r.stdout)
+        self.expect(attnc("explain", "heads=2 d_k=16", "--stage", "lowered"), 2,
+                    "unknown stage; stages: spec, attn, online, tiled, vector, llvm")
+        r = self.expect(attnc("explain", "heads=2 d_k=16", "--stage", "spec",
+                              "--mlir-print-ir-after-all"), 0)
+        self.assertIn("IR Dump After", r.stderr)
+
     def test_link_failure_leaves_nothing_behind(self):
         fresh = os.path.join(self.tmp, "fresh")
         self.expect(attnc("compile", "d_k=8", "-o", fresh, env={"ATTNC_CXX": "false"}), 1,

@@ -70,3 +70,45 @@ func.func @bad_lse(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tenso
       -> tensor<1x2x4x16xf32>, tensor<1x2xf32>
   return
 }
+
+// -----
+
+func.func @update_domain_rank(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
+                              %acc: memref<1x1x32x16xf32>, %m: memref<1x1x16xf32>, %i: index) {
+  // expected-error @+1 {{needs 4 offsets and 4 sizes, got 3 and 4}}
+  attn.online_update %q, %k, %k into %acc, %m, %m at [%i, %i, %i] sizes [%i, %i, %i, %i]
+      seq_q %i {num_heads = 4 : i64, scale = 1.0 : f64}
+      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x2x?x32xf32>,
+        memref<1x1x32x16xf32>, memref<1x1x16xf32>, memref<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @update_gqa_heads(%q: memref<?x3x?x32xf32>, %k: memref<?x2x?x32xf32>,
+                            %acc: memref<1x1x32x16xf32>, %m: memref<1x1x16xf32>, %i: index) {
+  // expected-error @+1 {{num_heads 3 must be a multiple of the key heads 2}}
+  attn.online_update %q, %k, %k into %acc, %m, %m at [%i, %i, %i, %i] sizes [%i, %i, %i, %i]
+      seq_q %i {num_heads = 3 : i64, scale = 1.0 : f64}
+      : memref<?x3x?x32xf32>, memref<?x2x?x32xf32>, memref<?x2x?x32xf32>,
+        memref<1x1x32x16xf32>, memref<1x1x16xf32>, memref<1x1x16xf32>
+  return
+}
+
+// -----
+
+func.func @state_shapes(%acc: memref<1x1x32x16xf32>, %m: memref<1x1x8xf32>) {
+  // expected-error @+1 {{acc [nb, nh, d_v, rows] and max/sum [nb, nh, rows] disagree}}
+  attn.online_init %acc, %m, %m : memref<1x1x32x16xf32>, memref<1x1x8xf32>, memref<1x1x8xf32>
+  return
+}
+
+// -----
+
+func.func @pack_width(%q: memref<?x4x?x32xf32>, %p: memref<16x48xf32>, %i: index) {
+  // expected-error @+1 {{packed tile must be [d_k = 32, rows]}}
+  attn.pack_query %q[%i, %i, %i] rows %i into %p {scale = 1.0 : f64}
+      : memref<?x4x?x32xf32>, memref<16x48xf32>
+  return
+}
+

@@ -5,6 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace attnc::tools {
 
@@ -16,6 +19,10 @@ Action addCompileCommand(CLI::App& app);
 Action addRunCommand(CLI::App& app);
 Action addVerifyCommand(CLI::App& app);
 Action addBenchCommand(CLI::App& app);
+Action addExplainCommand(CLI::App& app);
+
+// --schedule NAME=VALUE items as a map; UsageError for a malformed item.
+std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::string>& items);
 
 } // namespace attnc::tools
 

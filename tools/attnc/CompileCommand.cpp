@@ -9,6 +9,21 @@
 
 namespace attnc::tools {
 
+std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::string>& items) {
+  std::map<std::string, int64_t> values;
+  for (const std::string& item : items) {
+    size_t eq = item.find('=');
+    int64_t value = 0;
+    auto [end, ec] = eq == std::string::npos
+                         ? std::from_chars_result{nullptr, std::errc::invalid_argument}
+                         : std::from_chars(item.data() + eq + 1, item.data() + item.size(), value);
+    if (ec != std::errc() || end != item.data() + item.size())
+      throw UsageError("--schedule " + item + ": expected NAME=INTEGER");
+    values[item.substr(0, eq)] = value;
+  }
+  return values;
+}
+
 Action addCompileCommand(CLI::App& app) {
   struct Options {
     std::string spec, backend = "reference", target = "host", out;
@@ -21,31 +36,26 @@ Action addCompileCommand(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "reference | halide | mlir")->capture_default_str();
   cmd->add_option("--target", o->target,
                   "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
-                  "(halide; reference builds for the host only)")
+                  "(halide, mlir; reference builds for the host only)")
       ->capture_default_str();
-  cmd->add_option("--emit", o->emit, "artifacts: so,a,h,obj,asm,stmt (comma separated)")
+  cmd->add_option("--emit", o->emit,
+                  "artifacts: so,a,h,obj,asm,stmt (halide), so,mlir,llvm,asm,obj (mlir)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt"}))
+      ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt", "mlir", "llvm"}))
       ->capture_default_str();
   cmd->add_option("--schedule", o->schedule,
                   "schedule parameters NAME=VALUE instead of the target's defaults (comma "
-                  "separated; halide: query_tile key_block vector_width key_unroll row_unroll)")
+                  "separated; halide: query_tile key_block vector_width key_unroll row_unroll "
+                  "value_split; mlir: query_tile key_block vector_width key_unroll value_split)")
       ->delimiter(',');
   cmd->add_option("-o,--out", o->out, "directory for the bundle and its manifest")->required();
   return [o] {
     Spec spec = loadSpec(o->spec);
-    CompileOptions options{o->backend, o->target, o->out, {o->emit.begin(), o->emit.end()}, {}};
-    for (const std::string& item : o->schedule) {
-      size_t eq = item.find('=');
-      int64_t value = 0;
-      auto [end, ec] =
-          eq == std::string::npos
-              ? std::from_chars_result{nullptr, std::errc::invalid_argument}
-              : std::from_chars(item.data() + eq + 1, item.data() + item.size(), value);
-      if (ec != std::errc() || end != item.data() + item.size())
-        throw UsageError("--schedule " + item + ": expected NAME=INTEGER");
-      options.schedule[item.substr(0, eq)] = value;
-    }
+    CompileOptions options{o->backend,
+                           o->target,
+                           o->out,
+                           {o->emit.begin(), o->emit.end()},
+                           parseScheduleOverrides(o->schedule)};
     CompileResult result = compileBundle(spec, options);
     // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
     for (const std::filesystem::path& file : result.files)

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   track(attnc::tools::addRunCommand(app));
   track(attnc::tools::addVerifyCommand(app));
   track(attnc::tools::addBenchCommand(app));
+  track(attnc::tools::addExplainCommand(app));
 
   try {
     app.parse(argc, argv);

@@ -48,7 +48,9 @@ void writeText(const std::filesystem::path& path, const std::string& text) {
 } // namespace
 
 std::vector<std::string> mlirStageNames() {
-  return {mlirbackend::kStages.begin(), mlirbackend::kStages.end()};
+  std::vector<std::string> names{"spec"}; // the spec and schedule the pipeline starts from
+  names.insert(names.end(), mlirbackend::kStages.begin(), mlirbackend::kStages.end());
+  return names;
 }
 
 CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
@@ -129,6 +131,9 @@ std::string explainMlir(const Spec& spec, const CompileOptions& options, const s
   ScheduleParams params = scheduleFor(target, spec, options);
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
   std::string text;
+  if (stage.empty() || stage == "spec")
+    text += "// ----- stage spec -----\n// " + spec.canonical() + "\n// schedule " +
+            params.toJson().dump() + "\n\n";
   mlirbackend::PipelineOptions pipeline;
   pipeline.printIrAfterAll = printIrAfterAll;
   pipeline.afterStage = [&](std::string_view name, mlir::ModuleOp module) {

@@ -18,8 +18,8 @@ namespace attnc {
 // asm, obj.
 ATTNC_MLIR_EXPORT CompileResult compileMlir(const Spec& spec, const CompileOptions& options);
 
-// The IR after each stage ("attn", "online", "tiled", "vector", "llvm"), or after `stage`
-// alone when it is not empty; UsageError for an unknown stage.
+// The spec and schedule ("spec"), then the IR after each stage ("attn", "online", "tiled",
+// "vector", "llvm"), or `stage` alone when it is not empty; UsageError for an unknown stage.
 ATTNC_MLIR_EXPORT std::string explainMlir(const Spec& spec, const CompileOptions& options,
                                           const std::string& stage, bool printIrAfterAll);
 

@@ -1,0 +1,41 @@
+// RUN: attn-opt %s -attn-to-online | FileCheck %s
+// attn.attention at the kernel boundary becomes init, one update over the whole domain and
+// finalize into the destinations, with the state in heap buffers, rows innermost.
+
+!Q = memref<?x4x?x32xf32, strided<[?, ?, ?, ?], offset: ?>>
+!K = memref<?x2x?x32xf32, strided<[?, ?, ?, ?], offset: ?>>
+!V = memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>
+!O = memref<?x4x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>
+!L = memref<?x4x?xf32, strided<[?, ?, ?], offset: ?>>
+
+// CHECK-LABEL: func.func @kernel
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[LEN:.*]]: memref<?xi32>, %[[O:.*]]: memref{{.*}}, %[[LSE:.*]]: memref
+func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L) {
+  // CHECK-NOT: bufferization.to_tensor
+  // CHECK: %[[B:.*]] = memref.dim %[[Q]], %c0
+  // CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c2
+  // CHECK: %[[TK:.*]] = memref.dim %[[K]], %c2
+  // CHECK: %[[ACC:.*]] = memref.alloc(%[[B]], %[[TQ]]) : memref<?x4x16x?xf32>
+  // CHECK: %[[MAX:.*]] = memref.alloc(%[[B]], %[[TQ]]) : memref<?x4x?xf32>
+  // CHECK: %[[SUM:.*]] = memref.alloc(%[[B]], %[[TQ]]) : memref<?x4x?xf32>
+  // CHECK: attn.online_init %[[ACC]], %[[MAX]], %[[SUM]]
+  // CHECK: attn.online_update %[[Q]], %[[K]], %[[V]] lengths(%[[LEN]] : memref<?xi32>) into %[[ACC]], %[[MAX]], %[[SUM]]
+  // CHECK-SAME: sizes[%[[B]], %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]]
+  // CHECK-SAME: masks = ["causal", "padding"], num_heads = 4 : i64
+  // CHECK: attn.online_finalize %[[ACC]], %[[MAX]], %[[SUM]] into %[[O]] lse(%[[LSE]]
+  // CHECK-COUNT-3: memref.dealloc
+  // CHECK-NOT: materialize_in_destination
+  %qt = bufferization.to_tensor %q restrict : !Q
+  %kt = bufferization.to_tensor %k restrict : !K
+  %vt = bufferization.to_tensor %v restrict : !V
+  %lt = bufferization.to_tensor %len restrict : memref<?xi32>
+  %out, %l = attn.attention %qt, %kt, %vt lengths(%lt : tensor<?xi32>)
+      {masks = ["causal", "padding"], scale = 0.125 : f64}
+      : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
+      -> tensor<?x4x?x16xf32>, tensor<?x4x?xf32>
+  bufferization.materialize_in_destination %out in restrict writable %o
+      : (tensor<?x4x?x16xf32>, !O) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse
+      : (tensor<?x4x?xf32>, !L) -> ()
+  return
+}

@@ -1,0 +1,65 @@
+// RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
+// transform.attn.lower_to_vectors: query rows in lanes (48 rows = 3 x vector<16xf32>);
+// scores in a [max_keys, rows] stack buffer; QK^T in register tiles of 2 keys x 3 vectors,
+// then one key at a time for the rest; PV in tiles of 4 columns x 3 vectors.
+
+// CHECK-LABEL: func.func @lower
+// CHECK: scf.forall
+// CHECK-DAG: %[[S:.*]] = memref.alloca() : memref<64x48xf32>
+// CHECK-DAG: %[[PACKED:.*]] = memref.alloca() : memref<32x48xf32>
+// pack_query: a scaled, transposed copy.
+// CHECK: scf.for
+// CHECK: memref.store %{{.*}}, %[[PACKED]]
+// QK^T: 2 keys x 3 vectors of accumulators carried through the loop over d_k.
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-COUNT-3: vector.load %[[PACKED]]
+// CHECK: vector.broadcast
+// CHECK-COUNT-3: vector.fma
+// Causal: keys after a row's position get -inf.
+// CHECK: arith.cmpi sle
+// CHECK: arith.select
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// PV: 4 columns x 3 vectors.
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK-NOT: attn.online
+// CHECK-NOT: attn.pack
+func.func @lower(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: memref<?x2x?x16xf32>,
+                 %o: memref<?x4x?x16xf32>, %tasks: index, %tq: index, %tk: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  scf.forall (%t) in (%tasks) {
+    %packed = memref.alloca() : memref<32x48xf32>
+    %row = arith.muli %t, %c48 : index
+    %n = arith.minsi %c48, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x48xf32>
+    %max = memref.alloca() : memref<1x1x48xf32>
+    %sum = memref.alloca() : memref<1x1x48xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    attn.pack_query %q[%c0, %c0, %row] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x4x?x32xf32>, memref<32x48xf32>
+    scf.for %j = %c0 to %tk step %c64 {
+      %nj = arith.minsi %c64, %tk : index
+      attn.online_update %packed, %k, %v into %acc, %max, %sum at [%c0, %c0, %row, %j]
+          sizes [%c1, %c1, %n, %nj] seq_q %tq
+          {num_heads = 4 : i64, scale = 0.125 : f64, masks = ["causal"], max_keys = 64 : i64}
+          : memref<32x48xf32>, memref<?x2x?x32xf32>, memref<?x2x?x16xf32>,
+            memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    }
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>
+  }
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_to_vectors %f vector_width = 16 key_unroll = 2 value_split = 4
+        : !transform.any_op
+    transform.yield
+  }
+}

@@ -1,5 +1,6 @@
 // attnc bench: a bundle's speed, side by side in one process with the unfused baseline a user
-// would otherwise write (OpenBLAS sgemm, softmax, sgemm) and, when asked, the f64 reference.
+// would otherwise write (OpenBLAS sgemm, softmax, sgemm) and, when asked, another bundle of the
+// same spec (--against, e.g. the other backend) and the f64 reference.
 // Runs are interleaved so that machine noise hits all of them alike; medians are reported.
 #include "Commands.h"
 #include "Reference/Array4.h"
@@ -12,6 +13,7 @@
 #include <fmt/core.h>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sys/resource.h>
 
 namespace attnc::tools {
@@ -19,6 +21,7 @@ namespace {
 
 struct BenchOptions {
   RunOptions run;
+  std::string against; // another bundle of the same spec (the other backend, say)
   int warmup = 2, runs = 10;
   bool json = false, noBaseline = false, reference = false;
 };
@@ -55,6 +58,8 @@ Action addBenchCommand(CLI::App& app) {
   addCallOptions(cmd, o->run);
   cmd->add_option("--warmup", o->warmup, "untimed runs first")->capture_default_str();
   cmd->add_option("--runs", o->runs, "timed runs of each (interleaved)")->capture_default_str();
+  cmd->add_option("--against", o->against,
+                  "another bundle of the same spec, timed interleaved on the same inputs");
   cmd->add_flag("--json", o->json, "print the figures as JSON");
   cmd->add_flag("--no-baseline", o->noBaseline, "time the bundle alone (for its peak memory)");
   cmd->add_flag("--reference", o->reference, "also time the f64 reference (small shapes)");
@@ -66,6 +71,14 @@ Action addBenchCommand(CLI::App& app) {
     std::vector<attnc_named_tensor> named = call.named();
 
     std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
+    std::optional<runtime::Bundle> other;
+    if (!o->against.empty()) {
+      other = runtime::Bundle::open(o->against);
+      if (bundleSpec(*other).canonical() != spec.canonical())
+        throw UsageError("--against " + o->against + ": compiled from another spec (" +
+                         bundleSpec(*other).canonical() + "); it must be " + spec.canonical());
+      timings.push_back({"against", o->against, {}});
+    }
     std::unique_ptr<UnfusedBaseline> baseline;
     std::string baselineNote = "not run (--no-baseline)";
     if (!o->noBaseline) {
@@ -85,6 +98,11 @@ Action addBenchCommand(CLI::App& app) {
       double ms = millis([&] { bundle.run(named, threads); });
       if (timed)
         timings[t].ms.push_back(ms);
+      if (other) {
+        ms = millis([&] { other->run(named, threads); });
+        if (timed)
+          timings[++t].ms.push_back(ms);
+      }
       if (baseline) {
         ms = millis([&] { baseline->run(threads); });
         if (timed)
@@ -104,6 +122,8 @@ Action addBenchCommand(CLI::App& app) {
     // The baseline must compute what the kernel computes, or the comparison means nothing.
     double baselineDiff = 0;
     if (baseline) {
+      if (other) // the other bundle wrote o last
+        bundle.run(named, threads);
       const HostTensor& o = call.tensor("o");
       Array4 kernelOut(o.shape()[0], o.shape()[1], o.shape()[2], o.shape()[3]);
       kernelOut.data = o.values();

@@ -1,6 +1,6 @@
 #include "Backends/Halide/HalideTarget.h"
 
-#include "Support/Errors.h"
+#include "Backends/TargetNames.h"
 
 #include <array>
 #include <set>
@@ -70,18 +70,7 @@ HalideTarget resolveHalideTarget(const std::string& name) {
       t = t.without_feature(Target::AVX512_SapphireRapids);
 #endif
   } else {
-    const NamedTarget* found = nullptr;
-    for (const NamedTarget& n : kNamed)
-      if (name == n.name)
-        found = &n;
-    if (!found) {
-      std::string names = "host";
-      for (const NamedTarget& n : kNamed)
-        names += std::string(" ") + n.name;
-      throw UsageError("--target " + name +
-                       ": not a target of the halide backend; known: " + names);
-    }
-    t = Target(found->halide);
+    t = Target(findNamedTarget<NamedTarget>(kNamed, name, "halide").halide);
   }
   HalideTarget result{t, familyOf(t), {name, archOf(t), "cpu", cpuFeatures(t)}, false};
   result.runsHere = result.manifest.arch == hostTarget().arch;

@@ -1,5 +1,6 @@
 #include "Backends/MLIR/MlirTarget.h"
 
+#include "Backends/TargetNames.h"
 #include "Support/Errors.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
@@ -79,18 +80,9 @@ MlirTarget resolveMlirTarget(const std::string& name) {
     t.cpu = llvm::sys::getHostCPUName().str();
     t.features = hostFeatures();
   } else {
-    const NamedTarget* found = nullptr;
-    for (const NamedTarget& n : kNamed)
-      if (name == n.name)
-        found = &n;
-    if (!found) {
-      std::string names = "host";
-      for (const NamedTarget& n : kNamed)
-        names += std::string(" ") + n.name;
-      throw UsageError("--target " + name + ": not a target of the mlir backend; known: " + names);
-    }
-    t.triple = found->triple;
-    t.cpu = found->cpu;
+    const NamedTarget& found = findNamedTarget<NamedTarget>(kNamed, name, "mlir");
+    t.triple = found.triple;
+    t.cpu = found.cpu;
   }
   std::string error;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, error);

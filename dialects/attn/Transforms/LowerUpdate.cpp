@@ -54,6 +54,8 @@ private:
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
   }
+  SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowVectors,
+                                   ArrayRef<Value> scalars, ValueRange acc);
   void emitScores(Value begin, Value end, int64_t unroll);
   void emitMaskAndMax(SmallVector<Value>& max);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
@@ -75,6 +77,19 @@ private:
   Value keyLimit;   // lengths[b], when padding
 };
 
+// The register tile's rank-1 update: acc[s * R + r] += rowVectors[r] * scalars[s].
+SmallVector<Value> UpdateLowering::rankOneUpdate(ImplicitLocOpBuilder& ib,
+                                                 ArrayRef<Value> rowVectors,
+                                                 ArrayRef<Value> scalars, ValueRange acc) {
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, scalar] : llvm::enumerate(scalars)) {
+    Value splat = ib.create<vector::BroadcastOp>(vector, scalar);
+    for (int64_t r = 0; r < vectors; ++r)
+      next[s * vectors + r] = ib.create<vector::FMAOp>(rowVectors[r], splat, acc[s * vectors + r]);
+  }
+  return next;
+}
+
 // S[j, :] for keys j in [begin, end), `unroll` keys per step (end - begin divisible by it).
 void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
   const int64_t dk = op.getKey().getType().getDimSize(3);
@@ -95,15 +110,10 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
               for (int64_t r = 0; r < vectors; ++r)
                 q.push_back(cb.create<vector::LoadOp>(vector, op.getQuery(),
                                                       ValueRange{c, indexConstant(cb, r * lanes)}));
-              SmallVector<Value> next(acc.begin(), acc.end());
-              for (int64_t u = 0; u < unroll; ++u) {
-                Value k = loadF32(cb, op.getKey(), {batch, kvHead, keys[u], c});
-                Value kSplat = cb.create<vector::BroadcastOp>(vector, k);
-                for (int64_t r = 0; r < vectors; ++r)
-                  next[u * vectors + r] =
-                      cb.create<vector::FMAOp>(q[r], kSplat, acc[u * vectors + r]);
-              }
-              cb.create<scf::YieldOp>(next);
+              SmallVector<Value> k;
+              for (int64_t u = 0; u < unroll; ++u)
+                k.push_back(loadF32(cb, op.getKey(), {batch, kvHead, keys[u], c}));
+              cb.create<scf::YieldOp>(rankOneUpdate(cb, q, k, acc));
             });
         for (int64_t u = 0; u < unroll; ++u)
           for (int64_t r = 0; r < vectors; ++r)
@@ -281,15 +291,10 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
               for (int64_t r = 0; r < vectors; ++r)
                 p.push_back(jb.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)}));
               Value key = keyAt(jb, j);
-              SmallVector<Value> next(acc.begin(), acc.end());
-              for (int64_t cc = 0; cc < split; ++cc) {
-                Value v = loadF32(jb, op.getValue(), {batch, kvHead, key, cols[cc]});
-                Value vSplat = jb.create<vector::BroadcastOp>(vector, v);
-                for (int64_t r = 0; r < vectors; ++r)
-                  next[cc * vectors + r] =
-                      jb.create<vector::FMAOp>(p[r], vSplat, acc[cc * vectors + r]);
-              }
-              jb.create<scf::YieldOp>(next);
+              SmallVector<Value> v;
+              for (int64_t cc = 0; cc < split; ++cc)
+                v.push_back(loadF32(jb, op.getValue(), {batch, kvHead, key, cols[cc]}));
+              jb.create<scf::YieldOp>(rankOneUpdate(jb, p, v, acc));
             });
         for (int64_t cc = 0; cc < split; ++cc)
           for (int64_t r = 0; r < vectors; ++r)

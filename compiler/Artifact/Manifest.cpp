@@ -34,6 +34,8 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
       {"arguments", argumentsToJson(kernelArguments(spec))},
       {"workspace_bytes", workspaceBytes},
   };
+  if (!target.cudaArch.empty())
+    m["target"]["cuda_arch"] = target.cudaArch;
   m.update(extra);
   m["content_hash"] = fnv1a64Hex(m.dump());
   return m;

@@ -3,6 +3,7 @@
 //   {"abi_version": 1, "attnc_version": "0.1.0", "spec": "<canonical spec>",
 //    "spec_hash": "...", "backend": "reference", "schedule": {...},
 //    "target": {"name": "host", "arch": "x86_64", "device": "cpu", "cpu_features": [...]},
+//    (GPU bundles: "device": "cuda", "cuda_arch": "sm_90"; arch is the host code's),
 //    "arguments": [{"name": "q", "role": "input", "dtypes": ["f32"], "shape": [...]}, ...],
 //    "workspace_bytes": 0, "content_hash": "..."}
 //
@@ -23,6 +24,7 @@ struct Target {
   std::string arch;                     // "x86_64", "aarch64"
   std::string device;                   // "cpu"
   std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
+  std::string cudaArch;                 // device "cuda": the oldest GPU it runs on, "sm_90"
 };
 
 // The machine this process runs on, needing no optional CPU feature.

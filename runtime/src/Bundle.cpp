@@ -3,6 +3,7 @@
 #include "RuntimeManifest.h"
 #include "TensorCheck.h"
 #include "ThreadPool.h"
+#include "attnc/CudaDriver.hpp"
 #include "attnc/attnc.h"
 
 #include <algorithm>
@@ -29,6 +30,22 @@ struct attnc_bundle {
 };
 
 namespace {
+
+// Why this host cannot run a CUDA bundle built for `arch` ("sm_90"), or "" when it can.
+std::string cudaProblem(const std::string& arch) {
+  int needed = 0;
+  if (arch.rfind("sm_", 0) != 0 || (needed = std::atoi(arch.c_str() + 3)) <= 0)
+    return "bundle names an unknown CUDA architecture '" + arch + "'";
+  attnc::cuda::Device device;
+  std::string why;
+  if (!attnc::cuda::useDevice(&device, &why))
+    return "bundle runs on an NVIDIA GPU (" + arch +
+           " or newer) and this host has none usable: " + why;
+  if (device.major * 10 + device.minor < needed)
+    return "bundle needs an " + arch + " GPU or newer; device 0 (" + device.name + ") is sm_" +
+           std::to_string(device.major * 10 + device.minor);
+  return "";
+}
 
 attnc_status fail(attnc_error* error, attnc_status status, const std::string& message) {
   if (error) {
@@ -139,9 +156,12 @@ attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_er
     return fail(error, ATTNC_ERROR_MANIFEST,
                 "manifest says ABI version " + std::to_string(m.abiVersion) +
                     " but the bundle exports " + std::to_string(*abi));
-  if (m.device != "cpu")
+  if (m.device != "cpu" && m.device != "cuda")
     return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
-                "bundle targets device '" + m.device + "'; this runtime runs 'cpu' bundles");
+                "bundle targets device '" + m.device + "'; this runtime runs cpu and cuda bundles");
+  if (m.device == "cuda")
+    if (std::string problem = cudaProblem(m.cudaArch); !problem.empty())
+      return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET, problem);
   if (m.arch != attnc::runtime::hostArch())
     return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
                 "bundle was compiled for " + m.arch + "; this host is " +

@@ -69,6 +69,8 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
   const json& target = field(root, "target", json::value_t::object);
   m.arch = field(target, "arch", json::value_t::string).get<std::string>();
   m.device = field(target, "device", json::value_t::string).get<std::string>();
+  if (m.device == "cuda")
+    m.cudaArch = field(target, "cuda_arch", json::value_t::string).get<std::string>();
   for (const json& feature : field(target, "cpu_features", json::value_t::array)) {
     if (!feature.is_string())
       fail("target.cpu_features holds a non-string");

@@ -24,7 +24,8 @@ struct ArgumentSpec {
 struct RuntimeManifest {
   uint32_t abiVersion = 0;
   std::string arch;                     // "x86_64", "aarch64"
-  std::string device;                   // "cpu"
+  std::string device;                   // "cpu" or "cuda"
+  std::string cudaArch;                 // "sm_80", "sm_90": the oldest GPU a cuda bundle runs on
   std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
   uint64_t workspaceBytes = 0;
   std::vector<ArgumentSpec> arguments;

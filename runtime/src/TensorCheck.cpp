@@ -51,9 +51,13 @@ bool nonOverlapping(const DLTensor& t, const std::vector<int64_t>& strides) {
   return true;
 }
 
-std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t, RunSizes& sizes) {
+std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t,
+                                    const std::string& device, RunSizes& sizes) {
   const std::string name = "tensor '" + arg.name + "'";
-  if (t.device.device_type != kDLCPU)
+  if (device == "cuda" && t.device.device_type != kDLCUDA)
+    return name + " is not in CUDA device memory (device_type " +
+           std::to_string(t.device.device_type) + "); this bundle runs on the GPU";
+  if (device != "cuda" && t.device.device_type != kDLCPU)
     return name + " is not in host memory (device_type " + std::to_string(t.device.device_type) +
            "); this bundle runs on the CPU";
   if (std::none_of(arg.dtypes.begin(), arg.dtypes.end(),
@@ -113,7 +117,7 @@ std::pair<std::uintptr_t, std::uintptr_t> byteSpan(const DLTensor& t) {
 std::optional<std::string> checkTensors(const RuntimeManifest& manifest,
                                         const std::vector<DLTensor*>& tensors, RunSizes& sizes) {
   for (std::size_t i = 0; i < manifest.arguments.size(); ++i)
-    if (auto problem = checkOne(manifest.arguments[i], *tensors[i], sizes))
+    if (auto problem = checkOne(manifest.arguments[i], *tensors[i], manifest.device, sizes))
       return problem;
   // A kernel may write an output before it has read all inputs: outputs alias nothing.
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -7,22 +7,31 @@
 namespace attnc::mlirschedule {
 namespace {
 
-// transform/cpu.mlir, embedded at build time (CMake writes it into a raw string).
+// transform/cpu.mlir and cuda.mlir, embedded at build time (CMake writes raw strings).
 constexpr const char* kCpuScript =
 #include "transform/CpuSchedule.inc"
+    ;
+constexpr const char* kCudaScript =
+#include "transform/CudaSchedule.inc"
     ;
 
 } // namespace
 
-std::span<const ParamSpace> mlirParamSpace() {
-  static const std::vector<ParamSpace> space{
+std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
+  static const std::vector<ParamSpace> cpu{
       {"query_tile", {8, 12, 16, 24, 32, 48, 64, 96}, "query rows per parallel task"},
       {"key_block", {16, 32, 64, 128, 256, 512}, "keys per online-softmax step"},
       {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
       {"key_unroll", {1, 2, 4, 6, 8}, "keys per QK^T register tile"},
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile"},
   };
-  return space;
+  static const std::vector<ParamSpace> cuda{
+      {"key_block", {16, 32, 64, 128, 256}, "keys per online-softmax step"},
+      {"key_unroll", {1, 2, 4, 8}, "keys per QK^T register tile of a thread"},
+      {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile of a thread"},
+      {"block_threads", {32, 64, 128, 256, 512}, "threads (query rows) per block"},
+  };
+  return family == "cuda" ? cuda : cpu;
 }
 
 ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) {
@@ -45,6 +54,10 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                            {"key_unroll", 6},
                            {"value_split", 4}},
                           "register budget of 16 ymm");
+  if (family == "cuda")
+    return ScheduleParams(
+        "mlir", {{"key_block", 64}, {"key_unroll", 4}, {"value_split", 8}, {"block_threads", 128}},
+        "first SIMT schedule, one query row per thread (not measured)");
   return ScheduleParams("mlir",
                         {{"query_tile", 12},
                          {"key_block", 128},
@@ -54,16 +67,18 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                         "register budget of 32 NEON q registers (not measured)");
 }
 
-void checkMlirSchedule(const ScheduleParams& params) {
+void checkMlirSchedule(const std::string& family, const ScheduleParams& params) {
+  if (family == "cuda")
+    return; // one query row per thread: nothing to divide
   if (params.get("query_tile") % params.get("vector_width") != 0)
     throw UsageError(
         "schedule: query_tile=" + std::to_string(params.get("query_tile")) +
         " must be a multiple of vector_width=" + std::to_string(params.get("vector_width")));
 }
 
-std::string instantiateCpuSchedule(const ScheduleParams& params) {
+std::string instantiateSchedule(const std::string& family, const ScheduleParams& params) {
   static const std::regex placeholder(R"(\$\{([a-z_]+)\})");
-  std::string script = kCpuScript, out;
+  std::string script = family == "cuda" ? kCudaScript : kCpuScript, out;
   auto end = std::sregex_iterator();
   size_t last = 0;
   for (auto it = std::sregex_iterator(script.begin(), script.end(), placeholder); it != end; ++it) {

@@ -103,7 +103,7 @@ class CompileCommand(CliTestCase):
         self.assertIn("attn.pack_query", r.stdout)
         self.assertNotIn("stage online", r.stdout)
         self.expect(attnc("explain", "heads=2 d_k=16", "--stage", "lowered"), 2,
-                    "unknown stage; stages: spec, attn, online, tiled, vector, llvm")
+                    "unknown stage for target host; stages: spec, attn, online, tiled, vector, llvm")
         r = self.expect(attnc("explain", "heads=2 d_k=16", "--stage", "spec",
                               "--mlir-print-ir-after-all"), 0)
         self.assertIn("IR Dump After", r.stderr)

@@ -1,5 +1,12 @@
 // RUN: attn-opt %s -attn-approximate-math | FileCheck %s
-// exp, log and tanh become polynomials on the vector lanes, with no libm calls left.
+// RUN: attn-opt %s -attn-approximate-math=no-libdevice | FileCheck %s --check-prefix=NVVM
+// exp, log and tanh become polynomials on the vector lanes, with no libm calls left; for NVVM
+// the floor and fabs inside them become conversions and bit masks (no libdevice calls).
+
+// NVVM-LABEL: func.func @math
+// NVVM-NOT: math.floor
+// NVVM-NOT: math.absf
+// NVVM: arith.andi {{.*}} : vector<16xi32>
 
 // CHECK-LABEL: func.func @math
 // CHECK-NOT: math.exp

@@ -3,6 +3,7 @@
 // same spec (--against, e.g. the other backend) and the f64 reference.
 // Runs are interleaved so that machine noise hits all of them alike; medians are reported.
 #include "Commands.h"
+#include "DeviceCall.h"
 #include "Reference/Array4.h"
 #include "RunSupport.h"
 #include "UnfusedBaseline.h"
@@ -68,7 +69,11 @@ Action addBenchCommand(CLI::App& app) {
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(o->run));
     const int32_t threads = threadsOrAll(o->run.threads);
-    std::vector<attnc_named_tensor> named = call.named();
+    // GPU bundles run on device copies of the tensors (synchronous runs, wall-clock timed).
+    std::unique_ptr<DeviceCall> device;
+    if (runsOnGpu(bundle))
+      device = std::make_unique<DeviceCall>(call);
+    std::vector<attnc_named_tensor> named = device ? device->named() : call.named();
 
     std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
     std::optional<runtime::Bundle> other;
@@ -124,6 +129,8 @@ Action addBenchCommand(CLI::App& app) {
     if (baseline) {
       if (other) // the other bundle wrote o last
         bundle.run(named, threads);
+      if (device)
+        device->copyOutputsBack();
       const HostTensor& o = call.tensor("o");
       Array4 kernelOut(o.shape()[0], o.shape()[1], o.shape()[2], o.shape()[3]);
       kernelOut.data = o.values();

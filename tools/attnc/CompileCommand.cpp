@@ -36,12 +36,12 @@ Action addCompileCommand(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "reference | halide | mlir")->capture_default_str();
   cmd->add_option("--target", o->target,
                   "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
-                  "(halide, mlir; reference builds for the host only)")
+                  "(halide, mlir) | cuda-sm_80 | cuda-sm_90 (mlir); reference: host only")
       ->capture_default_str();
   cmd->add_option("--emit", o->emit,
-                  "artifacts: so,a,h,obj,asm,stmt (halide), so,mlir,llvm,asm,obj (mlir)")
+                  "artifacts: so,a,h,obj,asm,stmt (halide), so,mlir,llvm,asm,obj,ptx (mlir)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt", "mlir", "llvm"}))
+      ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt", "mlir", "llvm", "ptx"}))
       ->capture_default_str();
   cmd->add_option("--schedule", o->schedule,
                   "schedule parameters NAME=VALUE instead of the target's defaults (comma "

@@ -7,6 +7,7 @@
 #include "Backends/MLIR/SpecToAttn.h"
 #include "Support/Errors.h"
 #include "attnc/attnc.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "transform/TransformSchedule.h"
 
 #include "llvm/IR/LLVMContext.h"
@@ -25,10 +26,32 @@ std::string stemFor(const Spec& spec, const std::string& target) {
 
 ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
                            const CompileOptions& options) {
-  ScheduleParams params = mlirschedule::defaultMlirSchedule(target.family, spec)
-                              .overridden(options.schedule, mlirschedule::mlirParamSpace());
-  mlirschedule::checkMlirSchedule(params);
+  ScheduleParams params =
+      mlirschedule::defaultMlirSchedule(target.family, spec)
+          .overridden(options.schedule, mlirschedule::mlirParamSpace(target.family));
+  mlirschedule::checkMlirSchedule(target.family, params);
   return params;
+}
+
+mlirbackend::PipelineOptions pipelineFor(const mlirbackend::MlirTarget& target) {
+  mlirbackend::PipelineOptions options;
+  options.family = target.family;
+  options.gpuChip = target.gpuChip;
+  options.ptxFeatures = target.ptxFeatures;
+  return options;
+}
+
+// The PTX that gpu-module-to-binary embedded (format isa), or "" when there is none.
+std::string embeddedPtx(mlir::ModuleOp module) {
+  std::string ptx;
+  module.walk([&](mlir::gpu::BinaryOp binary) {
+    for (mlir::Attribute object : binary.getObjects())
+      ptx += mlir::cast<mlir::gpu::ObjectAttr>(object).getObject().getValue().str();
+  });
+  // The embedded copy ends in the NUL the driver's JIT needs; a .ptx file does not.
+  while (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  return ptx;
 }
 
 std::string print(mlir::ModuleOp module) {
@@ -47,16 +70,12 @@ void writeText(const std::filesystem::path& path, const std::string& text) {
 
 } // namespace
 
-std::vector<std::string> mlirStageNames() {
-  std::vector<std::string> names{"spec"}; // the spec and schedule the pipeline starts from
-  names.insert(names.end(), mlirbackend::kStages.begin(), mlirbackend::kStages.end());
-  return names;
-}
-
 CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
   for (const std::string& kind : options.emit)
-    if (kind != "so" && kind != "mlir" && kind != "llvm" && kind != "asm" && kind != "obj")
-      throw UsageError("--emit " + kind + ": the mlir backend writes so, mlir, llvm, asm, obj");
+    if (kind != "so" && kind != "mlir" && kind != "llvm" && kind != "asm" && kind != "obj" &&
+        kind != "ptx")
+      throw UsageError("--emit " + kind +
+                       ": the mlir backend writes so, mlir, llvm, asm, obj (and ptx for cuda)");
   mlirbackend::checkMlirCoverage(spec);
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
   const std::set<std::string>& emit = options.emit;
@@ -65,10 +84,13 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
                      "): bundles run where they are built; use --emit with mlir, llvm, asm "
                      "or obj");
   ScheduleParams params = scheduleFor(target, spec, options);
+  const bool cuda = target.family == "cuda";
+  if (emit.count("ptx") && !cuda)
+    throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
 
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
   std::string attnStage;
-  mlirbackend::PipelineOptions pipeline;
+  mlirbackend::PipelineOptions pipeline = pipelineFor(target);
   pipeline.afterStage = [&](std::string_view stage, mlir::ModuleOp module) {
     if (stage == "attn")
       attnStage = print(module);
@@ -87,11 +109,16 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
     BundleRequest request;
     request.manifest = buildManifest(spec, "mlir", params.toJson(), target.manifest, 0);
-    request.linkInputs = {scratch / "kernel.o", findArchive("libattnc_bundle_mlir.a")};
+    request.linkInputs = {scratch / "kernel.o",
+                          findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
     request.stem = stem;
     request.abiVersion = ATTNC_ABI_VERSION;
     linkBundle(request, staging);
     files.insert(files.end(), {stem + ".so", stem + ".json"});
+  }
+  if (emit.count("ptx")) {
+    writeText(scratch / (stem + ".ptx"), embeddedPtx(*module));
+    files.push_back(stem + ".ptx");
   }
   if (emit.count("mlir")) {
     writeText(scratch / (stem + ".mlir"), attnStage);
@@ -120,21 +147,23 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
 
 std::string explainMlir(const Spec& spec, const CompileOptions& options, const std::string& stage,
                         bool printIrAfterAll) {
-  std::vector<std::string> stages = mlirStageNames();
+  mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
+  std::vector<std::string_view> stages = mlirbackend::stagesFor(target.family);
+  stages.insert(stages.begin(), "spec"); // the spec and schedule the pipeline starts from
   if (!stage.empty() && std::find(stages.begin(), stages.end(), stage) == stages.end()) {
     std::string names;
-    for (const std::string& s : stages)
-      names += (names.empty() ? "" : ", ") + s;
-    throw UsageError("--stage " + stage + ": unknown stage; stages: " + names);
+    for (std::string_view s : stages)
+      names += (names.empty() ? "" : ", ") + std::string(s);
+    throw UsageError("--stage " + stage + ": unknown stage for target " + options.target +
+                     "; stages: " + names);
   }
-  mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
   ScheduleParams params = scheduleFor(target, spec, options);
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
   std::string text;
+  mlirbackend::PipelineOptions pipeline = pipelineFor(target);
   if (stage.empty() || stage == "spec")
     text += "// ----- stage spec -----\n// " + spec.canonical() + "\n// schedule " +
             params.toJson().dump() + "\n\n";
-  mlirbackend::PipelineOptions pipeline;
   pipeline.printIrAfterAll = printIrAfterAll;
   pipeline.afterStage = [&](std::string_view name, mlir::ModuleOp module) {
     if (!stage.empty() && name != stage)

@@ -14,16 +14,15 @@
 
 namespace attnc {
 
-// Emit kinds: so (bundle + manifest), mlir (the attn-stage module), llvm (optimised LLVM IR),
-// asm, obj.
+// Emit kinds: so (bundle + manifest), mlir (the attn-stage module), llvm (optimised LLVM IR of
+// the host code), asm, obj, and ptx for cuda targets.
 ATTNC_MLIR_EXPORT CompileResult compileMlir(const Spec& spec, const CompileOptions& options);
 
 // The spec and schedule ("spec"), then the IR after each stage ("attn", "online", "tiled",
-// "vector", "llvm"), or `stage` alone when it is not empty; UsageError for an unknown stage.
+// "vector", ["gpu",] "llvm"), or `stage` alone when it is not empty; UsageError for an
+// unknown stage.
 ATTNC_MLIR_EXPORT std::string explainMlir(const Spec& spec, const CompileOptions& options,
                                           const std::string& stage, bool printIrAfterAll);
-
-ATTNC_MLIR_EXPORT std::vector<std::string> mlirStageNames();
 
 } // namespace attnc
 

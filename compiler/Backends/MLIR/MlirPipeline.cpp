@@ -8,16 +8,21 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
 #include "mlir/Dialect/Transform/IR/TransformDialect.h"
 #include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 #include "transform/TransformSchedule.h"
 
@@ -78,16 +83,29 @@ void runSchedule(ModuleOp module, ModuleOp schedule, StringRef entry, std::strin
 
 } // namespace
 
+std::vector<std::string_view> stagesFor(const std::string& family) {
+  if (family == "cuda")
+    return {"attn", "online", "tiled", "vector", "gpu", "llvm"};
+  return {"attn", "online", "tiled", "vector", "llvm"};
+}
+
 std::unique_ptr<MLIRContext> makeContext() {
   DialectRegistry registry;
   registry.insert<attn::AttnDialect, affine::AffineDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect, func::FuncDialect,
-                  index::IndexDialect, LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect,
-                  scf::SCFDialect, mlir::transform::TransformDialect, vector::VectorDialect>();
+                  gpu::GPUDialect, index::IndexDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
+                  math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
+                  mlir::transform::TransformDialect, vector::VectorDialect>();
   attn::registerTransformDialectExtension(registry);
   linalg::registerTransformDialectExtension(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // CUDA: gpu-module-to-binary serializes through the NVVM target; the host translation
+  // embeds the PTX and launches through mgpu* calls.
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerGPUDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+  registerNVVMDialectTranslation(registry);
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
   return context;
@@ -111,7 +129,7 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   });
   after("online", *module);
 
-  const std::string script = mlirschedule::instantiateCpuSchedule(params);
+  const std::string script = mlirschedule::instantiateSchedule(options.family, params);
   OwningOpRef<ModuleOp> schedule = parseSourceString<ModuleOp>(script, &context, "cpu.mlir");
   if (!schedule)
     diagnostics.fail("tiled (parsing the schedule)");
@@ -120,8 +138,18 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   runSchedule(*module, *schedule, "vectorize", "vector", options, diagnostics);
   after("vector", *module);
 
-  runPasses(*module, "llvm", options, diagnostics,
-            [](OpPassManager& pm) { attn::buildLowerToLLVMPipeline(pm); });
+  if (options.family == "cuda") {
+    runPasses(*module, "gpu", options, diagnostics, [&](OpPassManager& pm) {
+      attn::buildMapToGpuPipeline(pm, params.get("block_threads"));
+    });
+    after("gpu", *module);
+    runPasses(*module, "llvm", options, diagnostics, [&](OpPassManager& pm) {
+      attn::buildGpuLowerToLLVMPipeline(pm, options.gpuChip, options.ptxFeatures);
+    });
+  } else {
+    runPasses(*module, "llvm", options, diagnostics,
+              [](OpPassManager& pm) { attn::buildLowerToLLVMPipeline(pm); });
+  }
   after("llvm", *module);
   return module;
 }

@@ -1,5 +1,6 @@
-// The MLIR backend's stages: spec -> attn -> online -> tiled -> vector -> llvm. Each stage
-// rewrites the module in place; a callback sees the IR after each one (attnc explain).
+// The MLIR backend's stages: spec -> attn -> online -> tiled -> vector -> llvm on CPUs, with
+// a gpu stage before llvm on CUDA. Each stage rewrites the module in place; a callback sees
+// the IR after each one (attnc explain).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_MLIRPIPELINE_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_MLIRPIPELINE_H
 
@@ -8,19 +9,21 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
-#include <array>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 namespace attnc::mlirbackend {
 
-inline constexpr std::array<std::string_view, 5> kStages{"attn", "online", "tiled", "vector",
-                                                         "llvm"};
+// The stages for a target family ("cuda" or a CPU family), in order.
+std::vector<std::string_view> stagesFor(const std::string& family);
 
 // A context with every dialect, extension and translation the pipeline uses.
 std::unique_ptr<mlir::MLIRContext> makeContext();
 
 struct PipelineOptions {
+  std::string family = "x86-avx512"; // the schedule family; "cuda" adds the gpu stage
+  std::string gpuChip, ptxFeatures;  // cuda: "sm_90", "+ptx80"
   // After each stage (including "attn", the module as built from the spec).
   std::function<void(std::string_view stage, mlir::ModuleOp module)> afterStage;
   bool printIrAfterAll = false; // MLIR's --mlir-print-ir-after-all, to stderr

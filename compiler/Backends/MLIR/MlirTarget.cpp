@@ -24,8 +24,9 @@ namespace {
 
 struct NamedTarget {
   const char* name;
-  const char* triple;
+  const char* triple; // empty: this host's (the launching code of GPU targets)
   const char* cpu;
+  const char* gpuChip = "";
 };
 
 constexpr std::array kNamed{
@@ -33,7 +34,12 @@ constexpr std::array kNamed{
     NamedTarget{"x86-64-avx512", "x86_64-unknown-linux-gnu", "skylake-avx512"},
     NamedTarget{"x86-64-sapphirerapids", "x86_64-unknown-linux-gnu", "sapphirerapids"},
     NamedTarget{"arm-64-linux", "aarch64-unknown-linux-gnu", "neoverse-n1"},
+    NamedTarget{"cuda-sm_80", "", "generic", "sm_80"},
+    NamedTarget{"cuda-sm_90", "", "generic", "sm_90"},
 };
+
+// PTX ISA 8.0 (CUDA 12.0 drivers and newer) covers sm_80 and sm_90.
+constexpr const char* kPtxFeatures = "+ptx80";
 
 // LLVM feature names and the /proc/cpuinfo flags that show them.
 constexpr std::array<std::pair<const char*, const char*>, 14> kCpuFlags{{
@@ -81,8 +87,9 @@ MlirTarget resolveMlirTarget(const std::string& name) {
     t.features = hostFeatures();
   } else {
     const NamedTarget& found = findNamedTarget<NamedTarget>(kNamed, name, "mlir");
-    t.triple = found.triple;
+    t.triple = *found.triple ? found.triple : llvm::sys::getDefaultTargetTriple();
     t.cpu = found.cpu;
+    t.gpuChip = found.gpuChip;
   }
   std::string error;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, error);
@@ -102,6 +109,12 @@ MlirTarget resolveMlirTarget(const std::string& name) {
     if ((std::string_view(feature) == "neon") == triple.isAArch64() && has(feature))
       t.manifest.cpuFeatures.push_back(flag);
   t.family = triple.isAArch64() ? "arm-neon" : has("avx512f") ? "x86-avx512" : "x86-avx2";
+  if (!t.gpuChip.empty()) {
+    // The host code only launches: it needs no optional CPU feature.
+    t.family = "cuda";
+    t.ptxFeatures = kPtxFeatures;
+    t.manifest = {name, t.manifest.arch, "cuda", {}, t.gpuChip};
+  }
   t.runsHere = t.manifest.arch == hostTarget().arch;
   return t;
 }
@@ -119,7 +132,8 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
   for (llvm::Function& f : *llvmModule) {
     if (f.isDeclaration())
       continue;
-    f.addFnAttr("target-cpu", target.cpu);
+    if (target.cpu != "generic")
+      f.addFnAttr("target-cpu", target.cpu);
     if (!target.features.empty())
       f.addFnAttr("target-features", target.features);
     if (wide) {

@@ -19,15 +19,16 @@ class TargetMachine;
 namespace attnc::mlirbackend {
 
 struct MlirTarget {
-  std::string triple, cpu, features;
-  std::string family; // "x86-avx512", "x86-avx2", "arm-neon": picks the default schedule
-  Target manifest;    // name, arch, device and the /proc/cpuinfo features the code needs
-  bool runsHere;      // same architecture as this host: a bundle can be linked and loaded
+  std::string triple, cpu, features; // of the host code (for cuda: the launching code)
+  std::string family; // "x86-avx512", "x86-avx2", "arm-neon", "cuda": picks the schedule
+  std::string gpuChip, ptxFeatures; // cuda: "sm_90", "+ptx80"
+  Target manifest; // name, arch, device and the /proc/cpuinfo features the code needs
+  bool runsHere;   // same architecture as this host: a bundle can be linked and loaded
   std::shared_ptr<llvm::TargetMachine> machine;
 };
 
-// "host", "x86-64-avx2", "x86-64-avx512", "x86-64-sapphirerapids", "arm-64-linux". Throws
-// UsageError listing these for any other name.
+// "host", "x86-64-avx2", "x86-64-avx512", "x86-64-sapphirerapids", "arm-64-linux",
+// "cuda-sm_80", "cuda-sm_90". Throws UsageError listing these for any other name.
 MlirTarget resolveMlirTarget(const std::string& name);
 
 // The LLVM-dialect module as optimised (O3) LLVM IR for the target.

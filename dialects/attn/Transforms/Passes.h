@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -23,6 +24,15 @@ namespace attnc::attn {
 // The "llvm" stage: outlined tasks, approximated math and every dialect to LLVM
 // (registered as the attn-lower-to-llvm pipeline).
 void buildLowerToLLVMPipeline(mlir::OpPassManager& pm);
+
+// The CUDA "gpu" stage: tasks as GPU threads, kernels outlined into a gpu.module.
+void buildMapToGpuPipeline(mlir::OpPassManager& pm, int64_t blockThreads);
+
+// The CUDA "llvm" stage: the gpu.module to NVVM with an #nvvm.target for `chip` (sm_80,
+// sm_90), serialized to PTX into a gpu.binary; the host side to the LLVM dialect, launching
+// through the mgpu* runtime functions (implemented by the bundle, CudaKernel.cpp).
+void buildGpuLowerToLLVMPipeline(mlir::OpPassManager& pm, const std::string& chip,
+                                 const std::string& ptxFeatures);
 
 // The attn passes and the attn-lower-to-llvm pipeline, for attn-opt.
 void registerAttnPipelines();

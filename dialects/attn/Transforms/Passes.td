@@ -28,12 +28,36 @@ def AttnOutlineTasks : Pass<"attn-outline-tasks", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::func::FuncDialect"];
 }
 
+def AttnMapTasksToGpu : Pass<"attn-map-tasks-to-gpu", "mlir::ModuleOp"> {
+  let summary = "Runs each kernel's task loop as one GPU thread per task";
+  let description = [{
+    For each function marked `attn.kernel`, replaces its one-dimensional `scf.forall` over
+    tasks by a `gpu.launch` of ceil(tasks / block-threads) blocks of `block-threads` threads,
+    thread t of block b running task b * block-threads + t when it exists. The CUDA schedule
+    makes one task per query row, so a warp runs 32 consecutive rows of one head, and its
+    lanes read the same keys and values (one broadcast load each). Marks the module as a GPU
+    container and the kernel with a C interface for the bundle's entry.
+  }];
+  let options = [
+    Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",
+           "threads per block">
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def AttnApproximateMath : Pass<"attn-approximate-math"> {
   let summary = "Replaces math.exp, math.log and math.tanh by vectorisable polynomials";
   let description = [{
     Uses MLIR's polynomial approximations (about 1-2 ulp in f32), so that exponentials stay
-    in vector registers instead of becoming one libm call per lane.
+    in vector registers instead of becoming one libm call per lane. With `no-libdevice` the
+    floor and fabs the polynomials use become conversions and bit operations too, since
+    NVVM lowering would otherwise call libdevice, which attnc does not link.
   }];
+  let options = [
+    Option<"noLibdevice", "no-libdevice", "bool", /*default=*/"false",
+           "also expand math.floor and math.absf (for NVVM)">
+  ];
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::vector::VectorDialect",
                            "mlir::math::MathDialect"];
 }

@@ -2,6 +2,7 @@
 #include "attn/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -31,6 +32,61 @@ void buildLowerToLLVMPipeline(OpPassManager& pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void buildMapToGpuPipeline(OpPassManager& pm, int64_t blockThreads) {
+  AttnMapTasksToGpuOptions options;
+  options.blockThreads = blockThreads;
+  pm.addPass(createAttnMapTasksToGpu(options));
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void buildGpuLowerToLLVMPipeline(OpPassManager& pm, const std::string& chip,
+                                 const std::string& ptxFeatures) {
+  // Device code: the same scalar-and-vector lowering as on the CPU, then NVVM.
+  OpPassManager& device = pm.nest<gpu::GPUModuleOp>();
+  AttnApproximateMathOptions math;
+  math.noLibdevice = true;
+  device.addPass(createAttnApproximateMath(math));
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  device.addPass(arith::createArithExpandOpsPass(expand));
+  device.addPass(memref::createExpandStridedMetadataPass());
+  device.addPass(createLowerAffinePass());
+  device.addPass(createConvertSCFToCFPass());
+  device.addPass(createConvertVectorToLLVMPass());
+  device.addPass(createConvertMathToLLVMPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.indexBitwidth = 64;
+  device.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  device.addPass(createReconcileUnrealizedCastsPass());
+  device.addPass(createCanonicalizerPass());
+  device.addPass(createCSEPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = chip;
+  target.features = ptxFeatures;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+
+  // Host code: everything as on the CPU, then the launch through mgpu* calls.
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(arith::createArithExpandOpsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertSCFToCFPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa"; // PTX; the driver compiles it for the device it runs on
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(createCanonicalizerPass());
 }
 
 void registerAttnPipelines() {

@@ -1,0 +1,149 @@
+// The kernel entry of MLIR CUDA bundles, and the mgpu* functions the generated host code calls
+// (gpu-to-llvm's runtime interface), implemented on the CUDA driver loaded at run time.
+//
+// The generated _mlir_ciface_attnc_mlir_kernel(Memref *arg0, ...) loads the embedded PTX
+// (mgpuModuleLoadJIT), looks the kernel up and launches it on "its" stream. Here that stream
+// is the caller's (attnc_run_options.stream, or the default stream), modules are loaded once
+// per process, and the first driver error of a run is reported by attnc_kernel_run.
+#include "Backends/MLIR/MemrefCall.h"
+#include "attnc/CudaDriver.hpp"
+#include "attnc/attnc.h"
+
+#include <array>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+
+extern "C" {
+void _mlir_ciface_attnc_mlir_kernel(); // called through a pointer of the right arity
+__attribute__((visibility("protected"))) int32_t
+attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
+}
+
+namespace {
+
+using namespace attnc::cuda;
+
+// What the mgpu* calls of the current run need: the driver, the stream, the first error.
+struct RunState {
+  const Driver* driver;
+  CUstream stream;
+  std::string error;
+};
+thread_local RunState* current = nullptr;
+
+bool check(CUresult result, const char* what) {
+  if (result == kSuccess || !current)
+    return result == kSuccess;
+  if (current->error.empty())
+    current->error = std::string(what) + " failed: " + errorText(*current->driver, result);
+  return false;
+}
+
+// Loads `image` (PTX text or a cubin) once per process, with the JIT's error log on failure.
+CUmodule loadOnce(const void* image, int optLevel) {
+  static std::mutex mutex;
+  static std::map<const void*, CUmodule> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(image); it != loaded.end())
+    return it->second;
+  char log[8192] = {};
+  int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize, kJitOptimizationLevel};
+  void* values[] = {log, reinterpret_cast<void*>(sizeof log),
+                    reinterpret_cast<void*>(static_cast<intptr_t>(optLevel))};
+  CUmodule module = nullptr;
+  CUresult result = current->driver->cuModuleLoadDataEx(&module, image, 3, options, values);
+  if (result != kSuccess) {
+    if (current->error.empty())
+      current->error = "loading the kernel's PTX failed: " + errorText(*current->driver, result) +
+                       (log[0] ? std::string("; JIT log: ") + log : "");
+    return nullptr;
+  }
+  loaded[image] = module;
+  return module;
+}
+
+} // namespace
+
+extern "C" {
+
+void* mgpuModuleLoad(void* data, size_t) {
+  return loadOnce(data, 3);
+}
+
+void* mgpuModuleLoadJIT(void* data, int optLevel) {
+  return loadOnce(data, optLevel);
+}
+
+void mgpuModuleUnload(void*) {} // modules stay loaded for the next run
+
+void* mgpuModuleGetFunction(void* module, const char* name) {
+  CUfunction function = nullptr;
+  if (module)
+    check(current->driver->cuModuleGetFunction(&function, static_cast<CUmodule>(module), name),
+          "cuModuleGetFunction");
+  return function;
+}
+
+void* mgpuStreamCreate() {
+  return current->stream;
+}
+
+void mgpuStreamDestroy(void*) {}
+
+void mgpuStreamSynchronize(void* stream) {
+  check(current->driver->cuStreamSynchronize(static_cast<CUstream>(stream)),
+        "the attention kernel (cuStreamSynchronize)");
+}
+
+void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t gridZ,
+                      intptr_t blockX, intptr_t blockY, intptr_t blockZ, int32_t sharedBytes,
+                      void* stream, void** params, void** extra, size_t) {
+  if (!function || gridX == 0)
+    return;
+  check(current->driver->cuLaunchKernel(
+            static_cast<CUfunction>(function), static_cast<unsigned>(gridX),
+            static_cast<unsigned>(gridY), static_cast<unsigned>(gridZ),
+            static_cast<unsigned>(blockX), static_cast<unsigned>(blockY),
+            static_cast<unsigned>(blockZ), static_cast<unsigned>(sharedBytes),
+            static_cast<CUstream>(stream), params, extra),
+        "cuLaunchKernel");
+}
+
+int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
+  if (call->abi_version != ATTNC_ABI_VERSION) {
+    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
+                  call->abi_version, ATTNC_ABI_VERSION);
+    return 1;
+  }
+  if (call->num_args > attnc::mlirkernel::kMaxArgs) {
+    std::snprintf(message, messageSize, "cuda bundle: %u arguments, at most %u supported",
+                  call->num_args, attnc::mlirkernel::kMaxArgs);
+    return 1;
+  }
+  Device device;
+  std::string why;
+  if (!useDevice(&device, &why)) {
+    std::snprintf(message, messageSize, "%s", why.c_str());
+    return 1;
+  }
+  RunState state{driver(nullptr), static_cast<CUstream>(call->stream), {}};
+  current = &state;
+  std::array<attnc::mlirkernel::Memref, attnc::mlirkernel::kMaxArgs> descriptors;
+  std::array<attnc::mlirkernel::Memref*, attnc::mlirkernel::kMaxArgs> pointers;
+  for (uint32_t a = 0; a < call->num_args; ++a) {
+    descriptors[a] = attnc::mlirkernel::describe(*call->args[a]);
+    pointers[a] = &descriptors[a];
+  }
+  attnc::mlirkernel::callWithMemrefs<void>(&_mlir_ciface_attnc_mlir_kernel, call->num_args,
+                                           pointers.data());
+  current = nullptr;
+  if (!state.error.empty()) {
+    std::snprintf(message, messageSize, "%s", state.error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,24 @@
+// The CUDA schedule of the MLIR backend's SIMT path (f32 and wider math on CUDA cores): one
+// task per query row, so the vector lowering runs with one lane per GPU thread and
+// attn-map-tasks-to-gpu puts the tasks on threads. Placeholders as in cpu.mlir.
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
+    %update = transform.structured.match ops{["attn.online_update"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    %tasks, %row = transform.attn.tile_queries %update rows = 1
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %pack, %packed = transform.attn.pack_query %row
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %keys, %block = transform.attn.tile_keys %packed block = ${key_block}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+
+  transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
+    %kernels = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_to_vectors %kernels vector_width = 1
+        key_unroll = ${key_unroll} value_split = ${value_split} : !transform.any_op
+    transform.yield
+  }
+}

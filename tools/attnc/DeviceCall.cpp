@@ -1,0 +1,67 @@
+#include "DeviceCall.h"
+
+#include "Support/Errors.h"
+#include "attnc/CudaDriver.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace attnc::tools {
+namespace {
+
+const cuda::Driver& gpu() {
+  cuda::Device device;
+  std::string why;
+  if (!cuda::useDevice(&device, &why))
+    throw JobError("this bundle runs on an NVIDIA GPU: " + why);
+  return *cuda::driver(nullptr);
+}
+
+void check(const cuda::Driver& d, cuda::CUresult result, const std::string& what) {
+  if (result != cuda::kSuccess)
+    throw JobError(what + " failed: " + cuda::errorText(d, result));
+}
+
+} // namespace
+
+bool runsOnGpu(const runtime::Bundle& bundle) {
+  auto manifest = nlohmann::json::parse(bundle.manifest());
+  return manifest["target"].value("device", "cpu") == "cuda";
+}
+
+DeviceCall::DeviceCall(Call& call) : call_(call) {
+  const cuda::Driver& d = gpu();
+  for (HostTensor& host : call.tensors) {
+    cuda::CUdeviceptr buffer = 0;
+    check(d, d.cuMemAlloc(&buffer, std::max<size_t>(host.bytes(), 1)),
+          "allocating " + std::to_string(host.bytes()) + " bytes on the GPU");
+    buffers_.push_back(buffer);
+    check(d, d.cuMemcpyHtoD(buffer, host.data(), host.bytes()), "copying an input to the GPU");
+    DLTensor view = host.view();
+    view.data = reinterpret_cast<void*>(buffer);
+    view.device = {kDLCUDA, 0};
+    views_.push_back(view);
+  }
+}
+
+DeviceCall::~DeviceCall() {
+  const cuda::Driver* d = cuda::driver(nullptr);
+  for (cuda::CUdeviceptr buffer : buffers_)
+    d->cuMemFree(buffer);
+}
+
+std::vector<attnc_named_tensor> DeviceCall::named() {
+  std::vector<attnc_named_tensor> named;
+  for (size_t i = 0; i < views_.size(); ++i)
+    named.push_back({call_.arguments[i].name.c_str(), &views_[i]});
+  return named;
+}
+
+void DeviceCall::copyOutputsBack() {
+  const cuda::Driver& d = *cuda::driver(nullptr);
+  for (size_t i = 0; i < views_.size(); ++i)
+    if (call_.arguments[i].role == ArgumentRole::Output)
+      check(d, d.cuMemcpyDtoH(call_.tensors[i].data(), buffers_[i], call_.tensors[i].bytes()),
+            "copying " + call_.arguments[i].name + " back from the GPU");
+}
+
+} // namespace attnc::tools

@@ -53,6 +53,15 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"row_unroll", 1},
          {"value_split", 0}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
+  if (family == "cuda")
+    return ScheduleParams("halide",
+                          {{"query_tile", 64},
+                           {"key_block", 64},
+                           {"vector_width", 4},
+                           {"key_unroll", 2},
+                           {"row_unroll", 1},
+                           {"value_split", 0}},
+                          "cuda: one query row per thread, 64 per block (not measured)");
   return ScheduleParams(
       "halide",
       {{"query_tile", 16},

@@ -19,11 +19,15 @@ namespace attnc::halide {
 //   value_split   head-dim chunk merged at a time, so a V block chunk stays in L1 (0: all)
 std::span<const ParamSpace> halideParamSpace();
 
-// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon") and the spec's head
+// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon", "cuda") and the spec's head
 // dims, carrying the measurement that chose it.
 ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec);
 
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+
+// The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
+// key_block keys per online-softmax step; the CPU register-tiling parameters are unused.
+void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
 
 } // namespace attnc::halide
 

@@ -6,6 +6,8 @@
 #include "attnc/attnc.h"
 #include "halide/AttentionSchedule.h"
 
+#include <fstream>
+
 namespace attnc {
 namespace {
 
@@ -27,6 +29,17 @@ std::string functionName(const Spec& spec) {
 CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   halide::HalideTarget target = halide::resolveHalideTarget(options.target);
   const std::set<std::string>& emit = options.emit;
+  for (const std::string& kind : emit)
+    if (kind != "so" && kind != "a" && kind != "h" && kind != "obj" && kind != "asm" &&
+        kind != "stmt" && kind != "ptx")
+      throw UsageError("--emit " + kind +
+                       ": the halide backend writes so, a, h, obj, asm, stmt (and ptx for cuda)");
+  if (target.family == "cuda" && spec.dtype == DType::BF16)
+    throw UsageError("the halide backend does not support dtype=bf16 on CUDA targets: LLVM 14's "
+                     "NVPTX code generator (inside Halide 14) aborts on bf16 values; use "
+                     "--backend mlir");
+  if (emit.count("ptx") && target.family != "cuda")
+    throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
   if (emit.count("so") && !target.runsHere)
     throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
                      "): bundles run where they are built; use --emit " +
@@ -43,7 +56,11 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   requireMultiple("key_block", "key_unroll");
   halide::AttentionAlgorithm algorithm = halide::buildAttention(
       spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
-  halide::scheduleAttention(algorithm, spec, params);
+  const bool cuda = target.family == "cuda";
+  if (cuda)
+    halide::scheduleAttentionCuda(algorithm, spec, params);
+  else
+    halide::scheduleAttention(algorithm, spec, params);
   Halide::Pipeline pipeline(algorithm.outputs);
   const auto& inputs = algorithm.terms->inputs();
   std::vector<Halide::Argument> arguments(inputs.begin(), inputs.end());
@@ -63,13 +80,20 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
                                  kernelTarget);
       Halide::compile_standalone_runtime((scratch / "halide_runtime.o").string(), target.target);
       BundleRequest request;
-      // One Halide runtime per process: the runtime makes the first such bundle's halide_*
-      // symbols global, and every later bundle's kernel binds to them.
-      request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0,
-                                       {{"shared_runtime", "halide-14"}});
-      request.sharedExports = {"halide_*"};
-      request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
-                            findArchive("libattnc_bundle_halide.a")};
+      if (cuda) {
+        // A CUDA bundle keeps its Halide runtime (with the CUDA module) to itself.
+        request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0);
+        request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
+                              findArchive("libattnc_bundle_halide_cuda.a")};
+      } else {
+        // One Halide runtime per process: the runtime makes the first such bundle's halide_*
+        // symbols global, and every later bundle's kernel binds to them.
+        request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0,
+                                         {{"shared_runtime", "halide-14"}});
+        request.sharedExports = {"halide_*"};
+        request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
+                              findArchive("libattnc_bundle_halide.a")};
+      }
       request.stem = stem;
       request.abiVersion = ATTNC_ABI_VERSION;
       linkBundle(request, staging);
@@ -94,6 +118,18 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
       pipeline.compile_to_assembly((scratch / (stem + ".s")).string(), arguments, function,
                                    target.target);
       files.push_back(stem + ".s");
+    }
+    if (emit.count("ptx")) {
+      // Halide keeps the device code in a buffer of the module ("..._gpu_source_kernels").
+      Halide::Module module = pipeline.compile_to_module(arguments, function, target.target);
+      std::string ptx;
+      for (const Halide::Buffer<>& buffer : module.buffers())
+        if (buffer.name().find("gpu_source_kernels") != std::string::npos)
+          ptx.append(static_cast<const char*>(buffer.data()), buffer.size_in_bytes());
+      while (!ptx.empty() && ptx.back() == '\0')
+        ptx.pop_back();
+      std::ofstream((scratch / (stem + ".ptx")).string()) << ptx;
+      files.push_back(stem + ".ptx");
     }
     if (emit.count("stmt")) {
       pipeline.compile_to_lowered_stmt((scratch / (stem + ".stmt")).string(), arguments,

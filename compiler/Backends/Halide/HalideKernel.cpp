@@ -1,8 +1,21 @@
 // The kernel entry of Halide bundles: DLPack tensors become halide_buffer_t's, and the Halide
 // runtime's thread pool and error reporting are routed to the attnc runtime's call.
+//
+// Built twice: for CPU bundles, and with ATTNC_HALIDE_CUDA for CUDA bundles, where tensors are
+// device pointers wrapped for Halide's CUDA runtime, and that runtime uses the device's
+// primary context (as the attnc tools and most applications do), the caller's stream and the
+// driver's usual file name, libcuda.so.1.
 #include "attnc/attnc.h"
 
 #include <HalideRuntime.h>
+#if ATTNC_HALIDE_CUDA
+#include "attnc/CudaDriver.hpp"
+
+#include <HalideRuntimeCuda.h>
+#include <cstring>
+#include <dlfcn.h>
+#include <mutex>
+#endif
 #include <atomic>
 #include <cstdio>
 #include <vector>
@@ -51,7 +64,14 @@ void describe(const DLTensor& t, halide_buffer_t& buffer, std::vector<halide_dim
     compact *= t.shape[k];
   }
   buffer = halide_buffer_t{};
-  buffer.host = static_cast<uint8_t*>(t.data) + t.byte_offset;
+#if ATTNC_HALIDE_CUDA
+  if (t.device.device_type == kDLCUDA) {
+    // Device data, already current: Halide copies nothing in and writes outputs in place.
+    buffer.device = reinterpret_cast<uint64_t>(static_cast<uint8_t*>(t.data) + t.byte_offset);
+    buffer.device_interface = halide_cuda_device_interface();
+  } else
+#endif
+    buffer.host = static_cast<uint8_t*>(t.data) + t.byte_offset;
   // DLPack's and Halide's type codes agree: int 0, uint 1, float 2, bfloat 4.
   buffer.type.code = static_cast<halide_type_code_t>(t.dtype.code);
   buffer.type.bits = t.dtype.bits;
@@ -59,6 +79,46 @@ void describe(const DLTensor& t, halide_buffer_t& buffer, std::vector<halide_dim
   buffer.dimensions = t.ndim;
   buffer.dim = dims.data();
 }
+
+#if ATTNC_HALIDE_CUDA
+int acquirePrimaryContext(void*, void** context, bool) {
+  attnc::cuda::Device device;
+  std::string why;
+  if (!attnc::cuda::useDevice(&device, &why))
+    return -1;
+  return attnc::cuda::driver(nullptr)->cuCtxGetCurrent(
+             reinterpret_cast<attnc::cuda::CUcontext*>(context)) == attnc::cuda::kSuccess
+             ? 0
+             : -1;
+}
+
+int releaseContext(void*) {
+  return 0;
+}
+
+int callerStream(void* userContext, void*, void** stream) {
+  auto* context = static_cast<CallContext*>(userContext);
+  *stream = context ? context->call->stream : nullptr;
+  return 0;
+}
+
+void* loadLibrary(const char* name) {
+  // Halide 14 asks for libcuda.so, which only the CUDA toolkit installs; drivers ship .so.1.
+  if (std::strcmp(name, "libcuda.so") == 0)
+    name = "libcuda.so.1";
+  return dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+}
+
+void useAttncCudaSetup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    halide_set_custom_load_library(loadLibrary);
+    halide_set_cuda_acquire_context(acquirePrimaryContext);
+    halide_set_cuda_release_context(releaseContext);
+    halide_set_cuda_get_stream(callerStream);
+  });
+}
+#endif
 
 } // namespace
 
@@ -91,6 +151,9 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
                   call->abi_version, ATTNC_ABI_VERSION);
     return 1;
   }
+#if ATTNC_HALIDE_CUDA
+  useAttncCudaSetup();
+#endif
   CallContext context{call, message, messageSize};
   void* userContext = &context;
   std::vector<halide_buffer_t> buffers(call->num_args);

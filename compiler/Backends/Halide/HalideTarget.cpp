@@ -21,6 +21,9 @@ constexpr std::array kNamed{
     NamedTarget{"x86-64-sapphirerapids", "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-"
                                          "avx512_skylake-avx512_cannonlake-avx512_sapphirerapids"},
     NamedTarget{"arm-64-linux", "arm-64-linux"},
+    // Halide 14 knows CUDA capabilities up to 8.6: on sm_90 the driver compiles its PTX.
+    NamedTarget{"cuda-sm_80", "host-cuda-cuda_capability_80"},
+    NamedTarget{"cuda-sm_90", "host-cuda-cuda_capability_86"},
 };
 
 // Halide features and the /proc/cpuinfo flags each needs.
@@ -46,6 +49,8 @@ std::vector<std::string> cpuFeatures(const Target& t) {
 }
 
 std::string familyOf(const Target& t) {
+  if (t.has_feature(Target::CUDA))
+    return "cuda";
   if (t.arch == Target::ARM)
     return "arm-neon";
   if (t.has_feature(Target::AVX512_Skylake))
@@ -72,7 +77,12 @@ HalideTarget resolveHalideTarget(const std::string& name) {
   } else {
     t = Target(findNamedTarget<NamedTarget>(kNamed, name, "halide").halide);
   }
-  HalideTarget result{t, familyOf(t), {name, archOf(t), "cpu", cpuFeatures(t)}, false};
+  const bool cuda = t.has_feature(Target::CUDA);
+  HalideTarget result{t,
+                      familyOf(t),
+                      {name, archOf(t), cuda ? "cuda" : "cpu", cpuFeatures(t),
+                       cuda ? name.substr(name.find('-') + 1) : ""},
+                      false};
   result.runsHere = result.manifest.arch == hostTarget().arch;
   return result;
 }

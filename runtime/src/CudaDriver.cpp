@@ -81,34 +81,59 @@ std::string errorText(const Driver& d, CUresult result) {
   return "CUresult " + std::to_string(result);
 }
 
+namespace {
+
+// Device 0 and its primary context, retained once per process.
+struct PrimaryDevice {
+  Device info{};
+  CUcontext context = nullptr;
+  std::string why; // empty when usable
+};
+
+PrimaryDevice findDevice(const Driver& d) {
+  PrimaryDevice p;
+  int count = 0;
+  CUresult r = d.cuDeviceGetCount(&count);
+  if (r != kSuccess || count == 0) {
+    p.why = r != kSuccess ? "cuDeviceGetCount failed: " + errorText(d, r)
+                          : "the NVIDIA driver sees no device";
+    return p;
+  }
+  char name[256] = {};
+  Device& info = p.info;
+  if ((r = d.cuDeviceGet(&info.handle, 0)) != kSuccess ||
+      (r = d.cuDeviceGetAttribute(&info.major, kAttrComputeCapabilityMajor, info.handle)) !=
+          kSuccess ||
+      (r = d.cuDeviceGetAttribute(&info.minor, kAttrComputeCapabilityMinor, info.handle)) !=
+          kSuccess ||
+      (r = d.cuDeviceGetName(name, sizeof name, info.handle)) != kSuccess ||
+      (r = d.cuDriverGetVersion(&info.driverVersion)) != kSuccess ||
+      (r = d.cuDevicePrimaryCtxRetain(&p.context, info.handle)) != kSuccess) {
+    p.why = "setting up CUDA device 0 failed: " + errorText(d, r);
+    return p;
+  }
+  info.name = name;
+  return p;
+}
+
+} // namespace
+
 bool useDevice(Device* device, std::string* why) {
   const Driver* d = driver(why);
   if (!d)
     return false;
-  int count = 0;
-  CUresult r = d->cuDeviceGetCount(&count);
-  if (r != kSuccess || count == 0) {
-    *why = r != kSuccess ? "cuDeviceGetCount failed: " + errorText(*d, r)
-                         : "the NVIDIA driver sees no device";
+  static std::once_flag once;
+  static PrimaryDevice primary;
+  std::call_once(once, [&] { primary = findDevice(*d); });
+  if (!primary.why.empty()) {
+    *why = primary.why;
     return false;
   }
-  Device info{};
-  char name[256] = {};
-  CUcontext context = nullptr;
-  if ((r = d->cuDeviceGet(&info.handle, 0)) != kSuccess ||
-      (r = d->cuDeviceGetAttribute(&info.major, kAttrComputeCapabilityMajor, info.handle)) !=
-          kSuccess ||
-      (r = d->cuDeviceGetAttribute(&info.minor, kAttrComputeCapabilityMinor, info.handle)) !=
-          kSuccess ||
-      (r = d->cuDeviceGetName(name, sizeof name, info.handle)) != kSuccess ||
-      (r = d->cuDriverGetVersion(&info.driverVersion)) != kSuccess ||
-      (r = d->cuDevicePrimaryCtxRetain(&context, info.handle)) != kSuccess ||
-      (r = d->cuCtxSetCurrent(context)) != kSuccess) {
-    *why = "setting up CUDA device 0 failed: " + errorText(*d, r);
+  if (CUresult r = d->cuCtxSetCurrent(primary.context); r != kSuccess) {
+    *why = "making CUDA device 0's context current failed: " + errorText(*d, r);
     return false;
   }
-  info.name = name;
-  *device = info;
+  *device = primary.info;
   return true;
 }
 

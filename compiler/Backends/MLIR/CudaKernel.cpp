@@ -9,7 +9,6 @@
 #include "attnc/CudaDriver.hpp"
 #include "attnc/attnc.h"
 
-#include <array>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -112,16 +111,8 @@ void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t g
 }
 
 int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
-  if (call->abi_version != ATTNC_ABI_VERSION) {
-    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
-                  call->abi_version, ATTNC_ABI_VERSION);
+  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
     return 1;
-  }
-  if (call->num_args > attnc::mlirkernel::kMaxArgs) {
-    std::snprintf(message, messageSize, "cuda bundle: %u arguments, at most %u supported",
-                  call->num_args, attnc::mlirkernel::kMaxArgs);
-    return 1;
-  }
   Device device;
   std::string why;
   if (!useDevice(&device, &why)) {
@@ -130,14 +121,9 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
   }
   RunState state{driver(nullptr), static_cast<CUstream>(call->stream), {}};
   current = &state;
-  std::array<attnc::mlirkernel::Memref, attnc::mlirkernel::kMaxArgs> descriptors;
-  std::array<attnc::mlirkernel::Memref*, attnc::mlirkernel::kMaxArgs> pointers;
-  for (uint32_t a = 0; a < call->num_args; ++a) {
-    descriptors[a] = attnc::mlirkernel::describe(*call->args[a]);
-    pointers[a] = &descriptors[a];
-  }
+  attnc::mlirkernel::Descriptors descriptors(*call);
   attnc::mlirkernel::callWithMemrefs<void>(&_mlir_ciface_attnc_mlir_kernel, call->num_args,
-                                           pointers.data());
+                                           descriptors.pointers.data());
   current = nullptr;
   if (!state.error.empty()) {
     std::snprintf(message, messageSize, "%s", state.error.c_str());

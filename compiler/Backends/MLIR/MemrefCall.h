@@ -3,9 +3,12 @@
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_MEMREFCALL_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_MEMREFCALL_H
 
+#include "attnc/attnc.h"
+
+#include <array>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
-#include <dlpack/dlpack.h>
 #include <utility>
 
 namespace attnc::mlirkernel {
@@ -32,6 +35,33 @@ inline Memref describe(const DLTensor& t) {
     compact *= t.shape[k];
   }
   return m;
+}
+
+// The call's tensors as descriptors, and pointers to them, in manifest order.
+struct Descriptors {
+  explicit Descriptors(const attnc_kernel_call& call) {
+    for (uint32_t a = 0; a < call.num_args && a < kMaxArgs; ++a) {
+      memrefs[a] = describe(*call.args[a]);
+      pointers[a] = &memrefs[a];
+    }
+  }
+  std::array<Memref, kMaxArgs> memrefs{};
+  std::array<Memref*, kMaxArgs> pointers{};
+};
+
+// Whether this bundle can take the call (ABI version, argument count); writes why not.
+inline bool acceptCall(const attnc_kernel_call& call, char* message, size_t messageSize) {
+  if (call.abi_version != ATTNC_ABI_VERSION) {
+    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
+                  call.abi_version, ATTNC_ABI_VERSION);
+    return false;
+  }
+  if (call.num_args > kMaxArgs) {
+    std::snprintf(message, messageSize, "mlir bundle: %u arguments, at most %u supported",
+                  call.num_args, kMaxArgs);
+    return false;
+  }
+  return true;
 }
 
 template <size_t> using MemrefArg = Memref*;

@@ -8,9 +8,6 @@
 #include "Backends/MLIR/MemrefCall.h"
 #include "attnc/attnc.h"
 
-#include <array>
-#include <cstdio>
-
 extern "C" {
 // Declared without parameters: they are called through pointers of the right arity.
 void _mlir_ciface_attnc_mlir_kernel_tasks();
@@ -38,25 +35,12 @@ void runOne(void* opaque, int64_t task) {
 
 extern "C" int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message,
                                     size_t messageSize) {
-  if (call->abi_version != ATTNC_ABI_VERSION) {
-    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
-                  call->abi_version, ATTNC_ABI_VERSION);
+  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
     return 1;
-  }
-  if (call->num_args > attnc::mlirkernel::kMaxArgs) {
-    std::snprintf(message, messageSize, "mlir bundle: %u arguments, at most %u supported",
-                  call->num_args, attnc::mlirkernel::kMaxArgs);
-    return 1;
-  }
-  std::array<Memref, attnc::mlirkernel::kMaxArgs> descriptors;
-  std::array<Memref*, attnc::mlirkernel::kMaxArgs> pointers;
-  for (uint32_t a = 0; a < call->num_args; ++a) {
-    descriptors[a] = attnc::mlirkernel::describe(*call->args[a]);
-    pointers[a] = &descriptors[a];
-  }
-  Launch launch{call->num_args, pointers.data()};
-  int64_t tasks = attnc::mlirkernel::callWithMemrefs<int64_t>(&_mlir_ciface_attnc_mlir_kernel_tasks,
-                                                              call->num_args, pointers.data());
+  attnc::mlirkernel::Descriptors descriptors(*call);
+  Launch launch{call->num_args, descriptors.pointers.data()};
+  int64_t tasks = attnc::mlirkernel::callWithMemrefs<int64_t>(
+      &_mlir_ciface_attnc_mlir_kernel_tasks, call->num_args, descriptors.pointers.data());
   call->parallel_for(call->pool, tasks, runOne, &launch, call->num_threads);
   return 0;
 }

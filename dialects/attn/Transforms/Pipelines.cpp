@@ -11,11 +11,15 @@ using namespace mlir;
 
 namespace attnc::attn {
 
-void buildLowerToLLVMPipeline(OpPassManager& pm) {
-  pm.addPass(createAttnOutlineTasks());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createAttnApproximateMath());
-  // bf16 conversions as integer ops: no libgcc on Debian 12 has __truncsfbf2.
+namespace {
+
+// Kernel code down to the LLVM dialect's vectors and control flow: polynomial math, bf16 as
+// integer ops (no libgcc on Debian 12 has __truncsfbf2; NVPTX has no bf16 conversions either),
+// flat memref metadata, then scf and vector to LLVM.
+void addKernelLowering(OpPassManager& pm, bool noLibdevice) {
+  AttnApproximateMathOptions math;
+  math.noLibdevice = noLibdevice;
+  pm.addPass(createAttnApproximateMath(math));
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
@@ -23,6 +27,14 @@ void buildLowerToLLVMPipeline(OpPassManager& pm) {
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(createConvertVectorToLLVMPass());
+}
+
+} // namespace
+
+void buildLowerToLLVMPipeline(OpPassManager& pm) {
+  pm.addPass(createAttnOutlineTasks());
+  pm.addPass(createCanonicalizerPass());
+  addKernelLowering(pm, /*noLibdevice=*/false);
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
@@ -47,16 +59,7 @@ void buildGpuLowerToLLVMPipeline(OpPassManager& pm, const std::string& chip,
                                  const std::string& ptxFeatures) {
   // Device code: the same scalar-and-vector lowering as on the CPU, then NVVM.
   OpPassManager& device = pm.nest<gpu::GPUModuleOp>();
-  AttnApproximateMathOptions math;
-  math.noLibdevice = true;
-  device.addPass(createAttnApproximateMath(math));
-  arith::ArithExpandOpsPassOptions expand;
-  expand.includeBf16 = true;
-  device.addPass(arith::createArithExpandOpsPass(expand));
-  device.addPass(memref::createExpandStridedMetadataPass());
-  device.addPass(createLowerAffinePass());
-  device.addPass(createConvertSCFToCFPass());
-  device.addPass(createConvertVectorToLLVMPass());
+  addKernelLowering(device, /*noLibdevice=*/true);
   device.addPass(createConvertMathToLLVMPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.indexBitwidth = 64;

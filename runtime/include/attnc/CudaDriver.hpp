@@ -72,8 +72,8 @@ struct Device {
   int driverVersion; // e.g. 12040 for CUDA 12.4
 };
 
-// Device 0, with its primary context made current on the calling thread; false and *why when
-// there is no driver or no device.
+// Device 0, with its primary context (retained once per process) made current on the calling
+// thread; false and *why when there is no driver or no device.
 ATTNC_CUDA_API bool useDevice(Device* device, std::string* why);
 
 } // namespace attnc::cuda

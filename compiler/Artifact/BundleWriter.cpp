@@ -84,6 +84,7 @@ OutputStaging::OutputStaging(fs::path outDir) : outDir_(std::move(outDir)) {
     throw JobError("cannot create output directory " + outDir_.string() + ": " + ec.message());
   if (!fs::is_directory(outDir_))
     throw JobError(outDir_.string() + " exists and is not a directory");
+  // mkdtemp replaces the trailing XXXXXX with a unique suffix.
   std::string scratchTemplate = (outDir_ / ".attnc-build-XXXXXX").string();
   if (!mkdtemp(scratchTemplate.data())) {
     if (createdOutDir_)

@@ -8,9 +8,9 @@ namespace attnc {
 
 Target hostTarget() {
 #if defined(__x86_64__)
-  return {"host", "x86_64", "cpu", {}};
+  return {"host", "x86_64", "cpu", {}, ""};
 #elif defined(__aarch64__)
-  return {"host", "aarch64", "cpu", {}};
+  return {"host", "aarch64", "cpu", {}, ""};
 #else
 #error "attnc supports x86-64 and AArch64 hosts"
 #endif

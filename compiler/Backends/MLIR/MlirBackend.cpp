@@ -76,7 +76,6 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
         kind != "ptx")
       throw UsageError("--emit " + kind +
                        ": the mlir backend writes so, mlir, llvm, asm, obj (and ptx for cuda)");
-  mlirbackend::checkMlirCoverage(spec);
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
   const std::set<std::string>& emit = options.emit;
   if (emit.count("so") && !target.runsHere)

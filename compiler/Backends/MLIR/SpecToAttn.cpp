@@ -46,8 +46,7 @@ RankedTensorType tensorOf(Value memref) {
   return RankedTensorType::get(type.getShape(), type.getElementType());
 }
 
-} // namespace
-
+// The spec features this backend compiles; UsageError naming the first one it does not.
 void checkMlirCoverage(const Spec& s) {
   auto refuse = [](const std::string& what) {
     throw UsageError("the mlir backend does not support " + what +
@@ -68,6 +67,8 @@ void checkMlirCoverage(const Spec& s) {
   if (s.weights)
     refuse("weights output");
 }
+
+} // namespace
 
 OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   checkMlirCoverage(spec);

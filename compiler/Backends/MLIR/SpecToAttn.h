@@ -13,8 +13,6 @@ namespace attnc::mlirbackend {
 inline constexpr const char* kKernelName = "attnc_mlir_kernel";
 
 // Throws UsageError naming the first spec feature this backend does not compile yet.
-void checkMlirCoverage(const Spec& spec);
-
 mlir::OwningOpRef<mlir::ModuleOp> buildAttnModule(mlir::MLIRContext& context, const Spec& spec);
 
 } // namespace attnc::mlirbackend

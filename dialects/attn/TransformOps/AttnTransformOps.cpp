@@ -20,7 +20,7 @@ using namespace attnc::attn;
 DiagnosedSilenceableFailure transform::AttnTileQueriesOp::applyToOne(
     transform::TransformRewriter& rewriter, OnlineUpdateOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
-  FailureOr<TiledQueries> tiled = tileQueries(rewriter, target, getRows());
+  FailureOr<TiledQueries> tiled = tileQueries(rewriter, target, getRowsAttr().getInt());
   if (failed(tiled))
     return DiagnosedSilenceableFailure::definiteFailure();
   results.push_back(tiled->loop);
@@ -43,7 +43,7 @@ DiagnosedSilenceableFailure
 transform::AttnTileKeysOp::applyToOne(transform::TransformRewriter& rewriter, OnlineUpdateOp target,
                                       transform::ApplyToEachResultList& results,
                                       transform::TransformState&) {
-  FailureOr<TiledKeys> tiled = tileKeys(rewriter, target, getBlock());
+  FailureOr<TiledKeys> tiled = tileKeys(rewriter, target, getBlockAttr().getInt());
   if (failed(tiled))
     return DiagnosedSilenceableFailure::definiteFailure();
   results.push_back(tiled->loop);
@@ -54,7 +54,8 @@ transform::AttnTileKeysOp::applyToOne(transform::TransformRewriter& rewriter, On
 DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
-  VectorOptions options{getVectorWidth(), getKeyUnroll(), getValueSplit()};
+  VectorOptions options{getVectorWidthAttr().getInt(), getKeyUnrollAttr().getInt(),
+                        getValueSplitAttr().getInt()};
   if (failed(lowerOnlineOpsToVectors(rewriter, target, options)))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();

@@ -21,7 +21,6 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -315,15 +314,10 @@ LogicalResult UpdateLowering::emit() {
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_to_vectors: key_unroll must be positive";
 
-  // The scores buffer goes on the stack of the task (or the function) that owns the update.
+  // The scores buffer goes on the stack of the task that owns the update.
   {
     OpBuilder::InsertionGuard guard(b);
-    Block* home = op->getBlock();
-    if (auto forall = op->getParentOfType<scf::ForallOp>())
-      home = forall.getBody();
-    else if (auto func = op->getParentOfType<FunctionOpInterface>())
-      home = &func.getFunctionBody().front();
-    b.setInsertionPointToStart(home);
+    b.setInsertionPointToStart(taskStackBlock(op));
     scores = b.create<memref::AllocaOp>(
         MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
   }

@@ -4,6 +4,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 
@@ -49,6 +50,14 @@ FailureOr<StateOps> findStateOps(OnlineUpdateOp update) {
 }
 
 } // namespace
+
+Block* taskStackBlock(Operation* op) {
+  if (auto forall = op->getParentOfType<scf::ForallOp>())
+    return forall.getBody();
+  if (auto function = op->getParentOfType<FunctionOpInterface>())
+    return &function.getFunctionBody().front();
+  return op->getBlock();
+}
 
 FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
   if (rows <= 0)
@@ -118,12 +127,8 @@ FailureOr<PackQueryOp> packQuery(RewriterBase& rewriter, OnlineUpdateOp update) 
     return update.emitOpError() << "pack_query needs a static number of rows in the state";
   const int64_t dk = update.getKey().getType().getDimSize(3);
 
-  // The packed tile lives on the stack of the enclosing task (or function).
-  Block* home = update->getBlock();
-  if (auto forall = update->getParentOfType<scf::ForallOp>())
-    home = forall.getBody();
   OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPointToStart(home);
+  rewriter.setInsertionPointToStart(taskStackBlock(update));
   Value packed = rewriter.create<memref::AllocaOp>(
       update.getLoc(), MemRefType::get({dk, rows}, rewriter.getF32Type()));
   rewriter.setInsertionPoint(update);

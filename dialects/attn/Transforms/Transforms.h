@@ -14,6 +14,10 @@
 
 namespace attnc::attn {
 
+// Where the stack buffers of the task running `op` go: the start of the enclosing scf.forall's
+// body (one buffer per task), else of the enclosing function's entry block.
+mlir::Block* taskStackBlock(mlir::Operation* op);
+
 struct TiledQueries {
   mlir::scf::ForallOp loop; // one iteration per (batch, head, query tile)
   OnlineUpdateOp update;    // the update of one query tile

@@ -2,6 +2,7 @@
 
 #include "Support/Errors.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace attnc::mlirschedule {
@@ -14,8 +15,18 @@ constexpr const char* kCpuScript =
 constexpr const char* kCudaScript =
 #include "transform/CudaSchedule.inc"
     ;
+constexpr const char* kCudaMmaScript =
+#include "transform/CudaMmaSchedule.inc"
+    ;
 
 } // namespace
+
+std::string scheduleFamily(const std::string& targetFamily, const Spec& spec) {
+  const bool halfStorage = spec.dtype == DType::F16 || spec.dtype == DType::BF16;
+  if (targetFamily == "cuda" && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
+    return "cuda-mma";
+  return targetFamily;
+}
 
 std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
   static const std::vector<ParamSpace> cpu{
@@ -31,6 +42,12 @@ std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile of a thread"},
       {"block_threads", {32, 64, 128, 256, 512}, "threads (query rows) per block"},
   };
+  static const std::vector<ParamSpace> cudaMma{
+      {"query_tile", {16, 32, 64, 128}, "query rows per block, 16 per warp"},
+      {"key_block", {16, 32, 64, 128}, "keys per K/V tile in shared memory"},
+  };
+  if (family == "cuda-mma")
+    return cudaMma;
   return family == "cuda" ? cuda : cpu;
 }
 
@@ -54,6 +71,17 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                            {"key_unroll", 6},
                            {"value_split", 4}},
                           "register budget of 16 ymm");
+  if (family == "cuda-mma") {
+    // A thread holds O (d_v / 2 floats), Q's fragments (d_k / 4 registers) and S (key_block
+    // / 2 floats) at once; these key blocks keep that within 255 registers without spills by
+    // ptxas for sm_80 and sm_90 at d <= 128 (d = 256 spills 160 bytes). K and V tiles of
+    // key_block x (d + 8) elements fit 48 KiB of static shared memory.
+    const int64_t widest = std::max(spec.dK, spec.dV);
+    const int64_t keyBlock = widest <= 64 ? 64 : widest <= 128 ? 32 : 16;
+    return ScheduleParams("mlir", {{"query_tile", 64}, {"key_block", keyBlock}},
+                          "4 warps of 16 query rows; registers without spills (ptxas), not "
+                          "timed");
+  }
   if (family == "cuda")
     return ScheduleParams(
         "mlir", {{"key_block", 64}, {"key_unroll", 4}, {"value_split", 8}, {"block_threads", 128}},
@@ -67,9 +95,20 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                         "register budget of 32 NEON q registers (not measured)");
 }
 
-void checkMlirSchedule(const std::string& family, const ScheduleParams& params) {
+void checkMlirSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec) {
   if (family == "cuda")
     return; // one query row per thread: nothing to divide
+  if (family == "cuda-mma") {
+    const int64_t bytes = params.get("key_block") * (spec.dK + spec.dV + 16) * 2;
+    if (bytes > 48 * 1024)
+      throw UsageError("schedule: key_block=" + std::to_string(params.get("key_block")) +
+                       " needs " + std::to_string(bytes) +
+                       " bytes of shared memory for K and V "
+                       "tiles at d_k=" +
+                       std::to_string(spec.dK) + ", d_v=" + std::to_string(spec.dV) +
+                       "; at most 49152 (a smaller key_block)");
+    return;
+  }
   if (params.get("query_tile") % params.get("vector_width") != 0)
     throw UsageError(
         "schedule: query_tile=" + std::to_string(params.get("query_tile")) +
@@ -78,7 +117,10 @@ void checkMlirSchedule(const std::string& family, const ScheduleParams& params) 
 
 std::string instantiateSchedule(const std::string& family, const ScheduleParams& params) {
   static const std::regex placeholder(R"(\$\{([a-z_]+)\})");
-  std::string script = family == "cuda" ? kCudaScript : kCpuScript, out;
+  std::string script = family == "cuda-mma" ? kCudaMmaScript
+                       : family == "cuda"   ? kCudaScript
+                                            : kCpuScript;
+  std::string out;
   auto end = std::sregex_iterator();
   size_t last = 0;
   for (auto it = std::sregex_iterator(script.begin(), script.end(), placeholder); it != end; ++it) {

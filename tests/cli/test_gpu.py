@@ -19,14 +19,26 @@ PTX_ARCH = {"mlir": {"cuda-sm_80": "sm_80", "cuda-sm_90": "sm_90"},
 REFUSED = {"halide": [("dtype=bf16", "does not support dtype=bf16 on CUDA targets")]}
 
 # The GPU coverage: sdpa, GQA, causal (both alignments), padding, window, LSE, head dims
-# 64/128/256, the three dtypes, and the modifiers the CPU kernels share.
+# 64/128/256, the three dtypes, and the modifiers the CPU kernels share. f16 and bf16 run on
+# tensor cores in the MLIR backend, f32 on its SIMT path.
 CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal lse=true",
     "heads=4 d_k=128 mask=padding+causal lse=true dtype=bf16",
     "heads=2 kv_heads=1 d_k=256 mask=causal causal_align=top_left dtype=f16",
     "heads=2 d_k=64 mask=window window_left=7 window_right=2 lse=true",
     "heads=2 d_k=32 alibi=true softcap=30 bias=true mask=tensor",
+    "heads=4 kv_heads=1 d_k=64 mask=window window_left=20 window_right=3 lse=true dtype=f16",
+    "heads=2 d_k=64 d_v=32 alibi=true softcap=30 bias=true mask=tensor+padding dtype=bf16",
+    "heads=3 d_k=80 mask=causal lse=true dtype=f16 layout=bshd",
 ]
+
+# The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
+# their shared-memory operand loads and the asynchronous K/V copies, which no other kernel has,
+# then the softmax's quad reductions and exponentials.
+TENSOR_CORE = ["mma.sync.aligned.m16n8k16.row.col.f32", "ldmatrix.sync.aligned.m8n8.x4.shared",
+               "ldmatrix.sync.aligned.m8n8.x4.trans.shared", "cp.async.cg.shared.global",
+               "cp.async.wait_group"]
+REGISTER_SOFTMAX = ["shfl.sync.bfly", "ex2.approx.ftz.f32"]
 
 # Tq != Tk both ways, decode (Tq = 1 against a long Tk), batch > 1.
 SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("1", "1", "1000")]
@@ -75,6 +87,15 @@ class CudaBundles(CliTestCase):
                     self.assertIn(".entry", text)
                     self.assertIn("fma.rn.f32", text)  # the dot products
                     self.assertNotIn(".extern", text)  # no libdevice or other external calls
+                    tensor_cores = backend == "mlir" and ("f16" in spec)
+                    for instruction in TENSOR_CORE:
+                        self.assertEqual(instruction in text, tensor_cores, instruction)
+                    if tensor_cores:
+                        for instruction in REGISTER_SOFTMAX:
+                            self.assertTrue(instruction in text, instruction)
+                        element = "bf16" if "bf16" in spec else "f16"
+                        mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
+                        self.assertTrue(mma in text, mma)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

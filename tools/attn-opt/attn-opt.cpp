@@ -16,6 +16,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Transform/IR/TransformDialect.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
                   mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
                   mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::index::IndexDialect,
                   mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::math::MathDialect,
-                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
+                  mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::transform::TransformDialect, mlir::vector::VectorDialect>();
   attnc::attn::registerTransformDialectExtension(registry);
   // transform.structured.match, which schedules use to find attn ops.

@@ -6,6 +6,7 @@
 // is the caller's (attnc_run_options.stream, or the default stream), modules are loaded once
 // per process, and the first driver error of a run is reported by attnc_kernel_run.
 #include "Backends/MLIR/MemrefCall.h"
+#include "attn/Transforms/MmaAlignedArgs.h"
 #include "attnc/CudaDriver.hpp"
 #include "attnc/attnc.h"
 
@@ -16,6 +17,8 @@
 
 extern "C" {
 void _mlir_ciface_attnc_mlir_kernel(); // called through a pointer of the right arity
+// Tensor-core kernels only: which arguments need aligned rows (MmaAlignedArgs.h).
+extern const int32_t attnc_mma_aligned_args __attribute__((weak));
 __attribute__((visibility("protected"))) int32_t
 attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
 }
@@ -61,6 +64,33 @@ CUmodule loadOnce(const void* image, int optLevel) {
   }
   loaded[image] = module;
   return module;
+}
+
+// Whether the tensors a tensor-core kernel copies by 16-byte chunks allow it: a unit innermost
+// stride, every other stride a multiple of 16 bytes and a 16-byte aligned start.
+bool alignedForMma(const attnc_kernel_call& call, char* message, size_t messageSize) {
+  static_assert(attnc::attn::kMmaAlignedArgsSymbol == std::string_view("attnc_mma_aligned_args"));
+  if (&attnc_mma_aligned_args == nullptr)
+    return true;
+  constexpr int64_t align = attnc::attn::kMmaAlignBytes;
+  for (uint32_t a = 0; a < call.num_args; ++a) {
+    if (!(attnc_mma_aligned_args >> a & 1))
+      continue;
+    const DLTensor& t = *call.args[a];
+    const int64_t bytes = t.dtype.bits / 8;
+    bool ok = (reinterpret_cast<uintptr_t>(t.data) + t.byte_offset) % align == 0;
+    for (int k = 0; k < t.ndim && t.strides; ++k)
+      ok = ok && (k + 1 == t.ndim ? t.strides[k] == 1 : t.strides[k] * bytes % align == 0);
+    if (!ok) {
+      std::snprintf(message, messageSize,
+                    "argument %u: this tensor-core kernel needs the head dimension contiguous "
+                    "(stride 1), the other strides multiples of %lld bytes and the data "
+                    "%lld-byte aligned",
+                    a, static_cast<long long>(align), static_cast<long long>(align));
+      return false;
+    }
+  }
+  return true;
 }
 
 } // namespace
@@ -111,7 +141,8 @@ void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t g
 }
 
 int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
-  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
+  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize) ||
+      !alignedForMma(*call, message, messageSize))
     return 1;
   Device device;
   std::string why;

@@ -26,16 +26,16 @@ std::string stemFor(const Spec& spec, const std::string& target) {
 
 ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
                            const CompileOptions& options) {
-  ScheduleParams params =
-      mlirschedule::defaultMlirSchedule(target.family, spec)
-          .overridden(options.schedule, mlirschedule::mlirParamSpace(target.family));
-  mlirschedule::checkMlirSchedule(target.family, params);
+  const std::string family = mlirschedule::scheduleFamily(target.family, spec);
+  ScheduleParams params = mlirschedule::defaultMlirSchedule(family, spec)
+                              .overridden(options.schedule, mlirschedule::mlirParamSpace(family));
+  mlirschedule::checkMlirSchedule(family, params, spec);
   return params;
 }
 
-mlirbackend::PipelineOptions pipelineFor(const mlirbackend::MlirTarget& target) {
+mlirbackend::PipelineOptions pipelineFor(const mlirbackend::MlirTarget& target, const Spec& spec) {
   mlirbackend::PipelineOptions options;
-  options.family = target.family;
+  options.family = mlirschedule::scheduleFamily(target.family, spec);
   options.gpuChip = target.gpuChip;
   options.ptxFeatures = target.ptxFeatures;
   return options;
@@ -89,7 +89,7 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
 
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
   std::string attnStage;
-  mlirbackend::PipelineOptions pipeline = pipelineFor(target);
+  mlirbackend::PipelineOptions pipeline = pipelineFor(target, spec);
   pipeline.afterStage = [&](std::string_view stage, mlir::ModuleOp module) {
     if (stage == "attn")
       attnStage = print(module);
@@ -147,7 +147,8 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
 std::string explainMlir(const Spec& spec, const CompileOptions& options, const std::string& stage,
                         bool printIrAfterAll) {
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
-  std::vector<std::string_view> stages = mlirbackend::stagesFor(target.family);
+  std::vector<std::string_view> stages =
+      mlirbackend::stagesFor(mlirschedule::scheduleFamily(target.family, spec));
   stages.insert(stages.begin(), "spec"); // the spec and schedule the pipeline starts from
   if (!stage.empty() && std::find(stages.begin(), stages.end(), stage) == stages.end()) {
     std::string names;
@@ -159,7 +160,7 @@ std::string explainMlir(const Spec& spec, const CompileOptions& options, const s
   ScheduleParams params = scheduleFor(target, spec, options);
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
   std::string text;
-  mlirbackend::PipelineOptions pipeline = pipelineFor(target);
+  mlirbackend::PipelineOptions pipeline = pipelineFor(target, spec);
   if (stage.empty() || stage == "spec")
     text += "// ----- stage spec -----\n// " + spec.canonical() + "\n// schedule " +
             params.toJson().dump() + "\n\n";

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Transform/IR/TransformDialect.h"
 #include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -83,8 +84,12 @@ void runSchedule(ModuleOp module, ModuleOp schedule, StringRef entry, std::strin
 
 } // namespace
 
+bool isCudaFamily(const std::string& family) {
+  return family.starts_with("cuda");
+}
+
 std::vector<std::string_view> stagesFor(const std::string& family) {
-  if (family == "cuda")
+  if (isCudaFamily(family))
     return {"attn", "online", "tiled", "vector", "gpu", "llvm"};
   return {"attn", "online", "tiled", "vector", "llvm"};
 }
@@ -94,7 +99,7 @@ std::unique_ptr<MLIRContext> makeContext() {
   registry.insert<attn::AttnDialect, affine::AffineDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect, func::FuncDialect,
                   gpu::GPUDialect, index::IndexDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
-                  math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
+                  math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect, scf::SCFDialect,
                   mlir::transform::TransformDialect, vector::VectorDialect>();
   attn::registerTransformDialectExtension(registry);
   linalg::registerTransformDialectExtension(registry);
@@ -130,7 +135,8 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   after("online", *module);
 
   const std::string script = mlirschedule::instantiateSchedule(options.family, params);
-  OwningOpRef<ModuleOp> schedule = parseSourceString<ModuleOp>(script, &context, "cpu.mlir");
+  OwningOpRef<ModuleOp> schedule =
+      parseSourceString<ModuleOp>(script, &context, "schedule " + options.family);
   if (!schedule)
     diagnostics.fail("tiled (parsing the schedule)");
   runSchedule(*module, *schedule, "tile", "tiled", options, diagnostics);
@@ -138,10 +144,11 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   runSchedule(*module, *schedule, "vectorize", "vector", options, diagnostics);
   after("vector", *module);
 
-  if (options.family == "cuda") {
-    runPasses(*module, "gpu", options, diagnostics, [&](OpPassManager& pm) {
-      attn::buildMapToGpuPipeline(pm, params.get("block_threads"));
-    });
+  if (isCudaFamily(options.family)) {
+    // The tensor-core schedule launched its kernel itself (lower_to_mma).
+    const int64_t blockThreads = options.family == "cuda" ? params.get("block_threads") : 0;
+    runPasses(*module, "gpu", options, diagnostics,
+              [&](OpPassManager& pm) { attn::buildMapToGpuPipeline(pm, blockThreads); });
     after("gpu", *module);
     runPasses(*module, "llvm", options, diagnostics, [&](OpPassManager& pm) {
       attn::buildGpuLowerToLLVMPipeline(pm, options.gpuChip, options.ptxFeatures);

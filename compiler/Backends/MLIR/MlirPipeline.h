@@ -15,14 +15,17 @@
 
 namespace attnc::mlirbackend {
 
-// The stages for a target family ("cuda" or a CPU family), in order.
+// Whether a schedule family ("cuda", "cuda-mma") compiles for a GPU.
+bool isCudaFamily(const std::string& family);
+
+// The stages for a schedule family (CUDA families add the "gpu" stage), in order.
 std::vector<std::string_view> stagesFor(const std::string& family);
 
 // A context with every dialect, extension and translation the pipeline uses.
 std::unique_ptr<mlir::MLIRContext> makeContext();
 
 struct PipelineOptions {
-  std::string family = "x86-avx512"; // the schedule family; "cuda" adds the gpu stage
+  std::string family = "x86-avx512"; // the schedule family (mlirschedule::scheduleFamily)
   std::string gpuChip, ptxFeatures;  // cuda: "sm_90", "+ptx80"
   // After each stage (including "attn", the module as built from the spec).
   std::function<void(std::string_view stage, mlir::ModuleOp module)> afterStage;

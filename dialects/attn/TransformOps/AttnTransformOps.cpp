@@ -4,8 +4,10 @@
 #include "attn/IR/AttnDialect.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -61,6 +63,14 @@ DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure transform::AttnLowerToMmaOp::applyToOne(
+    transform::TransformRewriter& rewriter, scf::ForallOp target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  if (failed(lowerTasksToMma(rewriter, target)))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 namespace {
 
 class AttnTransformExtension : public transform::TransformDialectExtension<AttnTransformExtension> {
@@ -69,6 +79,8 @@ public:
   void init() {
     declareDependentDialect<AttnDialect>();
     declareGeneratedDialect<arith::ArithDialect>();
+    declareGeneratedDialect<gpu::GPUDialect>();
+    declareGeneratedDialect<nvgpu::NVGPUDialect>();
     declareGeneratedDialect<math::MathDialect>();
     declareGeneratedDialect<memref::MemRefDialect>();
     declareGeneratedDialect<scf::SCFDialect>();

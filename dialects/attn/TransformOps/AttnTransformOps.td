@@ -90,4 +90,23 @@ def AttnLowerToVectorsOp : Attn_TransformOp<"lower_to_vectors"> {
   }];
 }
 
+def AttnLowerToMmaOp : Attn_TransformOp<"lower_to_mma"> {
+  let summary = "Lowers task loops to tensor-core flash attention in a gpu.launch";
+  let description = [{
+    The target is the scf.forall of tile_queries (16 query rows per warp) whose update was
+    tiled by tile_keys and whose query is not packed; q, k and v hold f16 or bf16. Each task
+    becomes a GPU block: Q fragments in registers, K and V tiles staged in shared memory by
+    cp.async, QK^T and PV on nvgpu.mma.sync, the online softmax in registers.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target);
+  let results = (outs);
+  let assemblyFormat = "$target attr-dict `:` type($target)";
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::scf::ForallOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 #endif // ATTN_TRANSFORM_OPS_TD

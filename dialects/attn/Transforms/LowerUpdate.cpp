@@ -13,19 +13,16 @@
 // S is a stack buffer of max_keys x rows floats, reused by every key block of the task.
 //
 //===---------------------------------------------------------------------------===//
-#include "Variants/Positions.h"
 #include "attn/Transforms/LoweringUtils.h"
+#include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
-
-#include "llvm/ADT/STLExtras.h"
 
 #include <limits>
 #include <numeric>
+#include <optional>
 
 using namespace mlir;
 
@@ -45,10 +42,6 @@ public:
   LogicalResult emit();
 
 private:
-  bool hasMask(StringRef name) {
-    return llvm::any_of(op.getMasks(),
-                        [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
-  }
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
@@ -59,9 +52,7 @@ private:
   void emitMaskAndMax(SmallVector<Value>& max);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
   void emitValues(ArrayRef<Value> alpha);
-  Value modifiedScore(ImplicitLocOpBuilder& ib, Value s, Value key, Value keyI32, int64_t r);
   Value gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value key, int64_t r);
-  Value alibiSlope();
 
   ImplicitLocOpBuilder& b;
   OnlineUpdateOp op;
@@ -72,8 +63,7 @@ private:
   Value kvHead;     // h / (H / H_kv)
   Value keyCount;   // nj
   Value positions0; // i0 + off + lane, the key positions of the first vector's rows (i32)
-  Value slope;      // ALiBi slope of this head, when alibi
-  Value keyLimit;   // lengths[b], when padding
+  std::optional<ScoreTerms> terms;
 };
 
 // The register tile's rank-1 update: acc[s * R + r] += rowVectors[r] * scalars[s].
@@ -149,78 +139,6 @@ Value UpdateLowering::gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value ke
   return row;
 }
 
-// ALiBi's slope of this head, from a table of all heads' slopes (a constant global).
-Value UpdateLowering::alibiSlope() {
-  const int64_t heads = op.getNumHeads();
-  auto module = op->getParentOfType<ModuleOp>();
-  std::string name = "attn_alibi_slopes_" + std::to_string(heads);
-  auto type = MemRefType::get({heads}, b.getF32Type());
-  if (!module.lookupSymbol(name)) {
-    std::vector<float> slopes;
-    for (double s : positions::alibiSlopes(heads))
-      slopes.push_back(static_cast<float>(s));
-    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-    mb.create<memref::GlobalOp>(
-        b.getLoc(), name, mb.getStringAttr("private"), type,
-        DenseElementsAttr::get(RankedTensorType::get({heads}, b.getF32Type()),
-                               ArrayRef<float>(slopes)),
-        /*constant=*/true, IntegerAttr());
-  }
-  Value table = b.create<memref::GetGlobalOp>(type, name);
-  return b.create<memref::LoadOp>(table, op.getOffsets()[1]);
-}
-
-// The score after softcap, ALiBi and bias (the order of attn.attention), -inf where masked.
-Value UpdateLowering::modifiedScore(ImplicitLocOpBuilder& ib, Value s, Value key, Value keyI32,
-                                    int64_t r) {
-  if (double cap = op.getSoftcap().convertToDouble(); cap > 0) {
-    Value scaled = ib.create<arith::MulFOp>(s, f32Splat(ib, lanes, 1.0 / cap));
-    s = ib.create<arith::MulFOp>(ib.create<math::TanhOp>(scaled), f32Splat(ib, lanes, cap));
-  }
-  // Query row positions: i + off for the lanes of vector r.
-  Value positions = ib.create<arith::AddIOp>(
-      positions0, ib.create<vector::BroadcastOp>(
-                      vectorI32, ib.create<arith::ConstantOp>(ib.getI32IntegerAttr(r * lanes))));
-  Value keys = ib.create<vector::BroadcastOp>(vectorI32, keyI32);
-  if (op.getAlibi()) {
-    Value distance = ib.create<math::AbsIOp>(ib.create<arith::SubIOp>(positions, keys));
-    Value penalty = ib.create<arith::MulFOp>(ib.create<arith::SIToFPOp>(vector, distance),
-                                             ib.create<vector::BroadcastOp>(vector, slope));
-    s = ib.create<arith::SubFOp>(s, penalty);
-  }
-  if (Value bias = op.getBias())
-    s = ib.create<arith::AddFOp>(s, gatherRow(ib, bias, key, r));
-
-  using P = arith::CmpIPredicate;
-  Value keep;
-  auto both = [&](Value cond) { keep = keep ? ib.create<arith::AndIOp>(keep, cond) : cond; };
-  if (hasMask("causal"))
-    both(ib.create<arith::CmpIOp>(P::sle, keys, positions));
-  if (hasMask("window")) {
-    auto splat = [&](int64_t v) {
-      return ib.create<arith::ConstantOp>(
-          DenseElementsAttr::get(vectorI32, ib.getI32IntegerAttr(static_cast<int32_t>(v))));
-    };
-    Value left = ib.create<arith::SubIOp>(positions, splat(*op.getWindowLeft()));
-    Value right = ib.create<arith::AddIOp>(positions, splat(op.getWindowRight().value_or(0)));
-    both(ib.create<arith::CmpIOp>(P::sge, keys, left));
-    both(ib.create<arith::CmpIOp>(P::sle, keys, right));
-  }
-  if (Value mask = op.getMask()) {
-    Value bits = gatherRow(ib, mask, key, r);
-    Value zero = ib.create<arith::ConstantOp>(DenseElementsAttr::get(
-        cast<VectorType>(bits.getType()),
-        ib.getIntegerAttr(cast<VectorType>(bits.getType()).getElementType(), 0)));
-    both(ib.create<arith::CmpIOp>(P::ne, bits, zero));
-  }
-  if (keyLimit) // padding: j < lengths[b], the same for every lane
-    both(ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()),
-                                        ib.create<arith::CmpIOp>(P::slt, key, keyLimit)));
-  if (!keep)
-    return s;
-  return ib.create<arith::SelectOp>(keep, s, f32Splat(ib, lanes, -kInf));
-}
-
 // Step 2: masks and modifiers applied in place, and the new running max m'.
 void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
   auto loop = b.create<scf::ForOp>(
@@ -228,11 +146,17 @@ void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
       [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
         ImplicitLocOpBuilder ib(loc, nested);
         Value key = keyAt(ib, j);
-        Value keyI32 = ib.create<arith::IndexCastOp>(ib.getI32Type(), key);
+        Value keys = ib.create<vector::BroadcastOp>(
+            vectorI32, ib.create<arith::IndexCastOp>(ib.getI32Type(), key));
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          s = modifiedScore(ib, s, key, keyI32, r);
+          // Query row positions: i + off for the lanes of vector r.
+          Value positions = ib.create<arith::AddIOp>(
+              positions0, splatConstant(ib, vectorI32, static_cast<double>(r * lanes)));
+          s = terms->apply(ib, s, positions, keys, [&](ImplicitLocOpBuilder& gb, Value buffer) {
+            return gatherRow(gb, buffer, key, r);
+          });
           ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
         }
@@ -326,9 +250,7 @@ LogicalResult UpdateLowering::emit() {
   const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
   kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
   keyCount = op.getSizes()[3];
-  Value off = indexConstant(b, 0);
-  if (op.getCausalAlign() == "bottom_right")
-    off = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
+  Value off = ScoreTerms::positionOffset(b, op);
   Value first =
       b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(offsets[2], off));
   SmallVector<int32_t> iota(lanes);
@@ -336,11 +258,7 @@ LogicalResult UpdateLowering::emit() {
   positions0 = b.create<arith::AddIOp>(
       b.create<vector::BroadcastOp>(vectorI32, first),
       b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(iota))));
-  if (op.getAlibi())
-    slope = alibiSlope();
-  if (Value lengths = op.getLengths())
-    keyLimit = b.create<arith::IndexCastOp>(b.getIndexType(),
-                                            b.create<memref::LoadOp>(lengths, offsets[0]));
+  terms.emplace(b, op, offsets[0], offsets[1]);
 
   // 1. Scores: whole groups of keyUnroll keys, then the remaining keys one at a time.
   Value unroll = indexConstant(b, options.keyUnroll);

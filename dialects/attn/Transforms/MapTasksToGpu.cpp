@@ -13,6 +13,8 @@ using namespace mlir;
 namespace {
 
 LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
+  if (!kernel.getOps<gpu::LaunchOp>().empty())
+    return success(); // its schedule launched it already (lower_to_mma)
   SmallVector<scf::ForallOp> loops;
   kernel.walk([&](scf::ForallOp forall) { loops.push_back(forall); });
   if (loops.size() != 1 || loops.front().getRank() != 1 || !loops.front().getOutputs().empty() ||

@@ -62,4 +62,15 @@ def AttnApproximateMath : Pass<"attn-approximate-math"> {
                            "mlir::math::MathDialect"];
 }
 
+def AttnLowerToNvvmIntrinsics : Pass<"attn-lower-to-nvvm-intrinsics"> {
+  let summary = "bf16 nvgpu.mma.sync and f32 math.exp2 as NVVM intrinsic calls";
+  let description = [{
+    Fills two gaps of MLIR 19's NVVM lowering for tensor-core kernels: nvgpu.mma.sync with
+    bf16 operands becomes llvm.nvvm.mma.m16n8k16.row.col.bf16 (bf16 pairs as i32), and
+    math.exp2 on f32 becomes llvm.nvvm.ex2.approx.ftz.f, element by element.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::vector::VectorDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 #endif // ATTN_PASSES_TD

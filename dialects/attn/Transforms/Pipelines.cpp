@@ -59,6 +59,8 @@ void buildGpuLowerToLLVMPipeline(OpPassManager& pm, const std::string& chip,
                                  const std::string& ptxFeatures) {
   // Device code: the same scalar-and-vector lowering as on the CPU, then NVVM.
   OpPassManager& device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createAttnLowerToNvvmIntrinsics());
+  device.addPass(createConvertNVGPUToNVVMPass());
   addKernelLowering(device, /*noLibdevice=*/true);
   device.addPass(createConvertMathToLLVMPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;

@@ -54,6 +54,12 @@ struct VectorOptions {
 mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::Operation* root,
                                             const VectorOptions& options);
 
+// Lowers a task loop (tile_queries then tile_keys, query not packed) of f16 or bf16 tensors to
+// a gpu.launch of one block per task running flash attention on tensor cores: 16 query rows
+// per warp, K and V tiles of max_keys keys staged in shared memory by cp.async, QK^T and PV as
+// nvgpu.mma.sync m16n8k16 with f32 accumulators, the online softmax in registers.
+mlir::LogicalResult lowerTasksToMma(mlir::RewriterBase& rewriter, mlir::scf::ForallOp tasks);
+
 } // namespace attnc::attn
 
 #endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_TRANSFORMS_H

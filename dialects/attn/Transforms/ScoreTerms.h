@@ -1,0 +1,49 @@
+//===- ScoreTerms.h - an update's score terms, elementwise ---------------------===//
+//
+// What attn.online_update does to a score s = scale * q.k before the softmax, in the order of
+// attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|), bias, then
+// the masks (causal, window, tensor mask, padding), which make s = -inf. Every lowering of
+// the update applies the terms through this one class, on vectors of any shape.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H
+
+#include "attn/IR/AttnOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace attnc::attn {
+
+class ScoreTerms {
+public:
+  // Emits, at the builder's insertion point, what the terms read once per update of one
+  // batch and head: the head's ALiBi slope and the batch's key length (padding).
+  ScoreTerms(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op, mlir::Value batch, mlir::Value head);
+
+  // Loads a bias or mask buffer's elements at the positions of the scores being modified, as
+  // a vector of their shape (f32 for bias, the mask's element type for a mask).
+  using Gather = llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value buffer)>;
+
+  // s with every term applied. queryPos (i + off) and keyPos (j) are i32 vectors of s's
+  // shape: each score's query row position and key index.
+  mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
+                    mlir::Value keyPos, Gather gather) const;
+
+  // off, the key position of query row 0 (index): Tk - Tq when causal_align is bottom_right,
+  // else 0.
+  static mlir::Value positionOffset(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op);
+
+private:
+  bool hasMask(llvm::StringRef name) const;
+
+  mutable OnlineUpdateOp op; // (op accessors are not const)
+  mlir::Value slope;         // f32 ALiBi slope of this head, when alibi
+  mlir::Value keyLimit;      // i32 lengths[b], when padding
+};
+
+// A vector of `type`'s shape with every element equal to the constant `value`.
+mlir::Value splatConstant(mlir::ImplicitLocOpBuilder& b, mlir::VectorType type, double value);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H

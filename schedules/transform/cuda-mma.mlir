@@ -1,0 +1,23 @@
+// The CUDA schedule of the MLIR backend's tensor-core path (f16 and bf16 storage, head dims a
+// multiple of 16): one block per query tile of query_tile rows (16 per warp), key blocks of
+// key_block keys, lowered by transform.attn.lower_to_mma to a gpu.launch whose QK^T and PV run
+// on mma.sync. The query is not packed: the kernel loads its fragments straight into
+// registers. Placeholders as in cpu.mlir.
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
+    %update = transform.structured.match ops{["attn.online_update"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    %tasks, %tile = transform.attn.tile_queries %update rows = ${query_tile}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %keys, %block = transform.attn.tile_keys %tile block = ${key_block}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+
+  transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
+    %tasks = transform.structured.match ops{["scf.forall"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_to_mma %tasks : !transform.any_op
+    transform.yield
+  }
+}

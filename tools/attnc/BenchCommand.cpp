@@ -69,11 +69,18 @@ Action addBenchCommand(CLI::App& app) {
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(o->run));
     const int32_t threads = threadsOrAll(o->run.threads);
-    // GPU bundles run on device copies of the tensors (synchronous runs, wall-clock timed).
+    // GPU bundles run on device copies of the tensors, timed by CUDA events.
     std::unique_ptr<DeviceCall> device;
-    if (runsOnGpu(bundle))
+    std::unique_ptr<GpuTimer> gpuTimer;
+    if (runsOnGpu(bundle)) {
       device = std::make_unique<DeviceCall>(call);
+      gpuTimer = std::make_unique<GpuTimer>();
+    }
     std::vector<attnc_named_tensor> named = device ? device->named() : call.named();
+    auto timeBundle = [&](const runtime::Bundle& b) {
+      auto run = [&] { b.run(named, threads); };
+      return gpuTimer ? gpuTimer->millis(run) : millis(run);
+    };
 
     std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
     std::optional<runtime::Bundle> other;
@@ -100,11 +107,11 @@ Action addBenchCommand(CLI::App& app) {
 
     auto runAll = [&](bool timed) {
       size_t t = 0;
-      double ms = millis([&] { bundle.run(named, threads); });
+      double ms = timeBundle(bundle);
       if (timed)
         timings[t].ms.push_back(ms);
       if (other) {
-        ms = millis([&] { other->run(named, threads); });
+        ms = timeBundle(*other);
         if (timed)
           timings[++t].ms.push_back(ms);
       }

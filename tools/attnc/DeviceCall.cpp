@@ -56,6 +56,35 @@ std::vector<attnc_named_tensor> DeviceCall::named() {
   return named;
 }
 
+// Larger than the L2 of any current GPU (50 MiB on H100/H200), as do_bench's 256 MB.
+constexpr size_t kFlushBytes = size_t(256) << 20;
+
+GpuTimer::GpuTimer() {
+  const cuda::Driver& d = gpu();
+  check(d, d.cuEventCreate(&start_, 0), "cuEventCreate");
+  check(d, d.cuEventCreate(&end_, 0), "cuEventCreate");
+  check(d, d.cuMemAlloc(&flush_, kFlushBytes), "allocating the L2 flush buffer");
+}
+
+GpuTimer::~GpuTimer() {
+  const cuda::Driver* d = cuda::driver(nullptr);
+  d->cuEventDestroy(start_);
+  d->cuEventDestroy(end_);
+  d->cuMemFree(flush_);
+}
+
+double GpuTimer::millis(const std::function<void()>& run) {
+  const cuda::Driver& d = *cuda::driver(nullptr);
+  check(d, d.cuMemsetD8(flush_, 0, kFlushBytes), "flushing the L2 cache");
+  check(d, d.cuEventRecord(start_, nullptr), "cuEventRecord");
+  run();
+  check(d, d.cuEventRecord(end_, nullptr), "cuEventRecord");
+  check(d, d.cuEventSynchronize(end_), "the GPU run (cuEventSynchronize)");
+  float ms = 0;
+  check(d, d.cuEventElapsedTime(&ms, start_, end_), "cuEventElapsedTime");
+  return ms;
+}
+
 void DeviceCall::copyOutputsBack() {
   const cuda::Driver& d = *cuda::driver(nullptr);
   for (size_t i = 0; i < views_.size(); ++i)

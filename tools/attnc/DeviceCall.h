@@ -4,8 +4,10 @@
 #define ATTNC_TOOLS_DEVICECALL_H
 
 #include "CallSetup.h"
+#include "attnc/CudaDriver.hpp"
 #include "attnc/Runtime.hpp"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,8 +29,27 @@ public:
 
 private:
   Call& call_;
-  std::vector<unsigned long long> buffers_; // CUdeviceptr per tensor
+  std::vector<cuda::CUdeviceptr> buffers_;
   std::vector<DLTensor> views_;
+};
+
+// Times GPU runs as Triton's do_bench does: before each, the L2 cache is flushed by writing a
+// buffer larger than it; CUDA events on the default stream bracket the run, so the time is
+// the GPU's, not the launch's.
+class GpuTimer {
+public:
+  GpuTimer(); // throws JobError as DeviceCall does
+  ~GpuTimer();
+  GpuTimer(const GpuTimer&) = delete;
+  GpuTimer& operator=(const GpuTimer&) = delete;
+
+  // Milliseconds of GPU time for run(), which launches on the default stream.
+  double millis(const std::function<void()>& run);
+
+private:
+  cuda::CUevent start_ = nullptr;
+  cuda::CUevent end_ = nullptr;
+  cuda::CUdeviceptr flush_ = 0;
 };
 
 } // namespace attnc::tools

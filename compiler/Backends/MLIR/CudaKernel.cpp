@@ -2,9 +2,10 @@
 // (gpu-to-llvm's runtime interface), implemented on the CUDA driver loaded at run time.
 //
 // The generated _mlir_ciface_attnc_mlir_kernel(Memref *arg0, ...) loads the embedded PTX
-// (mgpuModuleLoadJIT), looks the kernel up and launches it on "its" stream. Here that stream
-// is the caller's (attnc_run_options.stream, or the default stream), modules are loaded once
-// per process, and the first driver error of a run is reported by attnc_kernel_run.
+// (mgpuModuleLoadJIT), looks the kernel up, launches it on "its" stream and synchronizes it.
+// Here that stream is the caller's (attnc_run_options.stream, or the default stream) and is
+// left running, modules are loaded once per process, and the first driver error of a run
+// (loading, launching) is reported by attnc_kernel_run.
 #include "Backends/MLIR/MemrefCall.h"
 #include "attn/Transforms/MmaAlignedArgs.h"
 #include "attnc/CudaDriver.hpp"
@@ -121,10 +122,9 @@ void* mgpuStreamCreate() {
 
 void mgpuStreamDestroy(void*) {}
 
-void mgpuStreamSynchronize(void* stream) {
-  check(current->driver->cuStreamSynchronize(static_cast<CUstream>(stream)),
-        "the attention kernel (cuStreamSynchronize)");
-}
+// Runs are asynchronous on the caller's stream (attnc_run_options.stream): the caller
+// synchronizes, as with any CUDA library, so back-to-back runs keep the GPU busy.
+void mgpuStreamSynchronize(void*) {}
 
 void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t gridZ,
                       intptr_t blockX, intptr_t blockY, intptr_t blockZ, int32_t sharedBytes,

@@ -83,7 +83,9 @@ typedef struct attnc_named_tensor {
 
 typedef struct attnc_run_options {
   int32_t num_threads; /* 0: all hardware threads */
-  void* stream;        /* GPU bundles only */
+  void* stream;        /* GPU bundles only: kernels are launched on this stream (NULL: the
+                        * default stream) and attnc_bundle_run returns without waiting for
+                        * them, as CUDA libraries do; synchronize it before reading outputs */
 } attnc_run_options;
 
 ATTNC_API uint32_t attnc_runtime_abi_version(void);

@@ -47,6 +47,8 @@ Loaded load() {
             resolve(library, "cuMemcpyHtoD_v2", d.cuMemcpyHtoD, why) &&
             resolve(library, "cuMemcpyDtoH_v2", d.cuMemcpyDtoH, why) &&
             resolve(library, "cuMemsetD8_v2", d.cuMemsetD8, why) &&
+            resolve(library, "cuMemAllocAsync", d.cuMemAllocAsync, why) &&
+            resolve(library, "cuMemFreeAsync", d.cuMemFreeAsync, why) &&
             resolve(library, "cuEventCreate", d.cuEventCreate, why) &&
             resolve(library, "cuEventRecord", d.cuEventRecord, why) &&
             resolve(library, "cuEventSynchronize", d.cuEventSynchronize, why) &&

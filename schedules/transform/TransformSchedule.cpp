@@ -45,6 +45,8 @@ std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
   static const std::vector<ParamSpace> cudaMma{
       {"query_tile", {16, 32, 64, 128}, "query rows per block, 16 per warp"},
       {"key_block", {16, 32, 64, 128}, "keys per K/V tile in shared memory"},
+      {"max_key_splits", {1, 2, 4, 8, 16, 32}, "blocks one task's keys may be split over"},
+      {"fill_blocks", {64, 128, 256, 512, 1024}, "blocks the key splits aim to fill the GPU with"},
   };
   if (family == "cuda-mma")
     return cudaMma;
@@ -78,9 +80,12 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
     // key_block x (d + 8) elements fit 48 KiB of static shared memory.
     const int64_t widest = std::max(spec.dK, spec.dV);
     const int64_t keyBlock = widest <= 64 ? 64 : widest <= 128 ? 32 : 16;
-    return ScheduleParams("mlir", {{"query_tile", 64}, {"key_block", keyBlock}},
-                          "4 warps of 16 query rows; registers without spills (ptxas), not "
-                          "timed");
+    // Key splits: about two blocks per SM of an A100 (108) or H100/H200 (132).
+    return ScheduleParams(
+        "mlir",
+        {{"query_tile", 64}, {"key_block", keyBlock}, {"max_key_splits", 16}, {"fill_blocks", 256}},
+        "4 warps of 16 query rows; registers without spills (ptxas); key "
+        "splits for about two blocks per SM; not timed");
   }
   if (family == "cuda")
     return ScheduleParams(

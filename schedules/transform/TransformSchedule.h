@@ -23,6 +23,7 @@ namespace attnc::mlirschedule {
 // The "cuda-mma" family (tensor cores) has
 //   query_tile    query rows per block, 16 per warp
 //   key_block     keys per K and V tile staged in shared memory
+//   max_key_splits, fill_blocks   split-key decoding: blocks per task and the blocks to fill
 std::span<const ParamSpace> mlirParamSpace(const std::string& family);
 
 // The schedule family for a spec on a target family: "cuda-mma" for f16 and bf16 storage with

@@ -2,7 +2,8 @@
 // multiple of 16): one block per query tile of query_tile rows (16 per warp), key blocks of
 // key_block keys, lowered by transform.attn.lower_to_mma to a gpu.launch whose QK^T and PV run
 // on mma.sync. The query is not packed: the kernel loads its fragments straight into
-// registers. Placeholders as in cpu.mlir.
+// registers. Few tasks with many keys (decoding) split their keys over up to max_key_splits
+// blocks, aiming at fill_blocks blocks in all. Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
     %update = transform.structured.match ops{["attn.online_update"]} in %root
@@ -17,7 +18,8 @@ module attributes {transform.with_named_sequence} {
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %tasks = transform.structured.match ops{["scf.forall"]} in %root
         : (!transform.any_op) -> !transform.any_op
-    transform.attn.lower_to_mma %tasks : !transform.any_op
+    transform.attn.lower_to_mma %tasks
+        {max_key_splits = ${max_key_splits}, fill_blocks = ${fill_blocks}} : !transform.any_op
     transform.yield
   }
 }

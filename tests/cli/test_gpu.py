@@ -96,6 +96,9 @@ class CudaBundles(CliTestCase):
                         element = "bf16" if "bf16" in spec else "f16"
                         mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
                         self.assertTrue(mma in text, mma)
+                        # The single-pass kernel, the split-key kernel and its merge, in one
+                        # PTX module.
+                        self.assertEqual(text.count(".entry"), 3)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

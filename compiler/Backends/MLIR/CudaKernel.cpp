@@ -122,6 +122,23 @@ void* mgpuStreamCreate() {
 
 void mgpuStreamDestroy(void*) {}
 
+// Workspace of split-key kernels (gpu.alloc / gpu.dealloc): stream-ordered, so it costs no
+// synchronization and comes from the driver's pool after the first run.
+void* mgpuMemAlloc(uint64_t bytes, void* stream, bool /*isHostShared: never asked for*/) {
+  CUdeviceptr pointer = 0;
+  if (!check(current->driver->cuMemAllocAsync(&pointer, bytes, static_cast<CUstream>(stream)),
+             "allocating the split-key workspace (cuMemAllocAsync)"))
+    return nullptr;
+  return reinterpret_cast<void*>(pointer);
+}
+
+void mgpuMemFree(void* pointer, void* stream) {
+  if (pointer)
+    check(current->driver->cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(pointer),
+                                          static_cast<CUstream>(stream)),
+          "cuMemFreeAsync");
+}
+
 // Runs are asynchronous on the caller's stream (attnc_run_options.stream): the caller
 // synchronizes, as with any CUDA library, so back-to-back runs keep the GPU busy.
 void mgpuStreamSynchronize(void*) {}
@@ -129,8 +146,8 @@ void mgpuStreamSynchronize(void*) {}
 void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t gridZ,
                       intptr_t blockX, intptr_t blockY, intptr_t blockZ, int32_t sharedBytes,
                       void* stream, void** params, void** extra, size_t) {
-  if (!function || gridX == 0)
-    return;
+  if (!function || gridX == 0 || !current->error.empty())
+    return; // nothing to run, or an earlier step of this run failed (its workspace, say)
   check(current->driver->cuLaunchKernel(
             static_cast<CUfunction>(function), static_cast<unsigned>(gridX),
             static_cast<unsigned>(gridY), static_cast<unsigned>(gridZ),

@@ -66,7 +66,8 @@ DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
 DiagnosedSilenceableFailure transform::AttnLowerToMmaOp::applyToOne(
     transform::TransformRewriter& rewriter, scf::ForallOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
-  if (failed(lowerTasksToMma(rewriter, target)))
+  if (failed(lowerTasksToMma(rewriter, target,
+                             {getMaxKeySplitsAttr().getInt(), getFillBlocksAttr().getInt()})))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
 }

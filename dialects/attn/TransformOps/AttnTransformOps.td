@@ -96,9 +96,13 @@ def AttnLowerToMmaOp : Attn_TransformOp<"lower_to_mma"> {
     The target is the scf.forall of tile_queries (16 query rows per warp) whose update was
     tiled by tile_keys and whose query is not packed; q, k and v hold f16 or bf16. Each task
     becomes a GPU block: Q fragments in registers, K and V tiles staged in shared memory by
-    cp.async, QK^T and PV on nvgpu.mma.sync, the online softmax in registers.
+    cp.async, QK^T and PV on nvgpu.mma.sync, the online softmax in registers. With
+    `max_key_splits` > 1, when the tasks are fewer than `fill_blocks` their keys are split
+    over up to that many blocks, merged by a second kernel (decoding).
   }];
-  let arguments = (ins TransformHandleTypeInterface:$target);
+  let arguments = (ins TransformHandleTypeInterface:$target,
+                   DefaultValuedAttr<I64Attr, "1">:$max_key_splits,
+                   DefaultValuedAttr<I64Attr, "256">:$fill_blocks);
   let results = (outs);
   let assemblyFormat = "$target attr-dict `:` type($target)";
   let extraClassDeclaration = [{

@@ -15,6 +15,13 @@
 //   O  = exp(m - m') O + P V   P's C fragments are A fragments as they are (no shared memory);
 //                              V's B fragments come by ldmatrix.trans
 //
+// Decoding (few tasks, many keys) splits each task's keys over several blocks when the
+// options allow: the launch has blocks (tasks, splits), each writes its unnormalised
+// (acc, m, l) to a workspace, and a second launch merges them per row:
+//   M = max_s m_s, L = sum_s exp(m_s - M) l_s, O = sum_s exp(m_s - M) acc_s / L.
+// The split count is chosen at run time, ceil(fill_blocks / tasks) capped by max_key_splits
+// and the number of key blocks; with one split the single-pass kernel runs.
+//
 // K and V tiles reach shared memory by cp.async: V_j loads while S_j is computed and K_{j+1}
 // while P_j V_j is. Their rows are padded by 8 elements (16 bytes), so the 8 row addresses of
 // an ldmatrix fall in different banks.
@@ -117,10 +124,14 @@ int64_t argumentIndex(Value memref) {
                                                                            : -1;
 }
 
+// Which kernel a launch runs: the whole task, one key split of it, or the merge of the splits.
+enum class Phase { Whole, Partial, Combine };
+
 class MmaLowering {
 public:
-  MmaLowering(RewriterBase& rewriter, scf::ForallOp tasks, const TaskOps& ops)
-      : rewriter(rewriter), tasks(tasks), ops(ops), update(ops.update),
+  MmaLowering(RewriterBase& rewriter, scf::ForallOp tasks, const TaskOps& ops,
+              const MmaOptions& options)
+      : rewriter(rewriter), tasks(tasks), ops(ops), options(options), update(ops.update),
         element(update.getKey().getType().getElementType()),
         dk(update.getKey().getType().getDimSize(3)), dv(update.getValue().getType().getDimSize(3)),
         rows(update.getAcc().getType().getDimSize(3)), warps(rows / 16),
@@ -143,8 +154,13 @@ private:
   Value gather(ImplicitLocOpBuilder& b, Value buffer, Value keyBase);
   Value quadReduce(ImplicitLocOpBuilder& b, Value x, bool max);
   Value rowsVector(ImplicitLocOpBuilder& b, Value row0, Value row1, VectorType type);
-  void emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map);
+  void emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase phase);
   void emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map);
+  void emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map);
+  void emitCombine(ImplicitLocOpBuilder& b, IRMapping& map);
+  Value workspaceRow(ImplicitLocOpBuilder& b, Value rowInTile);
+  void emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, Value splits);
+  void emitSplitOrWhole(ImplicitLocOpBuilder& b, Value count);
   void recordAlignedArgs(ImplicitLocOpBuilder& b);
 
   Value c(ImplicitLocOpBuilder& b, int64_t v) { return indexConstant(b, v); }
@@ -158,6 +174,7 @@ private:
   RewriterBase& rewriter;
   scf::ForallOp tasks;
   TaskOps ops;
+  MmaOptions options;
   OnlineUpdateOp update;
   Type element;
   const int64_t dk, dv, rows, warps, block;
@@ -165,7 +182,11 @@ private:
 
   // Unit-stride views of the tensors, made before the launch.
   Value query, key, value, output;
+  // Split-key workspace: acc [splits, tasks * rows, dv], m and l [splits, tasks * rows].
+  Value workAcc, workMax, workSum;
   // Inside the launch.
+  Value taskIndex, splitIndex;   // block ids x and y
+  Value splitCount;              // grid size y
   Value sharedK, sharedV;        // [block, dk + pad], [block, dv + pad]
   Value tid, lane, g, t;         // thread, lane, lane / 4, lane % 4
   Value batch, head, kvHead;     // this task's batch, head and K/V head
@@ -364,7 +385,7 @@ Value MmaLowering::quadReduce(ImplicitLocOpBuilder& b, Value x, bool max) {
   return x;
 }
 
-void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map) {
+void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase phase) {
   ValueRange offsets = update.getOffsets();
   batch = map.lookupOrDefault(offsets[0]);
   head = map.lookupOrDefault(offsets[1]);
@@ -387,6 +408,15 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map) {
   scf::ForOp keys = ops.keys;
   Value lower = map.lookupOrDefault(keys.getLowerBound()),
         upper = map.lookupOrDefault(keys.getUpperBound());
+  if (phase == Phase::Partial) {
+    // Split s takes `per` whole key blocks from lower + s * per (possibly none).
+    Value span = b.create<arith::MaxSIOp>(b.create<arith::SubIOp>(upper, lower), c(b, 0));
+    Value per = b.create<arith::MulIOp>(
+        b.create<arith::CeilDivSIOp>(b.create<arith::CeilDivSIOp>(span, c(b, block)), splitCount),
+        c(b, block));
+    lower = b.create<arith::AddIOp>(lower, b.create<arith::MulIOp>(splitIndex, per));
+    upper = b.create<arith::MinSIOp>(upper, b.create<arith::AddIOp>(lower, per));
+  }
   waitAndSync(b, copyTile(b, key, sharedK, dk, lower, upper));
   SmallVector<Value> state{f32Constant(b, -kInf), f32Constant(b, -kInf), f32Constant(b, 0),
                            f32Constant(b, 0)};
@@ -526,6 +556,94 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
   }
 }
 
+// The workspace row of a row of this task's tile.
+Value MmaLowering::workspaceRow(ImplicitLocOpBuilder& b, Value rowInTile) {
+  return b.create<arith::AddIOp>(b.create<arith::MulIOp>(taskIndex, c(b, rows)), rowInTile);
+}
+
+// A split's unnormalised state into the workspace: acc as the C fragments hold it, m and l
+// (reduced over the quad) once per row.
+void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
+  Value rowBase = map.lookupOrDefault(ops.finalize.getOffsets()[2]);
+  Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
+  for (int64_t r = 0; r < 2; ++r) {
+    Value sum = quadReduce(b, sumRow[r], /*max=*/false);
+    Value row = workspaceRow(b, b.create<arith::SubIOp>(myRows[r], rowBase));
+    for (auto [n, fragment] : llvm::enumerate(acc)) {
+      Value column = b.create<arith::AddIOp>(twoT, c(b, 8 * static_cast<int64_t>(n)));
+      b.create<vector::StoreOp>(b.create<vector::ExtractOp>(fragment, r), workAcc,
+                                ValueRange{splitIndex, row, column});
+    }
+    Value first = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t, c(b, 0));
+    auto ifFirst = b.create<scf::IfOp>(first, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    b.create<memref::StoreOp>(maxRow[r], workMax, ValueRange{splitIndex, row});
+    b.create<memref::StoreOp>(sum, workSum, ValueRange{splitIndex, row});
+  }
+}
+
+// The merge of the splits, one thread per row of the tile: M = max_s m_s, w_s = exp(m_s - M)
+// (0 for a split that kept nothing), L = sum_s w_s l_s, O = sum_s w_s acc_s / L (0 when L = 0),
+// lse = M + log L (-inf when L = 0).
+void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
+  OnlineFinalizeOp finalize = ops.finalize;
+  Value batchIndex = map.lookupOrDefault(finalize.getOffsets()[0]);
+  Value headIndex = map.lookupOrDefault(finalize.getOffsets()[1]);
+  Value rowBase = map.lookupOrDefault(finalize.getOffsets()[2]);
+  Value row = b.create<arith::AddIOp>(rowBase, tid);
+  Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, tid,
+                                       map.lookupOrDefault(finalize.getSizes()[2]));
+  auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifLive.thenBlock());
+  Value workRow = workspaceRow(b, tid);
+  Value zero = c(b, 0), one = c(b, 1), splits = b.create<memref::DimOp>(workMax, 0);
+  auto overSplits = [&](ImplicitLocOpBuilder& at, Value init, auto&& body) {
+    return at
+        .create<scf::ForOp>(zero, splits, one, ValueRange{init},
+                            [&](OpBuilder& nested, Location loc, Value s, ValueRange carried) {
+                              ImplicitLocOpBuilder ib(loc, nested);
+                              ib.create<scf::YieldOp>(ValueRange{Value(body(ib, s, carried[0]))});
+                            })
+        .getResult(0);
+  };
+  Value max = overSplits(b, f32Constant(b, -kInf), [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
+    return ib.create<arith::MaximumFOp>(m,
+                                        ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow}));
+  });
+  using P = arith::CmpFPredicate;
+  Value safe = b.create<arith::SelectOp>(
+      b.create<arith::CmpFOp>(P::OEQ, max, f32Constant(b, -kInf)), f32Constant(b, 0), max);
+  auto weight = [&](ImplicitLocOpBuilder& ib, Value s) -> Value {
+    Value m = ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow});
+    Value w = ib.create<math::Exp2Op>(
+        ib.create<arith::MulFOp>(ib.create<arith::SubFOp>(m, safe), f32Constant(ib, kLog2e)));
+    Value empty = ib.create<arith::CmpFOp>(P::OEQ, m, f32Constant(ib, -kInf));
+    return ib.create<arith::SelectOp>(empty, f32Constant(ib, 0), w);
+  };
+  Value sum = overSplits(b, f32Constant(b, 0), [&](ImplicitLocOpBuilder& ib, Value s, Value l) {
+    Value ls = ib.create<memref::LoadOp>(workSum, ValueRange{s, workRow});
+    return ib.create<arith::AddFOp>(l, ib.create<arith::MulFOp>(weight(ib, s), ls));
+  });
+  Value empty = b.create<arith::CmpFOp>(P::OEQ, sum, f32Constant(b, 0));
+  Value inverse = b.create<arith::SelectOp>(empty, f32Constant(b, 0),
+                                            b.create<arith::DivFOp>(f32Constant(b, 1), sum));
+  forRange(b, zero, c(b, dv), [&](ImplicitLocOpBuilder& cb, Value column) {
+    Value o = overSplits(cb, f32Constant(cb, 0), [&](ImplicitLocOpBuilder& ib, Value s, Value x) {
+      Value a = ib.create<memref::LoadOp>(workAcc, ValueRange{s, workRow, column});
+      return ib.create<arith::AddFOp>(x, ib.create<arith::MulFOp>(weight(ib, s), a));
+    });
+    storeF32(cb, cb.create<arith::MulFOp>(o, inverse), output,
+             {batchIndex, headIndex, row, column});
+  });
+  if (Value lse = finalize.getLse()) {
+    Value x = b.create<arith::AddFOp>(max, b.create<math::LogOp>(sum));
+    x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
+    b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batchIndex, headIndex, row});
+  }
+}
+
 // The host check of MmaAlignedArgs: the function arguments that cp.async and the paired loads
 // and stores read, as a bit mask in a public constant the bundle's entry reads.
 void MmaLowering::recordAlignedArgs(ImplicitLocOpBuilder& b) {
@@ -544,6 +662,91 @@ void MmaLowering::recordAlignedArgs(ImplicitLocOpBuilder& b) {
       /*constant=*/true, IntegerAttr());
 }
 
+// One gpu.launch of the task loop for `phase`: blocks (tasks, splits) of 16-row warps, or for
+// the merge one thread per row; the task's own index arithmetic is cloned into it.
+void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, Value splits) {
+  Value one = c(b, 1);
+  Value threads = c(b, phase == Phase::Combine ? rows : warps * kWarpSize);
+  auto launch = b.create<gpu::LaunchOp>(count, splits, one, threads, one, one);
+  if (phase != Phase::Combine) {
+    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    sharedK = launch.addWorkgroupAttribution(
+        MemRefType::get({block, dk + kRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
+        b.getLoc());
+    sharedV = launch.addWorkgroupAttribution(
+        MemRefType::get({block, dv + kRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
+        b.getLoc());
+  }
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  taskIndex = launch.getBlockIds().x;
+  splitIndex = launch.getBlockIds().y;
+  splitCount = launch.getGridSize().y;
+  emitLaneIds(b);
+  queryFrags.clear();
+
+  // The task's own ops in order; the state buffers and the online ops become registers.
+  IRMapping map;
+  map.map(tasks.getInductionVar(0), taskIndex);
+  llvm::SmallPtrSet<Operation*, 4> stateBuffers;
+  for (Value buffer : ops.init->getOperands())
+    stateBuffers.insert(buffer.getDefiningOp());
+  for (Operation& op : tasks.getBody()->without_terminator()) {
+    if (&op == ops.keys.getOperation()) {
+      if (phase != Phase::Combine)
+        emitKeyLoop(b, map, phase);
+    } else if (&op == ops.finalize.getOperation()) {
+      if (phase == Phase::Whole)
+        emitFinalize(b, map);
+      else if (phase == Phase::Partial)
+        emitPartialStore(b, map);
+      else
+        emitCombine(b, map);
+    } else if (&op != ops.init.getOperation() && !stateBuffers.contains(&op)) {
+      b.clone(op, map);
+    }
+  }
+  b.create<gpu::TerminatorOp>();
+}
+
+// splits = clamp(ceil(fill_blocks / tasks), 1, min(max_key_splits, key blocks of Tk)); one
+// split runs the single-pass kernel, more run the split kernel and the merge on a workspace
+// allocated on the caller's stream.
+void MmaLowering::emitSplitOrWhole(ImplicitLocOpBuilder& b, Value count) {
+  Value one = c(b, 1);
+  Value keyBlocks = b.create<arith::CeilDivUIOp>(b.create<memref::DimOp>(key, 2), c(b, block));
+  Value wanted =
+      b.create<arith::CeilDivUIOp>(c(b, options.fillBlocks), b.create<arith::MaxUIOp>(count, one));
+  Value splits = b.create<arith::MaxUIOp>(
+      one, b.create<arith::MinUIOp>(
+               wanted, b.create<arith::MinUIOp>(c(b, options.maxKeySplits), keyBlocks)));
+  auto ifSplit = b.create<scf::IfOp>(
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, splits, one), /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifSplit.elseBlock()->getTerminator());
+  emitLaunch(b, Phase::Whole, count, one);
+
+  b.setInsertionPoint(ifSplit.thenBlock()->getTerminator());
+  auto tokenType = gpu::AsyncTokenType::get(b.getContext());
+  Value token = b.create<gpu::WaitOp>(tokenType, ValueRange{}).getAsyncToken();
+  Value workRows = b.create<arith::MulIOp>(count, c(b, rows));
+  auto alloc = [&](ArrayRef<int64_t> shape, ValueRange sizes) {
+    auto op = b.create<gpu::AllocOp>(MemRefType::get(shape, b.getF32Type()), tokenType,
+                                     ValueRange{token}, sizes, ValueRange{});
+    token = op.getAsyncToken();
+    return op.getMemref();
+  };
+  const int64_t dyn = ShapedType::kDynamic;
+  workAcc = alloc({dyn, dyn, dv}, {splits, workRows});
+  workMax = alloc({dyn, dyn}, {splits, workRows});
+  workSum = alloc({dyn, dyn}, {splits, workRows});
+  emitLaunch(b, Phase::Partial, count, splits);
+  emitLaunch(b, Phase::Combine, count, one);
+  for (Value buffer : {workAcc, workMax, workSum})
+    token = b.create<gpu::DeallocOp>(tokenType, ValueRange{token}, buffer).getAsyncToken();
+  b.create<gpu::WaitOp>(Type(), ValueRange{token});
+}
+
 LogicalResult MmaLowering::emit() {
   if (failed(check()))
     return failure();
@@ -554,35 +757,11 @@ LogicalResult MmaLowering::emit() {
   key = unitStrideView(b, update.getKey());
   value = unitStrideView(b, update.getValue());
   output = unitStrideView(b, ops.finalize.getOutput());
-
-  Value one = c(b, 1);
   Value count = getValueOrCreateConstantIndexOp(b, b.getLoc(), tasks.getMixedUpperBound()[0]);
-  auto launch = b.create<gpu::LaunchOp>(count, one, one, c(b, warps * kWarpSize), one, one);
-  auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  sharedK = launch.addWorkgroupAttribution(
-      MemRefType::get({block, dk + kRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
-      b.getLoc());
-  sharedV = launch.addWorkgroupAttribution(
-      MemRefType::get({block, dv + kRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
-      b.getLoc());
-  b.setInsertionPointToStart(&launch.getBody().front());
-  emitLaneIds(b);
-
-  // The task's own ops in order; the state buffers and the online ops become registers.
-  IRMapping map;
-  map.map(tasks.getInductionVar(0), launch.getBlockIds().x);
-  llvm::SmallPtrSet<Operation*, 4> stateBuffers;
-  for (Value buffer : ops.init->getOperands())
-    stateBuffers.insert(buffer.getDefiningOp());
-  for (Operation& op : tasks.getBody()->without_terminator()) {
-    if (&op == ops.keys.getOperation())
-      emitKeyLoop(b, map);
-    else if (&op == ops.finalize.getOperation())
-      emitFinalize(b, map);
-    else if (&op != ops.init.getOperation() && !stateBuffers.contains(&op))
-      b.clone(op, map);
-  }
-  b.create<gpu::TerminatorOp>();
+  if (options.maxKeySplits > 1)
+    emitSplitOrWhole(b, count);
+  else
+    emitLaunch(b, Phase::Whole, count, c(b, 1));
   tasks->getParentOfType<func::FuncOp>()->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   rewriter.eraseOp(tasks);
   return success();
@@ -590,11 +769,12 @@ LogicalResult MmaLowering::emit() {
 
 } // namespace
 
-LogicalResult lowerTasksToMma(RewriterBase& rewriter, scf::ForallOp tasks) {
+LogicalResult lowerTasksToMma(RewriterBase& rewriter, scf::ForallOp tasks,
+                              const MmaOptions& options) {
   FailureOr<TaskOps> ops = matchTask(tasks);
   if (failed(ops))
     return failure();
-  return MmaLowering(rewriter, tasks, *ops).emit();
+  return MmaLowering(rewriter, tasks, *ops, options).emit();
 }
 
 } // namespace attnc::attn

@@ -13,7 +13,7 @@ using namespace mlir;
 namespace {
 
 LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
-  if (!kernel.getOps<gpu::LaunchOp>().empty())
+  if (kernel.walk([](gpu::LaunchOp) { return WalkResult::interrupt(); }).wasInterrupted())
     return success(); // its schedule launched it already (lower_to_mma)
   SmallVector<scf::ForallOp> loops;
   kernel.walk([&](scf::ForallOp forall) { loops.push_back(forall); });

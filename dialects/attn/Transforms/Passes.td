@@ -62,6 +62,15 @@ def AttnApproximateMath : Pass<"attn-approximate-math"> {
                            "mlir::math::MathDialect"];
 }
 
+def AttnMergeGpuModules : Pass<"attn-merge-gpu-modules", "mlir::ModuleOp"> {
+  let summary = "Moves every outlined kernel into the first gpu.module";
+  let description = [{
+    After gpu-kernel-outlining, a function with several launches has a gpu.module per launch.
+    This moves their kernels (renamed where names clash) and globals into the first module
+    and retargets the gpu.launch_func ops, so the bundle embeds one PTX module.
+  }];
+}
+
 def AttnLowerToNvvmIntrinsics : Pass<"attn-lower-to-nvvm-intrinsics"> {
   let summary = "bf16 nvgpu.mma.sync and f32 math.exp2 as NVVM intrinsic calls";
   let description = [{

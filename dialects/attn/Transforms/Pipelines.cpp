@@ -51,6 +51,7 @@ void buildMapToGpuPipeline(OpPassManager& pm, int64_t blockThreads) {
   options.blockThreads = blockThreads;
   pm.addPass(createAttnMapTasksToGpu(options));
   pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createAttnMergeGpuModules());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

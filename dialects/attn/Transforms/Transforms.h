@@ -54,11 +54,18 @@ struct VectorOptions {
 mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::Operation* root,
                                             const VectorOptions& options);
 
+struct MmaOptions {
+  int64_t maxKeySplits = 1; // at most this many blocks share one task's keys (1: never split)
+  int64_t fillBlocks = 256; // split until tasks x splits reaches this many blocks
+};
+
 // Lowers a task loop (tile_queries then tile_keys, query not packed) of f16 or bf16 tensors to
 // a gpu.launch of one block per task running flash attention on tensor cores: 16 query rows
 // per warp, K and V tiles of max_keys keys staged in shared memory by cp.async, QK^T and PV as
-// nvgpu.mma.sync m16n8k16 with f32 accumulators, the online softmax in registers.
-mlir::LogicalResult lowerTasksToMma(mlir::RewriterBase& rewriter, mlir::scf::ForallOp tasks);
+// nvgpu.mma.sync m16n8k16 with f32 accumulators, the online softmax in registers. With
+// maxKeySplits > 1, few long tasks (decoding) split their keys over blocks and merge.
+mlir::LogicalResult lowerTasksToMma(mlir::RewriterBase& rewriter, mlir::scf::ForallOp tasks,
+                                    const MmaOptions& options);
 
 } // namespace attnc::attn
 

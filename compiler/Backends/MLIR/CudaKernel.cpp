@@ -126,6 +126,8 @@ void mgpuStreamDestroy(void*) {}
 // synchronization and comes from the driver's pool after the first run.
 void* mgpuMemAlloc(uint64_t bytes, void* stream, bool /*isHostShared: never asked for*/) {
   CUdeviceptr pointer = 0;
+  if (bytes == 0) // no tasks: nothing will be launched
+    return nullptr;
   if (!check(current->driver->cuMemAllocAsync(&pointer, bytes, static_cast<CUstream>(stream)),
              "allocating the split-key workspace (cuMemAllocAsync)"))
     return nullptr;

@@ -1,6 +1,7 @@
 #include "transform/TransformSchedule.h"
 
 #include "Support/Errors.h"
+#include "attn/Transforms/MmaContract.h"
 
 #include <algorithm>
 #include <regex>
@@ -104,14 +105,14 @@ void checkMlirSchedule(const std::string& family, const ScheduleParams& params, 
   if (family == "cuda")
     return; // one query row per thread: nothing to divide
   if (family == "cuda-mma") {
-    const int64_t bytes = params.get("key_block") * (spec.dK + spec.dV + 16) * 2;
-    if (bytes > 48 * 1024)
+    const int64_t bytes = attn::mmaSharedBytes(params.get("key_block"), spec.dK, spec.dV, 2);
+    if (bytes > attn::kMmaSharedLimit)
       throw UsageError("schedule: key_block=" + std::to_string(params.get("key_block")) +
                        " needs " + std::to_string(bytes) +
                        " bytes of shared memory for K and V "
                        "tiles at d_k=" +
-                       std::to_string(spec.dK) + ", d_v=" + std::to_string(spec.dV) +
-                       "; at most 49152 (a smaller key_block)");
+                       std::to_string(spec.dK) + ", d_v=" + std::to_string(spec.dV) + "; at most " +
+                       std::to_string(attn::kMmaSharedLimit) + " (a smaller key_block)");
     return;
   }
   if (params.get("query_tile") % params.get("vector_width") != 0)

@@ -69,18 +69,7 @@ Action addBenchCommand(CLI::App& app) {
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(o->run));
     const int32_t threads = threadsOrAll(o->run.threads);
-    // GPU bundles run on device copies of the tensors, timed by CUDA events.
-    std::unique_ptr<DeviceCall> device;
-    std::unique_ptr<GpuTimer> gpuTimer;
-    if (runsOnGpu(bundle)) {
-      device = std::make_unique<DeviceCall>(call);
-      gpuTimer = std::make_unique<GpuTimer>();
-    }
-    std::vector<attnc_named_tensor> named = device ? device->named() : call.named();
-    auto timeBundle = [&](const runtime::Bundle& b) {
-      auto run = [&] { b.run(named, threads); };
-      return gpuTimer ? gpuTimer->millis(run) : millis(run);
-    };
+    TimedCall device(bundle, call);
 
     std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
     std::optional<runtime::Bundle> other;
@@ -89,6 +78,10 @@ Action addBenchCommand(CLI::App& app) {
       if (bundleSpec(*other).canonical() != spec.canonical())
         throw UsageError("--against " + o->against + ": compiled from another spec (" +
                          bundleSpec(*other).canonical() + "); it must be " + spec.canonical());
+      if (runsOnGpu(*other) != runsOnGpu(bundle))
+        throw UsageError("--against " + o->against +
+                         ": built for another device; both bundles "
+                         "must run on the CPU or both on the GPU");
       timings.push_back({"against", o->against, {}});
     }
     std::unique_ptr<UnfusedBaseline> baseline;
@@ -107,11 +100,11 @@ Action addBenchCommand(CLI::App& app) {
 
     auto runAll = [&](bool timed) {
       size_t t = 0;
-      double ms = timeBundle(bundle);
+      double ms = device.millis(bundle, threads);
       if (timed)
         timings[t].ms.push_back(ms);
       if (other) {
-        ms = timeBundle(*other);
+        ms = device.millis(*other, threads);
         if (timed)
           timings[++t].ms.push_back(ms);
       }
@@ -135,9 +128,8 @@ Action addBenchCommand(CLI::App& app) {
     double baselineDiff = 0;
     if (baseline) {
       if (other) // the other bundle wrote o last
-        bundle.run(named, threads);
-      if (device)
-        device->copyOutputsBack();
+        device.millis(bundle, threads);
+      device.copyOutputsBack();
       const HostTensor& o = call.tensor("o");
       Array4 kernelOut(o.shape()[0], o.shape()[1], o.shape()[2], o.shape()[3]);
       kernelOut.data = o.values();

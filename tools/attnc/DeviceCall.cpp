@@ -3,6 +3,7 @@
 #include "Support/Errors.h"
 #include "attnc/CudaDriver.hpp"
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 namespace attnc::tools {
@@ -83,6 +84,29 @@ double GpuTimer::millis(const std::function<void()>& run) {
   float ms = 0;
   check(d, d.cuEventElapsedTime(&ms, start_, end_), "cuEventElapsedTime");
   return ms;
+}
+
+TimedCall::TimedCall(const runtime::Bundle& bundle, Call& call) {
+  if (runsOnGpu(bundle)) {
+    device_ = std::make_unique<DeviceCall>(call);
+    timer_ = std::make_unique<GpuTimer>();
+  }
+  named_ = device_ ? device_->named() : call.named();
+}
+
+double TimedCall::millis(const runtime::Bundle& bundle, int32_t threads) {
+  auto run = [&] { bundle.run(named_, threads); };
+  if (timer_)
+    return timer_->millis(run);
+  auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+void TimedCall::copyOutputsBack() {
+  if (device_)
+    device_->copyOutputsBack();
 }
 
 void DeviceCall::copyOutputsBack() {

@@ -52,6 +52,26 @@ private:
   cuda::CUdeviceptr flush_ = 0;
 };
 
+// Where a bundle runs on a call's tensors and how its runs are timed: in place and by the
+// wall clock for CPU bundles; on device copies (DeviceCall) and by CUDA events (GpuTimer) for
+// GPU bundles. Every bundle run through one of these must target the same device.
+class TimedCall {
+public:
+  TimedCall(const runtime::Bundle& bundle, Call& call);
+
+  // Milliseconds of one run of `bundle` (the first bundle or another of the same spec).
+  double millis(const runtime::Bundle& bundle, int32_t threads);
+  // The tensors as the bundles take them.
+  const std::vector<attnc_named_tensor>& named() const { return named_; }
+  // Makes the outputs of the last run visible in the call's host tensors.
+  void copyOutputsBack();
+
+private:
+  std::unique_ptr<DeviceCall> device_;
+  std::unique_ptr<GpuTimer> timer_;
+  std::vector<attnc_named_tensor> named_;
+};
+
 } // namespace attnc::tools
 
 #endif // ATTNC_TOOLS_DEVICECALL_H

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <fmt/core.h>
 #include <thread>
 
@@ -50,28 +49,11 @@ CallFlags withParams(const RunOptions& o) {
 
 std::vector<double> timedRuns(const runtime::Bundle& bundle, Call& call, int32_t threads,
                               int repeat) {
-  // GPU bundles run on device copies of the tensors, timed by CUDA events.
-  std::unique_ptr<DeviceCall> device;
-  std::unique_ptr<GpuTimer> gpuTimer;
-  if (runsOnGpu(bundle)) {
-    device = std::make_unique<DeviceCall>(call);
-    gpuTimer = std::make_unique<GpuTimer>();
-  }
-  std::vector<attnc_named_tensor> named = device ? device->named() : call.named();
+  TimedCall timed(bundle, call);
   std::vector<double> ms;
-  for (int r = 0; r < std::max(1, repeat); ++r) {
-    auto run = [&] { bundle.run(named, threads); };
-    if (gpuTimer) {
-      ms.push_back(gpuTimer->millis(run));
-      continue;
-    }
-    auto start = std::chrono::steady_clock::now();
-    run();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  if (device)
-    device->copyOutputsBack();
+  for (int r = 0; r < std::max(1, repeat); ++r)
+    ms.push_back(timed.millis(bundle, threads));
+  timed.copyOutputsBack();
   std::sort(ms.begin(), ms.end());
   return ms;
 }

@@ -7,7 +7,7 @@
 // left running, modules are loaded once per process, and the first driver error of a run
 // (loading, launching) is reported by attnc_kernel_run.
 #include "Backends/MLIR/MemrefCall.h"
-#include "attn/Transforms/MmaAlignedArgs.h"
+#include "attn/Transforms/MmaContract.h"
 #include "attnc/CudaDriver.hpp"
 #include "attnc/attnc.h"
 
@@ -18,7 +18,7 @@
 
 extern "C" {
 void _mlir_ciface_attnc_mlir_kernel(); // called through a pointer of the right arity
-// Tensor-core kernels only: which arguments need aligned rows (MmaAlignedArgs.h).
+// Tensor-core kernels only: which arguments need aligned rows (MmaContract.h).
 extern const int32_t attnc_mma_aligned_args __attribute__((weak));
 __attribute__((visibility("protected"))) int32_t
 attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);

@@ -36,7 +36,7 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/LoweringUtils.h"
-#include "attn/Transforms/MmaAlignedArgs.h"
+#include "attn/Transforms/MmaContract.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -56,9 +56,7 @@ namespace attnc::attn {
 namespace {
 
 constexpr int64_t kWarpSize = 32;
-constexpr int64_t kChunk = 8;               // elements per cp.async (16 bytes of f16 or bf16)
-constexpr int64_t kRowPad = 8;              // elements of padding per shared-memory row
-constexpr int64_t kSharedLimit = 48 * 1024; // bytes of static shared memory per block
+constexpr int64_t kChunk = 8; // elements per cp.async (16 bytes of f16 or bf16)
 constexpr double kLog2e = 1.4426950408889634;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -94,7 +92,7 @@ FailureOr<TaskOps> matchTask(scf::ForallOp tasks) {
 }
 
 // `memref` viewed with a static unit innermost stride, which cp.async and vector loads need.
-// The bundle's entry checks at run time that the tensors have one (MmaAlignedArgs).
+// The bundle's entry checks at run time that the tensors have one (MmaContract.h).
 Value unitStrideView(ImplicitLocOpBuilder& b, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
   const int64_t rank = type.getRank();
@@ -214,10 +212,10 @@ LogicalResult MmaLowering::check() {
                   << "32 warps";
   if (block <= 0 || block % 16 != 0)
     return fail() << "the key block (max_keys " << block << ") must be a multiple of 16";
-  const int64_t bytes = block * (dk + kRowPad + dv + kRowPad) * element.getIntOrFloatBitWidth() / 8;
-  if (bytes > kSharedLimit)
+  const int64_t bytes = mmaSharedBytes(block, dk, dv, element.getIntOrFloatBitWidth() / 8);
+  if (bytes > kMmaSharedLimit)
     return fail() << "K and V tiles of " << block << " keys need " << bytes
-                  << " bytes of shared memory; at most " << kSharedLimit << " (use a smaller "
+                  << " bytes of shared memory; at most " << kMmaSharedLimit << " (use a smaller "
                   << "key block)";
   if (update.hasPackedQuery())
     return fail() << "the query must not be packed";
@@ -644,7 +642,7 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   }
 }
 
-// The host check of MmaAlignedArgs: the function arguments that cp.async and the paired loads
+// The host check of MmaContract.h: the function arguments that cp.async and the paired loads
 // and stores read, as a bit mask in a public constant the bundle's entry reads.
 void MmaLowering::recordAlignedArgs(ImplicitLocOpBuilder& b) {
   int32_t mask = 0;
@@ -671,10 +669,10 @@ void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, 
   if (phase != Phase::Combine) {
     auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     sharedK = launch.addWorkgroupAttribution(
-        MemRefType::get({block, dk + kRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
+        MemRefType::get({block, dk + kMmaRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
         b.getLoc());
     sharedV = launch.addWorkgroupAttribution(
-        MemRefType::get({block, dv + kRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
+        MemRefType::get({block, dv + kMmaRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
         b.getLoc());
   }
   OpBuilder::InsertionGuard guard(b);

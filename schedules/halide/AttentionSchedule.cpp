@@ -11,7 +11,7 @@ const std::array<ParamSpace, 6> kSpace{{
     {"query_tile",
      {8, 16, 24, 32, 48, 64, 96, 128},
      "query rows per task (a multiple of vector_width)"},
-    {"key_block", {32, 64, 128, 256}, "keys merged per online-softmax step"},
+    {"key_block", {16, 32, 64, 128, 256}, "keys merged per online-softmax step"},
     {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
     {"key_unroll", {2, 4, 6, 8}, "keys per register tile of the score GEMM"},
     {"row_unroll", {1, 2, 3, 4, 6, 8}, "query rows per register tile of the PV GEMM"},
@@ -53,15 +53,21 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"row_unroll", 1},
          {"value_split", 0}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
-  if (family == "cuda")
+  if (family == "cuda") {
+    // Sized so the query tile and a K/V block fit in 48 KiB of shared memory as f32 (at d = 256
+    // only the K/V block does; the query is read per block).
+    const int64_t rows = spec.dK <= 64 ? 64 : 32;
+    const int64_t keys = spec.dK + spec.dV <= 256 ? 32 : 16;
     return ScheduleParams("halide",
-                          {{"query_tile", 64},
-                           {"key_block", 64},
+                          {{"query_tile", rows},
+                           {"key_block", keys},
                            {"vector_width", 4},
                            {"key_unroll", 2},
                            {"row_unroll", 1},
                            {"value_split", 0}},
-                          "cuda: one query row per thread, 64 per block (not measured)");
+                          "cuda: one query row per thread, K/V blocks staged in shared memory "
+                          "(not measured: no GPU)");
+  }
   return ScheduleParams(
       "halide",
       {{"query_tile", 16},

@@ -26,7 +26,9 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
 
 // The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
-// key_block keys per online-softmax step; the CPU register-tiling parameters are unused.
+// key_block keys per online-softmax step staged in shared memory (with the query tile when both
+// fit in 48 KiB); the CPU register-tiling parameters are unused. Throws UsageError when a K/V
+// block alone does not fit.
 void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
 
 } // namespace attnc::halide

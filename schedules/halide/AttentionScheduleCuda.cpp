@@ -1,28 +1,72 @@
-// The CUDA schedule of the Halide attention algorithm: one thread per query row. A block holds
-// a query tile of one head (query_tile threads); each thread walks the key blocks its tile can
-// use, with the block's scores, probabilities and P·V in its own registers and local memory,
-// exactly the CPU algorithm with rows on threads instead of vector lanes. The threads of a warp
-// read the same keys and values, so those loads are broadcasts.
+// The CUDA schedule of the Halide attention algorithm. A block holds a query tile of one head,
+// one query row per thread (query_tile threads). Per key block, the threads first stage the
+// block's keys and values (converted to f32, RoPE'd when asked) in shared memory, the d x keys
+// elements spread over the threads so that neighbouring threads read neighbouring elements
+// (coalesced); after the barrier each thread computes its row's scores, probabilities and P·V
+// from shared memory, where every thread of a warp reads the same key (a broadcast). The
+// scaled query tile is staged in shared memory once per block when it fits beside the K/V
+// tiles, otherwise each thread reads its row from global memory per key block.
+#include "Support/Errors.h"
 #include "halide/AttentionSchedule.h"
+
+#include <string>
 
 namespace attnc::halide {
 
 using namespace Halide;
 
+namespace {
+
+// Static shared memory a block may use without opting in (cuFuncSetAttribute), which Halide 14's
+// CUDA runtime does not do.
+constexpr int64_t kSharedLimit = 48 * 1024;
+
+// Spreads a staged stage's (inner, outer) loops over `threads` threads, inner fastest.
+void stageOnThreads(Func f, Var inner, Var outer, int threads) {
+  Var fused("fused"), serial("serial"), lane("lane");
+  f.fuse(inner, outer, fused)
+      .split(fused, serial, lane, threads, TailStrategy::GuardWithIf)
+      .gpu_threads(lane)
+      .store_in(MemoryType::GPUShared);
+}
+
+// Bytes of f32 staged per block: the query tile and one block of keys and values.
+int64_t stagedBytes(const Spec& spec, int64_t queryTile, int64_t keyBlock) {
+  return (queryTile * spec.dK + keyBlock * (spec.dK + spec.dV)) * 4;
+}
+
+} // namespace
+
 void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
   const int rows = static_cast<int>(params.get("query_tile"));
-  Var d = a.d, i = a.i, row = a.row, tile = a.tile, h = a.h, b = a.b;
+  const int keys = static_cast<int>(params.get("key_block"));
+  const int64_t kvBytes = keys * (spec.dK + spec.dV) * 4;
+  if (kvBytes > kSharedLimit)
+    throw UsageError("schedule: key_block=" + std::to_string(keys) + " stages " +
+                     std::to_string(kvBytes) + " bytes of f32 keys and values in shared memory " +
+                     "for d_k=" + std::to_string(spec.dK) + " d_v=" + std::to_string(spec.dV) +
+                     "; at most " + std::to_string(kSharedLimit) + " are allowed, so lower key_block");
+  Var d = a.d, row = a.row, tile = a.tile, jj = a.jj, h = a.h, b = a.b;
   RVar block = a.blocks.x;
 
-  // The running state lives in global memory; each thread merges its row's blocks in order.
+  // The running state (M, L, A) lives in global memory, each row's in its thread; the loop over
+  // key blocks is serial at the block level, outside the threads, so the staged tiles are shared.
   a.state.compute_root().gpu_blocks(tile, h, b).gpu_threads(row);
-  Stage merge = a.state.update();
-  merge.reorder(d, block, row, tile, h, b).gpu_blocks(tile, h, b).gpu_threads(row);
-  // Per thread and key block: the block's statistics and P·V for this row.
+  a.state.update().reorder(d, row, block, tile, h, b).gpu_blocks(tile, h, b).gpu_threads(row);
+  stageOnThreads(a.keyBlock.compute_at(a.state, block), d, jj, rows);
+  stageOnThreads(a.valueBlock.compute_at(a.state, block), d, jj, rows);
+  // Per thread and key block: the block's statistics and P·V for this row, in the thread's own
+  // stack. The thread's storage is sized over the whole block loop, where masks make Halide's
+  // bounds symbolic; it is one row of one block of `keys` keys.
   for (Func f : {a.masked, a.blockMax, a.prob, a.blockSum, a.blockAcc})
-    f.compute_at(a.state, block);
-  a.score.compute_at(a.masked, a.jj);
-  a.query.compute_at(a.state, row);
+    f.compute_at(a.state, row).store_in(MemoryType::Stack);
+  for (Func f : {a.masked, a.prob})
+    f.bound_storage(row, 1).bound_storage(jj, keys).bound_storage(a.kb, 1);
+  a.score.compute_at(a.masked, jj);
+  if (stagedBytes(spec, rows, keys) <= kSharedLimit) {
+    a.query.compute_at(a.state, tile).reorder(d, row);
+    stageOnThreads(a.query, d, row, rows);
+  }
   if (spec.rope)
     a.key.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
                                   8);
@@ -32,23 +76,23 @@ void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const Schedu
   Var dOuter("d_outer"), iOuter("i_outer"), dInner("d_inner"), iInner("i_inner"), hb("hb");
   a.o.compute_root()
       .fuse(h, b, hb)
-      .gpu_tile(d, i, dOuter, iOuter, dInner, iInner, 32, 4, TailStrategy::GuardWithIf)
+      .gpu_tile(d, a.i, dOuter, iOuter, dInner, iInner, 32, 4, TailStrategy::GuardWithIf)
       .gpu_blocks(hb);
   Var io("io"), ii("ii");
   a.rowLse.compute_root()
       .fuse(h, b, hb)
-      .gpu_tile(i, io, ii, rows, TailStrategy::GuardWithIf)
+      .gpu_tile(a.i, io, ii, rows, TailStrategy::GuardWithIf)
       .gpu_blocks(hb);
   if (spec.lse)
     a.lse.compute_root()
         .fuse(h, b, hb)
-        .gpu_tile(i, io, ii, rows, TailStrategy::GuardWithIf)
+        .gpu_tile(a.i, io, ii, rows, TailStrategy::GuardWithIf)
         .gpu_blocks(hb);
   if (spec.weights) {
     Var jo("jo"), ji("ji");
     a.weights.compute_root()
         .fuse(h, b, hb)
-        .gpu_tile(a.j, i, jo, io, ji, ii, 32, 4, TailStrategy::GuardWithIf)
+        .gpu_tile(a.j, a.i, jo, io, ji, ii, 32, 4, TailStrategy::GuardWithIf)
         .gpu_blocks(hb);
     a.weightQuery.compute_at(a.weights, ji);
     a.weightScore.compute_at(a.weights, ji);

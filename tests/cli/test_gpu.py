@@ -39,6 +39,9 @@ TENSOR_CORE = ["mma.sync.aligned.m16n8k16.row.col.f32", "ldmatrix.sync.aligned.m
                "ldmatrix.sync.aligned.m8n8.x4.trans.shared", "cp.async.cg.shared.global",
                "cp.async.wait_group"]
 REGISTER_SOFTMAX = ["shfl.sync.bfly", "ex2.approx.ftz.f32"]
+# Halide's kernels and the tensor-core kernels stage K/V tiles through shared memory, with
+# barriers between the staging and its use (the MLIR SIMT path reads them through the caches).
+SHARED_STAGING = [".shared", "bar.sync"]
 
 # Tq != Tk both ways, decode (Tq = 1 against a long Tk), batch > 1.
 SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("1", "1", "1000")]
@@ -88,6 +91,9 @@ class CudaBundles(CliTestCase):
                     self.assertIn("fma.rn.f32", text)  # the dot products
                     self.assertNotIn(".extern", text)  # no libdevice or other external calls
                     tensor_cores = backend == "mlir" and ("f16" in spec)
+                    for instruction in SHARED_STAGING:
+                        self.assertEqual(instruction in text, backend == "halide" or tensor_cores,
+                                         instruction)
                     for instruction in TENSOR_CORE:
                         self.assertEqual(instruction in text, tensor_cores, instruction)
                     if tensor_cores:

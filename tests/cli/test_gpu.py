@@ -122,6 +122,11 @@ class CudaBundles(CliTestCase):
         self.assertIn("gpu.module", r.stdout)
         self.expect(attnc("compile", CASES[0], "--backend", "mlir", "--emit", "ptx", "-o",
                           os.path.join(self.tmp, "cpu-ptx")), 2, "--emit ptx needs a cuda target")
+        out = os.path.join(self.tmp, "too-big")
+        self.expect(attnc("compile", "heads=2 d_k=128", "--backend", "halide", "--target",
+                          "cuda-sm_80", "--schedule", "key_block=256", "-o", out), 2,
+                    "key_block=256 stages 262144 bytes of f32 keys and values in shared memory")
+        self.assertFalse(os.path.exists(out))
 
     def test_runs_against_the_reference_or_says_why_not(self):
         if not gpu_available():

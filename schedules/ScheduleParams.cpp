@@ -36,7 +36,8 @@ std::string choicesText(const ParamSpace& p) {
 } // namespace
 
 ScheduleParams ScheduleParams::overridden(const std::map<std::string, int64_t>& values,
-                                          std::span<const ParamSpace> space) const {
+                                          std::span<const ParamSpace> space,
+                                          const std::string& provenance) const {
   ScheduleParams result = *this;
   for (const auto& [name, value] : values) {
     auto p = std::find_if(space.begin(), space.end(),
@@ -53,7 +54,9 @@ ScheduleParams ScheduleParams::overridden(const std::map<std::string, int64_t>& 
                        " is not allowed; choose from: " + choicesText(*p));
     result.values_[name] = value;
   }
-  if (!values.empty())
+  if (!provenance.empty())
+    result.provenance_ = provenance;
+  else if (!values.empty())
     result.provenance_ = "given on the command line, over: " + provenance_;
   return result;
 }

@@ -37,9 +37,11 @@ public:
   static ScheduleParams fromJson(const nlohmann::json& json, std::span<const ParamSpace> space);
 
   // These params with some values replaced; unknown names and values outside `space` throw
-  // UsageError naming them and what is allowed.
+  // UsageError naming them and what is allowed. `provenance` says where the values come from
+  // (a tuning record, say); by default, the command line.
   ScheduleParams overridden(const std::map<std::string, int64_t>& values,
-                            std::span<const ParamSpace> space) const;
+                            std::span<const ParamSpace> space,
+                            const std::string& provenance = "") const;
 
 private:
   std::string backend_;

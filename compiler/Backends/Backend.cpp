@@ -57,6 +57,17 @@ CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
   throw UsageError("--backend " + options.backend + ": unknown backend; known: " + all);
 }
 
+std::vector<TuningSpace> tuningSpaces(const Spec& spec, const std::string& target) {
+  std::vector<TuningSpace> spaces;
+#if ATTNC_HAS_HALIDE
+  spaces.push_back(halideTuningSpace(spec, target));
+#endif
+#if ATTNC_HAS_MLIR
+  spaces.push_back(mlirTuningSpace(spec, target));
+#endif
+  return spaces;
+}
+
 std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
                           bool printIrAfterAll) {
 #if ATTNC_HAS_MLIR

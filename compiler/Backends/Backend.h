@@ -4,9 +4,11 @@
 #define ATTNC_COMPILER_BACKENDS_BACKEND_H
 
 #include "Artifact/BundleWriter.h"
+#include "ScheduleParams.h"
 #include "Spec/Spec.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
@@ -24,6 +26,19 @@ struct CompileOptions {
   std::set<std::string> emit = {"so"};
   // Schedule parameters to use instead of the target's defaults (checked against the space).
   std::map<std::string, int64_t> schedule;
+  // Where those come from, for the manifest (a tuning record); empty: the command line.
+  std::string scheduleProvenance;
+};
+
+// What `attnc tune` searches for one backend on one target: the tunable parameters with their
+// choices (the others stay at the default), the default, and the backend's own check of a
+// combination, which throws UsageError naming the clash as compile would.
+struct TuningSpace {
+  std::string backend;
+  std::string family; // the schedule family: "x86-avx512", "cuda", "cuda-mma", ...
+  std::vector<ParamSpace> params;
+  ScheduleParams defaults;
+  std::function<void(const ScheduleParams&)> check;
 };
 
 struct CompileResult {
@@ -42,6 +57,10 @@ std::span<const BackendInfo> backends();
 // Throws UsageError for an unknown or unavailable backend or a target it cannot build,
 // JobError when building fails.
 CompileResult compileBundle(const Spec& spec, const CompileOptions& options);
+
+// The spaces of every built backend that can be tuned for `target` (the reference cannot).
+// Throws UsageError for a target no backend knows.
+std::vector<TuningSpace> tuningSpaces(const Spec& spec, const std::string& target);
 
 // The MLIR backend's IR after each stage (or after `stage` only), for attnc explain. Throws
 // UsageError when this attnc has no MLIR backend or the stage is unknown.

@@ -10,12 +10,17 @@
 
 namespace attnc {
 
-inline std::string fnv1a64Hex(std::string_view text) {
+inline uint64_t fnv1a64(std::string_view text) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : text) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
+  return h;
+}
+
+inline std::string fnv1a64Hex(std::string_view text) {
+  const uint64_t h = fnv1a64(text);
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return hex;

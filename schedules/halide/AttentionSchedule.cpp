@@ -1,5 +1,7 @@
 #include "halide/AttentionSchedule.h"
 
+#include "Support/Errors.h"
+
 #include <array>
 
 namespace attnc::halide {
@@ -22,6 +24,17 @@ const std::array<ParamSpace, 6> kSpace{{
 
 std::span<const ParamSpace> halideParamSpace() {
   return kSpace;
+}
+
+std::vector<ParamSpace> halideTuningParams(const std::string& family) {
+  std::vector<ParamSpace> tuned;
+  for (const ParamSpace& p : kSpace) {
+    const bool used = family == "cuda" ? p.name == "query_tile" || p.name == "key_block"
+                                       : p.name != "vector_width";
+    if (used)
+      tuned.push_back(p);
+  }
+  return tuned;
 }
 
 ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec) {
@@ -77,6 +90,19 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
        {"row_unroll", 1},
        {"value_split", 0}},
       "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
+}
+
+void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec) {
+  if (family == "cuda")
+    return checkCudaSchedule(params, spec);
+  auto requireMultiple = [&](const char* name, const char* of) {
+    if (params.get(name) % params.get(of) != 0)
+      throw UsageError("schedule: " + std::string(name) + "=" + std::to_string(params.get(name)) +
+                       " must be a multiple of " + of + "=" + std::to_string(params.get(of)));
+  };
+  requireMultiple("query_tile", "vector_width");
+  requireMultiple("query_tile", "row_unroll");
+  requireMultiple("key_block", "key_unroll");
 }
 
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {

@@ -7,6 +7,7 @@
 #include "halide/AttentionAlgorithm.h"
 
 #include <span>
+#include <vector>
 
 namespace attnc::halide {
 
@@ -19,17 +20,27 @@ namespace attnc::halide {
 //   value_split   head-dim chunk merged at a time, so a V block chunk stays in L1 (0: all)
 std::span<const ParamSpace> halideParamSpace();
 
+// The parameters `attnc tune` searches on a target family; the others stay at the family's
+// default (vector_width follows the target; on "cuda" only query_tile and key_block matter).
+std::vector<ParamSpace> halideTuningParams(const std::string& family);
+
 // The default for a target family ("x86-avx512", "x86-avx2", "arm-neon", "cuda") and the spec's head
 // dims, carrying the measurement that chose it.
 ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec);
+
+// Throws UsageError naming the parameters when values do not fit together: on CPU families
+// query_tile must be a multiple of vector_width and row_unroll, key_block of key_unroll; on
+// "cuda" a block of keys and values must fit in 48 KiB of shared memory as f32.
+void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec);
 
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
 
 // The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
 // key_block keys per online-softmax step staged in shared memory (with the query tile when both
-// fit in 48 KiB); the CPU register-tiling parameters are unused. Throws UsageError when a K/V
-// block alone does not fit.
+// fit in 48 KiB); the CPU register-tiling parameters are unused.
 void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+// checkHalideSchedule's part for "cuda".
+void checkCudaSchedule(const ScheduleParams& params, const Spec& spec);
 
 } // namespace attnc::halide
 

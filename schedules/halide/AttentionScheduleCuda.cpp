@@ -37,15 +37,19 @@ int64_t stagedBytes(const Spec& spec, int64_t queryTile, int64_t keyBlock) {
 
 } // namespace
 
-void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
-  const int rows = static_cast<int>(params.get("query_tile"));
-  const int keys = static_cast<int>(params.get("key_block"));
+void checkCudaSchedule(const ScheduleParams& params, const Spec& spec) {
+  const int64_t keys = params.get("key_block");
   const int64_t kvBytes = keys * (spec.dK + spec.dV) * 4;
   if (kvBytes > kSharedLimit)
     throw UsageError("schedule: key_block=" + std::to_string(keys) + " stages " +
                      std::to_string(kvBytes) + " bytes of f32 keys and values in shared memory " +
                      "for d_k=" + std::to_string(spec.dK) + " d_v=" + std::to_string(spec.dV) +
                      "; at most " + std::to_string(kSharedLimit) + " are allowed, so lower key_block");
+}
+
+void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
+  const int rows = static_cast<int>(params.get("query_tile"));
+  const int keys = static_cast<int>(params.get("key_block"));
   Var d = a.d, row = a.row, tile = a.tile, jj = a.jj, h = a.h, b = a.b;
   RVar block = a.blocks.x;
 

@@ -54,6 +54,14 @@ std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
   return family == "cuda" ? cuda : cpu;
 }
 
+std::vector<ParamSpace> mlirTuningParams(const std::string& family) {
+  std::vector<ParamSpace> tuned;
+  for (const ParamSpace& p : mlirParamSpace(family))
+    if (p.name != "vector_width")
+      tuned.push_back(p);
+  return tuned;
+}
+
 ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) {
   // Register budgets: the QK^T tile holds key_unroll x (query_tile / vector_width)
   // accumulators plus the query vectors and a broadcast; the PV tile value_split x the same.

@@ -8,6 +8,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace attnc::mlirschedule {
 
@@ -25,6 +26,10 @@ namespace attnc::mlirschedule {
 //   key_block     keys per K and V tile staged in shared memory
 //   max_key_splits, fill_blocks   split-key decoding: blocks per task and the blocks to fill
 std::span<const ParamSpace> mlirParamSpace(const std::string& family);
+
+// The parameters `attnc tune` searches for a family: all of them but the CPU families'
+// vector_width, which follows the target.
+std::vector<ParamSpace> mlirTuningParams(const std::string& family);
 
 // The schedule family for a spec on a target family: "cuda-mma" for f16 and bf16 storage with
 // head dims that are multiples of 16 on CUDA targets, else the target family itself.

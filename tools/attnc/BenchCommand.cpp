@@ -24,7 +24,7 @@ struct BenchOptions {
   RunOptions run;
   std::string against; // another bundle of the same spec (the other backend, say)
   int warmup = 2, runs = 10;
-  bool json = false, noBaseline = false, reference = false;
+  bool json = false, noBaseline = false, reference = false, flushCaches = false;
 };
 
 struct Timing {
@@ -64,12 +64,14 @@ Action addBenchCommand(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print the figures as JSON");
   cmd->add_flag("--no-baseline", o->noBaseline, "time the bundle alone (for its peak memory)");
   cmd->add_flag("--reference", o->reference, "also time the f64 reference (small shapes)");
+  cmd->add_flag("--flush-caches", o->flushCaches,
+                "flush the CPU caches before each bundle run (GPU runs always flush the L2)");
   return [o] {
     runtime::Bundle bundle = runtime::Bundle::open(o->run.bundle);
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(o->run));
     const int32_t threads = threadsOrAll(o->run.threads);
-    TimedCall device(bundle, call);
+    TimedCall device(bundle, call, o->flushCaches);
 
     std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
     std::optional<runtime::Bundle> other;

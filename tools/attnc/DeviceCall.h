@@ -57,7 +57,9 @@ private:
 // GPU bundles. Every bundle run through one of these must target the same device.
 class TimedCall {
 public:
-  TimedCall(const runtime::Bundle& bundle, Call& call);
+  // flushCpuCaches: before each CPU run, write over a buffer twice the last-level cache, so
+  // that no run finds the inputs cached by the one before (GPU runs always flush the L2).
+  TimedCall(const runtime::Bundle& bundle, Call& call, bool flushCpuCaches = false);
 
   // Milliseconds of one run of `bundle` (the first bundle or another of the same spec).
   double millis(const runtime::Bundle& bundle, int32_t threads);
@@ -70,6 +72,7 @@ private:
   std::unique_ptr<DeviceCall> device_;
   std::unique_ptr<GpuTimer> timer_;
   std::vector<attnc_named_tensor> named_;
+  std::vector<unsigned char> flush_; // empty: CPU caches are not flushed
 };
 
 } // namespace attnc::tools

@@ -26,6 +26,14 @@ std::string functionName(const Spec& spec) {
 
 } // namespace
 
+TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
+  const std::string family = halide::resolveHalideTarget(targetName).family;
+  return {"halide", family, halide::halideTuningParams(family),
+          halide::defaultHalideSchedule(family, spec), [family, spec](const ScheduleParams& p) {
+            halide::checkHalideSchedule(family, p, spec);
+          }};
+}
+
 CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   halide::HalideTarget target = halide::resolveHalideTarget(options.target);
   const std::set<std::string>& emit = options.emit;
@@ -44,16 +52,10 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
     throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
                      "): bundles run where they are built; use --emit " +
                      "with obj, a, h, asm or stmt");
-  ScheduleParams params = halide::defaultHalideSchedule(target.family, spec)
-                              .overridden(options.schedule, halide::halideParamSpace());
-  auto requireMultiple = [&](const char* name, const char* of) {
-    if (params.get(name) % params.get(of) != 0)
-      throw UsageError("schedule: " + std::string(name) + "=" + std::to_string(params.get(name)) +
-                       " must be a multiple of " + of + "=" + std::to_string(params.get(of)));
-  };
-  requireMultiple("query_tile", "vector_width");
-  requireMultiple("query_tile", "row_unroll");
-  requireMultiple("key_block", "key_unroll");
+  ScheduleParams params =
+      halide::defaultHalideSchedule(target.family, spec)
+          .overridden(options.schedule, halide::halideParamSpace(), options.scheduleProvenance);
+  halide::checkHalideSchedule(target.family, params, spec);
   halide::AttentionAlgorithm algorithm = halide::buildAttention(
       spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
   const bool cuda = target.family == "cuda";

@@ -9,6 +9,9 @@ namespace attnc {
 
 CompileResult compileHalide(const Spec& spec, const CompileOptions& options);
 
+// The tuner's space for `target` (UsageError for a target the backend does not know).
+TuningSpace halideTuningSpace(const Spec& spec, const std::string& target);
+
 } // namespace attnc
 
 #endif // ATTNC_COMPILER_BACKENDS_HALIDE_HALIDEBACKEND_H

@@ -27,8 +27,10 @@ std::string stemFor(const Spec& spec, const std::string& target) {
 ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
                            const CompileOptions& options) {
   const std::string family = mlirschedule::scheduleFamily(target.family, spec);
-  ScheduleParams params = mlirschedule::defaultMlirSchedule(family, spec)
-                              .overridden(options.schedule, mlirschedule::mlirParamSpace(family));
+  ScheduleParams params =
+      mlirschedule::defaultMlirSchedule(family, spec)
+          .overridden(options.schedule, mlirschedule::mlirParamSpace(family),
+                      options.scheduleProvenance);
   mlirschedule::checkMlirSchedule(family, params, spec);
   return params;
 }
@@ -69,6 +71,15 @@ void writeText(const std::filesystem::path& path, const std::string& text) {
 }
 
 } // namespace
+
+TuningSpace mlirTuningSpace(const Spec& spec, const std::string& targetName) {
+  const std::string family =
+      mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(targetName).family, spec);
+  return {"mlir", family, mlirschedule::mlirTuningParams(family),
+          mlirschedule::defaultMlirSchedule(family, spec), [family, spec](const ScheduleParams& p) {
+            mlirschedule::checkMlirSchedule(family, p, spec);
+          }};
+}
 
 CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
   for (const std::string& kind : options.emit)

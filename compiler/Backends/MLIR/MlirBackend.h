@@ -18,6 +18,9 @@ namespace attnc {
 // the host code), asm, obj, and ptx for cuda targets.
 ATTNC_MLIR_EXPORT CompileResult compileMlir(const Spec& spec, const CompileOptions& options);
 
+// The tuner's space for `target` (UsageError for a target the backend does not know).
+ATTNC_MLIR_EXPORT TuningSpace mlirTuningSpace(const Spec& spec, const std::string& target);
+
 // The spec and schedule ("spec"), then the IR after each stage ("attn", "online", "tiled",
 // "vector", ["gpu",] "llvm"), or `stage` alone when it is not empty; UsageError for an
 // unknown stage.

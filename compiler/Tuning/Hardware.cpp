@@ -1,0 +1,40 @@
+#include "Tuning/Hardware.h"
+
+#include <array>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace attnc::tuning {
+
+std::string cpuFingerprint() {
+  // The features that change which code attnc generates or how fast it runs.
+  static constexpr std::array kFeatures{"avx2",        "fma",      "avx512f", "avx512bw",
+                                        "avx512_bf16", "amx_tile", "asimd",   "sve"};
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  std::set<std::string> flags;
+  while (std::getline(cpuinfo, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos)
+      continue;
+    std::string name = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    std::string value = line.substr(std::min(line.size(), colon + 2));
+    if (name == "model name" || name == "Model")
+      model = value;
+    else if ((name == "flags" || name == "Features") && flags.empty()) {
+      std::istringstream words(value);
+      for (std::string w; words >> w;)
+        flags.insert(w);
+    }
+  }
+  std::string text = "cpu: " + model + ", " + std::to_string(std::thread::hardware_concurrency()) +
+                     " cores,";
+  for (const char* feature : kFeatures)
+    if (flags.count(feature))
+      text += std::string(" ") + feature;
+  return text;
+}
+
+} // namespace attnc::tuning

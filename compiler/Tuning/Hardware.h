@@ -1,0 +1,15 @@
+// The machine a tuning record was measured on. Records answer only for the same fingerprint:
+// a schedule fast on one CPU model, core count or GPU says little about another.
+#ifndef ATTNC_COMPILER_TUNING_HARDWARE_H
+#define ATTNC_COMPILER_TUNING_HARDWARE_H
+
+#include <string>
+
+namespace attnc::tuning {
+
+// "cpu: <model name>, <N> cores, <the SIMD features attnc's targets use>", from /proc/cpuinfo.
+std::string cpuFingerprint();
+
+} // namespace attnc::tuning
+
+#endif // ATTNC_COMPILER_TUNING_HARDWARE_H

@@ -1,0 +1,257 @@
+#include "Tuning/TuningDatabase.h"
+
+#include <cstdlib>
+#include <sqlite3.h>
+
+namespace attnc::tuning {
+namespace {
+
+// The columns of a trial, in the order select() reads them.
+constexpr const char* kColumns =
+    "uid, spec_hash, spec, seq_q_lo, seq_q_hi, seq_k_lo, seq_k_hi, target, hardware, "
+    "attnc_version, backend, toolchain, params, status, median_ms, p10_ms, p90_ms, runs, batch, "
+    "seq_q, seq_k, threads, detail, seconds, created_at, seed, shard";
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials(
+  uid TEXT PRIMARY KEY,
+  spec_hash TEXT NOT NULL, spec TEXT NOT NULL,
+  seq_q_lo INTEGER NOT NULL, seq_q_hi INTEGER NOT NULL,
+  seq_k_lo INTEGER NOT NULL, seq_k_hi INTEGER NOT NULL,
+  target TEXT NOT NULL, hardware TEXT NOT NULL, attnc_version TEXT NOT NULL,
+  backend TEXT NOT NULL, toolchain TEXT NOT NULL, params TEXT NOT NULL,
+  status TEXT NOT NULL, median_ms REAL, p10_ms REAL, p90_ms REAL, runs INTEGER,
+  batch INTEGER, seq_q INTEGER, seq_k INTEGER, threads INTEGER,
+  detail TEXT, seconds REAL, created_at TEXT, seed INTEGER, shard TEXT);
+CREATE INDEX IF NOT EXISTS trials_by_key ON trials(spec_hash, target, hardware, seq_q_lo, seq_k_lo);
+)sql";
+
+// A prepared statement, finalized on scope exit.
+class Statement {
+public:
+  Statement(sqlite3* db, const std::string& sql) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      stmt_ = nullptr;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  explicit operator bool() const { return stmt_ != nullptr; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+  void bind(int i, const std::string& text) {
+    sqlite3_bind_text(stmt_, i, text.c_str(), -1, SQLITE_TRANSIENT);
+  }
+  void bind(int i, int64_t value) { sqlite3_bind_int64(stmt_, i, value); }
+  void bind(int i, double value) { sqlite3_bind_double(stmt_, i, value); }
+  std::string text(int i) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, i);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  int64_t integer(int i) const { return sqlite3_column_int64(stmt_, i); }
+  double real(int i) const { return sqlite3_column_double(stmt_, i); }
+
+private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+} // namespace
+
+TuningDatabase::TuningDatabase(const std::filesystem::path& path, Mode mode)
+    : path_(path), mode_(mode) {
+  if (mode == Mode::ReadWrite && path.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec)
+      throw DatabaseError("tuning database " + path.string() + ": cannot create its directory (" +
+                          ec.message() + ")");
+  }
+  const int flags =
+      mode == Mode::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK)
+    fail("opening it");
+  // Writers wait for each other rather than fail; a tune may hold the lock for one trial insert.
+  sqlite3_busy_timeout(db_, 60000);
+  prepareSchema();
+}
+
+TuningDatabase::~TuningDatabase() {
+  sqlite3_close(db_);
+}
+
+void TuningDatabase::fail(const std::string& doing) {
+  std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+  const int code = db_ ? sqlite3_errcode(db_) : SQLITE_NOMEM;
+  std::string advice;
+  if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+    advice = "; it was left untouched: move it away to start a new one, or merge what it still "
+             "holds with attnc tune --merge";
+  else if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM)
+    advice = "; check the path and its permissions, or choose another with --db or "
+             "ATTNC_TUNING_DB";
+  throw DatabaseError("tuning database " + path_.string() + ": " + doing + " failed: " + why +
+                      advice);
+}
+
+void TuningDatabase::exec(const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string why = message ? message : sqlite3_errmsg(db_);
+    sqlite3_free(message);
+    fail(std::string("running ") + std::string(sql).substr(0, 40) + "... (" + why + ")");
+  }
+}
+
+void TuningDatabase::prepareSchema() {
+  // Reading the schema catches a file that is not a database before anything is written.
+  exec("SELECT count(*) FROM sqlite_master");
+  if (mode_ == Mode::ReadWrite) {
+    exec("PRAGMA journal_mode=WAL");
+    exec("BEGIN IMMEDIATE");
+    exec(kSchema);
+    exec(("INSERT OR IGNORE INTO meta VALUES('schema_version', '" +
+          std::to_string(kSchemaVersion) + "')")
+             .c_str());
+    exec("COMMIT");
+  }
+  Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+  if (!version)
+    fail("reading its schema version (is it an attnc tuning database?)");
+  if (sqlite3_step(version.get()) != SQLITE_ROW)
+    throw DatabaseError("tuning database " + path_.string() +
+                        ": has no schema version; it is not an attnc tuning database");
+  if (version.text(0) != std::to_string(kSchemaVersion))
+    throw DatabaseError("tuning database " + path_.string() + ": schema version " +
+                        version.text(0) + ", but this attnc reads version " +
+                        std::to_string(kSchemaVersion) +
+                        "; it was left untouched: use the attnc that wrote it, or point "
+                        "ATTNC_TUNING_DB at a new file");
+}
+
+bool TuningDatabase::insert(const TrialRecord& r) {
+  Statement insert(db_, std::string("INSERT OR IGNORE INTO trials(") + kColumns +
+                            ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  if (!insert)
+    fail("preparing an insert");
+  int i = 0;
+  insert.bind(++i, r.uid);
+  insert.bind(++i, r.key.specHash);
+  insert.bind(++i, r.key.spec);
+  insert.bind(++i, r.key.bucket.seqQLo);
+  insert.bind(++i, r.key.bucket.seqQHi);
+  insert.bind(++i, r.key.bucket.seqKLo);
+  insert.bind(++i, r.key.bucket.seqKHi);
+  insert.bind(++i, r.key.target);
+  insert.bind(++i, r.key.hardware);
+  insert.bind(++i, r.key.attncVersion);
+  insert.bind(++i, r.backend);
+  insert.bind(++i, r.toolchain);
+  insert.bind(++i, r.params.dump());
+  insert.bind(++i, std::string(statusName(r.status)));
+  insert.bind(++i, r.medianMs);
+  insert.bind(++i, r.p10Ms);
+  insert.bind(++i, r.p90Ms);
+  insert.bind(++i, static_cast<int64_t>(r.runs));
+  insert.bind(++i, r.batch);
+  insert.bind(++i, r.seqQ);
+  insert.bind(++i, r.seqK);
+  insert.bind(++i, static_cast<int64_t>(r.threads));
+  insert.bind(++i, r.detail);
+  insert.bind(++i, r.seconds);
+  insert.bind(++i, r.createdAt);
+  insert.bind(++i, static_cast<int64_t>(r.seed));
+  insert.bind(++i, r.shard);
+  if (sqlite3_step(insert.get()) != SQLITE_DONE)
+    fail("adding a trial");
+  return sqlite3_changes(db_) > 0;
+}
+
+std::vector<TrialRecord> TuningDatabase::select(const std::string& where,
+                                                const std::vector<std::string>& args) {
+  Statement query(db_, std::string("SELECT ") + kColumns + " FROM trials " + where +
+                           " ORDER BY created_at, rowid");
+  if (!query)
+    fail("reading trials");
+  for (size_t i = 0; i < args.size(); ++i)
+    query.bind(static_cast<int>(i + 1), args[i]);
+  std::vector<TrialRecord> records;
+  int step;
+  while ((step = sqlite3_step(query.get())) == SQLITE_ROW) {
+    TrialRecord r;
+    int c = 0;
+    r.uid = query.text(c++);
+    r.key.specHash = query.text(c++);
+    r.key.spec = query.text(c++);
+    r.key.bucket.seqQLo = query.integer(c++);
+    r.key.bucket.seqQHi = query.integer(c++);
+    r.key.bucket.seqKLo = query.integer(c++);
+    r.key.bucket.seqKHi = query.integer(c++);
+    r.key.target = query.text(c++);
+    r.key.hardware = query.text(c++);
+    r.key.attncVersion = query.text(c++);
+    r.backend = query.text(c++);
+    r.toolchain = query.text(c++);
+    const std::string params = query.text(c++);
+    const std::string status = query.text(c++);
+    try {
+      r.params = nlohmann::json::parse(params);
+      r.status = parseStatus(status);
+    } catch (const std::exception& e) {
+      throw DatabaseError("tuning database " + path_.string() + ": trial " + r.uid +
+                          " is damaged (" + e.what() + ")");
+    }
+    r.medianMs = query.real(c++);
+    r.p10Ms = query.real(c++);
+    r.p90Ms = query.real(c++);
+    r.runs = static_cast<int>(query.integer(c++));
+    r.batch = query.integer(c++);
+    r.seqQ = query.integer(c++);
+    r.seqK = query.integer(c++);
+    r.threads = static_cast<int>(query.integer(c++));
+    r.detail = query.text(c++);
+    r.seconds = query.real(c++);
+    r.createdAt = query.text(c++);
+    r.seed = static_cast<uint64_t>(query.integer(c++));
+    r.shard = query.text(c++);
+    records.push_back(std::move(r));
+  }
+  if (step != SQLITE_DONE)
+    fail("reading trials");
+  return records;
+}
+
+std::vector<TrialRecord> TuningDatabase::trials(const TuningKey& key) {
+  return select("WHERE spec_hash = ? AND target = ? AND hardware = ? AND attnc_version = ? AND "
+                "seq_q_lo = ? AND seq_k_lo = ?",
+                {key.specHash, key.target, key.hardware, key.attncVersion,
+                 std::to_string(key.bucket.seqQLo), std::to_string(key.bucket.seqKLo)});
+}
+
+std::vector<TrialRecord> TuningDatabase::trialsFor(const std::string& specHash,
+                                                   const std::string& target,
+                                                   const std::string& hardware) {
+  return select("WHERE spec_hash = ? AND target = ? AND hardware = ?",
+                {specHash, target, hardware});
+}
+
+std::vector<TrialRecord> TuningDatabase::all() {
+  return select("", {});
+}
+
+std::filesystem::path userDatabasePath() {
+  if (const char* explicitPath = std::getenv("ATTNC_TUNING_DB"); explicitPath && *explicitPath)
+    return explicitPath;
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache)
+    return std::filesystem::path(cache) / "attnc" / "tuning.db";
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : ".") / ".cache" / "attnc" / "tuning.db";
+}
+
+std::filesystem::path systemDatabasePath(const std::filesystem::path& executable) {
+  if (const char* explicitPath = std::getenv("ATTNC_SYSTEM_TUNING_DB"); explicitPath)
+    return explicitPath;
+  return executable.parent_path().parent_path() / "share" / "attnc" / "tuning.db";
+}
+
+} // namespace attnc::tuning

@@ -35,7 +35,8 @@ struct CompileOptions {
 // combination, which throws UsageError naming the clash as compile would.
 struct TuningSpace {
   std::string backend;
-  std::string family; // the schedule family: "x86-avx512", "cuda", "cuda-mma", ...
+  std::string family;    // the schedule family: "x86-avx512", "cuda", "cuda-mma", ...
+  std::string toolchain; // "Halide 14.0.0", "LLVM 19.1.7": records from another do not apply
   std::vector<ParamSpace> params;
   ScheduleParams defaults;
   std::function<void(const ScheduleParams&)> check;

@@ -2,6 +2,7 @@
 #include "Backends/Backend.h"
 #include "Commands.h"
 #include "Support/Errors.h"
+#include "TunedSchedule.h"
 
 #include <charconv>
 #include <fmt/core.h>
@@ -29,11 +30,16 @@ Action addCompileCommand(CLI::App& app) {
     std::string spec, backend = "reference", target = "host", out;
     std::vector<std::string> emit{"so"};
     std::vector<std::string> schedule;
+    std::vector<int64_t> tunedFor;
+    bool noTuning = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("compile", "Compile a spec into a kernel bundle");
   cmd->add_option("spec", o->spec, "spec text 'key=value ...' or a .json file")->required();
-  cmd->add_option("--backend", o->backend, "reference | halide | mlir")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "reference | halide | mlir | auto (the backend of the best tuning record, "
+                  "else mlir)")
+      ->capture_default_str();
   cmd->add_option("--target", o->target,
                   "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
                   "(halide, mlir) | cuda-sm_80 | cuda-sm_90 (mlir); reference: host only")
@@ -48,6 +54,14 @@ Action addCompileCommand(CLI::App& app) {
                   "separated; halide: query_tile key_block vector_width key_unroll row_unroll "
                   "value_split; mlir: query_tile key_block vector_width key_unroll value_split)")
       ->delimiter(',');
+  cmd->add_flag("--no-tuning", o->noTuning,
+                "use the target's default schedule even when attnc tune has measured better");
+  cmd->add_option("--tuned-for", o->tunedFor,
+                  "TQ[,TK]: the tuned schedule for these sequence lengths (default: the "
+                  "longest tuned)")
+      ->delimiter(',')
+      ->expected(1, 2)
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-o,--out", o->out, "directory for the bundle and its manifest")->required();
   return [o] {
     Spec spec = loadSpec(o->spec);
@@ -56,6 +70,23 @@ Action addCompileCommand(CLI::App& app) {
                            o->out,
                            {o->emit.begin(), o->emit.end()},
                            parseScheduleOverrides(o->schedule)};
+    // Without --schedule, the tuning database's best record for this spec, target and
+    // machine sets the schedule (and with --backend auto, the backend).
+    const bool tunable = o->backend != "reference" && options.schedule.empty() && !o->noTuning;
+    std::optional<TunedSchedule> tuned;
+    if (tunable) {
+      std::optional<std::pair<int64_t, int64_t>> shape;
+      if (!o->tunedFor.empty())
+        shape = {o->tunedFor.front(), o->tunedFor.back()};
+      tuned = findTunedSchedule(spec, o->target, o->backend == "auto" ? "" : o->backend, shape);
+    }
+    if (tuned) {
+      options.backend = tuned->backend;
+      options.schedule = tuned->values;
+      options.scheduleProvenance = tuned->provenance;
+    } else if (o->backend == "auto") {
+      options.backend = "mlir";
+    }
     CompileResult result = compileBundle(spec, options);
     // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
     for (const std::filesystem::path& file : result.files)

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   track(attnc::tools::addVerifyCommand(app));
   track(attnc::tools::addBenchCommand(app));
   track(attnc::tools::addExplainCommand(app));
+  track(attnc::tools::addTuneCommand(app));
 
   try {
     app.parse(argc, argv);

@@ -28,7 +28,8 @@ std::string functionName(const Spec& spec) {
 
 TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
   const std::string family = halide::resolveHalideTarget(targetName).family;
-  return {"halide", family, halide::halideTuningParams(family),
+  // libHalide14 pins the major version; its LLVM is built in.
+  return {"halide", family, "Halide 14", halide::halideTuningParams(family),
           halide::defaultHalideSchedule(family, spec), [family, spec](const ScheduleParams& p) {
             halide::checkHalideSchedule(family, p, spec);
           }};

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "transform/TransformSchedule.h"
 
+#include "llvm/Config/llvm-config.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/raw_ostream.h"
@@ -75,7 +76,7 @@ void writeText(const std::filesystem::path& path, const std::string& text) {
 TuningSpace mlirTuningSpace(const Spec& spec, const std::string& targetName) {
   const std::string family =
       mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(targetName).family, spec);
-  return {"mlir", family, mlirschedule::mlirTuningParams(family),
+  return {"mlir", family, "LLVM " LLVM_VERSION_STRING, mlirschedule::mlirTuningParams(family),
           mlirschedule::defaultMlirSchedule(family, spec), [family, spec](const ScheduleParams& p) {
             mlirschedule::checkMlirSchedule(family, p, spec);
           }};

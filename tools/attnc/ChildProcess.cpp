@@ -1,0 +1,119 @@
+#include "ChildProcess.h"
+
+#include "Support/Errors.h"
+
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <iterator>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace attnc::tools {
+namespace {
+
+volatile std::sig_atomic_t stopRequested = 0;
+
+void requestStop(int) {
+  stopRequested = 1;
+}
+
+std::string tail(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr size_t kKeep = 64 * 1024;
+  return text.size() > kKeep ? text.substr(text.size() - kKeep) : text;
+}
+
+} // namespace
+
+void catchInterrupts() {
+  struct sigaction action {};
+  action.sa_handler = requestStop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+bool interruptRequested() {
+  return stopRequested != 0;
+}
+
+std::string ChildResult::summary() const {
+  if (interrupted)
+    return "interrupted";
+  if (timedOut)
+    return "timed out after " + std::to_string(static_cast<int>(seconds)) + " s";
+  if (signal)
+    return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  std::string last = err;
+  while (!last.empty() && last.back() == '\n')
+    last.pop_back();
+  last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+  return "exit " + std::to_string(exitCode) + (last.empty() ? "" : ": " + last);
+}
+
+ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds limit,
+                     const std::filesystem::path& scratch) {
+  const std::filesystem::path outFile = scratch / "child.out", errFile = scratch / "child.err";
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&files, 2, errFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const int spawned = posix_spawn(&pid, args[0], &files, &attributes, args.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0)
+    throw JobError("cannot start " + argv[0] + ": " + std::strerror(spawned));
+
+  ChildResult result;
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid)
+      break;
+    const bool late = std::chrono::steady_clock::now() - start > limit;
+    if (late || interruptRequested()) {
+      result.timedOut = late;
+      result.interrupted = !late;
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!result.timedOut && !result.interrupted) {
+    if (WIFEXITED(status))
+      result.exitCode = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      result.signal = WTERMSIG(status);
+  }
+  result.out = tail(outFile);
+  result.err = tail(errFile);
+  return result;
+}
+
+} // namespace attnc::tools

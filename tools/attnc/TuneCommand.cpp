@@ -1,0 +1,164 @@
+// attnc tune: searches the schedules of every backend for a spec on this machine and records
+// each trial in the tuning database; --merge, --export and --import move records between
+// databases and machines.
+#include "ChildProcess.h"
+#include "Commands.h"
+#include "Tuner.h"
+
+#include <fmt/core.h>
+#include <fstream>
+#include <memory>
+
+namespace attnc::tools {
+namespace {
+
+struct TuneCommandOptions {
+  std::string spec, db, shard, exportTo, importFrom, events;
+  std::vector<std::string> merge, backends;
+  int compileLimit = 300, runLimit = 120;
+  TuneOptions tune;
+};
+
+// Folds every trial of `from` into `into`; trials already there (same uid) stay as they are.
+size_t mergeInto(tuning::TuningDatabase& into, tuning::TuningDatabase& from) {
+  size_t added = 0;
+  for (const tuning::TrialRecord& r : from.all())
+    added += into.insert(r) ? 1 : 0;
+  return added;
+}
+
+size_t importJsonLines(tuning::TuningDatabase& db, const std::string& file) {
+  std::ifstream in(file);
+  if (!in)
+    throw UsageError("--import " + file + ": cannot read it");
+  size_t added = 0, lineNumber = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++lineNumber;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    tuning::TrialRecord record;
+    try {
+      record = tuning::TrialRecord::fromJson(nlohmann::json::parse(line));
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("--import {}: line {} is not a trial record ({}); nothing "
+                                   "after line {} was imported",
+                                   file, lineNumber, e.what(), lineNumber - 1));
+    }
+    added += db.insert(record) ? 1 : 0;
+  }
+  return added;
+}
+
+size_t exportJsonLines(tuning::TuningDatabase& db, const std::string& file) {
+  const std::vector<tuning::TrialRecord> records = db.all();
+  // Written beside the target and renamed into place: a failed export leaves no partial file.
+  const std::string partial = file + ".partial";
+  {
+    std::ofstream out(partial);
+    for (const tuning::TrialRecord& r : records)
+      out << r.toJson().dump() << "\n";
+    if (!out.flush()) {
+      std::filesystem::remove(partial);
+      throw UsageError("--export " + file + ": cannot write it");
+    }
+  }
+  std::filesystem::rename(partial, file);
+  return records.size();
+}
+
+} // namespace
+
+Action addTuneCommand(CLI::App& app) {
+  auto o = std::make_shared<TuneCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "Search the schedules of a spec on this machine and remember the fastest");
+  cmd->add_option("spec", o->spec, "spec text 'key=value ...' or a .json file");
+  cmd->add_option("--target", o->tune.target, "what to tune for (host, x86-64-avx2, cuda-sm_90...)")
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backends, "backends to search (default: all tunable)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"halide", "mlir"}));
+  cmd->add_option("--trials", o->tune.trials,
+                  "trials in all, counting those of earlier runs with the same spec, shape "
+                  "bucket, target and machine")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--minutes", o->tune.minutes, "wall-time budget of this run (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->tune.seed, "seed of the search")->capture_default_str();
+  cmd->add_option("--shard", o->shard, "run slice I of N of the search (I/N, e.g. 0/4)");
+  cmd->add_option("--batch", o->tune.batch, "batch size timed")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-q", o->tune.seqQ, "query length timed")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-k", o->tune.seqK, "key length timed (default: --seq-q)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->tune.threads, "threads (0: all)")->capture_default_str();
+  cmd->add_option("--runs", o->tune.runs, "timed runs per candidate (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--compile-timeout", o->compileLimit, "seconds a compile may take")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--run-timeout", o->runLimit, "seconds a verify or bench may take")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--db", o->db,
+                  "the database to write (default: $ATTNC_TUNING_DB, else "
+                  "$XDG_CACHE_HOME/attnc/tuning.db)");
+  cmd->add_option("--events", o->events, "also append the JSON-lines events to this file");
+  cmd->add_option("--merge", o->merge, "fold these databases' trials into --db")
+      ->expected(1, -1);
+  cmd->add_option("--export", o->exportTo, "write every trial of --db to this .jsonl file");
+  cmd->add_option("--import", o->importFrom, "add the trials of this .jsonl file to --db");
+  return [o] {
+    const std::filesystem::path dbPath =
+        o->db.empty() ? tuning::userDatabasePath() : std::filesystem::path(o->db);
+    const int maintenance =
+        !o->merge.empty() + !o->exportTo.empty() + !o->importFrom.empty();
+    if (maintenance > 1 || (maintenance == 1 && !o->spec.empty()))
+      throw UsageError("give a spec to tune, or one of --merge, --export, --import");
+    if (maintenance == 0 && o->spec.empty())
+      throw UsageError("a spec to tune is required (or --merge, --export, --import)");
+
+    if (!o->exportTo.empty()) {
+      tuning::TuningDatabase db(dbPath, tuning::TuningDatabase::Mode::ReadOnly);
+      size_t n = exportJsonLines(db, o->exportTo);
+      fmt::print("exported {} trials from {} to {}\n", n, dbPath.string(), o->exportTo);
+      return 0;
+    }
+    tuning::TuningDatabase db(dbPath, tuning::TuningDatabase::Mode::ReadWrite);
+    if (!o->importFrom.empty()) {
+      size_t n = importJsonLines(db, o->importFrom);
+      fmt::print("imported {} new trials from {} into {}\n", n, o->importFrom, dbPath.string());
+      return 0;
+    }
+    if (!o->merge.empty()) {
+      // Every source is checked before any is folded in: a damaged one stops the merge early.
+      std::vector<std::unique_ptr<tuning::TuningDatabase>> sources;
+      for (const std::string& source : o->merge)
+        sources.push_back(std::make_unique<tuning::TuningDatabase>(
+            source, tuning::TuningDatabase::Mode::ReadOnly));
+      for (auto& source : sources) {
+        size_t n = mergeInto(db, *source);
+        fmt::print("merged {} new trials from {} into {}\n", n, source->path().string(),
+                   dbPath.string());
+      }
+      return 0;
+    }
+
+    TuneOptions options = o->tune;
+    if (options.seqK == 0)
+      options.seqK = options.seqQ;
+    options.backends = {o->backends.begin(), o->backends.end()};
+    if (!o->shard.empty())
+      options.shard = tuning::Shard::parse(o->shard);
+    options.compileLimit = std::chrono::seconds(o->compileLimit);
+    options.runLimit = std::chrono::seconds(o->runLimit);
+    options.events = o->events;
+    catchInterrupts();
+    return tune(loadSpec(o->spec), options, db);
+  };
+}
+
+} // namespace attnc::tools

@@ -1,6 +1,8 @@
 #include "Tuning/TuningDatabase.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <sqlite3.h>
 
 namespace attnc::tuning {
@@ -103,30 +105,61 @@ void TuningDatabase::exec(const char* sql) {
   }
 }
 
+void TuningDatabase::execWaiting(const char* sql) {
+  // Switching to WAL and the first schema writes can meet another process doing the same;
+  // SQLite then reports "locked" without waiting, so wait here.
+  for (int attempt = 0;; ++attempt) {
+    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK)
+      return;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt == 1200)
+      fail(std::string("running ") + sql);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::optional<std::string> TuningDatabase::schemaVersion() {
+  Statement tables(db_, "SELECT count(*), sum(name = 'meta') FROM sqlite_master WHERE type = "
+                        "'table'");
+  if (!tables || sqlite3_step(tables.get()) != SQLITE_ROW)
+    fail("reading its tables");
+  if (tables.integer(1) == 0) {
+    if (tables.integer(0) > 0)
+      throw DatabaseError("tuning database " + path_.string() +
+                          ": is a SQLite database of something else (it has tables but no attnc "
+                          "schema version); it was left untouched");
+    return std::nullopt; // empty: a new database
+  }
+  Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+  if (!version)
+    fail("reading its schema version");
+  if (sqlite3_step(version.get()) != SQLITE_ROW)
+    throw DatabaseError("tuning database " + path_.string() +
+                        ": has no schema version; it is not an attnc tuning database, and was "
+                        "left untouched");
+  return version.text(0);
+}
+
 void TuningDatabase::prepareSchema() {
-  // Reading the schema catches a file that is not a database before anything is written.
-  exec("SELECT count(*) FROM sqlite_master");
-  if (mode_ == Mode::ReadWrite) {
-    exec("PRAGMA journal_mode=WAL");
-    exec("BEGIN IMMEDIATE");
+  // Reading the schema catches a file that is not a database before anything is written, and
+  // a version this attnc does not know before anything is changed.
+  std::optional<std::string> version = schemaVersion();
+  if (version && *version != std::to_string(kSchemaVersion))
+    throw DatabaseError("tuning database " + path_.string() + ": schema version " + *version +
+                        ", but this attnc reads version " + std::to_string(kSchemaVersion) +
+                        "; it was left untouched: use the attnc that wrote it, or point "
+                        "ATTNC_TUNING_DB (or --db) at a new file");
+  if (!version && mode_ == Mode::ReadOnly)
+    throw DatabaseError("tuning database " + path_.string() + ": is empty");
+  if (mode_ == Mode::ReadWrite && !version) {
+    execWaiting("PRAGMA journal_mode=WAL");
+    execWaiting("BEGIN IMMEDIATE");
     exec(kSchema);
     exec(("INSERT OR IGNORE INTO meta VALUES('schema_version', '" +
           std::to_string(kSchemaVersion) + "')")
              .c_str());
     exec("COMMIT");
   }
-  Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-  if (!version)
-    fail("reading its schema version (is it an attnc tuning database?)");
-  if (sqlite3_step(version.get()) != SQLITE_ROW)
-    throw DatabaseError("tuning database " + path_.string() +
-                        ": has no schema version; it is not an attnc tuning database");
-  if (version.text(0) != std::to_string(kSchemaVersion))
-    throw DatabaseError("tuning database " + path_.string() + ": schema version " +
-                        version.text(0) + ", but this attnc reads version " +
-                        std::to_string(kSchemaVersion) +
-                        "; it was left untouched: use the attnc that wrote it, or point "
-                        "ATTNC_TUNING_DB at a new file");
 }
 
 bool TuningDatabase::insert(const TrialRecord& r) {

@@ -48,6 +48,9 @@ public:
 
 private:
   void exec(const char* sql);
+  void execWaiting(const char* sql);
+  // The meta table's schema_version; nullopt for a database without tables.
+  std::optional<std::string> schemaVersion();
   void prepareSchema();
   std::vector<TrialRecord> select(const std::string& where, const std::vector<std::string>& args);
   [[noreturn]] void fail(const std::string& doing);

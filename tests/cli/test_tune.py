@@ -1,0 +1,183 @@
+"""attnc tune: trials recorded, resumed, interrupted, sharded and merged; the database's errors;
+and compile taking the tuned schedule."""
+import glob
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+
+from common import ATTNC, CliTestCase, attnc
+
+SPEC = "heads=2 d_k=32 mask=causal"
+# Tiny timings: the tests check the bookkeeping, not the speed.
+FAST = ["--seq-q", "64", "--runs", "2", "--threads", "1"]
+
+
+def events(stdout):
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def read(path, mode="r"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def manifest_in(out):
+    return json.loads(read(glob.glob(os.path.join(out, "*.json"))[0]))
+
+
+def trial_count(db):
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT count(*) FROM trials").fetchone()[0]
+
+
+class Tune(CliTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db = os.path.join(self.tmp, "tuning.db")
+
+    def tune(self, *args, code=0, env=None):
+        return self.expect(attnc("tune", *args, "--db", self.db, env=env), code)
+
+    def test_runs_resumes_and_compile_uses_the_best(self):
+        first = events(self.tune(SPEC, "--trials", "4", *FAST).stdout)
+        self.assertEqual(first[0]["event"], "start")
+        trials = [e for e in first if e["event"] == "trial"]
+        self.assertEqual(len(trials), 4)
+        # Each backend's default goes first, and every trial was verified before it was timed.
+        self.assertTrue(trials[0]["candidate"].startswith("halide"))
+        self.assertTrue(trials[1]["candidate"].startswith("mlir"))
+        for t in trials:
+            self.assertEqual(t["status"], "ok", t)
+            self.assertIn("verified at B=2 Tq=37 Tk=53", t["detail"])
+        self.assertEqual(first[-1]["stopped"], "trials")
+        self.assertEqual(trial_count(self.db), 4)
+
+        # The same command with a larger budget continues: the four earlier trials are reused in
+        # order, and the new ones are what a fresh search with the same seed proposes (the
+        # random warm start does not depend on the timings).
+        resumed = [e for e in events(self.tune(SPEC, "--trials", "6", *FAST).stdout)
+                   if e["event"] == "trial"]
+        self.assertEqual([e["reused"] for e in resumed], [True] * 4 + [False] * 2)
+        self.assertEqual([e["candidate"] for e in resumed[:4]], [t["candidate"] for t in trials])
+        fresh_db = os.path.join(self.tmp, "fresh.db")
+        fresh = [e for e in events(self.expect(attnc("tune", SPEC, "--trials", "6", *FAST,
+                                                     "--db", fresh_db), 0).stdout)
+                 if e["event"] == "trial"]
+        self.assertEqual([e["candidate"] for e in fresh], [e["candidate"] for e in resumed])
+        self.assertEqual(trial_count(self.db), 6)
+
+        # compile --backend auto takes the fastest trial and names it in the manifest.
+        best = min((e for e in resumed if e["median_ms"] is not None),
+                   key=lambda e: e["median_ms"])
+        env = {"ATTNC_TUNING_DB": self.db, "ATTNC_SYSTEM_TUNING_DB": ""}
+        out = os.path.join(self.tmp, "tuned")
+        self.expect(attnc("compile", SPEC, "--backend", "auto", "-o", out, env=env), 0)
+        manifest = manifest_in(out)
+        backend, *items = best["candidate"].split()
+        self.assertEqual(manifest["backend"], backend)
+        self.assertEqual(manifest["schedule"]["params"],
+                         {k: int(v) for k, v in (i.split("=") for i in items)})
+        self.assertTrue(manifest["schedule"]["provenance"].startswith("tuned: trial "))
+        with sqlite3.connect(self.db) as c:
+            uids = [r[0] for r in c.execute("SELECT uid FROM trials")]
+        self.assertIn(manifest["schedule"]["provenance"].split()[2], uids)
+        # --no-tuning keeps the default; another shape bucket has no record.
+        for flags in (["--no-tuning"], ["--tuned-for", "4096"]):
+            out = os.path.join(self.tmp, "default" + flags[0])
+            self.expect(attnc("compile", SPEC, "--backend", "mlir", *flags, "-o", out, env=env), 0)
+            manifest = manifest_in(out)
+            self.assertFalse(manifest["schedule"]["provenance"].startswith("tuned"), flags)
+
+    def test_interrupt_keeps_finished_trials(self):
+        p = subprocess.Popen([ATTNC, "tune", SPEC, "--trials", "50", *FAST, "--db", self.db],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = []
+        for line in p.stdout:
+            seen.append(json.loads(line))
+            if seen[-1]["event"] == "trial" and seen[-1]["n"] == 2:
+                p.send_signal(signal.SIGINT)
+                break
+        rest, _ = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 130)
+        done = events(rest)[-1]
+        self.assertEqual(done["stopped"], "interrupted")
+        # The trial under way when Ctrl-C came is not recorded as a failure.
+        self.assertEqual(trial_count(self.db), done["new_trials"])
+        with sqlite3.connect(self.db) as c:
+            self.assertEqual({r[0] for r in c.execute("SELECT status FROM trials")}, {"ok"})
+
+    def test_a_hanging_candidate_costs_a_record(self):
+        r = self.tune(SPEC, "--trials", "2", "--backend", "mlir,halide", "--seq-q", "4096",
+                      "--runs", "50", "--run-timeout", "1")
+        trials = [e for e in events(r.stdout) if e["event"] == "trial"]
+        self.assertEqual([t["status"] for t in trials], ["timeout", "timeout"])
+        self.assertIn("timed out after", trials[0]["detail"])
+        self.assertEqual(trial_count(self.db), 2)
+
+    def test_shards_write_one_database_at_once_and_merge(self):
+        # Two shards of one search, concurrently on the same database file.
+        procs = [subprocess.Popen([ATTNC, "tune", SPEC, "--trials", "4", *FAST, "--shard",
+                                   "%d/2" % i, "--db", self.db], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for i in range(2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        self.assertEqual([p.returncode for p in procs], [0, 0], outs)
+        shard_trials = [[e for e in events(o) if e["event"] == "trial"] for o, _ in outs]
+        self.assertEqual(trial_count(self.db), sum(len(t) for t in shard_trials))
+        # The shards' searched candidates (past the defaults) are disjoint.
+        searched = [{t["candidate"] for t in trials[2:]} for trials in shard_trials]
+        self.assertFalse(searched[0] & searched[1])
+
+        # Merging folds every trial in once.
+        merged = os.path.join(self.tmp, "merged.db")
+        r = self.expect(attnc("tune", "--merge", self.db, self.db, "--db", merged), 0)
+        self.assertIn("merged %d new trials" % trial_count(self.db), r.stdout)
+        self.assertIn("merged 0 new trials", r.stdout)
+        self.assertEqual(trial_count(merged), trial_count(self.db))
+
+    def test_export_and_import(self):
+        self.tune(SPEC, "--trials", "2", *FAST)
+        jsonl = os.path.join(self.tmp, "trials.jsonl")
+        self.expect(attnc("tune", "--export", jsonl, "--db", self.db), 0, "exported 2 trials")
+        other = os.path.join(self.tmp, "other.db")
+        self.expect(attnc("tune", "--import", jsonl, "--db", other), 0, "imported 2 new trials")
+        self.expect(attnc("tune", "--import", jsonl, "--db", other), 0, "imported 0 new trials")
+        bad = os.path.join(self.tmp, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write(read(jsonl).splitlines()[0] + "\n{not json\n")
+        self.expect(attnc("tune", "--import", bad, "--db", other), 2, "line 2 is not a trial")
+
+    def test_damaged_and_foreign_databases_are_reported_and_kept(self):
+        garbage = os.path.join(self.tmp, "garbage.db")
+        with open(garbage, "wb") as f:
+            f.write(b"this is not a database" * 100)
+        before = read(garbage, "rb")
+        self.expect(attnc("tune", SPEC, "--trials", "1", "--db", garbage), 1,
+                    "garbage.db", "not a database", "left untouched")
+        self.assertEqual(read(garbage, "rb"), before)
+        # compile warns and goes on with the default schedule.
+        out = os.path.join(self.tmp, "b")
+        self.expect(attnc("compile", SPEC, "--backend", "mlir", "-o", out,
+                          env={"ATTNC_TUNING_DB": garbage}), 0,
+                    "warning", "compiling without its records")
+
+        foreign = os.path.join(self.tmp, "foreign.db")
+        with sqlite3.connect(foreign) as c:
+            c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            c.execute("INSERT INTO meta VALUES('schema_version', '99')")
+            c.execute("CREATE TABLE trials(uid TEXT)")
+            c.execute("INSERT INTO trials VALUES('keep me')")
+        self.expect(attnc("tune", SPEC, "--trials", "1", "--db", foreign), 1,
+                    "schema version 99", "reads version 1")
+        with sqlite3.connect(foreign) as c:
+            self.assertEqual(c.execute("SELECT uid FROM trials").fetchall(), [("keep me",)])
+
+    def test_bad_options(self):
+        self.expect(attnc("tune", SPEC, "--shard", "2/2", "--db", self.db), 2, "0 <= I < N")
+        self.expect(attnc("tune", "--db", self.db), 2, "a spec to tune is required")
+        self.expect(attnc("tune", SPEC, "--export", "x.jsonl", "--db", self.db), 2,
+                    "or one of --merge, --export, --import")
+        self.expect(attnc("tune", SPEC, "--target", "cuda-sm_90", "--db", self.db), 1,
+                    "measures on an NVIDIA GPU")
+        self.assertFalse(os.path.exists(self.db) and trial_count(self.db))

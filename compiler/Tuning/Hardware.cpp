@@ -29,8 +29,8 @@ std::string cpuFingerprint() {
         flags.insert(w);
     }
   }
-  std::string text = "cpu: " + model + ", " + std::to_string(std::thread::hardware_concurrency()) +
-                     " cores,";
+  std::string text =
+      "cpu: " + model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores,";
   for (const char* feature : kFeatures)
     if (flags.count(feature))
       text += std::string(" ") + feature;

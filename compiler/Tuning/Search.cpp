@@ -31,8 +31,8 @@ std::string Candidate::name() const {
 }
 
 bool Shard::owns(const Candidate& candidate) const {
-  return count <= 1 || fnv1a64(candidate.name()) % static_cast<uint64_t>(count) ==
-                           static_cast<uint64_t>(index);
+  return count <= 1 ||
+         fnv1a64(candidate.name()) % static_cast<uint64_t>(count) == static_cast<uint64_t>(index);
 }
 
 std::string Shard::text() const {
@@ -79,7 +79,8 @@ bool Search::acceptable(const Candidate& c, const std::map<std::string, double>&
 
 Candidate Search::random(const TuningSpace& space) {
   // Parameters not searched keep the default's values.
-  Candidate c{space.backend, space.defaults.toJson()["params"].get<std::map<std::string, int64_t>>()};
+  Candidate c{space.backend,
+              space.defaults.toJson()["params"].get<std::map<std::string, int64_t>>()};
   for (const ParamSpace& p : space.params)
     c.values[std::string(p.name)] =
         p.choices[std::uniform_int_distribution<size_t>(0, p.choices.size() - 1)(rng_)];

@@ -32,7 +32,7 @@ struct Candidate {
 struct Shard {
   int index = 0, count = 1;
   bool owns(const Candidate& candidate) const;
-  std::string text() const; // "I/N", "" for the whole search
+  std::string text() const;                    // "I/N", "" for the whole search
   static Shard parse(const std::string& text); // "I/N" with 0 <= I < N; throws UsageError
 };
 

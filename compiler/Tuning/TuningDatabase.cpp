@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <sqlite3.h>
+#include <thread>
 
 namespace attnc::tuning {
 namespace {
@@ -155,8 +155,8 @@ void TuningDatabase::prepareSchema() {
     execWaiting("PRAGMA journal_mode=WAL");
     execWaiting("BEGIN IMMEDIATE");
     exec(kSchema);
-    exec(("INSERT OR IGNORE INTO meta VALUES('schema_version', '" +
-          std::to_string(kSchemaVersion) + "')")
+    exec(("INSERT OR IGNORE INTO meta VALUES('schema_version', '" + std::to_string(kSchemaVersion) +
+          "')")
              .c_str());
     exec("COMMIT");
   }

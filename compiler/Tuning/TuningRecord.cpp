@@ -85,8 +85,9 @@ TrialRecord TrialRecord::fromJson(const nlohmann::json& j) {
   r.uid = j.at("uid").get<std::string>();
   r.key.specHash = j.at("spec_hash").get<std::string>();
   r.key.spec = j.at("spec").get<std::string>();
-  r.key.bucket = {j.at("seq_q_range").at(0).get<int64_t>(), j.at("seq_q_range").at(1).get<int64_t>(),
-                  j.at("seq_k_range").at(0).get<int64_t>(), j.at("seq_k_range").at(1).get<int64_t>()};
+  r.key.bucket = {
+      j.at("seq_q_range").at(0).get<int64_t>(), j.at("seq_q_range").at(1).get<int64_t>(),
+      j.at("seq_k_range").at(0).get<int64_t>(), j.at("seq_k_range").at(1).get<int64_t>()};
   r.key.target = j.at("target").get<std::string>();
   r.key.hardware = j.at("hardware").get<std::string>();
   r.key.attncVersion = j.at("attnc_version").get<std::string>();

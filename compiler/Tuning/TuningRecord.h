@@ -46,8 +46,8 @@ struct TrialRecord {
   int runs = 0;
   int64_t batch = 0, seqQ = 0, seqK = 0; // the measured shape
   int threads = 0;
-  std::string detail; // why it failed, or what was measured
-  double seconds = 0; // wall time of the trial (compile, verify, bench)
+  std::string detail;    // why it failed, or what was measured
+  double seconds = 0;    // wall time of the trial (compile, verify, bench)
   std::string createdAt; // UTC, ISO 8601
   uint64_t seed = 0;
   std::string shard; // "I/N", or "" for a whole search

@@ -92,7 +92,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
       "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
 }
 
-void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec) {
+void checkHalideSchedule(const std::string& family, const ScheduleParams& params,
+                         const Spec& spec) {
   if (family == "cuda")
     return checkCudaSchedule(params, spec);
   auto requireMultiple = [&](const char* name, const char* of) {

@@ -24,8 +24,8 @@ std::span<const ParamSpace> halideParamSpace();
 // default (vector_width follows the target; on "cuda" only query_tile and key_block matter).
 std::vector<ParamSpace> halideTuningParams(const std::string& family);
 
-// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon", "cuda") and the spec's head
-// dims, carrying the measurement that chose it.
+// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon", "cuda") and the spec's
+// head dims, carrying the measurement that chose it.
 ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec);
 
 // Throws UsageError naming the parameters when values do not fit together: on CPU families

@@ -44,7 +44,8 @@ void checkCudaSchedule(const ScheduleParams& params, const Spec& spec) {
     throw UsageError("schedule: key_block=" + std::to_string(keys) + " stages " +
                      std::to_string(kvBytes) + " bytes of f32 keys and values in shared memory " +
                      "for d_k=" + std::to_string(spec.dK) + " d_v=" + std::to_string(spec.dV) +
-                     "; at most " + std::to_string(kSharedLimit) + " are allowed, so lower key_block");
+                     "; at most " + std::to_string(kSharedLimit) +
+                     " are allowed, so lower key_block");
 }
 
 void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {

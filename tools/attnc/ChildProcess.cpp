@@ -103,8 +103,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!result.timedOut && !result.interrupted) {
     if (WIFEXITED(status))
       result.exitCode = WEXITSTATUS(status);

@@ -11,11 +11,11 @@
 namespace attnc::tools {
 
 struct ChildResult {
-  int exitCode = -1;     // when it exited
-  int signal = 0;        // when a signal ended it
-  bool timedOut = false; // killed at the time limit
+  int exitCode = -1;        // when it exited
+  int signal = 0;           // when a signal ended it
+  bool timedOut = false;    // killed at the time limit
   bool interrupted = false; // killed because this process was asked to stop (interruptRequested)
-  std::string out, err;  // what it printed (the last 64 KiB of each)
+  std::string out, err;     // what it printed (the last 64 KiB of each)
   double seconds = 0;
 
   bool ok() const { return exitCode == 0 && !timedOut && !interrupted && signal == 0; }

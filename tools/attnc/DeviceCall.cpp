@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace attnc::tools {
 namespace {

@@ -87,9 +87,11 @@ Action addTuneCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->tune.seed, "seed of the search")->capture_default_str();
   cmd->add_option("--shard", o->shard, "run slice I of N of the search (I/N, e.g. 0/4)");
-  cmd->add_option("--batch", o->tune.batch, "batch size timed")->capture_default_str()
+  cmd->add_option("--batch", o->tune.batch, "batch size timed")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seq-q", o->tune.seqQ, "query length timed")->capture_default_str()
+  cmd->add_option("--seq-q", o->tune.seqQ, "query length timed")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seq-k", o->tune.seqK, "key length timed (default: --seq-q)")
       ->check(CLI::PositiveNumber);
@@ -107,15 +109,13 @@ Action addTuneCommand(CLI::App& app) {
                   "the database to write (default: $ATTNC_TUNING_DB, else "
                   "$XDG_CACHE_HOME/attnc/tuning.db)");
   cmd->add_option("--events", o->events, "also append the JSON-lines events to this file");
-  cmd->add_option("--merge", o->merge, "fold these databases' trials into --db")
-      ->expected(1, -1);
+  cmd->add_option("--merge", o->merge, "fold these databases' trials into --db")->expected(1, -1);
   cmd->add_option("--export", o->exportTo, "write every trial of --db to this .jsonl file");
   cmd->add_option("--import", o->importFrom, "add the trials of this .jsonl file to --db");
   return [o] {
     const std::filesystem::path dbPath =
         o->db.empty() ? tuning::userDatabasePath() : std::filesystem::path(o->db);
-    const int maintenance =
-        !o->merge.empty() + !o->exportTo.empty() + !o->importFrom.empty();
+    const int maintenance = !o->merge.empty() + !o->exportTo.empty() + !o->importFrom.empty();
     if (maintenance > 1 || (maintenance == 1 && !o->spec.empty()))
       throw UsageError("give a spec to tune, or one of --merge, --export, --import");
     if (maintenance == 0 && o->spec.empty())

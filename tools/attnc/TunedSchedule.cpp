@@ -53,8 +53,8 @@ std::optional<TunedSchedule> findTunedSchedule(const Spec& spec, const std::stri
         spaces.at(r.backend).toolchain != r.toolchain)
       return false;
     try {
-      spaces.at(r.backend).check(ScheduleParams(
-          r.backend, r.params.get<std::map<std::string, int64_t>>(), "tuned"));
+      spaces.at(r.backend).check(
+          ScheduleParams(r.backend, r.params.get<std::map<std::string, int64_t>>(), "tuned"));
       return true;
     } catch (const std::exception&) {
       return false; // a parameter this attnc no longer has, or a combination it refuses

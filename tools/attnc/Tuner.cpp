@@ -125,7 +125,7 @@ TrialRecord measure(const Candidate& c, const Spec& spec, const TuneOptions& o,
                o.compileLimit, scratch);
   if (!compiled.ok())
     return finish(statusOf(compiled, compiled.exitCode == 2 ? TrialStatus::Invalid
-                                                             : TrialStatus::CompileError),
+                                                            : TrialStatus::CompileError),
                   compiled, "compile");
   r.seconds += compiled.seconds;
   std::string bundle = compiled.out.substr(0, compiled.out.find('\n'));
@@ -134,19 +134,19 @@ TrialRecord measure(const Candidate& c, const Spec& spec, const TuneOptions& o,
                                    kVerifySeqQ, "--seq-k", kVerifySeqK, "--threads", threads},
                                   o.runLimit, scratch);
   if (!verified.ok())
-    return finish(statusOf(verified, verified.exitCode == 1 && verified.out.find("FAIL") !=
-                                                                    std::string::npos
-                                         ? TrialStatus::Wrong
-                                         : TrialStatus::Failed),
-                  verified, "verify");
+    return finish(
+        statusOf(verified, verified.exitCode == 1 && verified.out.find("FAIL") != std::string::npos
+                               ? TrialStatus::Wrong
+                               : TrialStatus::Failed),
+        verified, "verify");
   r.seconds += verified.seconds;
 
-  ChildResult timed = runChild(
-      {self, "bench", bundle, "--json", "--no-baseline", "--flush-caches", "--warmup",
-       std::to_string(o.warmup), "--runs", std::to_string(o.runs), "--batch",
-       std::to_string(o.batch), "--seq-q", std::to_string(o.seqQ), "--seq-k",
-       std::to_string(o.seqK), "--threads", threads},
-      o.runLimit, scratch);
+  ChildResult timed =
+      runChild({self, "bench", bundle, "--json", "--no-baseline", "--flush-caches", "--warmup",
+                std::to_string(o.warmup), "--runs", std::to_string(o.runs), "--batch",
+                std::to_string(o.batch), "--seq-q", std::to_string(o.seqQ), "--seq-k",
+                std::to_string(o.seqK), "--threads", threads},
+               o.runLimit, scratch);
   if (!timed.ok())
     return finish(statusOf(timed, TrialStatus::Failed), timed, "bench");
   try {
@@ -177,8 +177,10 @@ std::string hardwareFor(const std::string& target) {
   cuda::Device device;
   std::string why;
   if (!cuda::useDevice(&device, &why))
-    throw JobError("tuning for --target " + target + " measures on an NVIDIA GPU, and there is "
-                   "none here: " + why);
+    throw JobError("tuning for --target " + target +
+                   " measures on an NVIDIA GPU, and there is "
+                   "none here: " +
+                   why);
   return fmt::format("gpu: {}, sm_{}{}, driver {}", device.name, device.major, device.minor,
                      device.driverVersion);
 }
@@ -194,8 +196,8 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
   for (const TuningSpace& s : spaces)
     toolchainOf[s.backend] = s.toolchain;
 
-  tuning::TuningKey key{spec.hash(), spec.canonical(), tuning::ShapeBucket::of(o.seqQ, o.seqK),
-                        o.target, hardwareFor(o.target), ATTNC_VERSION};
+  tuning::TuningKey key{spec.hash(), spec.canonical(),      tuning::ShapeBucket::of(o.seqQ, o.seqK),
+                        o.target,    hardwareFor(o.target), ATTNC_VERSION};
   // Earlier trials of the same key and toolchain, by candidate: a resumed run reuses them.
   std::map<std::string, TrialRecord> earlier;
   for (TrialRecord& r : db.trials(key))
@@ -280,10 +282,10 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
       defaultName = c.name();
     }
     if (record->status == TrialStatus::Invalid || record->status == TrialStatus::CompileError)
-      progress.event({{"event", "backend_left_out"},
-                      {"backend", s.backend},
-                      {"why", "its default schedule does not compile for this spec: " +
-                                  record->detail}});
+      progress.event(
+          {{"event", "backend_left_out"},
+           {"backend", s.backend},
+           {"why", "its default schedule does not compile for this spec: " + record->detail}});
     else
       searched.push_back(s);
   }

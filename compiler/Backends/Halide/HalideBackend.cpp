@@ -29,10 +29,13 @@ std::string functionName(const Spec& spec) {
 TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
   const std::string family = halide::resolveHalideTarget(targetName).family;
   // libHalide14 pins the major version; its LLVM is built in.
-  return {"halide", family, "Halide 14", halide::halideTuningParams(family),
-          halide::defaultHalideSchedule(family, spec), [family, spec](const ScheduleParams& p) {
-            halide::checkHalideSchedule(family, p, spec);
-          }};
+  return {
+      "halide",
+      family,
+      "Halide 14",
+      halide::halideTuningParams(family),
+      halide::defaultHalideSchedule(family, spec),
+      [family, spec](const ScheduleParams& p) { halide::checkHalideSchedule(family, p, spec); }};
 }
 
 CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {

@@ -28,10 +28,9 @@ std::string stemFor(const Spec& spec, const std::string& target) {
 ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
                            const CompileOptions& options) {
   const std::string family = mlirschedule::scheduleFamily(target.family, spec);
-  ScheduleParams params =
-      mlirschedule::defaultMlirSchedule(family, spec)
-          .overridden(options.schedule, mlirschedule::mlirParamSpace(family),
-                      options.scheduleProvenance);
+  ScheduleParams params = mlirschedule::defaultMlirSchedule(family, spec)
+                              .overridden(options.schedule, mlirschedule::mlirParamSpace(family),
+                                          options.scheduleProvenance);
   mlirschedule::checkMlirSchedule(family, params, spec);
   return params;
 }
@@ -76,8 +75,12 @@ void writeText(const std::filesystem::path& path, const std::string& text) {
 TuningSpace mlirTuningSpace(const Spec& spec, const std::string& targetName) {
   const std::string family =
       mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(targetName).family, spec);
-  return {"mlir", family, "LLVM " LLVM_VERSION_STRING, mlirschedule::mlirTuningParams(family),
-          mlirschedule::defaultMlirSchedule(family, spec), [family, spec](const ScheduleParams& p) {
+  return {"mlir",
+          family,
+          "LLVM " LLVM_VERSION_STRING,
+          mlirschedule::mlirTuningParams(family),
+          mlirschedule::defaultMlirSchedule(family, spec),
+          [family, spec](const ScheduleParams& p) {
             mlirschedule::checkMlirSchedule(family, p, spec);
           }};
 }

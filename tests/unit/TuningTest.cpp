@@ -1,0 +1,206 @@
+// The tuner's search spaces and search, and the tuning database under damage and concurrency.
+#include "Backends/Backend.h"
+#include "Tuning/Search.h"
+#include "Tuning/TuningDatabase.h"
+
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <limits>
+#include <thread>
+
+namespace attnc {
+namespace {
+
+using tuning::Candidate;
+using tuning::Search;
+using tuning::Shard;
+
+ScheduleParams paramsOf(const Candidate& c) {
+  return ScheduleParams(c.backend, c.values, "test");
+}
+
+const TuningSpace& spaceOf(const std::vector<TuningSpace>& spaces, const std::string& backend) {
+  for (const TuningSpace& s : spaces)
+    if (s.backend == backend)
+      return s;
+  throw std::out_of_range(backend);
+}
+
+// Every target's spaces: the defaults pass their own check, and a search only ever proposes
+// candidates that pass it, with values from the declared choices.
+TEST(TuningSpace, SearchProposesOnlyValidCandidates) {
+  for (auto [specText, target] : {std::pair{"heads=4 d_k=64", "host"},
+                                  {"heads=4 d_k=128 dtype=f16", "cuda-sm_90"},
+                                  {"heads=4 d_k=256", "cuda-sm_80"}}) {
+    Spec spec = parseSpec(specText);
+    std::vector<TuningSpace> spaces = tuningSpaces(spec, target);
+    ASSERT_FALSE(spaces.empty());
+    for (const TuningSpace& s : spaces)
+      EXPECT_NO_THROW(s.check(s.defaults)) << s.backend << " " << target;
+    Search search(spaces, 7, Shard{}, 10);
+    std::map<std::string, double> results;
+    for (int i = 0; i < 60; ++i) {
+      std::optional<Candidate> c = search.next(results);
+      ASSERT_TRUE(c);
+      const TuningSpace& space = spaceOf(spaces, c->backend);
+      EXPECT_NO_THROW(space.check(paramsOf(*c))) << c->name();
+      for (const ParamSpace& p : space.params) {
+        int64_t v = c->values.at(std::string(p.name));
+        EXPECT_NE(std::find(p.choices.begin(), p.choices.end(), v), p.choices.end()) << c->name();
+      }
+      EXPECT_FALSE(results.count(c->name())) << "proposed twice: " << c->name();
+      results[c->name()] = i % 5 == 0 ? std::numeric_limits<double>::infinity() : 1.0 + i % 7;
+    }
+  }
+}
+
+TEST(TuningSpace, ChecksNameTheClash) {
+  Spec spec = parseSpec("heads=4 d_k=64");
+  const TuningSpace halide = spaceOf(tuningSpaces(spec, "host"), "halide");
+  std::map<std::string, int64_t> values = halide.defaults.toJson()["params"];
+  values["query_tile"] = 24;
+  values["vector_width"] = 16;
+  try {
+    halide.check(ScheduleParams("halide", values, "test"));
+    FAIL() << "query_tile=24 with vector_width=16 was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("query_tile=24 must be a multiple of vector_width=16"),
+              std::string::npos);
+  }
+  // On CUDA, the tensor-core family's K/V tiles must fit in shared memory.
+  Spec half = parseSpec("heads=4 d_k=256 dtype=bf16");
+  const TuningSpace mma = spaceOf(tuningSpaces(half, "cuda-sm_90"), "mlir");
+  EXPECT_EQ(mma.family, "cuda-mma");
+  std::map<std::string, int64_t> big = mma.defaults.toJson()["params"];
+  big["key_block"] = 128;
+  EXPECT_THROW(mma.check(ScheduleParams("mlir", big, "test")), UsageError);
+}
+
+TEST(TuningSearch, SameSeedAndResultsGiveTheSameCandidates) {
+  Spec spec = parseSpec("heads=4 d_k=64 mask=causal");
+  auto run = [&](uint64_t seed) {
+    Search search(tuningSpaces(spec, "host"), seed, Shard{}, 5);
+    std::map<std::string, double> results;
+    std::vector<std::string> names;
+    for (int i = 0; i < 25; ++i) {
+      std::optional<Candidate> c = search.next(results);
+      names.push_back(c->name());
+      results[c->name()] = static_cast<double>(names.back().size() % 13); // any fixed function
+    }
+    return names;
+  };
+  EXPECT_EQ(run(3), run(3));
+  EXPECT_NE(run(3), run(4));
+}
+
+TEST(TuningSearch, ShardsSplitTheSpace) {
+  Spec spec = parseSpec("heads=4 d_k=64");
+  std::vector<TuningSpace> spaces = tuningSpaces(spec, "host");
+  std::set<std::string> seen[3];
+  for (int i = 0; i < 3; ++i) {
+    Search search(spaces, 1, Shard{i, 3}, 1000);
+    std::map<std::string, double> results;
+    for (int n = 0; n < 30; ++n) {
+      std::optional<Candidate> c = search.next(results);
+      ASSERT_TRUE(c);
+      results[c->name()] = 1;
+      if (n >= static_cast<int>(spaces.size())) { // past the defaults, which every shard runs
+        EXPECT_TRUE((Shard{i, 3}.owns(*c)));
+        seen[i].insert(c->name());
+      }
+    }
+  }
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
+      for (const std::string& name : seen[i])
+        EXPECT_FALSE(seen[j].count(name)) << name;
+  EXPECT_THROW(Shard::parse("3/3"), UsageError);
+  EXPECT_THROW(Shard::parse("1/"), UsageError);
+  EXPECT_EQ(Shard::parse("1/4").text(), "1/4");
+}
+
+tuning::TrialRecord record(int i) {
+  tuning::TrialRecord r;
+  r.uid = tuning::newUid();
+  r.key = {"hash", "spec", tuning::ShapeBucket::of(1000, 1000), "host", "cpu: test", "0"};
+  r.backend = "mlir";
+  r.toolchain = "LLVM test";
+  r.params = {{"key_block", i}};
+  r.status = tuning::TrialStatus::Ok;
+  r.medianMs = i;
+  r.createdAt = tuning::utcNow();
+  return r;
+}
+
+class TuningDatabaseTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("attnc_tuning_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(TuningDatabaseTest, ConcurrentWritersLoseNothing) {
+  const std::filesystem::path path = dir_ / "shared.db";
+  constexpr int kWriters = 4, kEach = 50;
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w)
+    writers.emplace_back([&] {
+      // Each writer has its own connection, as separate tune processes do.
+      tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadWrite);
+      for (int i = 0; i < kEach; ++i)
+        db.insert(record(i));
+    });
+  for (std::thread& t : writers)
+    t.join();
+  tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadOnly);
+  EXPECT_EQ(db.all().size(), static_cast<size_t>(kWriters * kEach));
+  EXPECT_EQ(db.trials(record(0).key).size(), static_cast<size_t>(kWriters * kEach));
+}
+
+TEST_F(TuningDatabaseTest, DamagedFilesAreReportedAndKept) {
+  const std::filesystem::path path = dir_ / "damaged.db";
+  {
+    tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadWrite);
+    for (int i = 0; i < 20; ++i)
+      db.insert(record(i));
+  }
+  // Overwrite the middle of the file: the header survives, the pages do not.
+  const auto size = std::filesystem::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    std::string junk(static_cast<size_t>(size / 2), '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  const auto damaged = std::filesystem::file_size(path);
+  try {
+    tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadOnly);
+    db.all();
+    FAIL() << "a damaged database was read without an error";
+  } catch (const tuning::DatabaseError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(std::filesystem::file_size(path), damaged);
+
+  const std::filesystem::path text = dir_ / "notes.txt";
+  std::ofstream(text) << std::string(4096, 'x');
+  EXPECT_THROW(tuning::TuningDatabase(text, tuning::TuningDatabase::Mode::ReadWrite),
+               tuning::DatabaseError);
+  EXPECT_EQ(std::filesystem::file_size(text), 4096u);
+}
+
+TEST(ShapeBucket, PowersOfTwo) {
+  EXPECT_EQ(tuning::ShapeBucket::of(1, 1000).text(), "Tq 1-1, Tk 512-1023");
+  EXPECT_TRUE(tuning::ShapeBucket::of(2048, 2048).contains(4095, 2048));
+  EXPECT_FALSE(tuning::ShapeBucket::of(2048, 2048).contains(4096, 2048));
+}
+
+} // namespace
+} // namespace attnc

@@ -43,9 +43,16 @@ std::optional<TunedSchedule> findTunedSchedule(const Spec& spec, const std::stri
   } catch (const JobError&) {
     return std::nullopt; // no GPU here to match GPU records against
   }
+  std::vector<TrialRecord> records = recordsFor(spec, target, hardware);
+  if (records.empty())
+    return std::nullopt;
   std::map<std::string, TuningSpace> spaces;
-  for (TuningSpace& s : tuningSpaces(spec, target))
-    spaces.emplace(s.backend, std::move(s));
+  try {
+    for (TuningSpace& s : tuningSpaces(spec, target))
+      spaces.emplace(s.backend, std::move(s));
+  } catch (const UsageError&) {
+    return std::nullopt; // a target some backend does not know: compile says so
+  }
 
   auto applies = [&](const TrialRecord& r) {
     if (r.status != tuning::TrialStatus::Ok || r.key.attncVersion != ATTNC_VERSION ||
@@ -61,7 +68,7 @@ std::optional<TunedSchedule> findTunedSchedule(const Spec& spec, const std::stri
     }
   };
   std::vector<TrialRecord> usable;
-  for (TrialRecord& r : recordsFor(spec, target, hardware))
+  for (TrialRecord& r : records)
     if (applies(r))
       usable.push_back(std::move(r));
   // The bucket: the asked shape's, else the longest sequences tuned.

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <sstream>
 
 namespace attnc::tuning {
 namespace {
@@ -28,6 +27,10 @@ std::string Candidate::name() const {
   for (const auto& [name, value] : values)
     text += " " + name + "=" + std::to_string(value);
   return text;
+}
+
+Candidate Candidate::defaultOf(const TuningSpace& space) {
+  return {space.backend, space.defaults.toJson()["params"].get<std::map<std::string, int64_t>>()};
 }
 
 bool Shard::owns(const Candidate& candidate) const {
@@ -79,8 +82,7 @@ bool Search::acceptable(const Candidate& c, const std::map<std::string, double>&
 
 Candidate Search::random(const TuningSpace& space) {
   // Parameters not searched keep the default's values.
-  Candidate c{space.backend,
-              space.defaults.toJson()["params"].get<std::map<std::string, int64_t>>()};
+  Candidate c = Candidate::defaultOf(space);
   for (const ParamSpace& p : space.params)
     c.values[std::string(p.name)] =
         p.choices[std::uniform_int_distribution<size_t>(0, p.choices.size() - 1)(rng_)];
@@ -99,14 +101,10 @@ std::optional<Candidate> Search::mutated(const std::map<std::string, double>& re
   for (int attempt = 0; attempt < kDraws; ++attempt) {
     const std::string& parentName =
         ranked[std::uniform_int_distribution<size_t>(0, ranked.size() - 1)(rng_)].second;
-    // The name is "backend name=value ...": read it back.
-    Candidate child;
-    std::istringstream words(parentName);
-    words >> child.backend;
-    for (std::string item; words >> item;) {
-      const size_t eq = item.find('=');
-      child.values[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-    }
+    auto parent = named_.find(parentName);
+    if (parent == named_.end())
+      continue; // measured by another search (a shard): not a parent here
+    Candidate child = parent->second;
     const TuningSpace& space = spaceOf(child.backend);
     if (space.params.empty())
       return std::nullopt;
@@ -160,15 +158,22 @@ std::optional<Candidate> Search::anyUntried(const std::map<std::string, double>&
 }
 
 std::optional<Candidate> Search::next(const std::map<std::string, double>& results) {
+  std::optional<Candidate> c;
   for (const TuningSpace& space : spaces_) {
-    Candidate c{space.backend,
-                space.defaults.toJson()["params"].get<std::map<std::string, int64_t>>()};
-    if (!results.count(c.name()))
-      return c;
+    Candidate standard = Candidate::defaultOf(space);
+    named_.emplace(standard.name(), standard);
+    if (!c && !results.count(standard.name()))
+      c = standard;
   }
-  const bool warm = proposed_++ < warmStart_;
-  std::optional<Candidate> c = warm ? std::nullopt : mutated(results);
-  return c ? c : anyUntried(results);
+  if (!c) {
+    const bool warm = proposed_++ < warmStart_;
+    c = warm ? std::nullopt : mutated(results);
+    if (!c)
+      c = anyUntried(results);
+  }
+  if (c)
+    named_.emplace(c->name(), *c);
+  return c;
 }
 
 } // namespace attnc::tuning

@@ -27,6 +27,7 @@ struct Candidate {
   std::map<std::string, int64_t> values; // the whole schedule, untuned parameters at default
   // "mlir key_block=128 query_tile=48 ...", as TrialRecord::candidate() names its trial.
   std::string name() const;
+  static Candidate defaultOf(const TuningSpace& space);
 };
 
 struct Shard {
@@ -58,6 +59,9 @@ private:
   Shard shard_;
   int warmStart_;
   int proposed_ = 0;
+  // Every candidate this search has named (the defaults and its proposals), by name: the
+  // parents evolution draws from.
+  std::map<std::string, Candidate> named_;
 };
 
 } // namespace attnc::tuning

@@ -70,6 +70,25 @@ private:
   std::ofstream file_;
 };
 
+// A trial's bundle and the children's output, removed however the trial ends.
+struct ScratchDirectory {
+  ScratchDirectory() {
+    // mkdtemp's template: it replaces the trailing XXXXXX with a unique suffix.
+    std::string name = (std::filesystem::temp_directory_path() / "attnc-trial-XXXXXX").string();
+    if (!mkdtemp(name.data()))
+      throw JobError("cannot create a scratch directory in " +
+                     std::filesystem::temp_directory_path().string());
+    path = name;
+  }
+  ~ScratchDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  std::filesystem::path path;
+};
+
 std::string scheduleFlag(const Candidate& c) {
   std::string text;
   for (const auto& [name, value] : c.values)
@@ -104,10 +123,8 @@ TrialRecord measure(const Candidate& c, const Spec& spec, const TuneOptions& o,
   r.createdAt = tuning::utcNow();
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  char dirTemplate[] = "/tmp/attnc-trial-XXXXXX";
-  if (!mkdtemp(dirTemplate))
-    throw JobError("cannot create a scratch directory under /tmp");
-  const std::filesystem::path scratch = dirTemplate;
+  const ScratchDirectory scratchDirectory;
+  const std::filesystem::path& scratch = scratchDirectory.path;
   const std::string threads = std::to_string(o.threads);
   auto finish = [&](TrialStatus status, const ChildResult& step, const std::string& what) {
     r.status = status;
@@ -115,7 +132,6 @@ TrialRecord measure(const Candidate& c, const Spec& spec, const TuneOptions& o,
     r.seconds += step.seconds;
     if (step.interrupted)
       interrupted = step;
-    std::filesystem::remove_all(scratch);
     return r;
   };
 
@@ -165,7 +181,6 @@ TrialRecord measure(const Candidate& c, const Spec& spec, const TuneOptions& o,
   }
   r.status = TrialStatus::Ok;
   r.seconds += timed.seconds;
-  std::filesystem::remove_all(scratch);
   return r;
 }
 
@@ -271,7 +286,7 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
   // (a variant it lacks, say) leaves the search.
   std::vector<TuningSpace> searched;
   for (const TuningSpace& s : spaces) {
-    Candidate c{s.backend, s.defaults.toJson()["params"].get<std::map<std::string, int64_t>>()};
+    const Candidate c = Candidate::defaultOf(s);
     std::optional<TrialRecord> record = trial(c);
     if (!record) {
       stopped = "interrupted";

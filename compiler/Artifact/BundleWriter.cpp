@@ -119,7 +119,7 @@ std::vector<fs::path> OutputStaging::commit(const std::vector<std::string>& name
   return moved;
 }
 
-void linkBundle(const BundleRequest& request, const OutputStaging& staging) {
+std::vector<std::string> linkBundle(const BundleRequest& request, const OutputStaging& staging) {
   const fs::path& scratch = staging.scratch();
   const fs::path manifestJson = scratch / (request.stem + ".json");
   const fs::path assembly = scratch / "manifest.S";
@@ -142,12 +142,46 @@ void linkBundle(const BundleRequest& request, const OutputStaging& staging) {
   if (status != 0)
     throw JobError("linking the bundle failed (" + argv[0] + " exited with " +
                    std::to_string(status) + "):\n" + readFile(log));
+  return {request.stem + ".so", request.stem + ".json"};
+}
+
+std::vector<std::string> writeBundlePart(const BundleRequest& request,
+                                         const OutputStaging& staging) {
+  if (request.runner.empty())
+    throw UsageError("a bundle with several shape buckets holds CPU kernels of the halide and "
+                     "mlir backends only; compile for one shape bucket (--tuned-for TQ[,TK])");
+  const fs::path& scratch = staging.scratch();
+  nlohmann::json part = {
+      {"manifest", request.manifest},       {"runner", request.runner},
+      {"kernels", request.kernelSymbols},   {"shared_exports", request.sharedExports},
+      {"objects", nlohmann::json::array()}, {"archives", nlohmann::json::array()}};
+  std::vector<std::string> names;
+  for (const fs::path& input : request.linkInputs) {
+    if (input.extension() == ".a") {
+      part["archives"].push_back(input.string());
+      continue;
+    }
+    // Objects made by the backend are copied beside the part; the dispatch bundle links each
+    // name once (two Halide kernels share one Halide runtime object).
+    const std::string copy = request.stem + "." + input.filename().string();
+    std::error_code ec;
+    fs::copy_file(input, scratch / copy, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw JobError("cannot copy " + input.string() + ": " + ec.message());
+    names.push_back(copy);
+    if (input == request.kernelObject)
+      part["kernel_object"] = copy;
+    else
+      part["objects"].push_back({{"name", input.filename().string()}, {"file", copy}});
+  }
+  writeFile(scratch / (request.stem + ".part.json"), part.dump(2) + "\n");
+  names.push_back(request.stem + ".part.json");
+  return names;
 }
 
 BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {
   OutputStaging staging(outDir);
-  linkBundle(request, staging);
-  std::vector<fs::path> paths = staging.commit({request.stem + ".so", request.stem + ".json"});
+  std::vector<fs::path> paths = staging.commit(linkBundle(request, staging));
   return {paths[0], paths[1]};
 }
 

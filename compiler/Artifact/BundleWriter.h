@@ -47,6 +47,12 @@ struct BundleRequest {
   std::string stem;                              // file name without extension
   uint32_t abiVersion;                           // normally ATTNC_ABI_VERSION
   std::vector<std::string> sharedExports;        // more version-script patterns: "halide_*"
+  // How a shape-dispatch bundle calls this kernel (KernelRunner.h): the entry library's
+  // runner and the generated functions it takes, defined in kernelObject (one of linkInputs).
+  // Empty runner: the backend's bundles cannot be parts of one.
+  std::string runner;
+  std::vector<std::string> kernelSymbols;
+  std::filesystem::path kernelObject;
 };
 
 struct BundlePaths {
@@ -54,9 +60,16 @@ struct BundlePaths {
   std::filesystem::path manifest; // <outDir>/<stem>.json, a copy for people and tools
 };
 
-// Links <stem>.so and writes <stem>.json into the staging directory (not yet committed).
-// Throws JobError with the linker's output.
-void linkBundle(const BundleRequest& request, const OutputStaging& staging);
+// Links <stem>.so and writes <stem>.json into the staging directory (not yet committed);
+// returns those two names. Throws JobError with the linker's output.
+std::vector<std::string> linkBundle(const BundleRequest& request, const OutputStaging& staging);
+
+// Instead of linking, writes what a shape-dispatch bundle (Backends/ShapeDispatch.cpp) needs to
+// link this kernel beside others: <stem>.part.json (the manifest, runner, kernel symbols, the
+// archives by path and the objects by file name) and copies of the request's objects. Returns
+// the names written. Throws UsageError when the backend has no runner for this target.
+std::vector<std::string> writeBundlePart(const BundleRequest& request,
+                                         const OutputStaging& staging);
 
 // linkBundle, then commit both files.
 BundlePaths writeBundle(const BundleRequest& request, const std::filesystem::path& outDir);

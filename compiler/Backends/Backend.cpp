@@ -1,6 +1,7 @@
 #include "Backends/Backend.h"
 
 #include "Backends/Reference/ReferenceBackend.h"
+#include "Backends/ShapeDispatch.h"
 #if ATTNC_HAS_HALIDE
 #include "Backends/Halide/HalideBackend.h"
 #endif
@@ -35,6 +36,8 @@ std::span<const BackendInfo> backends() {
 }
 
 CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
+  if (options.shapeSchedules.size() > 1)
+    return compileShapeDispatch(spec, options);
   for (const BackendInfo& b : kBackends) {
     if (b.name != options.backend)
       continue;

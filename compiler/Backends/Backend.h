@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attnc {
 
@@ -28,6 +29,16 @@ struct CompileOptions {
   std::map<std::string, int64_t> schedule;
   // Where those come from, for the manifest (a tuning record); empty: the command line.
   std::string scheduleProvenance;
+  // Several tuned schedules, each for a range of sequence lengths: with two or more, the
+  // bundle holds a kernel per range and picks one per call (ShapeDispatch.h); backend,
+  // schedule and scheduleProvenance above are then unused.
+  struct ShapeSchedule {
+    int64_t seqQLo, seqQHi, seqKLo, seqKHi;
+    std::string backend;
+    std::map<std::string, int64_t> schedule;
+    std::string provenance;
+  };
+  std::vector<ShapeSchedule> shapeSchedules;
 };
 
 // What `attnc tune` searches for one backend on one target: the tunable parameters with their

@@ -56,8 +56,18 @@ Shard Shard::parse(const std::string& text) {
   return shard;
 }
 
-Search::Search(std::vector<TuningSpace> spaces, uint64_t seed, Shard shard, int warmStart)
-    : spaces_(std::move(spaces)), rng_(seed), shard_(shard), warmStart_(warmStart) {
+Strategy parseStrategy(const std::string& name) {
+  if (name == "evolution")
+    return Strategy::Evolution;
+  if (name == "random")
+    return Strategy::Random;
+  throw UsageError("--strategy " + name + ": unknown; known: evolution, random");
+}
+
+Search::Search(std::vector<TuningSpace> spaces, uint64_t seed, Shard shard, int warmStart,
+               Strategy strategy)
+    : spaces_(std::move(spaces)), rng_(seed), shard_(shard), warmStart_(warmStart),
+      strategy_(strategy) {
   if (spaces_.empty())
     throw UsageError("no backend of this attnc can be tuned");
 }
@@ -166,7 +176,7 @@ std::optional<Candidate> Search::next(const std::map<std::string, double>& resul
       c = standard;
   }
   if (!c) {
-    const bool warm = proposed_++ < warmStart_;
+    const bool warm = proposed_++ < warmStart_ || strategy_ == Strategy::Random;
     c = warm ? std::nullopt : mutated(results);
     if (!c)
       c = anyUntried(results);

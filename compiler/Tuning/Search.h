@@ -6,6 +6,9 @@
 // mutated in one or two parameters, mostly to a neighbouring choice (tile sizes have smooth
 // effects), sometimes to any. Candidates that fail their backend's check are never proposed.
 //
+// `Strategy::Random` skips the evolution (every proposal after the defaults is a uniform
+// draw): the baseline that benchmarks compare the evolution against at equal budgets.
+//
 // The search is a pure function of the seed and the results so far, so a resumed run (whose
 // earlier results come from the database) proposes the same candidates in the same order. A
 // shard only proposes the candidates whose name hashes to it (the defaults go to every shard).
@@ -37,9 +40,13 @@ struct Shard {
   static Shard parse(const std::string& text); // "I/N" with 0 <= I < N; throws UsageError
 };
 
+enum class Strategy { Evolution, Random };
+Strategy parseStrategy(const std::string& name); // "evolution" | "random"; throws UsageError
+
 class Search {
 public:
-  Search(std::vector<TuningSpace> spaces, uint64_t seed, Shard shard, int warmStart);
+  Search(std::vector<TuningSpace> spaces, uint64_t seed, Shard shard, int warmStart,
+         Strategy strategy = Strategy::Evolution);
 
   // The next untried candidate, given every result so far (candidate name -> median ms,
   // infinity for a failed trial); nullopt when this shard has no valid untried one left.
@@ -58,6 +65,7 @@ private:
   std::mt19937_64 rng_;
   Shard shard_;
   int warmStart_;
+  Strategy strategy_;
   int proposed_ = 0;
   // Every candidate this search has named (the defaults and its proposals), by name: the
   // parents evolution draws from.

@@ -90,6 +90,60 @@ class Tune(CliTestCase):
             manifest = manifest_in(out)
             self.assertFalse(manifest["schedule"]["provenance"].startswith("tuned"), flags)
 
+    def test_tuned_shape_buckets_share_one_bundle(self):
+        # Two buckets: Tq = Tk = 64 (both backends' defaults) and 300 (Halide only).
+        self.tune(SPEC, "--trials", "2", *FAST)
+        self.tune(SPEC, "--trials", "2", "--seq-q", "300", "--runs", "2", "--threads", "1",
+                  "--backend", "halide")
+        env = {"ATTNC_TUNING_DB": self.db, "ATTNC_SYSTEM_TUNING_DB": ""}
+        out = os.path.join(self.tmp, "shapes")
+        self.expect(attnc("compile", SPEC, "--backend", "auto", "-o", out, env=env), 0)
+        manifest = manifest_in(out)
+        buckets = manifest["schedule"]["shape_dispatch"]
+        self.assertEqual([(b["seq_q"], b["seq_k"]) for b in buckets],
+                         [([256, 511], [256, 511]), ([64, 127], [64, 127])])
+        self.assertEqual(buckets[0]["backend"], "halide")
+        for b in buckets:
+            self.assertTrue(b["schedule"]["provenance"].startswith("tuned: trial "))
+        # Each call runs the kernel of its bucket (the nearest one outside them all), and every
+        # one is right.
+        bundle = glob.glob(os.path.join(out, "*.so"))[0]
+        trace = {"ATTNC_TRACE_DISPATCH": "1"}
+        for (tq, tk), kernel in (((37, 53), 1), ((300, 270), 0), ((2000, 1500), 0), ((5, 3), 1)):
+            r = self.expect(attnc("verify", bundle, "--batch", "2", "--seq-q", str(tq),
+                                  "--seq-k", str(tk), env=trace), 0, "PASS")
+            self.assertIn("Tq=%d Tk=%d runs kernel %d of 2" % (tq, tk, kernel), r.stderr)
+        # --tuned-for takes one bucket; other artifacts than a bundle take the longest, and say so.
+        one = os.path.join(self.tmp, "one")
+        self.expect(attnc("compile", SPEC, "--backend", "auto", "--tuned-for", "64", "-o", one,
+                          env=env), 0)
+        self.assertIn("of Tq 64-127", manifest_in(one)["schedule"]["provenance"])
+        asm = os.path.join(self.tmp, "asm")
+        self.expect(attnc("compile", SPEC, "--backend", "halide", "--emit", "so,asm", "-o", asm,
+                          env=env), 0, "2 shape buckets are tuned")
+        self.assertIn("of Tq 256-511", manifest_in(asm)["schedule"]["provenance"])
+
+    def test_report_tables_and_plot(self):
+        self.tune(SPEC, "--trials", "4", *FAST, "--strategy", "random")
+        svg = os.path.join(self.tmp, "report.svg")
+        r = self.expect(attnc("tune", SPEC, "--seq-q", "64", "--report", svg, "--db", self.db), 0,
+                        "| backend | default ms | best ms", "| backend | parameter | value")
+        self.assertEqual(r.stdout.count("| ok |"), 1)
+        import xml.etree.ElementTree as ET
+        root = ET.fromstring(read(svg))
+        ns = "{http://www.w3.org/2000/svg}"
+        titles = [c.find(ns + "title").text for c in root.iter(ns + "circle")
+                  if c.find(ns + "title") is not None]
+        # Each trial appears once in the time-per-trial panel and once per parameter it has.
+        for n in range(1, 5):
+            self.assertTrue(any(t.startswith("#%d " % n) for t in titles), n)
+        # A bucket without trials, or a plot that is not SVG: an error and no file.
+        missing = os.path.join(self.tmp, "none.svg")
+        self.expect(attnc("tune", SPEC, "--seq-q", "4096", "--report", missing, "--db", self.db),
+                    2, "no trials for this spec")
+        self.assertFalse(os.path.exists(missing))
+        self.expect(attnc("tune", SPEC, "--report", "r.png", "--db", self.db), 2, "ending in .svg")
+
     def test_interrupt_keeps_finished_trials(self):
         p = subprocess.Popen([ATTNC, "tune", SPEC, "--trials", "50", *FAST, "--db", self.db],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -178,6 +232,8 @@ class Tune(CliTestCase):
         self.expect(attnc("tune", "--db", self.db), 2, "a spec to tune is required")
         self.expect(attnc("tune", SPEC, "--export", "x.jsonl", "--db", self.db), 2,
                     "or one of --merge, --export, --import")
+        self.expect(attnc("tune", SPEC, "--strategy", "annealing", "--db", self.db), 2,
+                    "known: evolution, random")
         self.expect(attnc("tune", SPEC, "--target", "cuda-sm_90", "--db", self.db), 1,
                     "measures on an NVIDIA GPU")
         self.assertFalse(os.path.exists(self.db) and trial_count(self.db))

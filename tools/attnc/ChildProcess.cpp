@@ -104,6 +104,10 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A child that ended while an interrupt was pending (a signal sent to the whole job, as
+  // `kill` by name or a cluster scheduler's cancel does) ended because of it: not a crash.
+  if (!result.timedOut && interruptRequested())
+    result.interrupted = true;
   if (!result.timedOut && !result.interrupted) {
     if (WIFEXITED(status))
       result.exitCode = WEXITSTATUS(status);

@@ -57,8 +57,8 @@ Action addCompileCommand(CLI::App& app) {
   cmd->add_flag("--no-tuning", o->noTuning,
                 "use the target's default schedule even when attnc tune has measured better");
   cmd->add_option("--tuned-for", o->tunedFor,
-                  "TQ[,TK]: the tuned schedule for these sequence lengths (default: the "
-                  "longest tuned)")
+                  "TQ[,TK]: only the tuned schedule for these sequence lengths (default: a "
+                  "bundle carries every tuned shape bucket's and picks one per call)")
       ->delimiter(',')
       ->expected(1, 2)
       ->check(CLI::PositiveNumber);
@@ -70,20 +70,32 @@ Action addCompileCommand(CLI::App& app) {
                            o->out,
                            {o->emit.begin(), o->emit.end()},
                            parseScheduleOverrides(o->schedule)};
-    // Without --schedule, the tuning database's best record for this spec, target and
-    // machine sets the schedule (and with --backend auto, the backend).
+    // Without --schedule, the tuning database's best records for this spec, target and
+    // machine set the schedule (and with --backend auto, the backend): one per tuned shape
+    // bucket, all of them in one shape-dispatch bundle when only a bundle is asked for.
     const bool tunable = o->backend != "reference" && options.schedule.empty() && !o->noTuning;
-    std::optional<TunedSchedule> tuned;
+    std::vector<TunedSchedule> tuned;
     if (tunable) {
       std::optional<std::pair<int64_t, int64_t>> shape;
       if (!o->tunedFor.empty())
         shape = {o->tunedFor.front(), o->tunedFor.back()};
-      tuned = findTunedSchedule(spec, o->target, o->backend == "auto" ? "" : o->backend, shape);
+      tuned = findTunedSchedules(spec, o->target, o->backend == "auto" ? "" : o->backend, shape);
     }
-    if (tuned) {
-      options.backend = tuned->backend;
-      options.schedule = tuned->values;
-      options.scheduleProvenance = tuned->provenance;
+    const bool dispatch =
+        options.emit == std::set<std::string>{"so"} && o->target.rfind("cuda", 0) != 0;
+    if (tuned.size() > 1 && dispatch) {
+      for (const TunedSchedule& t : tuned)
+        options.shapeSchedules.push_back({t.bucket.seqQLo, t.bucket.seqQHi, t.bucket.seqKLo,
+                                          t.bucket.seqKHi, t.backend, t.values, t.provenance});
+    } else if (!tuned.empty()) {
+      if (tuned.size() > 1)
+        fmt::print(stderr,
+                   "attnc: note: {} shape buckets are tuned; these artifacts hold one kernel, "
+                   "so the longest bucket's schedule is used (--tuned-for TQ[,TK] picks one)\n",
+                   tuned.size());
+      options.backend = tuned.front().backend;
+      options.schedule = tuned.front().values;
+      options.scheduleProvenance = tuned.front().provenance;
     } else if (o->backend == "auto") {
       options.backend = "mlir";
     }

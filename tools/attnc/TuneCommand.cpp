@@ -3,17 +3,19 @@
 // databases and machines.
 #include "ChildProcess.h"
 #include "Commands.h"
+#include "TuneReport.h"
 #include "Tuner.h"
 
 #include <fmt/core.h>
 #include <fstream>
+#include <iostream>
 #include <memory>
 
 namespace attnc::tools {
 namespace {
 
 struct TuneCommandOptions {
-  std::string spec, db, shard, exportTo, importFrom, events;
+  std::string spec, db, shard, exportTo, importFrom, events, report, strategy = "evolution";
   std::vector<std::string> merge, backends;
   int compileLimit = 300, runLimit = 120;
   TuneOptions tune;
@@ -86,6 +88,10 @@ Action addTuneCommand(CLI::App& app) {
   cmd->add_option("--minutes", o->tune.minutes, "wall-time budget of this run (0: none)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->tune.seed, "seed of the search")->capture_default_str();
+  cmd->add_option("--strategy", o->strategy,
+                  "evolution (random warm start, then mutations of the fastest), or random "
+                  "(uniform draws only: the baseline evolution is measured against)")
+      ->capture_default_str();
   cmd->add_option("--shard", o->shard, "run slice I of N of the search (I/N, e.g. 0/4)");
   cmd->add_option("--batch", o->tune.batch, "batch size timed")
       ->capture_default_str()
@@ -112,14 +118,31 @@ Action addTuneCommand(CLI::App& app) {
   cmd->add_option("--merge", o->merge, "fold these databases' trials into --db")->expected(1, -1);
   cmd->add_option("--export", o->exportTo, "write every trial of --db to this .jsonl file");
   cmd->add_option("--import", o->importFrom, "add the trials of this .jsonl file to --db");
+  cmd->add_option("--report", o->report,
+                  "instead of tuning, print tables of the trials of this spec, shape bucket "
+                  "(--seq-q/--seq-k) and target on this machine, and plot them into this .svg");
   return [o] {
     const std::filesystem::path dbPath =
         o->db.empty() ? tuning::userDatabasePath() : std::filesystem::path(o->db);
     const int maintenance = !o->merge.empty() + !o->exportTo.empty() + !o->importFrom.empty();
-    if (maintenance > 1 || (maintenance == 1 && !o->spec.empty()))
-      throw UsageError("give a spec to tune, or one of --merge, --export, --import");
+    if (maintenance > 1 || (maintenance == 1 && !o->spec.empty()) ||
+        (maintenance == 1 && !o->report.empty()))
+      throw UsageError("give a spec to tune or --report, or one of --merge, --export, --import");
     if (maintenance == 0 && o->spec.empty())
       throw UsageError("a spec to tune is required (or --merge, --export, --import)");
+    TuneOptions options = o->tune;
+    if (options.seqK == 0)
+      options.seqK = options.seqQ;
+
+    if (!o->report.empty()) {
+      if (std::filesystem::path(o->report).extension() != ".svg")
+        throw UsageError("--report " + o->report + ": the plot is SVG; give a file ending in .svg");
+      const Spec spec = loadSpec(o->spec);
+      tuning::TuningDatabase db(dbPath, tuning::TuningDatabase::Mode::ReadOnly);
+      writeTuneReport(db.trials(tuningKey(spec, options)), tuningSpaces(spec, options.target),
+                      std::cout, o->report);
+      return 0;
+    }
 
     if (!o->exportTo.empty()) {
       tuning::TuningDatabase db(dbPath, tuning::TuningDatabase::Mode::ReadOnly);
@@ -147,9 +170,7 @@ Action addTuneCommand(CLI::App& app) {
       return 0;
     }
 
-    TuneOptions options = o->tune;
-    if (options.seqK == 0)
-      options.seqK = options.seqQ;
+    options.strategy = tuning::parseStrategy(o->strategy);
     options.backends = {o->backends.begin(), o->backends.end()};
     if (!o->shard.empty())
       options.shard = tuning::Shard::parse(o->shard);

@@ -4,6 +4,7 @@
 #include "Tuner.h"
 #include "Tuning/TuningDatabase.h"
 
+#include <algorithm>
 #include <fmt/core.h>
 
 namespace attnc::tools {
@@ -34,24 +35,24 @@ std::vector<TrialRecord> recordsFor(const Spec& spec, const std::string& target,
 
 } // namespace
 
-std::optional<TunedSchedule> findTunedSchedule(const Spec& spec, const std::string& target,
-                                               const std::string& backend,
-                                               std::optional<std::pair<int64_t, int64_t>> shape) {
+std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::string& target,
+                                              const std::string& backend,
+                                              std::optional<std::pair<int64_t, int64_t>> shape) {
   std::string hardware;
   try {
     hardware = hardwareFor(target);
   } catch (const JobError&) {
-    return std::nullopt; // no GPU here to match GPU records against
+    return {}; // no GPU here to match GPU records against
   }
   std::vector<TrialRecord> records = recordsFor(spec, target, hardware);
   if (records.empty())
-    return std::nullopt;
+    return {};
   std::map<std::string, TuningSpace> spaces;
   try {
     for (TuningSpace& s : tuningSpaces(spec, target))
       spaces.emplace(s.backend, std::move(s));
   } catch (const UsageError&) {
-    return std::nullopt; // a target some backend does not know: compile says so
+    return {}; // a target some backend does not know: compile says so
   }
 
   auto applies = [&](const TrialRecord& r) {
@@ -67,30 +68,31 @@ std::optional<TunedSchedule> findTunedSchedule(const Spec& spec, const std::stri
       return false; // a parameter this attnc no longer has, or a combination it refuses
     }
   };
-  std::vector<TrialRecord> usable;
-  for (TrialRecord& r : records)
-    if (applies(r))
-      usable.push_back(std::move(r));
-  // The bucket: the asked shape's, else the longest sequences tuned.
-  std::optional<tuning::ShapeBucket> bucket;
-  for (const TrialRecord& r : usable) {
-    const tuning::ShapeBucket& b = r.key.bucket;
-    if (shape ? b.contains(shape->first, shape->second)
-              : !bucket || b.seqQLo * b.seqKLo > bucket->seqQLo * bucket->seqKLo)
-      bucket = b;
+  // The fastest usable trial per bucket: the asked shape's bucket only, else every one.
+  std::vector<const TrialRecord*> best;
+  for (TrialRecord& r : records) {
+    if (!applies(r) || (shape && !r.key.bucket.contains(shape->first, shape->second)))
+      continue;
+    auto same = std::find_if(best.begin(), best.end(),
+                             [&](const TrialRecord* b) { return b->key.bucket == r.key.bucket; });
+    if (same == best.end())
+      best.push_back(&r);
+    else if (r.medianMs < (*same)->medianMs)
+      *same = &r;
   }
-  const TrialRecord* best = nullptr;
-  for (const TrialRecord& r : usable)
-    if (bucket && r.key.bucket == *bucket && (!best || r.medianMs < best->medianMs))
-      best = &r;
-  if (!best)
-    return std::nullopt;
-  return TunedSchedule{
-      best->backend, best->params.get<std::map<std::string, int64_t>>(),
-      fmt::format("tuned: trial {} of {} ({:.3f} ms median at B={} Tq={} Tk={}, {} threads, on "
-                  "{}, {})",
-                  best->uid, best->key.bucket.text(), best->medianMs, best->batch, best->seqQ,
-                  best->seqK, best->threads, best->key.hardware, best->createdAt)};
+  std::sort(best.begin(), best.end(), [](const TrialRecord* a, const TrialRecord* b) {
+    return a->key.bucket.seqQLo * a->key.bucket.seqKLo >
+           b->key.bucket.seqQLo * b->key.bucket.seqKLo;
+  });
+  std::vector<TunedSchedule> tuned;
+  for (const TrialRecord* r : best)
+    tuned.push_back(
+        {r->key.bucket, r->backend, r->params.get<std::map<std::string, int64_t>>(),
+         fmt::format("tuned: trial {} of {} ({:.3f} ms median at B={} Tq={} Tk={}, {} threads, "
+                     "on {}, {})",
+                     r->uid, r->key.bucket.text(), r->medianMs, r->batch, r->seqQ, r->seqK,
+                     r->threads, r->key.hardware, r->createdAt)});
+  return tuned;
 }
 
 } // namespace attnc::tools

@@ -200,6 +200,11 @@ std::string hardwareFor(const std::string& target) {
                      device.driverVersion);
 }
 
+tuning::TuningKey tuningKey(const Spec& spec, const TuneOptions& o) {
+  return {spec.hash(), spec.canonical(),      tuning::ShapeBucket::of(o.seqQ, o.seqK),
+          o.target,    hardwareFor(o.target), ATTNC_VERSION};
+}
+
 int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
   std::vector<TuningSpace> spaces;
   for (TuningSpace& s : tuningSpaces(spec, o.target))
@@ -211,8 +216,7 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
   for (const TuningSpace& s : spaces)
     toolchainOf[s.backend] = s.toolchain;
 
-  tuning::TuningKey key{spec.hash(), spec.canonical(),      tuning::ShapeBucket::of(o.seqQ, o.seqK),
-                        o.target,    hardwareFor(o.target), ATTNC_VERSION};
+  const tuning::TuningKey key = tuningKey(spec, o);
   // Earlier trials of the same key and toolchain, by candidate: a resumed run reuses them.
   std::map<std::string, TrialRecord> earlier;
   for (TrialRecord& r : db.trials(key))
@@ -229,6 +233,7 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
                   {"trials", o.trials},
                   {"earlier_trials", earlier.size()},
                   {"seed", o.seed},
+                  {"strategy", o.strategy == tuning::Strategy::Random ? "random" : "evolution"},
                   {"shard", o.shard.text()}});
 
   std::map<std::string, double> results;
@@ -306,7 +311,7 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
   }
 
   if (stopped != "interrupted" && !searched.empty()) {
-    tuning::Search search(searched, o.seed, o.shard, std::max(4, o.trials / 4));
+    tuning::Search search(searched, o.seed, o.shard, std::max(4, o.trials / 4), o.strategy);
     while (true) {
       if (static_cast<int>(results.size()) >= o.trials) {
         stopped = "trials";

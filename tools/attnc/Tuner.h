@@ -22,6 +22,7 @@ struct TuneOptions {
   int trials = 40;                // in all, counting earlier runs of the same key
   double minutes = 0;             // wall-time budget of this run (0: none)
   uint64_t seed = 1;
+  tuning::Strategy strategy = tuning::Strategy::Evolution;
   tuning::Shard shard;
   int64_t batch = 1, seqQ = 1024, seqK = 0; // seqK 0: seqQ
   int threads = 0;                          // 0: all
@@ -33,6 +34,10 @@ struct TuneOptions {
 // The machine fingerprint for a target: the CPU's, or for cuda targets the GPU's (JobError
 // when there is none).
 std::string hardwareFor(const std::string& target);
+
+// What the trials of this run are recorded under: the spec, the bucket of --seq-q/--seq-k, the
+// target, this machine and this attnc.
+tuning::TuningKey tuningKey(const Spec& spec, const TuneOptions& options);
 
 // Runs the search; returns the exit code (0, or 130 when interrupted).
 int tune(const Spec& spec, const TuneOptions& options, tuning::TuningDatabase& db);

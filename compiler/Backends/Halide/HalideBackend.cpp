@@ -43,7 +43,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   const std::set<std::string>& emit = options.emit;
   for (const std::string& kind : emit)
     if (kind != "so" && kind != "a" && kind != "h" && kind != "obj" && kind != "asm" &&
-        kind != "stmt" && kind != "ptx")
+        kind != "stmt" && kind != "ptx" && kind != "part")
       throw UsageError("--emit " + kind +
                        ": the halide backend writes so, a, h, obj, asm, stmt (and ptx for cuda)");
   if (target.family == "cuda" && spec.dtype == DType::BF16)
@@ -52,7 +52,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
                      "--backend mlir");
   if (emit.count("ptx") && target.family != "cuda")
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
-  if (emit.count("so") && !target.runsHere)
+  if ((emit.count("so") || emit.count("part")) && !target.runsHere)
     throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
                      "): bundles run where they are built; use --emit " +
                      "with obj, a, h, asm or stmt");
@@ -77,7 +77,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
   try {
-    if (emit.count("so")) {
+    if (emit.count("so") || emit.count("part")) {
       // The kernel takes a user context (the runtime's call, for the thread pool and errors);
       // the Halide runtime is compiled once beside it and stays private to the bundle.
       Halide::Target kernelTarget = target.target.with_feature(Halide::Target::UserContext)
@@ -99,11 +99,15 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
         request.sharedExports = {"halide_*"};
         request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
                               findArchive("libattnc_bundle_halide.a")};
+        request.runner = "attnc_halide_run";
+        request.kernelSymbols = {std::string(kBundleEntry) + "_argv"};
+        request.kernelObject = scratch / "kernel.o";
       }
       request.stem = stem;
       request.abiVersion = ATTNC_ABI_VERSION;
-      linkBundle(request, staging);
-      files.insert(files.end(), {stem + ".so", stem + ".json"});
+      std::vector<std::string> written =
+          emit.count("part") ? writeBundlePart(request, staging) : linkBundle(request, staging);
+      files.insert(files.end(), written.begin(), written.end());
     }
     if (emit.count("a") || emit.count("h")) {
       // A static library with the Halide runtime inside and its C header, for applications

@@ -5,7 +5,7 @@
 // device pointers wrapped for Halide's CUDA runtime, and that runtime uses the device's
 // primary context (as the attnc tools and most applications do), the caller's stream and the
 // driver's usual file name, libcuda.so.1.
-#include "attnc/attnc.h"
+#include "Artifact/KernelRunner.h"
 
 #include <HalideRuntime.h>
 #if ATTNC_HALIDE_CUDA
@@ -19,13 +19,6 @@
 #include <atomic>
 #include <cstdio>
 #include <vector>
-
-extern "C" {
-int attnc_halide_kernel_argv(void** args); // the generated pipeline (HalideBackend.cpp)
-// Protected: exported, yet calls from inside this bundle never bind to another bundle's.
-__attribute__((visibility("protected"))) int32_t
-attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
-}
 
 namespace {
 
@@ -145,7 +138,8 @@ void halide_error(void* userContext, const char* message) {
     std::snprintf(context->message, context->messageSize, "halide: %s", message);
 }
 
-int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
+int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t messageSize,
+                         void* const* kernels) {
   if (call->abi_version != ATTNC_ABI_VERSION) {
     std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
                   call->abi_version, ATTNC_ABI_VERSION);
@@ -163,7 +157,8 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
     describe(*call->args[a], buffers[a], dims[a]);
     args.push_back(&buffers[a]);
   }
-  int result = attnc_halide_kernel_argv(args.data());
+  auto* pipeline = reinterpret_cast<int (*)(void**)>(kernels[0]);
+  int result = pipeline(args.data());
   if (result != 0 && message[0] == '\0')
     std::snprintf(message, messageSize, "halide pipeline returned %d", result);
   return result == 0 ? 0 : 1;

@@ -1,0 +1,25 @@
+// attnc tune --report: what a tuning run found for one spec, shape bucket, target and machine,
+// as markdown tables on stdout and an SVG plot: each trial's time in the order the search ran
+// them with the best so far, and per parameter, the times of the trials at each of its values.
+#ifndef ATTNC_TOOLS_TUNEREPORT_H
+#define ATTNC_TOOLS_TUNEREPORT_H
+
+#include "Backends/Backend.h"
+#include "Tuning/TuningRecord.h"
+
+#include <filesystem>
+#include <ostream>
+#include <vector>
+
+namespace attnc::tools {
+
+// `trials` oldest first (as TuningDatabase::trials returns them); `spaces` name each backend's
+// default and parameter choices. Writes the SVG beside `svg` and renames it into place, so a
+// failure leaves no partial file. Throws UsageError when there are no trials.
+void writeTuneReport(const std::vector<tuning::TrialRecord>& trials,
+                     const std::vector<TuningSpace>& spaces, std::ostream& tables,
+                     const std::filesystem::path& svg);
+
+} // namespace attnc::tools
+
+#endif // ATTNC_TOOLS_TUNEREPORT_H

@@ -51,6 +51,9 @@ struct TuningSpace {
   std::vector<ParamSpace> params;
   ScheduleParams defaults;
   std::function<void(const ScheduleParams&)> check;
+  // Whole schedules from other generators (Halide's autoschedulers), proposed right after the
+  // default.
+  std::vector<std::map<std::string, int64_t>> generated;
 };
 
 struct CompileResult {

@@ -175,6 +175,13 @@ std::optional<Candidate> Search::next(const std::map<std::string, double>& resul
     if (!c && !results.count(standard.name()))
       c = standard;
   }
+  // Then the candidates other generators made (Halide's autoschedulers).
+  for (const TuningSpace& space : spaces_)
+    for (const auto& values : space.generated) {
+      Candidate generated{space.backend, values};
+      if (!c && acceptable(generated, results))
+        c = generated;
+    }
   if (!c) {
     const bool warm = proposed_++ < warmStart_ || strategy_ == Strategy::Random;
     c = warm ? std::nullopt : mutated(results);

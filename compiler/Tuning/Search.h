@@ -1,7 +1,8 @@
 // The search of `attnc tune`: which schedule to measure next.
 //
-// Each backend's default goes first, so the best found is never slower than the default. Then
-// `warmStart` candidates drawn uniformly from the spaces (every backend's, so the backend is
+// Each backend's default goes first, so the best found is never slower than the default, then
+// the whole schedules other generators made (TuningSpace::generated: Halide's autoschedulers).
+// Then `warmStart` candidates drawn uniformly from the spaces (every backend's, so the backend is
 // itself a choice), then evolution: a parent drawn from the fastest few measured so far,
 // mutated in one or two parameters, mostly to a neighbouring choice (tile sizes have smooth
 // effects), sometimes to any. Candidates that fail their backend's check are never proposed.

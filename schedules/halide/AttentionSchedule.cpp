@@ -9,7 +9,7 @@ namespace {
 
 using namespace Halide;
 
-const std::array<ParamSpace, 6> kSpace{{
+const std::array<ParamSpace, 7> kSpace{{
     {"query_tile",
      {8, 16, 24, 32, 48, 64, 96, 128},
      "query rows per task (a multiple of vector_width)"},
@@ -18,6 +18,10 @@ const std::array<ParamSpace, 6> kSpace{{
     {"key_unroll", {2, 4, 6, 8}, "keys per register tile of the score GEMM"},
     {"row_unroll", {1, 2, 3, 4, 6, 8}, "query rows per register tile of the PV GEMM"},
     {"value_split", {0, 32, 64, 128}, "head-dim chunk merged at a time (0: all of it)"},
+    {"autoscheduler",
+     {0, 1, 2, 3},
+     "0: attnc's schedule; 1 Adams2019, 2 Li2018, 3 Mullapudi2016: Halide 14's autoscheduler "
+     "schedules the algorithm (query_tile and key_block still shape it)"},
 }};
 
 } // namespace
@@ -29,8 +33,10 @@ std::span<const ParamSpace> halideParamSpace() {
 std::vector<ParamSpace> halideTuningParams(const std::string& family) {
   std::vector<ParamSpace> tuned;
   for (const ParamSpace& p : kSpace) {
+    // The autoschedulers are proposed as whole candidates (halideAutoscheduledCandidates),
+    // not mixed into attnc's schedule by mutation.
     const bool used = family == "cuda" ? p.name == "query_tile" || p.name == "key_block"
-                                       : p.name != "vector_width";
+                                       : p.name != "vector_width" && p.name != "autoscheduler";
     if (used)
       tuned.push_back(p);
   }
@@ -53,7 +59,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"vector_width", 16},
          {"key_unroll", 8},
          {"row_unroll", rows},
-         {"value_split", split}},
+         {"value_split", split},
+         {"autoscheduler", 0}},
         "avx512: d=64 177 GFLOP/s, d=128 182, d=256 184 (one core, AMD EPYC VM, 2026-11-21)");
   }
   if (family == "x86-avx2")
@@ -64,7 +71,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"vector_width", 8},
          {"key_unroll", 4},
          {"row_unroll", 1},
-         {"value_split", 0}},
+         {"value_split", 0},
+         {"autoscheduler", 0}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
   if (family == "cuda") {
     // Sized so the query tile and a K/V block fit in 48 KiB of shared memory as f32 (at d = 256
@@ -77,7 +85,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
                            {"vector_width", 4},
                            {"key_unroll", 2},
                            {"row_unroll", 1},
-                           {"value_split", 0}},
+                           {"value_split", 0},
+                           {"autoscheduler", 0}},
                           "cuda: one query row per thread, K/V blocks staged in shared memory "
                           "(not measured: no GPU)");
   }
@@ -88,12 +97,43 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
        {"vector_width", 4},
        {"key_unroll", 4},
        {"row_unroll", 1},
-       {"value_split", 0}},
+       {"value_split", 0},
+       {"autoscheduler", 0}},
       "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
+}
+
+std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const std::string& family,
+                                                                          const Spec& spec) {
+  std::vector<std::map<std::string, int64_t>> candidates;
+  if (family == "cuda")
+    return candidates;
+  const nlohmann::json defaults = defaultHalideSchedule(family, spec).toJson()["params"];
+  for (int64_t autoscheduler : {1, 2, 3}) {
+    candidates.push_back(defaults.get<std::map<std::string, int64_t>>());
+    candidates.back()["autoscheduler"] = autoscheduler;
+  }
+  return candidates;
 }
 
 void checkHalideSchedule(const std::string& family, const ScheduleParams& params,
                          const Spec& spec) {
+  const int64_t autoscheduler = params.get("autoscheduler");
+  if (autoscheduler != 0) {
+    if (family == "cuda")
+      throw UsageError("schedule: autoscheduler=" + std::to_string(autoscheduler) +
+                       " is for CPU targets; on CUDA the halide backend uses its own schedule");
+    // The register-tile parameters belong to attnc's schedule: with an autoscheduler they
+    // would change nothing, so only their defaults are allowed (the search never wastes a
+    // trial on them).
+    const ScheduleParams defaults = defaultHalideSchedule(family, spec);
+    for (const char* name : {"vector_width", "key_unroll", "row_unroll", "value_split"})
+      if (params.get(name) != defaults.get(name))
+        throw UsageError("schedule: " + std::string(name) +
+                         " is a parameter of attnc's own schedule; with autoscheduler=" +
+                         std::to_string(autoscheduler) + " leave it at its default (" +
+                         std::to_string(defaults.get(name)) + ")");
+    return;
+  }
   if (family == "cuda")
     return checkCudaSchedule(params, spec);
   auto requireMultiple = [&](const char* name, const char* of) {

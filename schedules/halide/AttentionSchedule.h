@@ -6,6 +6,7 @@
 #include "ScheduleParams.h"
 #include "halide/AttentionAlgorithm.h"
 
+#include <map>
 #include <span>
 #include <vector>
 
@@ -28,7 +29,13 @@ std::vector<ParamSpace> halideTuningParams(const std::string& family);
 // head dims, carrying the measurement that chose it.
 ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec);
 
-// Throws UsageError naming the parameters when values do not fit together: on CPU families
+// Whole schedules `attnc tune` proposes besides its search: the family's default with each of
+// Halide 14's autoschedulers (none on "cuda").
+std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const std::string& family,
+                                                                          const Spec& spec);
+
+// Throws UsageError naming the parameters when values do not fit together (and with an
+// autoscheduler, when attnc's register-tile parameters are not at their defaults): on CPU families
 // query_tile must be a multiple of vector_width and row_unroll, key_block of key_unroll; on
 // "cuda" a block of keys and values must fit in 48 KiB of shared memory as f32.
 void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec);

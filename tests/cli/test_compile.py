@@ -68,6 +68,23 @@ class CompileCommand(CliTestCase):
                     "cross target")
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "arm2")))
 
+    def test_halide_autoscheduler_schedules_the_algorithm(self):
+        # Mullapudi2016 (the quickest of Halide 14's three to compile) schedules the whole
+        # algorithm; the kernel is checked against the reference on an odd shape.
+        out = os.path.join(self.tmp, "auto")
+        r = self.expect(attnc("compile", "heads=2 d_k=32 mask=causal", "--backend", "halide",
+                              "--schedule", "autoscheduler=3", "-o", out), 0)
+        with open(os.path.join(out, os.path.basename(r.stdout.strip())[:-3] + ".json")) as f:
+            self.assertEqual(json.load(f)["schedule"]["params"]["autoscheduler"], 3)
+        self.expect(attnc("verify", r.stdout.strip(), "--batch", "2", "--seq-q", "37",
+                          "--seq-k", "53"), 0, "PASS")
+        # attnc's register-tile parameters mean nothing to an autoscheduler: refused.
+        clash = os.path.join(self.tmp, "clash")
+        self.expect(attnc("compile", "heads=2 d_k=32", "--backend", "halide", "--schedule",
+                          "autoscheduler=1,row_unroll=2", "-o", clash), 2,
+                    "row_unroll is a parameter of attnc's own schedule")
+        self.assertFalse(os.path.exists(clash))
+
     def test_mlir_emits_each_stage_and_cross_compiles(self):
         out = os.path.join(self.tmp, "mlir")
         r = self.expect(attnc("compile", "heads=2 d_k=32 mask=causal", "--backend", "mlir",

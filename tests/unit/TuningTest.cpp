@@ -116,6 +116,22 @@ std::pair<std::vector<std::string>, double> drive(Search& search, int trials, Co
   return {names, best};
 }
 
+TEST(TuningSearch, AutoschedulersComeRightAfterTheDefaults) {
+  Spec spec = parseSpec("heads=4 d_k=64");
+  std::vector<TuningSpace> spaces = tuningSpaces(spec, "host");
+  Search search(spaces, 1, Shard{}, 4);
+  auto [names, best] = drive(search, 5, [](const Candidate&) { return 1.0; });
+  ASSERT_EQ(names.size(), 5u);
+  // The two defaults (halide, mlir), then Halide's three autoschedulers on halide's default.
+  for (int a = 1; a <= 3; ++a)
+    EXPECT_NE(names[static_cast<size_t>(1 + a)].find("halide autoscheduler=" + std::to_string(a)),
+              std::string::npos)
+        << names[static_cast<size_t>(1 + a)];
+  // None on CUDA, where the halide backend keeps its own schedule.
+  for (const TuningSpace& s : tuningSpaces(spec, "cuda-sm_90"))
+    EXPECT_TRUE(s.generated.empty()) << s.backend;
+}
+
 TEST(TuningSearch, RandomStrategyIsAWarmStartThatNeverEnds) {
   Spec spec = parseSpec("heads=4 d_k=64");
   auto cost = [](const Candidate& c) { return static_cast<double>(c.name().size() % 7); };

@@ -92,6 +92,10 @@ Action addTuneCommand(CLI::App& app) {
                   "evolution (random warm start, then mutations of the fastest), or random "
                   "(uniform draws only: the baseline evolution is measured against)")
       ->capture_default_str();
+  cmd->add_flag("--autoschedulers", o->tune.autoschedulers,
+                "also try Halide 14's autoschedulers (Adams2019, Li2018, Mullapudi2016) on the "
+                "halide backend's algorithm; off by default: they compile slowly (Adams2019 can "
+                "take minutes) and their kernels ran 5-50x slower than attnc's schedule here");
   cmd->add_option("--shard", o->shard, "run slice I of N of the search (I/N, e.g. 0/4)");
   cmd->add_option("--batch", o->tune.batch, "batch size timed")
       ->capture_default_str()

@@ -208,8 +208,11 @@ tuning::TuningKey tuningKey(const Spec& spec, const TuneOptions& o) {
 int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
   std::vector<TuningSpace> spaces;
   for (TuningSpace& s : tuningSpaces(spec, o.target))
-    if (o.backends.empty() || o.backends.count(s.backend))
+    if (o.backends.empty() || o.backends.count(s.backend)) {
+      if (!o.autoschedulers)
+        s.generated.clear();
       spaces.push_back(std::move(s));
+    }
   if (spaces.empty())
     throw UsageError("--backend: none of the chosen backends can be tuned in this attnc");
   std::map<std::string, std::string> toolchainOf;

@@ -23,6 +23,8 @@ struct TuneOptions {
   double minutes = 0;             // wall-time budget of this run (0: none)
   uint64_t seed = 1;
   tuning::Strategy strategy = tuning::Strategy::Evolution;
+  // Also propose Halide's autoschedulers' schedules (TuningSpace::generated).
+  bool autoschedulers = false;
   tuning::Shard shard;
   int64_t batch = 1, seqQ = 1024, seqK = 0; // seqK 0: seqQ
   int threads = 0;                          // 0: all

@@ -2,6 +2,7 @@
 
 #include "Artifact/Manifest.h"
 #include "Artifact/Toolchain.h"
+#include "Backends/Halide/HalideAutoschedule.h"
 #include "Backends/Halide/HalideTarget.h"
 #include "attnc/attnc.h"
 #include "halide/AttentionSchedule.h"
@@ -29,13 +30,13 @@ std::string functionName(const Spec& spec) {
 TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
   const std::string family = halide::resolveHalideTarget(targetName).family;
   // libHalide14 pins the major version; its LLVM is built in.
-  return {
-      "halide",
-      family,
-      "Halide 14",
-      halide::halideTuningParams(family),
-      halide::defaultHalideSchedule(family, spec),
-      [family, spec](const ScheduleParams& p) { halide::checkHalideSchedule(family, p, spec); }};
+  return {"halide",
+          family,
+          "Halide 14",
+          halide::halideTuningParams(family),
+          halide::defaultHalideSchedule(family, spec),
+          [family, spec](const ScheduleParams& p) { halide::checkHalideSchedule(family, p, spec); },
+          halide::halideAutoscheduledCandidates(family, spec)};
 }
 
 CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
@@ -63,11 +64,13 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   halide::AttentionAlgorithm algorithm = halide::buildAttention(
       spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
   const bool cuda = target.family == "cuda";
-  if (cuda)
+  Halide::Pipeline pipeline(algorithm.outputs);
+  if (params.get("autoscheduler") != 0)
+    autoscheduleAttention(pipeline, algorithm, spec, params.get("autoscheduler"), target.target);
+  else if (cuda)
     halide::scheduleAttentionCuda(algorithm, spec, params);
   else
     halide::scheduleAttention(algorithm, spec, params);
-  Halide::Pipeline pipeline(algorithm.outputs);
   const auto& inputs = algorithm.terms->inputs();
   std::vector<Halide::Argument> arguments(inputs.begin(), inputs.end());
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/core.h>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -251,14 +252,23 @@ void writeTuneReport(const std::vector<TrialRecord>& trials, const std::vector<T
 
   // Per backend: its default, its best and the ratio. The overall default is the fastest
   // default, which is what compile uses without tuning records when asked for either backend.
-  std::map<std::string, double> msByName;
-  for (const TrialRecord& r : trials)
-    msByName[r.candidate()] = msOf(r);
+  // A trial of the default: every value it records is the default's (parameters added since
+  // the trial was recorded are at their defaults).
+  auto isDefault = [](const TrialRecord& r, const TuningSpace& s) {
+    const std::map<std::string, int64_t> standard = tuning::Candidate::defaultOf(s).values;
+    for (const auto& [name, value] : r.params.items())
+      if (!standard.count(name) || standard.at(name) != value.get<int64_t>())
+        return false;
+    return r.backend == s.backend;
+  };
   out << "\n| backend | default ms | best ms | best / default speed | best schedule |\n"
          "|---|---|---|---|---|\n";
   double bestDefault = std::numeric_limits<double>::infinity();
   for (const TuningSpace& s : spaces) {
-    const std::string standard = tuning::Candidate::defaultOf(s).name();
+    double defaultMs = NAN;
+    for (const TrialRecord& r : trials)
+      if (isDefault(r, s))
+        defaultMs = msOf(r);
     double bestMs = std::numeric_limits<double>::infinity();
     std::string bestName;
     for (const TrialRecord& r : trials)
@@ -268,7 +278,6 @@ void writeTuneReport(const std::vector<TrialRecord>& trials, const std::vector<T
       }
     if (bestName.empty())
       continue;
-    const double defaultMs = msByName.count(standard) ? msByName[standard] : NAN;
     if (std::isfinite(defaultMs))
       bestDefault = std::min(bestDefault, defaultMs);
     out << fmt::format("| {} | {} | {:.3f} | {} | `{}` |\n", s.backend,

@@ -2,6 +2,7 @@
 
 #include "Backends/Backend.h"
 #include "Tuner.h"
+#include "Tuning/Search.h"
 #include "Tuning/TuningDatabase.h"
 
 #include <algorithm>
@@ -61,8 +62,13 @@ std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::strin
         spaces.at(r.backend).toolchain != r.toolchain)
       return false;
     try {
-      spaces.at(r.backend).check(
-          ScheduleParams(r.backend, r.params.get<std::map<std::string, int64_t>>(), "tuned"));
+      // Parameters added since the trial (absent from its record) are at their defaults, as
+      // compile fills them.
+      std::map<std::string, int64_t> values =
+          tuning::Candidate::defaultOf(spaces.at(r.backend)).values;
+      for (const auto& [name, value] : r.params.get<std::map<std::string, int64_t>>())
+        values[name] = value;
+      spaces.at(r.backend).check(ScheduleParams(r.backend, values, "tuned"));
       return true;
     } catch (const std::exception&) {
       return false; // a parameter this attnc no longer has, or a combination it refuses

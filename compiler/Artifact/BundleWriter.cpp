@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 namespace attnc {
@@ -23,13 +22,6 @@ void writeFile(const fs::path& path, const std::string& content) {
   out << content;
   if (!out.flush())
     throw JobError("cannot write " + path.string());
-}
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
 }
 
 std::string quoted(const std::string& path) {
@@ -138,10 +130,7 @@ std::vector<std::string> linkBundle(const BundleRequest& request, const OutputSt
        {"-Wl,--undefined=attnc_kernel_run", "-Wl,-z,defs", "-Wl,-z,noexecstack", "-pthread"})
     argv.push_back(flag);
   argv.push_back("-Wl,--version-script=" + exports.string());
-  int status = runProcess(argv, log);
-  if (status != 0)
-    throw JobError("linking the bundle failed (" + argv[0] + " exited with " +
-                   std::to_string(status) + "):\n" + readFile(log));
+  runTool(argv, log, "linking the bundle", "set ATTNC_CXX to a C++ compiler driver");
   return {request.stem + ".so", request.stem + ".json"};
 }
 

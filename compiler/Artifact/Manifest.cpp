@@ -37,8 +37,13 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
   if (!target.cudaArch.empty())
     m["target"]["cuda_arch"] = target.cudaArch;
   m.update(extra);
-  m["content_hash"] = fnv1a64Hex(m.dump());
+  stampContentHash(m);
   return m;
+}
+
+void stampContentHash(nlohmann::json& manifest) {
+  manifest.erase("content_hash");
+  manifest["content_hash"] = fnv1a64Hex(manifest.dump());
 }
 
 Spec manifestSpec(const nlohmann::json& manifest) {

@@ -36,6 +36,10 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
                              uint64_t workspaceBytes,
                              const nlohmann::json& extra = nlohmann::json::object());
 
+// Sets "content_hash" to the hash of everything else in the manifest: after any change to a
+// built manifest (a shape-dispatch bundle merges its parts').
+void stampContentHash(nlohmann::json& manifest);
+
 // The spec a manifest was built from; throws SpecError if it no longer parses.
 Spec manifestSpec(const nlohmann::json& manifest);
 

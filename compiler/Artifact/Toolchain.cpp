@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <spawn.h>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +37,8 @@ std::filesystem::path findArchive(const std::string& archive) {
   return path;
 }
 
-int runProcess(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+void runTool(const std::vector<std::string>& argv, const std::filesystem::path& log,
+             const std::string& what, const std::string& hint) {
   std::vector<char*> args;
   for (const std::string& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
@@ -49,16 +52,20 @@ int runProcess(const std::vector<std::string>& argv, const std::filesystem::path
   int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0)
-    throw JobError("cannot start " + argv[0] + ": " + std::strerror(spawned) +
-                   " (set ATTNC_CXX to a C++ compiler driver)");
+    throw JobError("cannot start " + argv[0] + ": " + std::strerror(spawned) + " (" + hint + ")");
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR)
       throw JobError("lost track of " + argv[0] + ": " + std::strerror(errno));
   }
-  if (WIFSIGNALED(status))
-    return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
+  const int exitStatus = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  if (exitStatus != 0) {
+    std::ifstream in(log);
+    std::stringstream output;
+    output << in.rdbuf();
+    throw JobError(what + " failed (" + argv[0] + " exited with " + std::to_string(exitStatus) +
+                   "):\n" + output.str());
+  }
 }
 
 } // namespace attnc

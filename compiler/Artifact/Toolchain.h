@@ -17,9 +17,11 @@ std::string linkerDriver();
 // looked when `archive` is not there.
 std::filesystem::path findArchive(const std::string& archive);
 
-// Runs argv (no shell), stdout and stderr into `log`. Returns the exit status (128+N: killed by
-// signal N); throws JobError when the program cannot be started.
-int runProcess(const std::vector<std::string>& argv, const std::filesystem::path& log);
+// Runs argv (no shell), stdout and stderr into `log`. Throws JobError when the program cannot
+// be started (naming it, with `hint`: how to point attnc at another one) or exits non-zero
+// ("<what> failed", its exit status, 128+N for signal N, and the log).
+void runTool(const std::vector<std::string>& argv, const std::filesystem::path& log,
+             const std::string& what, const std::string& hint);
 
 } // namespace attnc
 

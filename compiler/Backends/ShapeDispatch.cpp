@@ -1,13 +1,12 @@
 #include "Backends/ShapeDispatch.h"
 
+#include "Artifact/Manifest.h"
 #include "Artifact/Toolchain.h"
 #include "Support/Errors.h"
-#include "Support/Hash.h"
 #include "attnc/attnc.h"
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 namespace attnc {
 namespace {
@@ -17,20 +16,6 @@ namespace fs = std::filesystem;
 nlohmann::json readJson(const fs::path& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
-}
-
-std::string readText(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void run(const std::vector<std::string>& argv, const fs::path& log, const std::string& what) {
-  const int status = runProcess(argv, log);
-  if (status != 0)
-    throw JobError(what + " failed (" + argv[0] + " exited with " + std::to_string(status) +
-                   "):\n" + readText(log));
 }
 
 // The kernel object of part `index` with its generated functions renamed <name>_shape<index>
@@ -47,8 +32,9 @@ std::vector<std::string> renameKernels(const fs::path& object, const fs::path& o
   }
   localize.insert(localize.end(), {object.string(), out.string()});
   rename.push_back(out.string());
-  run(localize, scratch / "objcopy.log", "making the kernel's helpers local");
-  run(rename, scratch / "objcopy.log", "renaming the kernel's functions");
+  const std::string hint = "objcopy comes with binutils, beside the linker";
+  runTool(localize, scratch / "objcopy.log", "making the kernel's helpers local", hint);
+  runTool(rename, scratch / "objcopy.log", "renaming the kernel's functions", hint);
   return renamed;
 }
 
@@ -98,8 +84,13 @@ CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& optio
   uint64_t workspace = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const CompileOptions::ShapeSchedule& shape = shapes[i];
-    CompileOptions part{shape.backend, options.target, scratch / ("part" + std::to_string(i)),
-                        {"part"},      shape.schedule, shape.provenance};
+    CompileOptions part{shape.backend,
+                        options.target,
+                        scratch / ("part" + std::to_string(i)),
+                        {"part"},
+                        shape.schedule,
+                        shape.provenance,
+                        {}};
     const CompileResult compiled = compileBundle(spec, part);
     const fs::path partJson =
         *std::find_if(compiled.files.begin(), compiled.files.end(),
@@ -149,8 +140,7 @@ CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& optio
   manifest["schedule"] = {{"shape_dispatch", buckets}};
   manifest["workspace_bytes"] = workspace;
   manifest["target"]["cpu_features"] = cpuFeatures;
-  manifest.erase("content_hash");
-  manifest["content_hash"] = fnv1a64Hex(manifest.dump());
+  stampContentHash(manifest);
 
   const fs::path table = scratch / "shape_table.S";
   std::ofstream(table) << tableAssembly(shapes, runners, kernels);

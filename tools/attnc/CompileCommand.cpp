@@ -69,7 +69,9 @@ Action addCompileCommand(CLI::App& app) {
                            o->target,
                            o->out,
                            {o->emit.begin(), o->emit.end()},
-                           parseScheduleOverrides(o->schedule)};
+                           parseScheduleOverrides(o->schedule),
+                           /*scheduleProvenance=*/"",
+                           /*shapeSchedules=*/{}};
     // Without --schedule, the tuning database's best records for this spec, target and
     // machine set the schedule (and with --backend auto, the backend): one per tuned shape
     // bucket, all of them in one shape-dispatch bundle when only a bundle is asked for.

@@ -10,10 +10,16 @@ namespace {
 
 using namespace Halide;
 
+// tanh(x) = 1 - 2 / (e^(2x) + 1), from the vectorised exp (Halide's tanh is a scalar libm call
+// per lane); e^(2x) = inf for large x gives exactly 1.
+Expr fastTanh(Expr x) {
+  return 1.0f - 2.0f / (exp(2.0f * x) + 1.0f);
+}
+
 void requireSupported(const Spec& s) {
-  if (s.variant != Variant::Sdpa)
-    throw UsageError("the halide backend does not support variant=" +
-                     std::string(variantName(s.variant)) + " yet; use --backend reference for it");
+  if (s.variant == Variant::Linear)
+    throw UsageError("the halide backend does not support variant=linear yet; use --backend "
+                     "reference for it");
 }
 
 } // namespace
@@ -23,48 +29,36 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   AttentionAlgorithm a;
   a.terms = std::make_shared<ScoreTerms>(s);
   const ScoreTerms& terms = *a.terms;
+  a.operands = defineOperands(s, terms);
+  const VariantOperands& ops = a.operands;
   Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h, b = a.b;
-  const ImageParam &q = terms.q(), &k = terms.k(), &v = terms.v();
-  const Expr seqQ = terms.seqQ(), seqK = terms.seqK();
-  const Expr group = h / static_cast<int>(s.groupSize()); // the kv head of query head h
-  const float scale = static_cast<float>(s.scale);
-
-  // q and k as f32, rotated by RoPE at their positions when the spec asks.
-  auto queryAt = [&](Expr e, Expr queryRow) {
-    Expr rowIn = min(queryRow, seqQ - 1);
-    if (!s.rope)
-      return cast<float>(terms.load(q, e, rowIn, h, b));
-    return terms.rotated([&](Expr x) { return cast<float>(terms.load(q, x, rowIn, h, b)); }, e,
-                         terms.position(queryRow));
-  };
-  Var g("g"), t("t");
-  if (s.rope) {
-    a.key = Func("key");
-    a.key(d, t, g, b) =
-        terms.rotated([&](Expr x) { return cast<float>(terms.load(k, x, t, g, b)); }, d, t);
-  }
-  auto keyAt = [&](Expr e, Expr key) {
-    Expr keyIn = min(key, seqK - 1);
-    return s.rope ? a.key(e, keyIn, group, b) : cast<float>(terms.load(k, e, keyIn, group, b));
+  const Expr seqQ = terms.seqQ(), keys = terms.keys();
+  // Additive's scale is in its score weights; the others scale the query once per row.
+  const float scale = ops.additive ? 1.0f : static_cast<float>(s.scale);
+  // The score of one query element and one key element, summed over the score dim.
+  auto combine = [&](Expr queryElement, Expr keyElement, Expr e) {
+    if (ops.additive)
+      return ops.scoreWeight(e, h) * fastTanh(queryElement + keyElement);
+    return queryElement * keyElement;
   };
 
   const Expr queryRow = tile * queryTile + row; // may pass Tq in the last tile
   const Expr key = kb * keyBlock + jj;          // key index of (kb, jj)
 
   a.query = Func("query");
-  a.query(row, d, tile, h, b) = queryAt(d, queryRow) * scale;
+  a.query(row, d, tile, h, b) = ops.queryIn(d, queryRow, h, b) * scale;
 
-  a.dot = RDom(0, static_cast<int>(s.dK), "dot");
+  a.dot = RDom(0, ops.scoreDim, "dot");
   a.score = Func("score");
   a.score(row, jj, kb, tile, h, b) = 0.0f;
   // The block's keys and values as f32 (RoPE'd keys when asked): converted once per block, not
   // once per use, when the schedule computes them at the block.
   a.keyBlock = Func("key_block");
-  a.keyBlock(d, jj, kb, h, b) = keyAt(d, key);
+  a.keyBlock(d, jj, kb, h, b) = ops.keyIn(d, min(key, keys - 1), h, b);
   a.valueBlock = Func("value_block");
-  a.valueBlock(d, jj, kb, h, b) = cast<float>(terms.load(v, d, min(key, seqK - 1), group, b));
-  a.score(row, jj, kb, tile, h, b) +=
-      a.query(row, a.dot, tile, h, b) * a.keyBlock(a.dot, jj, kb, h, b);
+  a.valueBlock(d, jj, kb, h, b) = ops.valueIn(d, min(key, keys - 1), h, b);
+  a.score(row, jj, kb, tile, h, b) += combine(a.query(row, a.dot, tile, h, b),
+                                              a.keyBlock(a.dot, jj, kb, h, b), a.dot);
 
   a.masked = Func("masked");
   a.masked(row, jj, kb, tile, h, b) =
@@ -97,7 +91,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   a.blockAcc(d, row, kb, tile, h, b) += p * a.valueBlock(d, a.inKey, kb, h, b);
 
   // Blocks the tile can use at all, from the mask's form: Halide trims the block loop to them.
-  a.blocks = RDom(0, (seqK + keyBlock - 1) / keyBlock, "blocks");
+  a.blocks = RDom(0, (keys + keyBlock - 1) / keyBlock, "blocks");
   a.blocks.where(terms.blockLive(a.blocks.x * keyBlock, a.blocks.x * keyBlock + keyBlock - 1,
                                  tile * queryTile, min(tile * queryTile + queryTile, seqQ) - 1, b));
 
@@ -123,11 +117,27 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   Expr total = a.state(d, rowOf, tileOf, h, b)[1];
   Expr out = select(total > 0, a.state(d, rowOf, tileOf, h, b)[2] / total, 0.0f);
   a.o = Func("o");
-  if (s.layout == Layout::Bhsd)
-    a.o(d, i, h, b) = cast(storageType(s.dtype), out);
-  else
-    a.o(d, h, i, b) = cast(storageType(s.dtype), out);
-  a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, static_cast<int>(s.dV));
+  if (s.variant == Variant::Mha) {
+    // O = Concat(head_1..head_H) W_O: each row's heads times W_O [H d_v, d_model].
+    a.heads = Func("heads");
+    a.heads(d, i, h, b) = out;
+    const ImageParam& wo = terms.param("w_o");
+    const int dv = static_cast<int>(s.dV), dModel = static_cast<int>(s.dModel);
+    a.outputProjection.r = RDom(0, dv, 0, static_cast<int>(s.heads), "heads_r");
+    Projection& p = a.outputProjection;
+    p.acc = Func("output_projected");
+    p.acc(p.e, p.t, p.x, p.b) = 0.0f;
+    p.acc(p.e, p.t, p.x, p.b) += a.heads(p.r.x, min(p.t, seqQ - 1), p.r.y, p.b) *
+                                 cast<float>(wo(min(p.e, dModel - 1), p.r.y * dv + p.r.x));
+    a.o(d, i, b) = cast(storageType(s.dtype), p.acc(d, i, 0, b));
+    a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, dModel);
+  } else {
+    if (s.layout == Layout::Bhsd)
+      a.o(d, i, h, b) = cast(storageType(s.dtype), out);
+    else
+      a.o(d, h, i, b) = cast(storageType(s.dtype), out);
+    a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, static_cast<int>(s.dV));
+  }
   a.outputs = {a.o};
 
   a.rowLse = Func("row_lse");
@@ -144,10 +154,11 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   if (s.weights) {
     // Exact normalised weights: the scores again, tile by tile, with the final lse.
     a.weightQuery = Func("weight_query");
-    a.weightQuery(d, i, h, b) = queryAt(d, i) * scale;
+    a.weightQuery(d, i, h, b) = ops.queryIn(d, i, h, b) * scale;
     a.weightScore = Func("weight_score");
     a.weightScore(j, i, h, b) = 0.0f;
-    a.weightScore(j, i, h, b) += a.weightQuery(a.dot, i, h, b) * keyAt(a.dot, j);
+    a.weightScore(j, i, h, b) +=
+        combine(a.weightQuery(a.dot, i, h, b), ops.keyIn(a.dot, min(j, keys - 1), h, b), a.dot);
     Expr x = terms.modified(a.weightScore(j, i, h, b), i, j, h, b);
     a.weights = Func("weights");
     a.weights(j, i, h, b) = select(terms.keep(i, j, h, b), exp(x - a.rowLse(i, h, b)), 0.0f);

@@ -19,6 +19,7 @@
 
 #include "Spec/Spec.h"
 #include "halide/ScoreTerms.h"
+#include "halide/VariantOperands.h"
 
 #include <Halide.h>
 #include <memory>
@@ -29,6 +30,8 @@ namespace attnc::halide {
 struct AttentionAlgorithm {
   // Inputs, masks and modifiers; its inputs() are the pipeline's, in manifest order.
   std::shared_ptr<ScoreTerms> terms;
+  // The variant's query, key and value operands and the products that make them.
+  VariantOperands operands;
   // Pipeline outputs in manifest order: o, then lse and weights when asked.
   std::vector<Halide::Func> outputs;
 
@@ -43,8 +46,7 @@ struct AttentionAlgorithm {
   // are the innermost dimension of the score stages, so a vector holds one key's scores for
   // many rows: the score GEMM broadcasts keys straight from K, and the block's row maxima and
   // sums are plain vector operations.
-  Halide::Func query;      // (row, d, tile, h, b)          q * scale (RoPE'd), f32, rows innermost
-  Halide::Func key;        // (d, j, g, b)                  k as f32 (RoPE'd); only with RoPE
+  Halide::Func query;      // (row, d, tile, h, b)          the query operand * scale, rows innermost
   Halide::Func keyBlock;   // (d, jj, kb, h, b)           the block's keys, f32
   Halide::Func valueBlock; // (d, jj, kb, h, b)           the block's values, f32
   Halide::Func score;      // (row, jj, kb, tile, h, b)     q . k over the head dim
@@ -55,6 +57,9 @@ struct AttentionAlgorithm {
   Halide::Func blockAcc;   // (d, row, kb, tile, h, b)      sum_j prob v_j
   Halide::Func state;      // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
   Halide::Func o, lse;     // outputs, indexed by query row i = tile * queryTile + row
+  // mha: the heads' outputs (d, i, h, b), and their product with W_O that o stores.
+  Halide::Func heads;
+  Projection outputProjection;
   Halide::Func rowLse;     // (i, h, b) the log-sum-exp, for lse and the weights pass
   // The weights pass (weights=true): scores again, normalised with the final lse.
   Halide::Func weightQuery; // (d, i, h, b)

@@ -24,6 +24,39 @@ const std::array<ParamSpace, 7> kSpace{{
      "schedules the algorithm (query_tile and key_block still shape it)"},
 }};
 
+// Register tiles of a Projection: kRows positions by one vector of output elements, accumulated
+// over r; `at` is where the whole product is computed, its tiles run in parallel when asked.
+constexpr int kRows = 6;
+
+void scheduleProjection(Projection p, int lanes, LoopLevel at, bool parallel) {
+  Var eo("eo"), ei("ei"), to("to"), ti("ti"), tx("tx"), task("task");
+  // Reads are clamped, so rounding the loops up to whole tiles is safe and keeps them constant.
+  Func tiles = p.acc.in();
+  tiles.compute_at(at)
+      .split(p.e, eo, ei, lanes, TailStrategy::RoundUp)
+      .split(p.t, to, ti, kRows, TailStrategy::RoundUp)
+      .reorder(ei, ti, eo, to, p.x, p.b)
+      .vectorize(ei);
+  if (parallel)
+    tiles.fuse(to, p.x, tx).fuse(tx, p.b, task).parallel(task);
+  p.acc.compute_at(tiles, eo).vectorize(p.e).unroll(p.t);
+  p.acc.update().reorder(p.e, p.t, p.r.x).vectorize(p.e).unroll(p.t);
+}
+
+// mha's o = heads W_O, tiled like a Projection; o is an output, so its tail tiles are guarded.
+void scheduleOutputProjection(Func o, Projection p, int lanes) {
+  Var d("d"), i("i"), b("b"), co("co"), ci("ci"), io("io"), ii("ii"), task("task");
+  o.compute_root()
+      .split(d, co, ci, lanes, TailStrategy::GuardWithIf)
+      .split(i, io, ii, kRows, TailStrategy::GuardWithIf)
+      .reorder(ci, ii, co, io, b)
+      .vectorize(ci)
+      .fuse(io, b, task)
+      .parallel(task);
+  p.acc.compute_at(o, co).vectorize(p.e, lanes, TailStrategy::GuardWithIf);
+  p.acc.update().reorder(p.e, p.t, p.r.x, p.r.y).vectorize(p.e, lanes, TailStrategy::GuardWithIf);
+}
+
 } // namespace
 
 std::span<const ParamSpace> halideParamSpace() {
@@ -216,16 +249,39 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   a.query.specialize(a.terms->q().dim(0).stride() == 1);
   for (Func table : a.terms->tables())
     table.compute_root();
+  for (Func table : a.operands.tables)
+    table.compute_root();
   if (spec.rope) // keys rotated once per call, not once per query tile
-    a.key.compute_root().vectorize(d, lanes, guard).parallel(b);
+    a.operands.rotatedKeys.compute_root().vectorize(d, lanes, guard).parallel(b);
+  // Products once per call (K, V projections): parallel register-tiled GEMMs. Per query tile
+  // (the query's projection): in the task, before the tile's first key block; the weights pass
+  // reads the query rows too, so with weights it is one product per call as well.
+  for (const Projection& p : a.operands.perCall)
+    scheduleProjection(p, lanes, LoopLevel::root(), true);
+  for (const Projection& p : a.operands.perQueryTile)
+    if (spec.weights)
+      scheduleProjection(p, lanes, LoopLevel::root(), true);
+    else
+      scheduleProjection(p, lanes, LoopLevel(a.state, task), false);
 
   Var rows64("rows64"), rowChunk("row_chunk");
-  a.o.compute_root()
+  if (spec.variant == Variant::Mha) {
+    // The heads' rows, then O = heads W_O as a GEMM whose tiles write o directly.
+    a.heads.compute_root()
+        .vectorize(d, lanes, guard)
+        .split(i, rowChunk, rows64, 64, guard)
+        .fuse(rowChunk, h, tileHead)
+        .fuse(tileHead, b, task)
+        .parallel(task);
+    scheduleOutputProjection(a.o, a.outputProjection, lanes);
+  } else {
+    a.o.compute_root()
       .vectorize(d, lanes, guard)
       .split(i, rowChunk, rows64, 64, guard)
       .fuse(rowChunk, h, tileHead)
       .fuse(tileHead, b, task)
       .parallel(task);
+  }
   a.rowLse.compute_root().vectorize(i, lanes, guard).parallel(h);
   if (spec.weights) {
     Var jo("jo"), ji("ji");

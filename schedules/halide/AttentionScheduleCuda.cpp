@@ -73,7 +73,7 @@ void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const Schedu
     stageOnThreads(a.query, d, row, rows);
   }
   if (spec.rope)
-    a.key.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
+    a.operands.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
                                   8);
   for (Func table : a.terms->tables())
     table.compute_root();

@@ -12,13 +12,31 @@ namespace {
 using namespace Halide;
 
 // Halide numbers dimensions innermost first: DLPack [B, H, T, D] is (d, t, h, b) here and
-// [B, T, H, D] is (d, h, t, b). Head dims and head counts are compile-time constants, so loops
-// over them have fixed trip counts; strides are whatever the caller's tensors have.
+// [B, T, H, D] is (d, h, t, b); mha's [B, T, d_model] is (m, t, b). Head dims and head counts
+// are compile-time constants, so loops over them have fixed trip counts; strides are whatever
+// the caller's tensors have.
 ImageParam headParam(const Spec& s, const char* name, int64_t dim, int64_t heads) {
+  if (s.variant == Variant::Mha) {
+    ImageParam p(storageType(s.dtype), 3, name);
+    p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(s.dModel));
+    return p;
+  }
   ImageParam p(storageType(s.dtype), 4, name);
   const int headDim = s.layout == Layout::Bhsd ? 2 : 1;
   p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(dim));
   p.dim(headDim).set_bounds(0, static_cast<int>(heads));
+  return p;
+}
+
+// A variant's parameter tensor, DLPack shape `shape` (outermost first), dense.
+ImageParam paramTensor(const Spec& s, const char* name, std::vector<int64_t> shape,
+                       bool lastIsSequence = false) {
+  ImageParam p(storageType(s.dtype), static_cast<int>(shape.size()), name);
+  for (size_t k = 0; k < shape.size(); ++k) {
+    const int dim = static_cast<int>(shape.size() - 1 - k);
+    if (!(lastIsSequence && dim == 0))
+      p.dim(dim).set_bounds(0, static_cast<int>(shape[k]));
+  }
   return p;
 }
 
@@ -59,7 +77,7 @@ Type storageType(DType dtype) {
 }
 
 ScoreTerms::ScoreTerms(const Spec& s)
-    : spec_(s), q_(headParam(s, "q", s.dK, s.heads)), k_(headParam(s, "k", s.dK, s.kvHeads)),
+    : spec_(s), q_(headParam(s, "q", s.dQ, s.heads)), k_(headParam(s, "k", s.dK, s.kvHeads)),
       v_(headParam(s, "v", s.dV, s.kvHeads)), lengths_(Int(32), 1, "lengths"),
       mask_(UInt(8), 4, "mask"), bias_(storageType(s.dtype), 4, "bias"),
       layout_(UInt(8), 3, "block_layout") {
@@ -79,9 +97,36 @@ ScoreTerms::ScoreTerms(const Spec& s)
     bias_.dim(0).set_stride(Expr());
     inputs_.push_back(bias_);
   }
-  const int seqDim = s.layout == Layout::Bhsd ? 1 : 2;
+  const int64_t H = s.heads, Hkv = s.kvHeads;
+  std::vector<std::pair<const char*, std::vector<int64_t>>> params;
+  switch (s.variant) {
+  case Variant::Mha:
+    params = {{"w_q", {s.dModel, H * s.dK}},
+              {"w_k", {s.dModel, Hkv * s.dK}},
+              {"w_v", {s.dModel, Hkv * s.dV}},
+              {"w_o", {H * s.dV, s.dModel}}};
+    break;
+  case Variant::Additive:
+    params = {{"w1", {H, s.dAttn, s.dQ}}, {"w2", {H, s.dAttn, s.dK}}, {"v_a", {H, s.dAttn}}};
+    break;
+  case Variant::Bilinear: params = {{"w", {H, s.dQ, s.dK}}}; break;
+  case Variant::Linformer: params = {{"e", {Hkv, s.projLen, 0}}, {"f", {Hkv, s.projLen, 0}}}; break;
+  case Variant::Linear:
+    if (s.featureMap == FeatureMap::Favor)
+      params = {{"omega", {s.features, s.dK}}};
+    break;
+  case Variant::Sdpa: break;
+  }
+  for (const auto& [name, shape] : params) {
+    // Linformer's E and F run along the keys: their last extent is Tk, known at run time.
+    ImageParam p = paramTensor(s, name, shape, s.variant == Variant::Linformer);
+    params_.emplace(name, p);
+    inputs_.push_back(p);
+  }
+  const int seqDim = s.layout == Layout::Bhsd || s.variant == Variant::Mha ? 1 : 2;
   seqQ_ = q_.dim(seqDim).extent();
   seqK_ = k_.dim(seqDim).extent();
+  keys_ = s.variant == Variant::Linformer ? Expr(static_cast<int>(s.projLen)) : seqK_;
   offset_ = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : Expr(0);
 
   if (s.alibi) {
@@ -119,7 +164,13 @@ std::vector<Func> ScoreTerms::tables() const {
 }
 
 Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const {
+  if (spec_.variant == Variant::Mha)
+    return p(d, t, b);
   return spec_.layout == Layout::Bhsd ? p(d, t, h, b) : p(d, h, t, b);
+}
+
+Expr ScoreTerms::validKeys(Expr b) const {
+  return spec_.masks.has(MaskKind::Padding) ? clamp(lengths_(b), 0, seqK_) : seqK_;
 }
 
 Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const {
@@ -139,6 +190,10 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
   const MaskSet m = s.masks;
   const Expr qpos = position(queryRow);
   const Expr keyIn = min(key, seqK_ - 1), rowIn = min(queryRow, seqQ_ - 1);
+  // Linformer's padding acted in the projection: every projected key is kept, unless the batch
+  // has no valid key at all.
+  if (s.variant == Variant::Linformer)
+    return key < keys_ && validKeys(b) > 0;
   // Constraints intersect; sparsity patterns unite (docs/spec.md).
   Expr keep = key < seqK_;
   if (m.has(MaskKind::Causal))
@@ -178,6 +233,8 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
 
 Expr ScoreTerms::blockLive(Expr firstKey, Expr lastKey, Expr firstRow, Expr lastRow, Expr b) const {
   const MaskSet m = spec_.masks;
+  if (spec_.variant == Variant::Linformer)
+    return validKeys(b) > 0;
   Expr live = cast<bool>(true);
   if (m.has(MaskKind::Causal))
     live = live && firstKey <= position(lastRow);

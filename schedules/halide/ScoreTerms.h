@@ -8,6 +8,8 @@
 #include "Spec/Spec.h"
 
 #include <Halide.h>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace attnc::halide {
@@ -23,9 +25,16 @@ public:
   const Halide::ImageParam& q() const { return q_; }
   const Halide::ImageParam& k() const { return k_; }
   const Halide::ImageParam& v() const { return v_; }
+  // The variant's parameter tensor `name` (w_q, w1, e, omega, ...: Artifact/Arguments.cpp).
+  const Halide::ImageParam& param(const std::string& name) const { return params_.at(name); }
   Halide::Expr seqQ() const { return seqQ_; }
   Halide::Expr seqK() const { return seqK_; }
-  // q, k or v at (head-dim element, sequence position, head, batch), whatever the layout.
+  // The keys the softmax runs over: Tk, or Linformer's proj_len projected keys.
+  Halide::Expr keys() const { return keys_; }
+  // Keys of batch b that carry data: lengths[b] with a padding mask, else Tk.
+  Halide::Expr validKeys(Halide::Expr b) const;
+  // q, k or v at (head-dim element, sequence position, head, batch), whatever the layout; mha's
+  // [B, T, d_model] inputs ignore the head.
   Halide::Expr load(const Halide::ImageParam& p, Halide::Expr d, Halide::Expr t, Halide::Expr h,
                     Halide::Expr b) const;
   // The query row's position among the keys.
@@ -56,7 +65,8 @@ private:
   const Spec& spec_;
   Halide::ImageParam q_, k_, v_, lengths_, mask_, bias_, layout_;
   std::vector<Halide::ImageParam> inputs_;
-  Halide::Expr seqQ_, seqK_, offset_;
+  std::map<std::string, Halide::ImageParam> params_;
+  Halide::Expr seqQ_, seqK_, keys_, offset_;
   Halide::Func bigbirdRandom_;        // (r, query block, h): the drawn key blocks
   Halide::Func rope_;                 // (pair, position): Tuple(cos, sin)
   Halide::Buffer<float> alibiSlopes_; // per head, built once for both passes

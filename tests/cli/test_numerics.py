@@ -11,8 +11,7 @@ BACKENDS = ["reference", "halide", "mlir"]
 # What each code generator does not cover yet (substrings of the spec).
 NOT_YET = {
     "reference": [],
-    "halide": ["variant=mha", "variant=additive", "variant=bilinear", "variant=linear",
-               "variant=linformer"],
+    "halide": ["variant=linear"],
     "mlir": ["variant=mha", "variant=additive", "variant=bilinear", "variant=linear",
              "variant=linformer", "global", "strided", "dilated", "block_sparse", "bigbird",
              "rope=true", "dropout=0.", "weights=true"],
@@ -48,6 +47,11 @@ FEATURES = [
     "variant=linear d_k=16 feature_map=relu mask=padding",
     "variant=linear heads=2 d_k=16 feature_map=favor features=32 seed=1",
     "variant=linformer heads=2 d_k=16 proj_len=8 mask=padding lse=true",
+    "variant=mha heads=4 kv_heads=2 d_k=16 rope=true mask=causal weights=true dtype=f16",
+    "variant=additive heads=4 kv_heads=2 d_k=32 mask=causal lse=true dtype=bf16",
+    "variant=bilinear heads=3 d_q=40 d_k=24 mask=window window_left=3 weights=true alibi=true",
+    "variant=linformer heads=2 kv_heads=1 d_k=16 proj_len=8 weights=true dropout=0.2 seed=3 "
+    "layout=bshd",
 ]
 
 PRESETS = ["gpt2", "bert-base", "llama3-8b", "mistral-7b", "gemma2-9b", "falcon-7b",

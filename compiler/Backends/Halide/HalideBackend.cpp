@@ -51,6 +51,10 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
     throw UsageError("the halide backend does not support dtype=bf16 on CUDA targets: LLVM 14's "
                      "NVPTX code generator (inside Halide 14) aborts on bf16 values; use "
                      "--backend mlir");
+  if (target.family == "cuda" && spec.variant != Variant::Sdpa)
+    throw UsageError("the halide backend does not support variant=" +
+                     std::string(variantName(spec.variant)) +
+                     " on CUDA targets yet (its CUDA schedule covers sdpa); use a CPU target");
   if (emit.count("ptx") && target.family != "cuda")
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
   if ((emit.count("so") || emit.count("part")) && !target.runsHere)

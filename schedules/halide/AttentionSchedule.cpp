@@ -9,7 +9,7 @@ namespace {
 
 using namespace Halide;
 
-const std::array<ParamSpace, 7> kSpace{{
+const std::array<ParamSpace, 8> kSpace{{
     {"query_tile",
      {8, 16, 24, 32, 48, 64, 96, 128},
      "query rows per task (a multiple of vector_width)"},
@@ -22,26 +22,12 @@ const std::array<ParamSpace, 7> kSpace{{
      {0, 1, 2, 3},
      "0: attnc's schedule; 1 Adams2019, 2 Li2018, 3 Mullapudi2016: Halide 14's autoscheduler "
      "schedules the algorithm (query_tile and key_block still shape it)"},
+    {"chunk",
+     {16, 32, 64, 128, 256},
+     "variant=linear: query rows per chunk of the causal prefix sums (and per task)"},
 }};
 
-// Register tiles of a Projection: kRows positions by one vector of output elements, accumulated
-// over r; `at` is where the whole product is computed, its tiles run in parallel when asked.
-constexpr int kRows = 6;
-
-void scheduleProjection(Projection p, int lanes, LoopLevel at, bool parallel) {
-  Var eo("eo"), ei("ei"), to("to"), ti("ti"), tx("tx"), task("task");
-  // Reads are clamped, so rounding the loops up to whole tiles is safe and keeps them constant.
-  Func tiles = p.acc.in();
-  tiles.compute_at(at)
-      .split(p.e, eo, ei, lanes, TailStrategy::RoundUp)
-      .split(p.t, to, ti, kRows, TailStrategy::RoundUp)
-      .reorder(ei, ti, eo, to, p.x, p.b)
-      .vectorize(ei);
-  if (parallel)
-    tiles.fuse(to, p.x, tx).fuse(tx, p.b, task).parallel(task);
-  p.acc.compute_at(tiles, eo).vectorize(p.e).unroll(p.t);
-  p.acc.update().reorder(p.e, p.t, p.r.x).vectorize(p.e).unroll(p.t);
-}
+constexpr int kRows = kProjectionRows;
 
 // mha's o = heads W_O, tiled like a Projection; o is an output, so its tail tiles are guarded.
 void scheduleOutputProjection(Func o, Projection p, int lanes) {
@@ -59,17 +45,35 @@ void scheduleOutputProjection(Func o, Projection p, int lanes) {
 
 } // namespace
 
+void scheduleProjection(Projection p, int lanes, LoopLevel at, bool parallel) {
+  Var eo("eo"), ei("ei"), to("to"), ti("ti"), tx("tx"), task("task");
+  // Reads are clamped, so rounding the loops up to whole tiles is safe and keeps them constant.
+  Func tiles = p.acc.in();
+  tiles.compute_at(at)
+      .split(p.e, eo, ei, lanes, TailStrategy::RoundUp)
+      .split(p.t, to, ti, kRows, TailStrategy::RoundUp)
+      .reorder(ei, ti, eo, to, p.x, p.b)
+      .vectorize(ei);
+  if (parallel)
+    tiles.fuse(to, p.x, tx).fuse(tx, p.b, task).parallel(task);
+  p.acc.compute_at(tiles, eo).vectorize(p.e).unroll(p.t);
+  p.acc.update().reorder(p.e, p.t, p.r.x).vectorize(p.e).unroll(p.t);
+}
+
 std::span<const ParamSpace> halideParamSpace() {
   return kSpace;
 }
 
-std::vector<ParamSpace> halideTuningParams(const std::string& family) {
+std::vector<ParamSpace> halideTuningParams(const std::string& family, const Spec& spec) {
   std::vector<ParamSpace> tuned;
   for (const ParamSpace& p : kSpace) {
     // The autoschedulers are proposed as whole candidates (halideAutoscheduledCandidates),
-    // not mixed into attnc's schedule by mutation.
-    const bool used = family == "cuda" ? p.name == "query_tile" || p.name == "key_block"
-                                       : p.name != "vector_width" && p.name != "autoscheduler";
+    // not mixed into attnc's schedule by mutation. Linear attention's schedule has only chunk.
+    const bool linear = spec.variant == Variant::Linear;
+    const bool used = linear               ? p.name == "chunk"
+                      : family == "cuda"   ? p.name == "query_tile" || p.name == "key_block"
+                                           : p.name != "vector_width" &&
+                                               p.name != "autoscheduler" && p.name != "chunk";
     if (used)
       tuned.push_back(p);
   }
@@ -93,7 +97,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"key_unroll", 8},
          {"row_unroll", rows},
          {"value_split", split},
-         {"autoscheduler", 0}},
+         {"autoscheduler", 0},
+         {"chunk", 64}},
         "avx512: d=64 177 GFLOP/s, d=128 182, d=256 184 (one core, AMD EPYC VM, 2026-11-21)");
   }
   if (family == "x86-avx2")
@@ -105,7 +110,8 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
          {"key_unroll", 4},
          {"row_unroll", 1},
          {"value_split", 0},
-         {"autoscheduler", 0}},
+         {"autoscheduler", 0},
+         {"chunk", 64}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
   if (family == "cuda") {
     // Sized so the query tile and a K/V block fit in 48 KiB of shared memory as f32 (at d = 256
@@ -131,14 +137,15 @@ ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec
        {"key_unroll", 4},
        {"row_unroll", 1},
        {"value_split", 0},
-       {"autoscheduler", 0}},
+       {"autoscheduler", 0},
+       {"chunk", 64}},
       "neon: not measured (no AArch64 machine); sized to 32 128-bit registers like avx2's");
 }
 
 std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const std::string& family,
                                                                           const Spec& spec) {
   std::vector<std::map<std::string, int64_t>> candidates;
-  if (family == "cuda")
+  if (family == "cuda" || spec.variant == Variant::Linear)
     return candidates;
   const nlohmann::json defaults = defaultHalideSchedule(family, spec).toJson()["params"];
   for (int64_t autoscheduler : {1, 2, 3}) {

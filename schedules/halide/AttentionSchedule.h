@@ -5,6 +5,7 @@
 
 #include "ScheduleParams.h"
 #include "halide/AttentionAlgorithm.h"
+#include "halide/LinearAlgorithm.h"
 
 #include <map>
 #include <span>
@@ -19,11 +20,13 @@ namespace attnc::halide {
 //   key_unroll    keys per register tile of the score GEMM (rows are the vector lanes)
 //   row_unroll    query rows per register tile of the PV GEMM (the head dim is the lanes)
 //   value_split   head-dim chunk merged at a time, so a V block chunk stays in L1 (0: all)
+//   chunk         variant=linear: rows per chunk of the causal prefix sums
 std::span<const ParamSpace> halideParamSpace();
 
-// The parameters `attnc tune` searches on a target family; the others stay at the family's
-// default (vector_width follows the target; on "cuda" only query_tile and key_block matter).
-std::vector<ParamSpace> halideTuningParams(const std::string& family);
+// The parameters `attnc tune` searches on a target family for `spec`; the others stay at the
+// family's default (vector_width follows the target; on "cuda" only query_tile and key_block
+// matter, and for variant=linear only chunk).
+std::vector<ParamSpace> halideTuningParams(const std::string& family, const Spec& spec);
 
 // The default for a target family ("x86-avx512", "x86-avx2", "arm-neon", "cuda") and the spec's
 // head dims, carrying the measurement that chose it.
@@ -41,6 +44,16 @@ std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const 
 void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec);
 
 void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+
+// Linear attention's CPU schedule (LinearSchedule.cpp): features and key-value products once per
+// call, the chunk sums in parallel, the prefix scan, then each chunk of rows in a task.
+void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+
+// Register tiles of a Projection: kProjectionRows positions by one vector of output elements,
+// accumulated over r; `at` is where the whole product is computed, and its tiles run in parallel
+// when asked.
+constexpr int kProjectionRows = 6;
+void scheduleProjection(Projection p, int lanes, Halide::LoopLevel at, bool parallel);
 
 // The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
 // key_block keys per online-softmax step staged in shared memory (with the query tile when both

@@ -35,6 +35,16 @@ Func sinusoidalTable(const Spec& s) {
 
 } // namespace
 
+Projection makeProjection(const std::string& name, Expr extent,
+                          const std::function<Expr(Expr, Expr, Expr, Expr, Expr)>& term) {
+  Projection p;
+  p.r = RDom(0, std::move(extent), name + "_r");
+  p.acc = Func(name);
+  p.acc(p.e, p.t, p.x, p.b) = 0.0f;
+  p.acc(p.e, p.t, p.x, p.b) += term(p.e, p.t, p.x, p.b, p.r.x);
+  return p;
+}
+
 VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
   VariantOperands ops;
   const ImageParam &q = terms.q(), &k = terms.k(), &v = terms.v();
@@ -50,12 +60,10 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
   // [0, tLimit) before any read.
   auto project = [&](const char* name, Expr extent, int eLimit, Expr tLimit,
                      const std::function<Expr(Expr, Expr, Expr, Expr, Expr)>& term) {
-    Projection p;
-    p.r = RDom(0, std::move(extent), std::string(name) + "_r");
-    p.acc = Func(name);
-    p.acc(p.e, p.t, p.x, p.b) = 0.0f;
-    p.acc(p.e, p.t, p.x, p.b) += term(min(p.e, eLimit - 1), min(p.t, tLimit - 1), p.x, p.b, p.r.x);
-    return p;
+    return makeProjection(name, std::move(extent), [&](Expr x, Expr t, Expr head, Expr batch,
+                                                       Expr r) {
+      return term(min(x, eLimit - 1), min(t, tLimit - 1), head, batch, r);
+    });
   };
 
   // Query and key operands before RoPE, and values.

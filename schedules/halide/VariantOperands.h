@@ -16,6 +16,8 @@
 #include "halide/ScoreTerms.h"
 
 #include <Halide.h>
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace attnc::halide {
@@ -28,6 +30,11 @@ struct Projection {
   Halide::Var e{"e"}, t{"t"}, x{"x"}, b{"b"};
   Halide::RDom r;
 };
+
+// acc(e, t, x, b) = sum over r < extent of term(e, t, x, b, r).
+Projection makeProjection(const std::string& name, Halide::Expr extent,
+                          const std::function<Halide::Expr(Halide::Expr, Halide::Expr, Halide::Expr,
+                                                           Halide::Expr, Halide::Expr)>& term);
 
 struct VariantOperands {
   int scoreDim = 0;       // the length the score reduces over: d_k, or d_attn for additive

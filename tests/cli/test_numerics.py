@@ -11,7 +11,7 @@ BACKENDS = ["reference", "halide", "mlir"]
 # What each code generator does not cover yet (substrings of the spec).
 NOT_YET = {
     "reference": [],
-    "halide": ["variant=linear"],
+    "halide": [],
     "mlir": ["variant=mha", "variant=additive", "variant=bilinear", "variant=linear",
              "variant=linformer", "global", "strided", "dilated", "block_sparse", "bigbird",
              "rope=true", "dropout=0.", "weights=true"],
@@ -52,6 +52,9 @@ FEATURES = [
     "variant=bilinear heads=3 d_q=40 d_k=24 mask=window window_left=3 weights=true alibi=true",
     "variant=linformer heads=2 kv_heads=1 d_k=16 proj_len=8 weights=true dropout=0.2 seed=3 "
     "layout=bshd",
+    "variant=linear heads=4 kv_heads=2 d_k=24 d_v=40 feature_map=favor features=20 seed=1 "
+    "mask=causal+padding causal_align=top_left weights=true dtype=bf16 layout=bshd",
+    "variant=linear heads=4 kv_heads=1 d_k=24 feature_map=relu mask=causal+padding dtype=f16",
 ]
 
 PRESETS = ["gpt2", "bert-base", "llama3-8b", "mistral-7b", "gemma2-9b", "falcon-7b",

@@ -64,22 +64,24 @@ Halide::Region regionOf(const Argument& argument) {
 
 } // namespace
 
-void autoscheduleAttention(Halide::Pipeline& pipeline, const halide::AttentionAlgorithm& algorithm,
-                           const Spec& spec, int64_t autoscheduler, const Halide::Target& target) {
+void autoscheduleAttention(Halide::Pipeline& pipeline,
+                           const std::vector<Halide::ImageParam>& params,
+                           const std::vector<Halide::Func>& outputs, const Spec& spec,
+                           int64_t autoscheduler, const Halide::Target& target) {
   const Autoscheduler& a = kAutoschedulers.at(static_cast<size_t>(autoscheduler - 1));
   loadPlugin(a);
-  std::vector<Argument> inputs, outputs;
+  std::vector<Argument> inputArguments, outputArguments;
   for (Argument& argument : kernelArguments(spec))
-    (argument.role == ArgumentRole::Output ? outputs : inputs).push_back(std::move(argument));
-  const std::vector<Halide::ImageParam>& params = algorithm.terms->inputs();
+    (argument.role == ArgumentRole::Output ? outputArguments : inputArguments)
+        .push_back(std::move(argument));
   for (size_t n = 0; n < params.size(); ++n) {
-    const Halide::Region region = regionOf(inputs.at(n));
+    const Halide::Region region = regionOf(inputArguments.at(n));
     for (size_t k = 0; k < region.size(); ++k)
       params[n].dim(static_cast<int>(k)).set_estimate(region[k].min, region[k].extent);
   }
-  for (size_t n = 0; n < algorithm.outputs.size(); ++n) {
-    Halide::Func output = algorithm.outputs[n];
-    output.set_estimates(regionOf(outputs.at(n)));
+  for (size_t n = 0; n < outputs.size(); ++n) {
+    Halide::Func output = outputs[n];
+    output.set_estimates(regionOf(outputArguments.at(n)));
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Last-level cache and the cost of a load relative to arithmetic: Halide's generic values.

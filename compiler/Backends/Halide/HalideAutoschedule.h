@@ -16,8 +16,10 @@ namespace attnc {
 // Loads the plugin, sets estimates on the pipeline's inputs and outputs (B = 1, Tq = Tk =
 // 1024: the sizes attnc tune measures by default) and applies the autoscheduler's schedule.
 // Throws JobError when the plugin cannot be loaded, naming where it looked.
-void autoscheduleAttention(Halide::Pipeline& pipeline, const halide::AttentionAlgorithm& algorithm,
-                           const Spec& spec, int64_t autoscheduler, const Halide::Target& target);
+void autoscheduleAttention(Halide::Pipeline& pipeline,
+                           const std::vector<Halide::ImageParam>& params,
+                           const std::vector<Halide::Func>& outputs, const Spec& spec,
+                           int64_t autoscheduler, const Halide::Target& target);
 
 } // namespace attnc
 

@@ -33,7 +33,7 @@ TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
   return {"halide",
           family,
           "Halide 14",
-          halide::halideTuningParams(family),
+          halide::halideTuningParams(family, spec),
           halide::defaultHalideSchedule(family, spec),
           [family, spec](const ScheduleParams& p) { halide::checkHalideSchedule(family, p, spec); },
           halide::halideAutoscheduledCandidates(family, spec)};
@@ -65,17 +65,39 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
       halide::defaultHalideSchedule(target.family, spec)
           .overridden(options.schedule, halide::halideParamSpace(), options.scheduleProvenance);
   halide::checkHalideSchedule(target.family, params, spec);
-  halide::AttentionAlgorithm algorithm = halide::buildAttention(
-      spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block")));
   const bool cuda = target.family == "cuda";
-  Halide::Pipeline pipeline(algorithm.outputs);
-  if (params.get("autoscheduler") != 0)
-    autoscheduleAttention(pipeline, algorithm, spec, params.get("autoscheduler"), target.target);
-  else if (cuda)
-    halide::scheduleAttentionCuda(algorithm, spec, params);
+  std::vector<Halide::ImageParam> inputs;
+  std::vector<Halide::Func> outputs;
+  std::function<void()> schedule;
+  if (spec.variant == Variant::Linear) {
+    if (params.get("autoscheduler") != 0)
+      throw UsageError("schedule: autoscheduler=" + std::to_string(params.get("autoscheduler")) +
+                       " is for the softmax variants; variant=linear has its own schedule");
+    auto linear = std::make_shared<halide::LinearAlgorithm>(
+        halide::buildLinearAttention(spec, static_cast<int>(params.get("chunk"))));
+    inputs = linear->terms->inputs();
+    outputs = linear->outputs;
+    schedule = [linear, &spec, &params] { halide::scheduleLinearAttention(*linear, spec, params); };
+  } else {
+    auto algorithm = std::make_shared<halide::AttentionAlgorithm>(halide::buildAttention(
+        spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block"))));
+    inputs = algorithm->terms->inputs();
+    outputs = algorithm->outputs;
+    schedule = [algorithm, &spec, &params, cuda] {
+      if (cuda)
+        halide::scheduleAttentionCuda(*algorithm, spec, params);
+      else
+        halide::scheduleAttention(*algorithm, spec, params);
+    };
+    if (params.get("autoscheduler") != 0)
+      schedule = nullptr;
+  }
+  Halide::Pipeline pipeline(outputs);
+  if (schedule)
+    schedule();
   else
-    halide::scheduleAttention(algorithm, spec, params);
-  const auto& inputs = algorithm.terms->inputs();
+    autoscheduleAttention(pipeline, inputs, outputs, spec, params.get("autoscheduler"),
+                          target.target);
   std::vector<Halide::Argument> arguments(inputs.begin(), inputs.end());
 
   const std::string stem = stemFor(spec, options.target);

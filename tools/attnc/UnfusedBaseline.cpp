@@ -1,11 +1,14 @@
 #include "UnfusedBaseline.h"
 
 #include "Reference/Array4.h"
+#include "VectorTanh.h"
+#include "Variants/Positions.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cblas.h>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -22,11 +25,41 @@ std::vector<float> headMajorF32(const Spec& spec, const HostTensor& t) {
   return std::vector<float>(a.data.begin(), a.data.end());
 }
 
+std::vector<float> denseF32(const HostTensor& t) {
+  std::vector<double> values = t.values();
+  return std::vector<float>(values.begin(), values.end());
+}
+
+// Runs body(0..count) over up to `threads` threads; body also gets its worker index.
+void parallelFor(int threads, int64_t count, const std::function<void(int64_t, int64_t)>& body) {
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, count));
+  std::atomic<int64_t> next{0};
+  auto work = [&](int64_t worker) {
+    for (int64_t n = next++; n < count; n = next++)
+      body(n, worker);
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t w = 1; w < workers; ++w)
+    helpers.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : helpers)
+    t.join();
+}
+
+// C [m x n] = alpha A B (+ beta C), row-major, B transposed when asked.
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, bool transposeB, float* c, int64_t ldc, float beta = 0) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transposeB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
 } // namespace
 
 std::optional<std::string> UnfusedBaseline::unsupported(const Spec& s) {
-  if (s.variant != Variant::Sdpa)
-    return "the unfused baseline covers variant=sdpa only";
+  if (s.variant == Variant::Linear)
+    return "the unfused baseline covers the softmax variants (linear attention: compare with "
+           "--against an sdpa bundle)";
   MaskSet covered;
   covered.add(MaskKind::Causal);
   covered.add(MaskKind::Padding);
@@ -36,16 +69,81 @@ std::optional<std::string> UnfusedBaseline::unsupported(const Spec& s) {
   return std::nullopt;
 }
 
+std::string UnfusedBaseline::describe(const Spec& s) {
+  switch (s.variant) {
+  case Variant::Bilinear: return "OpenBLAS sgemm Q W, then sgemm + softmax + sgemm, f32";
+  case Variant::Additive:
+    return "sgemms W1 q, W2 k; stored Tq x Tk x d_attn tanh (libmvec); sgemv v_a; softmax; "
+           "sgemm, f32";
+  case Variant::Linformer: return "sgemms E K, F V, then sgemm + softmax + sgemm, f32";
+  case Variant::Mha:
+    return "sgemms x W_Q, x W_K, x W_V; sgemm + softmax + sgemm per head; sgemm W_O, f32";
+  default: return "OpenBLAS sgemm + softmax + sgemm, f32";
+  }
+}
+
 UnfusedBaseline::UnfusedBaseline(const Call& call)
     : spec_(call.spec), batch_(call.sizes[SizeSymbol::Batch]), seqQ_(call.sizes[SizeSymbol::SeqQ]),
       seqK_(call.sizes[SizeSymbol::SeqK]) {
-  q_ = headMajorF32(spec_, call.tensor("q"));
-  k_ = headMajorF32(spec_, call.tensor("k"));
-  v_ = headMajorF32(spec_, call.tensor("v"));
-  if (spec_.masks.has(MaskKind::Padding))
+  const Spec& s = spec_;
+  keys_ = s.variant == Variant::Linformer ? s.projLen : seqK_;
+  if (s.variant == Variant::Mha) {
+    q_ = denseF32(call.tensor("q"));
+    k_ = denseF32(call.tensor("k"));
+    v_ = denseF32(call.tensor("v"));
+  } else {
+    q_ = headMajorF32(s, call.tensor("q"));
+    k_ = headMajorF32(s, call.tensor("k"));
+    v_ = headMajorF32(s, call.tensor("v"));
+  }
+  for (const Argument& a : call.arguments)
+    if (a.role == ArgumentRole::Param)
+      params_[a.name] = denseF32(call.tensor(a.name));
+  if (s.variant == Variant::Mha && s.pe == PositionalEncoding::Sinusoidal) {
+    // The encodings are a table computed once, as a model stores them.
+    const int64_t offset = positions::alignmentOffset(s, seqQ_, seqK_);
+    auto table = [&](int64_t seq, int64_t first) {
+      std::vector<float> pe(seq * s.dModel);
+      for (int64_t t = 0; t < seq; ++t)
+        for (int64_t m = 0; m < s.dModel; ++m)
+          pe[t * s.dModel + m] = static_cast<float>(positions::sinusoidal(t + first, m, s.dModel));
+      return pe;
+    };
+    params_["pe_q"] = table(seqQ_, offset);
+    params_["pe_k"] = table(seqK_, 0);
+  }
+  if (s.masks.has(MaskKind::Padding))
     for (double length : call.tensor("lengths").values())
       lengths_.push_back(std::clamp<int64_t>(static_cast<int64_t>(length), 0, seqK_));
-  o_.assign(batch_ * spec_.heads * seqQ_ * spec_.dV, 0.0f);
+  else
+    lengths_.assign(batch_, seqK_);
+  const int64_t H = s.heads;
+  heads_.assign(batch_ * H * seqQ_ * s.dV, 0.0f);
+  if (s.variant == Variant::Mha)
+    o_.assign(batch_ * seqQ_ * s.dModel, 0.0f);
+}
+
+void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b, const float* v,
+                                         int64_t ldv, float* o, int64_t ldo) const {
+  const Spec& s = spec_;
+  const int64_t offset = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : 0;
+  const int64_t valid = lengths_[b];
+  const bool linformer = s.variant == Variant::Linformer;
+  // Masks, then P = softmax(S) row by row (a fully masked row stays 0).
+  for (int64_t i = 0; i < seqQ_; ++i) {
+    float* row = &scores[i * keys];
+    int64_t end = linformer ? (valid > 0 ? keys : 0) : valid;
+    if (s.masks.has(MaskKind::Causal))
+      end = std::clamp<int64_t>(i + offset + 1, 0, end);
+    float m = -std::numeric_limits<float>::infinity(), sum = 0;
+    for (int64_t j = 0; j < end; ++j)
+      m = std::max(m, row[j]);
+    for (int64_t j = 0; j < end; ++j)
+      sum += row[j] = std::exp(row[j] - m);
+    for (int64_t j = 0; j < keys; ++j)
+      row[j] = j < end ? row[j] / sum : 0.0f;
+  }
+  gemm(seqQ_, s.dV, keys, 1.0f, scores, keys, v, ldv, false, o, ldo);
 }
 
 void UnfusedBaseline::run(int threads) {
@@ -53,51 +151,141 @@ void UnfusedBaseline::run(int threads) {
   // workers spin after each call and would steal cores from the interleaved kernel runs.
   openblas_set_num_threads(1);
   const Spec& s = spec_;
-  const int64_t H = s.heads, dk = s.dK, dv = s.dV;
-  const int64_t offset = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : 0;
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, batch_ * H));
-  scores_.resize(workers * seqQ_ * seqK_);
-  std::atomic<int64_t> next{0};
-  auto work = [&](int64_t worker) {
-    float* scores = &scores_[worker * seqQ_ * seqK_];
-    for (int64_t bh = next++; bh < batch_ * H; bh = next++) {
-      const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
-      const float* q = &q_[((b * H + h) * seqQ_) * dk];
-      const float* k = &k_[((b * s.kvHeads + g) * seqK_) * dk];
-      const float* v = &v_[((b * s.kvHeads + g) * seqK_) * dv];
-      float* o = &o_[((b * H + h) * seqQ_) * dv];
-      // S = scale Q K^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seqQ_),
-                  static_cast<int>(seqK_), static_cast<int>(dk), static_cast<float>(s.scale), q,
-                  static_cast<int>(dk), k, static_cast<int>(dk), 0.0f, scores,
-                  static_cast<int>(seqK_));
-      // Masks, then P = softmax(S) row by row (a fully masked row stays 0).
-      const int64_t valid = s.masks.has(MaskKind::Padding) ? lengths_[b] : seqK_;
-      for (int64_t i = 0; i < seqQ_; ++i) {
-        float* row = &scores[i * seqK_];
-        int64_t end = valid;
-        if (s.masks.has(MaskKind::Causal))
-          end = std::clamp<int64_t>(i + offset + 1, 0, valid);
-        float m = -std::numeric_limits<float>::infinity(), sum = 0;
-        for (int64_t j = 0; j < end; ++j)
-          m = std::max(m, row[j]);
-        for (int64_t j = 0; j < end; ++j)
-          sum += row[j] = std::exp(row[j] - m);
-        for (int64_t j = 0; j < seqK_; ++j)
-          row[j] = j < end ? row[j] / sum : 0.0f;
-      }
-      // O = P V
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seqQ_),
-                  static_cast<int>(dv), static_cast<int>(seqK_), 1.0f, scores,
-                  static_cast<int>(seqK_), v, static_cast<int>(dv), 0.0f, o, static_cast<int>(dv));
+  const int64_t B = batch_, H = s.heads, Hkv = s.kvHeads, dk = s.dK, dv = s.dV;
+  const int64_t Tq = seqQ_, Tk = seqK_, keys = keys_;
+
+  // Each operand as (pointer of head (b, h), row stride): head-major tensors, or mha's
+  // [B, T, heads * d] projections.
+  struct Operand {
+    const float* data;
+    int64_t heads, rows, width, rowStride;
+    bool tokenMajor; // [B, T, heads, width] rather than [B, heads, T, width]
+    const float* at(int64_t b, int64_t h) const {
+      return tokenMajor ? data + b * rows * heads * width + h * width
+                        : data + ((b * heads + h) * rows) * width;
     }
   };
-  std::vector<std::thread> helpers;
-  for (int64_t w = 1; w < workers; ++w)
-    helpers.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : helpers)
-    t.join();
+  Operand query{q_.data(), H, Tq, s.dQ, s.dQ, false}, key{k_.data(), Hkv, Tk, dk, dk, false},
+      value{v_.data(), Hkv, Tk, dv, dv, false};
+
+  switch (s.variant) {
+  case Variant::Mha: {
+    // PE added to copies of the inputs, then one sgemm per projection over all B x T rows.
+    std::vector<float> xq = q_, xk = k_, xv = v_;
+    if (s.pe == PositionalEncoding::Sinusoidal) {
+      const std::vector<float>&peQ = params_.at("pe_q"), &peK = params_.at("pe_k");
+      for (int64_t n = 0; n < B * Tq * s.dModel; ++n)
+        xq[n] += peQ[n % (Tq * s.dModel)];
+      for (int64_t n = 0; n < B * Tk * s.dModel; ++n) {
+        xk[n] += peK[n % (Tk * s.dModel)];
+        xv[n] += peK[n % (Tk * s.dModel)];
+      }
+    }
+    queries_.resize(B * Tq * H * dk);
+    keysIn_.resize(B * Tk * Hkv * dk);
+    values_.resize(B * Tk * Hkv * dv);
+    gemm(B * Tq, H * dk, s.dModel, 1, xq.data(), s.dModel, params_.at("w_q").data(), H * dk, false,
+         queries_.data(), H * dk);
+    gemm(B * Tk, Hkv * dk, s.dModel, 1, xk.data(), s.dModel, params_.at("w_k").data(), Hkv * dk,
+         false, keysIn_.data(), Hkv * dk);
+    gemm(B * Tk, Hkv * dv, s.dModel, 1, xv.data(), s.dModel, params_.at("w_v").data(), Hkv * dv,
+         false, values_.data(), Hkv * dv);
+    query = {queries_.data(), H, Tq, dk, H * dk, true};
+    key = {keysIn_.data(), Hkv, Tk, dk, Hkv * dk, true};
+    value = {values_.data(), Hkv, Tk, dv, Hkv * dv, true};
+    break;
+  }
+  case Variant::Bilinear: {
+    // Q_h W_h per head, W [H, d_q, d_k].
+    queries_.resize(B * H * Tq * dk);
+    parallelFor(threads, B * H, [&](int64_t bh, int64_t) {
+      gemm(Tq, dk, s.dQ, 1, query.at(bh / H, bh % H), s.dQ,
+           &params_.at("w")[(bh % H) * s.dQ * dk], dk, false, &queries_[bh * Tq * dk], dk);
+    });
+    query = {queries_.data(), H, Tq, dk, dk, false};
+    break;
+  }
+  case Variant::Additive: {
+    // W1 q_i and W2 k_j per query head, W1 [H, d_attn, d_q] and W2 [H, d_attn, d_k].
+    const int64_t da = s.dAttn;
+    queries_.resize(B * H * Tq * da);
+    keysIn_.resize(B * H * Tk * da);
+    parallelFor(threads, B * H, [&](int64_t bh, int64_t) {
+      const int64_t b = bh / H, h = bh % H;
+      gemm(Tq, da, s.dQ, 1, query.at(b, h), s.dQ, &params_.at("w1")[h * da * s.dQ], s.dQ, true,
+           &queries_[bh * Tq * da], da);
+      gemm(Tk, da, dk, 1, key.at(b, h / s.groupSize()), dk, &params_.at("w2")[h * da * dk], dk,
+           true, &keysIn_[bh * Tk * da], da);
+    });
+    break;
+  }
+  case Variant::Linformer: {
+    // E_g K_g and F_g V_g over the valid keys, E [Hkv, proj_len, Tk].
+    keysIn_.assign(B * Hkv * keys * dk, 0.0f);
+    values_.assign(B * Hkv * keys * dv, 0.0f);
+    parallelFor(threads, B * Hkv, [&](int64_t bg, int64_t) {
+      const int64_t b = bg / Hkv, g = bg % Hkv, valid = lengths_[b];
+      if (valid == 0)
+        return;
+      gemm(keys, dk, valid, 1, &params_.at("e")[g * keys * Tk], Tk, key.at(b, g), dk, false,
+           &keysIn_[bg * keys * dk], dk);
+      gemm(keys, dv, valid, 1, &params_.at("f")[g * keys * Tk], Tk, value.at(b, g), dv, false,
+           &values_[bg * keys * dv], dv);
+    });
+    key = {keysIn_.data(), Hkv, keys, dk, dk, false};
+    value = {values_.data(), Hkv, keys, dv, dv, false};
+    break;
+  }
+  default: break;
+  }
+
+  // Attention per head; mha writes the heads side by side ([B, Tq, H d_v]) for W_O.
+  const bool additive = s.variant == Variant::Additive;
+  const int64_t perWorker = Tq * keys * (additive ? s.dAttn + 1 : 1);
+  scratch_.resize(std::max<int64_t>(1, std::min<int64_t>(threads, B * H)) * perWorker);
+  std::vector<float> scaledVa;
+  if (additive)
+    for (float a : params_.at("v_a"))
+      scaledVa.push_back(a * static_cast<float>(s.scale));
+  parallelFor(threads, B * H, [&](int64_t bh, int64_t worker) {
+    const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
+    float* scores = &scratch_[worker * perWorker];
+    if (additive) {
+      // hidden[i, j, :] = tanh(W1 q_i + W2 k_j), stored; scores = hidden v_a.
+      const int64_t da = s.dAttn;
+      float* hidden = scores + Tq * keys;
+      const float* qh = &queries_[bh * Tq * da];
+      const float* kh = &keysIn_[bh * Tk * da];
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 0; j < Tk; ++j)
+          for (int64_t a = 0; a < da; ++a)
+            hidden[(i * Tk + j) * da + a] = qh[i * da + a] + kh[j * da + a];
+      tanhInPlace(hidden, static_cast<size_t>(Tq * Tk * da));
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(Tq * Tk), static_cast<int>(da),
+                  1.0f, hidden, static_cast<int>(da), &scaledVa[h * da], 1, 0.0f, scores, 1);
+    } else {
+      gemm(Tq, keys, dk, static_cast<float>(s.scale), query.at(b, h), query.rowStride,
+           key.at(b, g), key.rowStride, true, scores, keys);
+    }
+    float* o = s.variant == Variant::Mha ? &heads_[b * Tq * H * dv + h * dv]
+                                         : &heads_[bh * Tq * dv];
+    softmaxTimesValues(scores, keys, b, value.at(b, g), value.rowStride, o,
+                       s.variant == Variant::Mha ? H * dv : dv);
+  });
+  if (s.variant == Variant::Mha)
+    gemm(B * Tq, s.dModel, H * dv, 1, heads_.data(), H * dv, params_.at("w_o").data(), s.dModel,
+         false, o_.data(), s.dModel);
+}
+
+std::vector<float> UnfusedBaseline::output() const {
+  if (spec_.variant == Variant::Mha)
+    return o_;
+  if (spec_.layout == Layout::Bhsd)
+    return heads_;
+  Array4 a(batch_, spec_.heads, seqQ_, spec_.dV);
+  a.data.assign(heads_.begin(), heads_.end());
+  a = a.swapMiddle();
+  return std::vector<float>(a.data.begin(), a.data.end());
 }
 
 } // namespace attnc::tools

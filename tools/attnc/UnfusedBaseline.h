@@ -1,11 +1,19 @@
-// The unfused attention a user writes without attnc, for side-by-side benchmarks:
-//   S = scale Q K^T (an OpenBLAS sgemm per head), masked entries -inf, a softmax per row,
-//   O = P V (a second sgemm). It stores the whole Tq x Tk score matrix of a head.
+// The unfused attention a user writes without attnc, for side-by-side benchmarks: each step a
+// library call or a plain loop over a stored intermediate, as in eager PyTorch.
+//   sdpa       S = scale Q K^T (an OpenBLAS sgemm per head), masked entries -inf, a softmax per
+//              row, O = P V (a second sgemm). It stores the whole Tq x Tk score matrix of a head.
+//   bilinear   Q W first (an sgemm per head), then as sdpa with scale.
+//   additive   W1 q and W2 k (sgemms), the Tq x Tk x d_attn tensor tanh(W1 q_i + W2 k_j) stored
+//              (libmvec's vector tanh), scores = that tensor times v_a (an sgemv), then as sdpa.
+//   linformer  E K and F V (sgemms over the valid keys), then as sdpa over proj_len keys.
+//   mha        x W_Q, x W_K, x W_V (one sgemm each, PE added first), sdpa per head, then
+//              Concat(heads) W_O (an sgemm).
 #ifndef ATTNC_TOOLS_UNFUSEDBASELINE_H
 #define ATTNC_TOOLS_UNFUSEDBASELINE_H
 
 #include "CallSetup.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,20 +22,32 @@ namespace attnc::tools {
 
 class UnfusedBaseline {
 public:
-  // Why the baseline cannot run this spec (it covers sdpa with no mask, causal and padding).
+  // Why the baseline cannot run this spec (it covers the softmax variants with no mask,
+  // causal and padding, without modifiers; not linear attention).
   static std::optional<std::string> unsupported(const Spec& spec);
+  // What run() does, in a few words.
+  static std::string describe(const Spec& spec);
 
-  // Copies the call's q, k, v (and lengths) to dense f32 BHSD once, outside the timing.
+  // Copies the call's inputs to dense f32 once, outside the timing.
   explicit UnfusedBaseline(const Call& call);
   // One forward pass, heads spread over `threads` threads.
   void run(int threads);
-  const std::vector<float>& output() const { return o_; } // [B, H, Tq, d_v]
+  // o as the kernel lays it out (BHSD or BSHD, or mha's [B, Tq, d_model]).
+  std::vector<float> output() const;
 
 private:
+  // Masks, the softmax and P V of one head of batch entry `batch` whose scaled scores are in
+  // `scores` [Tq x keys]; v and o are row-major with row strides ldv and ldo.
+  void softmaxTimesValues(float* scores, int64_t keys, int64_t batch, const float* v, int64_t ldv,
+                          float* o, int64_t ldo) const;
+
   Spec spec_;
-  int64_t batch_, seqQ_, seqK_;
-  std::vector<float> q_, k_, v_, o_;
-  std::vector<float> scores_; // one Tq x Tk matrix per thread
+  int64_t batch_, seqQ_, seqK_, keys_;     // keys_: Tk, or proj_len
+  std::vector<float> q_, k_, v_;            // head-major [B, H|Hkv, T, d]; mha: [B, T, d_model]
+  std::map<std::string, std::vector<float>> params_; // and mha's sinusoidal tables
+  std::vector<float> queries_, keysIn_, values_;      // operands after the variant's projections
+  std::vector<float> heads_, o_; // heads_: head-major, or mha's [B, Tq, H d_v]; o_: mha's output
+  std::vector<float> scratch_; // per worker: the score matrix (and additive's hidden tensor)
   std::vector<int64_t> lengths_;
 };
 

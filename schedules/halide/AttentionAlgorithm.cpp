@@ -118,18 +118,24 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   Expr out = select(total > 0, a.state(d, rowOf, tileOf, h, b)[2] / total, 0.0f);
   a.o = Func("o");
   if (s.variant == Variant::Mha) {
-    // O = Concat(head_1..head_H) W_O: each row's heads times W_O [H d_v, d_model].
-    a.heads = Func("heads");
-    a.heads(d, i, h, b) = out;
-    const ImageParam& wo = terms.param("w_o");
+    // O = Concat(head_1..head_H) W_O: the heads side by side, heads(h d_v + d, i, b), times
+    // W_O [H d_v, d_model].
     const int dv = static_cast<int>(s.dV), dModel = static_cast<int>(s.dModel);
-    a.outputProjection.r = RDom(0, dv, 0, static_cast<int>(s.heads), "heads_r");
-    Projection& p = a.outputProjection;
-    p.acc = Func("output_projected");
-    p.acc(p.e, p.t, p.x, p.b) = 0.0f;
-    p.acc(p.e, p.t, p.x, p.b) += a.heads(p.r.x, min(p.t, seqQ - 1), p.r.y, p.b) *
-                                 cast<float>(wo(min(p.e, dModel - 1), p.r.y * dv + p.r.x));
-    a.o(d, i, b) = cast(storageType(s.dtype), p.acc(d, i, 0, b));
+    Var r("r");
+    Expr rowIn = min(i, seqQ - 1);
+    Expr concatenated = a.state(r % dv, rowIn % queryTile, rowIn / queryTile, r / dv, b)[1];
+    a.heads = Func("heads");
+    a.heads(r, i, b) =
+        select(concatenated > 0,
+               a.state(r % dv, rowIn % queryTile, rowIn / queryTile, r / dv, b)[2] / concatenated,
+               0.0f);
+    const ImageParam& wo = terms.param("w_o");
+    a.outputProjection = makeProjection(
+        "output_projected", static_cast<int>(s.heads) * dv,
+        [&](Expr c, Expr t, Expr, Expr batch, Expr x) {
+          return a.heads(x, min(t, seqQ - 1), batch) * cast<float>(wo(min(c, dModel - 1), x));
+        });
+    a.o(d, i, b) = cast(storageType(s.dtype), a.outputProjection.acc(d, i, 0, b));
     a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, dModel);
   } else {
     if (s.layout == Layout::Bhsd)

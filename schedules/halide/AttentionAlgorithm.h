@@ -57,7 +57,8 @@ struct AttentionAlgorithm {
   Halide::Func blockAcc;   // (d, row, kb, tile, h, b)      sum_j prob v_j
   Halide::Func state;      // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
   Halide::Func o, lse;     // outputs, indexed by query row i = tile * queryTile + row
-  // mha: the heads' outputs (d, i, h, b), and their product with W_O that o stores.
+  // mha: the heads' outputs side by side (h * d_v + d, i, b), and their product with W_O that o
+  // stores.
   Halide::Func heads;
   Projection outputProjection;
   Halide::Func rowLse;     // (i, h, b) the log-sum-exp, for lse and the weights pass

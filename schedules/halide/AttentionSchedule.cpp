@@ -29,35 +29,22 @@ const std::array<ParamSpace, 8> kSpace{{
 
 constexpr int kRows = kProjectionRows;
 
-// mha's o = heads W_O, tiled like a Projection; o is an output, so its tail tiles are guarded.
-void scheduleOutputProjection(Func o, Projection p, int lanes) {
-  Var d("d"), i("i"), b("b"), co("co"), ci("ci"), io("io"), ii("ii"), task("task");
-  o.compute_root()
-      .split(d, co, ci, lanes, TailStrategy::GuardWithIf)
-      .split(i, io, ii, kRows, TailStrategy::GuardWithIf)
-      .reorder(ci, ii, co, io, b)
-      .vectorize(ci)
-      .fuse(io, b, task)
-      .parallel(task);
-  p.acc.compute_at(o, co).vectorize(p.e, lanes, TailStrategy::GuardWithIf);
-  p.acc.update().reorder(p.e, p.t, p.r.x, p.r.y).vectorize(p.e, lanes, TailStrategy::GuardWithIf);
-}
-
 } // namespace
 
 void scheduleProjection(Projection p, int lanes, LoopLevel at, bool parallel) {
   Var eo("eo"), ei("ei"), to("to"), ti("ti"), tx("tx"), task("task");
   // Reads are clamped, so rounding the loops up to whole tiles is safe and keeps them constant.
+  const int width = kProjectionVectors * lanes;
   Func tiles = p.acc.in();
   tiles.compute_at(at)
-      .split(p.e, eo, ei, lanes, TailStrategy::RoundUp)
+      .split(p.e, eo, ei, width, TailStrategy::RoundUp)
       .split(p.t, to, ti, kRows, TailStrategy::RoundUp)
       .reorder(ei, ti, eo, to, p.x, p.b)
-      .vectorize(ei);
+      .vectorize(ei, lanes);
   if (parallel)
     tiles.fuse(to, p.x, tx).fuse(tx, p.b, task).parallel(task);
-  p.acc.compute_at(tiles, eo).vectorize(p.e).unroll(p.t);
-  p.acc.update().reorder(p.e, p.t, p.r.x).vectorize(p.e).unroll(p.t);
+  p.acc.compute_at(tiles, eo).vectorize(p.e, lanes).unroll(p.e).unroll(p.t);
+  p.acc.update().reorder(p.e, p.t, p.r.x).vectorize(p.e, lanes).unroll(p.e).unroll(p.t);
 }
 
 std::span<const ParamSpace> halideParamSpace() {
@@ -273,14 +260,12 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
 
   Var rows64("rows64"), rowChunk("row_chunk");
   if (spec.variant == Variant::Mha) {
-    // The heads' rows, then O = heads W_O as a GEMM whose tiles write o directly.
-    a.heads.compute_root()
-        .vectorize(d, lanes, guard)
-        .split(i, rowChunk, rows64, 64, guard)
-        .fuse(rowChunk, h, tileHead)
-        .fuse(tileHead, b, task)
-        .parallel(task);
-    scheduleOutputProjection(a.o, a.outputProjection, lanes);
+    // The heads side by side, then O = heads W_O as a parallel register-tiled product, which o
+    // converts to the storage type.
+    Var r("r");
+    a.heads.compute_root().vectorize(r, lanes, guard).parallel(i);
+    scheduleProjection(a.outputProjection, lanes, LoopLevel::root(), true);
+    a.o.compute_root().vectorize(d, lanes, guard).parallel(i);
   } else {
     a.o.compute_root()
       .vectorize(d, lanes, guard)

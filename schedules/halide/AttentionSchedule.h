@@ -49,10 +49,11 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
 // call, the chunk sums in parallel, the prefix scan, then each chunk of rows in a task.
 void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const ScheduleParams& params);
 
-// Register tiles of a Projection: kProjectionRows positions by one vector of output elements,
-// accumulated over r; `at` is where the whole product is computed, and its tiles run in parallel
-// when asked.
-constexpr int kProjectionRows = 6;
+// Register tiles of a Projection: kProjectionRows positions by kProjectionVectors vectors of
+// output elements (16 accumulators, enough to hide the FMA latency on two ports), accumulated
+// over r; `at` is where the whole product is computed, and its tiles run in parallel when asked.
+constexpr int kProjectionRows = 8;
+constexpr int kProjectionVectors = 2;
 void scheduleProjection(Projection p, int lanes, Halide::LoopLevel at, bool parallel);
 
 // The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,

@@ -21,7 +21,8 @@ namespace {
 
 struct BenchOptions {
   RunOptions run;
-  std::string against; // another bundle of the same spec (the other backend, say)
+  std::string against;   // another bundle of the same spec (the other backend, say)
+  std::string attention; // mha: an sdpa bundle the baseline runs between its GEMMs
   int warmup = 2, runs = 10;
   bool json = false, noBaseline = false, reference = false, flushCaches = false;
 };
@@ -60,6 +61,9 @@ Action addBenchCommand(CLI::App& app) {
   cmd->add_option("--runs", o->runs, "timed runs of each (interleaved)")->capture_default_str();
   cmd->add_option("--against", o->against,
                   "another bundle of the same spec, timed interleaved on the same inputs");
+  cmd->add_option("--attention", o->attention,
+                  "variant=mha: the baseline's attention is this sdpa bundle (same heads, dims "
+                  "and mask, layout=bshd, dtype=f32) between its OpenBLAS GEMMs");
   cmd->add_flag("--json", o->json, "print the figures as JSON");
   cmd->add_flag("--no-baseline", o->noBaseline, "time the bundle alone (for its peak memory)");
   cmd->add_flag("--reference", o->reference, "also time the f64 reference (small shapes)");
@@ -86,13 +90,20 @@ Action addBenchCommand(CLI::App& app) {
       timings.push_back({"against", o->against, {}});
     }
     std::unique_ptr<UnfusedBaseline> baseline;
+    std::optional<runtime::Bundle> attention;
     std::string baselineNote = "not run (--no-baseline)";
     if (!o->noBaseline) {
       if (auto why = UnfusedBaseline::unsupported(spec)) {
         baselineNote = *why;
       } else {
         baseline = std::make_unique<UnfusedBaseline>(call);
-        timings.push_back({"unfused", UnfusedBaseline::describe(spec), {}});
+        std::string what = UnfusedBaseline::describe(spec);
+        if (!o->attention.empty()) {
+          attention = runtime::Bundle::open(o->attention);
+          baseline->useAttentionBundle(*attention);
+          what = "OpenBLAS GEMMs around " + o->attention;
+        }
+        timings.push_back({"unfused", what, {}});
       }
     }
     std::vector<HostTensor> referenceOut;

@@ -1,6 +1,7 @@
 #include "UnfusedBaseline.h"
 
 #include "Reference/Array4.h"
+#include "RunSupport.h"
 #include "VectorTanh.h"
 #include "Variants/Positions.h"
 
@@ -54,6 +55,17 @@ void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t 
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
+// gemm with the rows of C split over `threads` threads, each a one-thread OpenBLAS call:
+// OpenBLAS's own workers spin after each call and would steal cores from the interleaved kernel.
+void parallelGemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float* c, int64_t ldc) {
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, m));
+  parallelFor(static_cast<int>(parts), parts, [&](int64_t part, int64_t) {
+    const int64_t first = m * part / parts, last = m * (part + 1) / parts;
+    gemm(last - first, n, k, 1, a + first * lda, lda, b, ldb, false, c + first * ldc, ldc);
+  });
+}
+
 } // namespace
 
 std::optional<std::string> UnfusedBaseline::unsupported(const Spec& s) {
@@ -77,7 +89,8 @@ std::string UnfusedBaseline::describe(const Spec& s) {
            "sgemm, f32";
   case Variant::Linformer: return "sgemms E K, F V, then sgemm + softmax + sgemm, f32";
   case Variant::Mha:
-    return "sgemms x W_Q, x W_K, x W_V; sgemm + softmax + sgemm per head; sgemm W_O, f32";
+    return "sgemms x W_Q, x W_K, x W_V; sgemm + softmax + sgemm per head (or --attention); "
+           "sgemm W_O, f32";
   default: return "OpenBLAS sgemm + softmax + sgemm, f32";
   }
 }
@@ -123,6 +136,23 @@ UnfusedBaseline::UnfusedBaseline(const Call& call)
     o_.assign(batch_ * seqQ_ * s.dModel, 0.0f);
 }
 
+void UnfusedBaseline::useAttentionBundle(const runtime::Bundle& sdpa) {
+  const Spec& s = spec_;
+  Spec expected = s;
+  expected.variant = Variant::Sdpa;
+  expected.layout = Layout::Bshd;
+  expected.dtype = DType::F32;
+  expected.pe = PositionalEncoding::None;
+  expected.dModel = 0;
+  const Spec given = bundleSpec(sdpa);
+  if (s.variant != Variant::Mha || given.canonical() != parseSpec(expected.canonical()).canonical())
+    throw UsageError("--attention: the bundle computes " + given.canonical() +
+                     "; for this spec it must be " +
+                     (s.variant == Variant::Mha ? parseSpec(expected.canonical()).canonical()
+                                                : std::string("(only variant=mha takes one)")));
+  attention_ = &sdpa;
+}
+
 void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b, const float* v,
                                          int64_t ldv, float* o, int64_t ldo) const {
   const Spec& s = spec_;
@@ -154,23 +184,13 @@ void UnfusedBaseline::run(int threads) {
   const int64_t B = batch_, H = s.heads, Hkv = s.kvHeads, dk = s.dK, dv = s.dV;
   const int64_t Tq = seqQ_, Tk = seqK_, keys = keys_;
 
-  // Each operand as (pointer of head (b, h), row stride): head-major tensors, or mha's
-  // [B, T, heads * d] projections.
-  struct Operand {
-    const float* data;
-    int64_t heads, rows, width, rowStride;
-    bool tokenMajor; // [B, T, heads, width] rather than [B, heads, T, width]
-    const float* at(int64_t b, int64_t h) const {
-      return tokenMajor ? data + b * rows * heads * width + h * width
-                        : data + ((b * heads + h) * rows) * width;
-    }
-  };
   Operand query{q_.data(), H, Tq, s.dQ, s.dQ, false}, key{k_.data(), Hkv, Tk, dk, dk, false},
       value{v_.data(), Hkv, Tk, dv, dv, false};
 
   switch (s.variant) {
   case Variant::Mha: {
-    // PE added to copies of the inputs, then one sgemm per projection over all B x T rows.
+    // PE added to copies of the inputs, then one sgemm per projection over all B x T rows, its
+    // rows spread over the threads.
     std::vector<float> xq = q_, xk = k_, xv = v_;
     if (s.pe == PositionalEncoding::Sinusoidal) {
       const std::vector<float>&peQ = params_.at("pe_q"), &peK = params_.at("pe_k");
@@ -184,12 +204,12 @@ void UnfusedBaseline::run(int threads) {
     queries_.resize(B * Tq * H * dk);
     keysIn_.resize(B * Tk * Hkv * dk);
     values_.resize(B * Tk * Hkv * dv);
-    gemm(B * Tq, H * dk, s.dModel, 1, xq.data(), s.dModel, params_.at("w_q").data(), H * dk, false,
-         queries_.data(), H * dk);
-    gemm(B * Tk, Hkv * dk, s.dModel, 1, xk.data(), s.dModel, params_.at("w_k").data(), Hkv * dk,
-         false, keysIn_.data(), Hkv * dk);
-    gemm(B * Tk, Hkv * dv, s.dModel, 1, xv.data(), s.dModel, params_.at("w_v").data(), Hkv * dv,
-         false, values_.data(), Hkv * dv);
+    parallelGemm(threads, B * Tq, H * dk, s.dModel, xq.data(), s.dModel,
+                 params_.at("w_q").data(), H * dk, queries_.data(), H * dk);
+    parallelGemm(threads, B * Tk, Hkv * dk, s.dModel, xk.data(), s.dModel,
+                 params_.at("w_k").data(), Hkv * dk, keysIn_.data(), Hkv * dk);
+    parallelGemm(threads, B * Tk, Hkv * dv, s.dModel, xv.data(), s.dModel,
+                 params_.at("w_v").data(), Hkv * dv, values_.data(), Hkv * dv);
     query = {queries_.data(), H, Tq, dk, H * dk, true};
     key = {keysIn_.data(), Hkv, Tk, dk, Hkv * dk, true};
     value = {values_.data(), Hkv, Tk, dv, Hkv * dv, true};
@@ -240,6 +260,48 @@ void UnfusedBaseline::run(int threads) {
   }
 
   // Attention per head; mha writes the heads side by side ([B, Tq, H d_v]) for W_O.
+  if (attention_) {
+    runAttentionBundle(threads);
+  } else {
+    attendPerHead(threads, query, key, value);
+  }
+  if (s.variant == Variant::Mha)
+    parallelGemm(threads, B * Tq, s.dModel, H * dv, heads_.data(), H * dv,
+                 params_.at("w_o").data(), s.dModel, o_.data(), s.dModel);
+}
+
+void UnfusedBaseline::runAttentionBundle(int threads) {
+  // The projections are [B, T, heads, d] already: the sdpa bundle's BSHD q, k, v and o.
+  const Spec& s = spec_;
+  auto tensor = [](float* data, std::vector<int64_t>& shape) {
+    DLTensor t{};
+    t.data = data;
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(shape.size());
+    t.dtype = {kDLFloat, 32, 1};
+    t.shape = shape.data();
+    return t;
+  };
+  std::vector<int64_t> qShape{batch_, seqQ_, s.heads, s.dK}, kShape{batch_, seqK_, s.kvHeads, s.dK},
+      vShape{batch_, seqK_, s.kvHeads, s.dV}, oShape{batch_, seqQ_, s.heads, s.dV},
+      lShape{batch_};
+  DLTensor q = tensor(queries_.data(), qShape), k = tensor(keysIn_.data(), kShape),
+           v = tensor(values_.data(), vShape), o = tensor(heads_.data(), oShape);
+  std::vector<int32_t> lengths(lengths_.begin(), lengths_.end());
+  DLTensor l = tensor(nullptr, lShape);
+  l.data = lengths.data();
+  l.dtype = {kDLInt, 32, 1};
+  std::vector<attnc_named_tensor> named{{"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}};
+  if (s.masks.has(MaskKind::Padding))
+    named.push_back({"lengths", &l});
+  attention_->run(named, threads);
+}
+
+void UnfusedBaseline::attendPerHead(int threads, const Operand& query, const Operand& key,
+                                    const Operand& value) {
+  const Spec& s = spec_;
+  const int64_t B = batch_, H = s.heads, dk = s.dK, dv = s.dV, Tq = seqQ_, Tk = seqK_,
+                keys = keys_;
   const bool additive = s.variant == Variant::Additive;
   const int64_t perWorker = Tq * keys * (additive ? s.dAttn + 1 : 1);
   scratch_.resize(std::max<int64_t>(1, std::min<int64_t>(threads, B * H)) * perWorker);
@@ -272,9 +334,6 @@ void UnfusedBaseline::run(int threads) {
     softmaxTimesValues(scores, keys, b, value.at(b, g), value.rowStride, o,
                        s.variant == Variant::Mha ? H * dv : dv);
   });
-  if (s.variant == Variant::Mha)
-    gemm(B * Tq, s.dModel, H * dv, 1, heads_.data(), H * dv, params_.at("w_o").data(), s.dModel,
-         false, o_.data(), s.dModel);
 }
 
 std::vector<float> UnfusedBaseline::output() const {

@@ -6,12 +6,14 @@
 //   additive   W1 q and W2 k (sgemms), the Tq x Tk x d_attn tensor tanh(W1 q_i + W2 k_j) stored
 //              (libmvec's vector tanh), scores = that tensor times v_a (an sgemv), then as sdpa.
 //   linformer  E K and F V (sgemms over the valid keys), then as sdpa over proj_len keys.
-//   mha        x W_Q, x W_K, x W_V (one sgemm each, PE added first), sdpa per head, then
-//              Concat(heads) W_O (an sgemm).
+//   mha        x W_Q, x W_K, x W_V (one sgemm each on all threads, PE added first), sdpa per
+//              head, then Concat(heads) W_O (an sgemm): separate GEMM and attention calls. The
+//              attention is the unfused one, or an attnc sdpa bundle (useAttentionBundle).
 #ifndef ATTNC_TOOLS_UNFUSEDBASELINE_H
 #define ATTNC_TOOLS_UNFUSEDBASELINE_H
 
 #include "CallSetup.h"
+#include "attnc/Runtime.hpp"
 
 #include <map>
 #include <optional>
@@ -30,12 +32,28 @@ public:
 
   // Copies the call's inputs to dense f32 once, outside the timing.
   explicit UnfusedBaseline(const Call& call);
+  // mha: run the attention of the projected heads through `sdpa`, a bundle of the same heads,
+  // dims and mask with layout=bshd and dtype=f32 (throws UsageError naming what differs).
+  void useAttentionBundle(const runtime::Bundle& sdpa);
   // One forward pass, heads spread over `threads` threads.
   void run(int threads);
   // o as the kernel lays it out (BHSD or BSHD, or mha's [B, Tq, d_model]).
   std::vector<float> output() const;
 
 private:
+  // An operand of the attention as (pointer of head (b, h), row stride): head-major tensors, or
+  // mha's [B, T, heads * d] projections.
+  struct Operand {
+    const float* data;
+    int64_t heads, rows, width, rowStride;
+    bool tokenMajor; // [B, T, heads, width] rather than [B, heads, T, width]
+    const float* at(int64_t b, int64_t h) const {
+      return tokenMajor ? data + b * rows * heads * width + h * width
+                        : data + ((b * heads + h) * rows) * width;
+    }
+  };
+  void attendPerHead(int threads, const Operand& query, const Operand& key, const Operand& value);
+  void runAttentionBundle(int threads);
   // Masks, the softmax and P V of one head of batch entry `batch` whose scaled scores are in
   // `scores` [Tq x keys]; v and o are row-major with row strides ldv and ldo.
   void softmaxTimesValues(float* scores, int64_t keys, int64_t batch, const float* v, int64_t ldv,
@@ -49,6 +67,7 @@ private:
   std::vector<float> heads_, o_; // heads_: head-major, or mha's [B, Tq, H d_v]; o_: mha's output
   std::vector<float> scratch_; // per worker: the score matrix (and additive's hidden tensor)
   std::vector<int64_t> lengths_;
+  const runtime::Bundle* attention_ = nullptr;
 };
 
 } // namespace attnc::tools

@@ -100,7 +100,12 @@ TimedCall::TimedCall(const runtime::Bundle& bundle, Call& call, bool flushCpuCac
 }
 
 double TimedCall::millis(const runtime::Bundle& bundle, int32_t threads) {
-  auto run = [&] { bundle.run(named_, threads); };
+  return millis(bundle, threads, named_);
+}
+
+double TimedCall::millis(const runtime::Bundle& bundle, int32_t threads,
+                         std::span<const attnc_named_tensor> tensors) {
+  auto run = [&] { bundle.run(tensors, threads); };
   if (timer_)
     return timer_->millis(run);
   if (!flush_.empty()) {

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace attnc::tools {
@@ -61,8 +62,11 @@ public:
   // that no run finds the inputs cached by the one before (GPU runs always flush the L2).
   TimedCall(const runtime::Bundle& bundle, Call& call, bool flushCpuCaches = false);
 
-  // Milliseconds of one run of `bundle` (the first bundle or another of the same spec).
+  // Milliseconds of one run of `bundle` (the first bundle or another of the same spec) on all
+  // the tensors, or on `tensors`, some of them, for a bundle of another spec.
   double millis(const runtime::Bundle& bundle, int32_t threads);
+  double millis(const runtime::Bundle& bundle, int32_t threads,
+                std::span<const attnc_named_tensor> tensors);
   // The tensors as the bundles take them.
   const std::vector<attnc_named_tensor>& named() const { return named_; }
   // Makes the outputs of the last run visible in the call's host tensors.

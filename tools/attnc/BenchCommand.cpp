@@ -173,6 +173,7 @@ Action addBenchCommand(CLI::App& app) {
                              {"threads", threads},
                              {"runs", o->runs},
                              {"flops", flops},
+                             {"mask_density", maskDensity(call)},
                              {"peak_rss_mib", peakRssMiB()},
                              {"baseline", baseline ? "run" : baselineNote}};
     if (baseline)

@@ -1,5 +1,7 @@
 #include "CallSetup.h"
 
+#include "Reference/MaskEvaluator.h"
+
 #include "Npy.h"
 #include "Support/Errors.h"
 #include "Variants/Favor.h"
@@ -226,6 +228,26 @@ std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallel
                           call.sizes[SizeSymbol::SeqQ], call.sizes[SizeSymbol::SeqK]);
   runReference(reference, parallelFor);
   return outputs;
+}
+
+double maskDensity(Call& call) {
+  const Spec& s = call.spec;
+  if (s.masks.empty() || s.variant == Variant::Linformer)
+    return 1.0;
+  std::vector<DLTensor*> tensors;
+  for (HostTensor& t : call.tensors)
+    tensors.push_back(t.dl());
+  const int64_t B = call.sizes[SizeSymbol::Batch], Tq = call.sizes[SizeSymbol::SeqQ],
+                Tk = call.sizes[SizeSymbol::SeqK];
+  KernelTensors view(s, tensors, B, Tq, Tk);
+  const MaskEvaluator mask(view);
+  int64_t kept = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 0; j < Tk; ++j)
+          kept += mask.allowed(b, h, i, j);
+  return static_cast<double>(kept) / static_cast<double>(B * s.heads * Tq * Tk);
 }
 
 } // namespace attnc::tools

@@ -41,6 +41,10 @@ Call prepareCall(const Spec& spec, const CallFlags& flags);
 // The f64 reference on the call's inputs: one f64 tensor per output argument, in order.
 std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallelFor);
 
+// The fraction of score elements (b, h, i, j) the spec's masks keep on this call (1 without
+// masks): the density that sparse patterns' time should be proportional to.
+double maskDensity(Call& call);
+
 } // namespace attnc::tools
 
 #endif // ATTNC_TOOLS_CALLSETUP_H

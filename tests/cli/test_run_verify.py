@@ -129,6 +129,57 @@ class BenchCommand(CliTestCase):
         self.expect(attnc("bench", bundle, "--runs", "x"), 2)
 
 
+    def test_each_variant_baseline_computes_what_the_kernel_does(self):
+        # The unfused forms (stored tanh tensor, projections, ...) must agree with the kernel,
+        # or their timings compare nothing.
+        for n, spec in enumerate(["variant=additive heads=2 kv_heads=1 d_q=12 d_k=16 d_attn=8 "
+                                  "mask=padding",
+                                  "variant=bilinear heads=2 d_q=12 d_k=16 mask=causal",
+                                  "variant=linformer heads=2 d_k=16 proj_len=8 mask=padding",
+                                  "variant=mha heads=4 kv_heads=2 d_k=8 pe=sinusoidal mask=causal",
+                                  "heads=2 d_k=16 layout=bshd"]):
+            with self.subTest(spec=spec):
+                bundle = self.compile(spec, os.path.join(self.tmp, str(n)))
+                r = self.expect(attnc("bench", bundle, "--batch", "2", "--seq-q", "13",
+                                      "--seq-k", "29", "--runs", "1", "--json"), 0)
+                report = json.loads(r.stdout)
+                self.assertEqual(report["baseline"], "run")
+                self.assertLess(report["baseline_max_abs_diff"], 1e-4)
+
+    def test_mha_baseline_around_an_sdpa_bundle(self):
+        mha = self.compile("variant=mha heads=4 kv_heads=2 d_k=8 mask=causal",
+                           os.path.join(self.tmp, "mha"))
+        sdpa = self.compile("heads=4 kv_heads=2 d_k=8 mask=causal layout=bshd",
+                            os.path.join(self.tmp, "sdpa"))
+        r = self.expect(attnc("bench", mha, "--seq-q", "21", "--runs", "1", "--json",
+                              "--attention", sdpa), 0)
+        report = json.loads(r.stdout)
+        self.assertIn("OpenBLAS GEMMs around", report["timings"]["unfused"]["what"])
+        self.assertLess(report["baseline_max_abs_diff"], 1e-4)
+        wrong = self.compile("heads=4 kv_heads=2 d_k=8 mask=causal",
+                             os.path.join(self.tmp, "bhsd"))
+        self.expect(attnc("bench", mha, "--seq-q", "21", "--runs", "1", "--attention", wrong), 2,
+                    "--attention", "layout=bshd")
+
+    def test_against_another_spec_on_a_subset_of_the_tensors(self):
+        linear = self.compile("variant=linear heads=2 d_k=16 feature_map=favor features=8 seed=1",
+                              os.path.join(self.tmp, "linear"))
+        sdpa = self.compile("heads=2 d_k=16", os.path.join(self.tmp, "sdpa"))
+        r = self.expect(attnc("bench", linear, "--seq-q", "30", "--runs", "1", "--json",
+                              "--against", sdpa), 0)
+        report = json.loads(r.stdout)
+        self.assertIn("variant=sdpa", report["timings"]["against"]["what"])
+        self.assertEqual(report["mask_density"], 1.0)
+        # sdpa's tensors do not include linear attention's omega: refused, naming both specs.
+        self.expect(attnc("bench", sdpa, "--seq-q", "30", "--runs", "1", "--against", linear), 2,
+                    "takes tensors this call", "variant=linear")
+
+    def test_mask_density(self):
+        bundle = self.compile("heads=1 d_k=8 mask=causal causal_align=top_left")
+        r = self.expect(attnc("bench", bundle, "--seq-q", "10", "--runs", "1", "--json"), 0)
+        self.assertAlmostEqual(json.loads(r.stdout)["mask_density"], 55 / 100)
+
+
 class VerifyCommand(CliTestCase):
     def test_gqa_causal_with_odd_sizes_passes(self):
         bundle = self.compile("variant=sdpa heads=8 kv_heads=2 d_k=64 mask=causal")

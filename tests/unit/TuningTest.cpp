@@ -9,6 +9,7 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <limits>
+#include <set>
 #include <thread>
 
 namespace attnc {
@@ -79,6 +80,20 @@ TEST(TuningSpace, ChecksNameTheClash) {
   std::map<std::string, int64_t> big = mma.defaults.toJson()["params"];
   big["key_block"] = 128;
   EXPECT_THROW(mma.check(ScheduleParams("mlir", big, "test")), UsageError);
+}
+
+TEST(TuningSpace, LinearAttentionSearchesOnlyItsChunk) {
+  auto names = [](const char* specText) {
+    std::set<std::string> found;
+    const std::vector<TuningSpace> spaces = tuningSpaces(parseSpec(specText), "host");
+    for (const ParamSpace& p : spaceOf(spaces, "halide").params)
+      found.insert(std::string(p.name));
+    return found;
+  };
+  EXPECT_EQ(names("variant=linear d_k=64 mask=causal"), std::set<std::string>{"chunk"});
+  const std::set<std::string> softmax = names("heads=4 d_k=64");
+  EXPECT_FALSE(softmax.count("chunk"));
+  EXPECT_TRUE(softmax.count("query_tile"));
 }
 
 TEST(TuningSearch, SameSeedAndResultsGiveTheSameCandidates) {

@@ -276,16 +276,17 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   }
   a.rowLse.compute_root().vectorize(i, lanes, guard).parallel(h);
   if (spec.weights) {
-    Var jo("jo"), ji("ji");
-    a.weights.compute_root()
-        .split(j, jo, ji, lanes, guard)
-        .vectorize(ji)
-        .fuse(h, b, task)
-        .parallel(task);
+    scheduleWeightsPass(a.weights, a.weightScore, a.dot.x, lanes);
     a.weightQuery.compute_at(a.weights, i);
-    a.weightScore.compute_at(a.weights, i).vectorize(j, lanes, guard);
-    a.weightScore.update().reorder(j, a.dot.x).vectorize(j, lanes, guard);
   }
+}
+
+void scheduleWeightsPass(Func weights, Func score, RVar over, int lanes) {
+  const TailStrategy guard = TailStrategy::GuardWithIf;
+  Var j("j"), i("i"), h("h"), b("b"), jo("jo"), ji("ji"), task("task");
+  weights.compute_root().split(j, jo, ji, lanes, guard).vectorize(ji).fuse(h, b, task).parallel(task);
+  score.compute_at(weights, i).vectorize(j, lanes, guard);
+  score.update().reorder(j, over).vectorize(j, lanes, guard);
 }
 
 } // namespace attnc::halide

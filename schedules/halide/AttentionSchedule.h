@@ -56,6 +56,10 @@ constexpr int kProjectionRows = 8;
 constexpr int kProjectionVectors = 2;
 void scheduleProjection(Projection p, int lanes, Halide::LoopLevel at, bool parallel);
 
+// The exact-weights pass (j, i, h, b): rows of each head in parallel, `score` (summed over
+// `over`) computed per row with keys in the vector lanes.
+void scheduleWeightsPass(Halide::Func weights, Halide::Func score, Halide::RVar over, int lanes);
+
 // The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
 // key_block keys per online-softmax step staged in shared memory (with the query tile when both
 // fit in 48 KiB); the CPU register-tiling parameters are unused.

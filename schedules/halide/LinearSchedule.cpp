@@ -65,16 +65,8 @@ void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const Schedul
     a.intraDot.update().vectorize(jj, lanes, guard);
   }
   a.o.compute_root().vectorize(e, lanes, guard).split(i, outer, inner, 64, guard).parallel(outer);
-  if (spec.weights) {
-    Var jo("jo"), ji("ji");
-    a.weights.compute_root()
-        .split(j, jo, ji, lanes, guard)
-        .vectorize(ji)
-        .fuse(h, b, task)
-        .parallel(task);
-    a.weightScore.compute_at(a.weights, i).vectorize(j, lanes, guard);
-    a.weightScore.update().reorder(j, a.overFeatures.x).vectorize(j, lanes, guard);
-  }
+  if (spec.weights)
+    scheduleWeightsPass(a.weights, a.weightScore, a.overFeatures.x, lanes);
 }
 
 } // namespace attnc::halide

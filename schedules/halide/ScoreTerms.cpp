@@ -240,15 +240,28 @@ Expr ScoreTerms::blockLive(Expr firstKey, Expr lastKey, Expr firstRow, Expr last
     live = live && firstKey <= position(lastRow);
   if (m.has(MaskKind::Padding))
     live = live && firstKey < lengths_(b);
-  // A window alone bounds the keys; united with other patterns it does not.
-  bool onlyWindow = m.has(MaskKind::Window);
-  for (MaskKind other : {MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
-                         MaskKind::BlockSparse, MaskKind::BigBird})
-    onlyWindow = onlyWindow && !m.has(other);
-  if (onlyWindow)
-    live = live && lastKey >= position(firstRow) - static_cast<int>(spec_.windowLeft) &&
-           firstKey <= position(lastRow) + static_cast<int>(spec_.windowRight);
-  return live;
+  if (!m.hasSparsityPattern())
+    return live;
+  // Sparsity patterns unite, so the tile is live when any pattern can reach it; strided,
+  // block-sparse and BigBird are not bounded at this level yet (every block is live).
+  const Expr firstPos = position(firstRow), lastPos = position(lastRow);
+  auto within = [&](int64_t left, int64_t right) { // some key in [pos - left, pos + right]
+    return lastKey >= firstPos - static_cast<int>(left) &&
+           firstKey <= lastPos + static_cast<int>(right);
+  };
+  Expr any = cast<bool>(false);
+  if (m.has(MaskKind::Window))
+    any = any || within(spec_.windowLeft, spec_.windowRight);
+  if (m.has(MaskKind::Dilated))
+    any = any || within(spec_.windowLeft * spec_.dilation, spec_.windowRight * spec_.dilation);
+  if (m.has(MaskKind::Global)) {
+    const Expr n = static_cast<int>(spec_.globalTokens);
+    any = any || firstPos < n || firstKey < n;
+  }
+  for (MaskKind unbounded : {MaskKind::Strided, MaskKind::BlockSparse, MaskKind::BigBird})
+    if (m.has(unbounded))
+      any = cast<bool>(true);
+  return live && any;
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {

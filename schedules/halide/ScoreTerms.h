@@ -46,7 +46,8 @@ public:
   // Whether the masks keep (queryRow, key); false for keys past Tk.
   Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b) const;
   // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] at all, from the
-  // mask's symbolic form (causal, window, padding); true when the form does not rule it out.
+  // mask's symbolic form (causal, padding, and the union of window, dilated's window and
+  // global tokens); true when the form does not rule it out.
   Halide::Expr blockLive(Halide::Expr firstKey, Halide::Expr lastKey, Halide::Expr firstRow,
                          Halide::Expr lastRow, Halide::Expr b) const;
   // The factor dropout puts on prob(queryRow, key): 1 / (1 - p) when kept, 0 when dropped,

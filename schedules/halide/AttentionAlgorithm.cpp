@@ -16,16 +16,9 @@ Expr fastTanh(Expr x) {
   return 1.0f - 2.0f / (exp(2.0f * x) + 1.0f);
 }
 
-void requireSupported(const Spec& s) {
-  if (s.variant == Variant::Linear)
-    throw UsageError("the halide backend does not support variant=linear yet; use --backend "
-                     "reference for it");
-}
-
 } // namespace
 
 AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
-  requireSupported(s);
   AttentionAlgorithm a;
   a.terms = std::make_shared<ScoreTerms>(s);
   const ScoreTerms& terms = *a.terms;
@@ -113,22 +106,19 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   }
 
   // o = A / L; a row with no key left has L = 0 and gives o = 0, lse = -inf.
+  auto normalised = [&](Expr e, Expr queryRow, Expr head) {
+    FuncRef merged = a.state(e, queryRow % queryTile, queryRow / queryTile, head, b);
+    return select(merged[1] > 0, merged[2] / merged[1], 0.0f);
+  };
   const Expr rowOf = i % queryTile, tileOf = i / queryTile;
-  Expr total = a.state(d, rowOf, tileOf, h, b)[1];
-  Expr out = select(total > 0, a.state(d, rowOf, tileOf, h, b)[2] / total, 0.0f);
   a.o = Func("o");
   if (s.variant == Variant::Mha) {
     // O = Concat(head_1..head_H) W_O: the heads side by side, heads(h d_v + d, i, b), times
     // W_O [H d_v, d_model].
     const int dv = static_cast<int>(s.dV), dModel = static_cast<int>(s.dModel);
     Var r("r");
-    Expr rowIn = min(i, seqQ - 1);
-    Expr concatenated = a.state(r % dv, rowIn % queryTile, rowIn / queryTile, r / dv, b)[1];
     a.heads = Func("heads");
-    a.heads(r, i, b) =
-        select(concatenated > 0,
-               a.state(r % dv, rowIn % queryTile, rowIn / queryTile, r / dv, b)[2] / concatenated,
-               0.0f);
+    a.heads(r, i, b) = normalised(r % dv, min(i, seqQ - 1), r / dv);
     const ImageParam& wo = terms.param("w_o");
     a.outputProjection = makeProjection(
         "output_projected", static_cast<int>(s.heads) * dv,
@@ -138,6 +128,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
     a.o(d, i, b) = cast(storageType(s.dtype), a.outputProjection.acc(d, i, 0, b));
     a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, dModel);
   } else {
+    Expr out = normalised(d, i, h);
     if (s.layout == Layout::Bhsd)
       a.o(d, i, h, b) = cast(storageType(s.dtype), out);
     else

@@ -27,8 +27,6 @@ const std::array<ParamSpace, 8> kSpace{{
      "variant=linear: query rows per chunk of the causal prefix sums (and per task)"},
 }};
 
-constexpr int kRows = kProjectionRows;
-
 } // namespace
 
 void scheduleProjection(Projection p, int lanes, LoopLevel at, bool parallel) {
@@ -38,7 +36,7 @@ void scheduleProjection(Projection p, int lanes, LoopLevel at, bool parallel) {
   Func tiles = p.acc.in();
   tiles.compute_at(at)
       .split(p.e, eo, ei, width, TailStrategy::RoundUp)
-      .split(p.t, to, ti, kRows, TailStrategy::RoundUp)
+      .split(p.t, to, ti, kProjectionRows, TailStrategy::RoundUp)
       .reorder(ei, ti, eo, to, p.x, p.b)
       .vectorize(ei, lanes);
   if (parallel)

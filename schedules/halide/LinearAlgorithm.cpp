@@ -68,6 +68,10 @@ LinearAlgorithm buildLinearAttention(const Spec& s, int chunk) {
                                                       g, b)),
                                1.0f);
   const Expr valid = terms.validKeys(b);
+  // Causal: row i sees the first seen(i) keys.
+  auto seen = [&](Expr row, Expr batch) {
+    return clamp(terms.position(row) + 1, 0, terms.validKeys(batch));
+  };
 
   if (!causal) {
     // S = sum_{j < valid} phi(k_j) [v_j, 1]^T; numerator and denominator phi(q_i)^T S.
@@ -84,10 +88,7 @@ LinearAlgorithm buildLinearAttention(const Spec& s, int chunk) {
     a.total = Func("total");
     a.total(e, i, h, b) = a.inter.acc(e, i, h, b);
   } else {
-    // seen(i) keys for row i; chunk c starts at p_c = seen(cC).
-    auto seen = [&](Expr row, Expr batch) {
-      return clamp(terms.position(row) + 1, 0, terms.validKeys(batch));
-    };
+    // Chunk c starts at p_c = seen(cC).
     auto start = [&](Expr chunkIndex, Expr batch) { return seen(chunkIndex * chunk, batch); };
     a.inChunk = RDom(0, chunk, "in_chunk");
     a.chunkSum = Func("chunk_sum");
@@ -161,7 +162,7 @@ LinearAlgorithm buildLinearAttention(const Spec& s, int chunk) {
     a.weightScore(j, i, h, b) = 0.0f;
     a.weightScore(j, i, h, b) += a.phiQ(a.overFeatures.x, i, h, b) *
                                  a.phiK(a.overFeatures.x, min(j, seqK - 1), h / group, b);
-    Expr sees = causal ? clamp(terms.position(i) + 1, 0, valid) : valid;
+    Expr sees = causal ? seen(i, b) : valid;
     a.weights = Func("weights");
     a.weights(j, i, h, b) =
         select(j < sees && denominator != 0, a.weightScore(j, i, h, b) / denominator, 0.0f);

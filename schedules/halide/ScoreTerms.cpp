@@ -1,5 +1,7 @@
 #include "halide/ScoreTerms.h"
 
+#include "Artifact/Arguments.h"
+
 #include "Variants/Masks.h"
 #include "Variants/Positions.h"
 #include "Variants/Random.h"
@@ -25,18 +27,6 @@ ImageParam headParam(const Spec& s, const char* name, int64_t dim, int64_t heads
   const int headDim = s.layout == Layout::Bhsd ? 2 : 1;
   p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(dim));
   p.dim(headDim).set_bounds(0, static_cast<int>(heads));
-  return p;
-}
-
-// A variant's parameter tensor, DLPack shape `shape` (outermost first), dense.
-ImageParam paramTensor(const Spec& s, const char* name, std::vector<int64_t> shape,
-                       bool lastIsSequence = false) {
-  ImageParam p(storageType(s.dtype), static_cast<int>(shape.size()), name);
-  for (size_t k = 0; k < shape.size(); ++k) {
-    const int dim = static_cast<int>(shape.size() - 1 - k);
-    if (!(lastIsSequence && dim == 0))
-      p.dim(dim).set_bounds(0, static_cast<int>(shape[k]));
-  }
   return p;
 }
 
@@ -97,30 +87,16 @@ ScoreTerms::ScoreTerms(const Spec& s)
     bias_.dim(0).set_stride(Expr());
     inputs_.push_back(bias_);
   }
-  const int64_t H = s.heads, Hkv = s.kvHeads;
-  std::vector<std::pair<const char*, std::vector<int64_t>>> params;
-  switch (s.variant) {
-  case Variant::Mha:
-    params = {{"w_q", {s.dModel, H * s.dK}},
-              {"w_k", {s.dModel, Hkv * s.dK}},
-              {"w_v", {s.dModel, Hkv * s.dV}},
-              {"w_o", {H * s.dV, s.dModel}}};
-    break;
-  case Variant::Additive:
-    params = {{"w1", {H, s.dAttn, s.dQ}}, {"w2", {H, s.dAttn, s.dK}}, {"v_a", {H, s.dAttn}}};
-    break;
-  case Variant::Bilinear: params = {{"w", {H, s.dQ, s.dK}}}; break;
-  case Variant::Linformer: params = {{"e", {Hkv, s.projLen, 0}}, {"f", {Hkv, s.projLen, 0}}}; break;
-  case Variant::Linear:
-    if (s.featureMap == FeatureMap::Favor)
-      params = {{"omega", {s.features, s.dK}}};
-    break;
-  case Variant::Sdpa: break;
-  }
-  for (const auto& [name, shape] : params) {
-    // Linformer's E and F run along the keys: their last extent is Tk, known at run time.
-    ImageParam p = paramTensor(s, name, shape, s.variant == Variant::Linformer);
-    params_.emplace(name, p);
+  // The variant's parameters (w_q, w1, e, omega, ...), as the manifest declares them; constant
+  // extents are bounds Halide can use, Tk (Linformer's E and F) is known at run time.
+  for (const Argument& a : kernelArguments(s)) {
+    if (a.role != ArgumentRole::Param)
+      continue;
+    ImageParam p(storageType(s.dtype), static_cast<int>(a.shape.size()), a.name);
+    for (size_t k = 0; k < a.shape.size(); ++k)
+      if (!a.shape[k].symbol)
+        p.dim(static_cast<int>(a.shape.size() - 1 - k)).set_bounds(0, static_cast<int>(a.shape[k].value));
+    params_.emplace(a.name, p);
     inputs_.push_back(p);
   }
   const int seqDim = s.layout == Layout::Bhsd || s.variant == Variant::Mha ? 1 : 2;

@@ -177,7 +177,7 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
   }
   case Variant::Linformer: {
     // (E K)[p] = sum_{j < valid} E[g, p, j] k_j over the Tk keys, and F V alike, once per call.
-    const ImageParam &pe = terms.param("e"), &pf = terms.param("f");
+    const ImageParam &keyMap = terms.param("e"), &valueMap = terms.param("f");
     auto alongKeys = [&](const char* name, const ImageParam& x, const ImageParam& weights,
                          int64_t width) {
       return project(name, seqK, dim(width), keys, [&](Expr c, Expr p, Expr g, Expr batch, Expr r) {
@@ -185,8 +185,8 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
                cast<float>(terms.load(x, c, r, g, batch));
       });
     };
-    Projection ek = alongKeys("key_projected", k, pe, s.dK);
-    Projection fv = alongKeys("value_projected", v, pf, s.dV);
+    Projection ek = alongKeys("key_projected", k, keyMap, s.dK);
+    Projection fv = alongKeys("value_projected", v, valueMap, s.dV);
     ops.perCall.push_back(ek);
     ops.perCall.push_back(fv);
     ops.keyIn(e, j, h, b) = ek.acc(e, j, h / group, b);

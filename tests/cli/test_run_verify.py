@@ -169,15 +169,18 @@ class BenchCommand(CliTestCase):
                               "--against", sdpa), 0)
         report = json.loads(r.stdout)
         self.assertIn("variant=sdpa", report["timings"]["against"]["what"])
-        self.assertEqual(report["mask_density"], 1.0)
+        self.assertNotIn("mask_density", report)
         # sdpa's tensors do not include linear attention's omega: refused, naming both specs.
         self.expect(attnc("bench", sdpa, "--seq-q", "30", "--runs", "1", "--against", linear), 2,
                     "takes tensors this call", "variant=linear")
 
     def test_mask_density(self):
         bundle = self.compile("heads=1 d_k=8 mask=causal causal_align=top_left")
-        r = self.expect(attnc("bench", bundle, "--seq-q", "10", "--runs", "1", "--json"), 0)
+        r = self.expect(attnc("bench", bundle, "--seq-q", "10", "--runs", "1", "--json",
+                              "--mask-density"), 0)
         self.assertAlmostEqual(json.loads(r.stdout)["mask_density"], 55 / 100)
+        self.expect(attnc("bench", bundle, "--seq-q", "10", "--runs", "1", "--no-baseline",
+                          "--attention", bundle), 2, "--attention", "has no use")
 
 
 class VerifyCommand(CliTestCase):

@@ -144,19 +144,21 @@ void UnfusedBaseline::useAttentionBundle(const runtime::Bundle& sdpa) {
   expected.dtype = DType::F32;
   expected.pe = PositionalEncoding::None;
   expected.dModel = 0;
-  const Spec given = bundleSpec(sdpa);
-  if (s.variant != Variant::Mha || given.canonical() != parseSpec(expected.canonical()).canonical())
-    throw UsageError("--attention: the bundle computes " + given.canonical() +
-                     "; for this spec it must be " +
-                     (s.variant == Variant::Mha ? parseSpec(expected.canonical()).canonical()
-                                                : std::string("(only variant=mha takes one)")));
+  const std::string given = bundleSpec(sdpa).canonical();
+  if (s.variant != Variant::Mha)
+    throw UsageError("--attention: only variant=mha takes one; this spec is " + s.canonical());
+  // Through the parser, so that keys that do not apply to sdpa drop out of the canonical form.
+  const std::string wanted = parseSpec(expected.canonical()).canonical();
+  if (given != wanted)
+    throw UsageError("--attention: the bundle computes " + given + "; for this spec it must be " +
+                     wanted);
   attention_ = &sdpa;
 }
 
 void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b, const float* v,
                                          int64_t ldv, float* o, int64_t ldo) const {
   const Spec& s = spec_;
-  const int64_t offset = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : 0;
+  const int64_t offset = positions::alignmentOffset(s, seqQ_, seqK_);
   const int64_t valid = lengths_[b];
   const bool linformer = s.variant == Variant::Linformer;
   // Masks, then P = softmax(S) row by row (a fully masked row stays 0).
@@ -184,8 +186,8 @@ void UnfusedBaseline::run(int threads) {
   const int64_t B = batch_, H = s.heads, Hkv = s.kvHeads, dk = s.dK, dv = s.dV;
   const int64_t Tq = seqQ_, Tk = seqK_, keys = keys_;
 
-  Operand query{q_.data(), H, Tq, s.dQ, s.dQ, false}, key{k_.data(), Hkv, Tk, dk, dk, false},
-      value{v_.data(), Hkv, Tk, dv, dv, false};
+  Operand query{q_.data(), H, Tq, s.dQ, false}, key{k_.data(), Hkv, Tk, dk, false},
+      value{v_.data(), Hkv, Tk, dv, false};
 
   switch (s.variant) {
   case Variant::Mha: {
@@ -210,9 +212,9 @@ void UnfusedBaseline::run(int threads) {
                  params_.at("w_k").data(), Hkv * dk, keysIn_.data(), Hkv * dk);
     parallelGemm(threads, B * Tk, Hkv * dv, s.dModel, xv.data(), s.dModel,
                  params_.at("w_v").data(), Hkv * dv, values_.data(), Hkv * dv);
-    query = {queries_.data(), H, Tq, dk, H * dk, true};
-    key = {keysIn_.data(), Hkv, Tk, dk, Hkv * dk, true};
-    value = {values_.data(), Hkv, Tk, dv, Hkv * dv, true};
+    query = {queries_.data(), H, Tq, dk, true};
+    key = {keysIn_.data(), Hkv, Tk, dk, true};
+    value = {values_.data(), Hkv, Tk, dv, true};
     break;
   }
   case Variant::Bilinear: {
@@ -222,7 +224,7 @@ void UnfusedBaseline::run(int threads) {
       gemm(Tq, dk, s.dQ, 1, query.at(bh / H, bh % H), s.dQ,
            &params_.at("w")[(bh % H) * s.dQ * dk], dk, false, &queries_[bh * Tq * dk], dk);
     });
-    query = {queries_.data(), H, Tq, dk, dk, false};
+    query = {queries_.data(), H, Tq, dk, false};
     break;
   }
   case Variant::Additive: {
@@ -252,8 +254,8 @@ void UnfusedBaseline::run(int threads) {
       gemm(keys, dv, valid, 1, &params_.at("f")[g * keys * Tk], Tk, value.at(b, g), dv, false,
            &values_[bg * keys * dv], dv);
     });
-    key = {keysIn_.data(), Hkv, keys, dk, dk, false};
-    value = {values_.data(), Hkv, keys, dv, dv, false};
+    key = {keysIn_.data(), Hkv, keys, dk, false};
+    value = {values_.data(), Hkv, keys, dv, false};
     break;
   }
   default: break;
@@ -326,12 +328,12 @@ void UnfusedBaseline::attendPerHead(int threads, const Operand& query, const Ope
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(Tq * Tk), static_cast<int>(da),
                   1.0f, hidden, static_cast<int>(da), &scaledVa[h * da], 1, 0.0f, scores, 1);
     } else {
-      gemm(Tq, keys, dk, static_cast<float>(s.scale), query.at(b, h), query.rowStride,
-           key.at(b, g), key.rowStride, true, scores, keys);
+      gemm(Tq, keys, dk, static_cast<float>(s.scale), query.at(b, h), query.rowStride(),
+           key.at(b, g), key.rowStride(), true, scores, keys);
     }
     float* o = s.variant == Variant::Mha ? &heads_[b * Tq * H * dv + h * dv]
                                          : &heads_[bh * Tq * dv];
-    softmaxTimesValues(scores, keys, b, value.at(b, g), value.rowStride, o,
+    softmaxTimesValues(scores, keys, b, value.at(b, g), value.rowStride(), o,
                        s.variant == Variant::Mha ? H * dv : dv);
   });
 }

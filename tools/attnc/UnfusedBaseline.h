@@ -45,12 +45,13 @@ private:
   // mha's [B, T, heads * d] projections.
   struct Operand {
     const float* data;
-    int64_t heads, rows, width, rowStride;
+    int64_t heads, rows, width;
     bool tokenMajor; // [B, T, heads, width] rather than [B, heads, T, width]
     const float* at(int64_t b, int64_t h) const {
       return tokenMajor ? data + b * rows * heads * width + h * width
                         : data + ((b * heads + h) * rows) * width;
     }
+    int64_t rowStride() const { return tokenMajor ? heads * width : width; }
   };
   void attendPerHead(int threads, const Operand& query, const Operand& key, const Operand& value);
   void runAttentionBundle(int threads);

@@ -7,9 +7,9 @@
 #define ATTNC_COMPILER_BACKENDS_HALIDE_HALIDEAUTOSCHEDULE_H
 
 #include "Spec/Spec.h"
-#include "halide/AttentionAlgorithm.h"
 
 #include <Halide.h>
+#include <vector>
 
 namespace attnc {
 

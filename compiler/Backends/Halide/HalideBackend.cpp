@@ -66,12 +66,14 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
           .overridden(options.schedule, halide::halideParamSpace(), options.scheduleProvenance);
   halide::checkHalideSchedule(target.family, params, spec);
   const bool cuda = target.family == "cuda";
+  const int64_t autoscheduler = params.get("autoscheduler");
+  // Each algorithm keeps its Funcs alive in `schedule`, which applies attnc's schedule to them.
   std::vector<Halide::ImageParam> inputs;
   std::vector<Halide::Func> outputs;
   std::function<void()> schedule;
   if (spec.variant == Variant::Linear) {
-    if (params.get("autoscheduler") != 0)
-      throw UsageError("schedule: autoscheduler=" + std::to_string(params.get("autoscheduler")) +
+    if (autoscheduler != 0)
+      throw UsageError("schedule: autoscheduler=" + std::to_string(autoscheduler) +
                        " is for the softmax variants; variant=linear has its own schedule");
     auto linear = std::make_shared<halide::LinearAlgorithm>(
         halide::buildLinearAttention(spec, static_cast<int>(params.get("chunk"))));
@@ -89,15 +91,12 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
       else
         halide::scheduleAttention(*algorithm, spec, params);
     };
-    if (params.get("autoscheduler") != 0)
-      schedule = nullptr;
   }
   Halide::Pipeline pipeline(outputs);
-  if (schedule)
-    schedule();
+  if (autoscheduler != 0)
+    autoscheduleAttention(pipeline, inputs, outputs, spec, autoscheduler, target.target);
   else
-    autoscheduleAttention(pipeline, inputs, outputs, spec, params.get("autoscheduler"),
-                          target.target);
+    schedule();
   std::vector<Halide::Argument> arguments(inputs.begin(), inputs.end());
 
   const std::string stem = stemFor(spec, options.target);

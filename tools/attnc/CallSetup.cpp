@@ -230,24 +230,51 @@ std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallel
   return outputs;
 }
 
-double maskDensity(Call& call) {
-  const Spec& s = call.spec;
-  if (s.masks.empty() || s.variant == Variant::Linformer)
-    return 1.0;
+namespace {
+
+// Calls body(mask) with the spec's masks bound to the call's tensors.
+template <class Body> void withMask(Call& call, Body body) {
   std::vector<DLTensor*> tensors;
   for (HostTensor& t : call.tensors)
     tensors.push_back(t.dl());
-  const int64_t B = call.sizes[SizeSymbol::Batch], Tq = call.sizes[SizeSymbol::SeqQ],
-                Tk = call.sizes[SizeSymbol::SeqK];
-  KernelTensors view(s, tensors, B, Tq, Tk);
-  const MaskEvaluator mask(view);
+  KernelTensors view(call.spec, tensors, call.sizes[SizeSymbol::Batch],
+                     call.sizes[SizeSymbol::SeqQ], call.sizes[SizeSymbol::SeqK]);
+  body(MaskEvaluator(view));
+}
+
+// Linformer's masks act on the keys before E and F project them; its weights have none.
+bool scoresAreMasked(const Spec& s) { return !s.masks.empty() && s.variant != Variant::Linformer; }
+
+} // namespace
+
+double maskDensity(Call& call) {
+  if (!scoresAreMasked(call.spec))
+    return 1.0;
+  const int64_t B = call.sizes[SizeSymbol::Batch], H = call.spec.heads,
+                Tq = call.sizes[SizeSymbol::SeqQ], Tk = call.sizes[SizeSymbol::SeqK];
   int64_t kept = 0;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < s.heads; ++h)
-      for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t j = 0; j < Tk; ++j)
-          kept += mask.allowed(b, h, i, j);
-  return static_cast<double>(kept) / static_cast<double>(B * s.heads * Tq * Tk);
+  withMask(call, [&](const MaskEvaluator& mask) {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Tq; ++i)
+          for (int64_t j = 0; j < Tk; ++j)
+            kept += mask.allowed(b, h, i, j);
+  });
+  return static_cast<double>(kept) / static_cast<double>(B * H * Tq * Tk);
+}
+
+std::vector<uint8_t> keptScores(Call& call, int64_t b, int64_t h, IndexRange queries,
+                                IndexRange keys) {
+  std::vector<uint8_t> kept(static_cast<size_t>(queries.size() * keys.size()), 1);
+  if (!scoresAreMasked(call.spec))
+    return kept;
+  withMask(call, [&](const MaskEvaluator& mask) {
+    size_t k = 0;
+    for (int64_t i = queries.begin; i < queries.end; ++i)
+      for (int64_t j = keys.begin; j < keys.end; ++j)
+        kept[k++] = mask.allowed(b, h, i, j);
+  });
+  return kept;
 }
 
 } // namespace attnc::tools

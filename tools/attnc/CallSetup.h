@@ -45,6 +45,16 @@ std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallel
 // masks): the density that sparse patterns' time should be proportional to.
 double maskDensity(Call& call);
 
+struct IndexRange {
+  int64_t begin = 0, end = 0; // [begin, end)
+  int64_t size() const { return end - begin; }
+};
+
+// For each query in `queries` and key in `keys` (row-major), 1 when the spec's masks keep score
+// (b, h, i, j) on this call, else 0.
+std::vector<uint8_t> keptScores(Call& call, int64_t b, int64_t h, IndexRange queries,
+                                IndexRange keys);
+
 } // namespace attnc::tools
 
 #endif // ATTNC_TOOLS_CALLSETUP_H

@@ -21,6 +21,7 @@ Action addVerifyCommand(CLI::App& app);
 Action addBenchCommand(CLI::App& app);
 Action addExplainCommand(CLI::App& app);
 Action addTuneCommand(CLI::App& app);
+Action addVizCommand(CLI::App& app);
 
 // --schedule NAME=VALUE items as a map; UsageError for a malformed item.
 std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::string>& items);

@@ -26,7 +26,10 @@ Action addExplainCommand(CLI::App& app) {
                 "also print the IR after every pass to stderr (MLIR's IR printing)");
   return [o] {
     Spec spec = loadSpec(o->spec);
-    CompileOptions options{"mlir", o->target, {}, {}, parseScheduleOverrides(o->schedule)};
+    CompileOptions options;
+    options.backend = "mlir";
+    options.target = o->target;
+    options.schedule = parseScheduleOverrides(o->schedule);
     fmt::print("{}", explainStages(spec, options, o->stage, o->printAfterAll));
     return 0;
   };

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   track(attnc::tools::addBenchCommand(app));
   track(attnc::tools::addExplainCommand(app));
   track(attnc::tools::addTuneCommand(app));
+  track(attnc::tools::addVizCommand(app));
 
   try {
     app.parse(argc, argv);

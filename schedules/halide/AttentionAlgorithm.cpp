@@ -18,7 +18,7 @@ Expr fastTanh(Expr x) {
 
 } // namespace
 
-AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
+AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bool gatherSparse) {
   AttentionAlgorithm a;
   a.terms = std::make_shared<ScoreTerms>(s);
   const ScoreTerms& terms = *a.terms;
@@ -26,6 +26,15 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   const VariantOperands& ops = a.operands;
   Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h, b = a.b;
   const Expr seqQ = terms.seqQ(), keys = terms.keys();
+  if (gatherSparse)
+    a.order = ResidueOrder::forSpec(s, seqQ, terms.seqK(), terms.position(0));
+  // Rows and keys in streaming order: slots, which are positions unless a ResidueOrder sorts
+  // them by class.
+  const Expr rowSlots = a.order ? a.order->rowSlots() : seqQ;
+  const Expr keySlots = a.order ? a.order->keySlots() : keys;
+  auto rowAt = [&](Expr slot) { return a.order ? a.order->row(slot) : slot; };
+  auto keyAt = [&](Expr slot) { return a.order ? a.order->key(slot) : slot; };
+  auto slotOfRow = [&](Expr i) { return a.order ? a.order->slotOfRow(i) : i; };
   // Additive's scale is in its score weights; the others scale the query once per row.
   const float scale = ops.additive ? 1.0f : static_cast<float>(s.scale);
   // The score of one query element and one key element, summed over the score dim.
@@ -35,8 +44,20 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
     return queryElement * keyElement;
   };
 
-  const Expr queryRow = tile * queryTile + row; // may pass Tq in the last tile
-  const Expr key = kb * keyBlock + jj;          // key index of (kb, jj)
+  // The positions of (row, tile) and (jj, kb), which may pass Tq and Tk (the last tile and
+  // block, phantom slots). In residue order they are small tables, made once per tile and per
+  // block, so the score loops do not divide by the class length.
+  Expr queryRow = rowAt(tile * queryTile + row), key = keyAt(kb * keyBlock + jj);
+  if (a.order) {
+    a.rowPosition = Func("row_position");
+    a.rowPosition(row, tile) = queryRow;
+    // Clamped so bounds inference sees the range the table holds: rows past Tq are never read,
+    // and keys past Tk stay past it (keySlots >= Tk), so masked.
+    queryRow = clamp(a.rowPosition(row, tile), 0, rowSlots);
+    a.keyPosition = Func("key_position");
+    a.keyPosition(jj, kb) = key;
+    key = clamp(a.keyPosition(jj, kb), 0, keySlots);
+  }
 
   a.query = Func("query");
   a.query(row, d, tile, h, b) = ops.queryIn(d, queryRow, h, b) * scale;
@@ -45,7 +66,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   a.score = Func("score");
   a.score(row, jj, kb, tile, h, b) = 0.0f;
   // The block's keys and values as f32 (RoPE'd keys when asked): converted once per block, not
-  // once per use, when the schedule computes them at the block.
+  // once per use, when the schedule computes them at the block; in residue order, gathered.
   a.keyBlock = Func("key_block");
   a.keyBlock(d, jj, kb, h, b) = ops.keyIn(d, min(key, keys - 1), h, b);
   a.valueBlock = Func("value_block");
@@ -77,16 +98,19 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
   // Dropout acts on the weights that multiply V, after the row sums: o = sum_j drop_ij p_ij v_j.
   a.blockAcc = Func("block_acc");
   a.blockAcc(d, row, kb, tile, h, b) = 0.0f;
-  Expr valueKey = kb * keyBlock + a.inKey;
+  Expr valueKey = a.order ? clamp(a.keyPosition(a.inKey, kb), 0, keySlots) : kb * keyBlock + a.inKey;
   Expr p = a.prob(row, a.inKey, kb, tile, h, b);
   if (s.dropout > 0)
     p *= terms.dropFactor(queryRow, valueKey, h, b);
   a.blockAcc(d, row, kb, tile, h, b) += p * a.valueBlock(d, a.inKey, kb, h, b);
 
   // Blocks the tile can use at all, from the mask's form: Halide trims the block loop to them.
-  a.blocks = RDom(0, (keys + keyBlock - 1) / keyBlock, "blocks");
-  a.blocks.where(terms.blockLive(a.blocks.x * keyBlock, a.blocks.x * keyBlock + keyBlock - 1,
-                                 tile * queryTile, min(tile * queryTile + queryTile, seqQ) - 1, b));
+  a.blocks = RDom(0, (keySlots + keyBlock - 1) / keyBlock, "blocks");
+  const ScoreRegion region{a.blocks.x * keyBlock, a.blocks.x * keyBlock + keyBlock - 1,
+                           tile * queryTile, min(tile * queryTile + queryTile, rowSlots) - 1,
+                           queryTile, keyBlock};
+  auto positionsLive = [&](const ScoreRegion& r) { return terms.blockLive(r, h, b); };
+  a.blocks.where(a.order ? a.order->blockLive(region, positionsLive) : positionsLive(region));
 
   // The streaming merge: state = (M, L, A), one A per head-dim element (M and L repeat along d
   // so the three share one loop nest; their exp is per row per block, a small cost).
@@ -107,10 +131,11 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock) {
 
   // o = A / L; a row with no key left has L = 0 and gives o = 0, lse = -inf.
   auto normalised = [&](Expr e, Expr queryRow, Expr head) {
-    FuncRef merged = a.state(e, queryRow % queryTile, queryRow / queryTile, head, b);
+    Expr slot = slotOfRow(queryRow);
+    FuncRef merged = a.state(e, slot % queryTile, slot / queryTile, head, b);
     return select(merged[1] > 0, merged[2] / merged[1], 0.0f);
   };
-  const Expr rowOf = i % queryTile, tileOf = i / queryTile;
+  const Expr rowOf = slotOfRow(i) % queryTile, tileOf = slotOfRow(i) / queryTile;
   a.o = Func("o");
   if (s.variant == Variant::Mha) {
     // O = Concat(head_1..head_H) W_O: the heads side by side, heads(h d_v + d, i, b), times

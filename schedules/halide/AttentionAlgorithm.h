@@ -18,11 +18,13 @@
 #define ATTNC_SCHEDULES_HALIDE_ATTENTIONALGORITHM_H
 
 #include "Spec/Spec.h"
+#include "halide/ResidueOrder.h"
 #include "halide/ScoreTerms.h"
 #include "halide/VariantOperands.h"
 
 #include <Halide.h>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace attnc::halide {
@@ -32,6 +34,9 @@ struct AttentionAlgorithm {
   std::shared_ptr<ScoreTerms> terms;
   // The variant's query, key and value operands and the products that make them.
   VariantOperands operands;
+  // Strided or dilated attention streams over keys sorted by residue class (ResidueOrder.h):
+  // query tiles and key blocks are then tiles of slots, gathered from the sequence.
+  std::optional<ResidueOrder> order;
   // Pipeline outputs in manifest order: o, then lse and weights when asked.
   std::vector<Halide::Func> outputs;
 
@@ -46,6 +51,8 @@ struct AttentionAlgorithm {
   // are the innermost dimension of the score stages, so a vector holds one key's scores for
   // many rows: the score GEMM broadcasts keys straight from K, and the block's row maxima and
   // sums are plain vector operations.
+  Halide::Func rowPosition; // (row, tile)   residue order: the query row in a tile's slot
+  Halide::Func keyPosition; // (jj, kb)      residue order: the key in a block's slot
   Halide::Func query;      // (row, d, tile, h, b)          the query operand * scale, rows innermost
   Halide::Func keyBlock;   // (d, jj, kb, h, b)           the block's keys, f32
   Halide::Func valueBlock; // (d, jj, kb, h, b)           the block's values, f32
@@ -70,9 +77,11 @@ struct AttentionAlgorithm {
 };
 
 // Builds the algorithm for `spec` with tiles of `queryTile` query rows and blocks of `keyBlock`
-// keys (the granularities of skipping and streaming, chosen by the schedule parameters).
-// Throws UsageError for what this backend cannot compute yet, naming it.
-AttentionAlgorithm buildAttention(const Spec& spec, int queryTile, int keyBlock);
+// keys (the granularities of skipping and streaming, chosen by the schedule parameters); with
+// `gatherSparse`, strided and dilated attention stream in residue order. Throws UsageError for
+// what this backend cannot compute yet, naming it.
+AttentionAlgorithm buildAttention(const Spec& spec, int queryTile, int keyBlock,
+                                  bool gatherSparse);
 
 // The lowest finite float: masked scores and the initial running max. Finite, so that
 // exp(M - M') stays defined when a whole block or row is masked.

@@ -194,33 +194,26 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
   const Expr block = static_cast<int>(s.block);
   if (m.has(MaskKind::BlockSparse))
     any = any || layout_(keyIn / block, rowIn / block, broadcastIndex(layout_, 2, h)) != 0;
-  if (m.has(MaskKind::BigBird)) {
-    Expr qb = rowIn / block, kb = keyIn / block;
-    Expr queryBlocks = (seqQ_ + block - 1) / block, keyBlocks = (seqK_ + block - 1) / block;
-    Expr drawn = masks::bigbirdStructured(qb, kb, queryBlocks, keyBlocks,
-                                          Expr(static_cast<int>(s.windowBlocks)),
-                                          Expr(static_cast<int>(s.globalBlocks)));
-    for (int r = 0; r < s.randomBlocks; ++r)
-      drawn = drawn || bigbirdRandom_(r, qb, h) == kb;
-    any = any || drawn;
-  }
+  if (m.has(MaskKind::BigBird))
+    any = any || bigbirdDrawn(rowIn / block, keyIn / block, h);
   return keep && any;
 }
 
-Expr ScoreTerms::blockLive(Expr firstKey, Expr lastKey, Expr firstRow, Expr lastRow, Expr b) const {
+Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
   const MaskSet m = spec_.masks;
   if (spec_.variant == Variant::Linformer)
     return validKeys(b) > 0;
+  const Expr firstKey = region.firstKey, lastKey = region.lastKey;
   Expr live = cast<bool>(true);
   if (m.has(MaskKind::Causal))
-    live = live && firstKey <= position(lastRow);
+    live = live && firstKey <= position(region.lastRow);
   if (m.has(MaskKind::Padding))
     live = live && firstKey < lengths_(b);
   if (!m.hasSparsityPattern())
     return live;
-  // Sparsity patterns unite, so the tile is live when any pattern can reach it; strided,
-  // block-sparse and BigBird are not bounded at this level yet (every block is live).
-  const Expr firstPos = position(firstRow), lastPos = position(lastRow);
+  // Sparsity patterns unite, so the region is live when any pattern can reach it; strided is
+  // not bounded at this level (ResidueOrder gathers it when it is the only pattern).
+  const Expr firstPos = position(region.firstRow), lastPos = position(region.lastRow);
   auto within = [&](int64_t left, int64_t right) { // some key in [pos - left, pos + right]
     return lastKey >= firstPos - static_cast<int>(left) &&
            firstKey <= lastPos + static_cast<int>(right);
@@ -234,10 +227,45 @@ Expr ScoreTerms::blockLive(Expr firstKey, Expr lastKey, Expr firstRow, Expr last
     const Expr n = static_cast<int>(spec_.globalTokens);
     any = any || firstPos < n || firstKey < n;
   }
-  for (MaskKind unbounded : {MaskKind::Strided, MaskKind::BlockSparse, MaskKind::BigBird})
-    if (m.has(unbounded))
-      any = cast<bool>(true);
+  if (m.has(MaskKind::Strided))
+    any = cast<bool>(true);
+  if (m.has(MaskKind::BlockSparse))
+    any = any || somePatternBlock(region, [&](Expr qb, Expr kb) {
+            return layout_(kb, qb, broadcastIndex(layout_, 2, h)) != 0;
+          });
+  if (m.has(MaskKind::BigBird))
+    any = any || somePatternBlock(region, [&](Expr qb, Expr kb) { return bigbirdDrawn(qb, kb, h); });
   return live && any;
+}
+
+Expr ScoreTerms::somePatternBlock(const ScoreRegion& region,
+                                  const std::function<Expr(Expr, Expr)>& drawn) const {
+  // The pattern's blocks the region overlaps: at most ceil(span / block) + 1 along each side,
+  // a count known here, so the test unrolls into a fixed expression. Past 64 pairs the region
+  // is taken as live (the schedule's tiles are then far larger than the pattern's blocks).
+  const int block = static_cast<int>(spec_.block);
+  const int rowBlocks = (region.maxRows + block - 1) / block + 1;
+  const int keyBlocks = (region.maxKeys + block - 1) / block + 1;
+  if (rowBlocks * keyBlocks > 64)
+    return cast<bool>(true);
+  const Expr firstQb = region.firstRow / block, lastQb = min(region.lastRow, seqQ_ - 1) / block;
+  const Expr firstKb = region.firstKey / block, lastKb = min(region.lastKey, seqK_ - 1) / block;
+  Expr any = cast<bool>(false);
+  for (int a = 0; a < rowBlocks; ++a)
+    for (int c = 0; c < keyBlocks; ++c)
+      any = any || drawn(min(firstQb + a, lastQb), min(firstKb + c, lastKb));
+  return any;
+}
+
+Expr ScoreTerms::bigbirdDrawn(Expr qb, Expr kb, Expr h) const {
+  const Expr block = static_cast<int>(spec_.block);
+  Expr queryBlocks = (seqQ_ + block - 1) / block, keyBlocks = (seqK_ + block - 1) / block;
+  Expr drawn = masks::bigbirdStructured(qb, kb, queryBlocks, keyBlocks,
+                                        Expr(static_cast<int>(spec_.windowBlocks)),
+                                        Expr(static_cast<int>(spec_.globalBlocks)));
+  for (int r = 0; r < spec_.randomBlocks; ++r)
+    drawn = drawn || bigbirdRandom_(r, qb, h) == kb;
+  return drawn;
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {

@@ -8,6 +8,7 @@
 #include "Spec/Spec.h"
 
 #include <Halide.h>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,13 @@
 namespace attnc::halide {
 
 Halide::Type storageType(DType dtype);
+
+// A rectangle of the score matrix: rows [firstRow, lastRow] and keys [firstKey, lastKey], at
+// most maxRows by maxKeys (the schedule's tile sizes, known when the algorithm is built).
+struct ScoreRegion {
+  Halide::Expr firstKey, lastKey, firstRow, lastRow;
+  int maxRows, maxKeys;
+};
 
 class ScoreTerms {
 public:
@@ -45,11 +53,11 @@ public:
                         Halide::Expr b) const;
   // Whether the masks keep (queryRow, key); false for keys past Tk.
   Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b) const;
-  // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] at all, from the
-  // mask's symbolic form (causal, padding, and the union of window, dilated's window and
-  // global tokens); true when the form does not rule it out.
-  Halide::Expr blockLive(Halide::Expr firstKey, Halide::Expr lastKey, Halide::Expr firstRow,
-                         Halide::Expr lastRow, Halide::Expr b) const;
+  // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all,
+  // from the mask's symbolic form (causal, padding, and the union of window, dilated's window,
+  // global tokens and the blocks block_sparse's layout and BigBird draw); true when the form
+  // does not rule it out.
+  Halide::Expr blockLive(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
   // The factor dropout puts on prob(queryRow, key): 1 / (1 - p) when kept, 0 when dropped,
   // bit-identical to random::dropoutKeeps. Only meaningful when the spec has dropout.
   Halide::Expr dropFactor(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
@@ -63,6 +71,12 @@ public:
                        Halide::Expr position) const;
 
 private:
+  // Whether drawn(qb, kb) holds for some pattern block (qb, kb) the region overlaps.
+  Halide::Expr somePatternBlock(const ScoreRegion& region,
+                                const std::function<Halide::Expr(Halide::Expr, Halide::Expr)>& drawn) const;
+  // BigBird's structured and random blocks.
+  Halide::Expr bigbirdDrawn(Halide::Expr qb, Halide::Expr kb, Halide::Expr h) const;
+
   const Spec& spec_;
   Halide::ImageParam q_, k_, v_, lengths_, mask_, bias_, layout_;
   std::vector<Halide::ImageParam> inputs_;

@@ -81,8 +81,10 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
     outputs = linear->outputs;
     schedule = [linear, &spec, &params] { halide::scheduleLinearAttention(*linear, spec, params); };
   } else {
-    auto algorithm = std::make_shared<halide::AttentionAlgorithm>(halide::buildAttention(
-        spec, static_cast<int>(params.get("query_tile")), static_cast<int>(params.get("key_block"))));
+    // Gathered key tiles are CPU-only until the CUDA schedule is measured with them.
+    auto algorithm = std::make_shared<halide::AttentionAlgorithm>(
+        halide::buildAttention(spec, static_cast<int>(params.get("query_tile")),
+                               static_cast<int>(params.get("key_block")), !cuda));
     inputs = algorithm->terms->inputs();
     outputs = algorithm->outputs;
     schedule = [algorithm, &spec, &params, cuda] {

@@ -96,6 +96,23 @@ class NumericsMatrix(CliTestCase):
                            backends=["halide", "mlir"])
                 case += 1
 
+    def test_sparse_patterns_on_long_sequences(self):
+        # Long enough for many tiles per residue class (strided, dilated: gathered key tiles) and
+        # many pattern blocks (BigBird, block-sparse: tiles aligned to them), none a multiple of
+        # a tile, a class length or a block.
+        for spec in [
+            "heads=4 kv_heads=2 d_k=16 mask=causal+strided stride=7 causal_align=bottom_right "
+            "lse=true",
+            "heads=2 d_k=16 mask=padding+dilated window_left=9 window_right=2 dilation=3 dtype=f16",
+            "heads=2 d_k=16 mask=strided stride=16 dropout=0.2 seed=4 alibi=true",
+            "variant=additive heads=2 d_k=8 mask=causal+dilated window_left=20 dilation=4 "
+            "weights=true",
+            "variant=mha heads=2 d_model=32 mask=strided stride=5",
+            "heads=2 d_k=16 mask=bigbird block=32 random_blocks=2 seed=3 lse=true",
+            "heads=2 kv_heads=1 d_k=16 mask=causal+block_sparse block=64 lse=true",
+        ]:
+            self.check(spec, [("1", "300", "517"), ("2", "129", "64")], backends=["halide"])
+
     def test_presets(self):
         for preset in PRESETS:
             self.check("preset=" + preset, [("1", "7", "19")])

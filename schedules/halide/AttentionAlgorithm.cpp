@@ -32,8 +32,6 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   // them by class.
   const Expr rowSlots = a.order ? a.order->rowSlots() : seqQ;
   const Expr keySlots = a.order ? a.order->keySlots() : keys;
-  auto rowAt = [&](Expr slot) { return a.order ? a.order->row(slot) : slot; };
-  auto keyAt = [&](Expr slot) { return a.order ? a.order->key(slot) : slot; };
   auto slotOfRow = [&](Expr i) { return a.order ? a.order->slotOfRow(i) : i; };
   // Additive's scale is in its score weights; the others scale the query once per row.
   const float scale = ops.additive ? 1.0f : static_cast<float>(s.scale);
@@ -47,15 +45,15 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   // The positions of (row, tile) and (jj, kb), which may pass Tq and Tk (the last tile and
   // block, phantom slots). In residue order they are small tables, made once per tile and per
   // block, so the score loops do not divide by the class length.
-  Expr queryRow = rowAt(tile * queryTile + row), key = keyAt(kb * keyBlock + jj);
+  Expr queryRow = tile * queryTile + row, key = kb * keyBlock + jj;
   if (a.order) {
     a.rowPosition = Func("row_position");
-    a.rowPosition(row, tile) = queryRow;
+    a.rowPosition(row, tile) = a.order->row(queryRow);
     // Clamped so bounds inference sees the range the table holds: rows past Tq are never read,
     // and keys past Tk stay past it (keySlots >= Tk), so masked.
     queryRow = clamp(a.rowPosition(row, tile), 0, rowSlots);
     a.keyPosition = Func("key_position");
-    a.keyPosition(jj, kb) = key;
+    a.keyPosition(jj, kb) = a.order->key(key);
     key = clamp(a.keyPosition(jj, kb), 0, keySlots);
   }
 

@@ -45,17 +45,21 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   // The positions of (row, tile) and (jj, kb), which may pass Tq and Tk (the last tile and
   // block, phantom slots). In residue order they are small tables, made once per tile and per
   // block, so the score loops do not divide by the class length.
-  Expr queryRow = tile * queryTile + row, key = kb * keyBlock + jj;
+  // Table reads are clamped so bounds inference sees the range the tables hold: rows past Tq
+  // are never read, and keys past Tk stay past it (keySlots >= Tk), so they are masked.
+  Expr queryRow = tile * queryTile + row;
   if (a.order) {
     a.rowPosition = Func("row_position");
     a.rowPosition(row, tile) = a.order->row(queryRow);
-    // Clamped so bounds inference sees the range the table holds: rows past Tq are never read,
-    // and keys past Tk stay past it (keySlots >= Tk), so masked.
     queryRow = clamp(a.rowPosition(row, tile), 0, rowSlots);
     a.keyPosition = Func("key_position");
-    a.keyPosition(jj, kb) = a.order->key(key);
-    key = clamp(a.keyPosition(jj, kb), 0, keySlots);
+    a.keyPosition(jj, kb) = a.order->key(kb * keyBlock + jj);
   }
+  // The key at `inBlock` of block kb.
+  auto keyAt = [&](Expr inBlock) {
+    return a.order ? clamp(a.keyPosition(inBlock, kb), 0, keySlots) : kb * keyBlock + inBlock;
+  };
+  const Expr key = keyAt(jj);
 
   a.query = Func("query");
   a.query(row, d, tile, h, b) = ops.queryIn(d, queryRow, h, b) * scale;
@@ -96,7 +100,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   // Dropout acts on the weights that multiply V, after the row sums: o = sum_j drop_ij p_ij v_j.
   a.blockAcc = Func("block_acc");
   a.blockAcc(d, row, kb, tile, h, b) = 0.0f;
-  Expr valueKey = a.order ? clamp(a.keyPosition(a.inKey, kb), 0, keySlots) : kb * keyBlock + a.inKey;
+  Expr valueKey = keyAt(a.inKey);
   Expr p = a.prob(row, a.inKey, kb, tile, h, b);
   if (s.dropout > 0)
     p *= terms.dropFactor(queryRow, valueKey, h, b);
@@ -133,7 +137,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
     FuncRef merged = a.state(e, slot % queryTile, slot / queryTile, head, b);
     return select(merged[1] > 0, merged[2] / merged[1], 0.0f);
   };
-  const Expr rowOf = slotOfRow(i) % queryTile, tileOf = slotOfRow(i) / queryTile;
+  const Expr slotOfI = slotOfRow(i), rowOf = slotOfI % queryTile, tileOf = slotOfI / queryTile;
   a.o = Func("o");
   if (s.variant == Variant::Mha) {
     // O = Concat(head_1..head_H) W_O: the heads side by side, heads(h d_v + d, i, b), times

@@ -231,10 +231,12 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
         .parallel(task);
     a.state.compute_at(a.o, task).vectorize(d, lanes, guard);
   } else {
-    a.state.compute_root().vectorize(d, lanes, guard);
+    a.state.compute_root()
+        .vectorize(d, lanes, guard)
+        .fuse(tile, h, tileHead)
+        .fuse(tileHead, b, task)
+        .parallel(task);
   }
-  if (!stateInTask)
-    a.state.fuse(tile, h, tileHead).fuse(tileHead, b, task).parallel(task);
   // Where a task's per-tile inputs (the query operand, its projection) are made.
   const LoopLevel taskLevel = stateInTask ? LoopLevel(a.o, task) : LoopLevel(a.state, task);
   // With value_split, the head dim is merged in chunks, so the part of a V block one chunk

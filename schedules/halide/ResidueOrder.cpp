@@ -10,17 +10,17 @@ std::optional<ResidueOrder> ResidueOrder::forSpec(const Spec& s, Expr seqQ, Expr
                                                   Expr offset) {
   if (s.variant == Variant::Linformer)
     return std::nullopt;
-  MaskSet patterns;
-  for (MaskKind k : {MaskKind::Window, MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
-                     MaskKind::BlockSparse, MaskKind::BigBird})
-    if (s.masks.has(k))
-      patterns.add(k);
-  MaskSet strided, dilated;
-  strided.add(MaskKind::Strided);
-  dilated.add(MaskKind::Dilated);
-  if (patterns == strided)
+  // Whether k is the spec's one sparsity pattern (constraints may sit beside it).
+  auto only = [&](MaskKind k) {
+    for (MaskKind pattern : {MaskKind::Window, MaskKind::Global, MaskKind::Strided,
+                             MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird})
+      if (s.masks.has(pattern) != (pattern == k))
+        return false;
+    return true;
+  };
+  if (only(MaskKind::Strided))
     return ResidueOrder(static_cast<int>(s.stride), seqQ, seqK, offset);
-  if (patterns == dilated)
+  if (only(MaskKind::Dilated))
     return ResidueOrder(static_cast<int>(s.dilation), seqQ, seqK, offset);
   return std::nullopt;
 }

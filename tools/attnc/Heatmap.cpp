@@ -79,21 +79,19 @@ std::vector<std::pair<int64_t, std::string>> axisLabels(const HeatmapAxis& axis,
   return labels;
 }
 
-double widestText(cairo_t* cr, const std::vector<std::pair<int64_t, std::string>>& labels) {
-  double widest = 0;
-  for (const auto& [k, text] : labels) {
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, text.c_str(), &e);
-    widest = std::max(widest, e.x_advance);
-  }
-  return widest;
-}
-
 double textWidth(cairo_t* cr, const std::string& text) {
   cairo_text_extents_t e;
   cairo_text_extents(cr, text.c_str(), &e);
   return e.x_advance;
 }
+
+double widestLabel(cairo_t* cr, const std::vector<std::pair<int64_t, std::string>>& labels) {
+  double widest = 0;
+  for (const auto& [k, text] : labels)
+    widest = std::max(widest, textWidth(cr, text));
+  return widest;
+}
+
 
 double largestKept(const Heatmap& map) {
   double largest = 0;
@@ -122,17 +120,16 @@ Geometry measure(const Heatmap& map) {
                       1.0, 28.0);
   g.rowLabels = axisLabels(map.rowAxis, map.rows, l.cell);
   g.columnLabels = axisLabels(map.columnAxis, map.columns, l.cell);
-  l.left = std::ceil(kMargin + kAxisTitleHeight + widestText(cr.get(), g.rowLabels) + kGap);
+  l.left = std::ceil(kMargin + kAxisTitleHeight + widestLabel(cr.get(), g.rowLabels) + kGap);
   l.top = std::ceil(kMargin + kTitleHeight + kAxisTitleHeight +
-                    widestText(cr.get(), g.columnLabels) + kGap);
+                    widestLabel(cr.get(), g.columnLabels) + kGap);
   const double gridWidth = l.cell * static_cast<double>(map.columns);
   const double gridHeight = l.cell * static_cast<double>(map.rows);
   g.barHeight = std::max(gridHeight, kMinBarHeight);
-  std::vector<std::pair<int64_t, std::string>> bar;
+  double barText = textWidth(cr.get(), "masked");
   for (const std::string& text : barLabels(largestKept(map)))
-    bar.emplace_back(0, text);
-  const double barRight = l.left + gridWidth + kBarGap + kBarWidth + kGap +
-                          std::max(widestText(cr.get(), bar), textWidth(cr.get(), "masked"));
+    barText = std::max(barText, textWidth(cr.get(), text));
+  const double barRight = l.left + gridWidth + kBarGap + kBarWidth + kGap + barText;
   l.width = std::ceil(std::max(barRight, 2 * kMargin + textWidth(cr.get(), map.title)) + kMargin);
   l.height = std::ceil(l.top + g.barHeight + kLegendHeight + kMargin);
   return g;

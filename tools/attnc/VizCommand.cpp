@@ -101,16 +101,15 @@ std::vector<std::string> sliced(const std::vector<std::string>& tokens, IndexRan
 }
 
 // Fails the job when the kernel's weights differ from the f64 reference's.
-void checkWeights(Call& call, const VizOptions& o, const Spec& spec) {
-  std::vector<HostTensor> expected =
-      referenceOutputs(call, threadedFor(threadsOrAll(o.run.threads)));
+void checkWeights(Call& call, int32_t threads) {
+  std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threadsOrAll(threads)));
   size_t e = 0;
   for (const Argument& a : call.arguments) {
     if (a.role != ArgumentRole::Output)
       continue;
     if (a.name == "weights") {
       const Comparison c =
-          compare(call.tensor("weights").values(), expected[e].values(), toleranceFor(spec.dtype));
+          compare(call.tensor("weights").values(), expected[e].values(), toleranceFor(call.spec.dtype));
       if (c.failures != 0)
         throw JobError(fmt::format("the kernel's weights differ from the f64 reference at {} "
                                    "elements (max abs err {:.3e}); no image written",
@@ -157,7 +156,7 @@ int runViz(const VizOptions& o) {
 
   (void)timedRuns(bundle, call, o.run.threads, 1);
   if (o.check)
-    checkWeights(call, o, spec);
+    checkWeights(call, o.run.threads);
 
   Heatmap map;
   map.title = fmt::format("{}: head {} of {}, batch entry {}",

@@ -27,7 +27,8 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   Var d = a.d, i = a.i, j = a.j, row = a.row, tile = a.tile, jj = a.jj, kb = a.kb, h = a.h, b = a.b;
   const Expr seqQ = terms.seqQ(), keys = terms.keys();
   if (gatherSparse)
-    a.order = ResidueOrder::forSpec(s, seqQ, terms.seqK(), terms.position(0));
+    a.order =
+        ResidueOrder::forSpec(s, seqQ, terms.seqK(), terms.position(0), queryTile, keyBlock);
   // Rows and keys in streaming order: slots, which are positions unless a ResidueOrder sorts
   // them by class.
   const Expr rowSlots = a.order ? a.order->rowSlots() : seqQ;
@@ -61,8 +62,10 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   };
   const Expr key = keyAt(jj);
 
+  a.queryRows = Func("query_rows");
+  a.queryRows(d, row, tile, h, b) = ops.queryIn(d, queryRow, h, b) * scale;
   a.query = Func("query");
-  a.query(row, d, tile, h, b) = ops.queryIn(d, queryRow, h, b) * scale;
+  a.query(row, d, tile, h, b) = a.queryRows(d, row, tile, h, b);
 
   a.dot = RDom(0, ops.scoreDim, "dot");
   a.score = Func("score");
@@ -78,7 +81,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
 
   a.masked = Func("masked");
   a.masked(row, jj, kb, tile, h, b) =
-      select(terms.keep(queryRow, key, h, b),
+      select(terms.keep(queryRow, key, h, b, a.order.has_value()),
              max(terms.modified(a.score(row, jj, kb, tile, h, b), queryRow, key, h, b), kLowest()),
              kLowest());
 
@@ -131,18 +134,35 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
               A * old + a.blockAcc(d, row, a.blocks, tile, h, b) * fresh);
   }
 
-  // o = A / L; a row with no key left has L = 0 and gives o = 0, lse = -inf.
+  // A row's results in slot order: o = A / L for d < d_v (a row with no key left has L = 0 and
+  // gives o = 0), and, when lse or the weights need it, lse = M + log L (-inf for such a row)
+  // at d = d_v. One function, so a schedule can finish each tile's rows in the task that merged
+  // them and keep only d_v + 1 values per row, instead of the state's 3 d_v, for the readers
+  // that come after (gathered rows, lse, the weights pass, the heads of mha).
+  const int dv = static_cast<int>(s.dV);
+  const bool withLse = s.lse || s.weights;
+  {
+    FuncRef merged = a.state(min(d, dv - 1), row, tile, h, b);
+    Expr value = select(merged[1] > 0, merged[2] / merged[1], 0.0f);
+    if (withLse) {
+      FuncRef first = a.state(0, row, tile, h, b);
+      Expr lse = select(first[1] > 0, first[0] + log(first[1]),
+                        Expr(-std::numeric_limits<float>::infinity()));
+      value = select(d < dv, value, lse);
+    }
+    a.finished = Func("finished");
+    a.finished(d, row, tile, h, b) = value;
+  }
   auto normalised = [&](Expr e, Expr queryRow, Expr head) {
     Expr slot = slotOfRow(queryRow);
-    FuncRef merged = a.state(e, slot % queryTile, slot / queryTile, head, b);
-    return select(merged[1] > 0, merged[2] / merged[1], 0.0f);
+    return a.finished(e, slot % queryTile, slot / queryTile, head, b);
   };
   const Expr slotOfI = slotOfRow(i), rowOf = slotOfI % queryTile, tileOf = slotOfI / queryTile;
   a.o = Func("o");
   if (s.variant == Variant::Mha) {
     // O = Concat(head_1..head_H) W_O: the heads side by side, heads(h d_v + d, i, b), times
     // W_O [H d_v, d_model].
-    const int dv = static_cast<int>(s.dV), dModel = static_cast<int>(s.dModel);
+    const int dModel = static_cast<int>(s.dModel);
     Var r("r");
     a.heads = Func("heads");
     a.heads(r, i, b) = normalised(r % dv, min(i, seqQ - 1), r / dv);
@@ -164,10 +184,10 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   }
   a.outputs = {a.o};
 
-  a.rowLse = Func("row_lse");
-  Expr rowTotal = a.state(0, rowOf, tileOf, h, b)[1];
-  a.rowLse(i, h, b) = select(rowTotal > 0, a.state(0, rowOf, tileOf, h, b)[0] + log(rowTotal),
-                             Expr(-std::numeric_limits<float>::infinity()));
+  if (withLse) {
+    a.rowLse = Func("row_lse");
+    a.rowLse(i, h, b) = a.finished(dv, rowOf, tileOf, h, b);
+  }
   if (s.lse) {
     a.lse = Func("lse");
     a.lse(i, h, b) = a.rowLse(i, h, b);

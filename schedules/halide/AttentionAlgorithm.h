@@ -53,7 +53,8 @@ struct AttentionAlgorithm {
   // sums are plain vector operations.
   Halide::Func rowPosition; // (row, tile)   residue order: the query row in a tile's slot
   Halide::Func keyPosition; // (jj, kb)      residue order: the key in a block's slot
-  Halide::Func query;      // (row, d, tile, h, b)          the query operand * scale, rows innermost
+  Halide::Func queryRows;  // (d, row, tile, h, b)          the query operand * scale, as stored
+  Halide::Func query;      // (row, d, tile, h, b)          the same, transposed: rows innermost
   Halide::Func keyBlock;   // (d, jj, kb, h, b)           the block's keys, f32
   Halide::Func valueBlock; // (d, jj, kb, h, b)           the block's values, f32
   Halide::Func score;      // (row, jj, kb, tile, h, b)     q . k over the head dim
@@ -63,12 +64,13 @@ struct AttentionAlgorithm {
   Halide::Func blockSum;   // (row, kb, tile, h, b)
   Halide::Func blockAcc;   // (d, row, kb, tile, h, b)      sum_j prob v_j
   Halide::Func state;      // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
+  Halide::Func finished;   // (d, row, tile, h, b)          o = A / L; at d = d_v, lse when needed
   Halide::Func o, lse;     // outputs, indexed by query row i = tile * queryTile + row
   // mha: the heads' outputs side by side (h * d_v + d, i, b), and their product with W_O that o
   // stores.
   Halide::Func heads;
   Projection outputProjection;
-  Halide::Func rowLse;     // (i, h, b) the log-sum-exp, for lse and the weights pass
+  Halide::Func rowLse;     // (i, h, b) the log-sum-exp, for lse and the weights pass (if asked)
   // The weights pass (weights=true): scores again, normalised with the final lse.
   Halide::Func weightQuery; // (d, i, h, b)
   Halide::Func weightScore; // (j, i, h, b)

@@ -215,13 +215,15 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   const TailStrategy guard = TailStrategy::GuardWithIf;
 
   // A task is one query tile of one head of one batch entry; its state stays in cache while
-  // the loop over key blocks streams through K and V.
-  // When o is the state's only reader (no lse, weights, heads or gathered rows), each of o's
-  // tasks computes its tile's state and writes o while it is in cache; otherwise the state is
-  // stored whole and its readers follow (a T x d x 3 round trip through memory).
-  const bool stateInTask = !a.order && !spec.lse && !spec.weights && spec.variant != Variant::Mha;
+  // the loop over key blocks streams through K and V, and the task finishes its rows from it.
+  // When o reads the rows in the order they were merged (no gathered rows, no heads to put
+  // side by side, nothing else to read), o's tasks compute their tile's state and write o.
+  // Otherwise the finished rows (d_v + 1 values each) are stored whole for their readers; that
+  // round trip is a third of the state's, whose root storage cost 1.5x at T = 256.
+  const bool oInTask = !a.order && !spec.lse && !spec.weights && spec.variant != Variant::Mha;
   Var oTile("o_tile"), oRow("o_row");
-  if (stateInTask) {
+  LoopLevel taskLevel;
+  if (oInTask) {
     const int queryTile = static_cast<int>(params.get("query_tile"));
     a.o.compute_root()
         .vectorize(d, lanes, guard)
@@ -229,16 +231,16 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
         .fuse(oTile, h, tileHead)
         .fuse(tileHead, b, task)
         .parallel(task);
-    a.state.compute_at(a.o, task).vectorize(d, lanes, guard);
+    taskLevel = LoopLevel(a.o, task);
   } else {
-    a.state.compute_root()
+    a.finished.compute_root()
         .vectorize(d, lanes, guard)
         .fuse(tile, h, tileHead)
         .fuse(tileHead, b, task)
         .parallel(task);
+    taskLevel = LoopLevel(a.finished, task);
   }
-  // Where a task's per-tile inputs (the query operand, its projection) are made.
-  const LoopLevel taskLevel = stateInTask ? LoopLevel(a.o, task) : LoopLevel(a.state, task);
+  a.state.compute_at(taskLevel).vectorize(d, lanes, guard);
   // With value_split, the head dim is merged in chunks, so the part of a V block one chunk
   // reads stays in L1 across all row tiles (d = 128 x 128 keys would be 64 KB).
   const int split = static_cast<int>(params.get("value_split"));
@@ -251,9 +253,16 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
         .vectorize(dInChunk, lanes, guard);
   else
     merge.reorder(d, rowInTile, rowTile, block, tile, h, b).vectorize(d, lanes, guard);
-  if (!stateInTask)
-    merge.fuse(tile, h, tileHead).fuse(tileHead, b, task).parallel(task);
-  a.query.compute_at(taskLevel).vectorize(row, lanes);
+  // The tile's query rows are read as vectors along d (the rows may be gathered), then
+  // transposed a lanes x lanes square at a time (both dims vectorised: shuffles, not gathers).
+  Var dOuter("d_outer"), dInner("d_inner"), rowOuter("row_outer"), rowInner("row_inner");
+  a.queryRows.compute_at(taskLevel).vectorize(d, lanes, guard);
+  a.query.compute_at(taskLevel)
+      .split(d, dOuter, dInner, lanes, guard)
+      .split(row, rowOuter, rowInner, lanes, guard)
+      .reorder(rowInner, dInner, rowOuter, dOuter)
+      .vectorize(rowInner)
+      .vectorize(dInner);
 
   // Score GEMM, register-tiled: the tile's rows (vectors) by `keys` keys (broadcast from K),
   // accumulated over the head dim.
@@ -278,10 +287,11 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
 
   // f16 keys and values become f32 once per block (a scalar f16 load converts slowly); f32 and
   // bf16 (a shift) are read in place. RoPE'd keys come from their own table. Gathered blocks
-  // (residue order) are copied once per block too, so the GEMMs read them contiguously (which
-  // measured faster than gathering K and V into slot order once per call: 6.2 ms against 9.5
-  // at T = 4096, stride 16).
-  const bool convertPerBlock = spec.dtype == DType::F16 || a.order;
+  // (residue order) are read in place too: the score GEMM broadcasts K element by element and
+  // the PV GEMM loads whole rows of V, so a gathered row costs only its own pointer (copying
+  // each block measured 4.97 ms against 4.83 at T = 4096, stride 16; gathering K and V into
+  // slot order once per call, 9.5).
+  const bool convertPerBlock = spec.dtype == DType::F16;
   if (a.order) {
     a.rowPosition.compute_at(taskLevel).vectorize(row, lanes);
     a.keyPosition.compute_at(a.state, block).vectorize(jj, lanes);
@@ -291,13 +301,14 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
     a.valueBlock.compute_at(a.state, block).vectorize(d, lanes, guard);
   }
 
-  // Tensors are usually dense along the head dim: specialise the vector loads of V for that
+  // Tensors are usually dense along the head dim: specialise the vector loads of K and V for that
   // (other strides take the general path, with gathers).
-  if (convertPerBlock)
+  if (convertPerBlock) {
+    a.keyBlock.specialize(a.terms->k().dim(0).stride() == 1);
     a.valueBlock.specialize(a.terms->v().dim(0).stride() == 1);
-  else
+  } else
     a.blockAcc.update().specialize(a.terms->v().dim(0).stride() == 1);
-  a.query.specialize(a.terms->q().dim(0).stride() == 1);
+  a.queryRows.specialize(a.terms->q().dim(0).stride() == 1);
   for (Func table : a.terms->tables())
     table.compute_root();
   for (Func table : a.operands.tables)
@@ -324,7 +335,7 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
     a.heads.compute_root().vectorize(r, lanes, guard).parallel(i);
     scheduleProjection(a.outputProjection, lanes, LoopLevel::root(), true);
     a.o.compute_root().vectorize(d, lanes, guard).parallel(i);
-  } else if (!stateInTask) {
+  } else if (!oInTask) {
     a.o.compute_root()
       .vectorize(d, lanes, guard)
       .split(i, rowChunk, rows64, 64, guard)
@@ -332,7 +343,8 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
       .fuse(tileHead, b, task)
       .parallel(task);
   }
-  a.rowLse.compute_root().vectorize(i, lanes, guard).parallel(h);
+  if (a.rowLse.defined())
+    a.rowLse.compute_root().vectorize(i, lanes, guard).parallel(h);
   if (spec.weights) {
     scheduleWeightsPass(a.weights, a.weightScore, a.dot.x, lanes);
     a.weightQuery.compute_at(a.weights, i);

@@ -84,10 +84,11 @@ void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const Schedu
       .gpu_tile(d, a.i, dOuter, iOuter, dInner, iInner, 32, 4, TailStrategy::GuardWithIf)
       .gpu_blocks(hb);
   Var io("io"), ii("ii");
-  a.rowLse.compute_root()
-      .fuse(h, b, hb)
-      .gpu_tile(a.i, io, ii, rows, TailStrategy::GuardWithIf)
-      .gpu_blocks(hb);
+  if (a.rowLse.defined())
+    a.rowLse.compute_root()
+        .fuse(h, b, hb)
+        .gpu_tile(a.i, io, ii, rows, TailStrategy::GuardWithIf)
+        .gpu_blocks(hb);
   if (spec.lse)
     a.lse.compute_root()
         .fuse(h, b, hb)

@@ -9,9 +9,12 @@
 // classes are skipped whole: the work follows the allowed fraction of the matrix instead of
 // masking dense tiles.
 //
-// Positions in the sorted order are slots. Each class gets ceil(T/s) slots; those past the end
-// of the sequence are phantom rows (computed, never read) and phantom keys (masked, as keys past
-// Tk always are).
+// Positions in the sorted order are slots. Each class gets ceil(T/s) slots rounded up to whole
+// query tiles (rows) and key blocks (keys), so every tile and block lies in one class: a live
+// block pairs rows and keys of the same class, where the pattern's residue test always holds
+// (ScoreTerms::keep drops it). Slots past a class's share of the sequence are phantom rows
+// (computed only in tiles that hold real rows, never read) and phantom keys (masked, as keys
+// past Tk always are).
 #ifndef ATTNC_SCHEDULES_HALIDE_RESIDUEORDER_H
 #define ATTNC_SCHEDULES_HALIDE_RESIDUEORDER_H
 
@@ -29,27 +32,31 @@ public:
   // The order for `spec` when its only sparsity pattern is strided or dilated (any constraints
   // beside it); none otherwise, and for Linformer, whose masks act before its projection.
   static std::optional<ResidueOrder> forSpec(const Spec& spec, Halide::Expr seqQ,
-                                             Halide::Expr seqK, Halide::Expr offset);
+                                             Halide::Expr seqK, Halide::Expr offset,
+                                             int queryTile, int keyBlock);
 
   Halide::Expr rowSlots() const { return rowsPerClass_ * period_; }
   Halide::Expr keySlots() const { return keysPerClass_ * period_; }
-  // The sequence position in a slot (past the sequence for phantom slots).
+  // The sequence position in a slot (past the sequence for phantom slots; below rowSlots and
+  // keySlots, so clamping a table of them to those bounds changes nothing).
   Halide::Expr row(Halide::Expr slot) const;
   Halide::Expr key(Halide::Expr slot) const;
   // The slot of query row i (0 <= i < Tq).
   Halide::Expr slotOfRow(Halide::Expr i) const;
 
-  // Whether the key slots of `slots` can matter to its row slots: never when their classes
-  // differ; within one class, as `positionsLive` (the mask's predicate on a region of positions:
-  // causal, padding, the dilated window) says of the positions they hold.
+  // Whether the key slots of `slots` (one key block) can matter to its row slots (one query
+  // tile): never when their classes differ or either holds only phantoms; within one class, as
+  // `positionsLive` (the mask's predicate on a region of positions: causal, padding, the dilated
+  // window) says of the positions they hold.
   Halide::Expr blockLive(const ScoreRegion& slots,
                          const std::function<Halide::Expr(const ScoreRegion&)>& positionsLive) const;
 
 private:
-  ResidueOrder(int period, Halide::Expr seqQ, Halide::Expr seqK, Halide::Expr offset);
+  ResidueOrder(int period, Halide::Expr seqQ, Halide::Expr seqK, Halide::Expr offset,
+               int queryTile, int keyBlock);
 
   int period_;
-  Halide::Expr rowsPerClass_, keysPerClass_, offset_;
+  Halide::Expr seqQ_, seqK_, rowsPerClass_, keysPerClass_, offset_;
 };
 
 } // namespace attnc::halide

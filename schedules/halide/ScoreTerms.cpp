@@ -161,7 +161,7 @@ Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const
   return x;
 }
 
-Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
+Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b, bool sameResidueClass) const {
   const Spec& s = spec_;
   const MaskSet m = s.masks;
   const Expr qpos = position(queryRow);
@@ -187,10 +187,12 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b) const {
     any = any || masks::window(qpos, key, left, right);
   if (m.has(MaskKind::Global))
     any = any || masks::global(qpos, key, Expr(static_cast<int>(s.globalTokens)));
+  const Expr stride = static_cast<int>(s.stride), dilation = static_cast<int>(s.dilation);
   if (m.has(MaskKind::Strided))
-    any = any || masks::strided(qpos, key, Expr(static_cast<int>(s.stride)));
+    any = any || (sameResidueClass ? cast<bool>(true) : masks::strided(qpos, key, stride));
   if (m.has(MaskKind::Dilated))
-    any = any || masks::dilated(qpos, key, left, right, Expr(static_cast<int>(s.dilation)));
+    any = any || (sameResidueClass ? masks::window(qpos, key, left * dilation, right * dilation)
+                                   : masks::dilated(qpos, key, left, right, dilation));
   const Expr block = static_cast<int>(s.block);
   if (m.has(MaskKind::BlockSparse))
     any = any || layout_(keyIn / block, rowIn / block, broadcastIndex(layout_, 2, h)) != 0;

@@ -51,8 +51,11 @@ public:
   // softcap, then ALiBi, then the bias tensor, on a scaled score.
   Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                         Halide::Expr b) const;
-  // Whether the masks keep (queryRow, key); false for keys past Tk.
-  Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b) const;
+  // Whether the masks keep (queryRow, key); false for keys past Tk. With `sameResidueClass`
+  // the caller guarantees (ResidueOrder) that query and key positions agree mod the stride or
+  // dilation, so that test of strided and dilated is left out.
+  Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b,
+                    bool sameResidueClass = false) const;
   // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all,
   // from the mask's symbolic form (causal, padding, and the union of window, dilated's window,
   // global tokens and the blocks block_sparse's layout and BigBird draw); true when the form

@@ -11,7 +11,8 @@ void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const Schedul
   Var outer("outer"), inner("inner"), task("task"), fused("fused");
   const LoopLevel root = LoopLevel::root();
 
-  // Features once per call, in parallel over blocks of positions.
+  // FAVOR+'s products and norms, and the key features, once per call (the features in parallel
+  // over blocks of positions).
   if (spec.featureMap == FeatureMap::Favor) {
     a.omegaT.compute_root();
     scheduleProjection(a.queryDot, lanes, root, true);
@@ -22,7 +23,6 @@ void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const Schedul
       norm.update().vectorize(t, lanes, guard);
     }
   }
-  a.phiQ.compute_root().vectorize(f, lanes, guard).split(i, outer, inner, 64, guard).parallel(outer);
   a.phiK.compute_root().vectorize(f, lanes, guard).split(j, outer, inner, 64, guard).parallel(outer);
 
   if (spec.masks.has(MaskKind::Causal)) {
@@ -57,6 +57,12 @@ void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const Schedul
       .fuse(outer, h, fused)
       .fuse(fused, b, task)
       .parallel(task);
+  // The chunk's query features are made in its task, where both products read them (with the
+  // weights pass reading them too, once per call).
+  if (spec.weights)
+    a.phiQ.compute_root().vectorize(f, lanes, guard).split(i, outer, inner, 64, guard).parallel(outer);
+  else
+    a.phiQ.compute_at(a.total, task).vectorize(f, lanes, guard);
   scheduleProjection(a.inter, lanes, LoopLevel(a.total, task), false);
   if (spec.masks.has(MaskKind::Causal)) {
     scheduleProjection(a.intra, lanes, LoopLevel(a.total, task), false);

@@ -168,6 +168,44 @@ std::vector<std::string> writeBundlePart(const BundleRequest& request,
   return names;
 }
 
+std::vector<std::string> sealBundle(const BundleRequest& request, const OutputStaging& staging,
+                                    const std::string& keep) {
+  const fs::path& scratch = staging.scratch();
+  const fs::path manifestJson = scratch / (request.stem + ".json");
+  const fs::path assembly = scratch / "manifest.S";
+  const fs::path linked = scratch / "sealed-global.o";
+  const std::string sealed = request.stem + ".sealed.o";
+  writeFile(manifestJson, request.manifest.dump(2) + "\n");
+  writeFile(assembly, manifestAssembly(request.abiVersion, manifestJson));
+  // -r: one relocatable object from the inputs, pulling archive members the entry needs;
+  // groups are dissolved so that making their symbols local cannot orphan a reference.
+  std::vector<std::string> argv = {linkerDriver(), "-r", "-nostdlib", "-o", linked.string(),
+                                   assembly.string()};
+  for (const fs::path& input : request.linkInputs)
+    argv.push_back(input.string());
+  argv.push_back("-Wl,--undefined=" + keep);
+  argv.push_back("-Wl,--force-group-allocation");
+  runTool(argv, scratch / "seal.log", "linking the sealed kernel",
+          "set ATTNC_CXX to a C++ compiler driver");
+  runTool({"objcopy", "--keep-global-symbol=" + keep, linked.string(), (scratch / sealed).string()},
+          scratch / "seal.log", "making the sealed kernel's symbols local",
+          "objcopy comes with binutils, beside the linker");
+  return {sealed, request.stem + ".json"};
+}
+
+std::vector<std::string> writeKernel(const BundleRequest& request, const OutputStaging& staging,
+                                     const std::set<std::string>& emit) {
+  if (emit.count("part"))
+    return writeBundlePart(request, staging);
+  if (emit.count("sealed"))
+    return sealBundle(request, staging);
+  return linkBundle(request, staging);
+}
+
+bool emitsKernel(const std::set<std::string>& emit) {
+  return emit.count("so") || emit.count("part") || emit.count("sealed");
+}
+
 BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {
   OutputStaging staging(outDir);
   std::vector<fs::path> paths = staging.commit(linkBundle(request, staging));

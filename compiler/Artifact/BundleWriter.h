@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,23 @@ std::vector<std::string> linkBundle(const BundleRequest& request, const OutputSt
 // the names written. Throws UsageError when the backend has no runner for this target.
 std::vector<std::string> writeBundlePart(const BundleRequest& request,
                                          const OutputStaging& staging);
+
+// Instead of a shared object, links the kernel into one relocatable object, <stem>.sealed.o,
+// where only `keep` stays global (attnc_kernel_run unless told): the backend's runtime, helpers
+// and C++ inline functions (their COMDAT groups dissolved) all become local, so several sealed
+// kernels — of one backend, with one runtime's names — link side by side without clashing.
+// Fat bundles and linked libraries (FatBundle.h) are made of them. Also writes <stem>.json;
+// returns the two names. Throws JobError with the linker's or objcopy's output.
+std::vector<std::string> sealBundle(const BundleRequest& request, const OutputStaging& staging,
+                                    const std::string& keep = "attnc_kernel_run");
+
+// What a backend writes for the bundle kinds of `emit`: "part" (writeBundlePart), "sealed"
+// (sealBundle), else a linked bundle (linkBundle).
+std::vector<std::string> writeKernel(const BundleRequest& request, const OutputStaging& staging,
+                                     const std::set<std::string>& emit);
+
+// Whether `emit` asks for a kernel (so, or the internal part and sealed), not only other files.
+bool emitsKernel(const std::set<std::string>& emit);
 
 // linkBundle, then commit both files.
 BundlePaths writeBundle(const BundleRequest& request, const std::filesystem::path& outDir);

@@ -25,16 +25,21 @@ std::string linkerDriver() {
 }
 
 std::filesystem::path findArchive(const std::string& archive) {
-  std::filesystem::path dir;
-  if (const char* env = std::getenv("ATTNC_LIB_DIR"); env && *env)
-    dir = env;
-  else
-    dir = std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib";
-  std::filesystem::path path = dir / archive;
-  if (!std::filesystem::exists(path))
-    throw JobError("cannot find " + archive + " in " + dir.string() +
-                   " (attnc looks in <bin>/../lib; set ATTNC_LIB_DIR to override)");
-  return path;
+  std::vector<std::filesystem::path> dirs;
+  if (const char* env = std::getenv("ATTNC_LIB_DIR"); env && *env) {
+    dirs = {env};
+  } else {
+    // Installed, the archives are attnc's own in lib/attnc; in the build tree, in lib.
+    const std::filesystem::path lib =
+        std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "lib";
+    dirs = {lib / "attnc", lib};
+  }
+  for (const std::filesystem::path& dir : dirs)
+    if (std::filesystem::exists(dir / archive))
+      return dir / archive;
+  throw JobError("cannot find " + archive + " in " + dirs.back().string() +
+                 " (attnc looks in <bin>/../lib/attnc and <bin>/../lib; set ATTNC_LIB_DIR to "
+                 "override)");
 }
 
 void runTool(const std::vector<std::string>& argv, const std::filesystem::path& log,

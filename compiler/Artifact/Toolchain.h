@@ -13,8 +13,8 @@ namespace attnc {
 std::string linkerDriver();
 
 // Directory holding attnc's bundle archives (libattnc_core.a, libattnc_bundle_*.a):
-// $ATTNC_LIB_DIR, else <directory of this executable>/../lib. Throws JobError naming where it
-// looked when `archive` is not there.
+// $ATTNC_LIB_DIR, else <directory of this executable>/../lib/attnc (installed) or ../lib (the
+// build tree). Throws JobError naming where it looked when `archive` is not there.
 std::filesystem::path findArchive(const std::string& archive);
 
 // Runs argv (no shell), stdout and stderr into `log`. Throws JobError when the program cannot

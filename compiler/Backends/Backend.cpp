@@ -1,5 +1,6 @@
 #include "Backends/Backend.h"
 
+#include "Backends/FatBundle.h"
 #include "Backends/Reference/ReferenceBackend.h"
 #include "Backends/ShapeDispatch.h"
 #if ATTNC_HAS_HALIDE
@@ -36,6 +37,8 @@ std::span<const BackendInfo> backends() {
 }
 
 CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
+  if (options.targets.size() > 1 || options.emit.count("lib"))
+    return compileFatBundle(spec, options);
   if (options.shapeSchedules.size() > 1)
     return compileShapeDispatch(spec, options);
   for (const BackendInfo& b : kBackends) {

@@ -22,8 +22,9 @@ struct CompileOptions {
   std::string backend = "reference";
   std::string target = "host";
   std::filesystem::path outDir;
-  // Artifacts to write: so (the bundle and its manifest), a and h (static library and C header
-  // for ahead-of-time linking), obj, asm, stmt. Backends refuse kinds they cannot produce.
+  // Artifacts to write: so (the bundle and its manifest), lib (a linked library, with several
+  // targets or one: see `targets`), a and h (Halide's own static library and C header), obj,
+  // asm, stmt. Backends refuse kinds they cannot produce.
   std::set<std::string> emit = {"so"};
   // Schedule parameters to use instead of the target's defaults (checked against the space).
   std::map<std::string, int64_t> schedule;
@@ -39,6 +40,13 @@ struct CompileOptions {
     std::string provenance;
   };
   std::vector<ShapeSchedule> shapeSchedules;
+  // Two or more, or emit "lib": one fat bundle or linked library of a kernel per entry (each
+  // with its own target, backend, schedule or shape schedules; their emit and outDir unused),
+  // FatBundle.h. The fields above are then unused, but for emit ("so", "lib", and kinds each
+  // target writes) and outDir.
+  std::vector<CompileOptions> targets;
+  // emit "lib": the C name of its symbol, header and class; empty: attnc_<variant>_<hash>.
+  std::string libraryName;
 };
 
 // What `attnc tune` searches for one backend on one target: the tunable parameters with their

@@ -62,7 +62,7 @@ std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shap
 } // namespace
 
 CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& options) {
-  if (options.emit != std::set<std::string>{"so"})
+  if (options.emit != std::set<std::string>{"so"} && options.emit != std::set<std::string>{"sealed"})
     throw UsageError("the tuned schedules of several shape buckets go into one bundle (--emit "
                      "so); for other artifacts pick one bucket with --tuned-for TQ[,TK]");
   if (options.target.rfind("cuda", 0) == 0)
@@ -90,7 +90,9 @@ CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& optio
                         {"part"},
                         shape.schedule,
                         shape.provenance,
-                        {}};
+                        {},
+                        {},
+                        ""};
     const CompileResult compiled = compileBundle(spec, part);
     const fs::path partJson =
         *std::find_if(compiled.files.begin(), compiled.files.end(),
@@ -153,7 +155,7 @@ CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& optio
       bundleStem(spec, "shapes") + (options.target == "host" ? "" : "_" + options.target);
   request.abiVersion = ATTNC_ABI_VERSION;
   request.sharedExports = {sharedExports.begin(), sharedExports.end()};
-  const std::vector<fs::path> written = staging.commit(linkBundle(request, staging));
+  const std::vector<fs::path> written = staging.commit(writeKernel(request, staging, options.emit));
   return {written.front(), written};
 }
 

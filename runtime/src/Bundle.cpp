@@ -16,10 +16,12 @@
 #include <vector>
 
 struct attnc_bundle {
-  void* handle = nullptr;
+  void* handle = nullptr;       // NULL for a kernel linked into the application
   void* globalHandle = nullptr; // the same object reopened RTLD_GLOBAL, for a shared runtime
   std::string manifestJson;
   attnc::runtime::RuntimeManifest manifest;
+  const attnc::runtime::TargetSpec* target = nullptr; // the one it runs, of manifest.targets
+  std::string targetChoice;                           // why that one
   attnc_kernel_run_fn run = nullptr;
   ~attnc_bundle() {
     if (globalHandle)
@@ -63,14 +65,64 @@ attnc_status succeed(attnc_error* error) {
   return ATTNC_OK;
 }
 
-// The CPU features the manifest needs that this host lacks, space separated.
-std::string missingFeatures(const attnc::runtime::RuntimeManifest& manifest) {
+// Why this host cannot run `target`, or "" when it can.
+std::string targetProblem(const attnc::runtime::TargetSpec& target) {
+  if (target.device != "cpu" && target.device != "cuda")
+    return "it targets device '" + target.device + "'; this runtime runs cpu and cuda kernels";
+  if (target.arch != attnc::runtime::hostArch())
+    return "it was compiled for " + target.arch + "; this host is " + attnc::runtime::hostArch();
   const auto& host = attnc::runtime::hostCpuFeatures();
   std::string missing;
-  for (const std::string& feature : manifest.cpuFeatures)
+  for (const std::string& feature : target.cpuFeatures)
     if (!host.count(feature))
       missing += (missing.empty() ? "" : " ") + feature;
-  return missing;
+  if (!missing.empty())
+    return "it needs CPU features this host lacks: " + missing;
+  return target.device == "cuda" ? cudaProblem(target.cudaArch) : "";
+}
+
+// Picks the target of `bundle` to run: the one ATTNC_TARGET names, for a fat bundle when it is
+// set, else the first (best) one this host supports. Fills target and targetChoice.
+attnc_status chooseTarget(attnc_bundle& bundle, attnc_error* error) {
+  const auto& targets = bundle.manifest.targets;
+  const char* forced = bundle.manifest.fat ? std::getenv("ATTNC_TARGET") : nullptr;
+  if (forced && *forced) {
+    auto it = std::find_if(targets.begin(), targets.end(),
+                           [&](const auto& t) { return t.name == forced; });
+    if (it == targets.end()) {
+      std::string names;
+      for (const auto& t : targets)
+        names += (names.empty() ? "" : ", ") + t.name;
+      return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                  std::string("ATTNC_TARGET=") + forced +
+                      " names no target of this bundle; it holds: " + names);
+    }
+    if (std::string problem = targetProblem(*it); !problem.empty())
+      return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                  std::string("ATTNC_TARGET=") + forced + " cannot run here: " + problem);
+    bundle.target = &*it;
+    bundle.targetChoice = it->name + " (forced by ATTNC_TARGET)";
+    return ATTNC_OK;
+  }
+  std::string passedOver;
+  for (const auto& t : targets) {
+    std::string problem = targetProblem(t);
+    if (problem.empty()) {
+      bundle.target = &t;
+      bundle.targetChoice =
+          t.name + (targets.size() == 1
+                        ? " (the bundle's only target)"
+                        : " (the first of the bundle's " + std::to_string(targets.size()) +
+                              " targets this host supports" +
+                              (passedOver.empty() ? "" : "; passed over " + passedOver) + ")");
+      return ATTNC_OK;
+    }
+    passedOver += (passedOver.empty() ? "" : "; ") + t.name + ": " + problem;
+  }
+  if (targets.size() == 1)
+    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET, "bundle cannot run here: " + passedOver);
+  return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
+              "none of the bundle's targets runs here: " + passedOver);
 }
 
 // One copy of a shared runtime (Halide's) serves the whole process: the first bundle that
@@ -92,6 +144,36 @@ attnc_status shareRuntime(attnc_bundle& bundle, const std::string& file, attnc_e
     return fail(error, ATTNC_ERROR_LOAD,
                 std::string("cannot share the bundle's runtime: ") + dlerror());
   provider = wanted;
+  return ATTNC_OK;
+}
+
+// Checks a kernel's exports (ABI, manifest, a run function per target) and picks the target
+// it runs on this host: what opening a bundle file and a linked kernel share.
+attnc_status openExports(attnc_bundle& bundle, const attnc_kernel_exports& exports,
+                         attnc_error* error) {
+  if (exports.abi_version != ATTNC_ABI_VERSION)
+    return fail(error, ATTNC_ERROR_ABI_MISMATCH,
+                "bundle was built for ABI version " + std::to_string(exports.abi_version) +
+                    "; this runtime supports version " + std::to_string(ATTNC_ABI_VERSION) +
+                    " (recompile the bundle with a matching attnc)");
+  bundle.manifestJson = exports.manifest;
+  try {
+    bundle.manifest = attnc::runtime::parseRuntimeManifest(bundle.manifestJson);
+  } catch (const std::exception& e) {
+    return fail(error, ATTNC_ERROR_MANIFEST, e.what());
+  }
+  if (bundle.manifest.abiVersion != exports.abi_version)
+    return fail(error, ATTNC_ERROR_MANIFEST,
+                "manifest says ABI version " + std::to_string(bundle.manifest.abiVersion) +
+                    " but the bundle exports " + std::to_string(exports.abi_version));
+  if (bundle.manifest.fat && !exports.target_runs)
+    return fail(error, ATTNC_ERROR_LOAD,
+                "the manifest lists several targets but the bundle lacks attnc_kernel_target_runs");
+  if (attnc_status status = chooseTarget(bundle, error); status != ATTNC_OK)
+    return status;
+  bundle.run = bundle.manifest.fat
+                   ? exports.target_runs[bundle.target - bundle.manifest.targets.data()]
+                   : exports.run;
   return ATTNC_OK;
 }
 
@@ -134,45 +216,40 @@ attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_er
     return fail(error, ATTNC_ERROR_LOAD, std::string("cannot load bundle: ") + dlerror());
 
   auto* abi = static_cast<const uint32_t*>(dlsym(loaded->handle, "attnc_kernel_abi"));
-  auto* manifest = static_cast<const char*>(dlsym(loaded->handle, "attnc_kernel_manifest"));
-  loaded->run = reinterpret_cast<attnc_kernel_run_fn>(dlsym(loaded->handle, "attnc_kernel_run"));
-  if (!abi || !manifest || !loaded->run)
+  attnc_kernel_exports exports{};
+  exports.manifest = static_cast<const char*>(dlsym(loaded->handle, "attnc_kernel_manifest"));
+  exports.run = reinterpret_cast<attnc_kernel_run_fn>(dlsym(loaded->handle, "attnc_kernel_run"));
+  exports.target_runs = static_cast<const attnc_kernel_run_fn*>(
+      dlsym(loaded->handle, "attnc_kernel_target_runs"));
+  if (!abi || !exports.manifest || !exports.run)
     return fail(error, ATTNC_ERROR_LOAD,
                 std::string(path) + " is not an attnc bundle: it lacks attnc_kernel_abi, "
                                     "attnc_kernel_manifest or attnc_kernel_run");
-  if (*abi != ATTNC_ABI_VERSION)
-    return fail(error, ATTNC_ERROR_ABI_MISMATCH,
-                "bundle was built for ABI version " + std::to_string(*abi) +
-                    "; this runtime supports version " + std::to_string(ATTNC_ABI_VERSION) +
-                    " (recompile the bundle with a matching attnc)");
-  loaded->manifestJson = manifest;
-  try {
-    loaded->manifest = attnc::runtime::parseRuntimeManifest(loaded->manifestJson);
-  } catch (const std::exception& e) {
-    return fail(error, ATTNC_ERROR_MANIFEST, e.what());
-  }
-  const auto& m = loaded->manifest;
-  if (m.abiVersion != *abi)
-    return fail(error, ATTNC_ERROR_MANIFEST,
-                "manifest says ABI version " + std::to_string(m.abiVersion) +
-                    " but the bundle exports " + std::to_string(*abi));
-  if (m.device != "cpu" && m.device != "cuda")
-    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
-                "bundle targets device '" + m.device + "'; this runtime runs cpu and cuda bundles");
-  if (m.device == "cuda")
-    if (std::string problem = cudaProblem(m.cudaArch); !problem.empty())
-      return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET, problem);
-  if (m.arch != attnc::runtime::hostArch())
-    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
-                "bundle was compiled for " + m.arch + "; this host is " +
-                    attnc::runtime::hostArch());
-  if (std::string missing = missingFeatures(m); !missing.empty())
-    return fail(error, ATTNC_ERROR_UNSUPPORTED_TARGET,
-                "bundle needs CPU features this host lacks: " + missing);
-  if (!m.sharedRuntime.empty())
+  exports.abi_version = *abi;
+  if (attnc_status status = openExports(*loaded, exports, error); status != ATTNC_OK)
+    return status;
+  if (!loaded->manifest.sharedRuntime.empty())
     if (attnc_status status = shareRuntime(*loaded, file, error); status != ATTNC_OK)
       return status;
   *bundle = loaded.release();
+  return succeed(error);
+}
+
+attnc_status attnc_bundle_open_linked(const attnc_kernel_exports* exports, attnc_bundle** bundle,
+                                      attnc_error* error) {
+  if (!exports || !bundle || !exports->manifest || !exports->run)
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                "attnc_bundle_open_linked: null exports, manifest, run function or result");
+  *bundle = nullptr;
+  auto opened = std::make_unique<attnc_bundle>();
+  if (attnc_status status = openExports(*opened, *exports, error); status != ATTNC_OK)
+    return status;
+  if (exports->target_runs && exports->num_targets != opened->manifest.targets.size())
+    return fail(error, ATTNC_ERROR_MANIFEST,
+                "the kernel has " + std::to_string(exports->num_targets) +
+                    " run functions but its manifest lists " +
+                    std::to_string(opened->manifest.targets.size()) + " targets");
+  *bundle = opened.release();
   return succeed(error);
 }
 
@@ -182,6 +259,14 @@ void attnc_bundle_close(attnc_bundle* bundle) {
 
 const char* attnc_bundle_manifest(const attnc_bundle* bundle) {
   return bundle ? bundle->manifestJson.c_str() : nullptr;
+}
+
+const char* attnc_bundle_target(const attnc_bundle* bundle) {
+  return bundle ? bundle->target->name.c_str() : nullptr;
+}
+
+const char* attnc_bundle_target_choice(const attnc_bundle* bundle) {
+  return bundle ? bundle->targetChoice.c_str() : nullptr;
 }
 
 attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tensor* tensors,
@@ -217,7 +302,7 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
                       "' is missing; this bundle needs every argument "
                       "its manifest lists");
   attnc::RunSizes sizes;
-  if (auto problem = attnc::runtime::checkTensors(bundle->manifest, ordered, sizes))
+  if (auto problem = attnc::runtime::checkTensors(bundle->manifest, bundle->target->device, ordered, sizes))
     return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);
 
   int32_t threads = options && options->num_threads > 0

@@ -58,6 +58,23 @@ ArgumentSpec parseArgument(const json& entry) {
   return arg;
 }
 
+TargetSpec parseTarget(const json& target) {
+  if (!target.is_object())
+    fail("a target is not an object");
+  TargetSpec t;
+  t.name = target.value("name", std::string("host"));
+  t.arch = field(target, "arch", json::value_t::string).get<std::string>();
+  t.device = field(target, "device", json::value_t::string).get<std::string>();
+  if (t.device == "cuda")
+    t.cudaArch = field(target, "cuda_arch", json::value_t::string).get<std::string>();
+  for (const json& feature : field(target, "cpu_features", json::value_t::array)) {
+    if (!feature.is_string())
+      fail("target.cpu_features holds a non-string");
+    t.cpuFeatures.push_back(feature.get<std::string>());
+  }
+  return t;
+}
+
 } // namespace
 
 RuntimeManifest parseRuntimeManifest(std::string_view text) {
@@ -66,15 +83,14 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
     fail("not a JSON object");
   RuntimeManifest m;
   m.abiVersion = field(root, "abi_version", json::value_t::number_unsigned).get<uint32_t>();
-  const json& target = field(root, "target", json::value_t::object);
-  m.arch = field(target, "arch", json::value_t::string).get<std::string>();
-  m.device = field(target, "device", json::value_t::string).get<std::string>();
-  if (m.device == "cuda")
-    m.cudaArch = field(target, "cuda_arch", json::value_t::string).get<std::string>();
-  for (const json& feature : field(target, "cpu_features", json::value_t::array)) {
-    if (!feature.is_string())
-      fail("target.cpu_features holds a non-string");
-    m.cpuFeatures.push_back(feature.get<std::string>());
+  m.fat = root.contains("targets");
+  if (m.fat) {
+    for (const json& target : field(root, "targets", json::value_t::array))
+      m.targets.push_back(parseTarget(target));
+    if (m.targets.empty())
+      fail("field 'targets' lists no target");
+  } else {
+    m.targets.push_back(parseTarget(field(root, "target", json::value_t::object)));
   }
   m.workspaceBytes = field(root, "workspace_bytes", json::value_t::number_unsigned).get<uint64_t>();
   for (const json& entry : field(root, "arguments", json::value_t::array))

@@ -21,12 +21,19 @@ struct ArgumentSpec {
   std::vector<DimExpr> shape;
 };
 
-struct RuntimeManifest {
-  uint32_t abiVersion = 0;
+struct TargetSpec {
+  std::string name;                     // "x86-64-avx512", "host", ...
   std::string arch;                     // "x86_64", "aarch64"
   std::string device;                   // "cpu" or "cuda"
   std::string cudaArch;                 // "sm_80", "sm_90": the oldest GPU a cuda bundle runs on
   std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
+};
+
+struct RuntimeManifest {
+  uint32_t abiVersion = 0;
+  // A fat bundle's "targets", best first; else the one "target".
+  std::vector<TargetSpec> targets;
+  bool fat = false; // the manifest lists "targets" (and the bundle a run function for each)
   uint64_t workspaceBytes = 0;
   std::vector<ArgumentSpec> arguments;
   // A runtime the bundle's code shares with other bundles ("halide-14"); empty when none.

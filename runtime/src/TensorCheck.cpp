@@ -114,10 +114,10 @@ std::pair<std::uintptr_t, std::uintptr_t> byteSpan(const DLTensor& t) {
 
 } // namespace
 
-std::optional<std::string> checkTensors(const RuntimeManifest& manifest,
+std::optional<std::string> checkTensors(const RuntimeManifest& manifest, const std::string& device,
                                         const std::vector<DLTensor*>& tensors, RunSizes& sizes) {
   for (std::size_t i = 0; i < manifest.arguments.size(); ++i)
-    if (auto problem = checkOne(manifest.arguments[i], *tensors[i], manifest.device, sizes))
+    if (auto problem = checkOne(manifest.arguments[i], *tensors[i], device, sizes))
       return problem;
   // A kernel may write an output before it has read all inputs: outputs alias nothing.
   for (std::size_t i = 0; i < tensors.size(); ++i) {

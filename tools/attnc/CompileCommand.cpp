@@ -4,6 +4,7 @@
 #include "Support/Errors.h"
 #include "TunedSchedule.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/core.h>
 #include <memory>
@@ -25,30 +26,91 @@ std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::str
   return values;
 }
 
+namespace {
+
+struct CompileCommandOptions {
+  std::string spec, backend = "reference", out, name;
+  std::vector<std::string> targets{"host"};
+  std::vector<std::string> emit{"so"};
+  std::vector<std::string> schedule;
+  std::vector<int64_t> tunedFor;
+  bool noTuning = false;
+};
+
+// The options of one target's kernel. Without --schedule, the tuning database's best records
+// for this spec, target and machine set the schedule (and with --backend auto, the backend):
+// one per tuned shape bucket, all of them in one shape-dispatch kernel when a kernel (so, lib)
+// is all that is asked for.
+CompileOptions targetOptions(const Spec& spec, const CompileCommandOptions& o,
+                             const std::string& target) {
+  CompileOptions options{o.backend,
+                         target,
+                         o.out,
+                         {o.emit.begin(), o.emit.end()},
+                         parseScheduleOverrides(o.schedule),
+                         /*scheduleProvenance=*/"",
+                         /*shapeSchedules=*/{},
+                         /*targets=*/{},
+                         o.name};
+  const bool tunable = o.backend != "reference" && options.schedule.empty() && !o.noTuning;
+  std::vector<TunedSchedule> tuned;
+  if (tunable) {
+    std::optional<std::pair<int64_t, int64_t>> shape;
+    if (!o.tunedFor.empty())
+      shape = {o.tunedFor.front(), o.tunedFor.back()};
+    tuned = findTunedSchedules(spec, target, o.backend == "auto" ? "" : o.backend, shape);
+  }
+  std::set<std::string> kernelKinds = options.emit;
+  kernelKinds.erase("lib");
+  const bool dispatch = (kernelKinds.empty() || kernelKinds == std::set<std::string>{"so"}) &&
+                        target.rfind("cuda", 0) != 0;
+  if (tuned.size() > 1 && dispatch) {
+    for (const TunedSchedule& t : tuned)
+      options.shapeSchedules.push_back({t.bucket.seqQLo, t.bucket.seqQHi, t.bucket.seqKLo,
+                                        t.bucket.seqKHi, t.backend, t.values, t.provenance});
+  } else if (!tuned.empty()) {
+    if (tuned.size() > 1)
+      fmt::print(stderr,
+                 "attnc: note: {} shape buckets are tuned for {}; these artifacts hold one "
+                 "kernel, so the longest bucket's schedule is used (--tuned-for TQ[,TK] picks "
+                 "one)\n",
+                 tuned.size(), target);
+    options.backend = tuned.front().backend;
+    options.schedule = tuned.front().values;
+    options.scheduleProvenance = tuned.front().provenance;
+  } else if (o.backend == "auto") {
+    options.backend = "mlir";
+  }
+  return options;
+}
+
+} // namespace
+
 Action addCompileCommand(CLI::App& app) {
-  struct Options {
-    std::string spec, backend = "reference", target = "host", out;
-    std::vector<std::string> emit{"so"};
-    std::vector<std::string> schedule;
-    std::vector<int64_t> tunedFor;
-    bool noTuning = false;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<CompileCommandOptions>();
   CLI::App* cmd = app.add_subcommand("compile", "Compile a spec into a kernel bundle");
   cmd->add_option("spec", o->spec, "spec text 'key=value ...' or a .json file")->required();
   cmd->add_option("--backend", o->backend,
                   "reference | halide | mlir | auto (the backend of the best tuning record, "
                   "else mlir)")
       ->capture_default_str();
-  cmd->add_option("--target", o->target,
+  cmd->add_option("--target", o->targets,
                   "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
-                  "(halide, mlir) | cuda-sm_80 | cuda-sm_90 (mlir); reference: host only")
+                  "(halide, mlir) | cuda-sm_80 | cuda-sm_90 (halide sdpa, mlir); reference: "
+                  "host only. Several, comma separated: one fat bundle, run on the best one "
+                  "the host supports")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--emit", o->emit,
-                  "artifacts: so,a,h,obj,asm,stmt (halide), so,mlir,llvm,asm,obj,ptx (mlir)")
+                  "artifacts: so,lib (any backend's kernel; lib: a static library and C++ "
+                  "header to link into applications), a,h,obj,asm,stmt (halide), "
+                  "mlir,llvm,asm,obj,ptx (mlir)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"so", "a", "h", "obj", "asm", "stmt", "mlir", "llvm", "ptx"}))
+      ->check(CLI::IsMember({"so", "lib", "a", "h", "obj", "asm", "stmt", "mlir", "llvm", "ptx"}))
       ->capture_default_str();
+  cmd->add_option("--name", o->name,
+                  "--emit lib: the C identifier naming the library, header, symbol and C++ "
+                  "class (default attnc_<variant>_<hash>)");
   cmd->add_option("--schedule", o->schedule,
                   "schedule parameters NAME=VALUE instead of the target's defaults (comma "
                   "separated; halide: query_tile key_block vector_width key_unroll row_unroll "
@@ -65,42 +127,12 @@ Action addCompileCommand(CLI::App& app) {
   cmd->add_option("-o,--out", o->out, "directory for the bundle and its manifest")->required();
   return [o] {
     Spec spec = loadSpec(o->spec);
-    CompileOptions options{o->backend,
-                           o->target,
-                           o->out,
-                           {o->emit.begin(), o->emit.end()},
-                           parseScheduleOverrides(o->schedule),
-                           /*scheduleProvenance=*/"",
-                           /*shapeSchedules=*/{}};
-    // Without --schedule, the tuning database's best records for this spec, target and
-    // machine set the schedule (and with --backend auto, the backend): one per tuned shape
-    // bucket, all of them in one shape-dispatch bundle when only a bundle is asked for.
-    const bool tunable = o->backend != "reference" && options.schedule.empty() && !o->noTuning;
-    std::vector<TunedSchedule> tuned;
-    if (tunable) {
-      std::optional<std::pair<int64_t, int64_t>> shape;
-      if (!o->tunedFor.empty())
-        shape = {o->tunedFor.front(), o->tunedFor.back()};
-      tuned = findTunedSchedules(spec, o->target, o->backend == "auto" ? "" : o->backend, shape);
-    }
-    const bool dispatch =
-        options.emit == std::set<std::string>{"so"} && o->target.rfind("cuda", 0) != 0;
-    if (tuned.size() > 1 && dispatch) {
-      for (const TunedSchedule& t : tuned)
-        options.shapeSchedules.push_back({t.bucket.seqQLo, t.bucket.seqQHi, t.bucket.seqKLo,
-                                          t.bucket.seqKHi, t.backend, t.values, t.provenance});
-    } else if (!tuned.empty()) {
-      if (tuned.size() > 1)
-        fmt::print(stderr,
-                   "attnc: note: {} shape buckets are tuned; these artifacts hold one kernel, "
-                   "so the longest bucket's schedule is used (--tuned-for TQ[,TK] picks one)\n",
-                   tuned.size());
-      options.backend = tuned.front().backend;
-      options.schedule = tuned.front().values;
-      options.scheduleProvenance = tuned.front().provenance;
-    } else if (o->backend == "auto") {
-      options.backend = "mlir";
-    }
+    if (!o->name.empty() && std::find(o->emit.begin(), o->emit.end(), "lib") == o->emit.end())
+      throw UsageError("--name names a linked library; add --emit lib");
+    CompileOptions options = targetOptions(spec, *o, o->targets.front());
+    if (o->targets.size() > 1 || options.emit.count("lib"))
+      for (const std::string& target : o->targets)
+        options.targets.push_back(targetOptions(spec, *o, target));
     CompileResult result = compileBundle(spec, options);
     // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
     for (const std::filesystem::path& file : result.files)

@@ -25,8 +25,14 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("--lse", o->lse, "write lse to this .npy (spec needs lse=true)");
   cmd->add_option("--weights", o->weights, "write weights to this .npy (spec needs weights=true)");
   cmd->add_option("--repeat", o->repeat, "runs to time (median)")->capture_default_str();
-  return [o] {
+  auto verbose = std::make_shared<bool>(false);
+  cmd->add_flag("-v,--verbose", *verbose,
+                "say on stderr which of the bundle's targets runs, and why (ATTNC_TARGET=NAME "
+                "forces one of a fat bundle's)");
+  return [o, verbose] {
     runtime::Bundle bundle = runtime::Bundle::open(o->bundle);
+    if (*verbose)
+      fmt::print(stderr, "attnc: target {}\n", bundle.targetChoice());
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(*o));
     std::vector<std::pair<std::string, std::string>> outputs = {

@@ -44,7 +44,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   const std::set<std::string>& emit = options.emit;
   for (const std::string& kind : emit)
     if (kind != "so" && kind != "a" && kind != "h" && kind != "obj" && kind != "asm" &&
-        kind != "stmt" && kind != "ptx" && kind != "part")
+        kind != "stmt" && kind != "ptx" && kind != "part" && kind != "sealed")
       throw UsageError("--emit " + kind +
                        ": the halide backend writes so, a, h, obj, asm, stmt (and ptx for cuda)");
   if (target.family == "cuda" && spec.dtype == DType::BF16)
@@ -57,7 +57,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
                      " on CUDA targets yet (its CUDA schedule covers sdpa); use a CPU target");
   if (emit.count("ptx") && target.family != "cuda")
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
-  if ((emit.count("so") || emit.count("part")) && !target.runsHere)
+  if (emitsKernel(emit) && !target.runsHere)
     throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
                      "): bundles run where they are built; use --emit " +
                      "with obj, a, h, asm or stmt");
@@ -107,7 +107,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
   try {
-    if (emit.count("so") || emit.count("part")) {
+    if (emitsKernel(emit)) {
       // The kernel takes a user context (the runtime's call, for the thread pool and errors);
       // the Halide runtime is compiled once beside it and stays private to the bundle.
       Halide::Target kernelTarget = target.target.with_feature(Halide::Target::UserContext)
@@ -135,8 +135,7 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
       }
       request.stem = stem;
       request.abiVersion = ATTNC_ABI_VERSION;
-      std::vector<std::string> written =
-          emit.count("part") ? writeBundlePart(request, staging) : linkBundle(request, staging);
+      std::vector<std::string> written = writeKernel(request, staging, emit);
       files.insert(files.end(), written.begin(), written.end());
     }
     if (emit.count("a") || emit.count("h")) {

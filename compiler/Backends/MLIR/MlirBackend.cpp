@@ -88,12 +88,12 @@ TuningSpace mlirTuningSpace(const Spec& spec, const std::string& targetName) {
 CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
   for (const std::string& kind : options.emit)
     if (kind != "so" && kind != "mlir" && kind != "llvm" && kind != "asm" && kind != "obj" &&
-        kind != "ptx" && kind != "part")
+        kind != "ptx" && kind != "part" && kind != "sealed")
       throw UsageError("--emit " + kind +
                        ": the mlir backend writes so, mlir, llvm, asm, obj (and ptx for cuda)");
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
   const std::set<std::string>& emit = options.emit;
-  if ((emit.count("so") || emit.count("part")) && !target.runsHere)
+  if (emitsKernel(emit) && !target.runsHere)
     throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
                      "): bundles run where they are built; use --emit with mlir, llvm, asm "
                      "or obj");
@@ -119,7 +119,7 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
   OutputStaging staging(options.outDir);
   const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
-  if (emit.count("so") || emit.count("part")) {
+  if (emitsKernel(emit)) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
     BundleRequest request;
     request.manifest = buildManifest(spec, "mlir", params.toJson(), target.manifest, 0);
@@ -133,8 +133,7 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
                                "_mlir_ciface_attnc_mlir_kernel_run"};
       request.kernelObject = scratch / "kernel.o";
     }
-    std::vector<std::string> written =
-        emit.count("part") ? writeBundlePart(request, staging) : linkBundle(request, staging);
+    std::vector<std::string> written = writeKernel(request, staging, emit);
     files.insert(files.end(), written.begin(), written.end());
   }
   if (emit.count("ptx")) {

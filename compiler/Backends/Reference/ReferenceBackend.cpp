@@ -11,7 +11,7 @@ CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& opt
     throw UsageError("--target " + options.target +
                      ": the reference backend builds for the host only (--target host)");
   for (const std::string& kind : options.emit)
-    if (kind != "so")
+    if (kind != "so" && kind != "sealed")
       throw UsageError("--emit " + kind + ": the reference backend writes bundles only (so)");
   if (!options.schedule.empty())
     throw UsageError("--schedule: the reference backend has no schedule parameters");
@@ -20,8 +20,10 @@ CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& opt
   request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};
   request.stem = bundleStem(spec, "reference");
   request.abiVersion = ATTNC_ABI_VERSION;
-  BundlePaths paths = writeBundle(request, options.outDir);
-  return {paths.bundle, {paths.bundle, paths.manifest}};
+  OutputStaging staging(options.outDir);
+  const std::vector<std::filesystem::path> written =
+      staging.commit(writeKernel(request, staging, options.emit));
+  return {written.front(), written};
 }
 
 } // namespace attnc

@@ -1,9 +1,14 @@
-// C++ wrapper over the runtime's C API: RAII bundles and exceptions that carry the status.
+// C++ wrapper over the runtime's C API: RAII bundles, exceptions that carry the status, and
+// DLTensor views of the caller's arrays.
 #ifndef ATTNC_RUNTIME_HPP
 #define ATTNC_RUNTIME_HPP
 
 #include "attnc/attnc.h"
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -32,7 +37,19 @@ public:
     return Bundle(handle);
   }
 
+  // A kernel linked into the application (`attnc compile --emit lib`).
+  static Bundle openLinked(const attnc_kernel_exports& exports) {
+    attnc_bundle* handle = nullptr;
+    attnc_error error{};
+    if (attnc_bundle_open_linked(&exports, &handle, &error) != ATTNC_OK)
+      throw Error(error);
+    return Bundle(handle);
+  }
+
   std::string_view manifest() const { return attnc_bundle_manifest(handle_.get()); }
+  // The target it runs ("x86-64-avx512", ...), and why that one.
+  std::string_view target() const { return attnc_bundle_target(handle_.get()); }
+  std::string_view targetChoice() const { return attnc_bundle_target_choice(handle_.get()); }
 
   void run(std::span<const attnc_named_tensor> tensors, int32_t numThreads = 0,
            void* stream = nullptr) const {
@@ -46,6 +63,35 @@ public:
 private:
   explicit Bundle(attnc_bundle* handle) : handle_(handle, &attnc_bundle_close) {}
   std::unique_ptr<attnc_bundle, decltype(&attnc_bundle_close)> handle_;
+};
+
+// A compact (row-major) DLTensor over host memory the caller owns, with up to 8 dims. Converts
+// to DLTensor&, what generated kernel entries take: kernel(q, k, v, o).
+class TensorView {
+public:
+  TensorView(void* data, DLDataType dtype, std::initializer_list<int64_t> shape) {
+    if (shape.size() > shape_.size())
+      throw std::invalid_argument("TensorView: more than 8 dimensions");
+    std::copy(shape.begin(), shape.end(), shape_.begin());
+    tensor_.data = data;
+    tensor_.device = {kDLCPU, 0};
+    tensor_.ndim = static_cast<int32_t>(shape.size());
+    tensor_.dtype = dtype;
+  }
+  TensorView(float* data, std::initializer_list<int64_t> shape)
+      : TensorView(data, DLDataType{kDLFloat, 32, 1}, shape) {}
+  TensorView(int32_t* data, std::initializer_list<int64_t> shape)
+      : TensorView(data, DLDataType{kDLInt, 32, 1}, shape) {}
+
+  DLTensor& tensor() {
+    tensor_.shape = shape_.data(); // re-pointed here, so copies stay valid
+    return tensor_;
+  }
+  operator DLTensor&() { return tensor(); }
+
+private:
+  std::array<int64_t, 8> shape_{};
+  DLTensor tensor_{};
 };
 
 } // namespace attnc::runtime

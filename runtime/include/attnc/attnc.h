@@ -4,9 +4,15 @@
  *   attnc_kernel_abi       uint32_t, the ATTNC_ABI_VERSION it was built for;
  *   attnc_kernel_manifest  a NUL-terminated JSON manifest (spec, backend, target, arguments);
  *   attnc_kernel_run       the kernel entry, taking an attnc_kernel_call.
+ * A fat bundle holds the kernel compiled for several targets (AVX2, AVX-512, ..., CUDA): its
+ * manifest lists them, best first, under "targets", and it also exports
+ *   attnc_kernel_target_runs  attnc_kernel_run_fn[], one entry per listed target;
+ * its attnc_kernel_run runs the last (most widely supported) target.
  * Applications do not call these directly: they open a bundle with attnc_bundle_open, which
- * checks the ABI version and the host's CPU features, and run it with attnc_bundle_run, which
- * checks every tensor against the manifest before the kernel sees it.
+ * checks the ABI version and picks the first target this host supports (ATTNC_TARGET=<name>
+ * forces one, for testing), and run it with attnc_bundle_run, which checks every tensor against
+ * the manifest before the kernel sees it. A kernel linked into the application ahead of time
+ * (`attnc compile --emit lib`) is opened the same way from its attnc_kernel_exports.
  *
  * Tensors are DLPack DLTensors with explicit or compact strides. Every function is thread-safe:
  * one opened bundle may be run from many threads at once. */
@@ -72,6 +78,16 @@ typedef struct attnc_kernel_call {
 typedef int32_t (*attnc_kernel_run_fn)(const attnc_kernel_call* call, char* message,
                                        size_t message_size);
 
+/* What a kernel provides to the runtime: a bundle's exports, or a kernel linked into the
+ * application (`attnc compile --emit lib` defines one as `<name>_kernel`). */
+typedef struct attnc_kernel_exports {
+  uint32_t abi_version;                   /* ATTNC_ABI_VERSION it was built for */
+  uint32_t num_targets;                   /* entries of target_runs: the manifest's targets */
+  const char* manifest;                   /* NUL-terminated JSON */
+  attnc_kernel_run_fn run;                /* runs the last target (or the only one) */
+  const attnc_kernel_run_fn* target_runs; /* NULL when the manifest lists no "targets" */
+} attnc_kernel_exports;
+
 /* ---- Application side. ---- */
 
 typedef struct attnc_bundle attnc_bundle;
@@ -94,7 +110,16 @@ ATTNC_API const char* attnc_status_name(attnc_status status);
 /* Loads a bundle and checks its ABI version, manifest and target against this host. */
 ATTNC_API attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle,
                                          attnc_error* error);
+/* Opens a kernel linked into the application (see attnc_kernel_exports) with the same checks
+ * and target choice as attnc_bundle_open. */
+ATTNC_API attnc_status attnc_bundle_open_linked(const attnc_kernel_exports* exports,
+                                                attnc_bundle** bundle, attnc_error* error);
 ATTNC_API void attnc_bundle_close(attnc_bundle* bundle);
+/* The name of the target the bundle runs ("x86-64-avx512", "cuda-sm_90", "host", ...) and why
+ * it was chosen, naming the targets passed over and what this host lacks for each; both owned
+ * by the bundle. */
+ATTNC_API const char* attnc_bundle_target(const attnc_bundle* bundle);
+ATTNC_API const char* attnc_bundle_target_choice(const attnc_bundle* bundle);
 /* The manifest JSON; owned by the bundle, valid until attnc_bundle_close. */
 ATTNC_API const char* attnc_bundle_manifest(const attnc_bundle* bundle);
 

@@ -28,6 +28,10 @@ void check(const cuda::Driver& d, cuda::CUresult result, const std::string& what
 
 bool runsOnGpu(const runtime::Bundle& bundle) {
   auto manifest = nlohmann::json::parse(bundle.manifest());
+  // A fat bundle runs the one of its targets the runtime chose.
+  for (const nlohmann::json& target : manifest.value("targets", nlohmann::json::array()))
+    if (target.value("name", "") == bundle.target())
+      return target.value("device", "cpu") == "cuda";
   return manifest["target"].value("device", "cpu") == "cuda";
 }
 

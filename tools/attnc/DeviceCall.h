@@ -14,7 +14,8 @@
 
 namespace attnc::tools {
 
-// True when the bundle's manifest targets device "cuda".
+// True when the target the bundle runs (of a fat bundle's, the runtime's choice) is on device
+// "cuda".
 bool runsOnGpu(const runtime::Bundle& bundle);
 
 class DeviceCall {

@@ -65,18 +65,18 @@ std::string archOf(const Target& t) {
 } // namespace
 
 HalideTarget resolveHalideTarget(const std::string& name) {
-  Target t;
-  if (name == "host") {
-    t = Halide::get_host_target();
-    // Halide 14 reports Sapphire Rapids for any CPU with AVX512-BF16 (AMD Zen 4 too), but
-    // that level emits AVX512-FP16 instructions, which such CPUs lack.
+  // "host" and the CUDA targets (whose host-side code is for this machine) start from
+  // Halide's view of this CPU.
+  const char* halideName =
+      name == "host" ? "host" : findNamedTarget<NamedTarget>(kNamed, name, "halide").halide;
+  Target t(halideName);
+  // Halide 14 reports Sapphire Rapids for any CPU with AVX512-BF16 (AMD Zen 4 too), but
+  // that level emits AVX512-FP16 instructions, which such CPUs lack.
 #if defined(__x86_64__)
-    if (t.has_feature(Target::AVX512_SapphireRapids) && !__builtin_cpu_supports("avx512fp16"))
-      t = t.without_feature(Target::AVX512_SapphireRapids);
+  if (std::string_view(halideName).starts_with("host") &&
+      t.has_feature(Target::AVX512_SapphireRapids) && !__builtin_cpu_supports("avx512fp16"))
+    t = t.without_feature(Target::AVX512_SapphireRapids);
 #endif
-  } else {
-    t = Target(findNamedTarget<NamedTarget>(kNamed, name, "halide").halide);
-  }
   const bool cuda = t.has_feature(Target::CUDA);
   HalideTarget result{t,
                       familyOf(t),

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -98,46 +99,50 @@ double checkAttention(const Matrix& q, const Matrix& k, const Matrix& v, const M
 
 } // namespace
 
+// x · W for a random W [kModel, heads · kHeadDim]: each token projected onto `heads` heads.
+Matrix project(const Matrix& x, int64_t heads, std::mt19937& rng) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kModel));
+  return matmul(x, random(kModel * heads * kHeadDim, scale, rng), kBatch * kTokens, kModel,
+                heads * kHeadDim);
+}
+
+// A projection seen as the kernels' [B, T, heads, d] tensor (layout=bshd).
+attnc::runtime::TensorView headsOf(Matrix& m, int64_t heads) {
+  return attnc::runtime::TensorView(m.data(), {kBatch, kTokens, heads, kHeadDim});
+}
+
+void printTarget(const char* kernel, std::string_view choice) {
+  std::printf("%s runs %.*s\n", kernel, static_cast<int>(choice.size()), choice.data());
+}
+
 int run() {
-  using attnc::runtime::TensorView;
   std::mt19937 rng(7);
-  const float wScale = 1.0f / std::sqrt(static_cast<float>(kModel));
   Matrix x = random(kBatch * kTokens * kModel, 1.0f, rng);
   std::vector<int32_t> lengths = {kTokens, 23}; // the second sentence is padded after 23 tokens
-  const int64_t rows = kBatch * kTokens, kvWidth = kKvHeads * kHeadDim;
 
   // Encoder self-attention over the padded batch.
   attnc::kernels::encoder_self_attention selfAttention;
-  std::printf("encoder_self_attention runs %.*s\n", static_cast<int>(selfAttention.target_choice().size()),
-              selfAttention.target_choice().data());
-  Matrix q = matmul(x, random(kModel * kModel, wScale, rng), rows, kModel, kModel);
-  Matrix k = matmul(x, random(kModel * kModel, wScale, rng), rows, kModel, kModel);
-  Matrix v = matmul(x, random(kModel * kModel, wScale, rng), rows, kModel, kModel);
-  Matrix o(rows * kModel);
-  TensorView qv(q.data(), {kBatch, kTokens, kHeads, kHeadDim});
-  TensorView kv(k.data(), {kBatch, kTokens, kHeads, kHeadDim});
-  TensorView vv(v.data(), {kBatch, kTokens, kHeads, kHeadDim});
-  TensorView ov(o.data(), {kBatch, kTokens, kHeads, kHeadDim});
-  TensorView lv(lengths.data(), {kBatch});
+  printTarget("encoder_self_attention", selfAttention.target_choice());
+  Matrix q = project(x, kHeads, rng), k = project(x, kHeads, rng), v = project(x, kHeads, rng);
+  Matrix o(q.size());
+  auto qv = headsOf(q, kHeads), kv = headsOf(k, kHeads), vv = headsOf(v, kHeads);
+  auto ov = headsOf(o, kHeads);
+  attnc::runtime::TensorView lv(lengths.data(), {kBatch});
   selfAttention(qv, kv, vv, lv, ov); // in the order of the header's argument list
   const double selfError = checkAttention(q, k, v, o, kHeads, lengths, /*causal=*/false);
 
   // The rest of the layer: output projection, residual, layer norm.
-  Matrix y = matmul(o, random(kModel * kModel, wScale, rng), rows, kModel, kModel);
-  addLayerNorm(y, x, rows, kModel);
+  Matrix y = project(o, kHeads, rng);
+  addLayerNorm(y, x, kBatch * kTokens, kModel);
 
   // A causal pass over the layer's output with grouped-query attention.
   attnc::kernels::causal_gqa_attention causal;
-  std::printf("causal_gqa_attention runs %.*s\n", static_cast<int>(causal.target_choice().size()),
-              causal.target_choice().data());
-  Matrix cq = matmul(y, random(kModel * kModel, wScale, rng), rows, kModel, kModel);
-  Matrix ck = matmul(y, random(kModel * kvWidth, wScale, rng), rows, kModel, kvWidth);
-  Matrix cv = matmul(y, random(kModel * kvWidth, wScale, rng), rows, kModel, kvWidth);
-  Matrix co(rows * kModel);
-  TensorView cqv(cq.data(), {kBatch, kTokens, kHeads, kHeadDim});
-  TensorView ckv(ck.data(), {kBatch, kTokens, kKvHeads, kHeadDim});
-  TensorView cvv(cv.data(), {kBatch, kTokens, kKvHeads, kHeadDim});
-  TensorView cov(co.data(), {kBatch, kTokens, kHeads, kHeadDim});
+  printTarget("causal_gqa_attention", causal.target_choice());
+  Matrix cq = project(y, kHeads, rng), ck = project(y, kKvHeads, rng),
+         cv = project(y, kKvHeads, rng);
+  Matrix co(cq.size());
+  auto cqv = headsOf(cq, kHeads), ckv = headsOf(ck, kKvHeads), cvv = headsOf(cv, kKvHeads);
+  auto cov = headsOf(co, kHeads);
   causal.run({.q = &cqv.tensor(), .k = &ckv.tensor(), .v = &cvv.tensor(), .o = &cov.tensor()});
   const std::vector<int32_t> unpadded = {kTokens, kTokens};
   const double causalError = checkAttention(cq, ck, cv, co, kKvHeads, unpadded, /*causal=*/true);

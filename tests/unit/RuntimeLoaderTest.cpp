@@ -6,6 +6,8 @@
 #include "TestSupport.h"
 #include "attnc/Runtime.hpp"
 
+#include <array>
+#include <dlfcn.h>
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <thread>
@@ -56,19 +58,24 @@ protected:
     }
   }
 
+  // Runs `bundle` at B=2, Tq=5, Tk=9 and compares o with the reference's.
+  static void expectMatchesReference(const runtime::Bundle& bundle, const std::string& spec) {
+    tools::Call call = test::randomCall(spec, 2, 5, 9);
+    std::vector<attnc_named_tensor> named = call.named();
+    bundle.run(named, 2);
+    test::Outputs expected = test::runReferenceOn(call);
+    std::vector<double> o = call.tensor("o").values();
+    for (size_t i = 0; i < o.size(); ++i)
+      EXPECT_NEAR(o[i], expected.o[i], 1e-5);
+  }
+
   fs::path dir_;
 };
 
 TEST_F(RuntimeLoader, RunsABundleAndMatchesTheReference) {
   const std::string spec = "heads=4 kv_heads=2 d_k=8 mask=causal lse=true";
   runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
-  tools::Call call = test::randomCall(spec, 2, 5, 9);
-  std::vector<attnc_named_tensor> named = call.named();
-  bundle.run(named, 2);
-  test::Outputs expected = test::runReferenceOn(call);
-  std::vector<double> o = call.tensor("o").values();
-  for (size_t i = 0; i < o.size(); ++i)
-    EXPECT_NEAR(o[i], expected.o[i], 1e-5);
+  expectMatchesReference(bundle, spec);
   EXPECT_NE(bundle.manifest().find("\"backend\": \"reference\""), std::string_view::npos);
 }
 
@@ -202,6 +209,88 @@ TEST_F(RuntimeLoader, ManyThreadsRunOneBundle) {
   for (int t = 2; t < 6; ++t)
     EXPECT_EQ(calls[t].tensor("o").values(), calls[t % 2].tensor("o").values());
   EXPECT_NE(calls[0].tensor("o").values(), calls[1].tensor("o").values());
+}
+
+// A linked kernel's exports, made here from a reference bundle's run function and a manifest
+// listing two targets: one needing a CPU feature no host has, then this host.
+class LinkedKernels : public RuntimeLoader {
+protected:
+  void SetUp() override {
+    RuntimeLoader::SetUp();
+    const std::string path = compile("heads=2 d_k=8 mask=causal");
+    handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle_, nullptr) << dlerror();
+    const auto run = reinterpret_cast<attnc_kernel_run_fn>(dlsym(handle_, "attnc_kernel_run"));
+    runs_ = {run, run};
+    nlohmann::json manifest = nlohmann::json::parse(
+        static_cast<const char*>(dlsym(handle_, "attnc_kernel_manifest")));
+    nlohmann::json imaginary = manifest["target"];
+    imaginary["name"] = "x86-64-imaginary";
+    imaginary["cpu_features"] = {"attnc_imaginary_isa"};
+    manifest["targets"] = {imaginary, manifest["target"]};
+    manifest_ = manifest.dump();
+    exports_ = {ATTNC_ABI_VERSION, 2, manifest_.c_str(), run, runs_.data()};
+  }
+  void TearDown() override {
+    unsetenv("ATTNC_TARGET");
+    if (handle_)
+      dlclose(handle_);
+    RuntimeLoader::TearDown();
+  }
+
+  static void expectOpenFails(const attnc_kernel_exports& exports, attnc_status status,
+                              const std::string& mention) {
+    try {
+      runtime::Bundle::openLinked(exports);
+      FAIL() << "opened";
+    } catch (const runtime::Error& e) {
+      EXPECT_EQ(e.status(), status) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  }
+
+  void* handle_ = nullptr;
+  std::array<attnc_kernel_run_fn, 2> runs_{};
+  std::string manifest_;
+  attnc_kernel_exports exports_{};
+};
+
+TEST_F(LinkedKernels, RunsTheFirstTargetThisHostSupports) {
+  runtime::Bundle bundle = runtime::Bundle::openLinked(exports_);
+  EXPECT_EQ(bundle.target(), "host");
+  EXPECT_NE(bundle.targetChoice().find("passed over x86-64-imaginary: it needs CPU features "
+                                       "this host lacks: attnc_imaginary_isa"),
+            std::string_view::npos)
+      << bundle.targetChoice();
+  expectMatchesReference(bundle, "heads=2 d_k=8 mask=causal");
+}
+
+TEST_F(LinkedKernels, AttncTargetForcesOneOrNamesWhyNot) {
+  setenv("ATTNC_TARGET", "host", 1);
+  EXPECT_NE(runtime::Bundle::openLinked(exports_).targetChoice().find("forced by ATTNC_TARGET"),
+            std::string_view::npos);
+  setenv("ATTNC_TARGET", "x86-64-imaginary", 1);
+  expectOpenFails(exports_, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                  "ATTNC_TARGET=x86-64-imaginary cannot run here");
+  setenv("ATTNC_TARGET", "riscv", 1);
+  expectOpenFails(exports_, ATTNC_ERROR_UNSUPPORTED_TARGET,
+                  "it holds: x86-64-imaginary, host");
+}
+
+TEST_F(LinkedKernels, RefusesInconsistentExports) {
+  attnc_kernel_exports exports = exports_;
+  exports.num_targets = 3;
+  expectOpenFails(exports, ATTNC_ERROR_MANIFEST, "3 run functions but its manifest lists 2");
+  exports = exports_;
+  exports.target_runs = nullptr;
+  expectOpenFails(exports, ATTNC_ERROR_LOAD, "lacks attnc_kernel_target_runs");
+  exports = exports_;
+  exports.abi_version = 7;
+  expectOpenFails(exports, ATTNC_ERROR_ABI_MISMATCH, "ABI version 7");
+  attnc_bundle* bundle = nullptr;
+  attnc_error error{};
+  EXPECT_EQ(attnc_bundle_open_linked(nullptr, &bundle, &error), ATTNC_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bundle, nullptr);
 }
 
 } // namespace

@@ -13,7 +13,7 @@
 # <NAME.h> declares attnc::kernels::NAME, whose call operator takes one DLTensor per kernel
 # argument. Without SCHEDULE or TUNED the targets' default schedules are used, so builds do
 # not depend on this machine's tuning database; TUNED uses the best tuned schedules (from
-# TUNING_DB when given, then also a dependency). attnc re-runs only when the spec, the options
+# TUNING_DB when given, then also a dependency if it exists). attnc re-runs only when the spec, the options
 # or attnc itself change. Files go to ${CMAKE_CURRENT_BINARY_DIR}/attnc_kernels/NAME.
 #
 # Needs the targets attnc::compiler and attnc::runtime: from find_package(attnc), or in attnc's
@@ -68,7 +68,9 @@ function(attnc_add_kernel name)
   elseif(ARG_TUNING_DB)
     get_filename_component(db "${ARG_TUNING_DB}" ABSOLUTE)
     set(command ${CMAKE_COMMAND} -E env "ATTNC_TUNING_DB=${db}" ${command})
-    list(APPEND depends "${db}")
+    if(EXISTS "${db}") # one made later is seen at the next configure
+      list(APPEND depends "${db}")
+    endif()
   endif()
 
   add_custom_command(

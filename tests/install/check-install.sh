@@ -5,7 +5,9 @@
 #      kernels with attnc_add_kernel, links, and runs with correct results, on the target the
 #      runtime picks and on each target forced by ATTNC_TARGET; a second build does nothing;
 #   3. the executable links no LLVM, MLIR or Halide (ldd);
-#   4. the installed attnc compiles a bundle that a C program, built with pkg-config's flags
+#   4. attnc_add_kernel's other options (tests/install/kernel-options): BACKEND, SCHEDULE,
+#      EMIT, TUNED with TUNING_DB, and a bad call stopping the configure;
+#   5. the installed attnc compiles a bundle that a C program, built with pkg-config's flags
 #      (shared runtime) and against the static runtime, runs.
 # Usage: check-install.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -51,6 +53,25 @@ if [[ $(uname -m) == x86_64 ]]; then
     grep -q "runs $target (forced by ATTNC_TARGET)" "$work/forced.log" || fail "$target not run"
   done
 fi
+
+echo "== attnc_add_kernel's options"
+options=$source_dir/tests/install/kernel-options
+mkdir -p "$work/options"
+"$prefix/bin/attnc" tune 'heads=2 kv_heads=1 d_k=16' --seq-q 64 --trials 2 \
+                    --db "$work/options/tuning.db" >/dev/null
+cmake -S "$options" -B "$work/options" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log"
+cmake --build "$work/options" >"$work/build.log" || { cat "$work/build.log"; fail "build failed"; }
+"$work/options/kernel_options"
+ls "$work"/options/attnc_kernels/mlir_scheduled/*.s >/dev/null || fail "EMIT asm wrote no .s"
+grep -q '"query_tile": 32' "$work/options/attnc_kernels/mlir_scheduled/mlir_scheduled.json" ||
+  fail "SCHEDULE was not used"
+grep -q '"provenance": "tuned: trial' "$work/options/attnc_kernels/halide_tuned/halide_tuned.json" ||
+  fail "TUNED did not use the tuning database's trial"
+if cmake -S "$options" -B "$work/options-bad" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+         -DATTNC_BAD_CALL=ON >"$work/bad.log" 2>&1; then
+  fail "a call with SCHEDULE and TUNED configured"
+fi
+grep -q "give SCHEDULE or TUNED, not both" "$work/bad.log" || { cat "$work/bad.log"; fail "no message"; }
 
 echo "== the installed attnc and a C program on the runtime (pkg-config, then static)"
 "$prefix/bin/attnc" compile 'variant=sdpa heads=4 d_k=32 mask=causal' --backend halide \

@@ -4,6 +4,7 @@
 //    "spec_hash": "...", "backend": "reference", "schedule": {...},
 //    "target": {"name": "host", "arch": "x86_64", "device": "cpu", "cpu_features": [...]},
 //    (GPU bundles: "device": "cuda", "cuda_arch": "sm_90"; arch is the host code's),
+//    (fat bundles, Backends/FatBundle.h: also "targets": [{...}, ...], best first),
 //    "arguments": [{"name": "q", "role": "input", "dtypes": ["f32"], "shape": [...]}, ...],
 //    "workspace_bytes": 0, "content_hash": "..."}
 //

@@ -129,10 +129,14 @@ Action addCompileCommand(CLI::App& app) {
     Spec spec = loadSpec(o->spec);
     if (!o->name.empty() && std::find(o->emit.begin(), o->emit.end(), "lib") == o->emit.end())
       throw UsageError("--name names a linked library; add --emit lib");
-    CompileOptions options = targetOptions(spec, *o, o->targets.front());
-    if (o->targets.size() > 1 || options.emit.count("lib"))
-      for (const std::string& target : o->targets)
-        options.targets.push_back(targetOptions(spec, *o, target));
+    // Each target's options are looked up once; several targets (or a linked library) make
+    // one artifact of them all.
+    std::vector<CompileOptions> perTarget;
+    for (const std::string& target : o->targets)
+      perTarget.push_back(targetOptions(spec, *o, target));
+    CompileOptions options = perTarget.front();
+    if (perTarget.size() > 1 || options.emit.count("lib"))
+      options.targets = std::move(perTarget);
     CompileResult result = compileBundle(spec, options);
     // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
     for (const std::filesystem::path& file : result.files)

@@ -3,9 +3,14 @@
 #include "Artifact/Toolchain.h"
 #include "Support/Errors.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <sys/file.h>
 #include <system_error>
+#include <unistd.h>
 
 namespace attnc {
 
@@ -67,28 +72,60 @@ std::string exportsScript(const std::vector<std::string>& shared) {
   return script + "\n  local: *;\n};\n";
 }
 
+constexpr std::string_view kScratchPrefix = ".attnc-build-";
+
+// A compile holds an exclusive lock on its scratch directory's ".lock" while it lives; the
+// kernel drops the lock when the process ends, however it ends. A scratch directory whose lock
+// can be taken was left by a compile that is provably dead (killed by SIGKILL, say), and goes.
+void removeDeadScratch(const fs::path& outDir) {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(outDir, ec)) {
+    if (!entry.path().filename().string().starts_with(kScratchPrefix))
+      continue;
+    const int fd = ::open((entry.path() / ".lock").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue; // no lock yet: its compile may be starting
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      fs::remove_all(entry.path(), ec);
+    ::close(fd);
+  }
+}
+
 } // namespace
 
 OutputStaging::OutputStaging(fs::path outDir) : outDir_(std::move(outDir)) {
   std::error_code ec;
+  if (outDir_.empty())
+    throw UsageError("-o: the output directory is an empty path");
   createdOutDir_ = !fs::exists(outDir_);
   if (createdOutDir_ && !fs::create_directories(outDir_, ec))
-    throw JobError("cannot create output directory " + outDir_.string() + ": " + ec.message());
+    throw UsageError("cannot create output directory " + outDir_.string() + ": " + ec.message());
+  if (createdOutDir_)
+    outDirRegistration_.emplace(outDir_);
   if (!fs::is_directory(outDir_))
-    throw JobError(outDir_.string() + " exists and is not a directory");
+    throw UsageError(outDir_.string() + " exists and is not a directory");
+  removeDeadScratch(outDir_);
   // mkdtemp replaces the trailing XXXXXX with a unique suffix.
-  std::string scratchTemplate = (outDir_ / ".attnc-build-XXXXXX").string();
+  std::string scratchTemplate = (outDir_ / (std::string(kScratchPrefix) + "XXXXXX")).string();
   if (!mkdtemp(scratchTemplate.data())) {
+    const int error = errno;
     if (createdOutDir_)
       fs::remove_all(outDir_, ec);
-    throw JobError("cannot create a build directory in " + outDir_.string());
+    throw UsageError("cannot create a build directory in " + outDir_.string() + ": " +
+                     std::strerror(error));
   }
   scratch_ = fs::absolute(scratchTemplate);
+  scratchRegistration_.emplace(scratch_);
+  lockFd_ = ::open((scratch_ / ".lock").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (lockFd_ >= 0)
+    ::flock(lockFd_, LOCK_EX);
 }
 
 OutputStaging::~OutputStaging() {
   std::error_code ignored;
   fs::remove_all(scratch_, ignored);
+  if (lockFd_ >= 0)
+    ::close(lockFd_);
   if (!committed_ && createdOutDir_)
     fs::remove_all(outDir_, ignored);
 }
@@ -126,9 +163,13 @@ std::vector<std::string> linkBundle(const BundleRequest& request, const OutputSt
                                    assembly.string()};
   for (const fs::path& input : request.linkInputs)
     argv.push_back(input.string());
-  for (const char* flag :
-       {"-Wl,--undefined=attnc_kernel_run", "-Wl,-z,defs", "-Wl,-z,noexecstack", "-pthread"})
+  for (const char* flag : {"-Wl,--undefined=attnc_kernel_run", "-Wl,-z,noexecstack", "-pthread"})
     argv.push_back(flag);
+#if !ATTNC_SANITIZED_BUILD
+  // Every symbol resolved at link time. A sanitizer build's archives call into the sanitizers'
+  // runtime, which only the loading process (attnc or a test, instrumented alike) provides.
+  argv.push_back("-Wl,-z,defs");
+#endif
   argv.push_back("-Wl,--version-script=" + exports.string());
   runTool(argv, log, "linking the bundle", "set ATTNC_CXX to a C++ compiler driver");
   return {request.stem + ".so", request.stem + ".json"};

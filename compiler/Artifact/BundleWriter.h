@@ -10,9 +10,11 @@
 #define ATTNC_COMPILER_ARTIFACT_BUNDLEWRITER_H
 
 #include "Spec/Spec.h"
+#include "Support/TemporaryPaths.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,7 +26,9 @@ std::string bundleStem(const Spec& spec, std::string_view backend);
 
 // Files are made in a private directory inside the output directory and moved in only by
 // commit(): on failure nothing is left behind (the output directory too, if it was created
-// here). Throws JobError when the directories cannot be made.
+// here), nor when a signal ends the process (attnc's interrupt thread removes them), and a
+// scratch directory that a killed compile left is removed by the next compile into the same
+// directory. Throws UsageError, with the system's reason, when the directories cannot be made.
 class OutputStaging {
 public:
   explicit OutputStaging(std::filesystem::path outDir);
@@ -40,6 +44,9 @@ public:
 private:
   std::filesystem::path outDir_, scratch_;
   bool createdOutDir_ = false, committed_ = false;
+  int lockFd_ = -1; // flock'd while this compile lives (a later one removes dead scratch)
+  // Removed by an interrupt (Support/TemporaryPaths.h) as by the destructor.
+  std::optional<TemporaryPath> scratchRegistration_, outDirRegistration_;
 };
 
 struct BundleRequest {

@@ -17,7 +17,8 @@ typedef int32_t (*attnc_kernel_runner)(const attnc_kernel_call* call, char* mess
 // kernels[0]: the pipeline's argv entry, int (void** args).
 int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t message_size,
                          void* const* kernels);
-// kernels[0], kernels[1]: the C interfaces of the outlined kernel's _tasks and _run.
+// kernels[0], kernels[1]: the C interfaces of the outlined kernel's _tasks and _run;
+// kernels[2]: its shape contract (ShapeContract.h).
 int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t message_size,
                        void* const* kernels);
 

@@ -1,7 +1,7 @@
 #include "Artifact/Manifest.h"
 
 #include "Artifact/Arguments.h"
-#include "Support/Hash.h"
+#include "attnc/Hash.hpp"
 #include "attnc/attnc.h"
 
 namespace attnc {

@@ -53,7 +53,7 @@ std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shap
     s += "  .quad " + std::to_string(b.seqQLo) + ", " + std::to_string(b.seqQHi) + ", " +
          std::to_string(b.seqKLo) + ", " + std::to_string(b.seqKHi) + "\n  .quad " + runners[i] +
          "\n";
-    for (size_t k = 0; k < 2; ++k)
+    for (size_t k = 0; k < 3; ++k)
       s += "  .quad " + (k < kernels[i].size() ? kernels[i][k] : std::string("0")) + "\n";
   }
   return s + "  .section .note.GNU-stack,\"\",%progbits\n";

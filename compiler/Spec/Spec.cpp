@@ -1,8 +1,9 @@
 #include "Spec/Spec.h"
 
 #include "Spec/SpecKeys.h"
-#include "Support/Hash.h"
+#include "attnc/Hash.hpp"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 namespace attnc {
@@ -47,7 +48,12 @@ nlohmann::json Spec::toJson() const {
       object[key.name] =
           nlohmann::json(std::stoull(text)); // every integer key is >= 0; seed needs all 64 bits
       break;
-    case ValueKind::Real: object[key.name] = std::stod(text); break;
+    case ValueKind::Real: {
+      double value = 0; // the printer wrote the shortest text that parses back to the value
+      std::from_chars(text.data(), text.data() + text.size(), value);
+      object[key.name] = value;
+      break;
+    }
     case ValueKind::Boolean: object[key.name] = text == "true"; break;
     case ValueKind::Name: object[key.name] = text; break;
     case ValueKind::Mask: {

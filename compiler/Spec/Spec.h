@@ -114,8 +114,11 @@ public:
 
 Spec parseSpec(std::string_view text);
 Spec parseSpecJson(const nlohmann::json& object);
-// A path to a .json file, or spec text.
+// A path to a .json file (a regular file of at most 1 MiB), or spec text.
 Spec loadSpec(std::string_view textOrPath);
+// JSON text parsed with repeated keys refused and syntax errors reported with their line and
+// column; `what` names the text in messages. Throws SpecError.
+nlohmann::json parseJsonObjectStrictly(std::string_view text, const std::string& what);
 
 std::string_view variantName(Variant v);
 std::string_view dtypeName(DType d);

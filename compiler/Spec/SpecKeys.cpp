@@ -12,7 +12,6 @@ namespace attnc {
 namespace {
 
 constexpr int64_t kMaxHeads = 4096;
-constexpr int64_t kMaxDim = 65536;
 constexpr int64_t kMaxLength = int64_t{1} << 31; // positions fit the RNG's 32-bit counters
 
 using Applies = std::function<bool(const Spec&)>;
@@ -56,10 +55,10 @@ SpecKey integerKey(std::string_view name, int64_t Spec::*field, int64_t lo, int6
           [=](const Spec& s) { return printInteger(s.*field); }};
 }
 
-// A finite real in (lo, hi) or [lo, hi), as `allowed` describes.
+// A finite real in (lo, hi) or [lo, hi), or 0 when `zeroIsOff`, as `allowed` describes.
 SpecKey realKey(std::string_view name, double Spec::*field, double lo, bool loInclusive, double hi,
                 std::string allowed, std::string_view when, Applies applies,
-                std::string_view help) {
+                std::string_view help, bool zeroIsOff = false) {
   return {name,
           ValueKind::Real,
           allowed,
@@ -70,7 +69,7 @@ SpecKey realKey(std::string_view name, double Spec::*field, double lo, bool loIn
             double v = 0;
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
             bool ok = ec == std::errc() && end == value.data() + value.size() && std::isfinite(v) &&
-                      (loInclusive ? v >= lo : v > lo) && v < hi;
+                      (((loInclusive ? v >= lo : v > lo) && v < hi) || (zeroIsOff && v == 0));
             if (!ok)
               badValue(name, value, allowed);
             s.*field = v;
@@ -187,7 +186,11 @@ std::vector<SpecKey> buildKeys() {
   auto hasMask = [](MaskKind k) { return [k](const Spec& s) { return s.masks.has(k); }; };
   auto hasRope = [](const Spec& s) { return s.rope; };
   auto bigbird = hasMask(MaskKind::BigBird);
-  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // Kernels compute in f32 (FlashAttention's recipe): a factor they multiply or divide by must
+  // be a normal f32, neither rounded to infinity nor flushed to zero.
+  constexpr double kMinF32 = std::numeric_limits<float>::min();
+  constexpr double kMaxF32 = std::numeric_limits<float>::max();
+  const std::string f32Range = "a normal f32 number: at least 1.1754944e-38, below 3.4028235e38";
 
   std::vector<SpecKey> keys = {
       booleanKey("alibi", &Spec::alibi, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
@@ -261,10 +264,10 @@ std::vector<SpecKey> buildKeys() {
                  "leading head dims that RoPE rotates (even, at most d_k)"),
       nameKey("rope_style", &Spec::ropeStyle, ropeStyleNames(), "rope=true", hasRope,
               "which dims RoPE pairs"),
-      realKey("rope_theta", &Spec::ropeTheta, 0, false, kInf, "a positive number", "rope=true",
+      realKey("rope_theta", &Spec::ropeTheta, kMinF32, true, kMaxF32, f32Range, "rope=true",
               hasRope, "RoPE base"),
       realKey(
-          "scale", &Spec::scale, 0, false, kInf, "a positive number",
+          "scale", &Spec::scale, kMinF32, true, kMaxF32, f32Range,
           "variant other than linear with elu1/relu",
           [](const Spec& s) {
             return s.variant != Variant::Linear || s.featureMap == FeatureMap::Favor;
@@ -272,9 +275,9 @@ std::vector<SpecKey> buildKeys() {
           "score scale (default 1/sqrt(d_k); 1 for additive and bilinear)"),
       seedKey(),
       realKey(
-          "softcap", &Spec::softcap, 0, true, kInf, "a number >= 0 (0: off)",
+          "softcap", &Spec::softcap, kMinF32, true, kMaxF32, "0 (off) or " + f32Range,
           "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
-          "cap * tanh(score / cap)"),
+          "cap * tanh(score / cap)", /*zeroIsOff=*/true),
       integerKey("stride", &Spec::stride, 1, kMaxLength, "mask includes strided",
                  hasMask(MaskKind::Strided), "strided pattern: keys j with (i - j) mod stride = 0"),
       nameKey("variant", &Spec::variant, variantNames(), "always", always, "the attention variant"),

@@ -15,6 +15,9 @@ namespace attnc {
 
 enum class ValueKind { Integer, Real, Boolean, Name, Mask };
 
+// The largest head, model and feature dim a spec may have.
+inline constexpr int64_t kMaxDim = 65536;
+
 struct SpecKey {
   std::string_view name;
   ValueKind kind;

@@ -5,9 +5,11 @@
 #include "Spec/SpecNames.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace attnc {
@@ -85,6 +87,11 @@ void fillDefaults(Spec& s) {
     }
     if (s.dModel == 0)
       s.dModel = s.heads * s.dK;
+    // The canonical form states d_model, so it must be a value the parser accepts.
+    if (s.dModel > kMaxDim)
+      throw SpecError("heads=" + std::to_string(s.heads) + " x d_k=" + std::to_string(s.dK) +
+                      " makes d_model=" + std::to_string(s.dModel) + "; at most " +
+                      std::to_string(kMaxDim) + " is allowed");
   }
   if (s.dK == 0)
     throw SpecError(s.variant == Variant::Mha ? "d_k or d_model is required"
@@ -199,6 +206,8 @@ Spec buildSpec(Entries entries) {
 }
 
 void addEntry(Entries& entries, std::string_view key, std::string value) {
+  if (key != "preset" && !findSpecKey(key))
+    throw SpecError("unknown key '" + std::string(key) + "'; known keys: " + knownKeys());
   if (!entries.try_emplace(std::string(key), Entry{std::move(value), nullptr}).second)
     throw SpecError("key '" + std::string(key) + "' is given twice");
 }
@@ -216,8 +225,15 @@ Entries withPreset(Entries user) {
 
 std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
   using nlohmann::json;
+  const SpecKey* known = findSpecKey(key);
+  const bool wantsText = !known || known->kind == ValueKind::Name || known->kind == ValueKind::Mask;
   switch (value.type()) {
-  case json::value_t::string: return value.get<std::string>();
+  case json::value_t::string:
+    if (!wantsText) // a number in quotes is a mistake to report, not a value to guess at
+      throw SpecError(key + ": the JSON string " + value.dump() + " is not allowed; expected " +
+                      known->allowed + " as a JSON " +
+                      (known->kind == ValueKind::Boolean ? "boolean" : "number"));
+    return value.get<std::string>();
   case json::value_t::boolean: return value.get<bool>() ? "true" : "false";
   case json::value_t::number_integer:
   case json::value_t::number_unsigned:
@@ -269,16 +285,53 @@ Spec parseSpecJson(const nlohmann::json& object) {
 Spec loadSpec(std::string_view textOrPath) {
   if (!textOrPath.ends_with(".json"))
     return parseSpec(textOrPath);
-  std::string path(textOrPath);
+  const std::string path(textOrPath);
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error))
+    throw SpecError("cannot read spec file '" + path + "': " +
+                    (std::filesystem::exists(path, error) ? "not a regular file"
+                                                          : "no such file"));
+  // Every spec fits in a few hundred bytes; a huge file is a mistake, never read whole.
+  constexpr uintmax_t kMaxSpecFileBytes = 1 << 20;
+  if (std::filesystem::file_size(path, error) > kMaxSpecFileBytes)
+    throw SpecError("spec file '" + path + "' is larger than " +
+                    std::to_string(kMaxSpecFileBytes) + " bytes; a spec is one JSON object");
   std::ifstream file(path);
   if (!file)
     throw SpecError("cannot read spec file '" + path + "'");
   std::stringstream content;
   content << file.rdbuf();
-  nlohmann::json object = nlohmann::json::parse(content.str(), nullptr, false);
-  if (object.is_discarded())
-    throw SpecError("spec file '" + path + "' is not valid JSON");
-  return parseSpecJson(object);
+  return parseSpecJson(parseJsonObjectStrictly(content.str(), "spec file '" + path + "'"));
+}
+
+nlohmann::json parseJsonObjectStrictly(std::string_view text, const std::string& what) {
+  // Keys seen in each open object, innermost last: a repeated key is an error, not "last wins".
+  std::vector<std::set<std::string>> open;
+  std::string repeated;
+  auto refuseRepeats = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start)
+      open.emplace_back();
+    else if (event == Event::object_end && !open.empty())
+      open.pop_back();
+    else if (event == Event::key && !open.back().insert(parsed.get<std::string>()).second &&
+             repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(text, refuseRepeats);
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann's message names the line and column: "parse error at line 2, column 9: ..."
+    const std::string message = e.what();
+    const size_t at = message.find("parse error");
+    throw SpecError(what + " is not valid JSON: " +
+                    (at == std::string::npos ? message : message.substr(at)));
+  }
+  if (!repeated.empty())
+    throw SpecError(what + ": key '" + repeated + "' is given twice");
+  return object;
 }
 
 } // namespace attnc

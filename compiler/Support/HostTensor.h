@@ -11,7 +11,9 @@ namespace attnc {
 
 class HostTensor {
 public:
-  HostTensor(DLDataType dtype, std::vector<int64_t> shape); // zero-filled
+  // Zero-filled. Throws UsageError for a shape no tensor can have (negative extents, more bytes
+  // than the address space, more than kMaxTensorRank dims).
+  HostTensor(DLDataType dtype, std::vector<int64_t> shape);
 
   HostTensor(HostTensor&&) noexcept = default;
   HostTensor& operator=(HostTensor&&) noexcept = default;

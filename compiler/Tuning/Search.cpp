@@ -1,7 +1,7 @@
 #include "Tuning/Search.h"
 
 #include "Support/Errors.h"
-#include "Support/Hash.h"
+#include "attnc/Hash.hpp"
 
 #include <algorithm>
 #include <charconv>

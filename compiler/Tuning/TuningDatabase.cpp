@@ -1,6 +1,7 @@
 #include "Tuning/TuningDatabase.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <sqlite3.h>
 #include <thread>
@@ -58,10 +59,39 @@ private:
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+// `path` as an SQLite URI that opens it immutable: no lock, no -wal or -shm file, nothing
+// written, so a database in a read-only directory (an installed system database) can be read.
+std::string immutableUri(const std::filesystem::path& path) {
+  std::string uri = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      char escaped[4];
+      std::snprintf(escaped, sizeof(escaped), "%%%02X", c);
+      uri += escaped;
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri + "?immutable=1";
+}
+
 } // namespace
 
 TuningDatabase::TuningDatabase(const std::filesystem::path& path, Mode mode)
     : path_(path), mode_(mode) {
+  if (mode == Mode::ReadOnly) {
+    // A WAL database needs its -shm file even to be read; where that cannot be made (a
+    // read-only directory), the file is read as immutable instead. Closing a database's last
+    // connection checkpoints its WAL, so a database at rest is whole in its main file.
+    try {
+      open(path_.string(), SQLITE_OPEN_READONLY);
+    } catch (const DatabaseError&) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      open(immutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    }
+    return;
+  }
   if (mode == Mode::ReadWrite && path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
@@ -69,9 +99,11 @@ TuningDatabase::TuningDatabase(const std::filesystem::path& path, Mode mode)
       throw DatabaseError("tuning database " + path.string() + ": cannot create its directory (" +
                           ec.message() + ")");
   }
-  const int flags =
-      mode == Mode::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK)
+  open(path_.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+}
+
+void TuningDatabase::open(const std::string& name, int flags) {
+  if (sqlite3_open_v2(name.c_str(), &db_, flags, nullptr) != SQLITE_OK)
     fail("opening it");
   // Writers wait for each other rather than fail; a tune may hold the lock for one trial insert.
   sqlite3_busy_timeout(db_, 60000);

@@ -47,6 +47,8 @@ public:
   std::vector<TrialRecord> all();
 
 private:
+  // Opens `name` (a path, or a URI with SQLITE_OPEN_URI) and checks or creates the schema.
+  void open(const std::string& name, int flags);
   void exec(const char* sql);
   void execWaiting(const char* sql);
   // The meta table's schema_version; nullopt for a database without tables.

@@ -1,4 +1,5 @@
 // The C API: opening bundles, checking them against this host, and running them.
+#include "ElfCheck.h"
 #include "HostCpu.h"
 #include "RuntimeManifest.h"
 #include "TensorCheck.h"
@@ -211,6 +212,8 @@ attnc_status attnc_bundle_open(const char* path, attnc_bundle** bundle, attnc_er
   // dlopen searches the library path for a name without a slash; a bundle is always a file.
   std::string file = std::string(path).find('/') == std::string::npos ? "./" + std::string(path)
                                                                       : std::string(path);
+  if (auto problem = attnc::runtime::sharedObjectProblem(file))
+    return fail(error, ATTNC_ERROR_LOAD, "cannot load bundle " + file + ": " + *problem);
   loaded->handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!loaded->handle)
     return fail(error, ATTNC_ERROR_LOAD, std::string("cannot load bundle: ") + dlerror());
@@ -310,6 +313,10 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
                         : attnc::runtime::ThreadPool::hardwareThreads();
   std::unique_ptr<void, AlignedFree> workspace;
   size_t workspaceBytes = bundle->manifest.workspaceBytes;
+  if (workspaceBytes > uint64_t{PTRDIFF_MAX})
+    return fail(error, ATTNC_ERROR_MANIFEST,
+                "the manifest asks for a workspace of " + std::to_string(workspaceBytes) +
+                    " bytes, more than the address space holds");
   if (workspaceBytes > 0) {
     workspace.reset(std::aligned_alloc(64, (workspaceBytes + 63) / 64 * 64));
     if (!workspace)

@@ -1,6 +1,7 @@
 #include "RuntimeManifest.h"
 
 #include "attnc/DType.hpp"
+#include "attnc/Hash.hpp"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -81,6 +82,13 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
   json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object())
     fail("not a JSON object");
+  // The compiler stamps the hash of everything else (Manifest.cpp's stampContentHash); a
+  // manifest edited or damaged since no longer matches it.
+  const std::string stamped = field(root, "content_hash", json::value_t::string).get<std::string>();
+  root.erase("content_hash");
+  if (const std::string actual = fnv1a64Hex(root.dump()); actual != stamped)
+    fail("content_hash is " + stamped + " but the manifest hashes to " + actual +
+         "; the bundle was altered or damaged after attnc compiled it");
   RuntimeManifest m;
   m.abiVersion = field(root, "abi_version", json::value_t::number_unsigned).get<uint32_t>();
   m.fat = root.contains("targets");

@@ -1,10 +1,10 @@
 #include "TensorCheck.h"
 
 #include "attnc/DType.hpp"
+#include "attnc/TensorSpan.hpp"
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 namespace attnc::runtime {
 namespace {
@@ -23,7 +23,8 @@ std::string expectedShape(const ArgumentSpec& arg) {
   return s + "]";
 }
 
-// Element strides, compact row-major when the tensor has none.
+// Element strides, compact row-major when the tensor has none. Called only on tensors whose
+// span was measured, so the running product cannot overflow.
 std::vector<int64_t> elementStrides(const DLTensor& t) {
   std::vector<int64_t> strides(t.ndim);
   int64_t running = 1;
@@ -36,7 +37,8 @@ std::vector<int64_t> elementStrides(const DLTensor& t) {
 
 // True when no two index tuples address the same element: with the dims of extent > 1 sorted by
 // stride, each stride covers the whole span of the ones below it.
-bool nonOverlapping(const DLTensor& t, const std::vector<int64_t>& strides) {
+bool nonOverlapping(const DLTensor& t) {
+  std::vector<int64_t> strides = elementStrides(t);
   std::vector<int> dims;
   for (int d = 0; d < t.ndim; ++d)
     if (t.shape[d] > 1)
@@ -46,13 +48,13 @@ bool nonOverlapping(const DLTensor& t, const std::vector<int64_t>& strides) {
   for (int d : dims) {
     if (strides[d] < span)
       return false;
-    span = strides[d] * t.shape[d];
+    span = checkedMul(strides[d], t.shape[d]).value_or(INT64_MAX);
   }
   return true;
 }
 
 std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t,
-                                    const std::string& device, RunSizes& sizes) {
+                                    const std::string& device, RunSizes& sizes, TensorSpan& span) {
   const std::string name = "tensor '" + arg.name + "'";
   if (device == "cuda" && t.device.device_type != kDLCUDA)
     return name + " is not in CUDA device memory (device_type " +
@@ -67,9 +69,11 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t,
       allowed += (allowed.empty() ? "" : " or ") + dtypeName(d);
     return name + " has dtype " + dtypeName(t.dtype) + "; expected " + allowed;
   }
+  // The rank first, so a corrupt ndim is never used to read the shape.
   if (t.ndim != static_cast<int>(arg.shape.size()))
-    return name + " has rank " + std::to_string(t.ndim) + " " + shapeString(t) + "; expected " +
-           expectedShape(arg);
+    return name + " has rank " + std::to_string(t.ndim) + "; expected " + expectedShape(arg);
+  if (auto problem = measureSpan(t, span))
+    return name + " " + *problem;
   for (int d = 0; d < t.ndim; ++d)
     if (arg.shape[d].binds() && sizes[*arg.shape[d].symbol] == 0) {
       if (t.shape[d] < 1)
@@ -89,46 +93,29 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t,
   }
   if (!t.data)
     return name + " has no data pointer";
-  auto address = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
-  if (address % dtypeBytes(t.dtype) != 0)
+  if (span.first % dtypeBytes(t.dtype) != 0)
     return name + " is not aligned to its element size " + std::to_string(dtypeBytes(t.dtype));
-  std::vector<int64_t> strides = elementStrides(t);
-  for (int d = 0; d < t.ndim; ++d)
-    if (strides[d] < 0)
-      return name + " has negative stride " + std::to_string(strides[d]) + " in dimension " +
-             std::to_string(d) + "; strides must be non-negative";
-  if (arg.role == ArgumentRole::Output && !nonOverlapping(t, strides))
+  if (arg.role == ArgumentRole::Output && !nonOverlapping(t))
     return name + " is an output whose strides make elements overlap";
   return std::nullopt;
-}
-
-// The bytes [first, last) a tensor with non-negative strides can touch.
-std::pair<std::uintptr_t, std::uintptr_t> byteSpan(const DLTensor& t) {
-  std::vector<int64_t> strides = elementStrides(t);
-  int64_t furthest = 0;
-  for (int d = 0; d < t.ndim; ++d)
-    furthest += (t.shape[d] - 1) * strides[d];
-  auto first = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
-  return {first, first + (furthest + 1) * dtypeBytes(t.dtype)};
 }
 
 } // namespace
 
 std::optional<std::string> checkTensors(const RuntimeManifest& manifest, const std::string& device,
                                         const std::vector<DLTensor*>& tensors, RunSizes& sizes) {
+  std::vector<TensorSpan> spans(tensors.size());
   for (std::size_t i = 0; i < manifest.arguments.size(); ++i)
-    if (auto problem = checkOne(manifest.arguments[i], *tensors[i], device, sizes))
+    if (auto problem = checkOne(manifest.arguments[i], *tensors[i], device, sizes, spans[i]))
       return problem;
   // A kernel may write an output before it has read all inputs: outputs alias nothing.
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (manifest.arguments[i].role != ArgumentRole::Output)
       continue;
-    auto [first, last] = byteSpan(*tensors[i]);
     for (std::size_t j = 0; j < tensors.size(); ++j) {
       if (j == i)
         continue;
-      auto [otherFirst, otherLast] = byteSpan(*tensors[j]);
-      if (first < otherLast && otherFirst < last)
+      if (spans[i].first < spans[j].end() && spans[j].first < spans[i].end())
         return "tensor '" + manifest.arguments[i].name + "' shares memory with tensor '" +
                manifest.arguments[j].name + "'; outputs must not overlap any other argument";
     }

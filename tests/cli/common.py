@@ -6,6 +6,15 @@ import tempfile
 import unittest
 
 ATTNC = os.environ.get("ATTNC", "attnc")
+# The backends this build of attnc has; the sanitizer build (scripts/test-sanitized) has only
+# the reference backend, and tests of the others are reported as skipped there.
+BUILT_BACKENDS = os.environ.get("ATTNC_BACKENDS", "reference halide mlir").split()
+
+
+def needs_backends(*backends):
+    """Skips a test or class unless attnc was built with every one of `backends`."""
+    missing = [b for b in backends if b not in BUILT_BACKENDS]
+    return unittest.skipIf(missing, "attnc was built without the %s backend" % " and ".join(missing))
 
 
 def attnc(*args, env=None, timeout=300):

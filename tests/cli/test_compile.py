@@ -146,7 +146,7 @@ class CompileCommand(CliTestCase):
     def test_output_path_that_is_a_file(self):
         path = os.path.join(self.tmp, "file")
         open(path, "w").close()
-        self.expect(attnc("compile", "d_k=8", "-o", path), 1, "not a directory")
+        self.expect(attnc("compile", "d_k=8", "-o", path), 2, "not a directory")
 
 
 if __name__ == "__main__":

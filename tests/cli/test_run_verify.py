@@ -87,13 +87,13 @@ class RunCommand(CliTestCase):
     def test_padding_lengths_from_the_command_line(self):
         bundle = self.compile("heads=1 d_k=4 mask=padding lse=true")
         lse = os.path.join(self.tmp, "lse.npy")
-        self.expect(attnc("run", bundle, "--batch", "2", "--seq-q", "2", "--lengths", "0,3",
-                          "--lse", lse), 0)
+        self.expect(attnc("run", bundle, "--batch", "2", "--seq-q", "2", "--seq-k", "3",
+                          "--lengths", "0,3", "--lse", lse), 0)
         values = read_npy(lse)[2]
         self.assertEqual(values[:2], [float("-inf")] * 2)  # batch 0: no key at all
         self.assertTrue(all(math.isfinite(x) for x in values[2:]))
         self.expect(attnc("run", bundle, "--batch", "2", "--lengths", "1"), 2, "gives 1 lengths")
-        self.expect(attnc("run", bundle, "--lengths", "x"), 2, "'x' is not an integer")
+        self.expect(attnc("run", bundle, "--lengths", "x"), 2, "'x' is not an integer in [0, Tk=")
 
     def test_a_bundle_in_the_current_directory(self):
         bundle = self.compile("heads=1 d_k=4")

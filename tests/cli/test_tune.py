@@ -151,10 +151,10 @@ class Tune(CliTestCase):
         for line in p.stdout:
             seen.append(json.loads(line))
             if seen[-1]["event"] == "trial" and seen[-1]["n"] == 2:
-                p.send_signal(signal.SIGINT)
+                p.send_signal(signal.SIGTERM)
                 break
         rest, _ = p.communicate(timeout=120)
-        self.assertEqual(p.returncode, 130)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)  # once 130 for every signal
         done = events(rest)[-1]
         self.assertEqual(done["stopped"], "interrupted")
         # The trial under way when Ctrl-C came is not recorded as a failure.
@@ -162,9 +162,15 @@ class Tune(CliTestCase):
         with sqlite3.connect(self.db) as c:
             self.assertEqual({r[0] for r in c.execute("SELECT status FROM trials")}, {"ok"})
 
+    def test_a_run_without_a_correct_trial_fails(self):
+        # Once: exit 0 although the mlir backend compiles no linear attention.
+        r = self.tune("variant=linear d_k=8", "--trials", "2", "--backend", "mlir", *FAST, code=1)
+        self.assertIn("none of the 1 trials of", r.stderr)
+
     def test_a_hanging_candidate_costs_a_record(self):
+        # No trial ran correctly, so the tune failed: exit 1.
         r = self.tune(SPEC, "--trials", "2", "--backend", "mlir,halide", "--seq-q", "4096",
-                      "--runs", "50", "--run-timeout", "1")
+                      "--runs", "50", "--run-timeout", "1", code=1)
         trials = [e for e in events(r.stdout) if e["event"] == "trial"]
         self.assertEqual([t["status"] for t in trials], ["timeout", "timeout"])
         self.assertIn("timed out after", trials[0]["detail"])

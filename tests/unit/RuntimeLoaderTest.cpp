@@ -33,13 +33,16 @@ protected:
     return compileBundle(parseSpec(spec), options).primary.string();
   }
 
-  // A reference bundle whose manifest or ABI number was tampered with.
+  // A reference bundle whose manifest or ABI number was tampered with; the manifest's content
+  // hash is stamped again unless `restamp` is false.
   std::string tampered(const std::string& spec, uint32_t abi,
-                       const std::function<void(nlohmann::json&)>& edit) {
+                       const std::function<void(nlohmann::json&)>& edit, bool restamp = true) {
     Spec s = parseSpec(spec);
     BundleRequest request;
     request.manifest = buildManifest(s, "reference", nlohmann::json::object(), hostTarget(), 0);
     edit(request.manifest);
+    if (restamp)
+      stampContentHash(request.manifest);
     request.linkInputs = {findArchive("libattnc_bundle_reference.a"),
                           findArchive("libattnc_core.a")};
     request.stem = "tampered";
@@ -101,6 +104,24 @@ TEST_F(RuntimeLoader, RefusesABrokenManifest) {
   std::string path =
       tampered("d_k=8", ATTNC_ABI_VERSION, [](nlohmann::json& m) { m.erase("arguments"); });
   expectOpenFails(path, ATTNC_ERROR_MANIFEST, "arguments");
+}
+
+TEST_F(RuntimeLoader, RefusesAManifestEditedAfterCompile) {
+  std::string path = tampered(
+      "d_k=8", ATTNC_ABI_VERSION, [](nlohmann::json& m) { m["arguments"][3]["shape"][3] = 4; },
+      /*restamp=*/false);
+  expectOpenFails(path, ATTNC_ERROR_MANIFEST, "altered or damaged after attnc compiled it");
+}
+
+TEST_F(RuntimeLoader, RefusesATruncatedBundleBeforeLoadingIt) {
+  const fs::path whole = compile("d_k=8");
+  for (uintmax_t keep : {uintmax_t{3}, uintmax_t{100}, fs::file_size(whole) / 2}) {
+    const fs::path cut = dir_ / ("cut" + std::to_string(keep) + ".so");
+    fs::copy_file(whole, cut);
+    fs::resize_file(cut, keep);
+    expectOpenFails(cut.string(), ATTNC_ERROR_LOAD, keep < 64 ? "not an ELF file" : "truncated");
+  }
+  expectOpenFails(dir_.string(), ATTNC_ERROR_LOAD, "not a regular file");
 }
 
 TEST_F(RuntimeLoader, RefusesFilesThatAreNotBundles) {
@@ -171,6 +192,40 @@ TEST_F(TensorChecks, NegativeStrides) {
   expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "negative stride -4 in dimension 2");
 }
 
+// DLTensors a careless or hostile caller builds: every field is checked before it is read.
+TEST_F(TensorChecks, MalformedDLTensorFields) {
+  tools::Call call = test::randomCall("heads=2 d_k=4", 1, 3, 3);
+  DLTensor& k = *call.tensor("k").dl();
+  int64_t* shape = k.shape;
+  k.shape = nullptr;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'k' has a null shape pointer");
+  k.shape = shape;
+  k.ndim = 1000000;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'k' has rank 1000000; expected");
+  k.ndim = 4;
+  k.byte_offset = uint64_t{1} << 63;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "past the address space");
+  k.byte_offset = 0;
+  shape[0] = -1;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "negative extent -1 in dimension 0");
+}
+
+// Strides whose byte span wraps 64 bits once made the overlap check pass (2^62 - 1 elements of
+// f32) or put batch 1 on batch 0 (2^62).
+TEST_F(TensorChecks, StridesPastTheAddressSpace) {
+  tools::Call call = test::randomCall("heads=2 d_k=4", 2, 3, 3);
+  for (int64_t batchStride : {(int64_t{1} << 62) - 1, int64_t{1} << 62}) {
+    int64_t strides[4] = {batchStride, 12, 4, 1};
+    call.tensor("o").dl()->strides = strides;
+    expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'o' ");
+    call.tensor("o").dl()->strides = nullptr;
+  }
+  int64_t* shape = call.tensor("q").dl()->shape;
+  shape[0] = int64_t{1} << 32; // 2^32 · 2^31 · 3 · 4 elements: more than int64 counts
+  shape[1] = int64_t{1} << 31;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "more elements than 64 bits can count");
+}
+
 TEST_F(TensorChecks, StridedInputsGiveTheSameResult) {
   // q stored as [B, T, H, D] in memory but described as [B, H, T, D] through strides.
   const std::string spec = "heads=2 d_k=4 mask=causal";
@@ -228,6 +283,7 @@ protected:
     imaginary["name"] = "x86-64-imaginary";
     imaginary["cpu_features"] = {"attnc_imaginary_isa"};
     manifest["targets"] = {imaginary, manifest["target"]};
+    stampContentHash(manifest);
     manifest_ = manifest.dump();
     exports_ = {ATTNC_ABI_VERSION, 2, manifest_.c_str(), run, runs_.data()};
   }

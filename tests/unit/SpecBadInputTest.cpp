@@ -1,7 +1,9 @@
 // Bad specs: each must fail with a message that names the key, the value and what is allowed.
 #include "Spec/Spec.h"
 
+#include <filesystem>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 namespace attnc {
@@ -38,6 +40,9 @@ const BadSpec kBadSpecs[] = {
     {"d_k=64 heads", {"'heads' is not key=value"}},
     {"d_k=64 heads=", {"heads= has no value"}},
     {"d_k=64 heads=8 heads=4", {"'heads' is given twice"}},
+    {"foo=1 foo=1", {"unknown key 'foo'"}},
+    // The canonical form states d_model: a spec whose d_model no parser accepts is refused.
+    {"variant=mha heads=2 d_k=40000", {"makes d_model=80000", "at most 65536"}},
     {"d_k=0", {"d_k=0", "an integer in [1, 65536]"}},
     {"d_k=-3", {"d_k=-3", "an integer in [1, 65536]"}},
     {"d_k=64.5", {"d_k=64.5", "an integer"}},
@@ -55,9 +60,15 @@ const BadSpec kBadSpecs[] = {
     {"d_k=64 dropout=0.1", {"dropout=0.1 needs seed=N"}},
     {"d_k=64 dropout=1", {"dropout=1", "[0, 1)"}},
     {"d_k=64 dropout=-0.1", {"dropout=-0.1", "[0, 1)"}},
-    {"d_k=64 scale=0", {"scale=0", "a positive number"}},
-    {"d_k=64 scale=nan", {"scale=nan", "a positive number"}},
-    {"d_k=64 softcap=-1", {"softcap=-1", ">= 0"}},
+    {"d_k=64 scale=0", {"scale=0", "a normal f32 number"}},
+    {"d_k=64 scale=nan", {"scale=nan", "a normal f32 number"}},
+    // Values no f32 kernel can honour: rounded to infinity or flushed to zero.
+    {"d_k=64 scale=1.79e308", {"scale=1.79e308", "below 3.4028235e38"}},
+    {"d_k=64 scale=4.9e-324", {"scale=4.9e-324", "at least 1.1754944e-38"}},
+    {"d_k=64 scale=1e-39", {"scale=1e-39", "at least 1.1754944e-38"}},
+    {"d_k=64 softcap=-1", {"softcap=-1", "0 (off) or a normal f32 number"}},
+    {"d_k=64 softcap=1e-40", {"softcap=1e-40", "0 (off) or a normal f32 number"}},
+    {"d_k=64 rope=true rope_theta=1e39", {"rope_theta=1e39", "a normal f32 number"}},
     {"d_k=64 causal_align=top_left", {"causal_align=top_left does not apply"}},
     {"d_k=64 mask=causal causal_align=middle", {"causal_align=middle", "top_left bottom_right"}},
     {"d_k=64 mask=window", {"needs window_left=N"}},
@@ -109,6 +120,43 @@ TEST(BadSpecJson, RejectsNonObjectsAndWrongTypes) {
 
 TEST(BadSpecJson, MissingOrBrokenFile) {
   EXPECT_THROW(loadSpec("/nonexistent/spec.json"), SpecError);
+}
+
+void expectJsonRefused(const std::string& text, const std::string& mention) {
+  try {
+    parseSpecJson(parseJsonObjectStrictly(text, "the spec"));
+    FAIL() << "accepted " << text;
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+  }
+}
+
+TEST(BadSpecJson, NothingLenient) {
+  expectJsonRefused(R"({"d_k": 64, "d_k": 32})", "key 'd_k' is given twice");
+  expectJsonRefused(R"({"d_k": "64"})", "d_k: the JSON string \"64\" is not allowed");
+  expectJsonRefused(R"({"d_k": 64, "lse": "true"})", "as a JSON boolean");
+  expectJsonRefused("{\"d_k\": 64,\n  \"heads\" 8}", "line 2, column");
+  EXPECT_EQ(parseSpecJson(parseJsonObjectStrictly(R"({"d_k": 64, "mask": "causal"})", "s")).dK,
+            64);
+}
+
+TEST(BadSpecJson, FilesThatAreNotSpecs) {
+  try { // /dev/zero never ends: it must be refused, not read
+    loadSpec("/dev/zero.json");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos) << e.what();
+  }
+  const std::filesystem::path link =
+      std::filesystem::temp_directory_path() / ("attnc_zero_" + std::to_string(::getpid()) + ".json");
+  std::filesystem::create_symlink("/dev/zero", link);
+  try {
+    loadSpec(link.string());
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(link);
 }
 
 } // namespace

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <limits>
 #include <set>
 #include <thread>
@@ -254,6 +256,47 @@ TEST_F(TuningDatabaseTest, ConcurrentWritersLoseNothing) {
   tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadOnly);
   EXPECT_EQ(db.all().size(), static_cast<size_t>(kWriters * kEach));
   EXPECT_EQ(db.trials(record(0).key).size(), static_cast<size_t>(kWriters * kEach));
+}
+
+// An installed system database sits in a directory its readers cannot write, where a WAL
+// database's -wal and -shm files cannot be made. Root ignores permissions, so as root the
+// reading happens in a child process that has become nobody.
+TEST_F(TuningDatabaseTest, ReadableWhereNothingCanBeWritten) {
+  const std::filesystem::path system = dir_ / "system";
+  const std::filesystem::path path = system / "tuning?#%.db"; // URI characters are escaped
+  {
+    tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadWrite);
+    for (int i = 0; i < 5; ++i)
+      db.insert(record(i));
+  }
+  std::filesystem::permissions(system, std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::group_write |
+                                           std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::remove);
+  auto readAll = [&] {
+    tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadOnly);
+    return db.all().size();
+  };
+  if (::geteuid() != 0) {
+    EXPECT_EQ(readAll(), 5u);
+  } else {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      constexpr uid_t kNobody = 65534;
+      bool read = false;
+      try {
+        read = ::setgid(kNobody) == 0 && ::setuid(kNobody) == 0 && readAll() == 5;
+      } catch (const tuning::DatabaseError&) {
+      }
+      ::_exit(read ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "nobody could not read it";
+  }
+  EXPECT_EQ(std::filesystem::directory_iterator(system)->path(), path); // nothing was written
+  std::filesystem::permissions(system, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
 }
 
 TEST_F(TuningDatabaseTest, DamagedFilesAreReportedAndKept) {

@@ -58,8 +58,12 @@ Action addBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time a bundle against the unfused OpenBLAS baseline in the same process");
   addCallOptions(cmd, o->run);
-  cmd->add_option("--warmup", o->warmup, "untimed runs first")->capture_default_str();
-  cmd->add_option("--runs", o->runs, "timed runs of each (interleaved)")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed runs first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--runs", o->runs, "timed runs of each (interleaved)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--against", o->against,
                   "another bundle of the same spec, or of a spec taking a subset of its tensors "
                   "(sdpa against linear, say), timed interleaved on the same inputs");

@@ -7,11 +7,15 @@
 #include "Variants/Favor.h"
 #include "Variants/Random.h"
 #include "attnc/DType.hpp"
+#include "attnc/TensorSpan.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fmt/core.h>
 #include <sstream>
+#include <unistd.h>
 
 namespace attnc::tools {
 namespace {
@@ -113,20 +117,20 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
   return values;
 }
 
-HostTensor lengthsFromList(const std::string& list, int64_t batch) {
+HostTensor lengthsFromList(const std::string& list, int64_t batch, int64_t seqK) {
   std::vector<double> values;
   std::stringstream items(list);
   std::string item;
   while (std::getline(items, item, ',')) {
-    try {
-      size_t used = 0;
-      values.push_back(static_cast<double>(std::stoll(item, &used)));
-      if (used != item.size())
-        throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw UsageError("--lengths " + list + ": '" + item + "' is not an integer");
-    }
+    int64_t length = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), length);
+    if (ec != std::errc() || end != item.data() + item.size() || length < 0 || length > seqK)
+      throw UsageError("--lengths " + list + ": '" + item + "' is not an integer in [0, Tk=" +
+                       std::to_string(seqK) + "]");
+    values.push_back(static_cast<double>(length));
   }
+  if (!list.empty() && list.back() == ',')
+    throw UsageError("--lengths " + list + ": ends with a comma");
   if (static_cast<int64_t>(values.size()) != batch)
     throw UsageError("--lengths " + list + ": gives " + std::to_string(values.size()) +
                      " lengths for batch " + std::to_string(batch));
@@ -135,7 +139,88 @@ HostTensor lengthsFromList(const std::string& list, int64_t batch) {
   return t;
 }
 
+// The file's values in the argument's dtype, converted exactly or refused: float dtypes take any
+// numbers (rounded once); integer dtypes take integers in their range; a u8 mask also takes a
+// float mask in PyTorch's additive convention, 0 (attend) and -inf (masked).
+HostTensor convertInput(const Argument& arg, const HostTensor& file, const std::string& path) {
+  const DLDataType dtype = *parseDType(arg.dtypes.front());
+  std::vector<double> values = file.values();
+  HostTensor converted(dtype, file.shape());
+  if (dtype.code == kDLFloat || dtype.code == kDLBfloat) {
+    converted.assign(values);
+    return converted;
+  }
+  const bool floatFile = file.dtype().code == kDLFloat;
+  if (arg.fill == ArgumentFill::MaskBits && floatFile) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] != 0 && values[i] != -INFINITY)
+        throw UsageError(fmt::format(
+            "{}: '{}' as floats holds {} at flat index {}; a float mask follows PyTorch's "
+            "additive convention, 0 (attend) or -inf (masked); give a bool or u8 mask (1: attend) "
+            "otherwise, or additive values through bias=true",
+            path, arg.name, values[i], i));
+      values[i] = values[i] == 0 ? 1 : 0;
+    }
+  } else {
+    const double lo = dtype.code == kDLUInt ? 0 : -std::ldexp(1.0, dtype.bits - 1);
+    const double hi = dtype.code == kDLUInt ? std::ldexp(1.0, dtype.bits) - 1
+                                            : std::ldexp(1.0, dtype.bits - 1) - 1;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!(values[i] >= lo && values[i] <= hi && values[i] == std::floor(values[i])))
+        throw UsageError(fmt::format("{}: '{}' takes {} integers in [{}, {}]; the file holds {} "
+                                     "at flat index {}",
+                                     path, arg.name, dtypeName(dtype), lo, hi, values[i], i));
+  }
+  converted.assign(values);
+  return converted;
+}
+
+// Refuses sizes whose tensors cannot be held: more bytes than 64 bits count, or than this
+// machine's memory, before anything is allocated.
+void checkCallFits(const std::vector<Argument>& arguments, const RunSizes& sizes) {
+  const auto machine = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                       static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  double total = 0, largest = 0;
+  std::string largestName;
+  for (const Argument& arg : arguments) {
+    const std::vector<int64_t> shape = concreteShape(arg, sizes);
+    const std::optional<int64_t> count =
+        elementCount(shape.data(), static_cast<int32_t>(shape.size()));
+    const std::optional<int64_t> bytes =
+        count ? byteCount(*count, *parseDType(arg.dtypes.front())) : std::nullopt;
+    if (!bytes)
+      throw UsageError(fmt::format("{}: tensor '{}' would have more bytes than the address "
+                                   "space holds",
+                                   sizesText(sizes), arg.name));
+    const auto need = static_cast<double>(*bytes);
+    total += need;
+    if (need > largest || largestName.empty()) {
+      largest = need;
+      largestName = arg.name;
+    }
+  }
+  if (total > machine)
+    throw UsageError(fmt::format("{}: the call's tensors need {:.4g} GB ('{}' alone {:.4g} GB); "
+                                 "this machine has {:.4g} GB of memory",
+                                 sizesText(sizes), total / 1e9, largestName, largest / 1e9,
+                                 machine / 1e9));
+}
+
+// Lengths outside [0, Tk] name no key count.
+void checkLengths(const HostTensor& lengths, int64_t seqK, const std::string& path) {
+  const std::vector<double> values = lengths.values();
+  for (size_t b = 0; b < values.size(); ++b)
+    if (values[b] < 0 || values[b] > static_cast<double>(seqK))
+      throw UsageError(fmt::format("{}: length {} of batch entry {} is outside [0, Tk={}]", path,
+                                   values[b], b, seqK));
+}
+
 } // namespace
+
+std::string sizesText(const RunSizes& z) {
+  return fmt::format("B={} Tq={} Tk={}", z[SizeSymbol::Batch], z[SizeSymbol::SeqQ],
+                     z[SizeSymbol::SeqK]);
+}
 
 std::vector<attnc_named_tensor> Call::named() {
   std::vector<attnc_named_tensor> list;
@@ -191,6 +276,7 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
     sizes[SizeSymbol::SeqQ] = 128;
   if (sizes[SizeSymbol::SeqK] == 0)
     sizes[SizeSymbol::SeqK] = sizes[SizeSymbol::SeqQ];
+  checkCallFits(call.arguments, sizes);
 
   for (size_t i = 0; i < call.arguments.size(); ++i) {
     const Argument& arg = call.arguments[i];
@@ -199,11 +285,13 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
     HostTensor tensor(dtype, shape);
     if (auto it = loaded.find(arg.name); it != loaded.end()) {
       // Converted to the bundle's dtype; the runtime checks the shape.
-      HostTensor converted(dtype, it->second.shape());
-      converted.assign(it->second.values());
-      tensor = std::move(converted);
+      const std::string& path =
+          flags.inputFiles.count(arg.name) ? flags.inputFiles.at(arg.name) : flags.lengths;
+      tensor = convertInput(arg, it->second, path);
+      if (arg.fill == ArgumentFill::Lengths)
+        checkLengths(tensor, sizes[SizeSymbol::SeqK], path);
     } else if (arg.name == "lengths" && !flags.lengths.empty()) {
-      tensor = lengthsFromList(flags.lengths, sizes[SizeSymbol::Batch]);
+      tensor = lengthsFromList(flags.lengths, sizes[SizeSymbol::Batch], sizes[SizeSymbol::SeqK]);
     } else if (arg.role != ArgumentRole::Output) {
       tensor.assign(randomValues(spec, arg, shape, sizes, flags.seed, static_cast<uint32_t>(i)));
     }

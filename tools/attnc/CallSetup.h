@@ -33,6 +33,9 @@ struct Call {
   const HostTensor& tensor(const std::string& name) const;
 };
 
+// "B=2 Tq=37 Tk=53".
+std::string sizesText(const RunSizes& z);
+
 // Sizes come from the given files first (q binds B and Tq, k binds Tk), then from flags, which
 // must agree, then from defaults (B=1, Tq=128, Tk=Tq). Throws UsageError for unknown argument
 // names, unreadable files or disagreeing sizes.

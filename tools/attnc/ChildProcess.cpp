@@ -1,5 +1,6 @@
 #include "ChildProcess.h"
 
+#include "Interrupts.h"
 #include "Support/Errors.h"
 
 #include <csignal>
@@ -17,12 +18,6 @@ extern char** environ;
 namespace attnc::tools {
 namespace {
 
-volatile std::sig_atomic_t stopRequested = 0;
-
-void requestStop(int) {
-  stopRequested = 1;
-}
-
 std::string tail(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -31,18 +26,6 @@ std::string tail(const std::filesystem::path& file) {
 }
 
 } // namespace
-
-void catchInterrupts() {
-  struct sigaction action {};
-  action.sa_handler = requestStop;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
-bool interruptRequested() {
-  return stopRequested != 0;
-}
 
 std::string ChildResult::summary() const {
   if (interrupted)
@@ -69,10 +52,8 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
+  // The child reacts to interrupts with their default actions, even where attnc ignores them.
+  const sigset_t defaults = interruptSignals();
   posix_spawnattr_setsigdefault(&attributes, &defaults);
 
   std::vector<char*> args;
@@ -94,7 +75,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
     if (done == pid)
       break;
     const bool late = std::chrono::steady_clock::now() - start > limit;
-    if (late || interruptRequested()) {
+    if (late || interruptSignal() != 0) {
       result.timedOut = late;
       result.interrupted = !late;
       kill(-pid, SIGKILL);
@@ -106,7 +87,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // A child that ended while an interrupt was pending (a signal sent to the whole job, as
   // `kill` by name or a cluster scheduler's cancel does) ended because of it: not a crash.
-  if (!result.timedOut && interruptRequested())
+  if (!result.timedOut && interruptSignal() != 0)
     result.interrupted = true;
   if (!result.timedOut && !result.interrupted) {
     if (WIFEXITED(status))

@@ -14,7 +14,7 @@ struct ChildResult {
   int exitCode = -1;        // when it exited
   int signal = 0;           // when a signal ended it
   bool timedOut = false;    // killed at the time limit
-  bool interrupted = false; // killed because this process was asked to stop (interruptRequested)
+  bool interrupted = false; // killed because this process was asked to stop (interruptSignal)
   std::string out, err;     // what it printed (the last 64 KiB of each)
   double seconds = 0;
 
@@ -25,15 +25,10 @@ struct ChildResult {
 };
 
 // Runs argv in its own process group (so a terminal's Ctrl-C reaches only this process, which
-// then stops the child), its output in files under `scratch`; past `limit` the whole group is
-// killed.
+// then stops the child), its output in files under `scratch`; past `limit`, or once an interrupt
+// is recorded (Interrupts.h), the whole group is killed.
 ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds limit,
                      const std::filesystem::path& scratch);
-
-// SIGINT and SIGTERM set a flag instead of ending the process; runChild stops its child when
-// the flag is set. Call once before the first child.
-void catchInterrupts();
-bool interruptRequested();
 
 } // namespace attnc::tools
 

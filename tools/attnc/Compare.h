@@ -14,8 +14,14 @@ struct Tolerance {
 };
 
 // f32 kernels: 1e-5; f16/bf16 storage (inputs identical, outputs rounded, f32 accumulation):
-// 2e-2. Infinities must match exactly (a fully masked row's lse is -inf in both).
-Tolerance toleranceFor(DType dtype);
+// 2e-2; each for reductions of up to 1024 terms. Longer ones (d_k, d_model, Tk) accumulate
+// f32 rounding error that grows as the square root of their length, and so does the tolerance.
+// Infinities and NaNs must match exactly, position by position.
+Tolerance toleranceFor(DType dtype, int64_t reductionLength);
+
+// The longest sum behind an output: the query-key products (d_k, d_q, additive's d_attn),
+// mha's projections (d_model) and the weighted sum over keys (Tk, or linformer's proj_len).
+int64_t reductionLength(const Spec& spec, int64_t seqK);
 
 struct Comparison {
   double maxAbsError = 0;

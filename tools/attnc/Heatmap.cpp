@@ -1,5 +1,6 @@
 #include "Heatmap.h"
 
+#include "OutputFile.h"
 #include "Support/Errors.h"
 
 #include <algorithm>
@@ -243,11 +244,18 @@ void writeHeatmap(const Heatmap& map, const std::filesystem::path& path) {
   if (extension != ".png" && extension != ".svg")
     throw UsageError("-o " + path.string() + ": the image must be .png or .svg");
   const Geometry g = measure(map);
-  const std::filesystem::path partial = path.string() + ".partial";
+  // Drawn into memory, then written whole: a failure leaves no partial image.
+  std::string image;
+  const cairo_write_func_t append = [](void* closure, const unsigned char* data,
+                                       unsigned int length) {
+    static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+    return CAIRO_STATUS_SUCCESS;
+  };
   cairo_status_t status;
   if (extension == ".svg") {
-    Surface surface(cairo_svg_surface_create(partial.c_str(), g.layout.width, g.layout.height),
-                    cairo_surface_destroy);
+    Surface surface(
+        cairo_svg_surface_create_for_stream(append, &image, g.layout.width, g.layout.height),
+        cairo_surface_destroy);
     draw(contextOn(surface.get()).get(), map, g);
     cairo_surface_finish(surface.get());
     status = cairo_surface_status(surface.get());
@@ -257,15 +265,12 @@ void writeHeatmap(const Heatmap& map, const std::filesystem::path& path) {
                                                static_cast<int>(g.layout.height)),
                     cairo_surface_destroy);
     draw(contextOn(surface.get()).get(), map, g);
-    status = cairo_surface_write_to_png(surface.get(), partial.c_str());
+    status = cairo_surface_write_to_png_stream(surface.get(), append, &image);
   }
-  if (status != CAIRO_STATUS_SUCCESS) {
-    std::error_code ignored;
-    std::filesystem::remove(partial, ignored);
-    throw JobError("-o " + path.string() + ": cannot write it (" +
-                   cairo_status_to_string(status) + ")");
-  }
-  std::filesystem::rename(partial, path);
+  if (status != CAIRO_STATUS_SUCCESS)
+    throw JobError("-o " + path.string() + ": cannot draw it (" + cairo_status_to_string(status) +
+                   ")");
+  writeFileAtomically(path, image);
 }
 
 } // namespace attnc::tools

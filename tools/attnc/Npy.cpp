@@ -1,12 +1,15 @@
 #include "Npy.h"
 
+#include "OutputFile.h"
 #include "Support/Errors.h"
 #include "attnc/DType.hpp"
+#include "attnc/TensorSpan.hpp"
 
+#include <cctype>
+#include <charconv>
 #include <cstring>
 #include <fstream>
-#include <regex>
-#include <sstream>
+#include <set>
 
 namespace attnc::npy {
 namespace {
@@ -23,72 +26,193 @@ constexpr Descr kDescrs[] = {{"<f8", "f64"}, {"<f4", "f32"}, {"<f2", "f16"}, {"<
   throw UsageError(path.string() + ": " + what);
 }
 
-// The value of 'key' in the header's Python dict literal.
-std::string dictValue(const std::string& header, const std::string& key,
-                      const std::filesystem::path& path) {
-  std::smatch match;
-  std::regex pattern("'" + key + "'\\s*:\\s*('[^']*'|True|False|\\([^)]*\\))");
-  if (!std::regex_search(header, match, pattern))
-    bad(path, "header has no '" + key + "'");
-  return match[1];
+// NumPy writes headers of a few hundred bytes and reads none past 10 000 by default.
+constexpr uint64_t kMaxHeaderBytes = 1 << 16;
+
+// The header: a Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// with exactly these three keys, parsed strictly: anything else is refused, never guessed at.
+struct Header {
+  std::string descr;
+  bool fortranOrder = false;
+  std::vector<int64_t> shape;
+  std::string shapeText;
+};
+
+class HeaderParser {
+public:
+  HeaderParser(std::string_view text, const std::filesystem::path& path)
+      : text_(text), path_(path) {}
+
+  Header parse() {
+    Header header;
+    std::set<std::string> seen;
+    expect('{');
+    while (!peekIs('}')) {
+      const std::string key = quoted();
+      if (!seen.insert(key).second)
+        fail("key '" + key + "' is given twice");
+      expect(':');
+      if (key == "descr")
+        header.descr = quoted();
+      else if (key == "fortran_order")
+        header.fortranOrder = boolean();
+      else if (key == "shape")
+        header.shape = tuple(header.shapeText);
+      else
+        fail("unknown key '" + key + "'; a .npy header has descr, fortran_order and shape");
+      if (!peekIs('}'))
+        expect(',');
+    }
+    expect('}');
+    skipSpace();
+    if (pos_ != text_.size())
+      fail("text after the header's dict");
+    for (const char* key : {"descr", "fortran_order", "shape"})
+      if (!seen.count(key))
+        fail(std::string("header has no '") + key + "'");
+    return header;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string& what) {
+    bad(path_, "bad header at byte " + std::to_string(pos_) + ": " + what);
+  }
+  void skipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])))
+      ++pos_;
+  }
+  bool peekIs(char c) {
+    skipSpace();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+  void expect(char c) {
+    if (!peekIs(c))
+      fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  std::string quoted() {
+    skipSpace();
+    const char quote = pos_ < text_.size() ? text_[pos_] : '\0';
+    if (quote != '\'' && quote != '"')
+      fail("expected a quoted string");
+    const size_t close = text_.find(quote, pos_ + 1);
+    if (close == std::string_view::npos)
+      fail("unterminated string");
+    std::string value(text_.substr(pos_ + 1, close - pos_ - 1));
+    pos_ = close + 1;
+    return value;
+  }
+  bool boolean() {
+    skipSpace();
+    for (auto [word, value] : {std::pair{"True", true}, std::pair{"False", false}})
+      if (text_.substr(pos_).starts_with(word)) {
+        pos_ += std::string_view(word).size();
+        return value;
+      }
+    fail("expected True or False");
+  }
+  // (n0, n1, ...) of non-negative decimal integers; (n,) and () too.
+  std::vector<int64_t> tuple(std::string& text) {
+    skipSpace();
+    const size_t start = pos_;
+    expect('(');
+    std::vector<int64_t> dims;
+    while (!peekIs(')')) {
+      int64_t v = 0;
+      const char* first = text_.data() + pos_;
+      auto [end, ec] = std::from_chars(first, text_.data() + text_.size(), v);
+      if (ec != std::errc() || v < 0)
+        fail("shape holds something other than a non-negative integer that fits 64 bits");
+      pos_ += static_cast<size_t>(end - first);
+      dims.push_back(v);
+      if (dims.size() > static_cast<size_t>(kMaxTensorRank))
+        fail("shape has more than " + std::to_string(kMaxTensorRank) + " dims");
+      if (!peekIs(')'))
+        expect(',');
+    }
+    expect(')');
+    text = std::string(text_.substr(start, pos_ - start));
+    return dims;
+  }
+
+  std::string_view text_;
+  const std::filesystem::path& path_;
+  size_t pos_ = 0;
+};
+
+// Reads exactly `bytes` bytes, or refuses the file as truncated.
+void readExactly(std::ifstream& in, void* out, uint64_t bytes, const std::filesystem::path& path,
+                 const char* what) {
+  if (!in.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes)))
+    bad(path, std::string("truncated ") + what);
 }
 
 } // namespace
 
 HostTensor read(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error))
+    bad(path, std::filesystem::exists(path, error) ? "not a regular file" : "cannot open: no such file");
+  const uint64_t fileBytes = std::filesystem::file_size(path, error);
   std::ifstream in(path, std::ios::binary);
-  if (!in)
+  if (!in || error)
     bad(path, "cannot open");
-  char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+  unsigned char preamble[8];
+  if (fileBytes < 10 || !in.read(reinterpret_cast<char*>(preamble), 8) ||
+      std::memcmp(preamble, "\x93NUMPY", 6) != 0)
     bad(path, "not a .npy file");
-  uint32_t headerLength = 0;
-  if (magic[6] == 1) {
-    unsigned char len[2];
-    in.read(reinterpret_cast<char*>(len), 2);
-    headerLength = len[0] | (len[1] << 8);
-  } else {
-    unsigned char len[4];
-    in.read(reinterpret_cast<char*>(len), 4);
-    headerLength = len[0] | (len[1] << 8) | (len[2] << 16) | (uint32_t(len[3]) << 24);
-  }
-  std::string header(headerLength, '\0');
-  if (!in.read(header.data(), headerLength))
-    bad(path, "truncated header");
+  const unsigned major = preamble[6];
+  if (major < 1 || major > 3 || preamble[7] != 0)
+    bad(path, "format version " + std::to_string(major) + "." + std::to_string(preamble[7]) +
+                  "; this reader knows 1.0, 2.0 and 3.0");
+  // Version 1 stores the header length in 2 bytes, later versions in 4 (little-endian).
+  const uint64_t lengthBytes = major == 1 ? 2 : 4;
+  unsigned char length[4] = {0, 0, 0, 0};
+  readExactly(in, length, lengthBytes, path, "header length");
+  const uint64_t headerBytes =
+      length[0] | (length[1] << 8) | (uint64_t{length[2]} << 16) | (uint64_t{length[3]} << 24);
+  const uint64_t dataOffset = 8 + lengthBytes + headerBytes;
+  if (headerBytes > kMaxHeaderBytes)
+    bad(path, "header length " + std::to_string(headerBytes) + " is past the " +
+                  std::to_string(kMaxHeaderBytes) + " bytes a .npy header may take");
+  if (dataOffset > fileBytes)
+    bad(path, "truncated header: it declares " + std::to_string(headerBytes) +
+                  " bytes and the file has " + std::to_string(fileBytes));
+  std::string headerText(headerBytes, '\0');
+  readExactly(in, headerText.data(), headerBytes, path, "header");
+  const Header header = HeaderParser(headerText, path).parse();
 
-  std::string descr = dictValue(header, "descr", path);
-  descr = descr.substr(1, descr.size() - 2);
   const char* dtypeName = nullptr;
   for (const Descr& d : kDescrs)
-    if (descr == d.text)
+    if (header.descr == d.text)
       dtypeName = d.dtype;
   if (!dtypeName)
-    bad(path, "unsupported dtype '" + descr + "'; allowed: <f8 <f4 <f2 <i8 <i4 |u1 |b1");
-  if (dictValue(header, "fortran_order", path) != "False")
+    bad(path, "unsupported dtype '" + header.descr + "'; allowed: <f8 <f4 <f2 <i8 <i4 |u1 |b1");
+  if (header.fortranOrder)
     bad(path, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
-  std::string shapeText = dictValue(header, "shape", path);
-  std::vector<int64_t> shape;
-  std::stringstream dims(shapeText.substr(1, shapeText.size() - 2));
-  std::string dim;
-  while (std::getline(dims, dim, ',')) {
-    if (dim.find_first_not_of(" ") == std::string::npos)
-      continue;
-    try {
-      shape.push_back(std::stoll(dim));
-    } catch (const std::exception&) {
-      bad(path, "bad shape " + shapeText);
-    }
-  }
-  HostTensor tensor(*parseDType(dtypeName), shape);
-  if (!in.read(static_cast<char*>(tensor.data()), static_cast<std::streamsize>(tensor.bytes())))
-    bad(path, "holds fewer elements than its shape " + shapeText + " says");
+  const DLDataType dtype = *parseDType(dtypeName);
+  // Sized before anything is allocated: the data must be exactly what the header declares.
+  const std::optional<int64_t> count =
+      elementCount(header.shape.data(), static_cast<int32_t>(header.shape.size()));
+  const std::optional<int64_t> bytes = count ? byteCount(*count, dtype) : std::nullopt;
+  if (!bytes)
+    bad(path, "shape " + header.shapeText + " of " + header.descr +
+                  " has more bytes than the address space holds");
+  const uint64_t dataBytes = fileBytes - dataOffset;
+  if (dataBytes != static_cast<uint64_t>(*bytes))
+    bad(path, "holds " + std::to_string(dataBytes) + " bytes of data; its shape " +
+                  header.shapeText + " of " + header.descr + " needs exactly " +
+                  std::to_string(*bytes));
+  HostTensor tensor(dtype, header.shape);
+  readExactly(in, tensor.data(), tensor.bytes(), path, "data");
   return tensor;
 }
 
-void write(const std::filesystem::path& path, const HostTensor& tensor) {
+PendingWrite::PendingWrite(const std::filesystem::path& path, const HostTensor& tensor)
+    : path_(path) {
   const std::string name = dtypeName(tensor.dtype());
   const HostTensor* source = &tensor;
-  HostTensor widened(*parseDType("f32"), tensor.shape());
+  HostTensor widened(*parseDType("f32"), name == "bf16" ? tensor.shape() : std::vector<int64_t>{});
   if (name == "bf16") {
     widened.assign(tensor.values());
     source = &widened;
@@ -113,23 +237,32 @@ void write(const std::filesystem::path& path, const HostTensor& tensor) {
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
 
-  std::filesystem::path temporary = path;
-  temporary += ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    uint16_t length = static_cast<uint16_t>(header.size());
-    out.write("\x93NUMPY\x01\x00", 8);
-    out.put(static_cast<char>(length & 0xFF));
-    out.put(static_cast<char>(length >> 8));
-    out << header;
-    out.write(static_cast<const char*>(source->data()),
-              static_cast<std::streamsize>(source->bytes()));
-    if (!out.flush()) {
-      std::filesystem::remove(temporary);
-      throw JobError("cannot write " + path.string());
-    }
+  std::string contents = "\x93NUMPY\x01";
+  contents += '\0';
+  contents += static_cast<char>(header.size() & 0xFF);
+  contents += static_cast<char>(header.size() >> 8);
+  contents += header;
+  contents.append(static_cast<const char*>(source->data()), source->bytes());
+  temporary_ = tools::writeTemporaryBeside(path, contents);
+}
+
+PendingWrite::~PendingWrite() {
+  if (!temporary_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary_, ignored);
   }
-  std::filesystem::rename(temporary, path);
+}
+
+void PendingWrite::commit() {
+  std::error_code error;
+  std::filesystem::rename(temporary_, path_, error);
+  if (error)
+    throw JobError("cannot write " + path_.string() + ": " + error.message());
+  temporary_.clear();
+}
+
+void write(const std::filesystem::path& path, const HostTensor& tensor) {
+  PendingWrite(path, tensor).commit();
 }
 
 } // namespace attnc::npy

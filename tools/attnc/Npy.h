@@ -5,6 +5,7 @@
 #include "Support/HostTensor.h"
 
 #include <filesystem>
+#include <utility>
 
 namespace attnc::npy {
 
@@ -12,8 +13,24 @@ namespace attnc::npy {
 // what is wrong with it.
 HostTensor read(const std::filesystem::path& path);
 
-// Writes f64, f32, f16, i32 or u8 tensors; bf16 (which NumPy lacks) is written as f32.
-// Writes to a temporary file first so that a failure never leaves a partial file.
+// A .npy file written in full to a temporary file beside `path` (f64, f32, f16, i32 or u8;
+// bf16, which NumPy lacks, as f32); commit() renames it into place, and a write never committed
+// leaves nothing behind. Several outputs are committed only after all were written, so a
+// failure leaves no partial set either. Throws UsageError for a path that cannot be written.
+class PendingWrite {
+public:
+  PendingWrite(const std::filesystem::path& path, const HostTensor& tensor);
+  ~PendingWrite();
+  PendingWrite(PendingWrite&& other) noexcept
+      : path_(std::move(other.path_)), temporary_(std::exchange(other.temporary_, {})) {}
+  PendingWrite& operator=(PendingWrite&&) = delete;
+  void commit();
+
+private:
+  std::filesystem::path path_, temporary_;
+};
+
+// PendingWrite(path, tensor).commit().
 void write(const std::filesystem::path& path, const HostTensor& tensor);
 
 } // namespace attnc::npy

@@ -4,6 +4,7 @@
 #include "Commands.h"
 #include "Compare.h"
 #include "Npy.h"
+#include "OutputFile.h"
 #include "Reference/Reference.h"
 #include "RunSupport.h"
 #include "attnc/DType.hpp"
@@ -24,7 +25,9 @@ Action addRunCommand(CLI::App& app) {
   cmd->add_option("--out", o->out, "write o to this .npy");
   cmd->add_option("--lse", o->lse, "write lse to this .npy (spec needs lse=true)");
   cmd->add_option("--weights", o->weights, "write weights to this .npy (spec needs weights=true)");
-  cmd->add_option("--repeat", o->repeat, "runs to time (median)")->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "runs to time (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   auto verbose = std::make_shared<bool>(false);
   cmd->add_flag("-v,--verbose", *verbose,
                 "say on stderr which of the bundle's targets runs, and why (ATTNC_TARGET=NAME "
@@ -37,14 +40,21 @@ Action addRunCommand(CLI::App& app) {
     Call call = prepareCall(spec, withParams(*o));
     std::vector<std::pair<std::string, std::string>> outputs = {
         {"o", o->out}, {"lse", o->lse}, {"weights", o->weights}};
+    // An output the spec lacks, or a path that cannot be written, is refused before running.
     for (const auto& [name, path] : outputs)
-      if (!path.empty())
-        (void)call.tensor(name); // an output the spec lacks is a usage error, before running
+      if (!path.empty()) {
+        (void)call.tensor(name);
+        checkOutputPath(path);
+      }
     std::vector<double> times = timedRuns(bundle, call, o->threads, o->repeat);
     double ms = times[times.size() / 2];
+    // Every output is written before any is renamed into place: all of them or none.
+    std::vector<npy::PendingWrite> pending;
     for (const auto& [name, path] : outputs)
       if (!path.empty())
-        npy::write(path, call.tensor(name));
+        pending.emplace_back(path, call.tensor(name));
+    for (npy::PendingWrite& file : pending)
+      file.commit();
     fmt::print("ran {} ({}): {:.3f} ms median of {}, {:.2f} GFLOP/s (4*B*H*Tq*Tk*d{})\n", o->bundle,
                sizesText(call.sizes), ms, std::max(1, o->repeat),
                attentionFlops(spec, call.sizes) / (ms * 1e6),
@@ -68,7 +78,8 @@ Action addVerifyCommand(CLI::App& app) {
     std::vector<HostTensor> expected =
         referenceOutputs(call, threadedFor(threadsOrAll(o->threads)));
 
-    const Tolerance tolerance = toleranceFor(spec.dtype);
+    const Tolerance tolerance =
+        toleranceFor(spec.dtype, reductionLength(spec, call.sizes[SizeSymbol::SeqK]));
     bool pass = true;
     fmt::print("verify {} ({}), kernel {:.3f} ms\n", o->bundle, sizesText(call.sizes), ms);
     size_t e = 0;
@@ -84,8 +95,9 @@ Action addVerifyCommand(CLI::App& app) {
                                                "index {})",
                                                c.failures, c.firstFailure));
     }
-    fmt::print("{} (tolerance: abs {:.0e} + rel {:.0e} for {})\n", pass ? "PASS" : "FAIL",
-               tolerance.absolute, tolerance.relative, dtypeName(spec.dtype));
+    fmt::print("{} (tolerance: abs {:.1e} + rel {:.1e} for {} over sums of up to {} terms)\n",
+               pass ? "PASS" : "FAIL", tolerance.absolute, tolerance.relative,
+               dtypeName(spec.dtype), reductionLength(spec, call.sizes[SizeSymbol::SeqK]));
     return pass ? 0 : 1;
   };
 }

@@ -33,7 +33,9 @@ void addCallOptions(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--lengths", o.call.lengths, "key lengths per batch: '5,7,0' or a .npy");
   cmd->add_option("--param", o.params, "a parameter tensor NAME=file.npy (repeatable)");
   cmd->add_option("--seed", o.call.seed, "seed of the random inputs")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "threads (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 CallFlags withParams(const RunOptions& o) {
@@ -62,11 +64,6 @@ double attentionFlops(const Spec& s, const RunSizes& z) {
   double flops = 2.0 * z[SizeSymbol::Batch] * s.heads * z[SizeSymbol::SeqQ] * z[SizeSymbol::SeqK] *
                  static_cast<double>(s.dK + s.dV);
   return s.masks.has(MaskKind::Causal) ? flops / 2 : flops;
-}
-
-std::string sizesText(const RunSizes& z) {
-  return fmt::format("B={} Tq={} Tk={}", z[SizeSymbol::Batch], z[SizeSymbol::SeqQ],
-                     z[SizeSymbol::SeqK]);
 }
 
 ParallelFor threadedFor(int32_t threads) {

@@ -30,7 +30,6 @@ std::vector<double> timedRuns(const runtime::Bundle& bundle, Call& call, int32_t
                               int repeat);
 // 4 B H Tq Tk d (d the mean of d_k and d_v), halved for causal: the FLOPs of the two GEMMs.
 double attentionFlops(const Spec& s, const RunSizes& z);
-std::string sizesText(const RunSizes& z);
 // A parallel loop on plain threads, for the in-process reference.
 ParallelFor threadedFor(int32_t threads);
 int32_t threadsOrAll(int32_t threads);

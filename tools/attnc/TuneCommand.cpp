@@ -2,6 +2,8 @@
 // each trial in the tuning database; --merge, --export and --import move records between
 // databases and machines.
 #include "ChildProcess.h"
+#include "Interrupts.h"
+#include "OutputFile.h"
 #include "Commands.h"
 #include "TuneReport.h"
 #include "Tuner.h"
@@ -53,18 +55,10 @@ size_t importJsonLines(tuning::TuningDatabase& db, const std::string& file) {
 
 size_t exportJsonLines(tuning::TuningDatabase& db, const std::string& file) {
   const std::vector<tuning::TrialRecord> records = db.all();
-  // Written beside the target and renamed into place: a failed export leaves no partial file.
-  const std::string partial = file + ".partial";
-  {
-    std::ofstream out(partial);
-    for (const tuning::TrialRecord& r : records)
-      out << r.toJson().dump() << "\n";
-    if (!out.flush()) {
-      std::filesystem::remove(partial);
-      throw UsageError("--export " + file + ": cannot write it");
-    }
-  }
-  std::filesystem::rename(partial, file);
+  std::string lines;
+  for (const tuning::TrialRecord& r : records)
+    lines += r.toJson().dump() + "\n";
+  writeFileAtomically(file, lines); // a failed export leaves no partial file
   return records.size();
 }
 
@@ -105,7 +99,9 @@ Action addTuneCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seq-k", o->tune.seqK, "key length timed (default: --seq-q)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", o->tune.threads, "threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", o->tune.threads, "threads (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--runs", o->tune.runs, "timed runs per candidate (median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -181,7 +177,7 @@ Action addTuneCommand(CLI::App& app) {
     options.compileLimit = std::chrono::seconds(o->compileLimit);
     options.runLimit = std::chrono::seconds(o->runLimit);
     options.events = o->events;
-    catchInterrupts();
+    deferInterrupts();
     return tune(loadSpec(o->spec), options, db);
   };
 }

@@ -1,5 +1,7 @@
 #include "TuneReport.h"
 
+#include "OutputFile.h"
+
 #include "Support/Errors.h"
 #include "Tuning/Search.h"
 
@@ -322,18 +324,9 @@ void writeTuneReport(const std::vector<TrialRecord>& trials, const std::vector<T
   if (ranked.empty())
     throw UsageError("--report: none of the " + std::to_string(trials.size()) +
                      " trials ran correctly, so there is nothing to plot");
-  const std::filesystem::path partial = svgPath.string() + ".partial";
-  {
-    std::ofstream svg(partial);
-    svg << plot(trials, parameters,
-                fmt::format("{} ({}, {}, {} trials)", key.spec, key.bucket.text(), key.target,
-                            trials.size()));
-    if (!svg.flush()) {
-      std::filesystem::remove(partial);
-      throw UsageError("--report " + svgPath.string() + ": cannot write it");
-    }
-  }
-  std::filesystem::rename(partial, svgPath);
+  writeFileAtomically(svgPath, plot(trials, parameters,
+                                    fmt::format("{} ({}, {}, {} trials)", key.spec,
+                                                key.bucket.text(), key.target, trials.size())));
   out << fmt::format("\nplot: {}\n", svgPath.string());
 }
 

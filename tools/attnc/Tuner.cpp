@@ -1,6 +1,7 @@
 #include "Tuner.h"
 
 #include "ChildProcess.h"
+#include "Interrupts.h"
 #include "Tuning/Hardware.h"
 #include "attnc/CudaDriver.hpp"
 
@@ -362,7 +363,17 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
                  defaultMs / bestMs);
     fmt::print("  database {}\n", db.path().string());
   }
-  return stopped == "interrupted" ? 130 : 0;
+  // Interrupted: the shell's convention for a process ended by a signal, 128 + its number.
+  if (stopped == "interrupted")
+    return 128 + interruptSignal();
+  // A run without one correct trial tuned nothing: the job failed, whatever stopped it.
+  if (!std::isfinite(bestMs)) {
+    fmt::print(stderr, "attnc: failed: none of the {} trials of {} compiled, verified and ran "
+                       "correctly; each one's outcome is recorded in {}\n",
+               results.size(), key.spec, db.path().string());
+    return 1;
+  }
+  return 0;
 }
 
 } // namespace attnc::tools

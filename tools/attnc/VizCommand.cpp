@@ -109,7 +109,9 @@ void checkWeights(Call& call, int32_t threads) {
       continue;
     if (a.name == "weights") {
       const Comparison c =
-          compare(call.tensor("weights").values(), expected[e].values(), toleranceFor(call.spec.dtype));
+          compare(call.tensor("weights").values(), expected[e].values(),
+                  toleranceFor(call.spec.dtype,
+                               reductionLength(call.spec, call.sizes[SizeSymbol::SeqK])));
       if (c.failures != 0)
         throw JobError(fmt::format("the kernel's weights differ from the f64 reference at {} "
                                    "elements (max abs err {:.3e}); no image written",
@@ -189,9 +191,12 @@ Action addVizCommand(CLI::App& app) {
              "the f64 reference; the bundle needs weights=true");
   addCallOptions(cmd, o->run);
   cmd->add_option("-o,--output", o->image, "the image: .png or .svg")->required();
-  cmd->add_option("--head", o->head, "the head to draw")->capture_default_str();
+  cmd->add_option("--head", o->head, "the head to draw")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch-entry", o->batchEntry, "the batch entry to draw")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--query-range", o->queryRange, "queries FIRST:END, END excluded (default all)");
   cmd->add_option("--key-range", o->keyRange, "keys FIRST:END, END excluded (default all)");
   cmd->add_option("--tokens", o->tokens,

@@ -3,6 +3,7 @@
 // Exit codes: 0 ok; 1 the job failed (a failed verification, a link error, a bundle this host
 // cannot run); 2 bad usage or a bad spec; 3 and above an internal error.
 #include "Commands.h"
+#include "Interrupts.h"
 #include "Support/Errors.h"
 #include "attnc/Runtime.hpp"
 
@@ -19,6 +20,7 @@ int exitCodeFor(attnc_status status) {
 } // namespace
 
 int main(int argc, char** argv) {
+  attnc::tools::handleInterrupts();
   CLI::App app{"attnc: compiles attention specs into fused kernels, and runs and verifies them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "attnc " ATTNC_VERSION);

@@ -6,6 +6,7 @@
 // primary context (as the attnc tools and most applications do), the caller's stream and the
 // driver's usual file name, libcuda.so.1.
 #include "Artifact/KernelRunner.h"
+#include "attnc/TensorSpan.hpp"
 
 #include <HalideRuntime.h>
 #if ATTNC_HALIDE_CUDA
@@ -16,8 +17,11 @@
 #include <dlfcn.h>
 #include <mutex>
 #endif
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace {
@@ -44,7 +48,27 @@ void runTask(void* opaque, int64_t index) {
     loop->result.store(result);
 }
 
-// DLPack shape [n0, ..., n_last] is Halide's (n_last, ..., n0): innermost first.
+// Halide kernels index buffers with 32-bit integers (the targets have no large_buffers):
+// why tensor `t`, argument `index` of the call, is too large for them, or empty when it fits.
+std::optional<std::string> beyondInt32(const DLTensor& t, uint32_t index) {
+  constexpr int64_t kLimit = INT32_MAX;
+  attnc::TensorSpan span;
+  if (auto problem = attnc::measureSpan(t, span))
+    return "argument " + std::to_string(index) + " " + *problem;
+  int64_t largest = span.furthest + 1, compact = 1;
+  for (int k = t.ndim - 1; k >= 0; --k) {
+    largest = std::max({largest, t.shape[k], t.strides ? t.strides[k] : compact});
+    compact *= t.shape[k];
+  }
+  if (largest <= kLimit)
+    return std::nullopt;
+  return "argument " + std::to_string(index) + " (in manifest order) spans " +
+         std::to_string(largest) + " elements; Halide kernels index with 32 bits, up to " +
+         std::to_string(kLimit) + " (the mlir backend indexes with 64)";
+}
+
+// DLPack shape [n0, ..., n_last] is Halide's (n_last, ..., n0): innermost first. The caller
+// checked with beyondInt32 that extents and strides fit.
 void describe(const DLTensor& t, halide_buffer_t& buffer, std::vector<halide_dimension_t>& dims) {
   dims.resize(t.ndim);
   int64_t compact = 1;
@@ -154,6 +178,10 @@ int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t me
   std::vector<std::vector<halide_dimension_t>> dims(call->num_args);
   std::vector<void*> args{&userContext};
   for (uint32_t a = 0; a < call->num_args; ++a) {
+    if (auto problem = beyondInt32(*call->args[a], a)) {
+      std::snprintf(message, messageSize, "halide: %s", problem->c_str());
+      return 1;
+    }
     describe(*call->args[a], buffers[a], dims[a]);
     args.push_back(&buffers[a]);
   }

@@ -6,6 +6,7 @@
 // Here that stream is the caller's (attnc_run_options.stream, or the default stream) and is
 // left running, modules are loaded once per process, and the first driver error of a run
 // (loading, launching) is reported by attnc_kernel_run.
+#include "Artifact/ShapeContract.h"
 #include "Backends/MLIR/MemrefCall.h"
 #include "attn/Transforms/MmaContract.h"
 #include "attnc/CudaDriver.hpp"
@@ -18,6 +19,7 @@
 
 extern "C" {
 void _mlir_ciface_attnc_mlir_kernel(); // called through a pointer of the right arity
+extern const char attnc_mlir_kernel_shapes[]; // Artifact/ShapeContract.h
 // Tensor-core kernels only: which arguments need aligned rows (MmaContract.h).
 extern const int32_t attnc_mma_aligned_args __attribute__((weak));
 __attribute__((visibility("protected"))) int32_t
@@ -163,6 +165,10 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
   if (!attnc::mlirkernel::acceptCall(*call, message, messageSize) ||
       !alignedForMma(*call, message, messageSize))
     return 1;
+  if (auto problem = attnc::contractProblem(attnc_mlir_kernel_shapes, *call)) {
+    std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
+    return 1;
+  }
   Device device;
   std::string why;
   if (!useDevice(&device, &why)) {

@@ -1,6 +1,8 @@
 #include "Backends/MLIR/MlirBackend.h"
 
+#include "Artifact/Arguments.h"
 #include "Artifact/Manifest.h"
+#include "Artifact/ShapeContract.h"
 #include "Artifact/Toolchain.h"
 #include "Backends/MLIR/MlirPipeline.h"
 #include "Backends/MLIR/MlirTarget.h"
@@ -11,6 +13,8 @@
 #include "transform/TransformSchedule.h"
 
 #include "llvm/Config/llvm-config.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/raw_ostream.h"
@@ -54,6 +58,15 @@ std::string embeddedPtx(mlir::ModuleOp module) {
   while (!ptx.empty() && ptx.back() == '\0')
     ptx.pop_back();
   return ptx;
+}
+
+// The kernel's shape contract (Artifact/ShapeContract.h) as the NUL-terminated string
+// kShapeContractSymbol, which the bundle's entry checks every call against.
+void embedShapeContract(llvm::Module& module, const Spec& spec) {
+  llvm::Constant* text =
+      llvm::ConstantDataArray::getString(module.getContext(), shapeContract(kernelArguments(spec)));
+  new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, text, kShapeContractSymbol);
 }
 
 std::string print(mlir::ModuleOp module) {
@@ -114,6 +127,7 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       mlirbackend::translateToLLVM(*module, target, llvmContext);
+  embedShapeContract(*llvmModule, spec);
 
   const std::string stem = stemFor(spec, options.target);
   OutputStaging staging(options.outDir);
@@ -130,7 +144,7 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
     if (!cuda) {
       request.runner = "attnc_mlir_run";
       request.kernelSymbols = {"_mlir_ciface_attnc_mlir_kernel_tasks",
-                               "_mlir_ciface_attnc_mlir_kernel_run"};
+                               "_mlir_ciface_attnc_mlir_kernel_run", kShapeContractSymbol};
       request.kernelObject = scratch / "kernel.o";
     }
     std::vector<std::string> written = writeKernel(request, staging, emit);

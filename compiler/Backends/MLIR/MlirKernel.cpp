@@ -5,9 +5,12 @@
 //   int64_t _mlir_ciface_attnc_mlir_kernel_tasks(Memref *arg0, ...)
 //   void    _mlir_ciface_attnc_mlir_kernel_run(int64_t first, int64_t last, Memref *arg0, ...)
 // with one descriptor per argument of the manifest, in its order.
-// attnc_mlir_run takes them as pointers (kernels[0], kernels[1]): MlirKernelEntry.cpp passes a
-// plain bundle's, a shape-dispatch bundle the one it picks.
+// attnc_mlir_run takes them as pointers (kernels[0], kernels[1]), with the kernel's shape
+// contract (kernels[2], Artifact/ShapeContract.h): MlirKernelEntry.cpp passes a plain bundle's,
+// a shape-dispatch bundle the one it picks. The generated code takes every static size from its
+// types, so the entry refuses tensors that break the contract before the kernel sees them.
 #include "Artifact/KernelRunner.h"
+#include "Artifact/ShapeContract.h"
 #include "Backends/MLIR/MemrefCall.h"
 
 namespace {
@@ -35,6 +38,10 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
                                   void* const* kernels) {
   if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
     return 1;
+  if (auto problem = attnc::contractProblem(static_cast<const char*>(kernels[2]), *call)) {
+    std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
+    return 1;
+  }
   attnc::mlirkernel::Descriptors descriptors(*call);
   Launch launch{reinterpret_cast<KernelFunction>(kernels[1]), call->num_args,
                 descriptors.pointers.data()};

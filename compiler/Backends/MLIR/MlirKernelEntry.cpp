@@ -6,11 +6,13 @@
 extern "C" {
 void _mlir_ciface_attnc_mlir_kernel_tasks();
 void _mlir_ciface_attnc_mlir_kernel_run();
+extern const char attnc_mlir_kernel_shapes[]; // Artifact/ShapeContract.h
 }
 
 extern "C" int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message,
                                     size_t messageSize) {
   void* const kernels[] = {reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_tasks),
-                           reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_run)};
+                           reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_run),
+                           const_cast<char*>(attnc_mlir_kernel_shapes)};
   return attnc_mlir_run(call, message, messageSize, kernels);
 }

@@ -56,7 +56,7 @@ func::FuncOp startTaskFunction(OpBuilder& b, func::FuncOp kernel, scf::ForallOp 
   return fn;
 }
 
-LogicalResult outline(func::FuncOp kernel) {
+LogicalResult outline(func::FuncOp kernel, int64_t stackBytes) {
   FailureOr<scf::ForallOp> found = findTaskLoop(kernel);
   if (failed(found))
     return failure();
@@ -80,31 +80,50 @@ LogicalResult outline(func::FuncOp kernel) {
   Location loc = loop.getLoc();
   Value step = rb.create<arith::ConstantIndexOp>(loc, 1);
   auto tasks = rb.create<scf::ForOp>(loc, entry.getArgument(0), entry.getArgument(1), step);
-  rb.create<func::ReturnOp>(loc);
+  auto ret = rb.create<func::ReturnOp>(loc);
   runMap.map(loop.getInductionVar(0), tasks.getInductionVar());
-  OpBuilder tb = OpBuilder::atBlockBegin(tasks.getBody());
-  for (Operation& op : loop.getBody()->without_terminator()) {
-    // Stack buffers of static size move to the entry: allocated once per run, not per task.
-    auto alloca = dyn_cast<memref::AllocaOp>(op);
-    if (alloca && alloca.getType().hasStaticShape()) {
-      OpBuilder eb = OpBuilder::atBlockBegin(&entry);
-      eb.clone(op, runMap);
+
+  // Stack buffers of static size move to the entry: allocated once per run, not per task; to
+  // the heap when together they would take more than `stackBytes` of the thread's stack.
+  SmallVector<memref::AllocaOp> hoisted;
+  int64_t bytes = 0;
+  for (Operation& op : loop.getBody()->without_terminator())
+    if (auto alloca = dyn_cast<memref::AllocaOp>(op);
+        alloca && alloca.getType().hasStaticShape()) {
+      MemRefType type = alloca.getType();
+      bytes += type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+      hoisted.push_back(alloca);
+    }
+  const bool onHeap = bytes > stackBytes;
+  OpBuilder eb = OpBuilder::atBlockBegin(&entry);
+  OpBuilder db(ret);
+  for (memref::AllocaOp alloca : hoisted) {
+    if (!onHeap) {
+      eb.clone(*alloca, runMap);
       continue;
     }
-    tb.clone(op, runMap);
+    auto heap = eb.create<memref::AllocOp>(alloca.getLoc(), alloca.getType(),
+                                           alloca.getAlignmentAttr());
+    runMap.map(alloca.getResult(), heap.getResult());
+    db.create<memref::DeallocOp>(alloca.getLoc(), heap.getResult());
   }
+  OpBuilder tb = OpBuilder::atBlockBegin(tasks.getBody());
+  for (Operation& op : loop.getBody()->without_terminator())
+    if (!llvm::is_contained(hoisted, dyn_cast<memref::AllocaOp>(op)))
+      tb.clone(op, runMap);
   kernel.erase();
   return success();
 }
 
 struct OutlineTasksPass : attnc::attn::impl::AttnOutlineTasksBase<OutlineTasksPass> {
+  using AttnOutlineTasksBase::AttnOutlineTasksBase;
   void runOnOperation() override {
     SmallVector<func::FuncOp> kernels;
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (fn->hasAttr("attn.kernel"))
         kernels.push_back(fn);
     for (func::FuncOp kernel : kernels)
-      if (failed(outline(kernel)))
+      if (failed(outline(kernel, stackBytes)))
         return signalPassFailure();
   }
 };

@@ -24,8 +24,18 @@ def AttnOutlineTasks : Pass<"attn-outline-tasks", "mlir::ModuleOp"> {
     `@<name>_run(%first, %last, args)` (iterations [first, last) in order, stack buffers
     hoisted to the entry), both with a C interface, and erases the original. The attnc
     runtime's thread pool then runs ranges of tasks in parallel.
+
+    The hoisted buffers live on the calling thread's stack while they take at most
+    `stack-bytes` together; past that (a head dim in the thousands: 32768 x 48 f32 is 6 MiB)
+    they are heap buffers, `memref.alloc` at the entry and `memref.dealloc` before the return,
+    so no thread's stack, however small, overflows.
   }];
-  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::func::FuncDialect"];
+  let options = [
+    Option<"stackBytes", "stack-bytes", "int64_t", /*default=*/"131072",
+           "the most bytes of hoisted buffers kept on the stack">
+  ];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::func::FuncDialect",
+                           "mlir::memref::MemRefDialect"];
 }
 
 def AttnMapTasksToGpu : Pass<"attn-map-tasks-to-gpu", "mlir::ModuleOp"> {

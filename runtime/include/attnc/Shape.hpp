@@ -56,7 +56,7 @@ struct DimExpr {
     int64_t s = sizes[*symbol];
     if (s == 0)
       return std::nullopt;
-    return (s + value - 1) / value;
+    return s / value + (s % value != 0); // ceil(s / value), without overflowing s + value - 1
   }
 
   std::string str() const {

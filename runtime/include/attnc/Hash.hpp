@@ -1,7 +1,8 @@
-// Stable content hashes: FNV-1a 64, printed as 16 hex digits. Not cryptographic; used to name
-// artifacts and key the tuning database, so it must never change.
-#ifndef ATTNC_COMPILER_SUPPORT_HASH_H
-#define ATTNC_COMPILER_SUPPORT_HASH_H
+// Stable content hashes: FNV-1a 64, printed as 16 hex digits. Not cryptographic; they name
+// artifacts, key the tuning database and seal a manifest (its "content_hash", which the runtime
+// checks at load), so they must never change.
+#ifndef ATTNC_HASH_HPP
+#define ATTNC_HASH_HPP
 
 #include <cstdint>
 #include <cstdio>
@@ -28,4 +29,4 @@ inline std::string fnv1a64Hex(std::string_view text) {
 
 } // namespace attnc
 
-#endif // ATTNC_COMPILER_SUPPORT_HASH_H
+#endif // ATTNC_HASH_HPP

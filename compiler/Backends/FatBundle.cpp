@@ -7,7 +7,10 @@
 #include "attnc/attnc.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <optional>
+#include <string_view>
 
 namespace attnc {
 namespace {
@@ -96,12 +99,32 @@ std::vector<std::string> adopt(const std::vector<fs::path>& files, const fs::pat
   return names;
 }
 
-bool isCIdentifier(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])))
-    return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
+// C and C++ keywords (C23, C++20) and alternative tokens: none can name a class or a symbol.
+constexpr std::string_view kKeywords[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+    "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+    "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+    "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "union", "unsigned",
+    "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
+
+// Why `name` cannot name a linked library's symbols and C++ class, or empty when it can.
+std::optional<std::string> identifierProblem(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      }))
+    return "it must be a C identifier (letters, digits, _; not starting with a digit)";
+  if (std::find(std::begin(kKeywords), std::end(kKeywords), name) != std::end(kKeywords))
+    return "it is a C or C++ keyword";
+  if (name.starts_with("__") || (name[0] == '_' && name.size() > 1 && std::isupper(name[1])))
+    return "names beginning with __ or _ and a capital are reserved to the implementation";
+  return std::nullopt;
 }
 
 } // namespace
@@ -117,10 +140,10 @@ CompileResult compileFatBundle(const Spec& spec, const CompileOptions& options) 
       options.libraryName.empty()
           ? "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12)
           : options.libraryName;
-  if (library && !isCIdentifier(name))
+  if (auto problem = library ? identifierProblem(name) : std::nullopt)
     throw UsageError("--name " + name +
-                     ": the linked library's name becomes C symbols and a C++ class, so it must "
-                     "be a C identifier (letters, digits, _; not starting with a digit)");
+                     ": the linked library's name becomes C symbols and a C++ class, and " +
+                     *problem);
 
   OutputStaging staging(options.outDir);
   const fs::path& scratch = staging.scratch();

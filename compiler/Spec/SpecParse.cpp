@@ -322,12 +322,13 @@ nlohmann::json parseJsonObjectStrictly(std::string_view text, const std::string&
   nlohmann::json object;
   try {
     object = nlohmann::json::parse(text, refuseRepeats);
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message names the line and column: "parse error at line 2, column 9: ..."
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number past a double (out_of_range): nlohmann's message names the
+    // line and column, "parse error at line 2, column 9: ...", after a "[json.exception...]".
     const std::string message = e.what();
-    const size_t at = message.find("parse error");
+    const size_t at = message.find("] ");
     throw SpecError(what + " is not valid JSON: " +
-                    (at == std::string::npos ? message : message.substr(at)));
+                    (at == std::string::npos ? message : message.substr(at + 2)));
   }
   if (!repeated.empty())
     throw SpecError(what + ": key '" + repeated + "' is given twice");

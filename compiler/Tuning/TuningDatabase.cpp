@@ -1,10 +1,13 @@
 #include "Tuning/TuningDatabase.h"
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <sqlite3.h>
 #include <thread>
+#include <unistd.h>
 
 namespace attnc::tuning {
 namespace {
@@ -29,6 +32,30 @@ CREATE TABLE IF NOT EXISTS trials(
   detail TEXT, seconds REAL, created_at TEXT, seed INTEGER, shard TEXT);
 CREATE INDEX IF NOT EXISTS trials_by_key ON trials(spec_hash, target, hardware, seq_q_lo, seq_k_lo);
 )sql";
+
+// Trials being measured, one row per claim (TuningDatabase::claim). Added to databases of this
+// schema version when a writer opens them: older attnc versions ignore the table.
+constexpr const char* kClaimsSchema = R"sql(
+CREATE TABLE IF NOT EXISTS claims(item TEXT PRIMARY KEY, host TEXT NOT NULL,
+                                  pid INTEGER NOT NULL, claimed_at INTEGER NOT NULL);
+)sql";
+
+std::string hostName() {
+  char name[256] = "";
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+int64_t unixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Whether process `pid` of this host exists (EPERM: it does, as another user's).
+bool processAlive(int64_t pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
 
 // A prepared statement, finalized on scope exit.
 class Statement {
@@ -86,8 +113,6 @@ TuningDatabase::TuningDatabase(const std::filesystem::path& path, Mode mode)
     try {
       open(path_.string(), SQLITE_OPEN_READONLY);
     } catch (const DatabaseError&) {
-      sqlite3_close(db_);
-      db_ = nullptr;
       open(immutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     }
     return;
@@ -103,11 +128,18 @@ TuningDatabase::TuningDatabase(const std::filesystem::path& path, Mode mode)
 }
 
 void TuningDatabase::open(const std::string& name, int flags) {
-  if (sqlite3_open_v2(name.c_str(), &db_, flags, nullptr) != SQLITE_OK)
-    fail("opening it");
-  // Writers wait for each other rather than fail; a tune may hold the lock for one trial insert.
-  sqlite3_busy_timeout(db_, 60000);
-  prepareSchema();
+  try {
+    if (sqlite3_open_v2(name.c_str(), &db_, flags, nullptr) != SQLITE_OK)
+      fail("opening it");
+    // Writers wait for each other rather than fail; a tune may hold the lock for one insert.
+    sqlite3_busy_timeout(db_, 60000);
+    prepareSchema();
+  } catch (const DatabaseError&) {
+    // A constructor that throws runs no destructor: the handle is closed here.
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
 }
 
 TuningDatabase::~TuningDatabase() {
@@ -192,6 +224,49 @@ void TuningDatabase::prepareSchema() {
              .c_str());
     exec("COMMIT");
   }
+  if (mode_ == Mode::ReadWrite)
+    execWaiting(kClaimsSchema);
+}
+
+bool TuningDatabase::claim(const std::string& item, std::chrono::seconds stale) {
+  const std::string host = hostName();
+  const int64_t pid = ::getpid(), now = unixSeconds();
+  execWaiting("BEGIN IMMEDIATE");
+  Statement holder(db_, "SELECT host, pid, claimed_at FROM claims WHERE item = ?");
+  if (!holder)
+    fail("reading claims");
+  holder.bind(1, item);
+  if (sqlite3_step(holder.get()) == SQLITE_ROW) {
+    const bool mine = holder.text(0) == host && holder.integer(1) == pid;
+    const bool gone = holder.text(0) == host && !processAlive(holder.integer(1));
+    const bool old = now - holder.integer(2) > stale.count();
+    if (!mine && !gone && !old) {
+      exec("ROLLBACK");
+      return false;
+    }
+  }
+  Statement take(db_, "INSERT OR REPLACE INTO claims VALUES(?, ?, ?, ?)");
+  if (!take)
+    fail("preparing a claim");
+  take.bind(1, item);
+  take.bind(2, host);
+  take.bind(3, pid);
+  take.bind(4, now);
+  if (sqlite3_step(take.get()) != SQLITE_DONE)
+    fail("claiming a trial");
+  exec("COMMIT");
+  return true;
+}
+
+void TuningDatabase::release(const std::string& item) {
+  Statement drop(db_, "DELETE FROM claims WHERE item = ? AND host = ? AND pid = ?");
+  if (!drop)
+    fail("preparing a release");
+  drop.bind(1, item);
+  drop.bind(2, hostName());
+  drop.bind(3, static_cast<int64_t>(::getpid()));
+  if (sqlite3_step(drop.get()) != SQLITE_DONE)
+    fail("releasing a claim");
 }
 
 bool TuningDatabase::insert(const TrialRecord& r) {

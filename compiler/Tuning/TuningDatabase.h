@@ -11,6 +11,7 @@
 #include "Support/Errors.h"
 #include "Tuning/TuningRecord.h"
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <vector>
@@ -39,6 +40,12 @@ public:
 
   // Adds a trial; one with the same uid already there is kept as it is. True when added.
   bool insert(const TrialRecord& record);
+  // Claims `item` (a trial about to be measured) for this process, so that another tune on the
+  // same database waits for its record instead of measuring it again. False while another live
+  // process holds it; a claim whose process is gone (this host, no such pid) or older than
+  // `stale` is taken over. release() gives it up once the trial is recorded.
+  bool claim(const std::string& item, std::chrono::seconds stale);
+  void release(const std::string& item);
   // The trials of one spec, target and machine for one shape bucket, oldest first.
   std::vector<TrialRecord> trials(const TuningKey& key);
   // Every trial of one spec, target and machine, any shape bucket, oldest first.

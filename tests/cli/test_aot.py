@@ -5,7 +5,7 @@ import platform
 import subprocess
 import unittest
 
-from common import CliTestCase, attnc
+from common import CliTestCase, attnc, needs_backends
 
 X86 = platform.machine() == "x86_64"
 
@@ -19,6 +19,7 @@ def host_flags():
 
 
 @unittest.skipUnless(X86, "the fat bundles here hold x86-64 levels")
+@needs_backends("halide", "mlir")
 class FatBundles(CliTestCase):
     SPEC = "heads=2 kv_heads=1 d_k=16 mask=causal"
     SHAPE = ["--batch", "2", "--seq-q", "37", "--seq-k", "53"]
@@ -80,6 +81,7 @@ class FatBundles(CliTestCase):
         self.assertIn("target host (the bundle's only target)", r.stderr)
 
 
+@needs_backends("halide")
 class LinkedLibraries(CliTestCase):
     def test_writes_an_archive_a_typed_header_and_the_manifest(self):
         out = os.path.join(self.tmp, "lib")

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import unittest
 
-from common import CliTestCase, attnc
+from common import CliTestCase, attnc, needs_backends
 
 TARGETS = ["cuda-sm_80", "cuda-sm_90"]
 # The PTX architecture each backend writes for a target: Halide 14 stops at sm_86 (the driver
@@ -60,6 +60,7 @@ def gpu_available():
     return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
+@needs_backends("halide", "mlir")
 class CudaBundles(CliTestCase):
     def compile(self, spec, target, backend="mlir"):
         out = os.path.join(self.tmp, backend + target + str(abs(hash(spec))))

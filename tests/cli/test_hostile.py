@@ -180,6 +180,32 @@ class DamagedBundles(CliTestCase):
         self.expect(attnc("run", cut), 1, "it is truncated")
 
 
+class LenientOptions(CliTestCase):
+    def test_compile_options_are_checked(self):
+        out = os.path.join(self.tmp, "out")
+        # Once: exit 0 and a header that does not compile.
+        self.expect(attnc("compile", "d_k=8", "--emit", "lib", "--name", "class", "-o", out), 2,
+                    "--name class", "C or C++ keyword")
+        self.expect(attnc("compile", "d_k=8", "--emit", "lib", "--name", "__x", "-o", out), 2,
+                    "reserved")
+        self.expect(attnc("compile", "d_k=8", "-o", ""), 2, "empty path")  # once: exit 1
+        self.expect(attnc("compile", "d_k=8", "--schedule", "key_block=64,key_block=32", "-o",
+                          out), 2, "--schedule names key_block twice")
+        self.expect(attnc("compile", "d_k=8", "--target", "host,", "-o", out), 2,
+                    "--target host,: lists an empty name")
+        r = self.expect(attnc("compile", "d_k=8", "--tuned-for", "0", "-o", out), 2, "--tuned-for")
+        self.assertLess(len(r.stderr), 300, r.stderr)  # once: a 300-digit bound
+        self.expect(attnc("compile", "d_k=8", "-o", "/proc/attnc-out"), 2,
+                    "cannot create output directory /proc/attnc-out: ")
+        self.assertFalse(os.path.exists(out))
+
+    def test_bench_names_the_bundle_that_refuses(self):
+        f32 = self.compile("heads=2 d_k=8", os.path.join(self.tmp, "a"))
+        bf16 = self.compile("heads=2 d_k=8 dtype=bf16", os.path.join(self.tmp, "b"))
+        self.expect(attnc("bench", f32, "--against", bf16, "--runs", "1", "--no-baseline"), 2,
+                    "--against %s: tensor 'q' has dtype f32; expected bf16" % bf16)
+
+
 class SpecEdges(CliTestCase):
     def test_values_no_kernel_can_honour(self):
         # Once: exit 3 from std::stod.

@@ -6,7 +6,7 @@ import struct
 import unittest
 import zlib
 
-from common import CliTestCase, attnc, read_npy
+from common import CliTestCase, attnc, needs_backends, read_npy
 
 # Viridis at nine even steps, as the heatmap interpolates it.
 VIRIDIS = [0x440154, 0x472d7b, 0x3b528b, 0x2c728e, 0x21908c, 0x27ad81, 0x5dc863, 0xaadc32,
@@ -69,6 +69,7 @@ class Viz(CliTestCase):
             f.write("".join("tok%d\n" % i for i in range(count)))
         return path
 
+    @needs_backends("halide")
     def test_cells_show_the_kernels_weights_of_the_chosen_slice(self):
         # GQA, Tq != Tk, bottom-right causal, a generated Halide kernel.
         out = os.path.join(self.tmp, "out")

@@ -136,6 +136,8 @@ TEST(BadSpecJson, NothingLenient) {
   expectJsonRefused(R"({"d_k": "64"})", "d_k: the JSON string \"64\" is not allowed");
   expectJsonRefused(R"({"d_k": 64, "lse": "true"})", "as a JSON boolean");
   expectJsonRefused("{\"d_k\": 64,\n  \"heads\" 8}", "line 2, column");
+  // Found by SpecJsonFuzzer: a number past a double escaped as an internal error.
+  expectJsonRefused(R"({"d_k": 8e646})", "number overflow parsing '8e646'");
   EXPECT_EQ(parseSpecJson(parseJsonObjectStrictly(R"({"d_k": 64, "mask": "causal"})", "s")).dK,
             64);
 }

@@ -143,7 +143,14 @@ Action addBenchCommand(CLI::App& app) {
       if (timed)
         timings[t].ms.push_back(ms);
       if (other) {
-        ms = device.millis(*other, threads, otherTensors);
+        try {
+          ms = device.millis(*other, threads, otherTensors);
+        } catch (const runtime::Error& e) { // say which of the two bundles refused the call
+          attnc_error named{e.status(), {}};
+          std::snprintf(named.message, sizeof(named.message), "--against %s: %s",
+                        o->against.c_str(), e.what());
+          throw runtime::Error(named);
+        }
         if (timed)
           timings[++t].ms.push_back(ms);
       }

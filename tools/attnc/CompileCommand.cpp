@@ -19,9 +19,10 @@ std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::str
     auto [end, ec] = eq == std::string::npos
                          ? std::from_chars_result{nullptr, std::errc::invalid_argument}
                          : std::from_chars(item.data() + eq + 1, item.data() + item.size(), value);
-    if (ec != std::errc() || end != item.data() + item.size())
+    if (ec != std::errc() || end != item.data() + item.size() || eq == 0)
       throw UsageError("--schedule " + item + ": expected NAME=INTEGER");
-    values[item.substr(0, eq)] = value;
+    if (!values.emplace(item.substr(0, eq), value).second)
+      throw UsageError("--schedule names " + item.substr(0, eq) + " twice; give each once");
   }
   return values;
 }
@@ -29,8 +30,7 @@ std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::str
 namespace {
 
 struct CompileCommandOptions {
-  std::string spec, backend = "reference", out, name;
-  std::vector<std::string> targets{"host"};
+  std::string spec, backend = "reference", out, name, targetList = "host";
   std::vector<std::string> emit{"so"};
   std::vector<std::string> schedule;
   std::vector<int64_t> tunedFor;
@@ -94,12 +94,11 @@ Action addCompileCommand(CLI::App& app) {
                   "reference | halide | mlir | auto (the backend of the best tuning record, "
                   "else mlir)")
       ->capture_default_str();
-  cmd->add_option("--target", o->targets,
+  cmd->add_option("--target", o->targetList,
                   "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
                   "(halide, mlir) | cuda-sm_80 | cuda-sm_90 (halide sdpa, mlir); reference: "
                   "host only. Several, comma separated: one fat bundle, run on the best one "
                   "the host supports")
-      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--emit", o->emit,
                   "artifacts: so,lib (any backend's kernel; lib: a static library and C++ "
@@ -123,16 +122,28 @@ Action addCompileCommand(CLI::App& app) {
                   "bundle carries every tuned shape bucket's and picks one per call)")
       ->delimiter(',')
       ->expected(1, 2)
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   cmd->add_option("-o,--out", o->out, "directory for the bundle and its manifest")->required();
   return [o] {
     Spec spec = loadSpec(o->spec);
+    // Split here, not by CLI11, which drops empty items: "avx2," is a mistake to report.
+    std::vector<std::string> targets;
+    for (size_t start = 0;;) {
+      const size_t comma = o->targetList.find(',', start);
+      targets.push_back(o->targetList.substr(start, comma - start));
+      if (targets.back().empty())
+        throw UsageError("--target " + o->targetList +
+                         ": lists an empty name; give targets separated by single commas");
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
     if (!o->name.empty() && std::find(o->emit.begin(), o->emit.end(), "lib") == o->emit.end())
       throw UsageError("--name names a linked library; add --emit lib");
     // Each target's options are looked up once; several targets (or a linked library) make
     // one artifact of them all.
     std::vector<CompileOptions> perTarget;
-    for (const std::string& target : o->targets)
+    for (const std::string& target : targets)
       perTarget.push_back(targetOptions(spec, *o, target));
     CompileOptions options = perTarget.front();
     if (perTarget.size() > 1 || options.emit.count("lib"))

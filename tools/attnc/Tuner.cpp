@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <thread>
 #include <unistd.h>
 
 namespace attnc::tools {
@@ -252,20 +253,54 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
            std::chrono::steady_clock::now() - start > std::chrono::duration<double>(o.minutes * 60);
   };
 
+  // A claim outlives no trial: a compile, a verify and a bench, each within its limit.
+  const auto staleClaim = o.compileLimit + 2 * o.runLimit + std::chrono::seconds(60);
+  // The record another tune on this database made of candidate `name` since this one started.
+  auto recordedElsewhere = [&](const std::string& name, const std::string& toolchain) {
+    std::optional<TrialRecord> found;
+    for (TrialRecord& r : db.trials(key))
+      if (r.candidate() == name && r.toolchain == toolchain)
+        found = std::move(r);
+    return found;
+  };
+
   // One trial: reused from the database when this candidate was measured before, else
-  // measured now and recorded at once. nullopt when the run was interrupted.
+  // measured now and recorded at once. While another tune on the same database measures it,
+  // this one waits for that record instead of measuring it again. nullopt when the run was
+  // interrupted.
   auto trial = [&](const Candidate& c) -> std::optional<TrialRecord> {
     const std::string name = c.name();
-    const bool reused = earlier.count(name) > 0;
+    const std::string& toolchain = toolchainOf.at(c.backend);
+    const std::string item = key.specHash + " " + key.bucket.text() + " " + key.target + " " +
+                             key.hardware + " " + key.attncVersion + " " + toolchain + " " + name;
+    std::optional<TrialRecord> found;
+    if (auto it = earlier.find(name); it != earlier.end())
+      found = it->second;
+    bool announced = false;
+    while (!found && !db.claim(item, staleClaim)) {
+      if (!announced)
+        progress.event({{"event", "waiting"},
+                        {"candidate", name},
+                        {"why", "another tune on this database is measuring it"}});
+      announced = true;
+      if (interruptSignal() != 0)
+        return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      found = recordedElsewhere(name, toolchain);
+    }
+    const bool reused = found.has_value();
     TrialRecord record;
     if (reused) {
-      record = earlier.at(name);
+      record = std::move(*found);
     } else {
       std::optional<ChildResult> interrupted;
-      record = measure(c, spec, o, key, toolchainOf.at(c.backend), interrupted);
-      if (interrupted)
+      record = measure(c, spec, o, key, toolchain, interrupted);
+      if (interrupted) {
+        db.release(item);
         return std::nullopt;
+      }
       db.insert(record);
+      db.release(item);
       ++fresh;
       freshSeconds += record.seconds;
     }

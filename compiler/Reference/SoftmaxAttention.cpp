@@ -3,6 +3,7 @@
 #include "Variants/Positions.h"
 #include "Variants/Random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -94,6 +95,10 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
   const uint32_t dropThreshold = random::dropoutThreshold(s.dropout);
   const double keepScale = 1.0 / (1.0 - s.dropout);
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  // Every kernel forms scores in f32 (as PyTorch does for f32 inputs): one past its range is
+  // infinite there, and so it is here.
+  constexpr double kMaxScore = std::numeric_limits<float>::max();
 
   AttentionResult r;
   r.o = Array4(B, H, seqQ, s.dV);
@@ -110,11 +115,14 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
     for (int64_t i = 0; i < seqQ; ++i) {
       const int64_t qpos = i + mask.offset();
       double rowMax = kNegInf;
+      bool rowNaN = false;
       for (int64_t j = 0; j < keys; ++j) {
         kept[j] = linformer ? lengths[b] > 0 : mask.allowed(b, h, i, j);
         if (!kept[j])
           continue;
         double x = s.scale * score(i, j);
+        if (std::fabs(x) > kMaxScore)
+          x = std::copysign(std::numeric_limits<double>::infinity(), x);
         if (s.softcap > 0)
           x = s.softcap * std::tanh(x / s.softcap);
         if (s.alibi)
@@ -123,6 +131,21 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
           x += bias[b * biasBatchStride + h * biasHeadStride + i * keys + j];
         row[j] = x;
         rowMax = std::max(rowMax, x);
+        rowNaN = rowNaN || std::isnan(x);
+      }
+      // Special values as in PyTorch's math path, for the keys the row keeps (a masked key is
+      // absent, whatever its values): a NaN score, or a +inf one (softmax's inf - inf), makes
+      // the row's weights, o and lse NaN; NaN or inf in a kept value reaches o through p v.
+      if (rowNaN || rowMax == std::numeric_limits<double>::infinity()) {
+        double* o = r.o.row(b, h, i);
+        std::fill(o, o + s.dV, kNaN);
+        if (s.lse)
+          r.lse[(b * H + h) * seqQ + i] = kNaN;
+        if (s.weights)
+          for (int64_t j = 0; j < keys; ++j)
+            if (kept[j])
+              r.weights[((b * H + h) * seqQ + i) * keys + j] = kNaN;
+        continue;
       }
       if (rowMax == kNegInf)
         continue; // fully masked: o = 0, lse = -inf, weights = 0

@@ -1,6 +1,7 @@
 #include "halide/AttentionAlgorithm.h"
 
 #include "Support/Errors.h"
+#include "Variants/OnlineSoftmax.h"
 
 #include <limits>
 #include <string>
@@ -91,10 +92,12 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   a.blockMax(row, kb, tile, h, b) =
       max(a.blockMax(row, kb, tile, h, b), a.masked(row, a.inKey, kb, tile, h, b));
 
+  // p = exp(s - m - c): scaled by e^-c so the accumulators cannot overflow (OnlineSoftmax.h).
   a.prob = Func("prob");
   Expr sij = a.masked(row, jj, kb, tile, h, b);
+  const Expr shift = static_cast<float>(softmax::kProbabilityShift);
   a.prob(row, jj, kb, tile, h, b) =
-      select(sij > kLowest(), exp(sij - a.blockMax(row, kb, tile, h, b)), 0.0f);
+      select(sij > kLowest(), exp(sij - (a.blockMax(row, kb, tile, h, b) + shift)), 0.0f);
 
   a.blockSum = Func("block_sum");
   a.blockSum(row, kb, tile, h, b) = 0.0f;
@@ -135,8 +138,8 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   }
 
   // A row's results in slot order: o = A / L for d < d_v (a row with no key left has L = 0 and
-  // gives o = 0), and, when lse or the weights need it, lse = M + log L (-inf for such a row)
-  // at d = d_v. One function, so a schedule can finish each tile's rows in the task that merged
+  // gives o = 0), and, when lse or the weights need it, lse = M + c + log L (-inf for such a
+  // row; c as in prob) at d = d_v. One function, so a schedule can finish each tile's rows in the task that merged
   // them and keep only d_v + 1 values per row, instead of the state's 3 d_v, for the readers
   // that come after (gathered rows, lse, the weights pass, the heads of mha).
   const int dv = static_cast<int>(s.dV);
@@ -146,7 +149,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
     Expr value = select(merged[1] > 0, merged[2] / merged[1], 0.0f);
     if (withLse) {
       FuncRef first = a.state(0, row, tile, h, b);
-      Expr lse = select(first[1] > 0, first[0] + log(first[1]),
+      Expr lse = select(first[1] > 0, first[0] + shift + log(first[1]),
                         Expr(-std::numeric_limits<float>::infinity()));
       value = select(d < dv, value, lse);
     }

@@ -7,7 +7,7 @@ import struct
 import subprocess
 import time
 
-from common import ATTNC, CliTestCase, attnc, needs_backends, read_npy, write_npy
+from common import ATTNC, BUILT_BACKENDS, CliTestCase, attnc, needs_backends, read_npy, write_npy
 
 
 def raw_npy(path, header, body=b"", version=1, header_length=None):
@@ -178,6 +178,54 @@ class DamagedBundles(CliTestCase):
         with open(bundle, "rb") as f, open(cut, "wb") as g:
             g.write(f.read()[:os.path.getsize(bundle) // 2])  # once: SIGBUS in dlopen
         self.expect(attnc("run", cut), 1, "it is truncated")
+
+
+@needs_backends("mlir")
+class SpecialValues(CliTestCase):
+    """NaN and infinities reach exactly the rows that use them, as in PyTorch's math path; the
+    reference defines it and verify compares NaN positions. The Halide backend does not meet
+    this yet: Halide 14 compiles floats with LLVM's no-NaN, no-Inf flags."""
+
+    def test_mlir_kernels_agree_with_the_reference(self):
+        out = os.path.join(self.tmp, "out")
+        bundle = self.expect(attnc("compile", "heads=1 d_k=4 lse=true", "--backend", "mlir",
+                                   "-o", out), 0).stdout.strip()
+        t, d = 5, 4
+        base = [((i * 7) % 11) / 11.0 - 0.5 for i in range(t * d)]
+        nan, inf = float("nan"), float("inf")
+        cases = {"NaN in q row 1": ({1 * d + 2: nan}, {}),
+                 "NaN in k row 3": ({}, {3 * d: nan}),
+                 "+inf in q row 2": ({2 * d: inf}, {}),
+                 "scores past f32": ({i: 1e30 for i in range(t * d)},
+                                     {i: 1e30 for i in range(t * d)})}
+        for name, (q_changes, k_changes) in cases.items():
+            with self.subTest(name):
+                paths = {}
+                for tensor, changes in (("q", q_changes), ("k", k_changes), ("v", {})):
+                    values = [changes.get(i, x) for i, x in enumerate(base)]
+                    paths[tensor] = os.path.join(self.tmp, tensor + ".npy")
+                    write_npy(paths[tensor], values, [1, 1, t, d])
+                # Once: the reference gave 0 for a NaN query row and finite rows for scores
+                # that overflow f32, and verify called matching NaNs a failure.
+                self.expect(attnc("verify", bundle, "--q", paths["q"], "--k", paths["k"],
+                                  "--v", paths["v"]), 0, "PASS")
+
+
+class ValuesNearTheMaximum(CliTestCase):
+    def test_no_backend_overflows_a_weighted_mean(self):
+        # Once: every output inf on halide and mlir; o is a weighted mean of v, so it cannot
+        # exceed max |v| (3.38e38 is near bf16's and f32's maximum).
+        t, d = 300, 8
+        v = os.path.join(self.tmp, "v.npy")
+        write_npy(v, [3.38e38 if (i // d) % 3 else 2.0e38 for i in range(t * d)], [1, 1, t, d])
+        for backend in BUILT_BACKENDS:
+            for dtype in ("f32", "bf16"):
+                with self.subTest(backend=backend, dtype=dtype):
+                    out = os.path.join(self.tmp, backend + dtype)
+                    bundle = self.expect(attnc("compile", "heads=1 d_k=8 mask=causal lse=true "
+                                               "dtype=" + dtype, "--backend", backend, "-o",
+                                               out), 0).stdout.strip()
+                    self.expect(attnc("verify", bundle, "--seq-q", str(t), "--v", v), 0, "PASS")
 
 
 class LenientOptions(CliTestCase):

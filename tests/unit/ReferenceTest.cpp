@@ -40,6 +40,49 @@ TEST(Reference, HandComputedCausalBottomRight) {
   EXPECT_EQ(outLeft.weights[1], 0.0);
 }
 
+// Special values as in PyTorch's math path, for the keys a row keeps: NaN in q row i makes row i
+// NaN; NaN in k row j every row keeping j; NaN in v row j the rows keeping j, and no other (a
+// masked key is absent); a score past f32's range is infinite, as in every f32 kernel, and
+// softmax's inf - inf makes its row NaN.
+TEST(Reference, SpecialValuesReachTheRowsThatUseThem) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto rowIsNaN = [](const std::vector<double>& o, int row) {
+    return std::isnan(o[row * 2]) && std::isnan(o[row * 2 + 1]);
+  };
+  auto rowIsFinite = [](const std::vector<double>& o, int row) {
+    return std::isfinite(o[row * 2]) && std::isfinite(o[row * 2 + 1]);
+  };
+  tools::Call qNaN = randomCall("d_k=2 lse=true", 1, 3, 3);
+  std::vector<double> q = qNaN.tensor("q").values();
+  q[1 * 2] = nan;
+  qNaN.tensor("q").assign(q);
+  test::Outputs out = runReferenceOn(qNaN);
+  EXPECT_TRUE(rowIsFinite(out.o, 0) && rowIsNaN(out.o, 1) && rowIsFinite(out.o, 2));
+  EXPECT_TRUE(std::isnan(out.lse[1]) && std::isfinite(out.lse[0]));
+
+  tools::Call kNaN = randomCall("d_k=2 mask=causal causal_align=top_left", 1, 3, 3);
+  std::vector<double> k = kNaN.tensor("k").values();
+  k[1 * 2 + 1] = nan; // rows 1 and 2 keep key 1
+  kNaN.tensor("k").assign(k);
+  out = runReferenceOn(kNaN);
+  EXPECT_TRUE(rowIsFinite(out.o, 0) && rowIsNaN(out.o, 1) && rowIsNaN(out.o, 2));
+
+  tools::Call vNaN = randomCall("d_k=2 mask=causal causal_align=top_left", 1, 3, 3);
+  std::vector<double> v = vNaN.tensor("v").values();
+  v[2 * 2] = nan; // only row 2 keeps key 2
+  vNaN.tensor("v").assign(v);
+  out = runReferenceOn(vNaN);
+  EXPECT_TRUE(rowIsFinite(out.o, 0) && rowIsFinite(out.o, 1));
+  EXPECT_TRUE(std::isnan(out.o[2 * 2]) && std::isfinite(out.o[2 * 2 + 1]));
+
+  tools::Call huge = randomCall("d_k=1", 1, 2, 2);
+  huge.tensor("q").assign({1e30, 1.0});
+  huge.tensor("k").assign({1e30, 1.0});
+  out = runReferenceOn(huge);
+  EXPECT_TRUE(std::isnan(out.o[0])) << "1e60 overflows f32: +inf, and inf - inf is NaN";
+  EXPECT_TRUE(std::isfinite(out.o[1])) << "row 1's scores are 1e30 and 1";
+}
+
 TEST(Reference, WeightRowsSumToOne) {
   for (const char* spec : {"heads=3 d_k=5 weights=true", "heads=2 d_k=4 mask=causal weights=true",
                            "variant=additive heads=2 d_q=3 d_k=5 d_attn=4 weights=true",

@@ -2,12 +2,13 @@
 //
 // attn.attention decomposed into the running state of the online softmax, on buffers:
 //
-//   m_i = max_j s_ij                  (running row maximum, -inf while nothing was kept)
-//   l_i = sum_j exp(s_ij - m_i)       (running normaliser)
-//   a_i = sum_j exp(s_ij - m_i) v_j   (running unnormalised output)
+//   m_i = max_j s_ij                      (running row maximum, -inf while nothing was kept)
+//   l_i = sum_j exp(s_ij - m_i - c)       (running normaliser)
+//   a_i = sum_j exp(s_ij - m_i - c) v_j   (running unnormalised output)
 //
-// online_init sets the state, online_update folds in a range of keys, online_finalize writes
-// o_i = a_i / l_i and lse_i = m_i + log l_i. The ops act on a sub-domain of the attention,
+// with c = ln 2^31 >= ln Tk, so that l_i <= 1 and |a_i| <= max |v_j| never overflow f32
+// (compiler/Variants/OnlineSoftmax.h). online_init sets the state, online_update folds in a
+// range of keys, online_finalize writes o_i = a_i / l_i and lse_i = m_i + c + log l_i. The ops act on a sub-domain of the attention,
 // given by offsets and sizes, so tiling narrows an op's domain instead of changing its meaning.
 // State buffers hold query rows innermost (`acc` is [b, h, d_v, row]) so that one vector holds
 // a column of query rows and the softmax needs no horizontal reductions.
@@ -73,9 +74,11 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
 
     ```
     m'_i = max(m_i, max_j s_ij)
-    l'_i = exp(m_i - m'_i) l_i + sum_j exp(s_ij - m'_i)
-    a'_i = exp(m_i - m'_i) a_i + sum_j exp(s_ij - m'_i) v_j
+    l'_i = exp(m_i - m'_i) l_i + sum_j exp(s_ij - m'_i - c)
+    a'_i = exp(m_i - m'_i) a_i + sum_j exp(s_ij - m'_i - c) v_j
     ```
+
+    with c = ln 2^31 (see the state's definition above).
 
     Masked scores are -inf and add nothing; exp(-inf - -inf) is taken as 0. State buffers are
     indexed relative to the domain: `acc[b - b0, h - h0, c, i - i0]`. `num_heads` is the number
@@ -129,11 +132,11 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
 }
 
 def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [AttrSizedOperandSegments]> {
-  let summary = "Writes o = acc / sum and lse = max + log(sum) from the online-softmax state";
+  let summary = "Writes o = acc / sum and lse = max + c + log(sum) from the online-softmax state";
   let description = [{
     For the domain `offsets` = [b0, h0, i0], `sizes` = [nb, nh, ni]:
     `output[b, h, i, c] = acc[b - b0, h - h0, c, i - i0] / sum[...]` and
-    `lse[b, h, i] = max[...] + log(sum[...])`, converted to the output's element type. A row
+    `lse[b, h, i] = max[...] + c + log(sum[...])` (c = ln 2^31, the state's scale), converted to the output's element type. A row
     whose sum is 0 (nothing kept) gives `o = 0` and `lse = -inf`.
 
     Example:

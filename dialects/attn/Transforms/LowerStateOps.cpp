@@ -5,6 +5,7 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/LoweringUtils.h"
+#include "Variants/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -87,8 +88,11 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
           storeF32(ic, ic.create<arith::MulFOp>(a, inverse), op.getOutput(), {batch, head, row, c});
         });
         if (Value lse = op.getLse()) {
+          // lse = m + c + log l: l sums probabilities scaled by e^-c (Variants/OnlineSoftmax.h).
           Value max = ib.create<memref::LoadOp>(op.getMax(), ValueRange{nb, nh, r});
-          Value value = ib.create<arith::AddFOp>(max, ib.create<math::LogOp>(sum));
+          Value shift = f32Constant(ib, static_cast<float>(attnc::softmax::kProbabilityShift));
+          Value value = ib.create<arith::AddFOp>(ib.create<arith::AddFOp>(max, shift),
+                                                 ib.create<math::LogOp>(sum));
           value = ib.create<arith::SelectOp>(empty, f32Constant(ib, -kInf), value);
           ib.create<memref::StoreOp>(value, lse, ValueRange{batch, head, row});
         }

@@ -38,6 +38,7 @@
 #include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/MmaContract.h"
 #include "attn/Transforms/ScoreTerms.h"
+#include "Variants/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -58,6 +59,7 @@ namespace {
 constexpr int64_t kWarpSize = 32;
 constexpr int64_t kChunk = 8; // elements per cp.async (16 bytes of f16 or bf16)
 constexpr double kLog2e = 1.4426950408889634;
+constexpr float kProbabilityShift = static_cast<float>(attnc::softmax::kProbabilityShift);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The ops of one task that the lowering replaces.
@@ -435,7 +437,8 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
     SmallVector<Value> s = emitScores(b);
     applyTerms(b, s, keyBlock, keyEnd);
 
-    // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m').
+    // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
+    // scale e^-c keeping the accumulators from overflowing (Variants/OnlineSoftmax.h).
     Value log2e = f32Constant(b, kLog2e);
     Value newMax[2], alpha[2], scaledMax[2];
     for (int64_t r = 0; r < 2; ++r) {
@@ -448,7 +451,8 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
       using P = arith::CmpFPredicate;
       Value empty = b.create<arith::CmpFOp>(P::OEQ, newMax[r], f32Constant(b, -kInf));
       Value safe = b.create<arith::SelectOp>(empty, f32Constant(b, 0), newMax[r]);
-      scaledMax[r] = b.create<arith::MulFOp>(safe, log2e);
+      scaledMax[r] = b.create<arith::MulFOp>(
+          b.create<arith::AddFOp>(safe, f32Constant(b, kProbabilityShift)), log2e);
       Value wasEmpty = b.create<arith::CmpFOp>(P::OEQ, carried[r], f32Constant(b, -kInf));
       Value a = b.create<math::Exp2Op>(
           b.create<arith::MulFOp>(b.create<arith::SubFOp>(carried[r], safe), log2e));
@@ -547,7 +551,9 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
       Value first = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t, c(b, 0));
       auto ifFirst = b.create<scf::IfOp>(first, /*withElseRegion=*/false);
       b.setInsertionPointToStart(ifFirst.thenBlock());
-      Value x = b.create<arith::AddFOp>(maxRow[r], b.create<math::LogOp>(sum));
+      Value x = b.create<arith::AddFOp>(
+          b.create<arith::AddFOp>(maxRow[r], f32Constant(b, kProbabilityShift)),
+          b.create<math::LogOp>(sum));
       x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
       b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batch, head, myRows[r]});
     }
@@ -636,7 +642,9 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
              {batchIndex, headIndex, row, column});
   });
   if (Value lse = finalize.getLse()) {
-    Value x = b.create<arith::AddFOp>(max, b.create<math::LogOp>(sum));
+    // The partial states share the scale e^-c: lse = m + c + log l.
+    Value x = b.create<arith::AddFOp>(
+        b.create<arith::AddFOp>(max, f32Constant(b, kProbabilityShift)), b.create<math::LogOp>(sum));
     x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
     b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batchIndex, headIndex, row});
   }

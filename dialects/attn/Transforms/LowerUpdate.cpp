@@ -6,7 +6,8 @@
 //   1. S[j, :] = sum_c packedQ[c, :] * K[j, c]   keyUnroll keys x R vectors of FMAs per c
 //   2. S[j, :] = mask(modifiers(S[j, :]))         elementwise, -inf where masked
 //      m' = max(m, max_j S[j, :])                  a vertical max: no shuffles
-//   3. P[j, :] = exp(S[j, :] - m'), l' = exp(m - m') l + sum_j P[j, :]
+//   3. P[j, :] = exp(S[j, :] - m' - c), l' = exp(m - m') l + sum_j P[j, :]
+//                                                 (c: Variants/OnlineSoftmax.h)
 //   4. acc[c, :] = exp(m - m') acc[c, :] + sum_j P[j, :] * V[j, c]
 //                                                 valueSplit columns x R vectors per j
 //
@@ -15,6 +16,7 @@
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
+#include "Variants/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -287,8 +289,13 @@ LogicalResult UpdateLowering::emit() {
     Value a = b.create<math::ExpOp>(b.create<arith::SubFOp>(oldMax[r], safeMax[r]));
     alpha.push_back(b.create<arith::SelectOp>(wasEmpty, zeros, a));
   }
-  SmallVector<Value> blockSum;
-  emitExpAndSum(safeMax, blockSum);
+  // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
+  // (Variants/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
+  SmallVector<Value> shiftedMax, blockSum;
+  for (Value m : safeMax)
+    shiftedMax.push_back(b.create<arith::AddFOp>(
+        m, f32Splat(b, lanes, static_cast<float>(attnc::softmax::kProbabilityShift))));
+  emitExpAndSum(shiftedMax, blockSum);
   for (int64_t r = 0; r < vectors; ++r) {
     Value sum = b.create<vector::FMAOp>(alpha[r], oldSum[r], blockSum[r]);
     b.create<vector::StoreOp>(newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});

@@ -17,6 +17,21 @@ Expr fastTanh(Expr x) {
   return 1.0f - 2.0f / (exp(2.0f * x) + 1.0f);
 }
 
+// NaN of either sign, from the bits: integer compares, which no float flag can fold.
+Expr isNaN(Expr x) {
+  return (reinterpret(UInt(32), x) & cast<uint32_t>(0x7fffffff)) > cast<uint32_t>(0x7f800000);
+}
+
+// NaN of either sign, or +inf.
+Expr isNaNOrPositiveInf(Expr x) {
+  return isNaN(x) || reinterpret(UInt(32), x) == cast<uint32_t>(0x7f800000);
+}
+
+// A quiet NaN made from its bits, which no no-NaN assumption can rewrite.
+Expr quietNaN() {
+  return reinterpret(Float(32), cast<uint32_t>(0x7fc00000));
+}
+
 } // namespace
 
 AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bool gatherSparse) {
@@ -80,11 +95,21 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   a.score(row, jj, kb, tile, h, b) += combine(a.query(row, a.dot, tile, h, b),
                                               a.keyBlock(a.dot, jj, kb, h, b), a.dot);
 
+  // Scores as the online softmax uses them: kLowest() where masked (and where the modifiers
+  // gave -inf: an additive -inf bias masks), kPoisoned() for a score that is NaN or +inf, or
+  // whose raw product is NaN (before softcap's tanh, which would hide it). Halide compiles
+  // floats as if neither NaN nor Inf existed, so they are found in the bits, and replaced by a
+  // finite sentinel that keeps every later step finite; the row's running max then is the
+  // sentinel, and its outputs NaN (docs/spec.md, "Special values").
   a.masked = Func("masked");
+  Expr raw = a.score(row, jj, kb, tile, h, b);
+  Expr modified = terms.modified(raw, queryRow, key, h, b);
+  Expr poisoned = isNaNOrPositiveInf(modified);
+  if (s.softcap > 0) // a +inf product is cap there, as in the reference; a NaN one poisons
+    poisoned = poisoned || isNaN(raw);
   a.masked(row, jj, kb, tile, h, b) =
       select(terms.keep(queryRow, key, h, b, a.order.has_value()),
-             max(terms.modified(a.score(row, jj, kb, tile, h, b), queryRow, key, h, b), kLowest()),
-             kLowest());
+             select(poisoned, kPoisoned(), max(modified, kLowest())), kLowest());
 
   a.inKey = RDom(0, keyBlock, "in_key");
   a.blockMax = Func("block_max");
@@ -146,10 +171,11 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   const bool withLse = s.lse || s.weights;
   {
     FuncRef merged = a.state(min(d, dv - 1), row, tile, h, b);
-    Expr value = select(merged[1] > 0, merged[2] / merged[1], 0.0f);
+    Expr poisonedRow = merged[0] >= kPoisoned();
+    Expr value = select(poisonedRow, quietNaN(), merged[1] > 0, merged[2] / merged[1], 0.0f);
     if (withLse) {
       FuncRef first = a.state(0, row, tile, h, b);
-      Expr lse = select(first[1] > 0, first[0] + shift + log(first[1]),
+      Expr lse = select(poisonedRow, quietNaN(), first[1] > 0, first[0] + shift + log(first[1]),
                         Expr(-std::numeric_limits<float>::infinity()));
       value = select(d < dv, value, lse);
     }
@@ -208,7 +234,10 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
         combine(a.weightQuery(a.dot, i, h, b), ops.keyIn(a.dot, min(j, keys - 1), h, b), a.dot);
     Expr x = terms.modified(a.weightScore(j, i, h, b), i, j, h, b);
     a.weights = Func("weights");
-    a.weights(j, i, h, b) = select(terms.keep(i, j, h, b), exp(x - a.rowLse(i, h, b)), 0.0f);
+    // A row whose lse is NaN (it met a NaN or +inf score) has NaN weights on its kept keys.
+    Expr lse = a.rowLse(i, h, b);
+    a.weights(j, i, h, b) = select(!terms.keep(i, j, h, b), 0.0f,
+                                   isNaNOrPositiveInf(lse), quietNaN(), exp(x - lse));
     a.weights.output_buffer().dim(0).set_stride(Expr());
     a.outputs.push_back(a.weights);
   }

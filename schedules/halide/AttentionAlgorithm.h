@@ -91,6 +91,13 @@ inline float kLowest() {
   return -3.4028234663852886e38f;
 }
 
+// The score that stands for a NaN or +inf one: the greatest finite float, so a row holding one
+// has it as its running max (and only such a row: a finite score that large is +inf after
+// any modifier), and every exp and merge of the row stays finite.
+inline float kPoisoned() {
+  return 3.4028234663852886e38f;
+}
+
 } // namespace attnc::halide
 
 #endif // ATTNC_SCHEDULES_HALIDE_ATTENTIONALGORITHM_H

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <memory>
 #include <sys/file.h>
 #include <system_error>
 #include <unistd.h>
@@ -72,7 +73,7 @@ std::string exportsScript(const std::vector<std::string>& shared) {
   return script + "\n  local: *;\n};\n";
 }
 
-constexpr std::string_view kScratchPrefix = ".attnc-build-";
+constexpr std::string_view kScratchPrefix = ".attnc-build-", kStartPrefix = ".attnc-start-";
 
 // A compile holds an exclusive lock on its scratch directory's ".lock" while it lives; the
 // kernel drops the lock when the process ends, however it ends. A scratch directory whose lock
@@ -105,20 +106,31 @@ OutputStaging::OutputStaging(fs::path outDir) : outDir_(std::move(outDir)) {
   if (!fs::is_directory(outDir_))
     throw UsageError(outDir_.string() + " exists and is not a directory");
   removeDeadScratch(outDir_);
-  // mkdtemp replaces the trailing XXXXXX with a unique suffix.
-  std::string scratchTemplate = (outDir_ / (std::string(kScratchPrefix) + "XXXXXX")).string();
-  if (!mkdtemp(scratchTemplate.data())) {
+  // mkdtemp replaces the trailing XXXXXX with a unique suffix. The directory is locked under a
+  // name removeDeadScratch ignores, and takes its scratch name only then: another compile can
+  // never find it named but not yet locked.
+  std::string startTemplate = (outDir_ / (std::string(kStartPrefix) + "XXXXXX")).string();
+  if (!mkdtemp(startTemplate.data())) {
     const int error = errno;
     if (createdOutDir_)
       fs::remove_all(outDir_, ec);
     throw UsageError("cannot create a build directory in " + outDir_.string() + ": " +
                      std::strerror(error));
   }
-  scratch_ = fs::absolute(scratchTemplate);
+  scratch_ = fs::absolute(startTemplate);
   scratchRegistration_.emplace(scratch_);
   lockFd_ = ::open((scratch_ / ".lock").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (lockFd_ >= 0)
-    ::flock(lockFd_, LOCK_EX);
+  if (lockFd_ < 0 || ::flock(lockFd_, LOCK_EX) != 0)
+    return; // unlocked: it keeps the starting name, which no later compile removes
+  const fs::path named = scratch_.parent_path() /
+                         (std::string(kScratchPrefix) +
+                          scratch_.filename().string().substr(kStartPrefix.size()));
+  fs::rename(scratch_, named, ec);
+  if (!ec) {
+    scratchRegistration_.reset();
+    scratch_ = named;
+    scratchRegistration_.emplace(scratch_);
+  }
 }
 
 OutputStaging::~OutputStaging() {
@@ -132,6 +144,8 @@ OutputStaging::~OutputStaging() {
 
 std::vector<fs::path> OutputStaging::commit(const std::vector<std::string>& names) {
   std::vector<fs::path> moved;
+  // Until every file is in place an interrupt removes those already moved, as a failure does.
+  std::vector<std::unique_ptr<TemporaryPath>> movedRegistrations;
   for (const std::string& name : names) {
     std::error_code ec;
     fs::path target = outDir_ / name;
@@ -143,8 +157,10 @@ std::vector<fs::path> OutputStaging::commit(const std::vector<std::string>& name
       throw JobError("cannot move " + name + " into " + outDir_.string() + ": " + ec.message());
     }
     moved.push_back(target);
+    movedRegistrations.push_back(std::make_unique<TemporaryPath>(target));
   }
   committed_ = true;
+  outDirRegistration_.reset(); // the output directory holds a finished bundle now
   return moved;
 }
 

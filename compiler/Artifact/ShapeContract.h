@@ -62,7 +62,8 @@ inline std::optional<std::string> contractProblem(std::string_view contract,
       const std::optional<DimExpr> expr = DimExpr::parse(dim);
       const std::optional<int64_t> want = expr ? expr->evaluate(sizes) : std::nullopt;
       if (!want)
-        return "its shape contract has a bad dimension '" + std::string(dim) + "'";
+        return expr ? "the call gives no size for dimension '" + std::string(dim) + "' of " + what
+                    : "its shape contract has a bad dimension '" + std::string(dim) + "'";
       if (!(t.shape[rank] == *want || (expr->broadcastable && t.shape[rank] == 1)))
         return what + " differs from the shapes this kernel was compiled for (" +
                std::string(entry) + ") in dimension " + std::to_string(rank) +

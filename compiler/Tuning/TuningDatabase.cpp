@@ -113,6 +113,8 @@ TuningDatabase::TuningDatabase(const std::filesystem::path& path, Mode mode)
     try {
       open(path_.string(), SQLITE_OPEN_READONLY);
     } catch (const DatabaseError&) {
+      if (openError_ != SQLITE_CANTOPEN && openError_ != SQLITE_READONLY)
+        throw; // damaged, busy, of another schema: no reason to read it differently
       open(immutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     }
     return;
@@ -136,6 +138,7 @@ void TuningDatabase::open(const std::string& name, int flags) {
     prepareSchema();
   } catch (const DatabaseError&) {
     // A constructor that throws runs no destructor: the handle is closed here.
+    openError_ = db_ ? sqlite3_errcode(db_) & 0xff : SQLITE_NOMEM; // the primary result code
     sqlite3_close(db_);
     db_ = nullptr;
     throw;
@@ -232,6 +235,15 @@ bool TuningDatabase::claim(const std::string& item, std::chrono::seconds stale) 
   const std::string host = hostName();
   const int64_t pid = ::getpid(), now = unixSeconds();
   execWaiting("BEGIN IMMEDIATE");
+  // A failure below must not leave the write lock held by an open transaction.
+  struct RollbackUnlessDone {
+    sqlite3* db;
+    bool done = false;
+    ~RollbackUnlessDone() {
+      if (!done)
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  } transaction{db_};
   Statement holder(db_, "SELECT host, pid, claimed_at FROM claims WHERE item = ?");
   if (!holder)
     fail("reading claims");
@@ -240,10 +252,8 @@ bool TuningDatabase::claim(const std::string& item, std::chrono::seconds stale) 
     const bool mine = holder.text(0) == host && holder.integer(1) == pid;
     const bool gone = holder.text(0) == host && !processAlive(holder.integer(1));
     const bool old = now - holder.integer(2) > stale.count();
-    if (!mine && !gone && !old) {
-      exec("ROLLBACK");
-      return false;
-    }
+    if (!mine && !gone && !old)
+      return false; // rolled back by `transaction`
   }
   Statement take(db_, "INSERT OR REPLACE INTO claims VALUES(?, ?, ?, ?)");
   if (!take)
@@ -255,6 +265,7 @@ bool TuningDatabase::claim(const std::string& item, std::chrono::seconds stale) 
   if (sqlite3_step(take.get()) != SQLITE_DONE)
     fail("claiming a trial");
   exec("COMMIT");
+  transaction.done = true;
   return true;
 }
 

@@ -66,6 +66,7 @@ private:
 
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
+  int openError_ = 0; // SQLite's result code when open() failed
   Mode mode_;
 };
 

@@ -13,6 +13,13 @@ namespace attnc::softmax {
 // small end: p_j v_j underflows for |v| below about 1e-29 instead of 1e-38.
 inline constexpr double kProbabilityShift = 21.487562597358306; // ln 2^31
 
+// The shift of a kernel that rounds p_j to its storage type for the PV product (tensor cores):
+// none for f16, whose smallest subnormal 2^-24 lies above every p_j ≤ 2^-31 and whose values
+// (≤ 65504) cannot overflow an f32 sum of 2^31 terms anyway; bf16 has f32's range.
+inline constexpr double probabilityShiftFor(bool probabilitiesRoundedToF16) {
+  return probabilitiesRoundedToF16 ? 0.0 : kProbabilityShift;
+}
+
 } // namespace attnc::softmax
 
 #endif // ATTNC_COMPILER_VARIANTS_ONLINESOFTMAX_H

@@ -70,11 +70,14 @@ std::optional<std::string> sharedObjectProblem(const std::string& path) {
   if (header.e_type != ET_DYN)
     return std::string("it is an ELF file but not a shared object (e_type ") +
            std::to_string(header.e_type) + ")";
-  const std::string truncated = "it is truncated: the file has " + std::to_string(size) + " bytes";
   if (header.e_phentsize != sizeof(Elf64_Phdr) ||
-      !within(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr), size))
+      (header.e_shoff != 0 && header.e_shentsize != sizeof(Elf64_Shdr)))
+    return std::string("its ELF header is damaged (header entry sizes ") +
+           std::to_string(header.e_phentsize) + " and " + std::to_string(header.e_shentsize) + ")";
+  const std::string truncated = "it is truncated: the file has " + std::to_string(size) + " bytes";
+  if (!within(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr), size))
     return truncated + " and its program headers reach past them";
-  if (header.e_shoff != 0 && !within(header.e_shoff, header.e_shnum, header.e_shentsize, size))
+  if (header.e_shoff != 0 && !within(header.e_shoff, header.e_shnum, sizeof(Elf64_Shdr), size))
     return truncated + " and its section headers reach past them";
   std::vector<Elf64_Phdr> segments(header.e_phnum);
   if (!readAt(file.fd(), header.e_phoff, segments.data(), segments.size() * sizeof(Elf64_Phdr)))

@@ -23,8 +23,9 @@ std::string expectedShape(const ArgumentSpec& arg) {
   return s + "]";
 }
 
-// Element strides, compact row-major when the tensor has none. Called only on tensors whose
-// span was measured, so the running product cannot overflow.
+// Element strides, compact row-major when the tensor has none. Called only on tensors that
+// passed the shape check (every extent at least 1) and whose span was measured, so the running
+// product is at most the element count and cannot overflow.
 std::vector<int64_t> elementStrides(const DLTensor& t) {
   std::vector<int64_t> strides(t.ndim);
   int64_t running = 1;

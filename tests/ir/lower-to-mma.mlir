@@ -1,6 +1,13 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
+// RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s --check-prefix=F16-SCALE
+// RUN: sed s/f16/bf16/g %s | attn-opt -transform-interpreter -canonicalize | FileCheck %s --check-prefix=BF16-SCALE
 // transform.attn.lower_to_mma: one block per task of 32 query rows (2 warps of 16), K and V
 // tiles of 32 keys in padded shared memory, QK^T and PV as m16n8k16 MMAs.
+
+// P is rounded to the storage type for the PV MMA: f16 takes no e^-c scale (2^-31 is below its
+// smallest subnormal; Variants/OnlineSoftmax.h), bf16 takes c = ln 2^31.
+// F16-SCALE-NOT: 21.4875
+// BF16-SCALE: arith.constant 21.4875{{[0-9]*}} : f32
 
 // CHECK-LABEL: func.func @lower
 // CHECK-SAME: llvm.emit_c_interface

@@ -15,7 +15,7 @@ std::filesystem::path scratch(const std::string& name) {
   return std::filesystem::temp_directory_path() / ("attnc_heatmap_test_" + name);
 }
 
-// Whether a temporary of writeTemporaryBeside (".NAME.XXXXXX") is left beside `path`.
+// Whether a StagedFile temporary (".NAME.XXXXXX") is left beside `path`.
 bool leftTemporaries(const std::filesystem::path& path) {
   const std::string prefix = "." + path.filename().string() + ".";
   for (const auto& entry : std::filesystem::directory_iterator(path.parent_path()))

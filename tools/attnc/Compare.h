@@ -20,7 +20,8 @@ struct Tolerance {
 Tolerance toleranceFor(DType dtype, int64_t reductionLength);
 
 // The longest sum behind an output: the query-key products (d_k, d_q, additive's d_attn),
-// mha's projections (d_model) and the weighted sum over keys (Tk, or linformer's proj_len).
+// mha's projections (d_model) and the sums over keys (Tk; linformer's projections of Tk keys
+// bound its sums over proj_len keys).
 int64_t reductionLength(const Spec& spec, int64_t seqK);
 
 struct Comparison {

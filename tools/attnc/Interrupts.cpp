@@ -3,6 +3,8 @@
 #include "Support/TemporaryPaths.h"
 
 #include <atomic>
+#include <cerrno>
+#include <fcntl.h>
 #include <thread>
 #include <unistd.h>
 
@@ -18,8 +20,10 @@ int pipeEnds[2] = {-1, -1};
 // The handler runs in whichever thread the signal reaches (libraries start threads before
 // main: OpenBLAS does), so it only passes the number on, through a pipe: async-signal-safe.
 void forward(int signal) {
+  const int saved = errno; // the interrupted code may be about to read it
   const auto byte = static_cast<unsigned char>(signal);
-  [[maybe_unused]] ssize_t ignored = ::write(pipeEnds[1], &byte, 1);
+  [[maybe_unused]] ssize_t ignored = ::write(pipeEnds[1], &byte, 1); // never blocks: O_NONBLOCK
+  errno = saved;
 }
 
 void waitForInterrupts() {
@@ -42,8 +46,10 @@ void waitForInterrupts() {
 } // namespace
 
 void handleInterrupts() {
-  if (::pipe(pipeEnds) != 0)
+  // Close-on-exec: children (the linker, a tune's trials) must not hold the pipe.
+  if (::pipe2(pipeEnds, O_CLOEXEC) != 0)
     return; // no pipe: signals keep their default actions
+  ::fcntl(pipeEnds[1], F_SETFL, O_NONBLOCK);
   std::thread(waitForInterrupts).detach();
   for (int signal : kSignals) {
     struct sigaction action {

@@ -1,6 +1,5 @@
 #include "Npy.h"
 
-#include "OutputFile.h"
 #include "Support/Errors.h"
 #include "attnc/DType.hpp"
 #include "attnc/TensorSpan.hpp"
@@ -208,8 +207,10 @@ HostTensor read(const std::filesystem::path& path) {
   return tensor;
 }
 
-PendingWrite::PendingWrite(const std::filesystem::path& path, const HostTensor& tensor)
-    : path_(path) {
+namespace {
+
+// The .npy encoding of `tensor`: a version 1.0 header padded to 64 bytes, then the data.
+std::string encode(const HostTensor& tensor) {
   const std::string name = dtypeName(tensor.dtype());
   const HostTensor* source = &tensor;
   HostTensor widened(*parseDType("f32"), name == "bf16" ? tensor.shape() : std::vector<int64_t>{});
@@ -243,23 +244,13 @@ PendingWrite::PendingWrite(const std::filesystem::path& path, const HostTensor& 
   contents += static_cast<char>(header.size() >> 8);
   contents += header;
   contents.append(static_cast<const char*>(source->data()), source->bytes());
-  temporary_ = tools::writeTemporaryBeside(path, contents);
+  return contents;
 }
 
-PendingWrite::~PendingWrite() {
-  if (!temporary_.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary_, ignored);
-  }
-}
+} // namespace
 
-void PendingWrite::commit() {
-  std::error_code error;
-  std::filesystem::rename(temporary_, path_, error);
-  if (error)
-    throw JobError("cannot write " + path_.string() + ": " + error.message());
-  temporary_.clear();
-}
+PendingWrite::PendingWrite(const std::filesystem::path& path, const HostTensor& tensor)
+    : file_(path, encode(tensor)) {}
 
 void write(const std::filesystem::path& path, const HostTensor& tensor) {
   PendingWrite(path, tensor).commit();

@@ -2,10 +2,10 @@
 #ifndef ATTNC_TOOLS_NPY_H
 #define ATTNC_TOOLS_NPY_H
 
+#include "OutputFile.h"
 #include "Support/HostTensor.h"
 
 #include <filesystem>
-#include <utility>
 
 namespace attnc::npy {
 
@@ -15,19 +15,16 @@ HostTensor read(const std::filesystem::path& path);
 
 // A .npy file written in full to a temporary file beside `path` (f64, f32, f16, i32 or u8;
 // bf16, which NumPy lacks, as f32); commit() renames it into place, and a write never committed
-// leaves nothing behind. Several outputs are committed only after all were written, so a
-// failure leaves no partial set either. Throws UsageError for a path that cannot be written.
+// leaves nothing behind, interrupted or not (OutputFile.h). Several outputs are committed only
+// after all were written, so a failure leaves no partial set either. Throws UsageError for a
+// path that cannot be written.
 class PendingWrite {
 public:
   PendingWrite(const std::filesystem::path& path, const HostTensor& tensor);
-  ~PendingWrite();
-  PendingWrite(PendingWrite&& other) noexcept
-      : path_(std::move(other.path_)), temporary_(std::exchange(other.temporary_, {})) {}
-  PendingWrite& operator=(PendingWrite&&) = delete;
-  void commit();
+  void commit() { file_.commit(); }
 
 private:
-  std::filesystem::path path_, temporary_;
+  tools::StagedFile file_;
 };
 
 // PendingWrite(path, tensor).commit().

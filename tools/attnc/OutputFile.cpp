@@ -7,10 +7,10 @@
 #include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 namespace attnc::tools {
 namespace fs = std::filesystem;
-
 namespace {
 
 fs::path directoryOf(const fs::path& path) {
@@ -29,14 +29,14 @@ void checkOutputPath(const fs::path& path) {
     throw UsageError("cannot write " + path.string() + ": " + std::strerror(errno));
 }
 
-fs::path writeTemporaryBeside(const fs::path& path, std::string_view contents) {
+StagedFile::StagedFile(const fs::path& path, std::string_view contents) : path_(path) {
   checkOutputPath(path);
-  std::error_code ignored;
-  const fs::path directory = directoryOf(path);
-  std::string temporary = (directory / ("." + path.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(temporary.data());
+  std::string name = (directoryOf(path) / ("." + path.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(name.data());
   if (fd < 0)
     throw UsageError("cannot write " + path.string() + ": " + std::strerror(errno));
+  temporary_ = name;
+  registration_ = std::make_unique<TemporaryPath>(temporary_);
   // mkstemp creates 0600; an output gets the mode a plain create would give it.
   const mode_t mask = ::umask(0);
   ::umask(mask);
@@ -51,21 +51,34 @@ fs::path writeTemporaryBeside(const fs::path& path, std::string_view contents) {
   if (::close(fd) != 0 && failure == 0)
     failure = errno;
   if (failure != 0) {
-    fs::remove(temporary, ignored);
+    std::error_code ignored; // no destructor runs for a constructor that throws
+    fs::remove(temporary_, ignored);
     throw JobError("cannot write " + path.string() + ": " + std::strerror(failure));
   }
-  return temporary;
+}
+
+StagedFile::StagedFile(StagedFile&& other) noexcept
+    : path_(std::move(other.path_)), temporary_(std::exchange(other.temporary_, {})),
+      registration_(std::move(other.registration_)) {}
+
+StagedFile::~StagedFile() {
+  if (!temporary_.empty()) {
+    std::error_code ignored;
+    fs::remove(temporary_, ignored);
+  }
+}
+
+void StagedFile::commit() {
+  std::error_code error;
+  fs::rename(temporary_, path_, error);
+  if (error)
+    throw JobError("cannot write " + path_.string() + ": " + error.message());
+  temporary_.clear();
+  registration_.reset();
 }
 
 void writeFileAtomically(const fs::path& path, std::string_view contents) {
-  const fs::path temporary = writeTemporaryBeside(path, contents);
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw JobError("cannot write " + path.string() + ": " + error.message());
-  }
+  StagedFile(path, contents).commit();
 }
 
 } // namespace attnc::tools

@@ -3,24 +3,38 @@
 #ifndef ATTNC_TOOLS_OUTPUTFILE_H
 #define ATTNC_TOOLS_OUTPUTFILE_H
 
+#include "Support/TemporaryPaths.h"
+
 #include <filesystem>
+#include <memory>
 #include <string_view>
 
 namespace attnc::tools {
 
 // Throws UsageError, with the reason, when `path` cannot become an output file: it is empty or
 // a directory, or its directory is missing or not writable. Lets a command refuse before it
-// does its work; writeTemporaryBeside checks again when it writes.
+// does its work; StagedFile checks again when it writes.
 void checkOutputPath(const std::filesystem::path& path);
 
-// Writes `contents` to a new hidden file beside `path` (".NAME.XXXXXX", mode 0666 less the
-// umask) and returns its path. Throws UsageError, with the system's reason, when `path` is
-// empty, a directory, or in a directory that is missing or not writable; JobError when the
-// write itself fails (a full disk), after removing the temporary file.
-std::filesystem::path writeTemporaryBeside(const std::filesystem::path& path,
-                                           std::string_view contents);
+// `contents` written in full to a new hidden file beside `path` (".NAME.XXXXXX", mode 0666 less
+// the umask), registered as a temporary path from its creation, so that an interrupt removes it
+// too; commit() renames it over `path`, and one never committed is removed. Throws UsageError,
+// with the system's reason, when `path` cannot be written (see checkOutputPath); JobError when
+// the write itself fails (a full disk).
+class StagedFile {
+public:
+  StagedFile(const std::filesystem::path& path, std::string_view contents);
+  ~StagedFile();
+  StagedFile(StagedFile&& other) noexcept;
+  StagedFile& operator=(StagedFile&&) = delete;
+  void commit();
 
-// writeTemporaryBeside, then the rename into place.
+private:
+  std::filesystem::path path_, temporary_; // temporary_ empty once committed or moved from
+  std::unique_ptr<TemporaryPath> registration_;
+};
+
+// StagedFile(path, contents).commit().
 void writeFileAtomically(const std::filesystem::path& path, std::string_view contents);
 
 } // namespace attnc::tools

@@ -56,7 +56,7 @@ Action addRunCommand(CLI::App& app) {
     for (npy::PendingWrite& file : pending)
       file.commit();
     fmt::print("ran {} ({}): {:.3f} ms median of {}, {:.2f} GFLOP/s (4*B*H*Tq*Tk*d{})\n", o->bundle,
-               sizesText(call.sizes), ms, std::max(1, o->repeat),
+               sizesText(call.sizes), ms, o->repeat,
                attentionFlops(spec, call.sizes) / (ms * 1e6),
                spec.masks.has(MaskKind::Causal) ? "/2" : "");
     return 0;

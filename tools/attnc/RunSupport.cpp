@@ -53,7 +53,7 @@ std::vector<double> timedRuns(const runtime::Bundle& bundle, Call& call, int32_t
                               int repeat) {
   TimedCall timed(bundle, call);
   std::vector<double> ms;
-  for (int r = 0; r < std::max(1, repeat); ++r)
+  for (int r = 0; r < repeat; ++r)
     ms.push_back(timed.millis(bundle, threads));
   timed.copyOutputsBack();
   std::sort(ms.begin(), ms.end());

@@ -25,7 +25,7 @@ struct RunOptions {
 void addCallOptions(CLI::App* cmd, RunOptions& o);
 // The call flags with --param NAME=file.npy folded into the input files.
 CallFlags withParams(const RunOptions& o);
-// Each run's time in milliseconds, sorted.
+// Each of `repeat` (at least 1) runs' time in milliseconds, sorted.
 std::vector<double> timedRuns(const runtime::Bundle& bundle, Call& call, int32_t threads,
                               int repeat);
 // 4 B H Tq Tk d (d the mean of d_k and d_v), halved for causal: the FLOPs of the two GEMMs.

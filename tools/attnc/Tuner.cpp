@@ -288,6 +288,9 @@ int tune(const Spec& spec, const TuneOptions& o, tuning::TuningDatabase& db) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       found = recordedElsewhere(name, toolchain);
     }
+    // Claimed: another tune may still have recorded it since this one last looked.
+    if (!found && (found = recordedElsewhere(name, toolchain)))
+      db.release(item);
     const bool reused = found.has_value();
     TrialRecord record;
     if (reused) {

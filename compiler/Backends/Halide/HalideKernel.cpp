@@ -55,6 +55,8 @@ std::optional<std::string> beyondInt32(const DLTensor& t, uint32_t index) {
   attnc::TensorSpan span;
   if (auto problem = attnc::measureSpan(t, span))
     return "argument " + std::to_string(index) + " " + *problem;
+  if (span.elements == 0)
+    return std::nullopt; // nothing to address (and its extents' product may not fit)
   int64_t largest = span.furthest + 1, compact = 1;
   for (int k = t.ndim - 1; k >= 0; --k) {
     largest = std::max({largest, t.shape[k], t.strides ? t.strides[k] : compact});

@@ -162,13 +162,15 @@ void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t g
 }
 
 int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
-  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize) ||
-      !alignedForMma(*call, message, messageSize))
+  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
     return 1;
+  // The contract first: it checks every rank and extent before anything reads the strides.
   if (auto problem = attnc::contractProblem(attnc_mlir_kernel_shapes, *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
     return 1;
   }
+  if (!alignedForMma(*call, message, messageSize))
+    return 1;
   Device device;
   std::string why;
   if (!useDevice(&device, &why)) {

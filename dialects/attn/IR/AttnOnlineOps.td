@@ -6,8 +6,8 @@
 //   l_i = sum_j exp(s_ij - m_i - c)       (running normaliser)
 //   a_i = sum_j exp(s_ij - m_i - c) v_j   (running unnormalised output)
 //
-// with c = ln 2^31 >= ln Tk, so that l_i <= 1 and |a_i| <= max |v_j| never overflow f32
-// (compiler/Variants/OnlineSoftmax.h). online_init sets the state, online_update folds in a
+// with c = ln 2^31 >= ln Tk, so that l_i <= 1 and |a_i| <= max |v_j| never overflow f32, or
+// c = 0 in a lowering that rounds the probabilities to f16 (compiler/Variants/OnlineSoftmax.h). online_init sets the state, online_update folds in a
 // range of keys, online_finalize writes o_i = a_i / l_i and lse_i = m_i + c + log l_i. The ops act on a sub-domain of the attention,
 // given by offsets and sizes, so tiling narrows an op's domain instead of changing its meaning.
 // State buffers hold query rows innermost (`acc` is [b, h, d_v, row]) so that one vector holds

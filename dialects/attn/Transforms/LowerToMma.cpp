@@ -59,7 +59,6 @@ namespace {
 constexpr int64_t kWarpSize = 32;
 constexpr int64_t kChunk = 8; // elements per cp.async (16 bytes of f16 or bf16)
 constexpr double kLog2e = 1.4426950408889634;
-constexpr float kProbabilityShift = static_cast<float>(attnc::softmax::kProbabilityShift);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The ops of one task that the lowering replaces.
@@ -138,7 +137,9 @@ public:
         block(update.getMaxKeys().value_or(0)),
         cType(VectorType::get({2, 2}, rewriter.getF32Type())),
         cTypeI32(VectorType::get({2, 2}, rewriter.getI32Type())),
-        aType(VectorType::get({4, 2}, element)), bType(VectorType::get({2, 2}, element)) {}
+        aType(VectorType::get({4, 2}, element)), bType(VectorType::get({2, 2}, element)),
+        probabilityShift(
+            static_cast<float>(attnc::softmax::probabilityShiftFor(element.isF16()))) {}
 
   LogicalResult emit();
 
@@ -179,6 +180,8 @@ private:
   Type element;
   const int64_t dk, dv, rows, warps, block;
   VectorType cType, cTypeI32, aType, bType;
+  // P is rounded to the storage type for the PV MMA: no shift for f16 (OnlineSoftmax.h).
+  float probabilityShift;
 
   // Unit-stride views of the tensors, made before the launch.
   Value query, key, value, output;
@@ -438,7 +441,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
     applyTerms(b, s, keyBlock, keyEnd);
 
     // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
-    // scale e^-c keeping the accumulators from overflowing (Variants/OnlineSoftmax.h).
+    // scale e^-c keeping the accumulators from overflowing (c = probabilityShift).
     Value log2e = f32Constant(b, kLog2e);
     Value newMax[2], alpha[2], scaledMax[2];
     for (int64_t r = 0; r < 2; ++r) {
@@ -452,7 +455,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
       Value empty = b.create<arith::CmpFOp>(P::OEQ, newMax[r], f32Constant(b, -kInf));
       Value safe = b.create<arith::SelectOp>(empty, f32Constant(b, 0), newMax[r]);
       scaledMax[r] = b.create<arith::MulFOp>(
-          b.create<arith::AddFOp>(safe, f32Constant(b, kProbabilityShift)), log2e);
+          b.create<arith::AddFOp>(safe, f32Constant(b, probabilityShift)), log2e);
       Value wasEmpty = b.create<arith::CmpFOp>(P::OEQ, carried[r], f32Constant(b, -kInf));
       Value a = b.create<math::Exp2Op>(
           b.create<arith::MulFOp>(b.create<arith::SubFOp>(carried[r], safe), log2e));
@@ -522,7 +525,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   acc.assign(loop.getResults().begin() + 4, loop.getResults().end());
 }
 
-// O = acc / l (0 where l = 0) and lse = m + log l (-inf where l = 0), for the rows < Tq.
+// O = acc / l (0 where l = 0) and lse = m + c + log l (-inf where l = 0), for the rows < Tq.
 void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value rowEnd = b.create<arith::AddIOp>(map.lookupOrDefault(finalize.getOffsets()[2]),
@@ -552,7 +555,7 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
       auto ifFirst = b.create<scf::IfOp>(first, /*withElseRegion=*/false);
       b.setInsertionPointToStart(ifFirst.thenBlock());
       Value x = b.create<arith::AddFOp>(
-          b.create<arith::AddFOp>(maxRow[r], f32Constant(b, kProbabilityShift)),
+          b.create<arith::AddFOp>(maxRow[r], f32Constant(b, probabilityShift)),
           b.create<math::LogOp>(sum));
       x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
       b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batch, head, myRows[r]});
@@ -589,7 +592,7 @@ void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
 
 // The merge of the splits, one thread per row of the tile: M = max_s m_s, w_s = exp(m_s - M)
 // (0 for a split that kept nothing), L = sum_s w_s l_s, O = sum_s w_s acc_s / L (0 when L = 0),
-// lse = M + log L (-inf when L = 0).
+// lse = M + c + log L (-inf when L = 0).
 void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value batchIndex = map.lookupOrDefault(finalize.getOffsets()[0]);
@@ -644,7 +647,7 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   if (Value lse = finalize.getLse()) {
     // The partial states share the scale e^-c: lse = m + c + log l.
     Value x = b.create<arith::AddFOp>(
-        b.create<arith::AddFOp>(max, f32Constant(b, kProbabilityShift)), b.create<math::LogOp>(sum));
+        b.create<arith::AddFOp>(max, f32Constant(b, probabilityShift)), b.create<math::LogOp>(sum));
     x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
     b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batchIndex, headIndex, row});
   }

@@ -2,6 +2,7 @@
 
 #include "Support/Float16.h"
 #include "attnc/DType.hpp"
+#include "attnc/TensorSpan.hpp"
 
 #include <cstring>
 #include <stdexcept>
@@ -52,10 +53,10 @@ template <class T> void storeRaw(char* p, T v) {
 } // namespace
 
 int64_t elementCount(const DLTensor& t) {
-  int64_t count = 1;
-  for (int d = 0; d < t.ndim; ++d)
-    count *= t.shape[d];
-  return count;
+  const std::optional<int64_t> count = attnc::elementCount(t.shape, t.ndim);
+  if (!count) // callers hold checked tensors: the runtime's, or HostTensors
+    throw std::length_error("a tensor of more elements than 64 bits count");
+  return *count;
 }
 
 std::vector<double> readDense(const DLTensor& t) {

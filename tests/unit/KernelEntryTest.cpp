@@ -17,14 +17,6 @@ namespace fs = std::filesystem;
 
 class KernelEntries : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attnc_entry_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string compile(const std::string& spec, const std::string& backend) {
     CompileOptions options;
     options.backend = backend;
@@ -32,7 +24,8 @@ protected:
     return compileBundle(parseSpec(spec), options).primary.string();
   }
 
-  fs::path dir_;
+  test::ScratchDir scratch_{"entry"};
+  const fs::path& dir_ = scratch_.path();
 };
 
 // Address space that is reserved, never touched: room for a tensor the kernel must not read.

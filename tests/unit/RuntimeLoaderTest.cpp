@@ -19,13 +19,6 @@ namespace fs = std::filesystem;
 
 class RuntimeLoader : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attnc_loader_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string compile(const std::string& spec) {
     CompileOptions options;
@@ -72,7 +65,8 @@ protected:
       EXPECT_NEAR(o[i], expected.o[i], 1e-5);
   }
 
-  fs::path dir_;
+  test::ScratchDir scratch_{"loader"};
+  const fs::path& dir_ = scratch_.path();
 };
 
 TEST_F(RuntimeLoader, RunsABundleAndMatchesTheReference) {
@@ -271,7 +265,6 @@ TEST_F(RuntimeLoader, ManyThreadsRunOneBundle) {
 class LinkedKernels : public RuntimeLoader {
 protected:
   void SetUp() override {
-    RuntimeLoader::SetUp();
     const std::string path = compile("heads=2 d_k=8 mask=causal");
     handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(handle_, nullptr) << dlerror();
@@ -291,7 +284,6 @@ protected:
     unsetenv("ATTNC_TARGET");
     if (handle_)
       dlclose(handle_);
-    RuntimeLoader::TearDown();
   }
 
   static void expectOpenFails(const attnc_kernel_exports& exports, attnc_status status,

@@ -4,6 +4,7 @@
 
 #include "Artifact/BundleWriter.h"
 #include "OutputFile.h"
+#include "TestSupport.h"
 
 #include <filesystem>
 #include <fstream>
@@ -17,20 +18,12 @@ namespace fs = std::filesystem;
 
 class TemporaryPaths : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attnc_temporary_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   size_t entries(const fs::path& dir) const {
     return static_cast<size_t>(std::distance(fs::directory_iterator(dir), {}));
   }
 
-  fs::path dir_;
+  test::ScratchDir scratch_{"temporary"};
+  const fs::path& dir_ = scratch_.path();
 };
 
 TEST_F(TemporaryPaths, AnInterruptRemovesAStagedOutput) {

@@ -4,6 +4,7 @@
 
 #include "CallSetup.h"
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,20 @@ namespace attnc::test {
 
 struct Outputs {
   std::vector<double> o, lse, weights; // dense in each output's own shape
+};
+
+// A directory of the running test's own, made empty on construction and removed with it:
+// <temp>/attnc_<purpose>_<pid>_<test name>, so parallel test processes never share one.
+class ScratchDir {
+public:
+  explicit ScratchDir(const std::string& purpose);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
 };
 
 // A call for `spec` with seeded random inputs of the given sizes.

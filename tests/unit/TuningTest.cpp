@@ -1,5 +1,6 @@
 // The tuner's search spaces and search, and the tuning database under damage and concurrency.
 #include "Backends/Backend.h"
+#include "TestSupport.h"
 #include "Tuning/Search.h"
 #include "Tuning/TuningDatabase.h"
 
@@ -241,15 +242,8 @@ tuning::TrialRecord record(int i) {
 
 class TuningDatabaseTest : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("attnc_tuning_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
+  test::ScratchDir scratch_{"tuning"};
+  const std::filesystem::path& dir_ = scratch_.path();
 };
 
 TEST_F(TuningDatabaseTest, ConcurrentWritersLoseNothing) {

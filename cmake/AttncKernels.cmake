@@ -2,7 +2,10 @@
 # target with a generated C++ header, for applications that link kernels ahead of time.
 #
 #   attnc_add_kernel(NAME SPEC "heads=8 d_k=64 mask=causal"
-#                    [BACKEND halide|mlir|reference|auto]     default halide
+#                    [BACKEND auto|mlir|halide|reference]     default auto: the
+#                                                             tuned record's (TUNED), else
+#                                                             the fastest that covers the
+#                                                             spec (attnc backends)
 #                    [TARGETS host x86-64-avx2 x86-64-avx512 ...]  default host; several make
 #                                                             a fat kernel, run on the best one
 #                                                             the host supports
@@ -44,7 +47,7 @@ function(attnc_add_kernel name)
                         "not defined; call find_package(attnc) first")
   endif()
   if(NOT ARG_BACKEND)
-    set(ARG_BACKEND halide)
+    set(ARG_BACKEND auto)
   endif()
   if(NOT ARG_TARGETS)
     set(ARG_TARGETS host)

@@ -1,15 +1,18 @@
-// Code generators by name. Each turns a spec and a target into a bundle through the shared
-// bundle writer; the tools only ever call compileBundle.
+// The interface every code generator implements: its name, targets, capability table rows
+// (Coverage.h), tuning space, explained stages and compile. Each backend registers one instance
+// with the driver (Driver/Driver.h), which is all the tools call.
 #ifndef ATTNC_COMPILER_BACKENDS_BACKEND_H
 #define ATTNC_COMPILER_BACKENDS_BACKEND_H
 
-#include "Artifact/BundleWriter.h"
+#include "Backends/Coverage.h"
+#include "Link/BundleWriter.h"
 #include "ScheduleParams.h"
 #include "Spec/Spec.h"
 
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -19,7 +22,8 @@
 namespace attnc {
 
 struct CompileOptions {
-  std::string backend = "reference";
+  // A backend's name, or "auto": the tuned record's, else the fastest that covers the spec.
+  std::string backend = "auto";
   std::string target = "host";
   std::filesystem::path outDir;
   // Artifacts to write: so (the bundle and its manifest), lib (a linked library, with several
@@ -69,26 +73,33 @@ struct CompileResult {
   std::vector<std::filesystem::path> files; // everything written, the primary first
 };
 
-struct BackendInfo {
-  std::string_view name;
-  std::string_view description;
-  bool available; // built into this attnc
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+  // The target names it builds for, "host" first.
+  virtual std::vector<std::string> targets() const = 0;
+  // Its rows of the capability table; it builds for no family without a row.
+  virtual std::span<const Coverage> coverage() const = 0;
+  // What `attnc tune` searches on `target`; nullopt for a backend without schedule parameters.
+  // Throws UsageError for a target it does not know.
+  virtual std::optional<TuningSpace> tuningSpace(const Spec& spec,
+                                                 const std::string& target) const = 0;
+  // The spec and schedule, then the IR after each stage (after `stage` only, when not empty),
+  // for attnc explain. Throws UsageError for an unknown stage, or when it has no stages.
+  virtual std::string explain(const Spec& spec, const CompileOptions& options,
+                              const std::string& stage, bool printIrAfterAll) const;
+  // Writes options.emit's artifacts for one target (no fat or shape-dispatch bundles: the
+  // driver makes those of several compiles). Throws UsageError for what it refuses, JobError
+  // when building fails.
+  virtual CompileResult compile(const Spec& spec, const CompileOptions& options) const = 0;
+
+  // Why it cannot build `spec` for `target` (an unknown target, or the table's first gap, with
+  // the row and the reason), or nullopt when it can.
+  std::optional<std::string> unsupported(const Spec& spec, const std::string& target) const;
 };
-
-std::span<const BackendInfo> backends();
-
-// Throws UsageError for an unknown or unavailable backend or a target it cannot build,
-// JobError when building fails.
-CompileResult compileBundle(const Spec& spec, const CompileOptions& options);
-
-// The spaces of every built backend that can be tuned for `target` (the reference cannot).
-// Throws UsageError for a target no backend knows.
-std::vector<TuningSpace> tuningSpaces(const Spec& spec, const std::string& target);
-
-// The MLIR backend's IR after each stage (or after `stage` only), for attnc explain. Throws
-// UsageError when this attnc has no MLIR backend or the stage is unknown.
-std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
-                          bool printIrAfterAll);
 
 } // namespace attnc
 

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attnc {
 
@@ -23,6 +24,15 @@ const Named& findNamedTarget(std::span<const Named> table, const std::string& na
     names += std::string(" ") + n.name;
   throw UsageError("--target " + name + ": not a target of the " + std::string(backend) +
                    " backend; known: " + names);
+}
+
+// "host", then every name in `table`.
+template <class Named>
+std::vector<std::string> targetNames(std::span<const Named> table) {
+  std::vector<std::string> names{"host"};
+  for (const Named& n : table)
+    names.emplace_back(n.name);
+  return names;
 }
 
 } // namespace attnc

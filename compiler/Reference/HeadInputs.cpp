@@ -1,6 +1,6 @@
 #include "Reference/HeadInputs.h"
 
-#include "Variants/Positions.h"
+#include "Semantics/Positions.h"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 #ifndef ATTNC_COMPILER_REFERENCE_KERNELTENSORS_H
 #define ATTNC_COMPILER_REFERENCE_KERNELTENSORS_H
 
-#include "Artifact/Arguments.h"
+#include "Abi/Arguments.h"
 #include "Reference/Array4.h"
 
 #include <dlpack/dlpack.h>

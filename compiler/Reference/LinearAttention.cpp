@@ -1,6 +1,6 @@
 #include "Reference/Attention.h"
 #include "Reference/MaskEvaluator.h"
-#include "Variants/Favor.h"
+#include "Semantics/Favor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
 #include "Reference/MaskEvaluator.h"
 
 #include "Reference/HeadInputs.h"
-#include "Variants/Masks.h"
-#include "Variants/Positions.h"
-#include "Variants/Random.h"
+#include "Semantics/Masks.h"
+#include "Semantics/Positions.h"
+#include "Semantics/Random.h"
 
 #include <algorithm>
 

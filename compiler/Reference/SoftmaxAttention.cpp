@@ -1,7 +1,7 @@
 #include "Reference/Attention.h"
 #include "Reference/MaskEvaluator.h"
-#include "Variants/Positions.h"
-#include "Variants/Random.h"
+#include "Semantics/Positions.h"
+#include "Semantics/Random.h"
 
 #include <algorithm>
 #include <cmath>

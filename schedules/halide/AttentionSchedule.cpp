@@ -204,7 +204,7 @@ void checkHalideSchedule(const std::string& family, const ScheduleParams& params
   requireMultiple("key_block", "key_unroll");
 }
 
-void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
+void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParams& params) {
   const int lanes = static_cast<int>(params.get("vector_width"));
   const int keys = static_cast<int>(params.get("key_unroll"));
   const int rows = static_cast<int>(params.get("row_unroll"));
@@ -220,7 +220,7 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   // side by side, nothing else to read), o's tasks compute their tile's state and write o.
   // Otherwise the finished rows (d_v + 1 values each) are stored whole for their readers; that
   // round trip is a third of the state's, whose root storage cost 1.5x at T = 256.
-  const bool oInTask = !a.order && !spec.lse && !spec.weights && spec.variant != Variant::Mha;
+  const bool oInTask = !a.gathered && !spec.lse && !spec.weights && spec.variant != Variant::Mha;
   Var oTile("o_tile"), oRow("o_row");
   LoopLevel taskLevel;
   if (oInTask) {
@@ -292,7 +292,7 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   // each block measured 4.97 ms against 4.83 at T = 4096, stride 16; gathering K and V into
   // slot order once per call, 9.5).
   const bool convertPerBlock = spec.dtype == DType::F16;
-  if (a.order) {
+  if (a.gathered) {
     a.rowPosition.compute_at(taskLevel).vectorize(row, lanes);
     a.keyPosition.compute_at(a.state, block).vectorize(jj, lanes);
   }
@@ -304,25 +304,23 @@ void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const SchedulePa
   // Tensors are usually dense along the head dim: specialise the vector loads of K and V for that
   // (other strides take the general path, with gathers).
   if (convertPerBlock) {
-    a.keyBlock.specialize(a.terms->k().dim(0).stride() == 1);
-    a.valueBlock.specialize(a.terms->v().dim(0).stride() == 1);
+    a.keyBlock.specialize(a.k.dim(0).stride() == 1);
+    a.valueBlock.specialize(a.v.dim(0).stride() == 1);
   } else
-    a.blockAcc.update().specialize(a.terms->v().dim(0).stride() == 1);
-  a.queryRows.specialize(a.terms->q().dim(0).stride() == 1);
-  for (Func table : a.terms->tables())
-    table.compute_root();
-  for (Func table : a.operands.tables)
+    a.blockAcc.update().specialize(a.v.dim(0).stride() == 1);
+  a.queryRows.specialize(a.q.dim(0).stride() == 1);
+  for (Func table : a.tables)
     table.compute_root();
   if (spec.rope) // keys rotated once per call, not once per query tile
-    a.operands.rotatedKeys.compute_root().vectorize(d, lanes, guard).parallel(b);
+    a.rotatedKeys.compute_root().vectorize(d, lanes, guard).parallel(b);
   // Products once per call (K, V projections): parallel register-tiled GEMMs. Per query tile
   // (the query's projection): in the task, before the tile's first key block; the weights pass
   // reads the query rows too, so with weights it is one product per call as well, as it is
   // when a tile's rows are gathered.
-  for (const Projection& p : a.operands.perCall)
+  for (const Projection& p : a.perCall)
     scheduleProjection(p, lanes, LoopLevel::root(), true);
-  for (const Projection& p : a.operands.perQueryTile)
-    if (spec.weights || a.order) // a gathered tile's rows are spread over the sequence
+  for (const Projection& p : a.perQueryTile)
+    if (spec.weights || a.gathered) // a gathered tile's rows are spread over the sequence
       scheduleProjection(p, lanes, LoopLevel::root(), true);
     else
       scheduleProjection(p, lanes, taskLevel, false);

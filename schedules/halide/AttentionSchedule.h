@@ -4,8 +4,8 @@
 #define ATTNC_SCHEDULES_HALIDE_ATTENTIONSCHEDULE_H
 
 #include "ScheduleParams.h"
-#include "halide/AttentionAlgorithm.h"
-#include "halide/LinearAlgorithm.h"
+#include "Spec/Spec.h"
+#include "halide/Stages.h"
 
 #include <map>
 #include <span>
@@ -43,11 +43,11 @@ std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const 
 // "cuda" a block of keys and values must fit in 48 KiB of shared memory as f32.
 void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec);
 
-void scheduleAttention(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParams& params);
 
 // Linear attention's CPU schedule (LinearSchedule.cpp): features and key-value products once per
 // call, the chunk sums in parallel, the prefix scan, then each chunk of rows in a task.
-void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+void scheduleLinearAttention(LinearStages& a, const Spec& spec, const ScheduleParams& params);
 
 // Register tiles of a Projection: kProjectionRows positions by kProjectionVectors vectors of
 // output elements (16 accumulators, enough to hide the FMA latency on two ports), accumulated
@@ -63,7 +63,7 @@ void scheduleWeightsPass(Halide::Func weights, Halide::Func score, Halide::RVar 
 // The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
 // key_block keys per online-softmax step staged in shared memory (with the query tile when both
 // fit in 48 KiB); the CPU register-tiling parameters are unused.
-void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params);
+void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleParams& params);
 // checkHalideSchedule's part for "cuda".
 void checkCudaSchedule(const ScheduleParams& params, const Spec& spec);
 

@@ -48,7 +48,7 @@ void checkCudaSchedule(const ScheduleParams& params, const Spec& spec) {
                      " are allowed, so lower key_block");
 }
 
-void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
+void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleParams& params) {
   const int rows = static_cast<int>(params.get("query_tile"));
   const int keys = static_cast<int>(params.get("key_block"));
   Var d = a.d, row = a.row, tile = a.tile, jj = a.jj, h = a.h, b = a.b;
@@ -73,9 +73,9 @@ void scheduleAttentionCuda(AttentionAlgorithm& a, const Spec& spec, const Schedu
     stageOnThreads(a.query, d, row, rows);
   }
   if (spec.rope)
-    a.operands.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
+    a.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
                                   8);
-  for (Func table : a.terms->tables())
+  for (Func table : a.tables)
     table.compute_root();
 
   Var dOuter("d_outer"), iOuter("i_outer"), dInner("d_inner"), iInner("i_inner"), hb("hb");

@@ -4,7 +4,7 @@ namespace attnc::halide {
 
 using namespace Halide;
 
-void scheduleLinearAttention(LinearAlgorithm& a, const Spec& spec, const ScheduleParams& params) {
+void scheduleLinearAttention(LinearStages& a, const Spec& spec, const ScheduleParams& params) {
   const int lanes = static_cast<int>(params.get("vector_width"));
   const TailStrategy guard = TailStrategy::GuardWithIf;
   Var e = a.e, f = a.f, i = a.i, j = a.j, c = a.c, h = a.h, g = a.g, b = a.b;

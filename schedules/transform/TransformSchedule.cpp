@@ -1,7 +1,7 @@
 #include "transform/TransformSchedule.h"
 
 #include "Support/Errors.h"
-#include "attn/Transforms/MmaContract.h"
+#include "bundle/MmaContract.h"
 
 #include <algorithm>
 #include <regex>

@@ -1,4 +1,6 @@
 """Helpers for the CLI tests: run attnc, check exit codes and messages, write .npy files."""
+import functools
+import json
 import os
 import struct
 import subprocess
@@ -6,15 +8,35 @@ import tempfile
 import unittest
 
 ATTNC = os.environ.get("ATTNC", "attnc")
-# The backends this build of attnc has; the sanitizer build (scripts/test-sanitized) has only
-# the reference backend, and tests of the others are reported as skipped there.
-BUILT_BACKENDS = os.environ.get("ATTNC_BACKENDS", "reference halide mlir").split()
+
+
+def _registered_backends():
+    r = subprocess.run([ATTNC, "backends", "--json"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError("attnc backends --json failed: " + r.stderr)
+    return [b["name"] for b in json.loads(r.stdout)["backends"]]
+
+
+# The backends this build of attnc registers (attnc backends), fastest first; the sanitizer
+# build (scripts/test-sanitized) has only the reference backend, and tests of the others are
+# reported as skipped there.
+BUILT_BACKENDS = _registered_backends()
 
 
 def needs_backends(*backends):
     """Skips a test or class unless attnc was built with every one of `backends`."""
     missing = [b for b in backends if b not in BUILT_BACKENDS]
     return unittest.skipIf(missing, "attnc was built without the %s backend" % " and ".join(missing))
+
+
+@functools.lru_cache(maxsize=None)
+def verdicts(spec, target="host"):
+    """attnc backends --spec: for each built backend, None when it builds `spec` for `target`,
+    else its reason (the capability table's gap, as compile reports it)."""
+    r = attnc("backends", "--spec", spec, "--target", target, "--json")
+    if r.returncode != 0:
+        raise AssertionError("attnc backends --spec %r failed: %s" % (spec, r.stderr))
+    return {b["name"]: b.get("reason") for b in json.loads(r.stdout)["backends"]}
 
 
 def attnc(*args, env=None, timeout=300):

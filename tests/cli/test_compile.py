@@ -38,11 +38,11 @@ class CompileCommand(CliTestCase):
         if "halide" in BUILT_BACKENDS:
             self.expect(attnc("compile", "d_k=8", "--backend", "halide", "--target", "riscv",
                               "-o", out), 2, "not a target of the halide backend")
-        self.expect(attnc("compile", "d_k=8", "--emit", "a", "-o", out), 2,
-                    "the reference backend writes bundles only")
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--emit", "a", "-o", out),
+                    2, "the reference backend writes bundles only")
         self.expect(attnc("compile", "d_k=8", "--emit", "pdf", "-o", out), 2)
-        self.expect(attnc("compile", "d_k=8", "--target", "cuda-sm_90", "-o", out), 2,
-                    "builds for the host only")
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--target", "cuda-sm_90",
+                          "-o", out), 2, "not a target of the reference backend; known: host")
         self.expect(attnc("compile", "d_k=8"), 2, "--out")
         self.assertFalse(os.path.exists(out))
 

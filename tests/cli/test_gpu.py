@@ -8,15 +8,13 @@ import shutil
 import subprocess
 import unittest
 
-from common import CliTestCase, attnc, needs_backends
+from common import CliTestCase, attnc, needs_backends, verdicts
 
 TARGETS = ["cuda-sm_80", "cuda-sm_90"]
 # The PTX architecture each backend writes for a target: Halide 14 stops at sm_86 (the driver
 # compiles that PTX for sm_90).
 PTX_ARCH = {"mlir": {"cuda-sm_80": "sm_80", "cuda-sm_90": "sm_90"},
             "halide": {"cuda-sm_80": "sm_80", "cuda-sm_90": "sm_86"}}
-# What a backend refuses on CUDA, with the reason it gives.
-REFUSED = {"halide": [("dtype=bf16", "does not support dtype=bf16 on CUDA targets")]}
 
 # The GPU coverage: sdpa, GQA, causal (both alignments), padding, window, LSE, head dims
 # 64/128/256, the three dtypes, and the modifiers the CPU kernels share. f16 and bf16 run on
@@ -77,11 +75,12 @@ class CudaBundles(CliTestCase):
         for backend, arches in PTX_ARCH.items():
             for spec, target in ((s, t) for s in CASES for t in TARGETS):
                 with self.subTest(backend=backend, spec=spec, target=target):
-                    refused = [why for part, why in REFUSED.get(backend, []) if part in spec]
+                    # What the capability table says the backend does not build, it refuses.
+                    refused = verdicts(spec, target)[backend]
                     if refused:
                         self.expect(attnc("compile", spec, "--backend", backend, "--target",
                                           target, "-o", os.path.join(self.tmp, "no")), 2,
-                                    refused[0])
+                                    refused)
                         continue
                     _, ptx = self.compile(spec, target, backend)
                     with open(ptx) as f:
@@ -138,8 +137,8 @@ class CudaBundles(CliTestCase):
                           "(checked); the numerics run where a GPU is")
         for backend in PTX_ARCH:
             for spec in CASES:
-                if any(part in spec for part, _ in REFUSED.get(backend, [])):
-                    continue
+                if verdicts(spec, "cuda-sm_80")[backend]:
+                    continue  # refused, as test_ptx_for_every_case_and_arch checks
                 bundle, _ = self.compile(spec, "cuda-sm_80", backend)
                 for batch, tq, tk in SHAPES:
                     with self.subTest(backend=backend, spec=spec, shape=(batch, tq, tk)):

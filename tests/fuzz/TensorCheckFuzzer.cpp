@@ -2,12 +2,12 @@
 // byte offsets and data addresses. checkTensors must return a verdict without reading a field
 // it has not validated (ASan catches a read of ndim shape entries past the given array), and
 // a tensor it accepts must have a span that fits the address space and the manifest's shape,
-// checked again here with the kernel entries' own contract (Artifact/ShapeContract.h).
-#include "Artifact/ShapeContract.h"
+// checked again here with the kernel entries' own contract (bundle/ShapeContract.h).
 #include "RuntimeManifest.h"
 #include "TensorCheck.h"
 #include "attnc/Hash.hpp"
 #include "attnc/TensorSpan.hpp"
+#include "bundle/ShapeContract.h"
 
 #include <algorithm>
 #include <cstdint>

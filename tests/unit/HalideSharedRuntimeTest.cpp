@@ -1,6 +1,6 @@
 // Halide bundles carry the Halide runtime, yet a process uses one copy of it: the runtime makes
 // the first Halide bundle's halide_* symbols global and later bundles bind to them.
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 #include "TestSupport.h"
 #include "attnc/Runtime.hpp"
 

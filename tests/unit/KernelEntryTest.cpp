@@ -1,7 +1,7 @@
 // The code generators' kernel entries guard themselves: a Halide entry refuses tensors its
 // 32-bit indices cannot address, an MLIR entry refuses tensors of other shapes than its code
 // was compiled for, whatever the manifest the runtime checked them against says.
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 #include "TestSupport.h"
 #include "attnc/Runtime.hpp"
 

@@ -1,4 +1,4 @@
-#include "Variants/Random.h"
+#include "Semantics/Random.h"
 
 #include <gtest/gtest.h>
 

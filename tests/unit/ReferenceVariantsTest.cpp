@@ -1,7 +1,7 @@
 // The variants against sdpa identities and direct formulas, and the position modifiers.
+#include "Semantics/Favor.h"
+#include "Semantics/Positions.h"
 #include "TestSupport.h"
-#include "Variants/Favor.h"
-#include "Variants/Positions.h"
 
 #include <cmath>
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
 // The runtime loads real bundles and refuses mismatched ones with a message, never a crash.
-#include "Artifact/BundleWriter.h"
-#include "Artifact/Manifest.h"
-#include "Artifact/Toolchain.h"
-#include "Backends/Backend.h"
+#include "Abi/Manifest.h"
+#include "Driver/Driver.h"
+#include "Link/BundleWriter.h"
+#include "Link/Toolchain.h"
 #include "TestSupport.h"
 #include "attnc/Runtime.hpp"
 
@@ -22,6 +22,7 @@ protected:
 
   std::string compile(const std::string& spec) {
     CompileOptions options;
+    options.backend = "reference";
     options.outDir = dir_;
     return compileBundle(parseSpec(spec), options).primary.string();
   }

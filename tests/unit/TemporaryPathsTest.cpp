@@ -2,7 +2,7 @@
 // staged output file and a compile's staging directory, and never a finished output.
 #include "Support/TemporaryPaths.h"
 
-#include "Artifact/BundleWriter.h"
+#include "Link/BundleWriter.h"
 #include "OutputFile.h"
 #include "TestSupport.h"
 

@@ -1,5 +1,5 @@
 // The tuner's search spaces and search, and the tuning database under damage and concurrency.
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 #include "TestSupport.h"
 #include "Tuning/Search.h"
 #include "Tuning/TuningDatabase.h"

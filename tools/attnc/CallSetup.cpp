@@ -3,9 +3,9 @@
 #include "Reference/MaskEvaluator.h"
 
 #include "Npy.h"
+#include "Semantics/Favor.h"
+#include "Semantics/Random.h"
 #include "Support/Errors.h"
-#include "Variants/Favor.h"
-#include "Variants/Random.h"
 #include "attnc/DType.hpp"
 #include "attnc/TensorSpan.hpp"
 

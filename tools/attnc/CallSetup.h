@@ -1,9 +1,9 @@
 // Building a bundle call from command-line flags: sizes, inputs from .npy files or seeded
 // random data, and output buffers. Shared by `attnc run` and `attnc verify`.
-#ifndef ATTNC_TOOLS_CALLSETUP_H
-#define ATTNC_TOOLS_CALLSETUP_H
+#ifndef ATTNC_TOOLS_ATTNC_CALLSETUP_H
+#define ATTNC_TOOLS_ATTNC_CALLSETUP_H
 
-#include "Artifact/Arguments.h"
+#include "Abi/Arguments.h"
 #include "Reference/Reference.h"
 #include "Support/HostTensor.h"
 #include "attnc/attnc.h"
@@ -60,4 +60,4 @@ std::vector<uint8_t> keptScores(Call& call, int64_t b, int64_t h, IndexRange que
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_CALLSETUP_H
+#endif // ATTNC_TOOLS_ATTNC_CALLSETUP_H

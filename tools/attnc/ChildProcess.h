@@ -1,7 +1,7 @@
 // Running a command as a child with a time limit, for attnc tune: a candidate that crashes or
 // hangs costs its trial, never the tuning run.
-#ifndef ATTNC_TOOLS_CHILDPROCESS_H
-#define ATTNC_TOOLS_CHILDPROCESS_H
+#ifndef ATTNC_TOOLS_ATTNC_CHILDPROCESS_H
+#define ATTNC_TOOLS_ATTNC_CHILDPROCESS_H
 
 #include <chrono>
 #include <filesystem>
@@ -32,4 +32,4 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_CHILDPROCESS_H
+#endif // ATTNC_TOOLS_ATTNC_CHILDPROCESS_H

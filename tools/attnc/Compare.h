@@ -1,6 +1,6 @@
 // Comparing a kernel's outputs with the f64 reference's.
-#ifndef ATTNC_TOOLS_COMPARE_H
-#define ATTNC_TOOLS_COMPARE_H
+#ifndef ATTNC_TOOLS_ATTNC_COMPARE_H
+#define ATTNC_TOOLS_ATTNC_COMPARE_H
 
 #include "Spec/Spec.h"
 
@@ -36,4 +36,4 @@ Comparison compare(const std::vector<double>& got, const std::vector<double>& wa
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_COMPARE_H
+#endif // ATTNC_TOOLS_ATTNC_COMPARE_H

@@ -1,6 +1,6 @@
 // attnc compile: spec -> bundle.
-#include "Backends/Backend.h"
 #include "Commands.h"
+#include "Driver/Driver.h"
 #include "Support/Errors.h"
 #include "TunedSchedule.h"
 
@@ -30,7 +30,7 @@ std::map<std::string, int64_t> parseScheduleOverrides(const std::vector<std::str
 namespace {
 
 struct CompileCommandOptions {
-  std::string spec, backend = "reference", out, name, targetList = "host";
+  std::string spec, backend = "auto", out, name, targetList = "host";
   std::vector<std::string> emit{"so"};
   std::vector<std::string> schedule;
   std::vector<int64_t> tunedFor;
@@ -78,8 +78,6 @@ CompileOptions targetOptions(const Spec& spec, const CompileCommandOptions& o,
     options.backend = tuned.front().backend;
     options.schedule = tuned.front().values;
     options.scheduleProvenance = tuned.front().provenance;
-  } else if (o.backend == "auto") {
-    options.backend = "mlir";
   }
   return options;
 }
@@ -91,8 +89,8 @@ Action addCompileCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compile", "Compile a spec into a kernel bundle");
   cmd->add_option("spec", o->spec, "spec text 'key=value ...' or a .json file")->required();
   cmd->add_option("--backend", o->backend,
-                  "reference | halide | mlir | auto (the backend of the best tuning record, "
-                  "else mlir)")
+                  "mlir | halide | reference | auto: the backend of the best tuning record, "
+                  "else the fastest that covers the spec and target (attnc backends)")
       ->capture_default_str();
   cmd->add_option("--target", o->targetList,
                   "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "

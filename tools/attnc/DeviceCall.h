@@ -1,7 +1,7 @@
 // A call's tensors mirrored in CUDA device memory, for running GPU bundles from the tools:
 // inputs are copied in when it is made, outputs copied back on request.
-#ifndef ATTNC_TOOLS_DEVICECALL_H
-#define ATTNC_TOOLS_DEVICECALL_H
+#ifndef ATTNC_TOOLS_ATTNC_DEVICECALL_H
+#define ATTNC_TOOLS_ATTNC_DEVICECALL_H
 
 #include "CallSetup.h"
 #include "attnc/CudaDriver.hpp"
@@ -82,4 +82,4 @@ private:
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_DEVICECALL_H
+#endif // ATTNC_TOOLS_ATTNC_DEVICECALL_H

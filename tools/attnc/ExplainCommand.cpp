@@ -1,6 +1,6 @@
 // attnc explain: the IR of the MLIR pipeline after each named stage.
-#include "Backends/Backend.h"
 #include "Commands.h"
+#include "Driver/Driver.h"
 
 #include <fmt/core.h>
 #include <memory>

@@ -1,7 +1,7 @@
 // attnc viz: a matrix of attention weights drawn as a heatmap, rows the queries and columns the
 // keys, as PNG or SVG through cairo (one drawing for both formats, text included).
-#ifndef ATTNC_TOOLS_HEATMAP_H
-#define ATTNC_TOOLS_HEATMAP_H
+#ifndef ATTNC_TOOLS_ATTNC_HEATMAP_H
+#define ATTNC_TOOLS_ATTNC_HEATMAP_H
 
 #include <cstdint>
 #include <filesystem>
@@ -52,4 +52,4 @@ void writeHeatmap(const Heatmap& map, const std::filesystem::path& path);
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_HEATMAP_H
+#endif // ATTNC_TOOLS_ATTNC_HEATMAP_H

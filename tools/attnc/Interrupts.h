@@ -7,8 +7,8 @@
 //    (130 for Ctrl-C, 143 for SIGTERM) and no partial output is left.
 //  - A command that stops on its own terms (attnc tune: it finishes the trial in hand, records
 //    it and exits) calls deferInterrupts() and polls interruptSignal().
-#ifndef ATTNC_TOOLS_INTERRUPTS_H
-#define ATTNC_TOOLS_INTERRUPTS_H
+#ifndef ATTNC_TOOLS_ATTNC_INTERRUPTS_H
+#define ATTNC_TOOLS_ATTNC_INTERRUPTS_H
 
 #include <csignal>
 
@@ -28,4 +28,4 @@ sigset_t interruptSignals();
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_INTERRUPTS_H
+#endif // ATTNC_TOOLS_ATTNC_INTERRUPTS_H

@@ -1,6 +1,6 @@
 // NumPy .npy files (format 1.0-3.0), little-endian, C order, for the CLI's inputs and outputs.
-#ifndef ATTNC_TOOLS_NPY_H
-#define ATTNC_TOOLS_NPY_H
+#ifndef ATTNC_TOOLS_ATTNC_NPY_H
+#define ATTNC_TOOLS_ATTNC_NPY_H
 
 #include "OutputFile.h"
 #include "Support/HostTensor.h"
@@ -32,4 +32,4 @@ void write(const std::filesystem::path& path, const HostTensor& tensor);
 
 } // namespace attnc::npy
 
-#endif // ATTNC_TOOLS_NPY_H
+#endif // ATTNC_TOOLS_ATTNC_NPY_H

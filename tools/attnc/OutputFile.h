@@ -1,7 +1,7 @@
 // Output files that appear whole or not at all: written to a temporary file in the same
 // directory, then renamed over the target (atomic within a file system).
-#ifndef ATTNC_TOOLS_OUTPUTFILE_H
-#define ATTNC_TOOLS_OUTPUTFILE_H
+#ifndef ATTNC_TOOLS_ATTNC_OUTPUTFILE_H
+#define ATTNC_TOOLS_ATTNC_OUTPUTFILE_H
 
 #include "Support/TemporaryPaths.h"
 
@@ -39,4 +39,4 @@ void writeFileAtomically(const std::filesystem::path& path, std::string_view con
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_OUTPUTFILE_H
+#endif // ATTNC_TOOLS_ATTNC_OUTPUTFILE_H

@@ -1,5 +1,5 @@
 // attnc run, attnc verify: a bundle through the runtime, on given or random inputs.
-#include "Artifact/Manifest.h"
+#include "Abi/Manifest.h"
 #include "CallSetup.h"
 #include "Commands.h"
 #include "Compare.h"

@@ -1,6 +1,6 @@
 #include "RunSupport.h"
 
-#include "Artifact/Manifest.h"
+#include "Abi/Manifest.h"
 #include "DeviceCall.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // What `attnc run`, `verify` and `bench` share: their flags, and timing and FLOP helpers.
-#ifndef ATTNC_TOOLS_RUNSUPPORT_H
-#define ATTNC_TOOLS_RUNSUPPORT_H
+#ifndef ATTNC_TOOLS_ATTNC_RUNSUPPORT_H
+#define ATTNC_TOOLS_ATTNC_RUNSUPPORT_H
 
 #include "CallSetup.h"
 #include "Reference/Reference.h"
@@ -37,4 +37,4 @@ Spec bundleSpec(const runtime::Bundle& bundle);
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_RUNSUPPORT_H
+#endif // ATTNC_TOOLS_ATTNC_RUNSUPPORT_H

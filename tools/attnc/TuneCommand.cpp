@@ -2,9 +2,10 @@
 // each trial in the tuning database; --merge, --export and --import move records between
 // databases and machines.
 #include "ChildProcess.h"
+#include "Commands.h"
+#include "Driver/Driver.h"
 #include "Interrupts.h"
 #include "OutputFile.h"
-#include "Commands.h"
 #include "TuneReport.h"
 #include "Tuner.h"
 

@@ -1,8 +1,8 @@
 // attnc tune --report: what a tuning run found for one spec, shape bucket, target and machine,
 // as markdown tables on stdout and an SVG plot: each trial's time in the order the search ran
 // them with the best so far, and per parameter, the times of the trials at each of its values.
-#ifndef ATTNC_TOOLS_TUNEREPORT_H
-#define ATTNC_TOOLS_TUNEREPORT_H
+#ifndef ATTNC_TOOLS_ATTNC_TUNEREPORT_H
+#define ATTNC_TOOLS_ATTNC_TUNEREPORT_H
 
 #include "Backends/Backend.h"
 #include "Tuning/TuningRecord.h"
@@ -22,4 +22,4 @@ void writeTuneReport(const std::vector<tuning::TrialRecord>& trials,
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_TUNEREPORT_H
+#endif // ATTNC_TOOLS_ATTNC_TUNEREPORT_H

@@ -1,6 +1,6 @@
 #include "TunedSchedule.h"
 
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 #include "Tuner.h"
 #include "Tuning/Search.h"
 #include "Tuning/TuningDatabase.h"

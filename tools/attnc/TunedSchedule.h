@@ -1,7 +1,7 @@
 // compile's use of the tuning database: the best verified trial for a spec, a target and this
 // machine, from the user's database overlaid on the system one.
-#ifndef ATTNC_TOOLS_TUNEDSCHEDULE_H
-#define ATTNC_TOOLS_TUNEDSCHEDULE_H
+#ifndef ATTNC_TOOLS_ATTNC_TUNEDSCHEDULE_H
+#define ATTNC_TOOLS_ATTNC_TUNEDSCHEDULE_H
 
 #include "Spec/Spec.h"
 #include "Tuning/TuningRecord.h"
@@ -31,4 +31,4 @@ std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::strin
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_TUNEDSCHEDULE_H
+#endif // ATTNC_TOOLS_ATTNC_TUNEDSCHEDULE_H

@@ -1,6 +1,7 @@
 #include "Tuner.h"
 
 #include "ChildProcess.h"
+#include "Driver/Driver.h"
 #include "Interrupts.h"
 #include "Tuning/Hardware.h"
 #include "attnc/CudaDriver.hpp"

@@ -1,8 +1,8 @@
 // attnc tune's run: the search loop over candidates, each measured in child processes
 // (compile, verify on a small odd shape, bench with flushed caches), every trial written to
 // the database as it ends, progress on a terminal and JSON-lines events otherwise.
-#ifndef ATTNC_TOOLS_TUNER_H
-#define ATTNC_TOOLS_TUNER_H
+#ifndef ATTNC_TOOLS_ATTNC_TUNER_H
+#define ATTNC_TOOLS_ATTNC_TUNER_H
 
 #include "Spec/Spec.h"
 #include "Tuning/Search.h"
@@ -46,4 +46,4 @@ int tune(const Spec& spec, const TuneOptions& options, tuning::TuningDatabase& d
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_TUNER_H
+#endif // ATTNC_TOOLS_ATTNC_TUNER_H

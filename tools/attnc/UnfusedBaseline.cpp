@@ -2,8 +2,8 @@
 
 #include "Reference/Array4.h"
 #include "RunSupport.h"
+#include "Semantics/Positions.h"
 #include "VectorTanh.h"
-#include "Variants/Positions.h"
 
 #include <algorithm>
 #include <atomic>
@@ -68,17 +68,26 @@ void parallelGemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, 
 
 } // namespace
 
+const Coverage& UnfusedBaseline::coverage() {
+  static const Coverage row = [] {
+    Coverage row = fullCoverage(TargetFamily::Cpu);
+    row.variants = {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
+                    Variant::Linformer};
+    row.masks = {MaskKind::Causal, MaskKind::Padding};
+    row.modifiers = {};
+    return row;
+  }();
+  return row;
+}
+
 std::optional<std::string> UnfusedBaseline::unsupported(const Spec& s) {
-  if (s.variant == Variant::Linear)
-    return "the unfused baseline covers the softmax variants (linear attention: compare with "
-           "--against an sdpa bundle)";
-  MaskSet covered;
-  covered.add(MaskKind::Causal);
-  covered.add(MaskKind::Padding);
-  if ((s.masks.bits & ~covered.bits) != 0 || s.alibi || s.bias || s.softcap > 0 || s.rope ||
-      s.dropout > 0)
-    return "the unfused baseline covers no mask, causal and padding, without modifiers";
-  return std::nullopt;
+  std::optional<std::string> gap = firstGap(coverage(), s);
+  if (!gap)
+    return std::nullopt;
+  return "the unfused baseline does not cover " + *gap + "; it covers " +
+         describeCoverage(coverage()) +
+         (s.variant == Variant::Linear ? " (linear attention: compare with --against an sdpa bundle)"
+                                       : "");
 }
 
 std::string UnfusedBaseline::describe(const Spec& s) {

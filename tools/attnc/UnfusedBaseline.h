@@ -9,9 +9,10 @@
 //   mha        x W_Q, x W_K, x W_V (one sgemm each on all threads, PE added first), sdpa per
 //              head, then Concat(heads) W_O (an sgemm): separate GEMM and attention calls. The
 //              attention is the unfused one, or an attnc sdpa bundle (useAttentionBundle).
-#ifndef ATTNC_TOOLS_UNFUSEDBASELINE_H
-#define ATTNC_TOOLS_UNFUSEDBASELINE_H
+#ifndef ATTNC_TOOLS_ATTNC_UNFUSEDBASELINE_H
+#define ATTNC_TOOLS_ATTNC_UNFUSEDBASELINE_H
 
+#include "Backends/Coverage.h"
 #include "CallSetup.h"
 #include "attnc/Runtime.hpp"
 
@@ -24,8 +25,10 @@ namespace attnc::tools {
 
 class UnfusedBaseline {
 public:
-  // Why the baseline cannot run this spec (it covers the softmax variants with no mask,
-  // causal and padding, without modifiers; not linear attention).
+  // Its row of the capability table (attnc backends): the softmax variants with no mask,
+  // causal and padding, without modifiers, on the CPU.
+  static const Coverage& coverage();
+  // Why the baseline cannot run this spec (the row's first gap), or nullopt.
   static std::optional<std::string> unsupported(const Spec& spec);
   // What run() does, in a few words.
   static std::string describe(const Spec& spec);
@@ -73,4 +76,4 @@ private:
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_UNFUSEDBASELINE_H
+#endif // ATTNC_TOOLS_ATTNC_UNFUSEDBASELINE_H

@@ -1,6 +1,6 @@
 // Vectorised tanh for the unfused additive baseline (UnfusedBaseline.cpp).
-#ifndef ATTNC_TOOLS_VECTORTANH_H
-#define ATTNC_TOOLS_VECTORTANH_H
+#ifndef ATTNC_TOOLS_ATTNC_VECTORTANH_H
+#define ATTNC_TOOLS_ATTNC_VECTORTANH_H
 
 #include <cstddef>
 
@@ -10,4 +10,4 @@ void tanhInPlace(float* x, size_t n);
 
 } // namespace attnc::tools
 
-#endif // ATTNC_TOOLS_VECTORTANH_H
+#endif // ATTNC_TOOLS_ATTNC_VECTORTANH_H

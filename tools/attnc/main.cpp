@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   track(attnc::tools::addExplainCommand(app));
   track(attnc::tools::addTuneCommand(app));
   track(attnc::tools::addVizCommand(app));
+  track(attnc::tools::addBackendsCommand(app));
 
   try {
     app.parse(argc, argv);

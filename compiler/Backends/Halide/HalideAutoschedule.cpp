@@ -1,6 +1,6 @@
 #include "Backends/Halide/HalideAutoschedule.h"
 
-#include "Artifact/Arguments.h"
+#include "Abi/Arguments.h"
 #include "Support/Errors.h"
 
 #include <array>

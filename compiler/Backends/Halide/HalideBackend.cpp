@@ -1,9 +1,11 @@
 #include "Backends/Halide/HalideBackend.h"
 
-#include "Artifact/Manifest.h"
-#include "Artifact/Toolchain.h"
+#include "Abi/Manifest.h"
+#include "Backends/Halide/AttentionAlgorithm.h"
 #include "Backends/Halide/HalideAutoschedule.h"
 #include "Backends/Halide/HalideTarget.h"
+#include "Backends/Halide/LinearAlgorithm.h"
+#include "Link/Toolchain.h"
 #include "attnc/attnc.h"
 #include "halide/AttentionSchedule.h"
 
@@ -25,12 +27,40 @@ std::string functionName(const Spec& spec) {
   return "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12);
 }
 
+class HalideBackend final : public Backend {
+public:
+  std::string_view name() const override { return "halide"; }
+  std::string_view description() const override {
+    return "fused flash-style kernels through Halide 14 (CPU; CUDA for sdpa)";
+  }
+  std::vector<std::string> targets() const override { return halide::halideTargetNames(); }
+  std::span<const Coverage> coverage() const override;
+  std::optional<TuningSpace> tuningSpace(const Spec& spec,
+                                         const std::string& target) const override;
+  CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
+};
+
+// Every variant, mask, modifier, output and dtype on CPUs. On CUDA the schedule covers sdpa,
+// and bf16 is out: LLVM 14's NVPTX code generator (inside Halide 14) aborts on bf16 values.
+std::span<const Coverage> HalideBackend::coverage() const {
+  static const std::vector<Coverage> rows = [] {
+    Coverage cuda = fullCoverage(TargetFamily::Cuda);
+    cuda.variants = {Variant::Sdpa};
+    cuda.dtypes = {DType::F32, DType::F16};
+    cuda.gapReason = "its CUDA schedule covers sdpa, and LLVM 14's NVPTX code generator inside "
+                     "Halide 14 aborts on bf16 values";
+    return std::vector<Coverage>{fullCoverage(TargetFamily::Cpu), cuda};
+  }();
+  return rows;
+}
+
 } // namespace
 
-TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
+std::optional<TuningSpace> HalideBackend::tuningSpace(const Spec& spec,
+                                                      const std::string& targetName) const {
   const std::string family = halide::resolveHalideTarget(targetName).family;
   // libHalide14 pins the major version; its LLVM is built in.
-  return {"halide",
+  return TuningSpace{"halide",
           family,
           "Halide 14",
           halide::halideTuningParams(family, spec),
@@ -39,7 +69,7 @@ TuningSpace halideTuningSpace(const Spec& spec, const std::string& targetName) {
           halide::halideAutoscheduledCandidates(family, spec)};
 }
 
-CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
+CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& options) const {
   halide::HalideTarget target = halide::resolveHalideTarget(options.target);
   const std::set<std::string>& emit = options.emit;
   for (const std::string& kind : emit)
@@ -47,14 +77,6 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
         kind != "stmt" && kind != "ptx" && kind != "part" && kind != "sealed")
       throw UsageError("--emit " + kind +
                        ": the halide backend writes so, a, h, obj, asm, stmt (and ptx for cuda)");
-  if (target.family == "cuda" && spec.dtype == DType::BF16)
-    throw UsageError("the halide backend does not support dtype=bf16 on CUDA targets: LLVM 14's "
-                     "NVPTX code generator (inside Halide 14) aborts on bf16 values; use "
-                     "--backend mlir");
-  if (target.family == "cuda" && spec.variant != Variant::Sdpa)
-    throw UsageError("the halide backend does not support variant=" +
-                     std::string(variantName(spec.variant)) +
-                     " on CUDA targets yet (its CUDA schedule covers sdpa); use a CPU target");
   if (emit.count("ptx") && target.family != "cuda")
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
   if (emitsKernel(emit) && !target.runsHere)
@@ -180,6 +202,11 @@ CompileResult compileHalide(const Spec& spec, const CompileOptions& options) {
   }
   std::vector<std::filesystem::path> written = staging.commit(files);
   return {written.front(), written};
+}
+
+const Backend& halideBackend() {
+  static const HalideBackend backend;
+  return backend;
 }
 
 } // namespace attnc

@@ -7,10 +7,8 @@
 
 namespace attnc {
 
-CompileResult compileHalide(const Spec& spec, const CompileOptions& options);
-
-// The tuner's space for `target` (UsageError for a target the backend does not know).
-TuningSpace halideTuningSpace(const Spec& spec, const std::string& target);
+// The instance the driver registers.
+const Backend& halideBackend();
 
 } // namespace attnc
 

@@ -87,4 +87,8 @@ HalideTarget resolveHalideTarget(const std::string& name) {
   return result;
 }
 
+std::vector<std::string> halideTargetNames() {
+  return targetNames<NamedTarget>(kNamed);
+}
+
 } // namespace attnc::halide

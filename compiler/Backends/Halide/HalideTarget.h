@@ -3,10 +3,11 @@
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_HALIDETARGET_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_HALIDETARGET_H
 
-#include "Artifact/Manifest.h"
+#include "Abi/Manifest.h"
 
 #include <Halide.h>
 #include <string>
+#include <vector>
 
 namespace attnc::halide {
 
@@ -20,6 +21,9 @@ struct HalideTarget {
 // "host", "x86-64-avx2", "x86-64-avx512", "x86-64-sapphirerapids", "arm-64-linux". Throws
 // UsageError listing these for any other name.
 HalideTarget resolveHalideTarget(const std::string& name);
+
+// Those names, "host" first.
+std::vector<std::string> halideTargetNames();
 
 } // namespace attnc::halide
 

@@ -1,14 +1,14 @@
 #include "Backends/MLIR/MlirBackend.h"
 
-#include "Artifact/Arguments.h"
-#include "Artifact/Manifest.h"
-#include "Artifact/ShapeContract.h"
-#include "Artifact/Toolchain.h"
+#include "Abi/Arguments.h"
+#include "Abi/Manifest.h"
 #include "Backends/MLIR/MlirPipeline.h"
 #include "Backends/MLIR/MlirTarget.h"
 #include "Backends/MLIR/SpecToAttn.h"
+#include "Link/Toolchain.h"
 #include "Support/Errors.h"
 #include "attnc/attnc.h"
+#include "bundle/ShapeContract.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "transform/TransformSchedule.h"
 
@@ -60,7 +60,7 @@ std::string embeddedPtx(mlir::ModuleOp module) {
   return ptx;
 }
 
-// The kernel's shape contract (Artifact/ShapeContract.h) as the NUL-terminated string
+// The kernel's shape contract (runtime/bundle/ShapeContract.h) as the NUL-terminated string
 // kShapeContractSymbol, which the bundle's entry checks every call against.
 void embedShapeContract(llvm::Module& module, const Spec& spec) {
   llvm::Constant* text =
@@ -83,12 +83,46 @@ void writeText(const std::filesystem::path& path, const std::string& text) {
     throw JobError("cannot write " + path.string());
 }
 
+class MlirBackend final : public Backend {
+public:
+  std::string_view name() const override { return "mlir"; }
+  std::string_view description() const override {
+    return "the attn dialect lowered through MLIR 19 to vectorised CPU code and CUDA";
+  }
+  std::vector<std::string> targets() const override { return mlirbackend::mlirTargetNames(); }
+  std::span<const Coverage> coverage() const override;
+  std::optional<TuningSpace> tuningSpace(const Spec& spec,
+                                         const std::string& target) const override;
+  std::string explain(const Spec& spec, const CompileOptions& options, const std::string& stage,
+                      bool printIrAfterAll) const override;
+  CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
+};
+
+// What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
+// d_v != d_k, the masks causal, padding, window and tensor, ALiBi, softcap and bias, lse.
+std::span<const Coverage> MlirBackend::coverage() const {
+  static const std::vector<Coverage> rows = [] {
+    std::vector<Coverage> rows;
+    for (TargetFamily family : {TargetFamily::Cpu, TargetFamily::Cuda})
+      rows.push_back({family,
+                      {Variant::Sdpa},
+                      {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor},
+                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias},
+                      {Output::O, Output::Lse},
+                      {DType::F32, DType::F16, DType::BF16},
+                      ""});
+    return rows;
+  }();
+  return rows;
+}
+
 } // namespace
 
-TuningSpace mlirTuningSpace(const Spec& spec, const std::string& targetName) {
+std::optional<TuningSpace> MlirBackend::tuningSpace(const Spec& spec,
+                                                    const std::string& targetName) const {
   const std::string family =
       mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(targetName).family, spec);
-  return {"mlir",
+  return TuningSpace{"mlir",
           family,
           "LLVM " LLVM_VERSION_STRING,
           mlirschedule::mlirTuningParams(family),
@@ -98,7 +132,7 @@ TuningSpace mlirTuningSpace(const Spec& spec, const std::string& targetName) {
           }};
 }
 
-CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
+CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& options) const {
   for (const std::string& kind : options.emit)
     if (kind != "so" && kind != "mlir" && kind != "llvm" && kind != "asm" && kind != "obj" &&
         kind != "ptx" && kind != "part" && kind != "sealed")
@@ -179,8 +213,8 @@ CompileResult compileMlir(const Spec& spec, const CompileOptions& options) {
   return {written.front(), written};
 }
 
-std::string explainMlir(const Spec& spec, const CompileOptions& options, const std::string& stage,
-                        bool printIrAfterAll) {
+std::string MlirBackend::explain(const Spec& spec, const CompileOptions& options,
+                                 const std::string& stage, bool printIrAfterAll) const {
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
   std::vector<std::string_view> stages =
       mlirbackend::stagesFor(mlirschedule::scheduleFamily(target.family, spec));
@@ -207,6 +241,11 @@ std::string explainMlir(const Spec& spec, const CompileOptions& options, const s
   };
   mlirbackend::runPipeline(*context, spec, params, pipeline);
   return text;
+}
+
+const Backend& mlirBackend() {
+  static const MlirBackend backend;
+  return backend;
 }
 
 } // namespace attnc

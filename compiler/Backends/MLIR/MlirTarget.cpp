@@ -173,4 +173,8 @@ void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,
   out.flush();
 }
 
+std::vector<std::string> mlirTargetNames() {
+  return targetNames<NamedTarget>(kNamed);
+}
+
 } // namespace attnc::mlirbackend

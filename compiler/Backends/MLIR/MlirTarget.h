@@ -3,12 +3,13 @@
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
 
-#include "Artifact/Manifest.h"
+#include "Abi/Manifest.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace llvm {
 class LLVMContext;
@@ -30,6 +31,9 @@ struct MlirTarget {
 // "host", "x86-64-avx2", "x86-64-avx512", "x86-64-sapphirerapids", "arm-64-linux",
 // "cuda-sm_80", "cuda-sm_90". Throws UsageError listing these for any other name.
 MlirTarget resolveMlirTarget(const std::string& name);
+
+// Those names, "host" first.
+std::vector<std::string> mlirTargetNames();
 
 // The LLVM-dialect module as optimised (O3) LLVM IR for the target.
 std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirTarget& target,

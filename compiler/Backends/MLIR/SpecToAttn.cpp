@@ -1,6 +1,6 @@
 #include "Backends/MLIR/SpecToAttn.h"
 
-#include "Artifact/Arguments.h"
+#include "Abi/Arguments.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -46,32 +46,9 @@ RankedTensorType tensorOf(Value memref) {
   return RankedTensorType::get(type.getShape(), type.getElementType());
 }
 
-// The spec features this backend compiles; UsageError naming the first one it does not.
-void checkMlirCoverage(const Spec& s) {
-  auto refuse = [](const std::string& what) {
-    throw UsageError("the mlir backend does not support " + what +
-                     " yet; it covers variant=sdpa (GQA, d_v != d_k), masks causal, padding, "
-                     "window and tensor, alibi, softcap, bias, lse, f32/bf16/f16; "
-                     "use --backend halide");
-  };
-  if (s.variant != Variant::Sdpa)
-    refuse("variant=" + std::string(variantName(s.variant)));
-  for (MaskKind k : {MaskKind::Global, MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
-                     MaskKind::BigBird})
-    if (s.masks.has(k))
-      refuse("mask=" + std::string(maskKindName(k)));
-  if (s.rope)
-    refuse("rope");
-  if (s.dropout > 0)
-    refuse("dropout");
-  if (s.weights)
-    refuse("weights output");
-}
-
 } // namespace
 
 OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
-  checkMlirCoverage(spec);
   const std::vector<Argument> args = kernelArguments(spec);
   SmallVector<Type> types;
   for (const Argument& a : args)

@@ -1,5 +1,5 @@
 // The "attn" stage: a spec as one attn.attention in a kernel function whose arguments are the
-// bundle's (compiler/Artifact/Arguments.h), as strided memrefs.
+// bundle's (compiler/Abi/Arguments.h), as strided memrefs.
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_SPECTOATTN_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_SPECTOATTN_H
 
@@ -12,7 +12,8 @@ namespace attnc::mlirbackend {
 // The kernel function's name; the llvm stage splits it into <name>_tasks and <name>_run.
 inline constexpr const char* kKernelName = "attnc_mlir_kernel";
 
-// Throws UsageError naming the first spec feature this backend does not compile yet.
+// The spec must be one the backend's capability rows cover (MlirBackend.cpp); the driver
+// checks that first.
 mlir::OwningOpRef<mlir::ModuleOp> buildAttnModule(mlir::MLIRContext& context, const Spec& spec);
 
 } // namespace attnc::mlirbackend

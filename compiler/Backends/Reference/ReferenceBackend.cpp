@@ -1,15 +1,32 @@
 #include "Backends/Reference/ReferenceBackend.h"
 
-#include "Artifact/Manifest.h"
-#include "Artifact/Toolchain.h"
+#include "Abi/Manifest.h"
+#include "Link/Toolchain.h"
 #include "attnc/attnc.h"
 
 namespace attnc {
+namespace {
 
-CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& options) {
-  if (options.target != "host")
-    throw UsageError("--target " + options.target +
-                     ": the reference backend builds for the host only (--target host)");
+class ReferenceBackend final : public Backend {
+public:
+  std::string_view name() const override { return "reference"; }
+  std::string_view description() const override {
+    return "the f64 reference behind the kernel ABI (exact, slow)";
+  }
+  std::vector<std::string> targets() const override { return {"host"}; }
+  std::span<const Coverage> coverage() const override {
+    static const Coverage rows[] = {fullCoverage(TargetFamily::Cpu)};
+    return rows;
+  }
+  std::optional<TuningSpace> tuningSpace(const Spec&, const std::string&) const override {
+    return std::nullopt;
+  }
+  CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
+};
+
+} // namespace
+
+CompileResult ReferenceBackend::compile(const Spec& spec, const CompileOptions& options) const {
   for (const std::string& kind : options.emit)
     if (kind != "so" && kind != "sealed")
       throw UsageError("--emit " + kind + ": the reference backend writes bundles only (so)");
@@ -24,6 +41,11 @@ CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& opt
   const std::vector<std::filesystem::path> written =
       staging.commit(writeKernel(request, staging, options.emit));
   return {written.front(), written};
+}
+
+const Backend& referenceBackend() {
+  static const ReferenceBackend backend;
+  return backend;
 }
 
 } // namespace attnc

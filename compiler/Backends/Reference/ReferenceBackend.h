@@ -6,10 +6,12 @@
 
 namespace attnc {
 
-// Links libattnc_bundle_reference.a (the kernel entry) and libattnc_core.a (spec, reference)
-// with the manifest. The code is built for the host without optional CPU features, so the
-// only target is "host".
-CompileResult compileReferenceBundle(const Spec& spec, const CompileOptions& options);
+// The instance the driver registers. Its bundles link libattnc_bundle_reference.a (the kernel
+// entry) and libattnc_core.a (spec, reference) with the manifest. The code is built for the
+// host without optional CPU features, so the only target is "host". It covers every spec, has
+// nothing to tune, and `--backend auto` never picks it (it runs about 60x slower than the
+// others).
+const Backend& referenceBackend();
 
 } // namespace attnc
 

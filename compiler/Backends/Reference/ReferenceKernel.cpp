@@ -1,6 +1,6 @@
 // The kernel entry of reference bundles: binds the call's tensors to the spec embedded in the
 // bundle's manifest and runs the f64 reference on the runtime's thread pool.
-#include "Artifact/Manifest.h"
+#include "Abi/Manifest.h"
 #include "Reference/Reference.h"
 #include "attnc/attnc.h"
 

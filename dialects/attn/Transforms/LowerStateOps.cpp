@@ -4,8 +4,8 @@
 // update, so they lower to plain scalar loops that work for any domain.
 //
 //===---------------------------------------------------------------------------===//
+#include "Semantics/OnlineSoftmax.h"
 #include "attn/Transforms/LoweringUtils.h"
-#include "Variants/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -88,7 +88,7 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
           storeF32(ic, ic.create<arith::MulFOp>(a, inverse), op.getOutput(), {batch, head, row, c});
         });
         if (Value lse = op.getLse()) {
-          // lse = m + c + log l: l sums probabilities scaled by e^-c (Variants/OnlineSoftmax.h).
+          // lse = m + c + log l: l sums probabilities scaled by e^-c (Semantics/OnlineSoftmax.h).
           Value max = ib.create<memref::LoadOp>(op.getMax(), ValueRange{nb, nh, r});
           Value shift = f32Constant(ib, static_cast<float>(attnc::softmax::kProbabilityShift));
           Value value = ib.create<arith::AddFOp>(ib.create<arith::AddFOp>(max, shift),

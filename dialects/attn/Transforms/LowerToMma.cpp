@@ -35,10 +35,10 @@
 // step i.
 //
 //===---------------------------------------------------------------------------===//
+#include "Semantics/OnlineSoftmax.h"
 #include "attn/Transforms/LoweringUtils.h"
-#include "attn/Transforms/MmaContract.h"
 #include "attn/Transforms/ScoreTerms.h"
-#include "Variants/OnlineSoftmax.h"
+#include "bundle/MmaContract.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -7,16 +7,16 @@
 //   2. S[j, :] = mask(modifiers(S[j, :]))         elementwise, -inf where masked
 //      m' = max(m, max_j S[j, :])                  a vertical max: no shuffles
 //   3. P[j, :] = exp(S[j, :] - m' - c), l' = exp(m - m') l + sum_j P[j, :]
-//                                                 (c: Variants/OnlineSoftmax.h)
+//                                                 (c: Semantics/OnlineSoftmax.h)
 //   4. acc[c, :] = exp(m - m') acc[c, :] + sum_j P[j, :] * V[j, c]
 //                                                 valueSplit columns x R vectors per j
 //
 // S is a stack buffer of max_keys x rows floats, reused by every key block of the task.
 //
 //===---------------------------------------------------------------------------===//
+#include "Semantics/OnlineSoftmax.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
-#include "Variants/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -290,7 +290,7 @@ LogicalResult UpdateLowering::emit() {
     alpha.push_back(b.create<arith::SelectOp>(wasEmpty, zeros, a));
   }
   // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
-  // (Variants/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
+  // (Semantics/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
   SmallVector<Value> shiftedMax, blockSum;
   for (Value m : safeMax)
     shiftedMax.push_back(b.create<arith::AddFOp>(

@@ -31,7 +31,7 @@ void buildMapToGpuPipeline(mlir::OpPassManager& pm, int64_t blockThreads);
 
 // The CUDA "llvm" stage: the gpu.module to NVVM with an #nvvm.target for `chip` (sm_80,
 // sm_90), serialized to PTX into a gpu.binary; the host side to the LLVM dialect, launching
-// through the mgpu* runtime functions (implemented by the bundle, CudaKernel.cpp).
+// through the mgpu* runtime functions (implemented by the bundle, runtime/bundle/MlirCudaKernel.cpp).
 void buildGpuLowerToLLVMPipeline(mlir::OpPassManager& pm, const std::string& chip,
                                  const std::string& ptxFeatures);
 

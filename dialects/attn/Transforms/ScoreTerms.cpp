@@ -1,7 +1,7 @@
 //===- ScoreTerms.cpp - an update's score terms, elementwise -------------------===//
 #include "attn/Transforms/ScoreTerms.h"
 
-#include "Variants/Positions.h"
+#include "Semantics/Positions.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"

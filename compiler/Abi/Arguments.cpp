@@ -1,0 +1,144 @@
+#include "Abi/Arguments.h"
+
+#include <nlohmann/json.hpp>
+
+namespace attnc {
+namespace {
+
+DimExpr c(int64_t v) {
+  return DimExpr::constant(v);
+}
+const DimExpr kB = DimExpr::of(SizeSymbol::Batch);
+const DimExpr kTq = DimExpr::of(SizeSymbol::SeqQ);
+const DimExpr kTk = DimExpr::of(SizeSymbol::SeqK);
+
+// [B, heads, T, dim] or [B, T, heads, dim] as the layout orders them.
+std::vector<DimExpr> headTensor(const Spec& s, DimExpr seq, int64_t heads, int64_t dim) {
+  if (s.layout == Layout::Bshd)
+    return {kB, seq, c(heads), c(dim)};
+  return {kB, c(heads), seq, c(dim)};
+}
+
+} // namespace
+
+std::string_view roleName(ArgumentRole role) {
+  switch (role) {
+  case ArgumentRole::Input: return "input";
+  case ArgumentRole::Param: return "param";
+  case ArgumentRole::Output: return "output";
+  }
+  return "?";
+}
+
+std::vector<Argument> kernelArguments(const Spec& s) {
+  const std::string dtype(dtypeName(s.dtype));
+  const std::vector<std::string> data{dtype};
+  std::vector<Argument> args;
+  auto add = [&](std::string name, ArgumentRole role, std::vector<std::string> dtypes,
+                 std::vector<DimExpr> shape, ArgumentFill fill, std::string doc,
+                 int fanInDim = -1) {
+    args.push_back({std::move(name), role, std::move(dtypes), std::move(shape), fill,
+                    std::move(doc), fanInDim});
+  };
+  const int64_t H = s.heads, Hkv = s.kvHeads;
+
+  if (s.variant == Variant::Mha) {
+    add("q", ArgumentRole::Input, data, {kB, kTq, c(s.dModel)}, ArgumentFill::Normal,
+        "query input");
+    add("k", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal, "key input");
+    add("v", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal,
+        "value input");
+  } else {
+    add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal,
+        "queries");
+    add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal,
+        "keys");
+    add("v", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dV), ArgumentFill::Normal,
+        "values");
+  }
+  if (s.masks.has(MaskKind::Padding))
+    add("lengths", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
+        "valid keys per batch: key j is masked when j >= lengths[b]");
+  if (s.masks.has(MaskKind::Tensor))
+    add("mask", ArgumentRole::Input, {"u8"}, {kB.orOne(), c(H).orOne(), kTq, kTk},
+        ArgumentFill::MaskBits, "explicit mask: nonzero keeps the score");
+  if (s.masks.has(MaskKind::BlockSparse))
+    add("block_layout", ArgumentRole::Input, {"u8"},
+        {c(H).orOne(), DimExpr::ceilDiv(SizeSymbol::SeqQ, s.block),
+         DimExpr::ceilDiv(SizeSymbol::SeqK, s.block)},
+        ArgumentFill::BlockLayout, "block-sparse layout: nonzero keeps the block");
+  if (s.bias)
+    add("bias", ArgumentRole::Input, data, {kB.orOne(), c(H).orOne(), kTq, kTk},
+        ArgumentFill::Normal, "added to the scores");
+
+  switch (s.variant) {
+  case Variant::Mha:
+    add("w_q", ArgumentRole::Param, data, {c(s.dModel), c(H * s.dK)}, ArgumentFill::ScaledNormal,
+        "Q = x_q W_Q", 0);
+    add("w_k", ArgumentRole::Param, data, {c(s.dModel), c(Hkv * s.dK)}, ArgumentFill::ScaledNormal,
+        "K = x_k W_K", 0);
+    add("w_v", ArgumentRole::Param, data, {c(s.dModel), c(Hkv * s.dV)}, ArgumentFill::ScaledNormal,
+        "V = x_v W_V", 0);
+    add("w_o", ArgumentRole::Param, data, {c(H * s.dV), c(s.dModel)}, ArgumentFill::ScaledNormal,
+        "O = Concat(head_1..head_H) W_O", 0);
+    break;
+  case Variant::Additive:
+    add("w1", ArgumentRole::Param, data, {c(H), c(s.dAttn), c(s.dQ)}, ArgumentFill::ScaledNormal,
+        "score = v_a . tanh(W1 q + W2 k)", 2);
+    add("w2", ArgumentRole::Param, data, {c(H), c(s.dAttn), c(s.dK)}, ArgumentFill::ScaledNormal,
+        "score = v_a . tanh(W1 q + W2 k)", 2);
+    add("v_a", ArgumentRole::Param, data, {c(H), c(s.dAttn)}, ArgumentFill::ScaledNormal,
+        "score = v_a . tanh(W1 q + W2 k)", 1);
+    break;
+  case Variant::Bilinear:
+    add("w", ArgumentRole::Param, data, {c(H), c(s.dQ), c(s.dK)}, ArgumentFill::ScaledNormal,
+        "score = q^T W k", 1);
+    break;
+  case Variant::Linformer:
+    add("e", ArgumentRole::Param, data, {c(Hkv), c(s.projLen), kTk}, ArgumentFill::ScaledNormal,
+        "projected keys E K", 2);
+    add("f", ArgumentRole::Param, data, {c(Hkv), c(s.projLen), kTk}, ArgumentFill::ScaledNormal,
+        "projected values F V", 2);
+    break;
+  case Variant::Linear:
+    if (s.featureMap == FeatureMap::Favor)
+      add("omega", ArgumentRole::Param, data, {c(s.features), c(s.dK)}, ArgumentFill::FavorFeatures,
+          "FAVOR+ random features");
+    break;
+  case Variant::Sdpa: break;
+  }
+
+  const int64_t keysSeen = s.variant == Variant::Linformer ? s.projLen : 0;
+  if (s.variant == Variant::Mha)
+    add("o", ArgumentRole::Output, data, {kB, kTq, c(s.dModel)}, ArgumentFill::None, "output");
+  else
+    add("o", ArgumentRole::Output, data, headTensor(s, kTq, H, s.dV), ArgumentFill::None, "output");
+  if (s.lse)
+    add("lse", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq}, ArgumentFill::None,
+        "log-sum-exp of each score row (-inf when fully masked)");
+  if (s.weights)
+    add("weights", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk},
+        ArgumentFill::None, "normalised attention weights, before dropout");
+  return args;
+}
+
+nlohmann::json argumentsToJson(const std::vector<Argument>& arguments) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Argument& a : arguments) {
+    nlohmann::json shape = nlohmann::json::array();
+    for (const DimExpr& d : a.shape) {
+      if (!d.symbol && !d.broadcastable)
+        shape.push_back(d.value);
+      else
+        shape.push_back(d.str());
+    }
+    list.push_back({{"name", a.name},
+                    {"role", roleName(a.role)},
+                    {"dtypes", a.dtypes},
+                    {"shape", shape},
+                    {"doc", a.doc}});
+  }
+  return list;
+}
+
+} // namespace attnc

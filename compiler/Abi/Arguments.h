@@ -1,0 +1,44 @@
+// The kernel's argument list for a spec: names, roles, dtypes and symbolic shapes, in the order
+// the manifest lists them and attnc_kernel_call passes them.
+#ifndef ATTNC_COMPILER_ABI_ARGUMENTS_H
+#define ATTNC_COMPILER_ABI_ARGUMENTS_H
+
+#include "Spec/Spec.h"
+#include "attnc/Shape.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+enum class ArgumentRole { Input, Param, Output };
+
+// How a tool fills an argument the user did not give (attnc run/verify with random inputs).
+enum class ArgumentFill {
+  Normal,        // standard normal
+  ScaledNormal,  // normal with variance 1/fan_in (fan_in: the last dimension), for weights
+  Lengths,       // per-batch key lengths, uniform in [0, Tk]
+  MaskBits,      // 0/1, mostly 1
+  BlockLayout,   // 0/1 per block, half of them 1
+  FavorFeatures, // FAVOR+ orthogonal features drawn from the spec's seed
+  None,          // outputs
+};
+
+struct Argument {
+  std::string name;
+  ArgumentRole role;
+  std::vector<std::string> dtypes; // accepted dtypes, as attnc/DType.hpp names them
+  std::vector<DimExpr> shape;
+  ArgumentFill fill;
+  std::string doc;
+  int fanInDim = -1; // ScaledNormal: the dimension the weight is contracted over
+};
+
+std::vector<Argument> kernelArguments(const Spec& spec);
+nlohmann::json argumentsToJson(const std::vector<Argument>& arguments);
+std::string_view roleName(ArgumentRole role);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_ABI_ARGUMENTS_H

@@ -1,0 +1,145 @@
+#include "Backends/Coverage.h"
+
+#include "Spec/SpecNames.h"
+
+#include <algorithm>
+
+namespace attnc {
+namespace {
+
+constexpr Modifier kModifiers[] = {Modifier::Alibi, Modifier::Softcap, Modifier::Bias,
+                                   Modifier::Rope, Modifier::Dropout};
+constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
+
+// Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
+// in every full row without a change here.
+template <class E>
+std::vector<E> everyValue(NameTable<E> table) {
+  std::vector<E> values;
+  for (const auto& [name, value] : table)
+    if (std::find(values.begin(), values.end(), value) == values.end())
+      values.push_back(value);
+  return values;
+}
+
+std::string_view modifierName(Modifier m) {
+  switch (m) {
+  case Modifier::Alibi: return "alibi";
+  case Modifier::Softcap: return "softcap";
+  case Modifier::Bias: return "bias";
+  case Modifier::Rope: return "rope";
+  case Modifier::Dropout: return "dropout";
+  }
+  return "?";
+}
+
+std::string_view outputName(Output o) {
+  switch (o) {
+  case Output::O: return "o";
+  case Output::Lse: return "lse";
+  case Output::Weights: return "weights";
+  }
+  return "?";
+}
+
+std::vector<Modifier> modifiersOf(const Spec& s) {
+  std::vector<Modifier> used;
+  if (s.alibi)
+    used.push_back(Modifier::Alibi);
+  if (s.softcap > 0)
+    used.push_back(Modifier::Softcap);
+  if (s.bias)
+    used.push_back(Modifier::Bias);
+  if (s.rope)
+    used.push_back(Modifier::Rope);
+  if (s.dropout > 0)
+    used.push_back(Modifier::Dropout);
+  return used;
+}
+
+std::vector<Output> outputsOf(const Spec& s) {
+  std::vector<Output> used{Output::O};
+  if (s.lse)
+    used.push_back(Output::Lse);
+  if (s.weights)
+    used.push_back(Output::Weights);
+  return used;
+}
+
+template <class T> bool listed(const std::vector<T>& list, T value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+template <class T, class Name>
+std::vector<std::string> names(const std::vector<T>& list, Name name) {
+  std::vector<std::string> out;
+  for (T value : list)
+    out.emplace_back(name(value));
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items)
+    text += (text.empty() ? "" : " ") + item;
+  return text.empty() ? "none" : text;
+}
+
+} // namespace
+
+std::string_view targetFamilyName(TargetFamily family) {
+  return family == TargetFamily::Cuda ? "cuda" : "cpu";
+}
+
+TargetFamily targetFamilyOf(std::string_view target) {
+  return target.starts_with("cuda") ? TargetFamily::Cuda : TargetFamily::Cpu;
+}
+
+Coverage fullCoverage(TargetFamily family) {
+  return {family,
+          everyValue(variantNames()),
+          everyValue(maskKindNames()),
+          {std::begin(kModifiers), std::end(kModifiers)},
+          {std::begin(kOutputs), std::end(kOutputs)},
+          everyValue(dtypeNames()),
+          ""};
+}
+
+std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
+  if (!listed(row.variants, spec.variant))
+    return "variant=" + std::string(variantName(spec.variant));
+  for (unsigned k = 0; k < static_cast<unsigned>(MaskKind::Count); ++k)
+    if (spec.masks.has(static_cast<MaskKind>(k)) && !listed(row.masks, static_cast<MaskKind>(k)))
+      return "mask=" + std::string(maskKindName(static_cast<MaskKind>(k)));
+  for (Modifier m : modifiersOf(spec))
+    if (!listed(row.modifiers, m))
+      return std::string(modifierName(m));
+  for (Output o : outputsOf(spec))
+    if (!listed(row.outputs, o))
+      return std::string(outputName(o)) + " output";
+  if (!listed(row.dtypes, spec.dtype))
+    return "dtype=" + std::string(dtypeName(spec.dtype));
+  return std::nullopt;
+}
+
+std::string describeCoverage(const Coverage& row) {
+  return "variants " + joined(names(row.variants, variantName)) + "; masks " +
+         joined(names(row.masks, maskKindName)) + "; modifiers " +
+         joined(names(row.modifiers, modifierName)) + "; outputs " +
+         joined(names(row.outputs, outputName)) + "; dtypes " +
+         joined(names(row.dtypes, dtypeName));
+}
+
+nlohmann::json coverageJson(const Coverage& row) {
+  nlohmann::json json = {{"family", targetFamilyName(row.family)},
+                         {"variants", names(row.variants, variantName)},
+                         {"masks", names(row.masks, maskKindName)},
+                         {"modifiers", names(row.modifiers, modifierName)},
+                         {"outputs", names(row.outputs, outputName)},
+                         {"dtypes", names(row.dtypes, dtypeName)}};
+  if (!row.gapReason.empty())
+    json["gap_reason"] = row.gapReason;
+  return json;
+}
+
+} // namespace attnc

@@ -1,0 +1,95 @@
+#include "Driver/Driver.h"
+
+#include "Backends/Reference/ReferenceBackend.h"
+#include "Driver/FatBundle.h"
+#include "Driver/ShapeDispatch.h"
+#if ATTNC_HAS_HALIDE
+#include "Backends/Halide/HalideBackend.h"
+#endif
+#if ATTNC_HAS_MLIR
+#include "Backends/MLIR/MlirBackend.h"
+#endif
+
+namespace attnc {
+namespace {
+
+std::string builtNames() {
+  std::string names;
+  for (const Backend* b : registeredBackends())
+    names += (names.empty() ? "" : ", ") + std::string(b->name());
+  return names;
+}
+
+// The backend that builds `spec` for `target`, or UsageError with the reason it cannot.
+const Backend& checkedBackend(const Spec& spec, const CompileOptions& options) {
+  const Backend& backend = options.backend == "auto" ? fastestBackendFor(spec, options.target)
+                                                     : backendNamed(options.backend);
+  if (std::optional<std::string> reason = backend.unsupported(spec, options.target))
+    throw UsageError(*reason);
+  return backend;
+}
+
+} // namespace
+
+std::span<const Backend* const> registeredBackends() {
+  static const std::vector<const Backend*> all = {
+#if ATTNC_HAS_MLIR
+    &mlirBackend(),
+#endif
+#if ATTNC_HAS_HALIDE
+    &halideBackend(),
+#endif
+    &referenceBackend(),
+  };
+  return all;
+}
+
+const Backend& backendNamed(const std::string& name) {
+  for (const Backend* b : registeredBackends())
+    if (b->name() == name)
+      return *b;
+  throw UsageError("--backend " + name + ": unknown backend; this attnc has " + builtNames() +
+                   " and auto");
+}
+
+const Backend& fastestBackendFor(const Spec& spec, const std::string& target) {
+  std::string reasons;
+  for (const Backend* b : registeredBackends()) {
+    if (b == &referenceBackend())
+      continue;
+    std::optional<std::string> reason = b->unsupported(spec, target);
+    if (!reason)
+      return *b;
+    reasons += "; " + *reason;
+  }
+  throw UsageError("--backend auto: no fused backend of this attnc builds this spec for --target " +
+                   target + reasons + " (--backend reference builds every spec for the host)");
+}
+
+CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
+  if (options.targets.size() > 1 || options.emit.count("lib"))
+    return compileFatBundle(spec, options);
+  if (options.shapeSchedules.size() > 1)
+    return compileShapeDispatch(spec, options);
+  return checkedBackend(spec, options).compile(spec, options);
+}
+
+std::vector<TuningSpace> tuningSpaces(const Spec& spec, const std::string& target) {
+  std::vector<TuningSpace> spaces;
+  for (const Backend* b : registeredBackends())
+    if (std::optional<TuningSpace> space = b->tuningSpace(spec, target))
+      spaces.push_back(std::move(*space));
+  return spaces;
+}
+
+std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
+                          bool printIrAfterAll) {
+  CompileOptions explained = options;
+  if (explained.backend == "auto")
+    explained.backend = "mlir";
+  if (explained.backend == "mlir" && !ATTNC_HAS_MLIR)
+    throw UsageError("explain shows the MLIR pipeline; this attnc was built without it");
+  return checkedBackend(spec, explained).explain(spec, explained, stage, printIrAfterAll);
+}
+
+} // namespace attnc

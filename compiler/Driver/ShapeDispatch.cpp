@@ -1,0 +1,163 @@
+#include "Driver/ShapeDispatch.h"
+
+#include "Abi/Manifest.h"
+#include "Driver/Driver.h"
+#include "Link/Toolchain.h"
+#include "Support/Errors.h"
+#include "attnc/attnc.h"
+
+#include <algorithm>
+#include <fstream>
+
+namespace attnc {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json readJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// The kernel object of part `index` with its generated functions renamed <name>_shape<index>
+// and every other symbol it defines made local, so parts never clash (their helpers and
+// constants have the same names). objcopy is binutils', beside the linker.
+std::vector<std::string> renameKernels(const fs::path& object, const fs::path& out,
+                                       const std::vector<std::string>& kernels, size_t index,
+                                       const fs::path& scratch) {
+  std::vector<std::string> localize = {"objcopy"}, rename = {"objcopy"}, renamed;
+  for (const std::string& k : kernels) {
+    localize.push_back("--keep-global-symbol=" + k);
+    renamed.push_back(k + "_shape" + std::to_string(index));
+    rename.push_back("--redefine-sym=" + k + "=" + renamed.back());
+  }
+  localize.insert(localize.end(), {object.string(), out.string()});
+  rename.push_back(out.string());
+  const std::string hint = "objcopy comes with binutils, beside the linker";
+  runTool(localize, scratch / "objcopy.log", "making the kernel's helpers local", hint);
+  runTool(rename, scratch / "objcopy.log", "renaming the kernel's functions", hint);
+  return renamed;
+}
+
+// The table ShapeDispatchKernel.cpp reads: hidden data, so each bundle has its own.
+std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shapes,
+                          const std::vector<std::string>& runners,
+                          const std::vector<std::vector<std::string>>& kernels) {
+  std::string s = "  .section .data.rel.ro,\"aw\"\n  .p2align 3\n"
+                  "  .globl attnc_shape_count\n  .hidden attnc_shape_count\n"
+                  "attnc_shape_count:\n  .quad " +
+                  std::to_string(shapes.size()) +
+                  "\n  .globl attnc_shape_entries\n  .hidden attnc_shape_entries\n"
+                  "attnc_shape_entries:\n";
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const CompileOptions::ShapeSchedule& b = shapes[i];
+    s += "  .quad " + std::to_string(b.seqQLo) + ", " + std::to_string(b.seqQHi) + ", " +
+         std::to_string(b.seqKLo) + ", " + std::to_string(b.seqKHi) + "\n  .quad " + runners[i] +
+         "\n";
+    for (size_t k = 0; k < 3; ++k)
+      s += "  .quad " + (k < kernels[i].size() ? kernels[i][k] : std::string("0")) + "\n";
+  }
+  return s + "  .section .note.GNU-stack,\"\",%progbits\n";
+}
+
+} // namespace
+
+CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& options) {
+  if (options.emit != std::set<std::string>{"so"} && options.emit != std::set<std::string>{"sealed"})
+    throw UsageError("the tuned schedules of several shape buckets go into one bundle (--emit "
+                     "so); for other artifacts pick one bucket with --tuned-for TQ[,TK]");
+  if (options.target.rfind("cuda", 0) == 0)
+    throw UsageError("shape-dispatch bundles hold CPU kernels; for --target " + options.target +
+                     " pick one tuned bucket with --tuned-for TQ[,TK]");
+  // Longest first: the dispatch entry gives ties to the earlier entry.
+  std::vector<CompileOptions::ShapeSchedule> shapes = options.shapeSchedules;
+  std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
+    return a.seqQLo * a.seqKLo > b.seqQLo * b.seqKLo;
+  });
+
+  OutputStaging staging(options.outDir);
+  const fs::path& scratch = staging.scratch();
+  nlohmann::json manifest, buckets = nlohmann::json::array();
+  std::set<std::string> backendNames, sharedExports, objectNames, cpuFeatures;
+  std::vector<fs::path> objects, archives{findArchive("libattnc_bundle_dispatch.a")};
+  std::vector<std::string> runners;
+  std::vector<std::vector<std::string>> kernels;
+  uint64_t workspace = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const CompileOptions::ShapeSchedule& shape = shapes[i];
+    CompileOptions part{shape.backend,
+                        options.target,
+                        scratch / ("part" + std::to_string(i)),
+                        {"part"},
+                        shape.schedule,
+                        shape.provenance,
+                        {},
+                        {},
+                        ""};
+    const CompileResult compiled = compileBundle(spec, part);
+    const fs::path partJson =
+        *std::find_if(compiled.files.begin(), compiled.files.end(),
+                      [](const fs::path& f) { return f.string().ends_with(".part.json"); });
+    const nlohmann::json p = readJson(partJson);
+    const nlohmann::json& m = p.at("manifest");
+    if (i == 0)
+      manifest = m;
+    else if (m.at("arguments") != manifest.at("arguments") ||
+             m.at("target").at("arch") != manifest.at("target").at("arch"))
+      throw JobError("the " + shape.backend + " kernel for Tq " + std::to_string(shape.seqQLo) +
+                     "+ takes other arguments or targets another architecture than the first; "
+                     "compile its bucket on its own with --tuned-for");
+    // The bundle needs every CPU feature any of its kernels uses (backends name different
+    // ones for the same machine: the features their code generators enable).
+    for (const nlohmann::json& feature : m.at("target").at("cpu_features"))
+      cpuFeatures.insert(feature.get<std::string>());
+    backendNames.insert(shape.backend);
+    workspace = std::max(workspace, m.value("workspace_bytes", uint64_t{0}));
+    buckets.push_back({{"seq_q", {shape.seqQLo, shape.seqQHi}},
+                       {"seq_k", {shape.seqKLo, shape.seqKHi}},
+                       {"backend", shape.backend},
+                       {"schedule", m.at("schedule")}});
+    if (m.contains("shared_runtime"))
+      manifest["shared_runtime"] = m.at("shared_runtime");
+
+    const fs::path dir = partJson.parent_path();
+    const fs::path renamed = scratch / ("kernel_shape" + std::to_string(i) + ".o");
+    kernels.push_back(renameKernels(dir / p.at("kernel_object").get<std::string>(), renamed,
+                                    p.at("kernels").get<std::vector<std::string>>(), i, scratch));
+    objects.push_back(renamed);
+    runners.push_back(p.at("runner").get<std::string>());
+    for (const nlohmann::json& o : p.at("objects"))
+      if (objectNames.insert(o.at("name").get<std::string>()).second)
+        objects.push_back(dir / o.at("file").get<std::string>());
+    for (const std::string& a : p.at("archives").get<std::vector<std::string>>())
+      if (std::find(archives.begin(), archives.end(), fs::path(a)) == archives.end())
+        archives.push_back(a);
+    for (const std::string& e : p.at("shared_exports").get<std::vector<std::string>>())
+      sharedExports.insert(e);
+  }
+
+  std::string backend;
+  for (const std::string& b : backendNames)
+    backend += (backend.empty() ? "" : "+") + b;
+  manifest["backend"] = backend;
+  manifest["schedule"] = {{"shape_dispatch", buckets}};
+  manifest["workspace_bytes"] = workspace;
+  manifest["target"]["cpu_features"] = cpuFeatures;
+  stampContentHash(manifest);
+
+  const fs::path table = scratch / "shape_table.S";
+  std::ofstream(table) << tableAssembly(shapes, runners, kernels);
+  BundleRequest request;
+  request.manifest = manifest;
+  request.linkInputs = objects;
+  request.linkInputs.push_back(table);
+  request.linkInputs.insert(request.linkInputs.end(), archives.begin(), archives.end());
+  request.stem =
+      bundleStem(spec, "shapes") + (options.target == "host" ? "" : "_" + options.target);
+  request.abiVersion = ATTNC_ABI_VERSION;
+  request.sharedExports = {sharedExports.begin(), sharedExports.end()};
+  const std::vector<fs::path> written = staging.commit(writeKernel(request, staging, options.emit));
+  return {written.front(), written};
+}
+
+} // namespace attnc

@@ -1,0 +1,30 @@
+// How a bundle's entry runs a generated kernel. Each code generator's entry library provides a
+// runner that takes the generated functions as pointers:
+//   int32_t attnc_<backend>_run(const attnc_kernel_call*, char* message, size_t size,
+//                              void* const* kernels);
+// so a plain bundle's attnc_kernel_run is one call with its kernel's symbols, and a
+// shape-dispatch bundle (ShapeDispatchKernel.cpp) holds several kernels, of either backend,
+// and calls the runner of the one it picks.
+#ifndef ATTNC_RUNTIME_BUNDLE_KERNELRUNNER_H
+#define ATTNC_RUNTIME_BUNDLE_KERNELRUNNER_H
+
+#include "attnc/attnc.h"
+
+extern "C" {
+typedef int32_t (*attnc_kernel_runner)(const attnc_kernel_call* call, char* message,
+                                       size_t message_size, void* const* kernels);
+
+// kernels[0]: the pipeline's argv entry, int (void** args).
+int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t message_size,
+                         void* const* kernels);
+// kernels[0], kernels[1]: the C interfaces of the outlined kernel's _tasks and _run;
+// kernels[2]: its shape contract (ShapeContract.h).
+int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t message_size,
+                       void* const* kernels);
+
+// Protected: exported, yet calls from inside a bundle never bind to another bundle's.
+__attribute__((visibility("protected"))) int32_t
+attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t message_size);
+}
+
+#endif // ATTNC_RUNTIME_BUNDLE_KERNELRUNNER_H

@@ -1,0 +1,93 @@
+"""attnc backends: the capability table that refusals, the numerics tests, bench's baseline and
+the README read, and the choice `--backend auto` (compile's default) makes from it."""
+import json
+import os
+import re
+import unittest
+
+from common import BUILT_BACKENDS, CliTestCase, attnc, needs_backends, verdicts
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+
+
+class CapabilityTable(CliTestCase):
+    def test_table_has_a_row_per_backend_and_family(self):
+        table = json.loads(self.expect(attnc("backends", "--json"), 0).stdout)
+        names = [b["name"] for b in table["backends"]]
+        self.assertEqual(len(names), len(set(names)))
+        self.assertTrue(set(names) <= {"mlir", "halide", "reference"}, names)
+        # auto's order: the fused backends ranked 1, 2, ...; the reference (rank 0) last.
+        self.assertEqual(names[-1], "reference")
+        self.assertEqual([b["auto_rank"] for b in table["backends"]],
+                         list(range(1, len(names))) + [0])
+        for backend in table["backends"]:
+            self.assertEqual(backend["targets"][0], "host")
+            families = [row["family"] for row in backend["coverage"]]
+            self.assertIn("cpu", families)
+            self.assertEqual(len(families), len(set(families)))
+            for row in backend["coverage"]:
+                for axis in ("variants", "masks", "outputs", "dtypes"):
+                    self.assertTrue(row[axis], (backend["name"], axis))
+                self.assertIn("o", row["outputs"])
+        self.assertEqual([b["name"] for b in table["baselines"]], ["unfused"])
+
+    @needs_backends("halide", "mlir")
+    def test_readme_coverage_is_the_commands_output(self):
+        with open(README) as f:
+            text = f.read()
+        found = re.search(r"<!-- attnc backends -->\n(.*?)<!-- /attnc backends -->", text, re.S)
+        self.assertIsNotNone(found, "README.md lost its coverage table markers")
+        self.assertEqual(found.group(1), self.expect(attnc("backends"), 0).stdout,
+                         "README.md's coverage table differs from `attnc backends`: paste it anew")
+
+    def test_verdicts_name_the_gap(self):
+        v = verdicts("heads=2 d_k=16 mask=causal")
+        self.assertIsNone(v["reference"])
+        if "mlir" in BUILT_BACKENDS:
+            self.assertIsNone(v["mlir"])
+            self.assertIn("the mlir backend does not support variant=linear on cpu targets",
+                          verdicts("variant=linear d_k=8")["mlir"])
+            self.assertIn("does not support rope", verdicts("d_k=8 rope=true")["mlir"])
+        if "halide" in BUILT_BACKENDS:
+            self.assertIsNone(verdicts("variant=linear d_k=8")["halide"])
+            self.assertIn("does not support dtype=bf16 on cuda targets",
+                          verdicts("d_k=8 dtype=bf16", "cuda-sm_90")["halide"])
+        self.assertIn("not a target of the reference backend",
+                      verdicts("d_k=8", "cuda-sm_90")["reference"])
+        self.expect(attnc("backends", "--spec", "d_k=8"), 0, "reference: builds it", "auto: ")
+        self.expect(attnc("backends", "--spec", "d_k=0"), 2, "d_k=0")
+        self.expect(attnc("backends", "--target", "cuda-sm_90"), 2, "--target is for --spec")
+
+    def test_auto_picks_the_fastest_covering_backend(self):
+        def auto(spec, target="host"):
+            r = self.expect(attnc("backends", "--spec", spec, "--target", target, "--json"), 0)
+            return json.loads(r.stdout)["auto"]
+        fused = [b for b in ("mlir", "halide") if b in BUILT_BACKENDS]
+        self.assertEqual(auto("heads=2 d_k=16"), fused[0] if fused else None)
+        self.assertEqual(auto("variant=linear d_k=8"), "halide" if "halide" in fused else None)
+        # Nothing fused builds linear attention for a GPU; the reference is never auto's pick.
+        self.assertIsNone(auto("variant=linear d_k=8", "cuda-sm_90"))
+
+
+class CompileDefaultsToAuto(CliTestCase):
+    @needs_backends("halide", "mlir")
+    def test_no_backend_means_the_fastest_covering_one(self):
+        out = os.path.join(self.tmp, "out")
+        for spec, backend in (("heads=2 d_k=16 mask=causal", "mlir"),
+                              ("heads=2 d_k=16 mask=strided stride=3", "halide")):
+            with self.subTest(spec=spec):
+                bundle = self.expect(attnc("compile", spec, "-o", out), 0).stdout.strip()
+                self.assertTrue(bundle.endswith("_%s.so" % backend), bundle)
+                self.expect(attnc("verify", bundle, "--seq-q", "9", "--seq-k", "21"), 0, "PASS")
+
+    @needs_backends("halide", "mlir")
+    def test_auto_without_a_covering_backend_says_why(self):
+        r = self.expect(attnc("compile", "variant=linear d_k=8", "--target", "cuda-sm_90", "-o",
+                              os.path.join(self.tmp, "never")), 2,
+                        "--backend auto: no fused backend", "the mlir backend does not support",
+                        "the halide backend does not support", "--backend reference")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")), r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -40,7 +40,8 @@ class CompileCommand(CliTestCase):
                               "-o", out), 2, "not a target of the halide backend")
         self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--emit", "a", "-o", out),
                     2, "the reference backend writes bundles only")
-        self.expect(attnc("compile", "d_k=8", "--emit", "pdf", "-o", out), 2)
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "--emit", "pdf", "-o", out), 2)
         self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--target", "cuda-sm_90",
                           "-o", out), 2, "not a target of the reference backend; known: host")
         self.expect(attnc("compile", "d_k=8"), 2, "--out")
@@ -133,26 +134,30 @@ class CompileCommand(CliTestCase):
 
     def test_link_failure_leaves_nothing_behind(self):
         fresh = os.path.join(self.tmp, "fresh")
-        self.expect(attnc("compile", "d_k=8", "-o", fresh, env={"ATTNC_CXX": "false"}), 1,
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "-o", fresh, env={"ATTNC_CXX": "false"}), 1,
                     "linking the bundle failed")
         self.assertFalse(os.path.exists(fresh))
         existing = os.path.join(self.tmp, "existing")
         os.makedirs(existing)
         with open(os.path.join(existing, "keep.txt"), "w") as f:
             f.write("mine")
-        self.expect(attnc("compile", "d_k=8", "-o", existing, env={"ATTNC_CXX": "false"}), 1)
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "-o", existing, env={"ATTNC_CXX": "false"}), 1)
         self.assertEqual(os.listdir(existing), ["keep.txt"])
 
     def test_missing_linker_driver_is_named(self):
         out = os.path.join(self.tmp, "out")
-        self.expect(attnc("compile", "d_k=8", "-o", out, env={"ATTNC_CXX": "/nonexistent/c++"}),
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "-o", out, env={"ATTNC_CXX": "/nonexistent/c++"}),
                     1, "cannot start /nonexistent/c++")
         self.assertFalse(os.path.exists(out))
 
     def test_output_path_that_is_a_file(self):
         path = os.path.join(self.tmp, "file")
         open(path, "w").close()
-        self.expect(attnc("compile", "d_k=8", "-o", path), 2, "not a directory")
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "-o", path), 2, "not a directory")
 
 
 if __name__ == "__main__":

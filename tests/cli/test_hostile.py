@@ -240,18 +240,24 @@ class LenientOptions(CliTestCase):
     def test_compile_options_are_checked(self):
         out = os.path.join(self.tmp, "out")
         # Once: exit 0 and a header that does not compile.
-        self.expect(attnc("compile", "d_k=8", "--emit", "lib", "--name", "class", "-o", out), 2,
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "--emit", "lib", "--name", "class", "-o", out), 2,
                     "--name class", "C or C++ keyword")
-        self.expect(attnc("compile", "d_k=8", "--emit", "lib", "--name", "__x", "-o", out), 2,
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "--emit", "lib", "--name", "__x", "-o", out), 2,
                     "reserved")
-        self.expect(attnc("compile", "d_k=8", "-o", ""), 2, "empty path")  # once: exit 1
-        self.expect(attnc("compile", "d_k=8", "--schedule", "key_block=64,key_block=32", "-o",
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "-o", ""), 2, "empty path")  # once: exit 1
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "--schedule", "key_block=64,key_block=32", "-o",
                           out), 2, "--schedule names key_block twice")
-        self.expect(attnc("compile", "d_k=8", "--target", "host,", "-o", out), 2,
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                          "--target", "host,", "-o", out), 2,
                     "--target host,: lists an empty name")
-        r = self.expect(attnc("compile", "d_k=8", "--tuned-for", "0", "-o", out), 2, "--tuned-for")
+        r = self.expect(attnc("compile", "d_k=8", "--backend", "reference",
+                              "--tuned-for", "0", "-o", out), 2, "--tuned-for")
         self.assertLess(len(r.stderr), 300, r.stderr)  # once: a 300-digit bound
-        self.expect(attnc("compile", "d_k=8", "-o", "/proc/attnc-out"), 2,
+        self.expect(attnc("compile", "d_k=8", "--backend", "reference", "-o", "/proc/attnc-out"), 2,
                     "cannot create output directory /proc/attnc-out: ")
         self.assertFalse(os.path.exists(out))
 

@@ -1,0 +1,183 @@
+//===- MmaFragments.cpp - warp-level blocks of the tensor-core kernels --------===//
+#include "attn/Transforms/MmaFragments.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace attnc::attn {
+
+constexpr int64_t kChunk = 8; // elements per cp.async (16 bytes of f16 or bf16)
+
+MmaFragments::MmaFragments(Builder& builder, OnlineUpdateOp update)
+    : update(update), element(update.getKey().getType().getElementType()),
+      dk(update.getKey().getType().getDimSize(3)), dv(update.getValue().getType().getDimSize(3)),
+      rows(update.getAcc().getType().getDimSize(3)), warps(rows / 16),
+      block(update.getMaxKeys().value_or(0)), cType(VectorType::get({2, 2}, builder.getF32Type())),
+      cTypeI32(VectorType::get({2, 2}, builder.getI32Type())),
+      aType(VectorType::get({4, 2}, element)), bType(VectorType::get({2, 2}, element)) {}
+
+void MmaFragments::emitLaneIds(ImplicitLocOpBuilder& b) {
+  tid = b.create<gpu::ThreadIdOp>(gpu::Dimension::x);
+  lane = b.create<arith::RemUIOp>(tid, c(b, kWarpSize));
+  g = b.create<arith::DivUIOp>(lane, c(b, 4));
+  t = b.create<arith::RemUIOp>(lane, c(b, 4));
+}
+
+// [[x0, x0], [x1, x1]]: a value per C fragment row, as a vector of `type`.
+Value MmaFragments::rowsVector(ImplicitLocOpBuilder& b, Value row0, Value row1, VectorType type) {
+  auto half = VectorType::get({2}, type.getElementType());
+  Value v = b.create<vector::BroadcastOp>(type, row0);
+  return b.create<vector::InsertOp>(b.create<vector::BroadcastOp>(half, row1), v, 1);
+}
+
+// A fragments of the query tile's 16 rows of this warp, straight from global memory: each
+// lane loads its 8 elements per 16 columns as 4 pairs (once per task; rows past Tq repeat
+// the last row, their results are never stored).
+void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
+  auto pair = VectorType::get({2}, element);
+  Value rowsClamped[2] = {b.create<arith::MinUIOp>(myRows[0], lastRow),
+                          b.create<arith::MinUIOp>(myRows[1], lastRow)};
+  Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
+  for (int64_t kk = 0; kk < dk / 16; ++kk) {
+    Value frag =
+        b.create<arith::ConstantOp>(DenseElementsAttr::get(aType, b.getFloatAttr(element, 0.0)));
+    for (int64_t i = 0; i < 4; ++i) {
+      Value column = b.create<arith::AddIOp>(twoT, c(b, 16 * kk + 8 * (i / 2)));
+      Value x = b.create<vector::LoadOp>(pair, query,
+                                         ValueRange{batch, head, rowsClamped[i % 2], column});
+      frag = b.create<vector::InsertOp>(x, frag, i);
+    }
+    queryFrags.push_back(frag);
+  }
+}
+
+// Issues cp.async copies of keys [firstKey, firstKey + block) x [0, width) of `global` (K or
+// V of this task's K/V head) into `shared`, 16 bytes per copy, the threads sharing the
+// chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
+// Returns the group to wait on.
+Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
+                             Value firstKey, Value validEnd) {
+  const int64_t perRow = width / kChunk, chunks = block * perRow, threads = warps * kWarpSize;
+  SmallVector<Value> copies;
+  for (int64_t i = 0; i < (chunks + threads - 1) / threads; ++i) {
+    // Threads past the last chunk copy it again: the same bytes to the same place.
+    Value chunk =
+        b.create<arith::MinUIOp>(b.create<arith::AddIOp>(tid, c(b, i * threads)), c(b, chunks - 1));
+    Value row = b.create<arith::DivUIOp>(chunk, c(b, perRow));
+    Value column =
+        b.create<arith::MulIOp>(b.create<arith::RemUIOp>(chunk, c(b, perRow)), c(b, kChunk));
+    Value keyIndex = b.create<arith::AddIOp>(firstKey, row);
+    Value valid = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, validEnd);
+    Value source = b.create<arith::MinUIOp>(keyIndex, lastKey);
+    Value sourceElements = b.create<arith::SelectOp>(valid, c(b, kChunk), c(b, 0));
+    copies.push_back(b.create<nvgpu::DeviceAsyncCopyOp>(
+        nvgpu::DeviceAsyncTokenType::get(b.getContext()), shared, ValueRange{row, column}, global,
+        ValueRange{batch, kvHead, source, column}, b.getIndexAttr(kChunk), sourceElements,
+        b.getUnitAttr()));
+  }
+  return b.create<nvgpu::DeviceAsyncCreateGroupOp>(nvgpu::DeviceAsyncTokenType::get(b.getContext()),
+                                                   copies);
+}
+
+// Waits for this thread's copies, then for every thread: the tile is complete, and no warp
+// still reads the tile the next copy overwrites.
+void MmaFragments::waitAndSync(ImplicitLocOpBuilder& b, Value group) {
+  b.create<nvgpu::DeviceAsyncWaitOp>(group, b.getI32IntegerAttr(0));
+  b.create<gpu::BarrierOp>();
+}
+
+// S = Q K^T for the key block in shared memory: block / 8 C fragments. An ldmatrix.x4 reads
+// the B fragments of two key tiles: lanes 0-7 address keys 0-7 at columns 0-7 of the k-step,
+// lanes 8-15 keys 0-7 at columns 8-15, lanes 16-31 the same for keys 8-15.
+SmallVector<Value> MmaFragments::emitScores(ImplicitLocOpBuilder& b) {
+  Value row = b.create<arith::AddIOp>(
+      b.create<arith::RemUIOp>(lane, c(b, 8)),
+      b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8)));
+  Value column = b.create<arith::MulIOp>(
+      b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8));
+  Value zero = splatConstant(b, cType, 0);
+  SmallVector<Value> s(block / 8, zero);
+  auto fragType = VectorType::get({4, 2}, element);
+  for (int64_t kk = 0; kk < dk / 16; ++kk)
+    for (int64_t pair = 0; pair < block / 16; ++pair) {
+      Value frag =
+          b.create<nvgpu::LdMatrixOp>(fragType, sharedK,
+                                      ValueRange{b.create<arith::AddIOp>(row, c(b, 16 * pair)),
+                                                 b.create<arith::AddIOp>(column, c(b, 16 * kk))},
+                                      /*transpose=*/false, /*numTiles=*/4);
+      for (int64_t half = 0; half < 2; ++half) {
+        Value bFrag = b.create<vector::ExtractStridedSliceOp>(
+            frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
+        s[2 * pair + half] = mma(b, queryFrags[kk], bFrag, s[2 * pair + half]);
+      }
+    }
+  return s;
+}
+
+// The elements of a bias or mask buffer at this lane's C fragment positions of key tile
+// keyBase: rows past Tq and keys past Tk are clamped (those scores are never kept).
+Value MmaFragments::gather(ImplicitLocOpBuilder& b, Value buffer, Value keyBase) {
+  auto type = cast<MemRefType>(buffer.getType());
+  auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
+    Value single = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq,
+                                           b.create<memref::DimOp>(buffer, dim), c(b, 1));
+    return b.create<arith::SelectOp>(single, c(b, 0), index);
+  };
+  Value bb = broadcastIndex(0, batch), hh = broadcastIndex(1, head);
+  bool isFloat = isa<FloatType>(type.getElementType());
+  auto resultType = VectorType::get({2, 2}, isFloat ? b.getF32Type() : type.getElementType());
+  Value result = splatConstant(b, resultType, 0);
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = b.create<arith::MinUIOp>(myRows[r], lastRow);
+    for (int64_t col = 0; col < 2; ++col) {
+      Value keyIndex =
+          b.create<arith::MinUIOp>(b.create<arith::AddIOp>(keyBase, c(b, col)), lastKey);
+      Value x = isFloat
+                    ? loadF32(b, buffer, {bb, hh, row, keyIndex})
+                    : Value(b.create<memref::LoadOp>(buffer, ValueRange{bb, hh, row, keyIndex}));
+      result = b.create<vector::InsertOp>(x, result, ArrayRef<int64_t>{r, col});
+    }
+  }
+  return result;
+}
+
+// s = terms(scale * s) for key tile j at keys keyBlock + 8 j + 2 t + {0, 1}, and -inf for
+// keys at or past keyEnd (the block's end).
+void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Value keyBlock,
+                              Value keyEnd) {
+  Value scale = splatConstant(b, cType, update.getScale().convertToDouble());
+  Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
+  Value pairOffsets =
+      b.create<arith::ConstantOp>(DenseElementsAttr::get(cTypeI32, ArrayRef<int32_t>{0, 1, 0, 1}));
+  Value end = b.create<vector::BroadcastOp>(cTypeI32, i32(b, keyEnd));
+  for (int64_t j = 0; j < block / 8; ++j) {
+    Value keyBase = b.create<arith::AddIOp>(b.create<arith::AddIOp>(keyBlock, c(b, 8 * j)), twoT);
+    Value keys = b.create<arith::AddIOp>(b.create<vector::BroadcastOp>(cTypeI32, i32(b, keyBase)),
+                                         pairOffsets);
+    Value x = b.create<arith::MulFOp>(s[j], scale);
+    x = terms->apply(b, x, positions, keys, [&](ImplicitLocOpBuilder& gb, Value buffer) {
+      return gather(gb, buffer, keyBase);
+    });
+    Value inBlock = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
+    s[j] = b.create<arith::SelectOp>(inBlock, x, splatConstant(b, cType, -kInf));
+  }
+}
+
+// The max or sum of x over the 4 lanes of a quad (the lanes holding one C row).
+Value MmaFragments::quadReduce(ImplicitLocOpBuilder& b, Value x, bool max) {
+  Value width = b.create<arith::ConstantOp>(b.getI32IntegerAttr(kWarpSize));
+  for (int32_t offset : {1, 2}) {
+    Value other =
+        b.create<gpu::ShuffleOp>(x, b.create<arith::ConstantOp>(b.getI32IntegerAttr(offset)), width,
+                                 gpu::ShuffleMode::XOR)
+            .getShuffleResult();
+    x = max ? Value(b.create<arith::MaximumFOp>(x, other))
+            : Value(b.create<arith::AddFOp>(x, other));
+  }
+  return x;
+}
+
+} // namespace attnc::attn

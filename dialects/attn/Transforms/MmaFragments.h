@@ -1,0 +1,85 @@
+//===- MmaFragments.h - warp-level blocks of the tensor-core kernels ----------===//
+//
+// What the kernels of lower_to_mma (MmaLowering.h) build on: a warp's lane ids and query
+// rows, its query fragments, cp.async copies of K and V tiles into shared memory, S = Q K^T
+// on m16n8k16 MMAs, the score terms at the fragments' positions and reductions over the 4
+// lanes of a row.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16), for lane = 4 g + t:
+//   C (16 x 8, vector<2x2xf32>):  [r][c] = row g + 8 r, column 2 t + c
+//   A (16 x 16, vector<4x2>):     [0] row g, k 2t..2t+1; [1] row g + 8; [2] row g, k 8 + 2t..;
+//                                 [3] row g + 8, k 8 + 2t..
+//   B (16 x 8, vector<2x2>):      [0] k 2t..2t+1, column g; [1] k 8 + 2t.., column g
+// so the C fragments of key tiles 2i and 2i + 1 are, row by row, the A fragment of P's key
+// step i.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_MMAFRAGMENTS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_MMAFRAGMENTS_H
+
+#include "attn/IR/AttnOps.h"
+#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Transforms/ScoreTerms.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <limits>
+#include <optional>
+
+namespace attnc::attn {
+
+constexpr int64_t kWarpSize = 32;
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The building blocks, with the tile's shape and fragment types (fixed by the update) and the
+// values of this lane that they read (set inside each launch by the kernel being built).
+class MmaFragments {
+protected:
+  MmaFragments(mlir::Builder& builder, OnlineUpdateOp update);
+
+  void emitLaneIds(mlir::ImplicitLocOpBuilder& b);
+  mlir::Value rowsVector(mlir::ImplicitLocOpBuilder& b, mlir::Value row0, mlir::Value row1,
+                         mlir::VectorType type);
+  void emitQueryFragments(mlir::ImplicitLocOpBuilder& b, mlir::Value query);
+  mlir::Value copyTile(mlir::ImplicitLocOpBuilder& b, mlir::Value global, mlir::Value shared,
+                       int64_t width, mlir::Value firstKey, mlir::Value validEnd);
+  void waitAndSync(mlir::ImplicitLocOpBuilder& b, mlir::Value group);
+  llvm::SmallVector<mlir::Value> emitScores(mlir::ImplicitLocOpBuilder& b);
+  void applyTerms(mlir::ImplicitLocOpBuilder& b, llvm::SmallVector<mlir::Value>& s,
+                  mlir::Value keyBlock, mlir::Value keyEnd);
+  mlir::Value quadReduce(mlir::ImplicitLocOpBuilder& b, mlir::Value x, bool max);
+
+  mlir::Value c(mlir::ImplicitLocOpBuilder& b, int64_t v) { return indexConstant(b, v); }
+  mlir::Value mma(mlir::ImplicitLocOpBuilder& b, mlir::Value a, mlir::Value bFrag,
+                  mlir::Value acc) {
+    return b.create<mlir::nvgpu::MmaSyncOp>(a, bFrag, acc, llvm::ArrayRef<int64_t>{16, 8, 16});
+  }
+  mlir::Value i32(mlir::ImplicitLocOpBuilder& b, mlir::Value index) {
+    return b.create<mlir::arith::IndexCastOp>(b.getI32Type(), index);
+  }
+
+  OnlineUpdateOp update;
+  mlir::Type element;
+  const int64_t dk, dv, rows, warps, block;
+  mlir::VectorType cType, cTypeI32, aType, bType;
+
+  // Inside the launch.
+  mlir::Value sharedK, sharedV;    // [block, dk + pad], [block, dv + pad]
+  mlir::Value tid, lane, g, t;     // thread, lane, lane / 4, lane % 4
+  mlir::Value batch, head, kvHead; // this task's batch, head and K/V head
+  mlir::Value myRows[2];           // the tile rows of this lane's C fragment rows (index)
+  mlir::Value positions;           // their key positions i + off, as a C fragment (i32)
+  mlir::Value lastRow, lastKey;    // Tq - 1, Tk - 1
+  // A fragments of Q, one per 16 columns of d_k.
+  llvm::SmallVector<mlir::Value> queryFrags;
+  std::optional<ScoreTerms> terms;
+
+private:
+  mlir::Value gather(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Value keyBase);
+};
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_MMAFRAGMENTS_H

@@ -1,0 +1,253 @@
+//===- MmaOnePass.cpp - the one-pass tensor-core kernel of a task -------------===//
+//
+// One GPU block runs one task: a (batch, head, query tile) of 16 W rows, with W warps; warp w
+// owns rows 16w .. 16w + 15 of the tile. Per key block of Bc keys, with m16n8k16 MMAs (f16 or
+// bf16 operands, f32 accumulators):
+//
+//   S  = Q K^T                 Q's A fragments stay in registers for the whole task; K's B
+//                              fragments come from shared memory by ldmatrix
+//   S  = terms(scale * S)      softcap, ALiBi, bias, masks (ScoreTerms); keys past the block
+//                              -inf
+//   m' = max(m, rowmax S)      each row's max is reduced over the 4 lanes that hold it (two
+//                              xor shuffles)
+//   P  = exp(S - m')           l = exp(m - m') l + rowsum P, as per-lane partial sums reduced
+//                              once at the end
+//   O  = exp(m - m') O + P V   P's C fragments are A fragments as they are (no shared memory);
+//                              V's B fragments come by ldmatrix.trans
+//
+// K and V tiles reach shared memory by cp.async: V_j loads while S_j is computed and K_{j+1}
+// while P_j V_j is. Their rows are padded by 8 elements (16 bytes), so the 8 row addresses of
+// an ldmatrix fall in different banks.
+//
+// The launch and the key loop serve the split-key kernels too (MmaSplitKey.cpp).
+//
+//===---------------------------------------------------------------------------===//
+#include "attn/Transforms/MmaLowering.h"
+#include "bundle/MmaContract.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <tuple>
+
+using namespace mlir;
+
+namespace attnc::attn {
+
+// One gpu.launch of the task loop for `phase`: blocks (tasks, splits) of 16-row warps, or for
+// the merge one thread per row; the task's own index arithmetic is cloned into it.
+void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, Value splits) {
+  Value one = c(b, 1);
+  Value threads = c(b, phase == Phase::Combine ? rows : warps * kWarpSize);
+  auto launch = b.create<gpu::LaunchOp>(count, splits, one, threads, one, one);
+  if (phase != Phase::Combine) {
+    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    sharedK = launch.addWorkgroupAttribution(
+        MemRefType::get({block, dk + kMmaRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
+        b.getLoc());
+    sharedV = launch.addWorkgroupAttribution(
+        MemRefType::get({block, dv + kMmaRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
+        b.getLoc());
+  }
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  taskIndex = launch.getBlockIds().x;
+  splitIndex = launch.getBlockIds().y;
+  splitCount = launch.getGridSize().y;
+  emitLaneIds(b);
+  queryFrags.clear();
+
+  // The task's own ops in order; the state buffers and the online ops become registers.
+  IRMapping map;
+  map.map(tasks.getInductionVar(0), taskIndex);
+  llvm::SmallPtrSet<Operation*, 4> stateBuffers;
+  for (Value buffer : ops.init->getOperands())
+    stateBuffers.insert(buffer.getDefiningOp());
+  for (Operation& op : tasks.getBody()->without_terminator()) {
+    if (&op == ops.keys.getOperation()) {
+      if (phase != Phase::Combine)
+        emitKeyLoop(b, map, phase);
+    } else if (&op == ops.finalize.getOperation()) {
+      if (phase == Phase::Whole)
+        emitFinalize(b, map);
+      else if (phase == Phase::Partial)
+        emitPartialStore(b, map);
+      else
+        emitCombine(b, map);
+    } else if (&op != ops.init.getOperation() && !stateBuffers.contains(&op)) {
+      b.clone(op, map);
+    }
+  }
+  b.create<gpu::TerminatorOp>();
+}
+
+void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase phase) {
+  ValueRange offsets = update.getOffsets();
+  batch = map.lookupOrDefault(offsets[0]);
+  head = map.lookupOrDefault(offsets[1]);
+  const int64_t group = update.getNumHeads() / update.getKey().getType().getDimSize(1);
+  kvHead = b.create<arith::DivUIOp>(head, c(b, group));
+  Value warpRow = b.create<arith::AddIOp>(
+      map.lookupOrDefault(offsets[2]),
+      b.create<arith::MulIOp>(b.create<arith::DivUIOp>(tid, c(b, kWarpSize)), c(b, 16)));
+  myRows[0] = b.create<arith::AddIOp>(warpRow, g);
+  myRows[1] = b.create<arith::AddIOp>(myRows[0], c(b, 8));
+  lastRow = b.create<arith::SubIOp>(map.lookupOrDefault(update.getSeqQ()), c(b, 1));
+  lastKey = b.create<arith::SubIOp>(b.create<memref::DimOp>(key, 2), c(b, 1));
+  Value off = ScoreTerms::positionOffset(b, update);
+  positions = rowsVector(b, i32(b, b.create<arith::AddIOp>(myRows[0], off)),
+                         i32(b, b.create<arith::AddIOp>(myRows[1], off)), cTypeI32);
+  emitQueryFragments(b, query);
+  terms.emplace(b, update, batch, head);
+
+  // The first K tile, then the loop over key blocks with the state in registers.
+  scf::ForOp keys = ops.keys;
+  Value lower = map.lookupOrDefault(keys.getLowerBound()),
+        upper = map.lookupOrDefault(keys.getUpperBound());
+  if (phase == Phase::Partial)
+    std::tie(lower, upper) = splitKeyRange(b, lower, upper);
+  waitAndSync(b, copyTile(b, key, sharedK, dk, lower, upper));
+  SmallVector<Value> state{f32Constant(b, -kInf), f32Constant(b, -kInf), f32Constant(b, 0),
+                           f32Constant(b, 0)};
+  state.append(dv / 8, splatConstant(b, cType, 0));
+  auto loop = b.create<scf::ForOp>(lower, upper, c(b, block), state);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    map.map(keys.getInductionVar(), loop.getInductionVar());
+    for (Operation& op : keys.getBody()->without_terminator())
+      if (&op != update.getOperation())
+        b.clone(op, map);
+    Value keyBlock = loop.getInductionVar();
+    Value keyEnd = b.create<arith::AddIOp>(keyBlock, map.lookupOrDefault(update.getSizes()[3]));
+    ValueRange carried = loop.getRegionIterArgs();
+
+    Value valueGroup = copyTile(b, value, sharedV, dv, keyBlock, keyEnd);
+    SmallVector<Value> s = emitScores(b);
+    applyTerms(b, s, keyBlock, keyEnd);
+
+    // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
+    // scale e^-c keeping the accumulators from overflowing (c = probabilityShift).
+    Value log2e = f32Constant(b, kLog2e);
+    Value newMax[2], alpha[2], scaledMax[2];
+    for (int64_t r = 0; r < 2; ++r) {
+      Value x = carried[r];
+      for (Value sj : s)
+        for (int64_t col = 0; col < 2; ++col)
+          x = b.create<arith::MaximumFOp>(
+              x, b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
+      newMax[r] = quadReduce(b, x, /*max=*/true);
+      using P = arith::CmpFPredicate;
+      Value empty = b.create<arith::CmpFOp>(P::OEQ, newMax[r], f32Constant(b, -kInf));
+      Value safe = b.create<arith::SelectOp>(empty, f32Constant(b, 0), newMax[r]);
+      scaledMax[r] = b.create<arith::MulFOp>(
+          b.create<arith::AddFOp>(safe, f32Constant(b, probabilityShift)), log2e);
+      Value wasEmpty = b.create<arith::CmpFOp>(P::OEQ, carried[r], f32Constant(b, -kInf));
+      Value a = b.create<math::Exp2Op>(
+          b.create<arith::MulFOp>(b.create<arith::SubFOp>(carried[r], safe), log2e));
+      alpha[r] = b.create<arith::SelectOp>(wasEmpty, f32Constant(b, 0), a);
+    }
+    Value shift = rowsVector(b, scaledMax[0], scaledMax[1], cType);
+    Value log2eSplat = splatConstant(b, cType, kLog2e);
+    Value sums[2] = {b.create<arith::MulFOp>(alpha[0], carried[2]),
+                     b.create<arith::MulFOp>(alpha[1], carried[3])};
+    for (Value& sj : s) {
+      Value masked =
+          b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sj, splatConstant(b, cType, -kInf));
+      Value p = b.create<math::Exp2Op>(
+          b.create<vector::FMAOp>(sj, log2eSplat, b.create<arith::NegFOp>(shift)));
+      sj = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0), p);
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t col = 0; col < 2; ++col)
+          sums[r] = b.create<arith::AddFOp>(
+              sums[r], b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
+    }
+
+    // V has landed and every warp is done with K: fetch the next K tile during P V.
+    waitAndSync(b, valueGroup);
+    Value nextBlock = b.create<arith::AddIOp>(keyBlock, c(b, block));
+    Value keyGroup = copyTile(b, key, sharedK, dk, nextBlock, upper);
+
+    // O = alpha O + P V. An ldmatrix.x4.trans reads the B fragments of two 8-column tiles of
+    // V: lanes 0-7 address keys 0-7, lanes 8-15 keys 8-15 (columns 0-7), lanes 16-31 the same
+    // at columns 8-15.
+    Value alphaRows = rowsVector(b, alpha[0], alpha[1], cType);
+    SmallVector<Value> o;
+    for (Value x : carried.drop_front(4))
+      o.push_back(b.create<arith::MulFOp>(x, alphaRows));
+    Value vRow = b.create<arith::AddIOp>(
+        b.create<arith::RemUIOp>(lane, c(b, 8)),
+        b.create<arith::MulIOp>(
+            b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
+    Value vColumn = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
+    auto fragType = VectorType::get({4, 2}, element);
+    for (int64_t kk = 0; kk < block / 16; ++kk) {
+      Value lo = b.create<arith::TruncFOp>(bType, s[2 * kk]);
+      Value hi = b.create<arith::TruncFOp>(bType, s[2 * kk + 1]);
+      Value pFrag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
+      for (int64_t pair = 0; pair < dv / 16; ++pair) {
+        Value frag = b.create<nvgpu::LdMatrixOp>(
+            fragType, sharedV,
+            ValueRange{b.create<arith::AddIOp>(vRow, c(b, 16 * kk)),
+                       b.create<arith::AddIOp>(vColumn, c(b, 16 * pair))},
+            /*transpose=*/true, /*numTiles=*/4);
+        for (int64_t half = 0; half < 2; ++half) {
+          Value bFrag = b.create<vector::ExtractStridedSliceOp>(
+              frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2},
+              ArrayRef<int64_t>{1, 1});
+          o[2 * pair + half] = mma(b, pFrag, bFrag, o[2 * pair + half]);
+        }
+      }
+    }
+    waitAndSync(b, keyGroup);
+    SmallVector<Value> next{newMax[0], newMax[1], sums[0], sums[1]};
+    next.append(o);
+    b.create<scf::YieldOp>(next);
+  }
+  maxRow[0] = loop.getResult(0);
+  maxRow[1] = loop.getResult(1);
+  sumRow[0] = loop.getResult(2);
+  sumRow[1] = loop.getResult(3);
+  acc.assign(loop.getResults().begin() + 4, loop.getResults().end());
+}
+
+// O = acc / l (0 where l = 0) and lse = m + c + log l (-inf where l = 0), for the rows < Tq.
+void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
+  OnlineFinalizeOp finalize = ops.finalize;
+  Value rowEnd = b.create<arith::AddIOp>(map.lookupOrDefault(finalize.getOffsets()[2]),
+                                         map.lookupOrDefault(finalize.getSizes()[2]));
+  Type outElement = cast<MemRefType>(output.getType()).getElementType();
+  auto outPair = VectorType::get({2}, outElement);
+  Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
+  for (int64_t r = 0; r < 2; ++r) {
+    Value sum = quadReduce(b, sumRow[r], /*max=*/false);
+    Value empty = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sum, f32Constant(b, 0));
+    Value inverse = b.create<arith::SelectOp>(empty, f32Constant(b, 0),
+                                              b.create<arith::DivFOp>(f32Constant(b, 1), sum));
+    Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, myRows[r], rowEnd);
+    auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifLive.thenBlock());
+    Value inverseRow = b.create<vector::BroadcastOp>(VectorType::get({2}, b.getF32Type()), inverse);
+    for (auto [n, fragment] : llvm::enumerate(acc)) {
+      Value x = b.create<arith::MulFOp>(b.create<vector::ExtractOp>(fragment, r), inverseRow);
+      if (outElement != b.getF32Type())
+        x = b.create<arith::TruncFOp>(outPair, x);
+      Value column = b.create<arith::AddIOp>(twoT, c(b, 8 * static_cast<int64_t>(n)));
+      b.create<vector::StoreOp>(x, output, ValueRange{batch, head, myRows[r], column});
+    }
+    if (Value lse = finalize.getLse()) {
+      Value first = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t, c(b, 0));
+      auto ifFirst = b.create<scf::IfOp>(first, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(ifFirst.thenBlock());
+      Value x = b.create<arith::AddFOp>(
+          b.create<arith::AddFOp>(maxRow[r], f32Constant(b, probabilityShift)),
+          b.create<math::LogOp>(sum));
+      x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
+      b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batch, head, myRows[r]});
+    }
+  }
+}
+
+} // namespace attnc::attn

@@ -62,6 +62,28 @@ std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shap
 
 } // namespace
 
+std::optional<std::string> useTunedSchedules(CompileOptions& options,
+                                             std::vector<CompileOptions::ShapeSchedule> tuned) {
+  if (tuned.empty())
+    return std::nullopt;
+  std::set<std::string> kernelKinds = options.emit;
+  kernelKinds.erase("lib");
+  const bool dispatch = (kernelKinds.empty() || kernelKinds == std::set<std::string>{"so"}) &&
+                        options.target.rfind("cuda", 0) != 0;
+  if (tuned.size() > 1 && dispatch) {
+    options.shapeSchedules = std::move(tuned);
+    return std::nullopt;
+  }
+  options.backend = tuned.front().backend;
+  options.schedule = tuned.front().schedule;
+  options.scheduleProvenance = tuned.front().provenance;
+  if (tuned.size() == 1)
+    return std::nullopt;
+  return std::to_string(tuned.size()) + " shape buckets are tuned for " + options.target +
+         "; these artifacts hold one kernel, so the longest bucket's schedule is used "
+         "(--tuned-for TQ[,TK] picks one)";
+}
+
 CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& options) {
   if (options.emit != std::set<std::string>{"so"} && options.emit != std::set<std::string>{"sealed"})
     throw UsageError("the tuned schedules of several shape buckets go into one bundle (--emit "

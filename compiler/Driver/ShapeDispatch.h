@@ -11,7 +11,18 @@
 
 #include "Backends/Backend.h"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace attnc {
+
+// Gives `options` the tuned schedules of its spec and target, longest shape bucket first. Two
+// or more become a shape-dispatch bundle when the artifacts asked for are only a kernel (so, and
+// lib's library of it) for a CPU target; otherwise the first one (and its backend) is used, and
+// the note returned says which schedules were left out.
+std::optional<std::string> useTunedSchedules(CompileOptions& options,
+                                             std::vector<CompileOptions::ShapeSchedule> tuned);
 
 // Throws UsageError for what cannot be a shape-dispatch bundle (emit other than so, a CUDA
 // target, parts whose arguments differ), JobError when a tool fails.

@@ -1,6 +1,5 @@
-#include "ChildProcess.h"
+#include "Tuning/ChildProcess.h"
 
-#include "Interrupts.h"
 #include "Support/Errors.h"
 
 #include <csignal>
@@ -15,7 +14,7 @@
 
 extern char** environ;
 
-namespace attnc::tools {
+namespace attnc::tuning {
 namespace {
 
 std::string tail(const std::filesystem::path& file) {
@@ -42,7 +41,7 @@ std::string ChildResult::summary() const {
 }
 
 ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds limit,
-                     const std::filesystem::path& scratch) {
+                     const std::filesystem::path& scratch, const StopRequest& stop) {
   const std::filesystem::path outFile = scratch / "child.out", errFile = scratch / "child.err";
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
@@ -53,8 +52,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);
   // The child reacts to interrupts with their default actions, even where attnc ignores them.
-  const sigset_t defaults = interruptSignals();
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setsigdefault(&attributes, &stop.handledSignals);
 
   std::vector<char*> args;
   for (const std::string& a : argv)
@@ -75,7 +73,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
     if (done == pid)
       break;
     const bool late = std::chrono::steady_clock::now() - start > limit;
-    if (late || interruptSignal() != 0) {
+    if (late || stop.signal() != 0) {
       result.timedOut = late;
       result.interrupted = !late;
       kill(-pid, SIGKILL);
@@ -87,7 +85,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // A child that ended while an interrupt was pending (a signal sent to the whole job, as
   // `kill` by name or a cluster scheduler's cancel does) ended because of it: not a crash.
-  if (!result.timedOut && interruptSignal() != 0)
+  if (!result.timedOut && stop.signal() != 0)
     result.interrupted = true;
   if (!result.timedOut && !result.interrupted) {
     if (WIFEXITED(status))
@@ -100,4 +98,4 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
   return result;
 }
 
-} // namespace attnc::tools
+} // namespace attnc::tuning

@@ -1,20 +1,29 @@
-// Running a command as a child with a time limit, for attnc tune: a candidate that crashes or
-// hangs costs its trial, never the tuning run.
-#ifndef ATTNC_TOOLS_ATTNC_CHILDPROCESS_H
-#define ATTNC_TOOLS_ATTNC_CHILDPROCESS_H
+// Running a command as a child with a time limit, for the tuner's measurements: a candidate
+// that crashes or hangs costs its trial, never the tuning run.
+#ifndef ATTNC_COMPILER_TUNING_CHILDPROCESS_H
+#define ATTNC_COMPILER_TUNING_CHILDPROCESS_H
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
-namespace attnc::tools {
+namespace attnc::tuning {
+
+// How a tuning run is asked to stop: a poll of the signal it was asked by (0 while none), and
+// the signals its process handles or ignores, which a child must take with their default actions.
+struct StopRequest {
+  std::function<int()> signal;
+  sigset_t handledSignals;
+};
 
 struct ChildResult {
   int exitCode = -1;        // when it exited
   int signal = 0;           // when a signal ended it
   bool timedOut = false;    // killed at the time limit
-  bool interrupted = false; // killed because this process was asked to stop (interruptSignal)
+  bool interrupted = false; // killed because this process was asked to stop (StopRequest)
   std::string out, err;     // what it printed (the last 64 KiB of each)
   double seconds = 0;
 
@@ -25,11 +34,11 @@ struct ChildResult {
 };
 
 // Runs argv in its own process group (so a terminal's Ctrl-C reaches only this process, which
-// then stops the child), its output in files under `scratch`; past `limit`, or once an interrupt
-// is recorded (Interrupts.h), the whole group is killed.
+// then stops the child), its output in files under `scratch`; past `limit`, or once `stop`
+// reports a signal, the whole group is killed.
 ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds limit,
-                     const std::filesystem::path& scratch);
+                     const std::filesystem::path& scratch, const StopRequest& stop);
 
-} // namespace attnc::tools
+} // namespace attnc::tuning
 
-#endif // ATTNC_TOOLS_ATTNC_CHILDPROCESS_H
+#endif // ATTNC_COMPILER_TUNING_CHILDPROCESS_H

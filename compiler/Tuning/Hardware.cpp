@@ -1,6 +1,10 @@
 #include "Tuning/Hardware.h"
 
+#include "Support/Errors.h"
+#include "attnc/CudaDriver.hpp"
+
 #include <array>
+#include <fmt/core.h>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -35,6 +39,18 @@ std::string cpuFingerprint() {
     if (flags.count(feature))
       text += std::string(" ") + feature;
   return text;
+}
+
+std::string hardwareFor(const std::string& target) {
+  if (target.rfind("cuda", 0) != 0)
+    return cpuFingerprint();
+  cuda::Device device;
+  std::string why;
+  if (!cuda::useDevice(&device, &why))
+    throw JobError("tuning for --target " + target +
+                   " measures on an NVIDIA GPU, and there is none here: " + why);
+  return fmt::format("gpu: {}, sm_{}{}, driver {}", device.name, device.major, device.minor,
+                     device.driverVersion);
 }
 
 } // namespace attnc::tuning

@@ -10,6 +10,10 @@ namespace attnc::tuning {
 // "cpu: <model name>, <N> cores, <the SIMD features attnc's targets use>", from /proc/cpuinfo.
 std::string cpuFingerprint();
 
+// The fingerprint for a target: the CPU's, or for cuda targets the GPU's, "gpu: <name>,
+// sm_<major><minor>, driver <version>" (JobError when there is none).
+std::string hardwareFor(const std::string& target);
+
 } // namespace attnc::tuning
 
 #endif // ATTNC_COMPILER_TUNING_HARDWARE_H

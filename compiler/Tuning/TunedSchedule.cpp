@@ -1,17 +1,15 @@
-#include "TunedSchedule.h"
+#include "Tuning/TunedSchedule.h"
 
 #include "Driver/Driver.h"
-#include "Tuner.h"
+#include "Tuning/Hardware.h"
 #include "Tuning/Search.h"
 #include "Tuning/TuningDatabase.h"
 
 #include <algorithm>
 #include <fmt/core.h>
 
-namespace attnc::tools {
+namespace attnc::tuning {
 namespace {
-
-using tuning::TrialRecord;
 
 // The trials both databases hold for the spec, target and machine (the user's after the
 // system's); a database that cannot be read is reported and left out.
@@ -19,15 +17,14 @@ std::vector<TrialRecord> recordsFor(const Spec& spec, const std::string& target,
                                     const std::string& hardware) {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
   std::vector<TrialRecord> records;
-  for (const std::filesystem::path& path :
-       {tuning::systemDatabasePath(self), tuning::userDatabasePath()}) {
+  for (const std::filesystem::path& path : {systemDatabasePath(self), userDatabasePath()}) {
     if (path.empty() || !std::filesystem::exists(path))
       continue;
     try {
-      tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadOnly);
+      TuningDatabase db(path, TuningDatabase::Mode::ReadOnly);
       for (TrialRecord& r : db.trialsFor(spec.hash(), target, hardware))
         records.push_back(std::move(r));
-    } catch (const tuning::DatabaseError& e) {
+    } catch (const DatabaseError& e) {
       fmt::print(stderr, "attnc: warning: {}; compiling without its records\n", e.what());
     }
   }
@@ -36,9 +33,9 @@ std::vector<TrialRecord> recordsFor(const Spec& spec, const std::string& target,
 
 } // namespace
 
-std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::string& target,
-                                              const std::string& backend,
-                                              std::optional<std::pair<int64_t, int64_t>> shape) {
+std::vector<CompileOptions::ShapeSchedule>
+findTunedSchedules(const Spec& spec, const std::string& target, const std::string& backend,
+                   std::optional<std::pair<int64_t, int64_t>> shape) {
   std::string hardware;
   try {
     hardware = hardwareFor(target);
@@ -57,7 +54,7 @@ std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::strin
   }
 
   auto applies = [&](const TrialRecord& r) {
-    if (r.status != tuning::TrialStatus::Ok || r.key.attncVersion != ATTNC_VERSION ||
+    if (r.status != TrialStatus::Ok || r.key.attncVersion != ATTNC_VERSION ||
         (!backend.empty() && r.backend != backend) || !spaces.count(r.backend) ||
         spaces.at(r.backend).toolchain != r.toolchain)
       return false;
@@ -65,7 +62,7 @@ std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::strin
       // Parameters added since the trial (absent from its record) are at their defaults, as
       // compile fills them.
       std::map<std::string, int64_t> values =
-          tuning::Candidate::defaultOf(spaces.at(r.backend)).values;
+          Candidate::defaultOf(spaces.at(r.backend)).values;
       for (const auto& [name, value] : r.params.get<std::map<std::string, int64_t>>())
         values[name] = value;
       spaces.at(r.backend).check(ScheduleParams(r.backend, values, "tuned"));
@@ -90,10 +87,11 @@ std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::strin
     return a->key.bucket.seqQLo * a->key.bucket.seqKLo >
            b->key.bucket.seqQLo * b->key.bucket.seqKLo;
   });
-  std::vector<TunedSchedule> tuned;
+  std::vector<CompileOptions::ShapeSchedule> tuned;
   for (const TrialRecord* r : best)
     tuned.push_back(
-        {r->key.bucket, r->backend, r->params.get<std::map<std::string, int64_t>>(),
+        {r->key.bucket.seqQLo, r->key.bucket.seqQHi, r->key.bucket.seqKLo, r->key.bucket.seqKHi,
+         r->backend, r->params.get<std::map<std::string, int64_t>>(),
          fmt::format("tuned: trial {} of {} ({:.3f} ms median at B={} Tq={} Tk={}, {} threads, "
                      "on {}, {})",
                      r->uid, r->key.bucket.text(), r->medianMs, r->batch, r->seqQ, r->seqK,
@@ -101,4 +99,4 @@ std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::strin
   return tuned;
 }
 
-} // namespace attnc::tools
+} // namespace attnc::tuning

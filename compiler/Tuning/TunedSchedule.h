@@ -1,34 +1,28 @@
-// compile's use of the tuning database: the best verified trial for a spec, a target and this
+// compile's use of the tuning database: the best verified trials for a spec, a target and this
 // machine, from the user's database overlaid on the system one.
-#ifndef ATTNC_TOOLS_ATTNC_TUNEDSCHEDULE_H
-#define ATTNC_TOOLS_ATTNC_TUNEDSCHEDULE_H
+#ifndef ATTNC_COMPILER_TUNING_TUNEDSCHEDULE_H
+#define ATTNC_COMPILER_TUNING_TUNEDSCHEDULE_H
 
+#include "Backends/Backend.h"
 #include "Spec/Spec.h"
-#include "Tuning/TuningRecord.h"
 
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <vector>
 #include <string>
+#include <utility>
+#include <vector>
 
-namespace attnc::tools {
-
-struct TunedSchedule {
-  tuning::ShapeBucket bucket;
-  std::string backend;
-  std::map<std::string, int64_t> values;
-  std::string provenance; // the record: its uid, database, time, shape and machine
-};
+namespace attnc::tuning {
 
 // Per shape bucket, the fastest "ok" trial of `backend` (any backend when empty) whose
 // toolchain is this attnc's and whose values its backend still accepts: every tuned bucket,
-// longest first, or only the one holding `shape` when given. Unreadable databases are reported
+// longest first, or only the one holding `shape` (Tq, Tk) when given. Each schedule's
+// provenance names its record: uid, shape, machine and time. Unreadable databases are reported
 // on stderr and skipped; empty when nothing applies.
-std::vector<TunedSchedule> findTunedSchedules(const Spec& spec, const std::string& target,
-                                              const std::string& backend,
-                                              std::optional<std::pair<int64_t, int64_t>> shape);
+std::vector<CompileOptions::ShapeSchedule>
+findTunedSchedules(const Spec& spec, const std::string& target, const std::string& backend,
+                   std::optional<std::pair<int64_t, int64_t>> shape);
 
-} // namespace attnc::tools
+} // namespace attnc::tuning
 
-#endif // ATTNC_TOOLS_ATTNC_TUNEDSCHEDULE_H
+#endif // ATTNC_COMPILER_TUNING_TUNEDSCHEDULE_H

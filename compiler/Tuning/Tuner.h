@@ -1,20 +1,22 @@
-// attnc tune's run: the search loop over candidates, each measured in child processes
-// (compile, verify on a small odd shape, bench with flushed caches), every trial written to
-// the database as it ends, progress on a terminal and JSON-lines events otherwise.
-#ifndef ATTNC_TOOLS_ATTNC_TUNER_H
-#define ATTNC_TOOLS_ATTNC_TUNER_H
+// attnc tune's run: every tunable backend's default, then the search's proposals, each one a
+// trial measured once (a Measurement) and recorded in the tuning database as it ends. Trials of
+// the same key and toolchain recorded before are reused, and a candidate another run on the
+// same database is measuring is waited for, not measured twice.
+#ifndef ATTNC_COMPILER_TUNING_TUNER_H
+#define ATTNC_COMPILER_TUNING_TUNER_H
 
 #include "Spec/Spec.h"
+#include "Tuning/Measurement.h"
 #include "Tuning/Search.h"
 #include "Tuning/TuningDatabase.h"
 
 #include <chrono>
-#include <filesystem>
-#include <optional>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
-namespace attnc::tools {
+namespace attnc::tuning {
 
 struct TuneOptions {
   std::string target = "host";
@@ -22,28 +24,47 @@ struct TuneOptions {
   int trials = 40;                // in all, counting earlier runs of the same key
   double minutes = 0;             // wall-time budget of this run (0: none)
   uint64_t seed = 1;
-  tuning::Strategy strategy = tuning::Strategy::Evolution;
+  Strategy strategy = Strategy::Evolution;
   // Also propose Halide's autoschedulers' schedules (TuningSpace::generated).
   bool autoschedulers = false;
-  tuning::Shard shard;
-  int64_t batch = 1, seqQ = 1024, seqK = 0; // seqK 0: seqQ
+  Shard shard;
+  int64_t batch = 1, seqQ = 1024, seqK = 0; // the shape timed; seqK 0: seqQ
   int threads = 0;                          // 0: all
   int runs = 7, warmup = 1;
   std::chrono::seconds compileLimit{300}, runLimit{120};
-  std::filesystem::path events; // also write the JSON-lines events here
 };
 
-// The machine fingerprint for a target: the CPU's, or for cuda targets the GPU's (JobError
-// when there is none).
-std::string hardwareFor(const std::string& target);
+// What the run tells as it goes: events (start, waiting, trial, backend_left_out, done) as
+// JSON objects, and after each trial how far it is.
+class TuneObserver {
+public:
+  virtual ~TuneObserver() = default;
+  virtual void event(const nlohmann::json& event) = 0;
+  // `done` of `budget` trials; the best median so far (infinity: none yet) and its candidate;
+  // the time the trials left will take at the fresh ones' average.
+  virtual void progress(int done, int budget, double bestMs, const std::string& best,
+                        double secondsLeft) = 0;
+};
 
-// What the trials of this run are recorded under: the spec, the bucket of --seq-q/--seq-k, the
+// How a run ended.
+struct TuneOutcome {
+  TuningKey key;       // what the trials are recorded under
+  std::string stopped; // "trials", "time", "exhausted" or "interrupted"
+  int interruptSignal = 0;
+  int trials = 0, freshTrials = 0;
+  std::string best, defaultName; // candidates' names
+  double bestMs = std::numeric_limits<double>::infinity(); // infinity: no trial succeeded
+  double defaultMs = std::numeric_limits<double>::infinity();
+};
+
+// What the trials of a run are recorded under: the spec, the bucket of the timed shape, the
 // target, this machine and this attnc.
-tuning::TuningKey tuningKey(const Spec& spec, const TuneOptions& options);
+TuningKey tuningKey(const Spec& spec, const TuneOptions& options);
 
-// Runs the search; returns the exit code (0, or 130 when interrupted).
-int tune(const Spec& spec, const TuneOptions& options, tuning::TuningDatabase& db);
+// Runs the search. Throws UsageError when none of options.backends can be tuned.
+TuneOutcome tune(const Spec& spec, const TuneOptions& options, TuningDatabase& db,
+                 Measurement& measurement, TuneObserver& observer);
 
-} // namespace attnc::tools
+} // namespace attnc::tuning
 
-#endif // ATTNC_TOOLS_ATTNC_TUNER_H
+#endif // ATTNC_COMPILER_TUNING_TUNER_H

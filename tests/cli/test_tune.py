@@ -1,11 +1,14 @@
 """attnc tune: trials recorded, resumed, interrupted, sharded and merged; the database's errors;
 and compile taking the tuned schedule."""
+import collections
 import glob
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
+import xml.etree.ElementTree as ET
 
 from common import ATTNC, CliTestCase, attnc, needs_backends
 
@@ -126,19 +129,32 @@ class Tune(CliTestCase):
         self.assertIn("of Tq 256-511", manifest_in(asm)["schedule"]["provenance"])
 
     def test_report_tables_and_plot(self):
-        self.tune(SPEC, "--trials", "4", *FAST, "--strategy", "random")
+        tuned = events(self.tune(SPEC, "--trials", "4", *FAST, "--strategy", "random").stdout)
+        ok = collections.Counter(e["candidate"].split()[0] for e in tuned
+                                 if e["event"] == "trial" and e["status"] == "ok")
         svg = os.path.join(self.tmp, "report.svg")
         r = self.expect(attnc("tune", SPEC, "--seq-q", "64", "--report", svg, "--db", self.db), 0,
                         "| backend | default ms | best ms", "| backend | parameter | value")
         self.assertEqual(r.stdout.count("| ok |"), 1)
-        import xml.etree.ElementTree as ET
+        # The table's ok trials per backend, parameter and value: each ok trial once per
+        # parameter of its backend.
+        per_parameter = collections.Counter()
+        table = r.stdout.split("| backend | parameter | value |")[1].split("\n\n")[0]
+        for row in table.splitlines()[2:]:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            per_parameter[cells[0]] += int(cells[3])
+        # cairo writes the plot's text as glyph outlines and its dots as paths, so the dots are
+        # counted by colour: each ok trial once in the time-per-trial panel and once per
+        # parameter it has, and one per backend in the legend.
         root = ET.fromstring(read(svg))
-        ns = "{http://www.w3.org/2000/svg}"
-        titles = [c.find(ns + "title").text for c in root.iter(ns + "circle")
-                  if c.find(ns + "title") is not None]
-        # Each trial appears once in the time-per-trial panel and once per parameter it has.
-        for n in range(1, 5):
-            self.assertTrue(any(t.startswith("#%d " % n) for t in titles), n)
+        fills = collections.Counter()
+        for path in root.iter("{http://www.w3.org/2000/svg}path"):
+            fill = re.search(r"fill:rgb\(([\d.]+)%,([\d.]+)%,([\d.]+)%\)", path.get("style", ""))
+            if fill:
+                fills["#%02x%02x%02x" % tuple(round(float(p) * 2.55) for p in fill.groups())] += 1
+        for backend, color in (("halide", "#1f77b4"), ("mlir", "#d62728")):
+            self.assertGreater(ok[backend], 0, backend)
+            self.assertEqual(fills[color], 1 + ok[backend] + per_parameter[backend], backend)
         # A bucket without trials, or a plot that is not SVG: an error and no file.
         missing = os.path.join(self.tmp, "none.svg")
         self.expect(attnc("tune", SPEC, "--seq-q", "4096", "--report", missing, "--db", self.db),

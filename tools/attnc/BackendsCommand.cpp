@@ -35,7 +35,7 @@ nlohmann::json tableJson() {
           {"baselines",
            {{{"name", "unfused"},
              {"description", "attnc bench's OpenBLAS baseline: sgemm, softmax, sgemm (f32)"},
-             {"coverage", {coverageJson(UnfusedBaseline::coverage())}}}}}};
+             {"coverage", {coverageJson(bench::UnfusedBaseline::coverage())}}}}}};
 }
 
 // One markdown row per backend and target family: README.md's coverage table is this output.

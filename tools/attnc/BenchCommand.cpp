@@ -113,18 +113,18 @@ Action addBenchCommand(CLI::App& app) {
                          "must run on the CPU or both on the GPU");
       timings.push_back({"against", againstWhat, {}});
     }
-    if (!o->attention.empty() && (o->noBaseline || UnfusedBaseline::unsupported(spec)))
+    if (!o->attention.empty() && (o->noBaseline || bench::UnfusedBaseline::unsupported(spec)))
       throw UsageError("--attention " + o->attention +
                        ": the unfused baseline does not run for this call, so it has no use");
-    std::unique_ptr<UnfusedBaseline> baseline;
+    std::unique_ptr<bench::UnfusedBaseline> baseline;
     std::optional<runtime::Bundle> attention;
     std::string baselineNote = "not run (--no-baseline)";
     if (!o->noBaseline) {
-      if (auto why = UnfusedBaseline::unsupported(spec)) {
+      if (auto why = bench::UnfusedBaseline::unsupported(spec)) {
         baselineNote = *why;
       } else {
-        baseline = std::make_unique<UnfusedBaseline>(call);
-        std::string what = UnfusedBaseline::describe(spec);
+        baseline = std::make_unique<bench::UnfusedBaseline>(call);
+        std::string what = bench::UnfusedBaseline::describe(spec);
         if (!o->attention.empty()) {
           attention = runtime::Bundle::open(o->attention);
           baseline->useAttentionBundle(*attention);

@@ -1,8 +1,9 @@
 // attnc compile: spec -> bundle.
 #include "Commands.h"
 #include "Driver/Driver.h"
+#include "Driver/ShapeDispatch.h"
 #include "Support/Errors.h"
-#include "TunedSchedule.h"
+#include "Tuning/TunedSchedule.h"
 
 #include <algorithm>
 #include <charconv>
@@ -39,8 +40,8 @@ struct CompileCommandOptions {
 
 // The options of one target's kernel. Without --schedule, the tuning database's best records
 // for this spec, target and machine set the schedule (and with --backend auto, the backend):
-// one per tuned shape bucket, all of them in one shape-dispatch kernel when a kernel (so, lib)
-// is all that is asked for.
+// one per tuned shape bucket, and the driver decides whether they make one shape-dispatch
+// kernel.
 CompileOptions targetOptions(const Spec& spec, const CompileCommandOptions& o,
                              const std::string& target) {
   CompileOptions options{o.backend,
@@ -52,33 +53,16 @@ CompileOptions targetOptions(const Spec& spec, const CompileCommandOptions& o,
                          /*shapeSchedules=*/{},
                          /*targets=*/{},
                          o.name};
-  const bool tunable = o.backend != "reference" && options.schedule.empty() && !o.noTuning;
-  std::vector<TunedSchedule> tuned;
-  if (tunable) {
-    std::optional<std::pair<int64_t, int64_t>> shape;
-    if (!o.tunedFor.empty())
-      shape = {o.tunedFor.front(), o.tunedFor.back()};
-    tuned = findTunedSchedules(spec, target, o.backend == "auto" ? "" : o.backend, shape);
-  }
-  std::set<std::string> kernelKinds = options.emit;
-  kernelKinds.erase("lib");
-  const bool dispatch = (kernelKinds.empty() || kernelKinds == std::set<std::string>{"so"}) &&
-                        target.rfind("cuda", 0) != 0;
-  if (tuned.size() > 1 && dispatch) {
-    for (const TunedSchedule& t : tuned)
-      options.shapeSchedules.push_back({t.bucket.seqQLo, t.bucket.seqQHi, t.bucket.seqKLo,
-                                        t.bucket.seqKHi, t.backend, t.values, t.provenance});
-  } else if (!tuned.empty()) {
-    if (tuned.size() > 1)
-      fmt::print(stderr,
-                 "attnc: note: {} shape buckets are tuned for {}; these artifacts hold one "
-                 "kernel, so the longest bucket's schedule is used (--tuned-for TQ[,TK] picks "
-                 "one)\n",
-                 tuned.size(), target);
-    options.backend = tuned.front().backend;
-    options.schedule = tuned.front().values;
-    options.scheduleProvenance = tuned.front().provenance;
-  }
+  if (o.backend == "reference" || !options.schedule.empty() || o.noTuning)
+    return options;
+  std::optional<std::pair<int64_t, int64_t>> shape;
+  if (!o.tunedFor.empty())
+    shape = {o.tunedFor.front(), o.tunedFor.back()};
+  const std::optional<std::string> note = useTunedSchedules(
+      options,
+      tuning::findTunedSchedules(spec, target, o.backend == "auto" ? "" : o.backend, shape));
+  if (note)
+    fmt::print(stderr, "attnc: note: {}\n", *note);
   return options;
 }
 

@@ -1,7 +1,9 @@
 // attnc viz: a matrix of attention weights drawn as a heatmap, rows the queries and columns the
-// keys, as PNG or SVG through cairo (one drawing for both formats, text included).
+// keys, as PNG or SVG on a Plot.h canvas (one drawing for both formats, text included).
 #ifndef ATTNC_TOOLS_ATTNC_HEATMAP_H
 #define ATTNC_TOOLS_ATTNC_HEATMAP_H
+
+#include "Plot.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -26,10 +28,6 @@ struct Heatmap {
 
 // The most cells drawn along an axis: past it a cell is under one pixel and the SVG explodes.
 inline constexpr int64_t kMaxHeatmapCells = 512;
-
-struct Rgb {
-  double r, g, b; // in [0, 1]
-};
 
 // Viridis at t in [0, 1] (clamped): perceptually uniform and readable in grey and by people
 // with the common colour-vision deficiencies.

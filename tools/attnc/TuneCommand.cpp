@@ -1,21 +1,101 @@
 // attnc tune: searches the schedules of every backend for a spec on this machine and records
 // each trial in the tuning database; --merge, --export and --import move records between
 // databases and machines.
-#include "ChildProcess.h"
 #include "Commands.h"
 #include "Driver/Driver.h"
 #include "Interrupts.h"
 #include "OutputFile.h"
 #include "TuneReport.h"
-#include "Tuner.h"
+#include "Tuning/ChildProcessMeasurement.h"
+#include "Tuning/Tuner.h"
 
+#include <cmath>
 #include <fmt/core.h>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <unistd.h>
 
 namespace attnc::tools {
 namespace {
+
+using tuning::TuneOptions;
+
+// The run's events as JSON lines (to stdout when it is not a terminal, and to --events), and a
+// progress line on stderr when it is a terminal.
+class TuneProgress : public tuning::TuneObserver {
+public:
+  explicit TuneProgress(const std::filesystem::path& events)
+      : jsonOut_(!isatty(STDOUT_FILENO)), terminal_(isatty(STDERR_FILENO)) {
+    if (!events.empty()) {
+      file_.open(events, std::ios::app);
+      if (!file_)
+        throw UsageError("--events " + events.string() + ": cannot write it");
+    }
+  }
+
+  void event(const nlohmann::json& e) override {
+    const std::string line = e.dump();
+    if (jsonOut_)
+      fmt::print("{}\n", line);
+    if (file_.is_open())
+      file_ << line << "\n" << std::flush;
+    std::fflush(stdout);
+  }
+
+  void progress(int done, int budget, double bestMs, const std::string& best,
+                double secondsLeft) override {
+    if (!terminal_)
+      return;
+    const int eta = static_cast<int>(secondsLeft);
+    fmt::print(stderr, "\r\033[K[{:>3}/{}] best {} ({}) ETA {}m{:02}s", done, budget,
+               std::isfinite(bestMs) ? fmt::format("{:.3f} ms", bestMs) : "none yet", best,
+               eta / 60, eta % 60);
+  }
+
+  // Ends the progress line, then on a terminal the summary of `outcome`.
+  void finish(const tuning::TuneOutcome& outcome, const std::filesystem::path& db) {
+    const tuning::TuningKey& key = outcome.key;
+    if (terminal_)
+      fmt::print(stderr, "\n");
+    if (jsonOut_)
+      return;
+    fmt::print("tuned {} on {} ({}): {} trials ({} new), stopped by {}\n", key.spec, key.target,
+               key.bucket.text(), outcome.trials, outcome.freshTrials, outcome.stopped);
+    if (std::isfinite(outcome.bestMs))
+      fmt::print("  best     {:9.3f} ms  {}\n", outcome.bestMs, outcome.best);
+    if (std::isfinite(outcome.defaultMs))
+      fmt::print("  default  {:9.3f} ms  {}  (best is {:.2f}x faster)\n", outcome.defaultMs,
+                 outcome.defaultName, outcome.defaultMs / outcome.bestMs);
+    fmt::print("  database {}\n", db.string());
+  }
+
+private:
+  bool jsonOut_, terminal_;
+  std::ofstream file_;
+};
+
+// Tunes `spec`, measuring each candidate with this attnc in child processes; the exit code.
+int runTuning(const Spec& spec, const TuneOptions& options, tuning::TuningDatabase& db,
+              const std::filesystem::path& events) {
+  deferInterrupts();
+  tuning::ChildProcessMeasurement measurement(std::filesystem::read_symlink("/proc/self/exe"),
+                                              options, {interruptSignal, interruptSignals()});
+  TuneProgress progress(events);
+  const tuning::TuneOutcome outcome = tuning::tune(spec, options, db, measurement, progress);
+  progress.finish(outcome, db.path());
+  // Interrupted: the shell's convention for a process ended by a signal, 128 + its number.
+  if (outcome.stopped == "interrupted")
+    return 128 + outcome.interruptSignal;
+  // A run without one correct trial tuned nothing: the job failed, whatever stopped it.
+  if (!std::isfinite(outcome.bestMs)) {
+    fmt::print(stderr, "attnc: failed: none of the {} trials of {} compiled, verified and ran "
+                       "correctly; each one's outcome is recorded in {}\n",
+               outcome.trials, spec.canonical(), db.path().string());
+    return 1;
+  }
+  return 0;
+}
 
 struct TuneCommandOptions {
   std::string spec, db, shard, exportTo, importFrom, events, report, strategy = "evolution";
@@ -140,7 +220,7 @@ Action addTuneCommand(CLI::App& app) {
         throw UsageError("--report " + o->report + ": the plot is SVG; give a file ending in .svg");
       const Spec spec = loadSpec(o->spec);
       tuning::TuningDatabase db(dbPath, tuning::TuningDatabase::Mode::ReadOnly);
-      writeTuneReport(db.trials(tuningKey(spec, options)), tuningSpaces(spec, options.target),
+      writeTuneReport(db.trials(tuning::tuningKey(spec, options)), tuningSpaces(spec, options.target),
                       std::cout, o->report);
       return 0;
     }
@@ -177,9 +257,7 @@ Action addTuneCommand(CLI::App& app) {
       options.shard = tuning::Shard::parse(o->shard);
     options.compileLimit = std::chrono::seconds(o->compileLimit);
     options.runLimit = std::chrono::seconds(o->runLimit);
-    options.events = o->events;
-    deferInterrupts();
-    return tune(loadSpec(o->spec), options, db);
+    return runTuning(loadSpec(o->spec), options, db, o->events);
   };
 }
 

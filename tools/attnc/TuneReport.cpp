@@ -1,17 +1,16 @@
+// The tuning report of TuneReport.h: the tables written as markdown, the plot drawn on a Plot.h
+// canvas.
 #include "TuneReport.h"
 
-#include "OutputFile.h"
-
+#include "Plot.h"
 #include "Support/Errors.h"
 #include "Tuning/Search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/core.h>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 
 namespace attnc::tools {
 namespace {
@@ -28,101 +27,21 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-std::string colorOf(const std::string& backend) {
+Rgb colorOf(const std::string& backend) {
   if (backend == "halide")
-    return "#1f77b4";
+    return hexColor(0x1f77b4);
   if (backend == "mlir")
-    return "#d62728";
-  return "#7f7f7f";
+    return hexColor(0xd62728);
+  return hexColor(0x7f7f7f);
 }
 
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (char c : text)
-    out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-  return out;
+constexpr Rgb kInk = hexColor(0x000000), kAxisLine = hexColor(0x333333);
+constexpr Stroke kFailedMark = {hexColor(0x999999)};
+constexpr double kDotRadius = 3, kDotOpacity = 0.7, kCrossHalfSide = 3;
+
+void dot(Canvas& canvas, Point centre, const std::string& backend) {
+  canvas.circle(centre, kDotRadius, colorOf(backend), kDotOpacity);
 }
-
-// Times on a log scale: tile sizes change times by factors, and the interesting trials are the
-// ones near the best, which a linear axis would squash under the slowest.
-struct LogAxis {
-  double lo, hi;      // ms at the bottom and top
-  double top, bottom; // pixels
-  double y(double ms) const {
-    const double t =
-        (std::log(std::clamp(ms, lo, hi)) - std::log(lo)) / (std::log(hi) - std::log(lo));
-    return bottom - t * (bottom - top);
-  }
-  // 1-2-5 steps within the range.
-  std::vector<double> ticks() const {
-    std::vector<double> out;
-    for (double decade = std::pow(10, std::floor(std::log10(lo))); decade <= hi; decade *= 10)
-      for (double step : {1.0, 2.0, 5.0})
-        if (step * decade >= lo && step * decade <= hi)
-          out.push_back(step * decade);
-    if (out.size() < 2)
-      out = {lo, hi};
-    return out;
-  }
-};
-
-std::string tickText(double ms) {
-  return ms >= 10  ? fmt::format("{:.0f}", ms)
-         : ms >= 1 ? fmt::format("{:.1f}", ms)
-                   : fmt::format("{:.2f}", ms);
-}
-
-class Svg {
-public:
-  Svg(int width, int height) : width_(width), height_(height) {}
-  void line(double x1, double y1, double x2, double y2, const std::string& stroke, double w = 1) {
-    body_ << fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="{}" )"
-                         R"(stroke-width="{}"/>)"
-                         "\n",
-                         x1, y1, x2, y2, stroke, w);
-  }
-  void dot(double x, double y, const std::string& fill, const std::string& title) {
-    body_ << fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}" fill-opacity="0.7">)"
-                         "<title>{}</title></circle>\n",
-                         x, y, fill, escaped(title));
-  }
-  void cross(double x, double y, const std::string& title) {
-    body_ << fmt::format(R"(<path d="M{:.1f},{:.1f}l6,6m0,-6l-6,6" stroke="#999"><title>{})"
-                         "</title></path>\n",
-                         x - 3, y - 3, escaped(title));
-  }
-  void text(double x, double y, const std::string& s, const std::string& anchor = "start",
-            int size = 11) {
-    body_ << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="{}" text-anchor="{}">{}</text>)"
-                         "\n",
-                         x, y, size, anchor, escaped(s));
-  }
-  void polyline(const std::vector<std::pair<double, double>>& points, const std::string& stroke) {
-    body_ << R"(<polyline fill="none" stroke=")" << stroke << R"(" stroke-width="1.5" points=")";
-    for (const auto& [x, y] : points)
-      body_ << fmt::format("{:.1f},{:.1f} ", x, y);
-    body_ << "\"/>\n";
-  }
-  void yAxis(const LogAxis& axis, double x, double right) {
-    for (double t : axis.ticks()) {
-      line(x, axis.y(t), right, axis.y(t), "#eee");
-      text(x - 4, axis.y(t) + 4, tickText(t), "end", 10);
-    }
-    line(x, axis.top, x, axis.bottom, "#333");
-  }
-  std::string str() const {
-    return fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" )"
-                       R"(font-family="sans-serif">)"
-                       "\n"
-                       R"(<rect width="100%" height="100%" fill="white"/>)"
-                       "\n{}</svg>\n",
-                       width_, height_, body_.str());
-  }
-
-private:
-  int width_, height_;
-  std::ostringstream body_;
-};
 
 struct Parameter {
   std::string backend, name;
@@ -142,8 +61,9 @@ std::vector<Parameter> parametersOf(const std::vector<TuningSpace>& spaces,
   return out;
 }
 
-std::string plot(const std::vector<TrialRecord>& trials, const std::vector<Parameter>& parameters,
-                 const std::string& title) {
+// The plot of TuneReport.h, written to `path`: the title, then the two panels below.
+void drawPlot(const std::filesystem::path& path, const std::vector<TrialRecord>& trials,
+              const std::vector<Parameter>& parameters, const std::string& title) {
   constexpr int kWidth = 960, kLeft = 60, kRight = 940;
   constexpr int kCell = 150, kCellHeight = 150, kPerRow = 6;
   double best = std::numeric_limits<double>::infinity(), slowest = 0;
@@ -153,53 +73,56 @@ std::string plot(const std::vector<TrialRecord>& trials, const std::vector<Param
       slowest = std::max(slowest, msOf(r));
     }
   const int rows = static_cast<int>((parameters.size() + kPerRow - 1) / kPerRow);
-  Svg svg(kWidth, 380 + rows * (kCellHeight + 30) + 20);
-  svg.text(kLeft, 22, title, "start", 13);
+  Canvas canvas(path, kWidth, 380 + rows * (kCellHeight + 30) + 20);
+  canvas.text({kLeft, 22}, title, {.size = 13});
 
   // Panel 1: every trial in search order (failed ones as crosses above the plot), and the
-  // best time so far.
+  // best time so far. Times on a log scale: tile sizes change times by factors, and the
+  // interesting trials are the ones near the best, which a linear axis would squash under the
+  // slowest; for the same reason the axis ends at 20 times the best, slower trials sitting at
+  // its top.
   const double hi = std::min(slowest, best * 20) * 1.05;
-  LogAxis axis{best * 0.95, std::max(hi, best * 1.2), 60, 330};
-  svg.yAxis(axis, kLeft, kRight);
-  svg.line(kLeft, axis.bottom, kRight, axis.bottom, "#333");
-  svg.text(kLeft - 40, 50, "ms (log)", "start", 10);
+  const LogAxis axis{best * 0.95, std::max(hi, best * 1.2), 60, 330};
+  drawLogAxis(canvas, axis, kLeft, kRight);
+  canvas.line({kLeft, axis.bottom}, {kRight, axis.bottom}, {kAxisLine});
+  canvas.text({kLeft - 40, 50}, "ms (log)", {.size = 10});
   const double step = (kRight - kLeft - 10) / std::max<double>(1, trials.size());
-  auto xOf = [&](size_t i) { return kLeft + 5 + step * (i + 0.5); };
-  std::vector<std::pair<double, double>> bestSoFar;
+  auto xOf = [&](size_t i) { return kLeft + 5 + step * (static_cast<double>(i) + 0.5); };
+  std::vector<Point> bestSoFar;
   double running = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < trials.size(); ++i) {
     const TrialRecord& r = trials[i];
     const double ms = msOf(r);
-    const std::string label = fmt::format("#{} {}: {}", i + 1, r.candidate(),
-                                          std::isfinite(ms) ? fmt::format("{:.3f} ms", ms)
-                                                            : tuning::statusName(r.status));
     if (std::isfinite(ms))
-      svg.dot(xOf(i), axis.y(ms), colorOf(r.backend), label);
+      dot(canvas, {xOf(i), axis.y(ms)}, r.backend);
     else
-      svg.cross(xOf(i), axis.top - 10, label);
+      canvas.cross({xOf(i), axis.top - 10}, kCrossHalfSide, kFailedMark);
     if (ms < running) {
       if (!bestSoFar.empty())
-        bestSoFar.push_back({xOf(i), bestSoFar.back().second});
+        bestSoFar.push_back({xOf(i), bestSoFar.back().y});
       running = ms;
     }
     if (std::isfinite(running))
       bestSoFar.push_back({xOf(i), axis.y(running)});
   }
-  svg.polyline(bestSoFar, "#000");
+  canvas.polyline(bestSoFar, {kInk, 1.5});
   for (size_t i = 0; i < trials.size(); i += std::max<size_t>(1, trials.size() / 10))
-    svg.text(xOf(i), axis.bottom + 14, std::to_string(i + 1), "middle", 10);
-  svg.text((kLeft + kRight) / 2.0, axis.bottom + 30, "trial, in the order the search ran them",
-           "middle");
+    canvas.text({xOf(i), axis.bottom + 14}, std::to_string(i + 1),
+                {.size = 10, .align = Align::Middle});
+  canvas.text({(kLeft + kRight) / 2.0, axis.bottom + 30}, "trial, in the order the search ran them",
+              {.size = 11, .align = Align::Middle});
+  const TextStyle legendText = {.size = 11, .centred = true};
+  constexpr double kLegendY = 40;
   double legend = kRight - 330;
   for (const std::string backend : {"halide", "mlir"}) {
-    svg.dot(legend, 40, colorOf(backend), backend);
-    svg.text(legend + 8, 44, backend);
+    dot(canvas, {legend, kLegendY}, backend);
+    canvas.text({legend + 8, kLegendY}, backend, legendText);
     legend += 70;
   }
-  svg.line(legend, 40, legend + 20, 40, "#000", 1.5);
-  svg.text(legend + 24, 44, "best so far");
-  svg.cross(legend + 110, 40, "failed");
-  svg.text(legend + 118, 44, "failed");
+  canvas.line({legend, kLegendY}, {legend + 20, kLegendY}, {kInk, 1.5});
+  canvas.text({legend + 24, kLegendY}, "best so far", legendText);
+  canvas.cross({legend + 110, kLegendY}, kCrossHalfSide, kFailedMark);
+  canvas.text({legend + 118, kLegendY}, "failed", legendText);
 
   // Panel 2: per parameter, each ok trial's time at the value it had (jittered sideways), and
   // a bar at the best time per value: flat bars mean the parameter hardly matters.
@@ -207,13 +130,15 @@ std::string plot(const std::vector<TrialRecord>& trials, const std::vector<Param
     const Parameter& param = parameters[p];
     const double x0 = kLeft + static_cast<double>(p % kPerRow) * kCell;
     const double y0 = 390 + static_cast<double>(p / kPerRow) * (kCellHeight + 30);
-    LogAxis cell{axis.lo, axis.hi, y0 + 10, y0 + kCellHeight - 20};
-    svg.text(x0 + kCell / 2.0, y0, param.backend + " " + param.name, "middle");
-    svg.line(x0 + 5, cell.bottom, x0 + kCell - 10, cell.bottom, "#333");
+    const LogAxis cell{axis.lo, axis.hi, y0 + 10, y0 + kCellHeight - 20};
+    canvas.text({x0 + kCell / 2.0, y0}, param.backend + " " + param.name,
+                {.size = 11, .align = Align::Middle});
+    canvas.line({x0 + 5, cell.bottom}, {x0 + kCell - 10, cell.bottom}, {kAxisLine});
     const double slot = (kCell - 20.0) / static_cast<double>(param.choices.size());
     for (size_t c = 0; c < param.choices.size(); ++c) {
-      const double cx = x0 + 10 + slot * (c + 0.5);
-      svg.text(cx, cell.bottom + 13, std::to_string(param.choices[c]), "middle", 9);
+      const double cx = x0 + 10 + slot * (static_cast<double>(c) + 0.5);
+      canvas.text({cx, cell.bottom + 13}, std::to_string(param.choices[c]),
+                  {.size = 9, .align = Align::Middle});
       double bestHere = std::numeric_limits<double>::infinity();
       for (size_t i = 0; i < trials.size(); ++i) {
         const TrialRecord& r = trials[i];
@@ -222,21 +147,21 @@ std::string plot(const std::vector<TrialRecord>& trials, const std::vector<Param
             r.params.value(param.name, int64_t{-1}) != param.choices[c])
           continue;
         const double jitter = (static_cast<double>(i * 7 % 11) / 10.0 - 0.5) * slot * 0.5;
-        svg.dot(cx + jitter, cell.y(ms), colorOf(r.backend),
-                fmt::format("#{} {}: {:.3f} ms", i + 1, r.candidate(), ms));
+        dot(canvas, {cx + jitter, cell.y(ms)}, r.backend);
         bestHere = std::min(bestHere, ms);
       }
       if (std::isfinite(bestHere))
-        svg.line(cx - slot * 0.4, cell.y(bestHere), cx + slot * 0.4, cell.y(bestHere), "#000", 2);
+        canvas.line({cx - slot * 0.4, cell.y(bestHere)}, {cx + slot * 0.4, cell.y(bestHere)},
+                    {kInk, 2});
     }
   }
-  return svg.str();
+  canvas.write();
 }
 
 } // namespace
 
 void writeTuneReport(const std::vector<TrialRecord>& trials, const std::vector<TuningSpace>& spaces,
-                     std::ostream& out, const std::filesystem::path& svgPath) {
+                     std::ostream& out, const std::filesystem::path& plotPath) {
   if (trials.empty())
     throw UsageError("--report: the database has no trials for this spec, shape bucket, target "
                      "and machine; run attnc tune with the same spec, --target and --seq-q/--seq-k "
@@ -324,10 +249,10 @@ void writeTuneReport(const std::vector<TrialRecord>& trials, const std::vector<T
   if (ranked.empty())
     throw UsageError("--report: none of the " + std::to_string(trials.size()) +
                      " trials ran correctly, so there is nothing to plot");
-  writeFileAtomically(svgPath, plot(trials, parameters,
-                                    fmt::format("{} ({}, {}, {} trials)", key.spec,
-                                                key.bucket.text(), key.target, trials.size())));
-  out << fmt::format("\nplot: {}\n", svgPath.string());
+  drawPlot(plotPath, trials, parameters,
+           fmt::format("{} ({}, {}, {} trials)", key.spec, key.bucket.text(), key.target,
+                       trials.size()));
+  out << fmt::format("\nplot: {}\n", plotPath.string());
 }
 
 } // namespace attnc::tools

@@ -13,7 +13,7 @@
 #include <limits>
 #include <thread>
 
-namespace attnc::tools {
+namespace attnc::bench {
 namespace {
 
 // A head-major [B, heads, T, d] copy of a q/k/v tensor, as f32.
@@ -153,7 +153,7 @@ void UnfusedBaseline::useAttentionBundle(const runtime::Bundle& sdpa) {
   expected.dtype = DType::F32;
   expected.pe = PositionalEncoding::None;
   expected.dModel = 0;
-  const std::string given = bundleSpec(sdpa).canonical();
+  const std::string given = tools::bundleSpec(sdpa).canonical();
   if (s.variant != Variant::Mha)
     throw UsageError("--attention: only variant=mha takes one; this spec is " + s.canonical());
   // Through the parser, so that keys that do not apply to sdpa drop out of the canonical form.
@@ -358,4 +358,4 @@ std::vector<float> UnfusedBaseline::output() const {
   return std::vector<float>(a.data.begin(), a.data.end());
 }
 
-} // namespace attnc::tools
+} // namespace attnc::bench

@@ -9,8 +9,8 @@
 //   mha        x W_Q, x W_K, x W_V (one sgemm each on all threads, PE added first), sdpa per
 //              head, then Concat(heads) W_O (an sgemm): separate GEMM and attention calls. The
 //              attention is the unfused one, or an attnc sdpa bundle (useAttentionBundle).
-#ifndef ATTNC_TOOLS_ATTNC_UNFUSEDBASELINE_H
-#define ATTNC_TOOLS_ATTNC_UNFUSEDBASELINE_H
+#ifndef ATTNC_TOOLS_BENCH_UNFUSEDBASELINE_H
+#define ATTNC_TOOLS_BENCH_UNFUSEDBASELINE_H
 
 #include "Backends/Coverage.h"
 #include "CallSetup.h"
@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
-namespace attnc::tools {
+namespace attnc::bench {
+
+using tools::Call;
 
 class UnfusedBaseline {
 public:
@@ -74,6 +76,6 @@ private:
   const runtime::Bundle* attention_ = nullptr;
 };
 
-} // namespace attnc::tools
+} // namespace attnc::bench
 
-#endif // ATTNC_TOOLS_ATTNC_UNFUSEDBASELINE_H
+#endif // ATTNC_TOOLS_BENCH_UNFUSEDBASELINE_H

@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-namespace attnc::tools {
+namespace attnc::bench {
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void tanhInPlace(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i)
     x[i] = std::tanh(x[i]);
 }
 
-} // namespace attnc::tools
+} // namespace attnc::bench

@@ -1,13 +1,13 @@
 // Vectorised tanh for the unfused additive baseline (UnfusedBaseline.cpp).
-#ifndef ATTNC_TOOLS_ATTNC_VECTORTANH_H
-#define ATTNC_TOOLS_ATTNC_VECTORTANH_H
+#ifndef ATTNC_TOOLS_BENCH_VECTORTANH_H
+#define ATTNC_TOOLS_BENCH_VECTORTANH_H
 
 #include <cstddef>
 
-namespace attnc::tools {
+namespace attnc::bench {
 
 void tanhInPlace(float* x, size_t n);
 
-} // namespace attnc::tools
+} // namespace attnc::bench
 
-#endif // ATTNC_TOOLS_ATTNC_VECTORTANH_H
+#endif // ATTNC_TOOLS_BENCH_VECTORTANH_H

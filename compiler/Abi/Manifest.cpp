@@ -6,18 +6,8 @@
 
 namespace attnc {
 
-Target hostTarget() {
-#if defined(__x86_64__)
-  return {"host", "x86_64", "cpu", {}, ""};
-#elif defined(__aarch64__)
-  return {"host", "aarch64", "cpu", {}, ""};
-#else
-#error "attnc supports x86-64 and AArch64 hosts"
-#endif
-}
-
 nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
-                             const nlohmann::json& schedule, const Target& target,
+                             const nlohmann::json& schedule, const TargetNeeds& needs,
                              uint64_t workspaceBytes, const nlohmann::json& extra) {
   nlohmann::json m = {
       {"abi_version", ATTNC_ABI_VERSION},
@@ -27,15 +17,15 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
       {"backend", backend},
       {"schedule", schedule},
       {"target",
-       {{"name", target.name},
-        {"arch", target.arch},
-        {"device", target.device},
-        {"cpu_features", target.cpuFeatures}}},
+       {{"name", needs.target.name},
+        {"arch", architectureName(needs.target.architecture)},
+        {"device", deviceName(needs.target.device)},
+        {"cpu_features", needs.cpuFeatures}}},
       {"arguments", argumentsToJson(kernelArguments(spec))},
       {"workspace_bytes", workspaceBytes},
   };
-  if (!target.cudaArch.empty())
-    m["target"]["cuda_arch"] = target.cudaArch;
+  if (needs.target.isCuda())
+    m["target"]["cuda_arch"] = needs.target.cudaArch();
   m.update(extra);
   stampContentHash(m);
   return m;

@@ -12,6 +12,7 @@
 #ifndef ATTNC_COMPILER_ABI_MANIFEST_H
 #define ATTNC_COMPILER_ABI_MANIFEST_H
 
+#include "Abi/Target.h"
 #include "Spec/Spec.h"
 
 #include <nlohmann/json.hpp>
@@ -20,20 +21,17 @@
 
 namespace attnc {
 
-struct Target {
-  std::string name;                     // as given: "host", "x86-64-avx512", ...
-  std::string arch;                     // "x86_64", "aarch64"
-  std::string device;                   // "cpu"
-  std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
-  std::string cudaArch;                 // device "cuda": the oldest GPU it runs on, "sm_90"
+// What a manifest says of the target a kernel was built for: its name, architecture and
+// device (with a CUDA target's compute capability, the oldest GPU it runs on), and the
+// /proc/cpuinfo flags its code needs.
+struct TargetNeeds {
+  Target target;
+  std::vector<std::string> cpuFeatures;
 };
-
-// The machine this process runs on, needing no optional CPU feature.
-Target hostTarget();
 
 // `extra` holds backend-specific fields (e.g. "shared_runtime"), covered by the content hash.
 nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
-                             const nlohmann::json& schedule, const Target& target,
+                             const nlohmann::json& schedule, const TargetNeeds& target,
                              uint64_t workspaceBytes,
                              const nlohmann::json& extra = nlohmann::json::object());
 

@@ -8,30 +8,30 @@ std::string Backend::explain(const Spec&, const CompileOptions&, const std::stri
   throw UsageError("the " + std::string(name()) + " backend has no stages to explain");
 }
 
-std::optional<std::string> Backend::unsupported(const Spec& spec, const std::string& target) const {
+std::optional<std::string> Backend::unsupported(const Spec& spec, const Target& target) const {
   const std::vector<std::string> known = targets();
-  if (std::find(known.begin(), known.end(), target) == known.end()) {
+  if (std::find(known.begin(), known.end(), target.name) == known.end()) {
     std::string names;
     for (const std::string& t : known)
       names += (names.empty() ? "" : " ") + t;
-    return "--target " + target + ": not a target of the " + std::string(name()) +
+    return "--target " + target.name + ": not a target of the " + std::string(name()) +
            " backend; known: " + names;
   }
-  const TargetFamily family = targetFamilyOf(target);
+  const Device device = target.device;
   for (const Coverage& row : coverage()) {
-    if (row.family != family)
+    if (row.device != device)
       continue;
     std::optional<std::string> gap = firstGap(row, spec);
     if (!gap)
       return std::nullopt;
     std::string reason = "the " + std::string(name()) + " backend does not support " + *gap +
-                         " on " + std::string(targetFamilyName(family)) + " targets";
+                         " on " + std::string(deviceName(device)) + " targets";
     if (!row.gapReason.empty())
       reason += " (" + std::string(row.gapReason) + ")";
     return reason + "; it covers " + describeCoverage(row) + " there (attnc backends)";
   }
   return "the " + std::string(name()) + " backend builds no " +
-         std::string(targetFamilyName(family)) + " kernels";
+         std::string(deviceName(device)) + " kernels";
 }
 
 } // namespace attnc

@@ -4,8 +4,10 @@
 #ifndef ATTNC_COMPILER_BACKENDS_BACKEND_H
 #define ATTNC_COMPILER_BACKENDS_BACKEND_H
 
+#include "Abi/Target.h"
 #include "Backends/Coverage.h"
 #include "Link/BundleWriter.h"
+#include "Link/Emit.h"
 #include "ScheduleParams.h"
 #include "Spec/Spec.h"
 
@@ -13,7 +15,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,36 +22,19 @@
 
 namespace attnc {
 
+// One kernel for one target, as the driver asks a backend for it.
 struct CompileOptions {
   // A backend's name, or "auto": the tuned record's, else the fastest that covers the spec.
   std::string backend = "auto";
-  std::string target = "host";
+  Target target = parseTarget("host");
   std::filesystem::path outDir;
-  // Artifacts to write: so (the bundle and its manifest), lib (a linked library, with several
-  // targets or one: see `targets`), a and h (Halide's own static library and C header), obj,
-  // asm, stmt. Backends refuse kinds they cannot produce.
-  std::set<std::string> emit = {"so"};
+  // Artifacts to write; backends refuse kinds they cannot produce (lib and the fat and
+  // shape-dispatch bundles are the driver's: it asks backends for parts and sealed kernels).
+  EmitSet emit = {Emit::So};
   // Schedule parameters to use instead of the target's defaults (checked against the space).
   std::map<std::string, int64_t> schedule;
   // Where those come from, for the manifest (a tuning record); empty: the command line.
   std::string scheduleProvenance;
-  // Several tuned schedules, each for a range of sequence lengths: with two or more, the
-  // bundle holds a kernel per range and picks one per call (ShapeDispatch.h); backend,
-  // schedule and scheduleProvenance above are then unused.
-  struct ShapeSchedule {
-    int64_t seqQLo, seqQHi, seqKLo, seqKHi;
-    std::string backend;
-    std::map<std::string, int64_t> schedule;
-    std::string provenance;
-  };
-  std::vector<ShapeSchedule> shapeSchedules;
-  // Two or more, or emit "lib": one fat bundle or linked library of a kernel per entry (each
-  // with its own target, backend, schedule or shape schedules; their emit and outDir unused),
-  // FatBundle.h. The fields above are then unused, but for emit ("so", "lib", and kinds each
-  // target writes) and outDir.
-  std::vector<CompileOptions> targets;
-  // emit "lib": the C name of its symbol, header and class; empty: attnc_<variant>_<hash>.
-  std::string libraryName;
 };
 
 // What `attnc tune` searches for one backend on one target: the tunable parameters with their
@@ -79,14 +63,14 @@ public:
 
   virtual std::string_view name() const = 0;
   virtual std::string_view description() const = 0;
-  // The target names it builds for, "host" first.
+  // The targets it builds for (Abi/Target.h's names), "host" first.
   virtual std::vector<std::string> targets() const = 0;
   // Its rows of the capability table; it builds for no family without a row.
   virtual std::span<const Coverage> coverage() const = 0;
   // What `attnc tune` searches on `target`; nullopt for a backend without schedule parameters.
   // Throws UsageError for a target it does not know.
   virtual std::optional<TuningSpace> tuningSpace(const Spec& spec,
-                                                 const std::string& target) const = 0;
+                                                 const Target& target) const = 0;
   // The spec and schedule, then the IR after each stage (after `stage` only, when not empty),
   // for attnc explain. Throws UsageError for an unknown stage, or when it has no stages.
   virtual std::string explain(const Spec& spec, const CompileOptions& options,
@@ -98,7 +82,7 @@ public:
 
   // Why it cannot build `spec` for `target` (an unknown target, or the table's first gap, with
   // the row and the reason), or nullopt when it can.
-  std::optional<std::string> unsupported(const Spec& spec, const std::string& target) const;
+  std::optional<std::string> unsupported(const Spec& spec, const Target& target) const;
 };
 
 } // namespace attnc

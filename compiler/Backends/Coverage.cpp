@@ -87,16 +87,8 @@ std::string joined(const std::vector<std::string>& items) {
 
 } // namespace
 
-std::string_view targetFamilyName(TargetFamily family) {
-  return family == TargetFamily::Cuda ? "cuda" : "cpu";
-}
-
-TargetFamily targetFamilyOf(std::string_view target) {
-  return target.starts_with("cuda") ? TargetFamily::Cuda : TargetFamily::Cpu;
-}
-
-Coverage fullCoverage(TargetFamily family) {
-  return {family,
+Coverage fullCoverage(Device device) {
+  return {device,
           everyValue(variantNames()),
           everyValue(maskKindNames()),
           {std::begin(kModifiers), std::end(kModifiers)},
@@ -131,7 +123,7 @@ std::string describeCoverage(const Coverage& row) {
 }
 
 nlohmann::json coverageJson(const Coverage& row) {
-  nlohmann::json json = {{"family", targetFamilyName(row.family)},
+  nlohmann::json json = {{"family", deviceName(row.device)},
                          {"variants", names(row.variants, variantName)},
                          {"masks", names(row.masks, maskKindName)},
                          {"modifiers", names(row.modifiers, modifierName)},

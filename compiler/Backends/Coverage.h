@@ -1,10 +1,11 @@
-// The capability table: what a code generator computes, per family of targets. Each backend
+// The capability table: what a code generator computes, per device of targets. Each backend
 // (Backend.h) and the bench's unfused baseline declare their rows once; refusals, `attnc
 // backends`, the numerics tests, the README's coverage table and the choice of `--backend auto`
 // all read them.
 #ifndef ATTNC_COMPILER_BACKENDS_COVERAGE_H
 #define ATTNC_COMPILER_BACKENDS_COVERAGE_H
 
+#include "Abi/Target.h"
 #include "Spec/Spec.h"
 
 #include <nlohmann/json.hpp>
@@ -15,12 +16,6 @@
 
 namespace attnc {
 
-// Where a kernel runs: the host's CPU (any ISA level) or an NVIDIA GPU.
-enum class TargetFamily { Cpu, Cuda };
-std::string_view targetFamilyName(TargetFamily family);
-// "cuda-sm_90" and every "cuda-*" name: Cuda; any other target name: Cpu.
-TargetFamily targetFamilyOf(std::string_view target);
-
 // Score modifiers and outputs as the spec names them (alibi=, softcap=, ...; lse=, weights=).
 enum class Modifier { Alibi, Softcap, Bias, Rope, Dropout };
 enum class Output { O, Lse, Weights };
@@ -28,7 +23,7 @@ enum class Output { O, Lse, Weights };
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its
 // dtype are listed.
 struct Coverage {
-  TargetFamily family;
+  Device device;
   std::vector<Variant> variants;
   std::vector<MaskKind> masks;
   std::vector<Modifier> modifiers;
@@ -38,8 +33,8 @@ struct Coverage {
   std::string_view gapReason;
 };
 
-// Everything: a row for a code generator with no gaps on `family`.
-Coverage fullCoverage(TargetFamily family);
+// Everything: a row for a code generator with no gaps on `device`.
+Coverage fullCoverage(Device device);
 
 // The first feature of `spec` the row leaves out, as the spec writes it ("variant=linear",
 // "mask=strided", "rope", "dtype=bf16", "weights"); nullopt when the row covers the spec.

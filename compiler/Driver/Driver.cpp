@@ -20,7 +20,7 @@ std::string builtNames() {
   return names;
 }
 
-// The backend that builds `spec` for `target`, or UsageError with the reason it cannot.
+// The backend that builds `spec` for options.target, or UsageError with the reason it cannot.
 const Backend& checkedBackend(const Spec& spec, const CompileOptions& options) {
   const Backend& backend = options.backend == "auto" ? fastestBackendFor(spec, options.target)
                                                      : backendNamed(options.backend);
@@ -52,7 +52,7 @@ const Backend& backendNamed(const std::string& name) {
                    " and auto");
 }
 
-const Backend& fastestBackendFor(const Spec& spec, const std::string& target) {
+const Backend& fastestBackendFor(const Spec& spec, const Target& target) {
   std::string reasons;
   for (const Backend* b : registeredBackends()) {
     if (b == &referenceBackend())
@@ -63,18 +63,31 @@ const Backend& fastestBackendFor(const Spec& spec, const std::string& target) {
     reasons += "; " + *reason;
   }
   throw UsageError("--backend auto: no fused backend of this attnc builds this spec for --target " +
-                   target + reasons + " (--backend reference builds every spec for the host)");
+                   target.name + reasons + " (--backend reference builds every spec for the host)");
 }
 
-CompileResult compileBundle(const Spec& spec, const CompileOptions& options) {
-  if (options.targets.size() > 1 || options.emit.count("lib"))
-    return compileFatBundle(spec, options);
-  if (options.shapeSchedules.size() > 1)
-    return compileShapeDispatch(spec, options);
+CompileRequest::Kind CompileRequest::kind() const {
+  if (kernels.size() > 1 || emit.count(Emit::Lib))
+    return Kind::Fat;
+  return kernels.front().shapeSchedules.size() > 1 ? Kind::ShapeDispatch : Kind::Single;
+}
+
+CompileResult compileBundle(const Spec& spec, const CompileRequest& request) {
+  if (request.kind() == CompileRequest::Kind::Fat)
+    return compileFatBundle(spec, request);
+  return compileKernel(spec, request.kernels.front(), request.emit, request.outDir);
+}
+
+CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const EmitSet& emit,
+                            const std::filesystem::path& outDir) {
+  if (kernel.shapeSchedules.size() > 1)
+    return compileShapeDispatch(spec, kernel, emit, outDir);
+  const CompileOptions options{kernel.backend, kernel.target,   outDir,
+                               emit,           kernel.schedule, kernel.scheduleProvenance};
   return checkedBackend(spec, options).compile(spec, options);
 }
 
-std::vector<TuningSpace> tuningSpaces(const Spec& spec, const std::string& target) {
+std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target) {
   std::vector<TuningSpace> spaces;
   for (const Backend* b : registeredBackends())
     if (std::optional<TuningSpace> space = b->tuningSpace(spec, target))

@@ -12,6 +12,43 @@
 
 namespace attnc {
 
+// A tuned schedule for a range of sequence lengths (both ends included).
+struct ShapeSchedule {
+  int64_t seqQLo, seqQHi, seqKLo, seqKHi;
+  std::string backend;
+  std::map<std::string, int64_t> schedule;
+  std::string provenance;
+};
+
+// One target's kernel in a compile request.
+struct KernelRequest {
+  // A backend's name, or "auto": the fastest that covers the spec (fastestBackendFor).
+  std::string backend = "auto";
+  Target target = parseTarget("host");
+  // Schedule parameters instead of the target's defaults, and where they come from.
+  std::map<std::string, int64_t> schedule;
+  std::string scheduleProvenance;
+  // Two or more: a kernel per range of sequence lengths, each with its own backend and
+  // schedule, picked per call (ShapeDispatch.h); backend and schedule above are then unused.
+  std::vector<ShapeSchedule> shapeSchedules;
+};
+
+// What a compile writes, and of which kernels.
+struct CompileRequest {
+  std::vector<KernelRequest> kernels; // one per target, as given
+  std::filesystem::path outDir;
+  EmitSet emit = {Emit::So};
+  std::string libraryName; // emit lib: the C name of its symbol, header and class; empty:
+                           // attnc_<variant>_<hash>
+
+  enum class Kind {
+    Single,        // one kernel of one backend
+    ShapeDispatch, // one target, two or more shape schedules: one bundle picking per call
+    Fat,           // two or more targets, or emit lib: one artifact of a kernel per target
+  };
+  Kind kind() const;
+};
+
 // Every backend this attnc was built with, registered once each, in the order `--backend auto`
 // prefers them: fastest first (docs/benchmarks.md measures MLIR 1.1-1.3x faster than Halide on
 // the specs both cover), the reference last.
@@ -22,15 +59,20 @@ const Backend& backendNamed(const std::string& name);
 
 // What `--backend auto` means without a tuning record: the first registered backend but the
 // reference that builds `spec` for `target`. UsageError with each one's reason when none does.
-const Backend& fastestBackendFor(const Spec& spec, const std::string& target);
+const Backend& fastestBackendFor(const Spec& spec, const Target& target);
 
 // Throws UsageError for an unknown backend, a target it does not know or a spec it does not
 // cover (Backend::unsupported), and JobError when building fails.
-CompileResult compileBundle(const Spec& spec, const CompileOptions& options);
+CompileResult compileBundle(const Spec& spec, const CompileRequest& request);
+
+// One target's kernel (a shape-dispatch bundle when it has shape schedules) with `emit`'s
+// artifacts in `outDir`: compileBundle's single and shape-dispatch requests, and each member of
+// a fat one.
+CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const EmitSet& emit,
+                            const std::filesystem::path& outDir);
 
 // The spaces of every built backend that can be tuned for `target` (the reference cannot).
-// Throws UsageError for a target no backend knows.
-std::vector<TuningSpace> tuningSpaces(const Spec& spec, const std::string& target);
+std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target);
 
 // options.backend's stages (the MLIR backend's when it is "auto"), for attnc explain.
 std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,

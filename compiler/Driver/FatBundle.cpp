@@ -130,41 +130,39 @@ std::optional<std::string> identifierProblem(const std::string& name) {
 
 } // namespace
 
-CompileResult compileFatBundle(const Spec& spec, const CompileOptions& options) {
-  std::set<std::string> perTarget = options.emit;
-  const bool bundle = perTarget.erase("so") > 0, library = perTarget.erase("lib") > 0;
+CompileResult compileFatBundle(const Spec& spec, const CompileRequest& compile) {
+  EmitSet perTarget = compile.emit;
+  const bool bundle = perTarget.erase(Emit::So) > 0, library = perTarget.erase(Emit::Lib) > 0;
   std::set<std::string> seen;
-  for (const CompileOptions& t : options.targets)
-    if (!seen.insert(t.target).second)
-      throw UsageError("--target lists " + t.target + " twice; name each target once");
+  for (const KernelRequest& k : compile.kernels)
+    if (!seen.insert(k.target.name).second)
+      throw UsageError("--target lists " + k.target.name + " twice; name each target once");
   const std::string name =
-      options.libraryName.empty()
+      compile.libraryName.empty()
           ? "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12)
-          : options.libraryName;
+          : compile.libraryName;
   if (auto problem = library ? identifierProblem(name) : std::nullopt)
     throw UsageError("--name " + name +
                      ": the linked library's name becomes C symbols and a C++ class, and " +
                      *problem);
 
-  OutputStaging staging(options.outDir);
+  OutputStaging staging(compile.outDir);
   const fs::path& scratch = staging.scratch();
   std::vector<Member> members;
   std::vector<std::string> files;
-  for (size_t i = 0; i < options.targets.size(); ++i) {
-    CompileOptions member = options.targets[i];
+  for (size_t i = 0; i < compile.kernels.size(); ++i) {
+    const KernelRequest& kernel = compile.kernels[i];
     const fs::path dir = scratch / ("target" + std::to_string(i));
     if (bundle || library) {
-      member.emit = {"sealed"};
-      member.outDir = dir / "kernel";
-      const CompileResult sealed = compileBundle(spec, member);
+      const CompileResult sealed =
+          compileKernel(spec, kernel, {Emit::SealedBundle}, dir / "kernel");
       members.push_back({fileEndingWith(sealed.files, ".sealed.o"), nlohmann::json()});
       std::ifstream manifest(fileEndingWith(sealed.files, ".json"));
       members.back().manifest = nlohmann::json::parse(manifest);
     }
     if (!perTarget.empty()) {
-      member.emit = perTarget;
-      member.outDir = dir / "files";
-      const std::vector<std::string> written = adopt(compileBundle(spec, member).files, scratch);
+      const std::vector<std::string> written =
+          adopt(compileKernel(spec, kernel, perTarget, dir / "files").files, scratch);
       files.insert(files.end(), written.begin(), written.end());
     }
   }

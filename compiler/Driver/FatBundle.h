@@ -17,13 +17,13 @@
 #ifndef ATTNC_COMPILER_DRIVER_FATBUNDLE_H
 #define ATTNC_COMPILER_DRIVER_FATBUNDLE_H
 
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 
 namespace attnc {
 
 // Throws UsageError for a target listed twice, targets of different architectures or kernels
 // taking different arguments, JobError when a tool fails.
-CompileResult compileFatBundle(const Spec& spec, const CompileOptions& options);
+CompileResult compileFatBundle(const Spec& spec, const CompileRequest& request);
 
 } // namespace attnc
 

@@ -40,7 +40,7 @@ std::vector<std::string> renameKernels(const fs::path& object, const fs::path& o
 }
 
 // The table ShapeDispatchKernel.cpp reads: hidden data, so each bundle has its own.
-std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shapes,
+std::string tableAssembly(const std::vector<ShapeSchedule>& shapes,
                           const std::vector<std::string>& runners,
                           const std::vector<std::vector<std::string>>& kernels) {
   std::string s = "  .section .data.rel.ro,\"aw\"\n  .p2align 3\n"
@@ -50,7 +50,7 @@ std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shap
                   "\n  .globl attnc_shape_entries\n  .hidden attnc_shape_entries\n"
                   "attnc_shape_entries:\n";
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const CompileOptions::ShapeSchedule& b = shapes[i];
+    const ShapeSchedule& b = shapes[i];
     s += "  .quad " + std::to_string(b.seqQLo) + ", " + std::to_string(b.seqQHi) + ", " +
          std::to_string(b.seqKLo) + ", " + std::to_string(b.seqKHi) + "\n  .quad " + runners[i] +
          "\n";
@@ -62,42 +62,43 @@ std::string tableAssembly(const std::vector<CompileOptions::ShapeSchedule>& shap
 
 } // namespace
 
-std::optional<std::string> useTunedSchedules(CompileOptions& options,
-                                             std::vector<CompileOptions::ShapeSchedule> tuned) {
+std::optional<std::string> useTunedSchedules(KernelRequest& kernel, const EmitSet& emit,
+                                             std::vector<ShapeSchedule> tuned) {
   if (tuned.empty())
     return std::nullopt;
-  std::set<std::string> kernelKinds = options.emit;
-  kernelKinds.erase("lib");
-  const bool dispatch = (kernelKinds.empty() || kernelKinds == std::set<std::string>{"so"}) &&
-                        options.target.rfind("cuda", 0) != 0;
+  EmitSet kernelKinds = emit;
+  kernelKinds.erase(Emit::Lib);
+  const bool dispatch = (kernelKinds.empty() || kernelKinds == EmitSet{Emit::So}) &&
+                        !kernel.target.isCuda();
   if (tuned.size() > 1 && dispatch) {
-    options.shapeSchedules = std::move(tuned);
+    kernel.shapeSchedules = std::move(tuned);
     return std::nullopt;
   }
-  options.backend = tuned.front().backend;
-  options.schedule = tuned.front().schedule;
-  options.scheduleProvenance = tuned.front().provenance;
+  kernel.backend = tuned.front().backend;
+  kernel.schedule = tuned.front().schedule;
+  kernel.scheduleProvenance = tuned.front().provenance;
   if (tuned.size() == 1)
     return std::nullopt;
-  return std::to_string(tuned.size()) + " shape buckets are tuned for " + options.target +
+  return std::to_string(tuned.size()) + " shape buckets are tuned for " + kernel.target.name +
          "; these artifacts hold one kernel, so the longest bucket's schedule is used "
          "(--tuned-for TQ[,TK] picks one)";
 }
 
-CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& options) {
-  if (options.emit != std::set<std::string>{"so"} && options.emit != std::set<std::string>{"sealed"})
+CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel,
+                                   const EmitSet& emit, const fs::path& outDir) {
+  if (emit != EmitSet{Emit::So} && emit != EmitSet{Emit::SealedBundle})
     throw UsageError("the tuned schedules of several shape buckets go into one bundle (--emit "
                      "so); for other artifacts pick one bucket with --tuned-for TQ[,TK]");
-  if (options.target.rfind("cuda", 0) == 0)
-    throw UsageError("shape-dispatch bundles hold CPU kernels; for --target " + options.target +
-                     " pick one tuned bucket with --tuned-for TQ[,TK]");
+  if (kernel.target.isCuda())
+    throw UsageError("shape-dispatch bundles hold CPU kernels; for --target " +
+                     kernel.target.name + " pick one tuned bucket with --tuned-for TQ[,TK]");
   // Longest first: the dispatch entry gives ties to the earlier entry.
-  std::vector<CompileOptions::ShapeSchedule> shapes = options.shapeSchedules;
+  std::vector<ShapeSchedule> shapes = kernel.shapeSchedules;
   std::stable_sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
     return a.seqQLo * a.seqKLo > b.seqQLo * b.seqKLo;
   });
 
-  OutputStaging staging(options.outDir);
+  OutputStaging staging(outDir);
   const fs::path& scratch = staging.scratch();
   nlohmann::json manifest, buckets = nlohmann::json::array();
   std::set<std::string> backendNames, sharedExports, objectNames, cpuFeatures;
@@ -106,17 +107,10 @@ CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& optio
   std::vector<std::vector<std::string>> kernels;
   uint64_t workspace = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const CompileOptions::ShapeSchedule& shape = shapes[i];
-    CompileOptions part{shape.backend,
-                        options.target,
-                        scratch / ("part" + std::to_string(i)),
-                        {"part"},
-                        shape.schedule,
-                        shape.provenance,
-                        {},
-                        {},
-                        ""};
-    const CompileResult compiled = compileBundle(spec, part);
+    const ShapeSchedule& shape = shapes[i];
+    const KernelRequest part{shape.backend, kernel.target, shape.schedule, shape.provenance, {}};
+    const CompileResult compiled = compileKernel(spec, part, {Emit::BundlePart},
+                                                 scratch / ("part" + std::to_string(i)));
     const fs::path partJson =
         *std::find_if(compiled.files.begin(), compiled.files.end(),
                       [](const fs::path& f) { return f.string().ends_with(".part.json"); });
@@ -174,11 +168,11 @@ CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& optio
   request.linkInputs = objects;
   request.linkInputs.push_back(table);
   request.linkInputs.insert(request.linkInputs.end(), archives.begin(), archives.end());
-  request.stem =
-      bundleStem(spec, "shapes") + (options.target == "host" ? "" : "_" + options.target);
+  request.stem = bundleStem(spec, "shapes") +
+                 (kernel.target.name == "host" ? "" : "_" + kernel.target.name);
   request.abiVersion = ATTNC_ABI_VERSION;
   request.sharedExports = {sharedExports.begin(), sharedExports.end()};
-  const std::vector<fs::path> written = staging.commit(writeKernel(request, staging, options.emit));
+  const std::vector<fs::path> written = staging.commit(writeKernel(request, staging, emit));
   return {written.front(), written};
 }
 

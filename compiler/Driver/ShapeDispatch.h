@@ -9,7 +9,7 @@
 #ifndef ATTNC_COMPILER_DRIVER_SHAPEDISPATCH_H
 #define ATTNC_COMPILER_DRIVER_SHAPEDISPATCH_H
 
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 
 #include <optional>
 #include <string>
@@ -17,16 +17,17 @@
 
 namespace attnc {
 
-// Gives `options` the tuned schedules of its spec and target, longest shape bucket first. Two
+// Gives `kernel` the tuned schedules of its spec and target, longest shape bucket first. Two
 // or more become a shape-dispatch bundle when the artifacts asked for are only a kernel (so, and
 // lib's library of it) for a CPU target; otherwise the first one (and its backend) is used, and
 // the note returned says which schedules were left out.
-std::optional<std::string> useTunedSchedules(CompileOptions& options,
-                                             std::vector<CompileOptions::ShapeSchedule> tuned);
+std::optional<std::string> useTunedSchedules(KernelRequest& kernel, const EmitSet& emit,
+                                             std::vector<ShapeSchedule> tuned);
 
 // Throws UsageError for what cannot be a shape-dispatch bundle (emit other than so, a CUDA
 // target, parts whose arguments differ), JobError when a tool fails.
-CompileResult compileShapeDispatch(const Spec& spec, const CompileOptions& options);
+CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel,
+                                   const EmitSet& emit, const std::filesystem::path& outDir);
 
 } // namespace attnc
 

@@ -251,16 +251,12 @@ std::vector<std::string> sealBundle(const BundleRequest& request, const OutputSt
 }
 
 std::vector<std::string> writeKernel(const BundleRequest& request, const OutputStaging& staging,
-                                     const std::set<std::string>& emit) {
-  if (emit.count("part"))
+                                     const EmitSet& emit) {
+  if (emit.count(Emit::BundlePart))
     return writeBundlePart(request, staging);
-  if (emit.count("sealed"))
+  if (emit.count(Emit::SealedBundle))
     return sealBundle(request, staging);
   return linkBundle(request, staging);
-}
-
-bool emitsKernel(const std::set<std::string>& emit) {
-  return emit.count("so") || emit.count("part") || emit.count("sealed");
 }
 
 BundlePaths writeBundle(const BundleRequest& request, const fs::path& outDir) {

@@ -9,13 +9,13 @@
 #ifndef ATTNC_COMPILER_LINK_BUNDLEWRITER_H
 #define ATTNC_COMPILER_LINK_BUNDLEWRITER_H
 
+#include "Link/Emit.h"
 #include "Spec/Spec.h"
 #include "Support/TemporaryPaths.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -88,13 +88,10 @@ std::vector<std::string> writeBundlePart(const BundleRequest& request,
 std::vector<std::string> sealBundle(const BundleRequest& request, const OutputStaging& staging,
                                     const std::string& keep = "attnc_kernel_run");
 
-// What a backend writes for the bundle kinds of `emit`: "part" (writeBundlePart), "sealed"
-// (sealBundle), else a linked bundle (linkBundle).
+// What a backend writes for the kernel `emit` asks for: a part (writeBundlePart), a sealed
+// kernel (sealBundle), else a linked bundle (linkBundle).
 std::vector<std::string> writeKernel(const BundleRequest& request, const OutputStaging& staging,
-                                     const std::set<std::string>& emit);
-
-// Whether `emit` asks for a kernel (so, or the internal part and sealed), not only other files.
-bool emitsKernel(const std::set<std::string>& emit);
+                                     const EmitSet& emit);
 
 // linkBundle, then commit both files.
 BundlePaths writeBundle(const BundleRequest& request, const std::filesystem::path& outDir);

@@ -74,7 +74,7 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
   };
 
   const ChildResult compiled =
-      run({"compile", spec.canonical(), "--backend", c.backend, "--target", o.target, "--schedule",
+      run({"compile", spec.canonical(), "--backend", c.backend, "--target", o.target.name, "--schedule",
            scheduleFlag(c), "--no-tuning", "-o", (scratch / "bundle").string()},
           o.compileLimit);
   if (!compiled.ok())

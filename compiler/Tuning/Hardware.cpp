@@ -41,13 +41,13 @@ std::string cpuFingerprint() {
   return text;
 }
 
-std::string hardwareFor(const std::string& target) {
-  if (target.rfind("cuda", 0) != 0)
+std::string hardwareFor(const Target& target) {
+  if (!target.isCuda())
     return cpuFingerprint();
   cuda::Device device;
   std::string why;
   if (!cuda::useDevice(&device, &why))
-    throw JobError("tuning for --target " + target +
+    throw JobError("tuning for --target " + target.name +
                    " measures on an NVIDIA GPU, and there is none here: " + why);
   return fmt::format("gpu: {}, sm_{}{}, driver {}", device.name, device.major, device.minor,
                      device.driverVersion);

@@ -3,6 +3,8 @@
 #ifndef ATTNC_COMPILER_TUNING_HARDWARE_H
 #define ATTNC_COMPILER_TUNING_HARDWARE_H
 
+#include "Abi/Target.h"
+
 #include <string>
 
 namespace attnc::tuning {
@@ -12,7 +14,7 @@ std::string cpuFingerprint();
 
 // The fingerprint for a target: the CPU's, or for cuda targets the GPU's, "gpu: <name>,
 // sm_<major><minor>, driver <version>" (JobError when there is none).
-std::string hardwareFor(const std::string& target);
+std::string hardwareFor(const Target& target);
 
 } // namespace attnc::tuning
 

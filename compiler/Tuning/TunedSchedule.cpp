@@ -33,16 +33,16 @@ std::vector<TrialRecord> recordsFor(const Spec& spec, const std::string& target,
 
 } // namespace
 
-std::vector<CompileOptions::ShapeSchedule>
-findTunedSchedules(const Spec& spec, const std::string& target, const std::string& backend,
-                   std::optional<std::pair<int64_t, int64_t>> shape) {
+std::vector<ShapeSchedule> findTunedSchedules(const Spec& spec, const Target& target,
+                                              const std::string& backend,
+                                              std::optional<std::pair<int64_t, int64_t>> shape) {
   std::string hardware;
   try {
     hardware = hardwareFor(target);
   } catch (const JobError&) {
     return {}; // no GPU here to match GPU records against
   }
-  std::vector<TrialRecord> records = recordsFor(spec, target, hardware);
+  std::vector<TrialRecord> records = recordsFor(spec, target.name, hardware);
   if (records.empty())
     return {};
   std::map<std::string, TuningSpace> spaces;
@@ -87,7 +87,7 @@ findTunedSchedules(const Spec& spec, const std::string& target, const std::strin
     return a->key.bucket.seqQLo * a->key.bucket.seqKLo >
            b->key.bucket.seqQLo * b->key.bucket.seqKLo;
   });
-  std::vector<CompileOptions::ShapeSchedule> tuned;
+  std::vector<ShapeSchedule> tuned;
   for (const TrialRecord* r : best)
     tuned.push_back(
         {r->key.bucket.seqQLo, r->key.bucket.seqQHi, r->key.bucket.seqKLo, r->key.bucket.seqKHi,

@@ -3,7 +3,7 @@
 #ifndef ATTNC_COMPILER_TUNING_TUNEDSCHEDULE_H
 #define ATTNC_COMPILER_TUNING_TUNEDSCHEDULE_H
 
-#include "Backends/Backend.h"
+#include "Driver/Driver.h"
 #include "Spec/Spec.h"
 
 #include <cstdint>
@@ -19,9 +19,9 @@ namespace attnc::tuning {
 // longest first, or only the one holding `shape` (Tq, Tk) when given. Each schedule's
 // provenance names its record: uid, shape, machine and time. Unreadable databases are reported
 // on stderr and skipped; empty when nothing applies.
-std::vector<CompileOptions::ShapeSchedule>
-findTunedSchedules(const Spec& spec, const std::string& target, const std::string& backend,
-                   std::optional<std::pair<int64_t, int64_t>> shape);
+std::vector<ShapeSchedule> findTunedSchedules(const Spec& spec, const Target& target,
+                                              const std::string& backend,
+                                              std::optional<std::pair<int64_t, int64_t>> shape);
 
 } // namespace attnc::tuning
 

@@ -41,7 +41,7 @@ public:
   TuneOutcome run() {
     observer_.event({{"event", "start"},
                      {"spec", outcome_.key.spec},
-                     {"target", options_.target},
+                     {"target", options_.target.name},
                      {"hardware", outcome_.key.hardware},
                      {"bucket", outcome_.key.bucket.text()},
                      {"database", db_.path().string()},
@@ -251,8 +251,8 @@ private:
 } // namespace
 
 TuningKey tuningKey(const Spec& spec, const TuneOptions& o) {
-  return {spec.hash(), spec.canonical(),      ShapeBucket::of(o.seqQ, o.seqK),
-          o.target,    hardwareFor(o.target), ATTNC_VERSION};
+  return {spec.hash(),   spec.canonical(),      ShapeBucket::of(o.seqQ, o.seqK),
+          o.target.name, hardwareFor(o.target), ATTNC_VERSION};
 }
 
 TuneOutcome tune(const Spec& spec, const TuneOptions& options, TuningDatabase& db,

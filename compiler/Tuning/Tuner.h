@@ -19,7 +19,7 @@
 namespace attnc::tuning {
 
 struct TuneOptions {
-  std::string target = "host";
+  Target target = parseTarget("host");
   std::set<std::string> backends; // empty: every tunable backend
   int trials = 40;                // in all, counting earlier runs of the same key
   double minutes = 0;             // wall-time budget of this run (0: none)

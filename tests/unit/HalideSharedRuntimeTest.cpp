@@ -33,13 +33,13 @@ using FreeHook = void (*)(void*, void*);
 TEST(HalideSharedRuntime, LaterBundlesUseTheFirstBundlesRuntime) {
   fs::path dir = fs::temp_directory_path() / ("attnc_shared_runtime_" + std::to_string(getpid()));
   fs::remove_all(dir);
-  CompileOptions options;
-  options.backend = "halide";
-  options.outDir = dir / "first";
-  std::string first = compileBundle(parseSpec("heads=2 d_k=16"), options).primary.string();
-  options.outDir = dir / "second";
+  KernelRequest kernel;
+  kernel.backend = "halide";
+  std::string first =
+      compileKernel(parseSpec("heads=2 d_k=16"), kernel, {Emit::So}, dir / "first").primary.string();
   const std::string secondSpec = "heads=2 d_k=32 mask=causal";
-  std::string second = compileBundle(parseSpec(secondSpec), options).primary.string();
+  std::string second =
+      compileKernel(parseSpec(secondSpec), kernel, {Emit::So}, dir / "second").primary.string();
 
   runtime::Bundle a = runtime::Bundle::open(first);
   runtime::Bundle b = runtime::Bundle::open(second);

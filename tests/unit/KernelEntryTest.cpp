@@ -18,10 +18,9 @@ namespace fs = std::filesystem;
 class KernelEntries : public ::testing::Test {
 protected:
   std::string compile(const std::string& spec, const std::string& backend) {
-    CompileOptions options;
-    options.backend = backend;
-    options.outDir = dir_;
-    return compileBundle(parseSpec(spec), options).primary.string();
+    KernelRequest kernel;
+    kernel.backend = backend;
+    return compileKernel(parseSpec(spec), kernel, {Emit::So}, dir_).primary.string();
   }
 
   test::ScratchDir scratch_{"entry"};

@@ -21,10 +21,9 @@ class RuntimeLoader : public ::testing::Test {
 protected:
 
   std::string compile(const std::string& spec) {
-    CompileOptions options;
-    options.backend = "reference";
-    options.outDir = dir_;
-    return compileBundle(parseSpec(spec), options).primary.string();
+    KernelRequest kernel;
+    kernel.backend = "reference";
+    return compileKernel(parseSpec(spec), kernel, {Emit::So}, dir_).primary.string();
   }
 
   // A reference bundle whose manifest or ABI number was tampered with; the manifest's content
@@ -33,7 +32,8 @@ protected:
                        const std::function<void(nlohmann::json&)>& edit, bool restamp = true) {
     Spec s = parseSpec(spec);
     BundleRequest request;
-    request.manifest = buildManifest(s, "reference", nlohmann::json::object(), hostTarget(), 0);
+    request.manifest =
+        buildManifest(s, "reference", nlohmann::json::object(), {parseTarget("host"), {}}, 0);
     edit(request.manifest);
     if (restamp)
       stampContentHash(request.manifest);

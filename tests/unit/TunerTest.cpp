@@ -92,7 +92,7 @@ TEST_F(Tuner, MeasuresEachDefaultFirstAndStopsAtTheBudget) {
   EXPECT_EQ(outcome.freshTrials, 9);
   ASSERT_EQ(measurement.measured.size(), 9u);
   std::set<std::string> defaults;
-  for (const TuningSpace& s : tuningSpaces(spec_, "host"))
+  for (const TuningSpace& s : tuningSpaces(spec_, parseTarget("host")))
     defaults.insert(Candidate::defaultOf(s).name());
   EXPECT_EQ(std::set<std::string>(measurement.measured.begin(),
                                   measurement.measured.begin() + defaults.size()),

@@ -54,7 +54,7 @@ TEST_F(TuningSpaces, SearchProposesOnlyValidCandidates) {
                                   {"heads=4 d_k=128 dtype=f16", "cuda-sm_90"},
                                   {"heads=4 d_k=256", "cuda-sm_80"}}) {
     Spec spec = parseSpec(specText);
-    std::vector<TuningSpace> spaces = tuningSpaces(spec, target);
+    std::vector<TuningSpace> spaces = tuningSpaces(spec, parseTarget(target));
     ASSERT_FALSE(spaces.empty());
     for (const TuningSpace& s : spaces)
       EXPECT_NO_THROW(s.check(s.defaults)) << s.backend << " " << target;
@@ -77,7 +77,7 @@ TEST_F(TuningSpaces, SearchProposesOnlyValidCandidates) {
 
 TEST_F(TuningSpaces, ChecksNameTheClash) {
   Spec spec = parseSpec("heads=4 d_k=64");
-  const TuningSpace halide = spaceOf(tuningSpaces(spec, "host"), "halide");
+  const TuningSpace halide = spaceOf(tuningSpaces(spec, parseTarget("host")), "halide");
   std::map<std::string, int64_t> values = halide.defaults.toJson()["params"];
   values["query_tile"] = 24;
   values["vector_width"] = 16;
@@ -90,7 +90,7 @@ TEST_F(TuningSpaces, ChecksNameTheClash) {
   }
   // On CUDA, the tensor-core family's K/V tiles must fit in shared memory.
   Spec half = parseSpec("heads=4 d_k=256 dtype=bf16");
-  const TuningSpace mma = spaceOf(tuningSpaces(half, "cuda-sm_90"), "mlir");
+  const TuningSpace mma = spaceOf(tuningSpaces(half, parseTarget("cuda-sm_90")), "mlir");
   EXPECT_EQ(mma.family, "cuda-mma");
   std::map<std::string, int64_t> big = mma.defaults.toJson()["params"];
   big["key_block"] = 128;
@@ -100,7 +100,8 @@ TEST_F(TuningSpaces, ChecksNameTheClash) {
 TEST_F(TuningSpaces, LinearAttentionSearchesOnlyItsChunk) {
   auto names = [](const char* specText) {
     std::set<std::string> found;
-    const std::vector<TuningSpace> spaces = tuningSpaces(parseSpec(specText), "host");
+    const std::vector<TuningSpace> spaces =
+        tuningSpaces(parseSpec(specText), parseTarget("host"));
     for (const ParamSpace& p : spaceOf(spaces, "halide").params)
       found.insert(std::string(p.name));
     return found;
@@ -114,7 +115,7 @@ TEST_F(TuningSpaces, LinearAttentionSearchesOnlyItsChunk) {
 TEST_F(TuningSearch, SameSeedAndResultsGiveTheSameCandidates) {
   Spec spec = parseSpec("heads=4 d_k=64 mask=causal");
   auto run = [&](uint64_t seed) {
-    Search search(tuningSpaces(spec, "host"), seed, Shard{}, 5);
+    Search search(tuningSpaces(spec, parseTarget("host")), seed, Shard{}, 5);
     std::map<std::string, double> results;
     std::vector<std::string> names;
     for (int i = 0; i < 25; ++i) {
@@ -148,7 +149,7 @@ std::pair<std::vector<std::string>, double> drive(Search& search, int trials, Co
 
 TEST_F(TuningSearch, AutoschedulersComeRightAfterTheDefaults) {
   Spec spec = parseSpec("heads=4 d_k=64");
-  std::vector<TuningSpace> spaces = tuningSpaces(spec, "host");
+  std::vector<TuningSpace> spaces = tuningSpaces(spec, parseTarget("host"));
   Search search(spaces, 1, Shard{}, 4);
   auto [names, best] = drive(search, 5, [](const Candidate&) { return 1.0; });
   ASSERT_EQ(names.size(), 5u);
@@ -158,15 +159,16 @@ TEST_F(TuningSearch, AutoschedulersComeRightAfterTheDefaults) {
               std::string::npos)
         << names[static_cast<size_t>(1 + a)];
   // None on CUDA, where the halide backend keeps its own schedule.
-  for (const TuningSpace& s : tuningSpaces(spec, "cuda-sm_90"))
+  for (const TuningSpace& s : tuningSpaces(spec, parseTarget("cuda-sm_90")))
     EXPECT_TRUE(s.generated.empty()) << s.backend;
 }
 
 TEST_F(TuningSearch, RandomStrategyIsAWarmStartThatNeverEnds) {
   Spec spec = parseSpec("heads=4 d_k=64");
   auto cost = [](const Candidate& c) { return static_cast<double>(c.name().size() % 7); };
-  Search random(tuningSpaces(spec, "host"), 9, Shard{}, 4, Strategy::Random);
-  Search warmOnly(tuningSpaces(spec, "host"), 9, Shard{}, 1000, Strategy::Evolution);
+  Search random(tuningSpaces(spec, parseTarget("host")), 9, Shard{}, 4, Strategy::Random);
+  Search warmOnly(tuningSpaces(spec, parseTarget("host")), 9, Shard{}, 1000,
+                  Strategy::Evolution);
   EXPECT_EQ(drive(random, 40, cost).first, drive(warmOnly, 40, cost).first);
   EXPECT_THROW(parseStrategy("annealing"), UsageError);
 }
@@ -177,7 +179,7 @@ TEST_F(TuningSearch, RandomStrategyIsAWarmStartThatNeverEnds) {
 // docs/benchmarks.md.
 TEST_F(TuningSearch, EvolutionBeatsRandomOnASmoothLandscape) {
   Spec spec = parseSpec("heads=4 d_k=64");
-  const std::vector<TuningSpace> spaces = tuningSpaces(spec, "host");
+  const std::vector<TuningSpace> spaces = tuningSpaces(spec, parseTarget("host"));
   auto cost = [&](const Candidate& c) {
     double distance = c.backend == "mlir" ? 0 : 2;
     for (const TuningSpace& s : spaces)
@@ -203,7 +205,7 @@ TEST_F(TuningSearch, EvolutionBeatsRandomOnASmoothLandscape) {
 
 TEST_F(TuningSearch, ShardsSplitTheSpace) {
   Spec spec = parseSpec("heads=4 d_k=64");
-  std::vector<TuningSpace> spaces = tuningSpaces(spec, "host");
+  std::vector<TuningSpace> spaces = tuningSpaces(spec, parseTarget("host"));
   std::set<std::string> seen[3];
   for (int i = 0; i < 3; ++i) {
     Search search(spaces, 1, Shard{i, 3}, 1000);

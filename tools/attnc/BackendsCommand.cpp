@@ -44,7 +44,7 @@ std::string tableMarkdown(const nlohmann::json& table) {
       "| backend | target family | variants | masks | modifiers | outputs | dtypes |\n"
       "|---|---|---|---|---|---|---|\n";
   // A list a full row has (every variant, mask, ...) reads "all", so a new one changes no row.
-  const nlohmann::json full = coverageJson(fullCoverage(TargetFamily::Cpu));
+  const nlohmann::json full = coverageJson(fullCoverage(Device::Cpu));
   auto list = [&](const nlohmann::json& row, const char* axis) {
     const nlohmann::json& items = row.at(axis);
     if (items == full.at(axis))
@@ -70,7 +70,7 @@ std::string tableMarkdown(const nlohmann::json& table) {
 
 // For one spec and target: each backend's verdict, and the one --backend auto takes without a
 // tuning record.
-nlohmann::json verdictsJson(const Spec& spec, const std::string& target) {
+nlohmann::json verdictsJson(const Spec& spec, const Target& target) {
   nlohmann::json verdicts = nlohmann::json::array();
   for (const Backend* b : registeredBackends()) {
     std::optional<std::string> reason = b->unsupported(spec, target);
@@ -79,7 +79,7 @@ nlohmann::json verdictsJson(const Spec& spec, const std::string& target) {
       v["reason"] = *reason;
     verdicts.push_back(v);
   }
-  nlohmann::json result = {{"spec", spec.canonical()}, {"target", target}, {"backends", verdicts}};
+  nlohmann::json result = {{"spec", spec.canonical()}, {"target", target.name}, {"backends", verdicts}};
   try {
     result["auto"] = fastestBackendFor(spec, target).name();
   } catch (const UsageError&) {
@@ -111,7 +111,7 @@ Action addBackendsCommand(CLI::App& app) {
       fmt::print("{}", o->json ? table.dump(2) + "\n" : tableMarkdown(table));
       return 0;
     }
-    const nlohmann::json verdicts = verdictsJson(loadSpec(o->spec), o->target);
+    const nlohmann::json verdicts = verdictsJson(loadSpec(o->spec), parseTarget(o->target));
     if (o->json) {
       fmt::print("{}\n", verdicts.dump(2));
       return 0;

@@ -5,7 +5,6 @@
 #include "Support/Errors.h"
 #include "Tuning/TunedSchedule.h"
 
-#include <algorithm>
 #include <charconv>
 #include <fmt/core.h>
 #include <memory>
@@ -38,32 +37,23 @@ struct CompileCommandOptions {
   bool noTuning = false;
 };
 
-// The options of one target's kernel. Without --schedule, the tuning database's best records
-// for this spec, target and machine set the schedule (and with --backend auto, the backend):
-// one per tuned shape bucket, and the driver decides whether they make one shape-dispatch
-// kernel.
-CompileOptions targetOptions(const Spec& spec, const CompileCommandOptions& o,
-                             const std::string& target) {
-  CompileOptions options{o.backend,
-                         target,
-                         o.out,
-                         {o.emit.begin(), o.emit.end()},
-                         parseScheduleOverrides(o.schedule),
-                         /*scheduleProvenance=*/"",
-                         /*shapeSchedules=*/{},
-                         /*targets=*/{},
-                         o.name};
-  if (o.backend == "reference" || !options.schedule.empty() || o.noTuning)
-    return options;
+// One target's kernel. Without --schedule, the tuning database's best records for this spec,
+// target and machine set the schedule (and with --backend auto, the backend): one per tuned
+// shape bucket, and the driver decides whether they make one shape-dispatch kernel.
+KernelRequest kernelFor(const Spec& spec, const CompileCommandOptions& o, const Target& target,
+                        const EmitSet& emit) {
+  KernelRequest kernel{o.backend, target, parseScheduleOverrides(o.schedule), "", {}};
+  if (o.backend == "reference" || !kernel.schedule.empty() || o.noTuning)
+    return kernel;
   std::optional<std::pair<int64_t, int64_t>> shape;
   if (!o.tunedFor.empty())
     shape = {o.tunedFor.front(), o.tunedFor.back()};
   const std::optional<std::string> note = useTunedSchedules(
-      options,
+      kernel, emit,
       tuning::findTunedSchedules(spec, target, o.backend == "auto" ? "" : o.backend, shape));
   if (note)
     fmt::print(stderr, "attnc: note: {}\n", *note);
-  return options;
+  return kernel;
 }
 
 } // namespace
@@ -87,7 +77,6 @@ Action addCompileCommand(CLI::App& app) {
                   "header to link into applications), a,h,obj,asm,stmt (halide), "
                   "mlir,llvm,asm,obj,ptx (mlir)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"so", "lib", "a", "h", "obj", "asm", "stmt", "mlir", "llvm", "ptx"}))
       ->capture_default_str();
   cmd->add_option("--name", o->name,
                   "--emit lib: the C identifier naming the library, header, symbol and C++ "
@@ -109,28 +98,31 @@ Action addCompileCommand(CLI::App& app) {
   return [o] {
     Spec spec = loadSpec(o->spec);
     // Split here, not by CLI11, which drops empty items: "avx2," is a mistake to report.
-    std::vector<std::string> targets;
+    std::vector<Target> targets;
     for (size_t start = 0;;) {
       const size_t comma = o->targetList.find(',', start);
-      targets.push_back(o->targetList.substr(start, comma - start));
-      if (targets.back().empty())
+      const std::string name = o->targetList.substr(start, comma - start);
+      if (name.empty())
         throw UsageError("--target " + o->targetList +
                          ": lists an empty name; give targets separated by single commas");
+      targets.push_back(parseTarget(name));
       if (comma == std::string::npos)
         break;
       start = comma + 1;
     }
-    if (!o->name.empty() && std::find(o->emit.begin(), o->emit.end(), "lib") == o->emit.end())
+    CompileRequest request;
+    request.outDir = o->out;
+    request.libraryName = o->name;
+    request.emit.clear();
+    for (const std::string& kind : o->emit)
+      request.emit.insert(parseEmit(kind));
+    if (!o->name.empty() && !request.emit.count(Emit::Lib))
       throw UsageError("--name names a linked library; add --emit lib");
-    // Each target's options are looked up once; several targets (or a linked library) make
-    // one artifact of them all.
-    std::vector<CompileOptions> perTarget;
-    for (const std::string& target : targets)
-      perTarget.push_back(targetOptions(spec, *o, target));
-    CompileOptions options = perTarget.front();
-    if (perTarget.size() > 1 || options.emit.count("lib"))
-      options.targets = std::move(perTarget);
-    CompileResult result = compileBundle(spec, options);
+    // Each target's tuned schedules are looked up once; several targets (or a linked library)
+    // make one artifact of them all.
+    for (const Target& target : targets)
+      request.kernels.push_back(kernelFor(spec, *o, target, request.emit));
+    CompileResult result = compileBundle(spec, request);
     // The bundle (or first artifact) first; the manifest copy beside a bundle goes unsaid.
     for (const std::filesystem::path& file : result.files)
       if (file == result.primary || file.extension() != ".json")

@@ -28,7 +28,7 @@ Action addExplainCommand(CLI::App& app) {
     Spec spec = loadSpec(o->spec);
     CompileOptions options;
     options.backend = "mlir";
-    options.target = o->target;
+    options.target = parseTarget(o->target);
     options.schedule = parseScheduleOverrides(o->schedule);
     fmt::print("{}", explainStages(spec, options, o->stage, o->printAfterAll));
     return 0;

@@ -99,6 +99,7 @@ int runTuning(const Spec& spec, const TuneOptions& options, tuning::TuningDataba
 
 struct TuneCommandOptions {
   std::string spec, db, shard, exportTo, importFrom, events, report, strategy = "evolution";
+  std::string target = "host";
   std::vector<std::string> merge, backends;
   int compileLimit = 300, runLimit = 120;
   TuneOptions tune;
@@ -150,7 +151,7 @@ Action addTuneCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "tune", "Search the schedules of a spec on this machine and remember the fastest");
   cmd->add_option("spec", o->spec, "spec text 'key=value ...' or a .json file");
-  cmd->add_option("--target", o->tune.target, "what to tune for (host, x86-64-avx2, cuda-sm_90...)")
+  cmd->add_option("--target", o->target, "what to tune for (host, x86-64-avx2, cuda-sm_90...)")
       ->capture_default_str();
   cmd->add_option("--backend", o->backends, "backends to search (default: all tunable)")
       ->delimiter(',')
@@ -212,6 +213,7 @@ Action addTuneCommand(CLI::App& app) {
     if (maintenance == 0 && o->spec.empty())
       throw UsageError("a spec to tune is required (or --merge, --export, --import)");
     TuneOptions options = o->tune;
+    options.target = parseTarget(o->target);
     if (options.seqK == 0)
       options.seqK = options.seqQ;
 

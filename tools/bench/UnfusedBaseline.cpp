@@ -70,7 +70,7 @@ void parallelGemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, 
 
 const Coverage& UnfusedBaseline::coverage() {
   static const Coverage row = [] {
-    Coverage row = fullCoverage(TargetFamily::Cpu);
+    Coverage row = fullCoverage(Device::Cpu);
     row.variants = {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
                     Variant::Linformer};
     row.masks = {MaskKind::Causal, MaskKind::Padding};

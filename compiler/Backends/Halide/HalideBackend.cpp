@@ -10,6 +10,7 @@
 #include "halide/AttentionSchedule.h"
 
 #include <fstream>
+#include <map>
 
 namespace attnc {
 namespace {
@@ -17,9 +18,9 @@ namespace {
 // The entry point bundles call through attnc_kernel_run (HalideKernel.cpp).
 constexpr const char* kBundleEntry = "attnc_halide_kernel";
 
-std::string stemFor(const Spec& spec, const std::string& target) {
+std::string stemFor(const Spec& spec, const Target& target) {
   std::string stem = bundleStem(spec, "halide");
-  return target == "host" ? stem : stem + "_" + target;
+  return target.name == "host" ? stem : stem + "_" + target.name;
 }
 
 // A C identifier for the function of ahead-of-time artifacts: attnc_<variant>_<hash>.
@@ -27,16 +28,41 @@ std::string functionName(const Spec& spec) {
   return "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12);
 }
 
+// The artifacts Halide writes itself, all in one compile_to: the kind, Halide's name for it,
+// its file's suffix, and whether it leaves the Halide runtime out (an object to link beside
+// another that has it).
+struct HalideArtifact {
+  Emit emit;
+  Halide::OutputFileType output;
+  const char* suffix;
+  bool withoutRuntime;
+};
+constexpr HalideArtifact kArtifacts[] = {
+    // A static library with the Halide runtime inside and its C header, for applications
+    // that link the kernel ahead of time: int <function>(halide_buffer_t *q, ..., *o).
+    {Emit::HalideLibrary, Halide::OutputFileType::static_library, ".a", false},
+    {Emit::HalideHeader, Halide::OutputFileType::c_header, ".h", false},
+    {Emit::Object, Halide::OutputFileType::object, ".o", true},
+    {Emit::Assembly, Halide::OutputFileType::assembly, ".s", false},
+    {Emit::Stmt, Halide::OutputFileType::stmt, ".stmt", false},
+};
+
+// The pipeline of a spec under its schedule, and the arguments of its function.
+struct BuiltPipeline {
+  Halide::Pipeline pipeline;
+  std::vector<Halide::Argument> arguments;
+  ScheduleParams params;
+};
+
 class HalideBackend final : public Backend {
 public:
   std::string_view name() const override { return "halide"; }
   std::string_view description() const override {
     return "fused flash-style kernels through Halide 14 (CPU; CUDA for sdpa)";
   }
-  std::vector<std::string> targets() const override { return halide::halideTargetNames(); }
+  std::vector<std::string> targets() const override { return targetNames(); }
   std::span<const Coverage> coverage() const override;
-  std::optional<TuningSpace> tuningSpace(const Spec& spec,
-                                         const std::string& target) const override;
+  std::optional<TuningSpace> tuningSpace(const Spec& spec, const Target& target) const override;
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
 };
 
@@ -44,12 +70,12 @@ public:
 // and bf16 is out: LLVM 14's NVPTX code generator (inside Halide 14) aborts on bf16 values.
 std::span<const Coverage> HalideBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
-    Coverage cuda = fullCoverage(TargetFamily::Cuda);
+    Coverage cuda = fullCoverage(Device::Cuda);
     cuda.variants = {Variant::Sdpa};
     cuda.dtypes = {DType::F32, DType::F16};
     cuda.gapReason = "its CUDA schedule covers sdpa, and LLVM 14's NVPTX code generator inside "
                      "Halide 14 aborts on bf16 values";
-    return std::vector<Coverage>{fullCoverage(TargetFamily::Cpu), cuda};
+    return std::vector<Coverage>{fullCoverage(Device::Cpu), cuda};
   }();
   return rows;
 }
@@ -57,8 +83,8 @@ std::span<const Coverage> HalideBackend::coverage() const {
 } // namespace
 
 std::optional<TuningSpace> HalideBackend::tuningSpace(const Spec& spec,
-                                                      const std::string& targetName) const {
-  const std::string family = halide::resolveHalideTarget(targetName).family;
+                                                      const Target& target) const {
+  const std::string family = halide::resolveHalideTarget(target).family;
   // libHalide14 pins the major version; its LLVM is built in.
   return TuningSpace{"halide",
           family,
@@ -69,27 +95,34 @@ std::optional<TuningSpace> HalideBackend::tuningSpace(const Spec& spec,
           halide::halideAutoscheduledCandidates(family, spec)};
 }
 
-CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& options) const {
-  halide::HalideTarget target = halide::resolveHalideTarget(options.target);
-  const std::set<std::string>& emit = options.emit;
-  for (const std::string& kind : emit)
-    if (kind != "so" && kind != "a" && kind != "h" && kind != "obj" && kind != "asm" &&
-        kind != "stmt" && kind != "ptx" && kind != "part" && kind != "sealed")
-      throw UsageError("--emit " + kind +
+namespace {
+
+// Throws UsageError for a kind of `emit` this backend does not write for `target`.
+void checkEmit(const EmitSet& emit, const halide::HalideTarget& target) {
+  for (Emit kind : emit)
+    if (kind == Emit::Lib || kind == Emit::Mlir || kind == Emit::Llvm)
+      throw UsageError("--emit " + std::string(emitName(kind)) +
                        ": the halide backend writes so, a, h, obj, asm, stmt (and ptx for cuda)");
-  if (emit.count("ptx") && target.family != "cuda")
+  if (emit.count(Emit::Ptx) && !target.needs.target.isCuda())
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
   if (emitsKernel(emit) && !target.runsHere)
-    throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
-                     "): bundles run where they are built; use --emit " +
-                     "with obj, a, h, asm or stmt");
+    throw UsageError("--target " + target.needs.target.name + " is a cross target (" +
+                     std::string(architectureName(target.needs.target.architecture)) +
+                     "): bundles run where they are built; use --emit with obj, a, h, asm or "
+                     "stmt");
+}
+
+// The spec's algorithm (linear, or the online softmax) under attnc's schedule for the target,
+// or under one of Halide's autoschedulers.
+BuiltPipeline buildPipeline(const Spec& spec, const CompileOptions& options,
+                            const halide::HalideTarget& target) {
   ScheduleParams params =
       halide::defaultHalideSchedule(target.family, spec)
           .overridden(options.schedule, halide::halideParamSpace(), options.scheduleProvenance);
   halide::checkHalideSchedule(target.family, params, spec);
-  const bool cuda = target.family == "cuda";
+  const bool cuda = target.needs.target.isCuda();
   const int64_t autoscheduler = params.get("autoscheduler");
-  // Each algorithm keeps its Funcs alive in `schedule`, which applies attnc's schedule to them.
+  // Each algorithm's Funcs stay alive in the pipeline, which refers to them all.
   std::vector<Halide::ImageParam> inputs;
   std::vector<Halide::Func> outputs;
   std::function<void()> schedule;
@@ -121,82 +154,98 @@ CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& opt
     autoscheduleAttention(pipeline, inputs, outputs, spec, autoscheduler, target.target);
   else
     schedule();
-  std::vector<Halide::Argument> arguments(inputs.begin(), inputs.end());
+  return {pipeline, std::vector<Halide::Argument>(inputs.begin(), inputs.end()), params};
+}
 
+// The bundle (or the part or sealed kernel the driver asked for): the kernel object, which
+// takes a user context (the runtime's call, for the thread pool and errors), and the Halide
+// runtime compiled beside it, private to the bundle.
+std::vector<std::string> writeBundleKernel(BuiltPipeline& built, const Spec& spec,
+                                           const halide::HalideTarget& target,
+                                           const EmitSet& emit, const std::string& stem,
+                                           const OutputStaging& staging) {
+  const std::filesystem::path& scratch = staging.scratch();
+  const Halide::Target kernelTarget = target.target.with_feature(Halide::Target::UserContext)
+                                          .with_feature(Halide::Target::NoRuntime);
+  built.pipeline.compile_to_object((scratch / "kernel.o").string(), built.arguments, kBundleEntry,
+                                   kernelTarget);
+  Halide::compile_standalone_runtime((scratch / "halide_runtime.o").string(), target.target);
+  BundleRequest request;
+  if (target.needs.target.isCuda()) {
+    // A CUDA bundle keeps its Halide runtime (with the CUDA module) to itself.
+    request.manifest = buildManifest(spec, "halide", built.params.toJson(), target.needs, 0);
+    request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
+                          findArchive("libattnc_bundle_halide_cuda.a")};
+  } else {
+    // One Halide runtime per process: the runtime makes the first such bundle's halide_*
+    // symbols global, and every later bundle's kernel binds to them.
+    request.manifest = buildManifest(spec, "halide", built.params.toJson(), target.needs, 0,
+                                     {{"shared_runtime", "halide-14"}});
+    request.sharedExports = {"halide_*"};
+    request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
+                          findArchive("libattnc_bundle_halide.a")};
+    request.runner = "attnc_halide_run";
+    request.kernelSymbols = {std::string(kBundleEntry) + "_argv"};
+    request.kernelObject = scratch / "kernel.o";
+  }
+  request.stem = stem;
+  request.abiVersion = ATTNC_ABI_VERSION;
+  return writeKernel(request, staging, emit);
+}
+
+// kArtifacts' kinds that `emit` asks for, in one compile_to per runtime choice.
+std::vector<std::string> writeHalideArtifacts(BuiltPipeline& built, const Spec& spec,
+                                              const halide::HalideTarget& target,
+                                              const EmitSet& emit, const std::string& stem,
+                                              const std::filesystem::path& scratch) {
+  std::vector<std::string> files;
+  for (bool withoutRuntime : {false, true}) {
+    std::map<Halide::OutputFileType, std::string> outputs;
+    for (const HalideArtifact& a : kArtifacts)
+      if (emit.count(a.emit) && a.withoutRuntime == withoutRuntime) {
+        outputs[a.output] = (scratch / (stem + a.suffix)).string();
+        files.push_back(stem + a.suffix);
+      }
+    if (!outputs.empty())
+      built.pipeline.compile_to(
+          outputs, built.arguments, functionName(spec),
+          withoutRuntime ? target.target.with_feature(Halide::Target::NoRuntime) : target.target);
+  }
+  return files;
+}
+
+// The GPU code, which Halide keeps in a buffer of the module ("..._gpu_source_kernels").
+std::string writePtx(BuiltPipeline& built, const Spec& spec, const halide::HalideTarget& target,
+                     const std::string& stem, const std::filesystem::path& scratch) {
+  Halide::Module module =
+      built.pipeline.compile_to_module(built.arguments, functionName(spec), target.target);
+  std::string ptx;
+  for (const Halide::Buffer<>& buffer : module.buffers())
+    if (buffer.name().find("gpu_source_kernels") != std::string::npos)
+      ptx.append(static_cast<const char*>(buffer.data()), buffer.size_in_bytes());
+  while (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  std::ofstream((scratch / (stem + ".ptx")).string()) << ptx;
+  return stem + ".ptx";
+}
+
+} // namespace
+
+CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& options) const {
+  const halide::HalideTarget target = halide::resolveHalideTarget(options.target);
+  checkEmit(options.emit, target);
+  BuiltPipeline built = buildPipeline(spec, options, target);
   const std::string stem = stemFor(spec, options.target);
-  const std::string function = functionName(spec);
   OutputStaging staging(options.outDir);
-  const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
   try {
-    if (emitsKernel(emit)) {
-      // The kernel takes a user context (the runtime's call, for the thread pool and errors);
-      // the Halide runtime is compiled once beside it and stays private to the bundle.
-      Halide::Target kernelTarget = target.target.with_feature(Halide::Target::UserContext)
-                                        .with_feature(Halide::Target::NoRuntime);
-      pipeline.compile_to_object((scratch / "kernel.o").string(), arguments, kBundleEntry,
-                                 kernelTarget);
-      Halide::compile_standalone_runtime((scratch / "halide_runtime.o").string(), target.target);
-      BundleRequest request;
-      if (cuda) {
-        // A CUDA bundle keeps its Halide runtime (with the CUDA module) to itself.
-        request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0);
-        request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
-                              findArchive("libattnc_bundle_halide_cuda.a")};
-      } else {
-        // One Halide runtime per process: the runtime makes the first such bundle's halide_*
-        // symbols global, and every later bundle's kernel binds to them.
-        request.manifest = buildManifest(spec, "halide", params.toJson(), target.manifest, 0,
-                                         {{"shared_runtime", "halide-14"}});
-        request.sharedExports = {"halide_*"};
-        request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
-                              findArchive("libattnc_bundle_halide.a")};
-        request.runner = "attnc_halide_run";
-        request.kernelSymbols = {std::string(kBundleEntry) + "_argv"};
-        request.kernelObject = scratch / "kernel.o";
-      }
-      request.stem = stem;
-      request.abiVersion = ATTNC_ABI_VERSION;
-      std::vector<std::string> written = writeKernel(request, staging, emit);
-      files.insert(files.end(), written.begin(), written.end());
-    }
-    if (emit.count("a") || emit.count("h")) {
-      // A static library with the Halide runtime inside and its C header, for applications
-      // that link the kernel ahead of time: int <function>(halide_buffer_t *q, ..., *o).
-      pipeline.compile_to_static_library((scratch / stem).string(), arguments, function,
-                                         target.target);
-      if (emit.count("a"))
-        files.push_back(stem + ".a");
-      if (emit.count("h"))
-        files.push_back(stem + ".h");
-    }
-    if (emit.count("obj")) {
-      pipeline.compile_to_object((scratch / (stem + ".o")).string(), arguments, function,
-                                 target.target.with_feature(Halide::Target::NoRuntime));
-      files.push_back(stem + ".o");
-    }
-    if (emit.count("asm")) {
-      pipeline.compile_to_assembly((scratch / (stem + ".s")).string(), arguments, function,
-                                   target.target);
-      files.push_back(stem + ".s");
-    }
-    if (emit.count("ptx")) {
-      // Halide keeps the device code in a buffer of the module ("..._gpu_source_kernels").
-      Halide::Module module = pipeline.compile_to_module(arguments, function, target.target);
-      std::string ptx;
-      for (const Halide::Buffer<>& buffer : module.buffers())
-        if (buffer.name().find("gpu_source_kernels") != std::string::npos)
-          ptx.append(static_cast<const char*>(buffer.data()), buffer.size_in_bytes());
-      while (!ptx.empty() && ptx.back() == '\0')
-        ptx.pop_back();
-      std::ofstream((scratch / (stem + ".ptx")).string()) << ptx;
-      files.push_back(stem + ".ptx");
-    }
-    if (emit.count("stmt")) {
-      pipeline.compile_to_lowered_stmt((scratch / (stem + ".stmt")).string(), arguments,
-                                       Halide::StmtOutputFormat::Text, target.target);
-      files.push_back(stem + ".stmt");
-    }
+    if (emitsKernel(options.emit))
+      files = writeBundleKernel(built, spec, target, options.emit, stem, staging);
+    for (const std::string& file :
+         writeHalideArtifacts(built, spec, target, options.emit, stem, staging.scratch()))
+      files.push_back(file);
+    if (options.emit.count(Emit::Ptx))
+      files.push_back(writePtx(built, spec, target, stem, staging.scratch()));
   } catch (const Halide::Error& e) {
     throw JobError(std::string("Halide failed to compile the kernel: ") + e.what());
   }

@@ -1,8 +1,5 @@
 #include "Backends/Halide/HalideTarget.h"
 
-#include "Backends/TargetNames.h"
-
-#include <array>
 #include <set>
 
 namespace attnc::halide {
@@ -10,21 +7,27 @@ namespace {
 
 using Halide::Target;
 
-struct NamedTarget {
-  const char* name;
-  const char* halide;
-};
-
-constexpr std::array kNamed{
-    NamedTarget{"x86-64-avx2", "x86-64-linux-sse41-avx-avx2-f16c-fma"},
-    NamedTarget{"x86-64-avx512", "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake"},
-    NamedTarget{"x86-64-sapphirerapids", "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-"
-                                         "avx512_skylake-avx512_cannonlake-avx512_sapphirerapids"},
-    NamedTarget{"arm-64-linux", "arm-64-linux"},
+// The Halide target string for an attnc target.
+const char* halideName(const attnc::Target& target) {
+  if (target.isCuda())
     // Halide 14 knows CUDA capabilities up to 8.6: on sm_90 the driver compiles its PTX.
-    NamedTarget{"cuda-sm_80", "host-cuda-cuda_capability_80"},
-    NamedTarget{"cuda-sm_90", "host-cuda-cuda_capability_86"},
-};
+    return target.cudaCapability >= 86 ? "host-cuda-cuda_capability_86"
+                                       : "host-cuda-cuda_capability_80";
+  switch (target.isa) {
+  case IsaLevel::Native:
+    return "host";
+  case IsaLevel::Avx2:
+    return "x86-64-linux-sse41-avx-avx2-f16c-fma";
+  case IsaLevel::Avx512:
+    return "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake";
+  case IsaLevel::SapphireRapids:
+    return "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake-avx512_cannonlake-"
+           "avx512_sapphirerapids";
+  case IsaLevel::Neon:
+    return "arm-64-linux";
+  }
+  return "host"; // not reached: every level is named above
+}
 
 // Halide features and the /proc/cpuinfo flags each needs.
 std::vector<std::string> cpuFeatures(const Target& t) {
@@ -58,37 +61,22 @@ std::string familyOf(const Target& t) {
   return "x86-avx2";
 }
 
-std::string archOf(const Target& t) {
-  return t.arch == Target::ARM ? "aarch64" : t.arch == Target::X86 ? "x86_64" : "unknown";
-}
-
 } // namespace
 
-HalideTarget resolveHalideTarget(const std::string& name) {
-  // "host" and the CUDA targets (whose host-side code is for this machine) start from
-  // Halide's view of this CPU.
-  const char* halideName =
-      name == "host" ? "host" : findNamedTarget<NamedTarget>(kNamed, name, "halide").halide;
-  Target t(halideName);
+HalideTarget resolveHalideTarget(const attnc::Target& target) {
+  // Native levels (host and the CUDA targets, whose host-side code is for this machine) start
+  // from Halide's view of this CPU.
+  const char* name = halideName(target);
+  Target t(name);
   // Halide 14 reports Sapphire Rapids for any CPU with AVX512-BF16 (AMD Zen 4 too), but
   // that level emits AVX512-FP16 instructions, which such CPUs lack.
 #if defined(__x86_64__)
-  if (std::string_view(halideName).starts_with("host") &&
+  if (std::string_view(name).starts_with("host") &&
       t.has_feature(Target::AVX512_SapphireRapids) && !__builtin_cpu_supports("avx512fp16"))
     t = t.without_feature(Target::AVX512_SapphireRapids);
 #endif
-  const bool cuda = t.has_feature(Target::CUDA);
-  HalideTarget result{t,
-                      familyOf(t),
-                      {name, archOf(t), cuda ? "cuda" : "cpu", cpuFeatures(t),
-                       cuda ? name.substr(name.find('-') + 1) : ""},
-                      false};
-  result.runsHere = result.manifest.arch == hostTarget().arch;
-  return result;
-}
-
-std::vector<std::string> halideTargetNames() {
-  return targetNames<NamedTarget>(kNamed);
+  return {t, familyOf(t), {target, cpuFeatures(t)},
+          target.architecture == hostArchitecture()};
 }
 
 } // namespace attnc::halide

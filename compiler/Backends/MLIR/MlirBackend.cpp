@@ -24,9 +24,9 @@
 namespace attnc {
 namespace {
 
-std::string stemFor(const Spec& spec, const std::string& target) {
+std::string stemFor(const Spec& spec, const Target& target) {
   std::string stem = bundleStem(spec, "mlir");
-  return target == "host" ? stem : stem + "_" + target;
+  return target.name == "host" ? stem : stem + "_" + target.name;
 }
 
 ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
@@ -89,10 +89,9 @@ public:
   std::string_view description() const override {
     return "the attn dialect lowered through MLIR 19 to vectorised CPU code and CUDA";
   }
-  std::vector<std::string> targets() const override { return mlirbackend::mlirTargetNames(); }
+  std::vector<std::string> targets() const override { return targetNames(); }
   std::span<const Coverage> coverage() const override;
-  std::optional<TuningSpace> tuningSpace(const Spec& spec,
-                                         const std::string& target) const override;
+  std::optional<TuningSpace> tuningSpace(const Spec& spec, const Target& target) const override;
   std::string explain(const Spec& spec, const CompileOptions& options, const std::string& stage,
                       bool printIrAfterAll) const override;
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
@@ -103,8 +102,8 @@ public:
 std::span<const Coverage> MlirBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     std::vector<Coverage> rows;
-    for (TargetFamily family : {TargetFamily::Cpu, TargetFamily::Cuda})
-      rows.push_back({family,
+    for (Device device : {Device::Cpu, Device::Cuda})
+      rows.push_back({device,
                       {Variant::Sdpa},
                       {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor},
                       {Modifier::Alibi, Modifier::Softcap, Modifier::Bias},
@@ -119,9 +118,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
 } // namespace
 
 std::optional<TuningSpace> MlirBackend::tuningSpace(const Spec& spec,
-                                                    const std::string& targetName) const {
+                                                    const Target& target) const {
   const std::string family =
-      mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(targetName).family, spec);
+      mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(target).family, spec);
   return TuningSpace{"mlir",
           family,
           "LLVM " LLVM_VERSION_STRING,
@@ -133,20 +132,21 @@ std::optional<TuningSpace> MlirBackend::tuningSpace(const Spec& spec,
 }
 
 CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& options) const {
-  for (const std::string& kind : options.emit)
-    if (kind != "so" && kind != "mlir" && kind != "llvm" && kind != "asm" && kind != "obj" &&
-        kind != "ptx" && kind != "part" && kind != "sealed")
-      throw UsageError("--emit " + kind +
+  for (Emit kind : options.emit)
+    if (kind == Emit::Lib || kind == Emit::HalideLibrary || kind == Emit::HalideHeader ||
+        kind == Emit::Stmt)
+      throw UsageError("--emit " + std::string(emitName(kind)) +
                        ": the mlir backend writes so, mlir, llvm, asm, obj (and ptx for cuda)");
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
-  const std::set<std::string>& emit = options.emit;
+  const EmitSet& emit = options.emit;
   if (emitsKernel(emit) && !target.runsHere)
-    throw UsageError("--target " + options.target + " is a cross target (" + target.manifest.arch +
+    throw UsageError("--target " + options.target.name + " is a cross target (" +
+                     std::string(architectureName(options.target.architecture)) +
                      "): bundles run where they are built; use --emit with mlir, llvm, asm "
                      "or obj");
   ScheduleParams params = scheduleFor(target, spec, options);
-  const bool cuda = target.family == "cuda";
-  if (emit.count("ptx") && !cuda)
+  const bool cuda = options.target.isCuda();
+  if (emit.count(Emit::Ptx) && !cuda)
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
 
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
@@ -170,7 +170,7 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
   if (emitsKernel(emit)) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
     BundleRequest request;
-    request.manifest = buildManifest(spec, "mlir", params.toJson(), target.manifest, 0);
+    request.manifest = buildManifest(spec, "mlir", params.toJson(), target.needs, 0);
     request.linkInputs = {scratch / "kernel.o",
                           findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
     request.stem = stem;
@@ -184,27 +184,27 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
     std::vector<std::string> written = writeKernel(request, staging, emit);
     files.insert(files.end(), written.begin(), written.end());
   }
-  if (emit.count("ptx")) {
+  if (emit.count(Emit::Ptx)) {
     writeText(scratch / (stem + ".ptx"), embeddedPtx(*module));
     files.push_back(stem + ".ptx");
   }
-  if (emit.count("mlir")) {
+  if (emit.count(Emit::Mlir)) {
     writeText(scratch / (stem + ".mlir"), attnStage);
     files.push_back(stem + ".mlir");
   }
-  if (emit.count("llvm")) {
+  if (emit.count(Emit::Llvm)) {
     std::string text;
     llvm::raw_string_ostream os(text);
     llvmModule->print(os, nullptr);
     writeText(scratch / (stem + ".ll"), text);
     files.push_back(stem + ".ll");
   }
-  if (emit.count("asm")) {
+  if (emit.count(Emit::Assembly)) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Assembly,
                           scratch / (stem + ".s"));
     files.push_back(stem + ".s");
   }
-  if (emit.count("obj")) {
+  if (emit.count(Emit::Object)) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object,
                           scratch / (stem + ".o"));
     files.push_back(stem + ".o");
@@ -223,7 +223,7 @@ std::string MlirBackend::explain(const Spec& spec, const CompileOptions& options
     std::string names;
     for (std::string_view s : stages)
       names += (names.empty() ? "" : ", ") + std::string(s);
-    throw UsageError("--stage " + stage + ": unknown stage for target " + options.target +
+    throw UsageError("--stage " + stage + ": unknown stage for target " + options.target.name +
                      "; stages: " + names);
   }
   ScheduleParams params = scheduleFor(target, spec, options);

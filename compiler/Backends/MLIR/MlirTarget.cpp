@@ -1,6 +1,5 @@
 #include "Backends/MLIR/MlirTarget.h"
 
-#include "Backends/TargetNames.h"
 #include "Support/Errors.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
@@ -22,21 +21,22 @@
 namespace attnc::mlirbackend {
 namespace {
 
-struct NamedTarget {
-  const char* name;
-  const char* triple; // empty: this host's (the launching code of GPU targets)
-  const char* cpu;
-  const char* gpuChip = "";
-};
-
-constexpr std::array kNamed{
-    NamedTarget{"x86-64-avx2", "x86_64-unknown-linux-gnu", "haswell"},
-    NamedTarget{"x86-64-avx512", "x86_64-unknown-linux-gnu", "skylake-avx512"},
-    NamedTarget{"x86-64-sapphirerapids", "x86_64-unknown-linux-gnu", "sapphirerapids"},
-    NamedTarget{"arm-64-linux", "aarch64-unknown-linux-gnu", "neoverse-n1"},
-    NamedTarget{"cuda-sm_80", "", "generic", "sm_80"},
-    NamedTarget{"cuda-sm_90", "", "generic", "sm_90"},
-};
+// The LLVM CPU of a CPU instruction-set level below Native (this host's own CPU).
+const char* cpuOf(IsaLevel isa) {
+  switch (isa) {
+  case IsaLevel::Avx2:
+    return "haswell";
+  case IsaLevel::Avx512:
+    return "skylake-avx512";
+  case IsaLevel::SapphireRapids:
+    return "sapphirerapids";
+  case IsaLevel::Neon:
+    return "neoverse-n1";
+  case IsaLevel::Native:
+    break;
+  }
+  return "generic";
+}
 
 // PTX ISA 8.0 (CUDA 12.0 drivers and newer) covers sm_80 and sm_90.
 constexpr const char* kPtxFeatures = "+ptx80";
@@ -78,44 +78,48 @@ std::string hostFeatures() {
 
 } // namespace
 
-MlirTarget resolveMlirTarget(const std::string& name) {
+MlirTarget resolveMlirTarget(const Target& target) {
   initializeLLVM();
   MlirTarget t;
-  if (name == "host") {
+  if (target.isCuda()) {
+    // The launching code runs on this host; the kernel is the GPU module's.
+    t.triple = llvm::sys::getDefaultTargetTriple();
+    t.cpu = "generic";
+    t.gpuChip = target.cudaArch();
+  } else if (target.isa == IsaLevel::Native) {
     t.triple = llvm::sys::getDefaultTargetTriple();
     t.cpu = llvm::sys::getHostCPUName().str();
     t.features = hostFeatures();
   } else {
-    const NamedTarget& found = findNamedTarget<NamedTarget>(kNamed, name, "mlir");
-    t.triple = *found.triple ? found.triple : llvm::sys::getDefaultTargetTriple();
-    t.cpu = found.cpu;
-    t.gpuChip = found.gpuChip;
+    t.triple = target.architecture == Architecture::AArch64 ? "aarch64-unknown-linux-gnu"
+                                                            : "x86_64-unknown-linux-gnu";
+    t.cpu = cpuOf(target.isa);
   }
   std::string error;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, error);
-  if (!target)
+  const llvm::Target* llvmTarget = llvm::TargetRegistry::lookupTarget(t.triple, error);
+  if (!llvmTarget)
     throw JobError("mlir backend: LLVM has no target for " + t.triple + ": " + error);
   llvm::TargetOptions options;
-  t.machine.reset(target->createTargetMachine(t.triple, t.cpu, t.features, options,
-                                              llvm::Reloc::PIC_, std::nullopt,
-                                              llvm::CodeGenOptLevel::Aggressive));
+  t.machine.reset(llvmTarget->createTargetMachine(t.triple, t.cpu, t.features, options,
+                                                  llvm::Reloc::PIC_, std::nullopt,
+                                                  llvm::CodeGenOptLevel::Aggressive));
   const llvm::MCSubtargetInfo* subtarget = t.machine->getMCSubtargetInfo();
   auto has = [&](const char* feature) {
     return subtarget->checkFeatures(std::string("+") + feature);
   };
-  llvm::Triple triple(t.triple);
-  t.manifest = {name, triple.isAArch64() ? "aarch64" : "x86_64", "cpu", {}};
-  for (auto [feature, flag] : kCpuFlags)
-    if ((std::string_view(feature) == "neon") == triple.isAArch64() && has(feature))
-      t.manifest.cpuFeatures.push_back(flag);
-  t.family = triple.isAArch64() ? "arm-neon" : has("avx512f") ? "x86-avx512" : "x86-avx2";
-  if (!t.gpuChip.empty()) {
+  const bool arm = target.architecture == Architecture::AArch64;
+  t.needs.target = target;
+  if (target.isCuda()) {
     // The host code only launches: it needs no optional CPU feature.
     t.family = "cuda";
     t.ptxFeatures = kPtxFeatures;
-    t.manifest = {name, t.manifest.arch, "cuda", {}, t.gpuChip};
+  } else {
+    for (auto [feature, flag] : kCpuFlags)
+      if ((std::string_view(feature) == "neon") == arm && has(feature))
+        t.needs.cpuFeatures.push_back(flag);
+    t.family = arm ? "arm-neon" : has("avx512f") ? "x86-avx512" : "x86-avx2";
   }
-  t.runsHere = t.manifest.arch == hostTarget().arch;
+  t.runsHere = target.architecture == hostArchitecture();
   return t;
 }
 
@@ -171,10 +175,6 @@ void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,
     throw JobError("mlir backend: LLVM cannot emit this file type for " + target.triple);
   passes.run(module);
   out.flush();
-}
-
-std::vector<std::string> mlirTargetNames() {
-  return targetNames<NamedTarget>(kNamed);
 }
 
 } // namespace attnc::mlirbackend

@@ -1,4 +1,4 @@
-// attnc target names for the MLIR backend: an LLVM triple, CPU and features, the schedule
+// An attnc Target in the MLIR backend's terms: an LLVM triple, CPU and features, the schedule
 // family they imply, and the code generation through LLVM's TargetMachine.
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace llvm {
 class LLVMContext;
@@ -23,17 +22,12 @@ struct MlirTarget {
   std::string triple, cpu, features; // of the host code (for cuda: the launching code)
   std::string family; // "x86-avx512", "x86-avx2", "arm-neon", "cuda": picks the schedule
   std::string gpuChip, ptxFeatures; // cuda: "sm_90", "+ptx80"
-  Target manifest; // name, arch, device and the /proc/cpuinfo features the code needs
-  bool runsHere;   // same architecture as this host: a bundle can be linked and loaded
+  TargetNeeds needs; // the target and the /proc/cpuinfo features the code needs
+  bool runsHere;     // same architecture as this host: a bundle can be linked and loaded
   std::shared_ptr<llvm::TargetMachine> machine;
 };
 
-// "host", "x86-64-avx2", "x86-64-avx512", "x86-64-sapphirerapids", "arm-64-linux",
-// "cuda-sm_80", "cuda-sm_90". Throws UsageError listing these for any other name.
-MlirTarget resolveMlirTarget(const std::string& name);
-
-// Those names, "host" first.
-std::vector<std::string> mlirTargetNames();
+MlirTarget resolveMlirTarget(const Target& target);
 
 // The LLVM-dialect module as optimised (O3) LLVM IR for the target.
 std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirTarget& target,

@@ -15,10 +15,10 @@ public:
   }
   std::vector<std::string> targets() const override { return {"host"}; }
   std::span<const Coverage> coverage() const override {
-    static const Coverage rows[] = {fullCoverage(TargetFamily::Cpu)};
+    static const Coverage rows[] = {fullCoverage(Device::Cpu)};
     return rows;
   }
-  std::optional<TuningSpace> tuningSpace(const Spec&, const std::string&) const override {
+  std::optional<TuningSpace> tuningSpace(const Spec&, const Target&) const override {
     return std::nullopt;
   }
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
@@ -27,13 +27,15 @@ public:
 } // namespace
 
 CompileResult ReferenceBackend::compile(const Spec& spec, const CompileOptions& options) const {
-  for (const std::string& kind : options.emit)
-    if (kind != "so" && kind != "sealed")
-      throw UsageError("--emit " + kind + ": the reference backend writes bundles only (so)");
+  for (Emit kind : options.emit)
+    if (kind != Emit::So && kind != Emit::SealedBundle)
+      throw UsageError("--emit " + std::string(emitName(kind)) +
+                       ": the reference backend writes bundles only (so)");
   if (!options.schedule.empty())
     throw UsageError("--schedule: the reference backend has no schedule parameters");
   BundleRequest request;
-  request.manifest = buildManifest(spec, "reference", nlohmann::json::object(), hostTarget(), 0);
+  request.manifest = buildManifest(spec, "reference", nlohmann::json::object(),
+                                   {parseTarget("host"), {}}, 0);
   request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};
   request.stem = bundleStem(spec, "reference");
   request.abiVersion = ATTNC_ABI_VERSION;

@@ -8,6 +8,7 @@
 #include "Backends/Coverage.h"
 #include "Link/BundleWriter.h"
 #include "Link/Emit.h"
+#include "ScheduleFamily.h"
 #include "ScheduleParams.h"
 #include "Spec/Spec.h"
 
@@ -42,7 +43,7 @@ struct CompileOptions {
 // combination, which throws UsageError naming the clash as compile would.
 struct TuningSpace {
   std::string backend;
-  std::string family;    // the schedule family: "x86-avx512", "cuda", "cuda-mma", ...
+  ScheduleFamily family; // the schedule family (scheduleFamilyName names it)
   std::string toolchain; // "Halide 14.0.0", "LLVM 19.1.7": records from another do not apply
   std::vector<ParamSpace> params;
   ScheduleParams defaults;

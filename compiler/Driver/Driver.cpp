@@ -97,12 +97,9 @@ std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target) {
 
 std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
                           bool printIrAfterAll) {
-  CompileOptions explained = options;
-  if (explained.backend == "auto")
-    explained.backend = "mlir";
-  if (explained.backend == "mlir" && !ATTNC_HAS_MLIR)
+  if (options.backend == "mlir" && !ATTNC_HAS_MLIR)
     throw UsageError("explain shows the MLIR pipeline; this attnc was built without it");
-  return checkedBackend(spec, explained).explain(spec, explained, stage, printIrAfterAll);
+  return checkedBackend(spec, options).explain(spec, options, stage, printIrAfterAll);
 }
 
 } // namespace attnc

@@ -74,7 +74,8 @@ CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const
 // The spaces of every built backend that can be tuned for `target` (the reference cannot).
 std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target);
 
-// options.backend's stages (the MLIR backend's when it is "auto"), for attnc explain.
+// The stages of options.backend (attnc explain names the MLIR backend), or UsageError when it
+// has none.
 std::string explainStages(const Spec& spec, const CompileOptions& options, const std::string& stage,
                           bool printIrAfterAll);
 

@@ -27,7 +27,7 @@ struct Member {
 // GPUs first, then CPU levels by how many features they need: a level that needs more is
 // newer, and faster where it runs.
 int64_t rank(const nlohmann::json& target) {
-  if (target.at("device") == "cuda")
+  if (target.at("device") == deviceName(Device::Cuda))
     return 1 << 20;
   return static_cast<int64_t>(target.at("cpu_features").size());
 }

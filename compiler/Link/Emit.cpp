@@ -55,13 +55,6 @@ std::string_view emitName(Emit emit) {
   return "unknown"; // not reached: every kind is named above
 }
 
-std::string emitNames(const EmitSet& emit) {
-  std::string names;
-  for (Emit e : emit)
-    names += (names.empty() ? "" : ",") + std::string(emitName(e));
-  return names;
-}
-
 bool emitsKernel(const EmitSet& emit) {
   return emit.count(Emit::So) || emit.count(Emit::BundlePart) || emit.count(Emit::SealedBundle);
 }

@@ -4,7 +4,6 @@
 #define ATTNC_COMPILER_LINK_EMIT_H
 
 #include <set>
-#include <string>
 #include <string_view>
 
 namespace attnc {
@@ -29,8 +28,6 @@ using EmitSet = std::set<Emit>;
 Emit parseEmit(std::string_view name);
 // Its --emit name ("part" and "sealed" for the internal kinds).
 std::string_view emitName(Emit emit);
-// "so,lib": the names joined by commas.
-std::string emitNames(const EmitSet& emit);
 
 // Whether `emit` asks for a kernel (so, or a part or sealed one), not only other files.
 bool emitsKernel(const EmitSet& emit);

@@ -74,8 +74,8 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
   };
 
   const ChildResult compiled =
-      run({"compile", spec.canonical(), "--backend", c.backend, "--target", o.target.name, "--schedule",
-           scheduleFlag(c), "--no-tuning", "-o", (scratch / "bundle").string()},
+      run({"compile", spec.canonical(), "--backend", c.backend, "--target", o.target.name,
+           "--schedule", scheduleFlag(c), "--no-tuning", "-o", (scratch / "bundle").string()},
           o.compileLimit);
   if (!compiled.ok())
     return failed(statusOf(compiled, compiled.exitCode == 2 ? TrialStatus::Invalid

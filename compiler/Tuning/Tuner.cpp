@@ -136,9 +136,9 @@ private:
   std::optional<TrialRecord> trial(const Candidate& c) {
     const std::string name = c.name();
     const std::string& toolchain = toolchainOf_.at(c.backend);
-    const std::string item = outcome_.key.specHash + " " + outcome_.key.bucket.text() + " " + outcome_.key.target + " " +
-                             outcome_.key.hardware + " " + outcome_.key.attncVersion + " " + toolchain + " " +
-                             name;
+    const TuningKey& key = outcome_.key;
+    const std::string item = key.specHash + " " + key.bucket.text() + " " + key.target + " " +
+                             key.hardware + " " + key.attncVersion + " " + toolchain + " " + name;
     // A claim outlives no trial: a compile, a verify and a bench, each within its limit.
     const auto staleClaim =
         options_.compileLimit + 2 * options_.runLimit + std::chrono::seconds(60);

@@ -50,16 +50,17 @@ std::span<const ParamSpace> halideParamSpace() {
   return kSpace;
 }
 
-std::vector<ParamSpace> halideTuningParams(const std::string& family, const Spec& spec) {
+std::vector<ParamSpace> halideTuningParams(ScheduleFamily family, const Spec& spec) {
   std::vector<ParamSpace> tuned;
   for (const ParamSpace& p : kSpace) {
     // The autoschedulers are proposed as whole candidates (halideAutoscheduledCandidates),
     // not mixed into attnc's schedule by mutation. Linear attention's schedule has only chunk.
     const bool linear = spec.variant == Variant::Linear;
-    const bool used = linear               ? p.name == "chunk"
-                      : family == "cuda"   ? p.name == "query_tile" || p.name == "key_block"
-                                           : p.name != "vector_width" &&
-                                               p.name != "autoscheduler" && p.name != "chunk";
+    const bool used =
+        linear ? p.name == "chunk"
+        : family == ScheduleFamily::Cuda
+            ? p.name == "query_tile" || p.name == "key_block"
+            : p.name != "vector_width" && p.name != "autoscheduler" && p.name != "chunk";
     if (used)
       tuned.push_back(p);
   }
@@ -68,12 +69,12 @@ std::vector<ParamSpace> halideTuningParams(const std::string& family, const Spec
 
 namespace {
 
-ScheduleParams familyDefaults(const std::string& family, const Spec& spec) {
+ScheduleParams familyDefaults(ScheduleFamily family, const Spec& spec) {
   // Register budgets: the score tile holds (query_tile / vector_width) x key_unroll vectors,
   // the PV tile ceil(min(d, value_split) / vector_width) x row_unroll. Chosen by sweeping
   // `attnc compile --schedule` + `attnc bench --threads 1 --runs 5`, B=1 H=4 T=2048 f32
   // non-causal, on a 2-core AMD EPYC VM (AVX-512, 255 GFLOP/s FMA peak per core), 2026-11-21.
-  if (family == "x86-avx512") {
+  if (family == ScheduleFamily::X86Avx512) {
     // Past d = 80 the head dim is merged in chunks so V's block chunk stays in L1.
     const int64_t split = spec.dV <= 80 ? 0 : spec.dV <= 128 ? 64 : 32;
     const int64_t rows = spec.dV <= 128 ? 6 : 8;
@@ -89,7 +90,7 @@ ScheduleParams familyDefaults(const std::string& family, const Spec& spec) {
          {"chunk", 64}},
         "avx512: d=64 177 GFLOP/s, d=128 182, d=256 184 (one core, AMD EPYC VM, 2026-11-21)");
   }
-  if (family == "x86-avx2")
+  if (family == ScheduleFamily::X86Avx2)
     return ScheduleParams(
         "halide",
         {{"query_tile", 24},
@@ -101,7 +102,7 @@ ScheduleParams familyDefaults(const std::string& family, const Spec& spec) {
          {"autoscheduler", 0},
          {"chunk", 64}},
         "avx2: d=64 59 GFLOP/s, d=128 61 (one core, AMD EPYC VM running AVX2 code, 2026-11-21)");
-  if (family == "cuda") {
+  if (family == ScheduleFamily::Cuda) {
     // Sized so the query tile and a K/V block fit in 48 KiB of shared memory as f32 (at d = 256
     // only the K/V block does; the query is read per block).
     const int64_t rows = spec.dK <= 64 ? 64 : 32;
@@ -141,29 +142,30 @@ bool inSpace(const char* name, int64_t value) {
 // whole: key blocks of one pattern block, query tiles of 32 rows (a divisor of the usual
 // 32..256 blocks). BigBird, block=64, T=4096 on the 2-core EPYC: 1.35x dense x density against
 // 2.2x with the dense tiles (48 x 128).
-ScheduleParams alignedToPatternBlocks(const std::string& family, const Spec& spec,
+ScheduleParams alignedToPatternBlocks(ScheduleFamily family, const Spec& spec,
                                       ScheduleParams params) {
   const bool blockPattern =
       spec.masks.has(MaskKind::BigBird) || spec.masks.has(MaskKind::BlockSparse);
   const int64_t lanes = params.get("vector_width"), rows = 32;
-  if (family == "cuda" || !blockPattern || !inSpace("key_block", spec.block) ||
+  if (family == ScheduleFamily::Cuda || !blockPattern || !inSpace("key_block", spec.block) ||
       spec.block % rows != 0 || rows % lanes != 0)
     return params;
   const int64_t rowUnroll = rows % params.get("row_unroll") == 0 ? params.get("row_unroll") : 4;
-  return params.overridden({{"key_block", spec.block}, {"query_tile", rows}, {"row_unroll", rowUnroll}},
-                           kSpace, params.provenance() + "; tiles aligned to the pattern's blocks");
+  return params.overridden(
+      {{"key_block", spec.block}, {"query_tile", rows}, {"row_unroll", rowUnroll}}, kSpace,
+      params.provenance() + "; tiles aligned to the pattern's blocks");
 }
 
 } // namespace
 
-ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec) {
+ScheduleParams defaultHalideSchedule(ScheduleFamily family, const Spec& spec) {
   return alignedToPatternBlocks(family, spec, familyDefaults(family, spec));
 }
 
-std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const std::string& family,
+std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(ScheduleFamily family,
                                                                           const Spec& spec) {
   std::vector<std::map<std::string, int64_t>> candidates;
-  if (family == "cuda" || spec.variant == Variant::Linear)
+  if (family == ScheduleFamily::Cuda || spec.variant == Variant::Linear)
     return candidates;
   const nlohmann::json defaults = defaultHalideSchedule(family, spec).toJson()["params"];
   for (int64_t autoscheduler : {1, 2, 3}) {
@@ -173,11 +175,10 @@ std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const 
   return candidates;
 }
 
-void checkHalideSchedule(const std::string& family, const ScheduleParams& params,
-                         const Spec& spec) {
+void checkHalideSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec) {
   const int64_t autoscheduler = params.get("autoscheduler");
   if (autoscheduler != 0) {
-    if (family == "cuda")
+    if (family == ScheduleFamily::Cuda)
       throw UsageError("schedule: autoscheduler=" + std::to_string(autoscheduler) +
                        " is for CPU targets; on CUDA the halide backend uses its own schedule");
     // The register-tile parameters belong to attnc's schedule: with an autoscheduler they
@@ -192,7 +193,7 @@ void checkHalideSchedule(const std::string& family, const ScheduleParams& params
                          std::to_string(defaults.get(name)) + ")");
     return;
   }
-  if (family == "cuda")
+  if (family == ScheduleFamily::Cuda)
     return checkCudaSchedule(params, spec);
   auto requireMultiple = [&](const char* name, const char* of) {
     if (params.get(name) % params.get(of) != 0)

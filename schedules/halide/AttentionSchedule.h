@@ -3,6 +3,7 @@
 #ifndef ATTNC_SCHEDULES_HALIDE_ATTENTIONSCHEDULE_H
 #define ATTNC_SCHEDULES_HALIDE_ATTENTIONSCHEDULE_H
 
+#include "ScheduleFamily.h"
 #include "ScheduleParams.h"
 #include "Spec/Spec.h"
 #include "halide/Stages.h"
@@ -24,24 +25,24 @@ namespace attnc::halide {
 std::span<const ParamSpace> halideParamSpace();
 
 // The parameters `attnc tune` searches on a target family for `spec`; the others stay at the
-// family's default (vector_width follows the target; on "cuda" only query_tile and key_block
+// family's default (vector_width follows the target; on Cuda only query_tile and key_block
 // matter, and for variant=linear only chunk).
-std::vector<ParamSpace> halideTuningParams(const std::string& family, const Spec& spec);
+std::vector<ParamSpace> halideTuningParams(ScheduleFamily family, const Spec& spec);
 
-// The default for a target family ("x86-avx512", "x86-avx2", "arm-neon", "cuda") and the spec's
-// head dims, carrying the measurement that chose it.
-ScheduleParams defaultHalideSchedule(const std::string& family, const Spec& spec);
+// The default for a target family (X86Avx512, X86Avx2, ArmNeon, Cuda) and the spec's head dims,
+// carrying the measurement that chose it.
+ScheduleParams defaultHalideSchedule(ScheduleFamily family, const Spec& spec);
 
 // Whole schedules `attnc tune` proposes besides its search: the family's default with each of
-// Halide 14's autoschedulers (none on "cuda").
-std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(const std::string& family,
+// Halide 14's autoschedulers (none on Cuda).
+std::vector<std::map<std::string, int64_t>> halideAutoscheduledCandidates(ScheduleFamily family,
                                                                           const Spec& spec);
 
 // Throws UsageError naming the parameters when values do not fit together (and with an
 // autoscheduler, when attnc's register-tile parameters are not at their defaults): on CPU families
 // query_tile must be a multiple of vector_width and row_unroll, key_block of key_unroll; on
-// "cuda" a block of keys and values must fit in 48 KiB of shared memory as f32.
-void checkHalideSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec);
+// Cuda a block of keys and values must fit in 48 KiB of shared memory as f32.
+void checkHalideSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec);
 
 void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParams& params);
 
@@ -60,11 +61,11 @@ void scheduleProjection(Projection p, int lanes, Halide::LoopLevel at, bool para
 // `over`) computed per row with keys in the vector lanes.
 void scheduleWeightsPass(Halide::Func weights, Halide::Func score, Halide::RVar over, int lanes);
 
-// The CUDA schedule (family "cuda"): query_tile threads per block, one query row per thread,
+// The CUDA schedule (family Cuda): query_tile threads per block, one query row per thread,
 // key_block keys per online-softmax step staged in shared memory (with the query tile when both
 // fit in 48 KiB); the CPU register-tiling parameters are unused.
 void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleParams& params);
-// checkHalideSchedule's part for "cuda".
+// checkHalideSchedule's part for Cuda.
 void checkCudaSchedule(const ScheduleParams& params, const Spec& spec);
 
 } // namespace attnc::halide

@@ -22,14 +22,14 @@ constexpr const char* kCudaMmaScript =
 
 } // namespace
 
-std::string scheduleFamily(const std::string& targetFamily, const Spec& spec) {
+ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec) {
   const bool halfStorage = spec.dtype == DType::F16 || spec.dtype == DType::BF16;
-  if (targetFamily == "cuda" && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
-    return "cuda-mma";
+  if (targetFamily == ScheduleFamily::Cuda && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
+    return ScheduleFamily::CudaMma;
   return targetFamily;
 }
 
-std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
+std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
   static const std::vector<ParamSpace> cpu{
       {"query_tile", {8, 12, 16, 24, 32, 48, 64, 96}, "query rows per parallel task"},
       {"key_block", {16, 32, 64, 128, 256, 512}, "keys per online-softmax step"},
@@ -49,12 +49,20 @@ std::span<const ParamSpace> mlirParamSpace(const std::string& family) {
       {"max_key_splits", {1, 2, 4, 8, 16, 32}, "blocks one task's keys may be split over"},
       {"fill_blocks", {64, 128, 256, 512, 1024}, "blocks the key splits aim to fill the GPU with"},
   };
-  if (family == "cuda-mma")
+  switch (family) {
+  case ScheduleFamily::X86Avx2:
+  case ScheduleFamily::X86Avx512:
+  case ScheduleFamily::ArmNeon:
+    return cpu;
+  case ScheduleFamily::Cuda:
+    return cuda;
+  case ScheduleFamily::CudaMma:
     return cudaMma;
-  return family == "cuda" ? cuda : cpu;
+  }
+  return cpu; // not reached: every family is named above
 }
 
-std::vector<ParamSpace> mlirTuningParams(const std::string& family) {
+std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   std::vector<ParamSpace> tuned;
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width")
@@ -62,11 +70,11 @@ std::vector<ParamSpace> mlirTuningParams(const std::string& family) {
   return tuned;
 }
 
-ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) {
+ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // Register budgets: the QK^T tile holds key_unroll x (query_tile / vector_width)
   // accumulators plus the query vectors and a broadcast; the PV tile value_split x the same.
   // AVX-512 and NEON have 32 vector registers (3 x 8 + 3 + 1 = 28), AVX2 16 (2 x 6 + 2 + 1).
-  if (family == "x86-avx512")
+  if (family == ScheduleFamily::X86Avx512)
     return ScheduleParams("mlir",
                           {{"query_tile", 48},
                            {"key_block", 128},
@@ -74,7 +82,7 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                            {"key_unroll", 8},
                            {"value_split", 8}},
                           "register budget of 32 zmm; key_block 128 keeps S (24 KiB) in L1");
-  if (family == "x86-avx2")
+  if (family == ScheduleFamily::X86Avx2)
     return ScheduleParams("mlir",
                           {{"query_tile", 16},
                            {"key_block", 128},
@@ -82,7 +90,7 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                            {"key_unroll", 6},
                            {"value_split", 4}},
                           "register budget of 16 ymm");
-  if (family == "cuda-mma") {
+  if (family == ScheduleFamily::CudaMma) {
     // A thread holds O (d_v / 2 floats), Q's fragments (d_k / 4 registers) and S (key_block
     // / 2 floats) at once; these key blocks keep that within 255 registers without spills by
     // ptxas for sm_80 and sm_90 at d <= 128 (d = 256 spills 160 bytes). K and V tiles of
@@ -96,7 +104,7 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
         "4 warps of 16 query rows; registers without spills (ptxas); key "
         "splits for about two blocks per SM; not timed");
   }
-  if (family == "cuda")
+  if (family == ScheduleFamily::Cuda)
     return ScheduleParams(
         "mlir", {{"key_block", 64}, {"key_unroll", 4}, {"value_split", 8}, {"block_threads", 128}},
         "first SIMT schedule, one query row per thread (not measured)");
@@ -109,10 +117,10 @@ ScheduleParams defaultMlirSchedule(const std::string& family, const Spec& spec) 
                         "register budget of 32 NEON q registers (not measured)");
 }
 
-void checkMlirSchedule(const std::string& family, const ScheduleParams& params, const Spec& spec) {
-  if (family == "cuda")
+void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec) {
+  if (family == ScheduleFamily::Cuda)
     return; // one query row per thread: nothing to divide
-  if (family == "cuda-mma") {
+  if (family == ScheduleFamily::CudaMma) {
     const int64_t bytes = attn::mmaSharedBytes(params.get("key_block"), spec.dK, spec.dV, 2);
     if (bytes > attn::kMmaSharedLimit)
       throw UsageError("schedule: key_block=" + std::to_string(params.get("key_block")) +
@@ -129,11 +137,11 @@ void checkMlirSchedule(const std::string& family, const ScheduleParams& params, 
         " must be a multiple of vector_width=" + std::to_string(params.get("vector_width")));
 }
 
-std::string instantiateSchedule(const std::string& family, const ScheduleParams& params) {
+std::string instantiateSchedule(ScheduleFamily family, const ScheduleParams& params) {
   static const std::regex placeholder(R"(\$\{([a-z_]+)\})");
-  std::string script = family == "cuda-mma" ? kCudaMmaScript
-                       : family == "cuda"   ? kCudaScript
-                                            : kCpuScript;
+  std::string script = family == ScheduleFamily::CudaMma ? kCudaMmaScript
+                       : family == ScheduleFamily::Cuda  ? kCudaScript
+                                                         : kCpuScript;
   std::string out;
   auto end = std::sregex_iterator();
   size_t last = 0;

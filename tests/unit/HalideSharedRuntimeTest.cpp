@@ -35,8 +35,9 @@ TEST(HalideSharedRuntime, LaterBundlesUseTheFirstBundlesRuntime) {
   fs::remove_all(dir);
   KernelRequest kernel;
   kernel.backend = "halide";
+  const std::string firstSpec = "heads=2 d_k=16";
   std::string first =
-      compileKernel(parseSpec("heads=2 d_k=16"), kernel, {Emit::So}, dir / "first").primary.string();
+      compileKernel(parseSpec(firstSpec), kernel, {Emit::So}, dir / "first").primary.string();
   const std::string secondSpec = "heads=2 d_k=32 mask=causal";
   std::string second =
       compileKernel(parseSpec(secondSpec), kernel, {Emit::So}, dir / "second").primary.string();

@@ -91,7 +91,7 @@ TEST_F(TuningSpaces, ChecksNameTheClash) {
   // On CUDA, the tensor-core family's K/V tiles must fit in shared memory.
   Spec half = parseSpec("heads=4 d_k=256 dtype=bf16");
   const TuningSpace mma = spaceOf(tuningSpaces(half, parseTarget("cuda-sm_90")), "mlir");
-  EXPECT_EQ(mma.family, "cuda-mma");
+  EXPECT_EQ(mma.family, ScheduleFamily::CudaMma);
   std::map<std::string, int64_t> big = mma.defaults.toJson()["params"];
   big["key_block"] = 128;
   EXPECT_THROW(mma.check(ScheduleParams("mlir", big, "test")), UsageError);

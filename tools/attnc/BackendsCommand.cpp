@@ -79,7 +79,8 @@ nlohmann::json verdictsJson(const Spec& spec, const Target& target) {
       v["reason"] = *reason;
     verdicts.push_back(v);
   }
-  nlohmann::json result = {{"spec", spec.canonical()}, {"target", target.name}, {"backends", verdicts}};
+  nlohmann::json result = {
+      {"spec", spec.canonical()}, {"target", target.name}, {"backends", verdicts}};
   try {
     result["auto"] = fastestBackendFor(spec, target).name();
   } catch (const UsageError&) {

@@ -222,8 +222,8 @@ Action addTuneCommand(CLI::App& app) {
         throw UsageError("--report " + o->report + ": the plot is SVG; give a file ending in .svg");
       const Spec spec = loadSpec(o->spec);
       tuning::TuningDatabase db(dbPath, tuning::TuningDatabase::Mode::ReadOnly);
-      writeTuneReport(db.trials(tuning::tuningKey(spec, options)), tuningSpaces(spec, options.target),
-                      std::cout, o->report);
+      writeTuneReport(db.trials(tuning::tuningKey(spec, options)),
+                      tuningSpaces(spec, options.target), std::cout, o->report);
       return 0;
     }
 

@@ -84,7 +84,7 @@ std::span<const Coverage> HalideBackend::coverage() const {
 
 std::optional<TuningSpace> HalideBackend::tuningSpace(const Spec& spec,
                                                       const Target& target) const {
-  const std::string family = halide::resolveHalideTarget(target).family;
+  const ScheduleFamily family = halide::resolveHalideTarget(target).family;
   // libHalide14 pins the major version; its LLVM is built in.
   return TuningSpace{"halide",
           family,

@@ -51,14 +51,14 @@ std::vector<std::string> cpuFeatures(const Target& t) {
   return {flags.begin(), flags.end()};
 }
 
-std::string familyOf(const Target& t) {
+ScheduleFamily familyOf(const Target& t) {
   if (t.has_feature(Target::CUDA))
-    return "cuda";
+    return ScheduleFamily::Cuda;
   if (t.arch == Target::ARM)
-    return "arm-neon";
+    return ScheduleFamily::ArmNeon;
   if (t.has_feature(Target::AVX512_Skylake))
-    return "x86-avx512";
-  return "x86-avx2";
+    return ScheduleFamily::X86Avx512;
+  return ScheduleFamily::X86Avx2;
 }
 
 } // namespace

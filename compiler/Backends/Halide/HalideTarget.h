@@ -4,17 +4,17 @@
 #define ATTNC_COMPILER_BACKENDS_HALIDE_HALIDETARGET_H
 
 #include "Abi/Manifest.h"
+#include "ScheduleFamily.h"
 
 #include <Halide.h>
-#include <string>
 
 namespace attnc::halide {
 
 struct HalideTarget {
   Halide::Target target;
-  std::string family; // "x86-avx512", "x86-avx2", "arm-neon": picks the default schedule
-  TargetNeeds needs;   // the target and the /proc/cpuinfo features its code needs
-  bool runsHere;       // same architecture as this host: a bundle can be linked and loaded
+  ScheduleFamily family; // X86Avx512, X86Avx2, ArmNeon or Cuda: picks the default schedule
+  TargetNeeds needs;     // the target and the /proc/cpuinfo features its code needs
+  bool runsHere;         // same architecture as this host: a bundle can be linked and loaded
 };
 
 HalideTarget resolveHalideTarget(const attnc::Target& target);

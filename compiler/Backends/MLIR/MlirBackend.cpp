@@ -31,7 +31,7 @@ std::string stemFor(const Spec& spec, const Target& target) {
 
 ScheduleParams scheduleFor(const mlirbackend::MlirTarget& target, const Spec& spec,
                            const CompileOptions& options) {
-  const std::string family = mlirschedule::scheduleFamily(target.family, spec);
+  const ScheduleFamily family = mlirschedule::scheduleFamily(target.family, spec);
   ScheduleParams params = mlirschedule::defaultMlirSchedule(family, spec)
                               .overridden(options.schedule, mlirschedule::mlirParamSpace(family),
                                           options.scheduleProvenance);
@@ -119,7 +119,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
 
 std::optional<TuningSpace> MlirBackend::tuningSpace(const Spec& spec,
                                                     const Target& target) const {
-  const std::string family =
+  const ScheduleFamily family =
       mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(target).family, spec);
   return TuningSpace{"mlir",
           family,

@@ -84,12 +84,8 @@ void runSchedule(ModuleOp module, ModuleOp schedule, StringRef entry, std::strin
 
 } // namespace
 
-bool isCudaFamily(const std::string& family) {
-  return family.starts_with("cuda");
-}
-
-std::vector<std::string_view> stagesFor(const std::string& family) {
-  if (isCudaFamily(family))
+std::vector<std::string_view> stagesFor(ScheduleFamily family) {
+  if (runsOnGpu(family))
     return {"attn", "online", "tiled", "vector", "gpu", "llvm"};
   return {"attn", "online", "tiled", "vector", "llvm"};
 }
@@ -135,8 +131,8 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   after("online", *module);
 
   const std::string script = mlirschedule::instantiateSchedule(options.family, params);
-  OwningOpRef<ModuleOp> schedule =
-      parseSourceString<ModuleOp>(script, &context, "schedule " + options.family);
+  OwningOpRef<ModuleOp> schedule = parseSourceString<ModuleOp>(
+      script, &context, "schedule " + std::string(scheduleFamilyName(options.family)));
   if (!schedule)
     diagnostics.fail("tiled (parsing the schedule)");
   runSchedule(*module, *schedule, "tile", "tiled", options, diagnostics);
@@ -144,9 +140,10 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   runSchedule(*module, *schedule, "vectorize", "vector", options, diagnostics);
   after("vector", *module);
 
-  if (isCudaFamily(options.family)) {
+  if (runsOnGpu(options.family)) {
     // The tensor-core schedule launched its kernel itself (lower_to_mma).
-    const int64_t blockThreads = options.family == "cuda" ? params.get("block_threads") : 0;
+    const int64_t blockThreads =
+        options.family == ScheduleFamily::Cuda ? params.get("block_threads") : 0;
     runPasses(*module, "gpu", options, diagnostics,
               [&](OpPassManager& pm) { attn::buildMapToGpuPipeline(pm, blockThreads); });
     after("gpu", *module);

@@ -4,6 +4,7 @@
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_MLIRPIPELINE_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_MLIRPIPELINE_H
 
+#include "ScheduleFamily.h"
 #include "ScheduleParams.h"
 #include "Spec/Spec.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -15,18 +16,15 @@
 
 namespace attnc::mlirbackend {
 
-// Whether a schedule family ("cuda", "cuda-mma") compiles for a GPU.
-bool isCudaFamily(const std::string& family);
-
-// The stages for a schedule family (CUDA families add the "gpu" stage), in order.
-std::vector<std::string_view> stagesFor(const std::string& family);
+// The stages for a schedule family (those that run on a GPU add the "gpu" stage), in order.
+std::vector<std::string_view> stagesFor(ScheduleFamily family);
 
 // A context with every dialect, extension and translation the pipeline uses.
 std::unique_ptr<mlir::MLIRContext> makeContext();
 
 struct PipelineOptions {
-  std::string family = "x86-avx512"; // the schedule family (mlirschedule::scheduleFamily)
-  std::string gpuChip, ptxFeatures;  // cuda: "sm_90", "+ptx80"
+  ScheduleFamily family = ScheduleFamily::X86Avx512; // as mlirschedule::scheduleFamily picks it
+  std::string gpuChip, ptxFeatures;                  // cuda: "sm_90", "+ptx80"
   // After each stage (including "attn", the module as built from the spec).
   std::function<void(std::string_view stage, mlir::ModuleOp module)> afterStage;
   bool printIrAfterAll = false; // MLIR's --mlir-print-ir-after-all, to stderr

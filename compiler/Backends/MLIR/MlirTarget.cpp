@@ -111,13 +111,15 @@ MlirTarget resolveMlirTarget(const Target& target) {
   t.needs.target = target;
   if (target.isCuda()) {
     // The host code only launches: it needs no optional CPU feature.
-    t.family = "cuda";
+    t.family = ScheduleFamily::Cuda;
     t.ptxFeatures = kPtxFeatures;
   } else {
     for (auto [feature, flag] : kCpuFlags)
       if ((std::string_view(feature) == "neon") == arm && has(feature))
         t.needs.cpuFeatures.push_back(flag);
-    t.family = arm ? "arm-neon" : has("avx512f") ? "x86-avx512" : "x86-avx2";
+    t.family = arm              ? ScheduleFamily::ArmNeon
+               : has("avx512f") ? ScheduleFamily::X86Avx512
+                                : ScheduleFamily::X86Avx2;
   }
   t.runsHere = target.architecture == hostArchitecture();
   return t;
@@ -132,7 +134,7 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
   llvmModule->setDataLayout(target.machine->createDataLayout());
   // The vector code is written for the target's full width: let the backend use it (LLVM
   // otherwise splits 512-bit vectors on CPUs that prefer 256-bit ones).
-  const bool wide = target.family == "x86-avx512";
+  const bool wide = target.family == ScheduleFamily::X86Avx512;
   for (llvm::Function& f : *llvmModule) {
     if (f.isDeclaration())
       continue;

@@ -4,6 +4,7 @@
 #define ATTNC_COMPILER_BACKENDS_MLIR_MLIRTARGET_H
 
 #include "Abi/Manifest.h"
+#include "ScheduleFamily.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <filesystem>
@@ -20,7 +21,7 @@ namespace attnc::mlirbackend {
 
 struct MlirTarget {
   std::string triple, cpu, features; // of the host code (for cuda: the launching code)
-  std::string family; // "x86-avx512", "x86-avx2", "arm-neon", "cuda": picks the schedule
+  ScheduleFamily family; // X86Avx512, X86Avx2, ArmNeon or Cuda: picks the schedule
   std::string gpuChip, ptxFeatures; // cuda: "sm_90", "+ptx80"
   TargetNeeds needs; // the target and the /proc/cpuinfo features the code needs
   bool runsHere;     // same architecture as this host: a bundle can be linked and loaded

@@ -25,7 +25,7 @@ namespace attnc {
 
 // One kernel for one target, as the driver asks a backend for it.
 struct CompileOptions {
-  // A backend's name, or "auto": the tuned record's, else the fastest that covers the spec.
+  // A backend's name, or "auto": the fastest that covers the spec (fastestBackendFor).
   std::string backend = "auto";
   Target target = parseTarget("host");
   std::filesystem::path outDir;

@@ -73,6 +73,8 @@ CompileRequest::Kind CompileRequest::kind() const {
 }
 
 CompileResult compileBundle(const Spec& spec, const CompileRequest& request) {
+  if (request.kernels.empty())
+    throw UsageError("a compile names at least one target");
   if (request.kind() == CompileRequest::Kind::Fat)
     return compileFatBundle(spec, request);
   return compileKernel(spec, request.kernels.front(), request.emit, request.outDir);

@@ -46,7 +46,7 @@ struct CompileRequest {
     ShapeDispatch, // one target, two or more shape schedules: one bundle picking per call
     Fat,           // two or more targets, or emit lib: one artifact of a kernel per target
   };
-  Kind kind() const;
+  Kind kind() const; // of a request with at least one kernel
 };
 
 // Every backend this attnc was built with, registered once each, in the order `--backend auto`
@@ -61,8 +61,8 @@ const Backend& backendNamed(const std::string& name);
 // reference that builds `spec` for `target`. UsageError with each one's reason when none does.
 const Backend& fastestBackendFor(const Spec& spec, const Target& target);
 
-// Throws UsageError for an unknown backend, a target it does not know or a spec it does not
-// cover (Backend::unsupported), and JobError when building fails.
+// Throws UsageError for a request without kernels, an unknown backend, a target it does not
+// know or a spec it does not cover (Backend::unsupported), and JobError when building fails.
 CompileResult compileBundle(const Spec& spec, const CompileRequest& request);
 
 // One target's kernel (a shape-dispatch bundle when it has shape schedules) with `emit`'s

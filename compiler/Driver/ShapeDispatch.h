@@ -17,7 +17,8 @@
 
 namespace attnc {
 
-// Gives `kernel` the tuned schedules of its spec and target, longest shape bucket first. Two
+// Gives `kernel` the tuned schedules of its spec and target, which come longest shape bucket
+// first (findTunedSchedules). Two
 // or more become a shape-dispatch bundle when the artifacts asked for are only a kernel (so, and
 // lib's library of it) for a CPU target; otherwise the first one (and its backend) is used, and
 // the note returned says which schedules were left out.

@@ -18,7 +18,7 @@ struct Measured {
   std::string detail; // why it failed, or what was measured
   double medianMs = 0, p10Ms = 0, p90Ms = 0;
   int runs = 0;
-  int threads = 0;    // as the timing ran them (0 asked: the machine's count)
+  int threads = 0;    // as the timing reported running them; 0: it did not say
   double seconds = 0; // wall time of the whole measurement
   // It stopped because the run was asked to stop: nothing about the candidate was learnt, and
   // nothing is recorded.

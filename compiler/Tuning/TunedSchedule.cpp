@@ -50,7 +50,7 @@ std::vector<ShapeSchedule> findTunedSchedules(const Spec& spec, const Target& ta
     for (TuningSpace& s : tuningSpaces(spec, target))
       spaces.emplace(s.backend, std::move(s));
   } catch (const UsageError&) {
-    return {}; // a target some backend does not know: compile says so
+    return {}; // a spec some backend cannot schedule for this target: compile says so
   }
 
   auto applies = [&](const TrialRecord& r) {

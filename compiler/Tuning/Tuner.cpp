@@ -162,12 +162,13 @@ private:
       db_.release(item);
     const bool reused = found.has_value();
     if (!reused) {
+      const std::string startedAt = utcNow();
       const Measured measured = measurement_.measure(spec_, c);
       if (measured.interrupted) {
         db_.release(item);
         return std::nullopt;
       }
-      found = recordOf(c, toolchain, measured);
+      found = recordOf(c, toolchain, measured, startedAt);
       db_.insert(*found);
       db_.release(item);
       ++outcome_.freshTrials;
@@ -187,7 +188,9 @@ private:
     return found;
   }
 
-  TrialRecord recordOf(const Candidate& c, const std::string& toolchain, const Measured& m) const {
+  // The record of candidate `c`, measured from `startedAt` on.
+  TrialRecord recordOf(const Candidate& c, const std::string& toolchain, const Measured& m,
+                       const std::string& startedAt) const {
     TrialRecord r;
     r.uid = newUid();
     r.key = outcome_.key;
@@ -202,10 +205,10 @@ private:
     r.batch = options_.batch;
     r.seqQ = options_.seqQ;
     r.seqK = options_.seqK;
-    r.threads = m.status == TrialStatus::Ok ? m.threads : options_.threads;
+    r.threads = m.threads ? m.threads : options_.threads;
     r.detail = m.detail;
     r.seconds = m.seconds;
-    r.createdAt = utcNow();
+    r.createdAt = startedAt;
     r.seed = options_.seed;
     r.shard = options_.shard.text();
     return r;

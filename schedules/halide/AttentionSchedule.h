@@ -24,12 +24,12 @@ namespace attnc::halide {
 //   chunk         variant=linear: rows per chunk of the causal prefix sums
 std::span<const ParamSpace> halideParamSpace();
 
-// The parameters `attnc tune` searches on a target family for `spec`; the others stay at the
+// The parameters `attnc tune` searches on a schedule family for `spec`; the others stay at the
 // family's default (vector_width follows the target; on Cuda only query_tile and key_block
 // matter, and for variant=linear only chunk).
 std::vector<ParamSpace> halideTuningParams(ScheduleFamily family, const Spec& spec);
 
-// The default for a target family (X86Avx512, X86Avx2, ArmNeon, Cuda) and the spec's head dims,
+// The default for a schedule family (X86Avx512, X86Avx2, ArmNeon, Cuda) and the spec's head dims,
 // carrying the measurement that chose it.
 ScheduleParams defaultHalideSchedule(ScheduleFamily family, const Spec& spec);
 

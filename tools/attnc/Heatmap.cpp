@@ -182,7 +182,7 @@ HeatmapLayout heatmapLayout(const Heatmap& map) {
 
 void writeHeatmap(const Heatmap& map, const std::filesystem::path& path) {
   const Geometry g = measure(map);
-  Canvas canvas(path, g.layout.width, g.layout.height);
+  Canvas canvas("-o", path, g.layout.width, g.layout.height);
   drawCells(canvas, map, g.layout);
   drawAxes(canvas, map, g);
   drawColourBar(canvas, map, g);

@@ -5,8 +5,9 @@
 //    (Support/TemporaryPaths.h: a compile's staging directory, an output's temporary file), then
 //    ends the process by the same signal, as if it had not been caught: a shell sees 128 + n
 //    (130 for Ctrl-C, 143 for SIGTERM) and no partial output is left.
-//  - A command that stops on its own terms (attnc tune: it finishes the trial in hand, records
-//    it and exits) calls deferInterrupts() and polls interruptSignal().
+//  - A command that stops on its own terms (attnc tune: it kills the trial in hand's children,
+//    records nothing of that trial, keeps every finished one and exits) calls deferInterrupts()
+//    and polls interruptSignal().
 #ifndef ATTNC_TOOLS_ATTNC_INTERRUPTS_H
 #define ATTNC_TOOLS_ATTNC_INTERRUPTS_H
 

@@ -65,11 +65,12 @@ struct Canvas::Cairo {
   ContextPtr cr{nullptr, cairo_destroy};
 };
 
-Canvas::Canvas(const std::filesystem::path& path, double width, double height)
-    : path_(path), cairo_(std::make_unique<Cairo>()) {
+Canvas::Canvas(std::string option, const std::filesystem::path& path, double width,
+               double height)
+    : option_(std::move(option)), path_(path), cairo_(std::make_unique<Cairo>()) {
   const std::string extension = path.extension().string();
   if (extension != ".png" && extension != ".svg")
-    throw UsageError(path.string() + ": the image must be .png or .svg");
+    throw UsageError(option_ + " " + path.string() + ": the image must be .png or .svg");
   Cairo& s = *cairo_;
   s.svg = extension == ".svg";
   if (s.svg) {
@@ -170,7 +171,8 @@ void Canvas::write() {
     status = cairo_surface_write_to_png_stream(s.surface.get(), appendTo, &s.image);
   }
   if (status != CAIRO_STATUS_SUCCESS)
-    throw JobError(path_.string() + ": cannot draw it (" + cairo_status_to_string(status) + ")");
+    throw JobError(option_ + " " + path_.string() + ": cannot draw it (" +
+                   cairo_status_to_string(status) + ")");
   writeFileAtomically(path_, s.image);
 }
 

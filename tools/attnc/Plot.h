@@ -53,8 +53,9 @@ double textWidth(const std::string& text, const TextStyle& style);
 // and renames it into place, so a failure leaves no partial file.
 class Canvas {
 public:
-  // Throws UsageError for another extension, before anything is drawn.
-  Canvas(const std::filesystem::path& path, double width, double height);
+  // `option` names where the path came from ("-o", "--report") in error messages. Throws
+  // UsageError for another extension, before anything is drawn.
+  Canvas(std::string option, const std::filesystem::path& path, double width, double height);
   ~Canvas();
   Canvas(const Canvas&) = delete;
   Canvas& operator=(const Canvas&) = delete;
@@ -77,6 +78,7 @@ public:
 
 private:
   struct Cairo; // the surface and its context, kept out of this header (and its users)
+  std::string option_;
   std::filesystem::path path_;
   std::unique_ptr<Cairo> cairo_;
 };

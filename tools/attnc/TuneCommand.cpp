@@ -22,19 +22,20 @@ namespace {
 using tuning::TuneOptions;
 
 // The run's events as JSON lines (to stdout when it is not a terminal, and to --events), and a
-// progress line on stderr when it is a terminal.
+// progress line on stderr when it is a terminal. The --events file is opened by the first event:
+// a run refused before it starts leaves none.
 class TuneProgress : public tuning::TuneObserver {
 public:
-  explicit TuneProgress(const std::filesystem::path& events)
-      : jsonOut_(!isatty(STDOUT_FILENO)), terminal_(isatty(STDERR_FILENO)) {
-    if (!events.empty()) {
-      file_.open(events, std::ios::app);
-      if (!file_)
-        throw UsageError("--events " + events.string() + ": cannot write it");
-    }
-  }
+  explicit TuneProgress(std::filesystem::path events)
+      : jsonOut_(!isatty(STDOUT_FILENO)), terminal_(isatty(STDERR_FILENO)),
+        events_(std::move(events)) {}
 
   void event(const nlohmann::json& e) override {
+    if (!events_.empty() && !file_.is_open()) {
+      file_.open(events_, std::ios::app);
+      if (!file_)
+        throw UsageError("--events " + events_.string() + ": cannot write it");
+    }
     const std::string line = e.dump();
     if (jsonOut_)
       fmt::print("{}\n", line);
@@ -72,6 +73,7 @@ public:
 
 private:
   bool jsonOut_, terminal_;
+  std::filesystem::path events_;
   std::ofstream file_;
 };
 
@@ -213,7 +215,8 @@ Action addTuneCommand(CLI::App& app) {
     if (maintenance == 0 && o->spec.empty())
       throw UsageError("a spec to tune is required (or --merge, --export, --import)");
     TuneOptions options = o->tune;
-    options.target = parseTarget(o->target);
+    if (maintenance == 0) // tuning or --report: --merge, --export and --import take no target
+      options.target = parseTarget(o->target);
     if (options.seqK == 0)
       options.seqK = options.seqQ;
 

@@ -73,7 +73,7 @@ void drawPlot(const std::filesystem::path& path, const std::vector<TrialRecord>&
       slowest = std::max(slowest, msOf(r));
     }
   const int rows = static_cast<int>((parameters.size() + kPerRow - 1) / kPerRow);
-  Canvas canvas(path, kWidth, 380 + rows * (kCellHeight + 30) + 20);
+  Canvas canvas("--report", path, kWidth, 380 + rows * (kCellHeight + 30) + 20);
   canvas.text({kLeft, 22}, title, {.size = 13});
 
   // Panel 1: every trial in search order (failed ones as crosses above the plot), and the

@@ -28,24 +28,30 @@ std::string functionName(const Spec& spec) {
   return "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12);
 }
 
-// The artifacts Halide writes itself, all in one compile_to: the kind, Halide's name for it,
-// its file's suffix, and whether it leaves the Halide runtime out (an object to link beside
-// another that has it).
+// The artifacts Halide writes itself through compile_to: the kind, Halide's name for it, its
+// file's suffix, whether it leaves the Halide runtime out (an object to link beside another
+// that has it), and whether its function gets the ahead-of-time name (the lowered statement
+// keeps the name Halide gives the pipeline). Kinds asked the same way share one compile_to.
 struct HalideArtifact {
   Emit emit;
   Halide::OutputFileType output;
   const char* suffix;
   bool withoutRuntime;
+  bool named;
 };
 constexpr HalideArtifact kArtifacts[] = {
     // A static library with the Halide runtime inside and its C header, for applications
     // that link the kernel ahead of time: int <function>(halide_buffer_t *q, ..., *o).
-    {Emit::HalideLibrary, Halide::OutputFileType::static_library, ".a", false},
-    {Emit::HalideHeader, Halide::OutputFileType::c_header, ".h", false},
-    {Emit::Object, Halide::OutputFileType::object, ".o", true},
-    {Emit::Assembly, Halide::OutputFileType::assembly, ".s", false},
-    {Emit::Stmt, Halide::OutputFileType::stmt, ".stmt", false},
+    {Emit::HalideLibrary, Halide::OutputFileType::static_library, ".a", false, true},
+    {Emit::HalideHeader, Halide::OutputFileType::c_header, ".h", false, true},
+    {Emit::Object, Halide::OutputFileType::object, ".o", true, true},
+    {Emit::Assembly, Halide::OutputFileType::assembly, ".s", false, true},
+    {Emit::Stmt, Halide::OutputFileType::stmt, ".stmt", false, false},
 };
+
+// The order compile lists the files besides the bundle in (its first is the primary one).
+constexpr Emit kFileOrder[] = {Emit::HalideLibrary, Emit::HalideHeader, Emit::Object,
+                               Emit::Assembly,      Emit::Ptx,          Emit::Stmt};
 
 // The pipeline of a spec under its schedule, and the arguments of its function.
 struct BuiltPipeline {
@@ -193,23 +199,24 @@ std::vector<std::string> writeBundleKernel(BuiltPipeline& built, const Spec& spe
   return writeKernel(request, staging, emit);
 }
 
-// kArtifacts' kinds that `emit` asks for, in one compile_to per runtime choice.
-std::vector<std::string> writeHalideArtifacts(BuiltPipeline& built, const Spec& spec,
-                                              const halide::HalideTarget& target,
-                                              const EmitSet& emit, const std::string& stem,
-                                              const std::filesystem::path& scratch) {
-  std::vector<std::string> files;
-  for (bool withoutRuntime : {false, true}) {
-    std::map<Halide::OutputFileType, std::string> outputs;
-    for (const HalideArtifact& a : kArtifacts)
-      if (emit.count(a.emit) && a.withoutRuntime == withoutRuntime) {
-        outputs[a.output] = (scratch / (stem + a.suffix)).string();
-        files.push_back(stem + a.suffix);
-      }
-    if (!outputs.empty())
-      built.pipeline.compile_to(
-          outputs, built.arguments, functionName(spec),
-          withoutRuntime ? target.target.with_feature(Halide::Target::NoRuntime) : target.target);
+// kArtifacts' kinds that `emit` asks for, one compile_to for the kinds asked the same way;
+// the file of each kind written.
+std::map<Emit, std::string> writeHalideArtifacts(BuiltPipeline& built, const Spec& spec,
+                                                 const halide::HalideTarget& target,
+                                                 const EmitSet& emit, const std::string& stem,
+                                                 const std::filesystem::path& scratch) {
+  std::map<std::pair<bool, bool>, std::map<Halide::OutputFileType, std::string>> calls;
+  std::map<Emit, std::string> files;
+  for (const HalideArtifact& a : kArtifacts)
+    if (emit.count(a.emit)) {
+      calls[{a.withoutRuntime, a.named}][a.output] = (scratch / (stem + a.suffix)).string();
+      files[a.emit] = stem + a.suffix;
+    }
+  for (const auto& [how, outputs] : calls) {
+    const auto [withoutRuntime, named] = how;
+    built.pipeline.compile_to(
+        outputs, built.arguments, named ? functionName(spec) : "",
+        withoutRuntime ? target.target.with_feature(Halide::Target::NoRuntime) : target.target);
   }
   return files;
 }
@@ -241,11 +248,13 @@ CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& opt
   try {
     if (emitsKernel(options.emit))
       files = writeBundleKernel(built, spec, target, options.emit, stem, staging);
-    for (const std::string& file :
-         writeHalideArtifacts(built, spec, target, options.emit, stem, staging.scratch()))
-      files.push_back(file);
+    std::map<Emit, std::string> artifacts =
+        writeHalideArtifacts(built, spec, target, options.emit, stem, staging.scratch());
     if (options.emit.count(Emit::Ptx))
-      files.push_back(writePtx(built, spec, target, stem, staging.scratch()));
+      artifacts[Emit::Ptx] = writePtx(built, spec, target, stem, staging.scratch());
+    for (Emit kind : kFileOrder)
+      if (artifacts.count(kind))
+        files.push_back(artifacts.at(kind));
   } catch (const Halide::Error& e) {
     throw JobError(std::string("Halide failed to compile the kernel: ") + e.what());
   }

@@ -1,0 +1,83 @@
+// Attention expressions: the score and mask modifiers a spec may spell out (score_mod,
+// mask_mod), as one typed tree that every consumer reads: the f64 reference evaluates it
+// (ExprEval.h), code generators translate it, and the spec prints it in canonical form
+// (ExprPrint.h). ExprParse.h turns text into a tree, checking names and types.
+//
+// Types: int (64-bit, wrapping), float (computed in f64 by the reference) and bool. Arithmetic
+// on two ints stays int, a float operand makes it float; `/` always divides as floats and `%`
+// takes ints only, with the divisor's sign (floor modulo, as Python's), so that `(q_idx -
+// kv_idx) % 4` means what a reader expects for negative differences; `x % 0` is 0, so no
+// kernel traps. floor takes a number to an int.
+#ifndef ATTNC_COMPILER_EXPR_EXPR_H
+#define ATTNC_COMPILER_EXPR_EXPR_H
+
+#include "Support/Errors.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnc::expr {
+
+enum class Type { Int, Float, Bool };
+std::string_view typeName(Type type); // "int", "float", "bool"
+
+enum class Op {
+  IntLiteral,   // value: intValue
+  FloatLiteral, // value: floatValue
+  BoolLiteral,  // value: intValue (0 or 1)
+  Variable,     // name: b, h, g, q_idx, kv_idx, qpos, Tq, Tk, score
+  Param,        // name: a named scalar of the spec's params
+  Aux,          // name: an auxiliary tensor; args: its indices
+  Neg,
+  Not,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Mod,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,
+  And,
+  Or,
+  Where, // where(condition, then, else)
+  Min,
+  Max,
+  Abs,
+  Clamp, // clamp(x, lo, hi)
+  Floor, // float -> int
+  Exp,
+  Log,
+  Sqrt,
+  Tanh,
+  Sigmoid,
+};
+
+struct Node {
+  Op op;
+  Type type;
+  int64_t intValue = 0;
+  double floatValue = 0;
+  std::string name;
+  std::vector<Node> args;
+  int column = 0; // 1-based, where the node starts in its text: for messages
+};
+
+// What an expression computes: a score modifier (a number, which may read `score`) or a mask
+// (a bool: true keeps the score).
+enum class Role { Score, Mask };
+
+// A bad expression: the message names the key, the expression, the column and the problem.
+class ExprError : public UsageError {
+public:
+  using UsageError::UsageError;
+};
+
+} // namespace attnc::expr
+
+#endif // ATTNC_COMPILER_EXPR_EXPR_H

@@ -1,0 +1,53 @@
+// What an expression can be over a box of points: interval arithmetic on the tree, sound (the
+// true value at every point of the box lies within the bounds) but not always tight, since the
+// variables are taken as independent. It classifies a mask over a query tile and key block as
+// all kept, all masked or partial, and bounds an aux tensor's indices so a spec can be refused
+// when the compiler cannot prove an index inside its tensor.
+#ifndef ATTNC_COMPILER_EXPR_EXPRBOUNDS_H
+#define ATTNC_COMPILER_EXPR_EXPRBOUNDS_H
+
+#include "Expr/Expr.h"
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+
+namespace attnc::expr {
+
+// An int or float range, both ends included (an infinite end: unbounded), or for a bool which of
+// true and false it can be. Int ends past 2^53 count as unbounded, so every finite end is an
+// exact double. Float ranges are widened by 2^-20 of their size at every step, which covers
+// the f32 rounding of kernels that compute what the reference computes in f64, and say
+// whether the value may be NaN (a NaN compares false, so a comparison of it can be either).
+struct Bounds {
+  Type type;
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool canBeTrue = true, canBeFalse = true;
+  bool maybeNaN = false;
+
+  static Bounds ofInt(int64_t lo, int64_t hi);
+  static Bounds ofFloat(double lo, double hi);
+  static Bounds ofBool(bool canBeTrue, bool canBeFalse);
+  static Bounds unknown(Type type);
+};
+
+// The ranges of the variables over a box: a query tile, a key block, the heads and batch
+// entries, the sequence lengths; params with their values. Names left out are unbounded.
+struct Box {
+  std::map<std::string, Bounds> variables; // b, h, g, q_idx, kv_idx, qpos, Tq, Tk, score
+  std::map<std::string, Bounds> params;
+};
+
+Bounds bounds(const Node& node, const Box& box);
+
+enum class TileClass { AllKept, AllMasked, Partial };
+
+// A mask over `box`: all kept (it is true at every point), all masked (false at every point),
+// or partial (it must be evaluated per element).
+TileClass classifyMask(const Node& mask, const Box& box);
+
+} // namespace attnc::expr
+
+#endif // ATTNC_COMPILER_EXPR_EXPRBOUNDS_H

@@ -1,0 +1,201 @@
+#include "Expr/ExprEval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace attnc::expr {
+namespace {
+
+Value intValue(int64_t v) { return {Type::Int, v, 0}; }
+Value floatValue(double v) { return {Type::Float, 0, v}; }
+Value boolValue(bool v) { return {Type::Bool, v ? 1 : 0, 0}; }
+
+// Two's-complement wrapping, computed unsigned: signed overflow would be undefined.
+int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
+
+// Floor modulo: the result has the divisor's sign; x % 0 is 0.
+int64_t floorMod(int64_t x, int64_t m) {
+  if (m == 0 || m == -1) // -1: INT64_MIN % -1 overflows in C++; every x is a multiple of -1
+    return 0;
+  const int64_t r = x % m;
+  return r != 0 && ((r < 0) != (m < 0)) ? r + m : r;
+}
+
+int64_t variable(const std::string& name, const Point& p) {
+  if (name == "b")
+    return p.b;
+  if (name == "h")
+    return p.h;
+  if (name == "g")
+    return p.g;
+  if (name == "q_idx")
+    return p.qIdx;
+  if (name == "kv_idx")
+    return p.kvIdx;
+  if (name == "qpos")
+    return p.qpos;
+  if (name == "Tq")
+    return p.tq;
+  return p.tk; // the parser admits no other int variable
+}
+
+// a op b for two values of the node's numeric type.
+Value arithmetic(Op op, Type type, const Value& a, const Value& b) {
+  if (type == Type::Int) {
+    const uint64_t x = static_cast<uint64_t>(a.i), y = static_cast<uint64_t>(b.i);
+    switch (op) {
+    case Op::Add:
+      return intValue(wrap(x + y));
+    case Op::Sub:
+      return intValue(wrap(x - y));
+    case Op::Mul:
+      return intValue(wrap(x * y));
+    case Op::Mod:
+      return intValue(floorMod(a.i, b.i));
+    case Op::Min:
+      return intValue(std::min(a.i, b.i));
+    default:
+      return intValue(std::max(a.i, b.i));
+    }
+  }
+  const double x = a.number(), y = b.number();
+  switch (op) {
+  case Op::Add:
+    return floatValue(x + y);
+  case Op::Sub:
+    return floatValue(x - y);
+  case Op::Mul:
+    return floatValue(x * y);
+  case Op::Div:
+    return floatValue(x / y);
+  case Op::Min:
+    return floatValue(std::fmin(x, y));
+  default:
+    return floatValue(std::fmax(x, y));
+  }
+}
+
+bool compared(Op op, const Value& a, const Value& b) {
+  if (a.type == Type::Bool)
+    return op == Op::Eq ? a.i == b.i : a.i != b.i;
+  if (a.type == Type::Int && b.type == Type::Int) {
+    switch (op) {
+    case Op::Lt:
+      return a.i < b.i;
+    case Op::Le:
+      return a.i <= b.i;
+    case Op::Gt:
+      return a.i > b.i;
+    case Op::Ge:
+      return a.i >= b.i;
+    case Op::Eq:
+      return a.i == b.i;
+    default:
+      return a.i != b.i;
+    }
+  }
+  const double x = a.number(), y = b.number();
+  switch (op) {
+  case Op::Lt:
+    return x < y;
+  case Op::Le:
+    return x <= y;
+  case Op::Gt:
+    return x > y;
+  case Op::Ge:
+    return x >= y;
+  case Op::Eq:
+    return x == y;
+  default:
+    return x != y;
+  }
+}
+
+// floor of a double as an int, saturating (NaN gives 0) so no conversion is undefined.
+int64_t floorToInt(double x) {
+  if (std::isnan(x))
+    return 0;
+  const double f = std::floor(x);
+  if (f >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (f <= -9223372036854775808.0)
+    return INT64_MIN;
+  return static_cast<int64_t>(f);
+}
+
+} // namespace
+
+Value evaluate(const Node& n, const Point& p, const Environment& env) {
+  auto arg = [&](size_t i) { return evaluate(n.args[i], p, env); };
+  switch (n.op) {
+  case Op::IntLiteral:
+    return intValue(n.intValue);
+  case Op::FloatLiteral:
+    return floatValue(n.floatValue);
+  case Op::BoolLiteral:
+    return boolValue(n.intValue != 0);
+  case Op::Variable:
+    return n.name == "score" ? floatValue(p.score) : intValue(variable(n.name, p));
+  case Op::Param:
+    return env.params.at(n.name);
+  case Op::Aux: {
+    std::vector<int64_t> indices;
+    for (size_t i = 0; i < n.args.size(); ++i)
+      indices.push_back(arg(i).i);
+    return env.aux(n.name, indices);
+  }
+  case Op::Neg: {
+    const Value a = arg(0);
+    return n.type == Type::Int ? intValue(wrap(0 - static_cast<uint64_t>(a.i)))
+                               : floatValue(-a.f);
+  }
+  case Op::Not:
+    return boolValue(!arg(0).truth());
+  case Op::And:
+    return boolValue(arg(0).truth() && arg(1).truth());
+  case Op::Or:
+    return boolValue(arg(0).truth() || arg(1).truth());
+  case Op::Lt:
+  case Op::Le:
+  case Op::Gt:
+  case Op::Ge:
+  case Op::Eq:
+  case Op::Ne:
+    return boolValue(compared(n.op, arg(0), arg(1)));
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::Div:
+  case Op::Mod:
+  case Op::Min:
+  case Op::Max:
+    return arithmetic(n.op, n.type, arg(0), arg(1));
+  case Op::Where: {
+    const Value chosen = arg(0).truth() ? arg(1) : arg(2);
+    return n.type == Type::Float ? floatValue(chosen.number()) : chosen;
+  }
+  case Op::Abs: {
+    const Value a = arg(0);
+    return n.type == Type::Int ? intValue(a.i < 0 ? wrap(0 - static_cast<uint64_t>(a.i)) : a.i)
+                               : floatValue(std::fabs(a.f));
+  }
+  case Op::Clamp:
+    return arithmetic(Op::Min, n.type, arithmetic(Op::Max, n.type, arg(0), arg(1)), arg(2));
+  case Op::Floor:
+    return intValue(floorToInt(arg(0).number()));
+  case Op::Exp:
+    return floatValue(std::exp(arg(0).number()));
+  case Op::Log:
+    return floatValue(std::log(arg(0).number()));
+  case Op::Sqrt:
+    return floatValue(std::sqrt(arg(0).number()));
+  case Op::Tanh:
+    return floatValue(std::tanh(arg(0).number()));
+  case Op::Sigmoid:
+    return floatValue(1 / (1 + std::exp(-arg(0).number())));
+  }
+  return intValue(0); // not reached: every op is handled above
+}
+
+} // namespace attnc::expr

@@ -1,0 +1,19 @@
+// An expression's canonical text: the tree printed with single spaces around binary operators,
+// parentheses only where precedence needs them, and each literal in one spelling (ints in
+// decimal, floats in their shortest round-trip form with a '.' or an exponent). Parsing the
+// canonical text gives the same tree, so specs that differ only in spacing, redundant
+// parentheses or literal spelling print, and hash, alike.
+#ifndef ATTNC_COMPILER_EXPR_EXPRPRINT_H
+#define ATTNC_COMPILER_EXPR_EXPRPRINT_H
+
+#include "Expr/Expr.h"
+
+#include <string>
+
+namespace attnc::expr {
+
+std::string print(const Node& node);
+
+} // namespace attnc::expr
+
+#endif // ATTNC_COMPILER_EXPR_EXPRPRINT_H

@@ -163,7 +163,8 @@ SpecKey seedKey() {
           ValueKind::Integer,
           allowed,
           "dropout > 0, bigbird random blocks, or favor",
-          "key of the counter-based RNG (dropout masks, BigBird random blocks, FAVOR+ features)",
+          "key of the counter-based RNG: dropout masks, BigBird random blocks; for favor, the "
+          "tools draw the omega tensor from it",
           [](const Spec& s) { return s.needsSeed(); },
           [=](Spec& s, std::string_view value) {
             uint64_t v = 0;
@@ -194,7 +195,7 @@ std::vector<SpecKey> buildKeys() {
 
   std::vector<SpecKey> keys = {
       booleanKey("alibi", &Spec::alibi, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
-                 "add ALiBi's -slope_h * |i - j| to the scores"),
+                 "add ALiBi's -slope_h * |qpos - j| to the scores (qpos: see causal_align)"),
       booleanKey("bias", &Spec::bias, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
                  "add a run-time bias tensor [B|1, H|1, Tq, Tk] to the scores"),
       integerKey(
@@ -236,9 +237,11 @@ std::vector<SpecKey> buildKeys() {
           },
           "number of FAVOR+ random features"),
       integerKey("global_blocks", &Spec::globalBlocks, 0, 4096, "mask includes bigbird", bigbird,
-                 "BigBird global blocks: the first ceil(g/2) and last floor(g/2)"),
+                 "BigBird global blocks, rows and columns: the first ceil(g/2) and last "
+                 "floor(g/2)"),
       integerKey("global_tokens", &Spec::globalTokens, 1, kMaxLength, "mask includes global",
-                 hasMask(MaskKind::Global), "the first N positions attend and are attended by all"),
+                 hasMask(MaskKind::Global),
+                 "queries with qpos < N attend to every key, and keys j < N to every query"),
       integerKey("heads", &Spec::heads, 1, kMaxHeads, "always", always, "query heads"),
       integerKey("kv_heads", &Spec::kvHeads, 1, kMaxHeads, "always", always,
                  "key/value heads (GQA/MQA); must divide heads"),
@@ -279,10 +282,12 @@ std::vector<SpecKey> buildKeys() {
           "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
           "cap * tanh(score / cap)", /*zeroIsOff=*/true),
       integerKey("stride", &Spec::stride, 1, kMaxLength, "mask includes strided",
-                 hasMask(MaskKind::Strided), "strided pattern: keys j with (i - j) mod stride = 0"),
+                 hasMask(MaskKind::Strided),
+                 "strided pattern: keys j with (qpos - j) mod stride = 0"),
       nameKey("variant", &Spec::variant, variantNames(), "always", always, "the attention variant"),
       booleanKey("weights", &Spec::weights, "always", always,
-                 "also return the normalised attention weights [B, H, Tq, Tk]"),
+                 "also return the normalised attention weights [B, H, Tq, Tk] (linformer: "
+                 "proj_len keys)"),
       integerKey("window_blocks", &Spec::windowBlocks, 1, 4095, "mask includes bigbird", bigbird,
                  "BigBird window width in blocks (odd)"),
       integerKey(

@@ -34,6 +34,9 @@ class SpecCommand(CliTestCase):
         r = self.expect(attnc("spec", "--keys"), 0)
         for key in ("variant", "window_left", "rope_theta", "feature_map", "proj_len"):
             self.assertIn(key, r.stdout)
+        # Position-dependent keys say what the code computes: the aligned query position.
+        self.assertIn("-slope_h * |qpos - j|", r.stdout)
+        self.assertIn("(qpos - j) mod stride = 0", r.stdout)
 
     def test_bad_specs_exit_2_with_the_key_and_value(self):
         self.expect(attnc("spec", "d_k=0"), 2, "d_k=0", "[1, 65536]")

@@ -72,6 +72,15 @@ struct Node {
 // (a bool: true keeps the score).
 enum class Role { Score, Mask };
 
+// The language's `%`: floor modulo, the result taking the divisor's sign; x % 0 is 0. Written
+// without the overflows of C++'s `%` (INT64_MIN % -1), so the reference and the bounds share it.
+inline int64_t floorModulo(int64_t x, int64_t m) {
+  if (m == 0 || m == -1) // every x is a multiple of -1
+    return 0;
+  const int64_t r = x % m;
+  return r != 0 && ((r < 0) != (m < 0)) ? r + m : r;
+}
+
 // A bad expression: the message names the key, the expression, the column and the problem.
 class ExprError : public UsageError {
 public:

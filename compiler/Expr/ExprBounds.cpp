@@ -64,11 +64,6 @@ Bounds increasing(const Bounds& a, double (*f)(double)) {
   return range(Type::Float, f(a.lo), f(a.hi), a.maybeNaN);
 }
 
-int64_t floorMod(int64_t x, int64_t m) {
-  const int64_t r = x % m;
-  return r != 0 && ((r < 0) != (m < 0)) ? r + m : r;
-}
-
 Bounds modulo(const Bounds& a, const Bounds& b) {
   if (b.lo == b.hi && std::isfinite(b.lo)) {
     const int64_t m = static_cast<int64_t>(b.lo);
@@ -76,8 +71,8 @@ Bounds modulo(const Bounds& a, const Bounds& b) {
       return Bounds::ofInt(0, 0);
     // Within one period the result runs from x's remainder at lo to its remainder at hi.
     if (std::isfinite(a.lo) && std::isfinite(a.hi) && a.hi - a.lo < std::fabs(b.lo)) {
-      const int64_t rlo = floorMod(static_cast<int64_t>(a.lo), m);
-      const int64_t rhi = floorMod(static_cast<int64_t>(a.hi), m);
+      const int64_t rlo = floorModulo(static_cast<int64_t>(a.lo), m);
+      const int64_t rhi = floorModulo(static_cast<int64_t>(a.hi), m);
       if (rlo <= rhi)
         return Bounds::ofInt(rlo, rhi);
     }

@@ -14,14 +14,6 @@ Value boolValue(bool v) { return {Type::Bool, v ? 1 : 0, 0}; }
 // Two's-complement wrapping, computed unsigned: signed overflow would be undefined.
 int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
 
-// Floor modulo: the result has the divisor's sign; x % 0 is 0.
-int64_t floorMod(int64_t x, int64_t m) {
-  if (m == 0 || m == -1) // -1: INT64_MIN % -1 overflows in C++; every x is a multiple of -1
-    return 0;
-  const int64_t r = x % m;
-  return r != 0 && ((r < 0) != (m < 0)) ? r + m : r;
-}
-
 int64_t variable(const std::string& name, const Point& p) {
   if (name == "b")
     return p.b;
@@ -52,7 +44,7 @@ Value arithmetic(Op op, Type type, const Value& a, const Value& b) {
     case Op::Mul:
       return intValue(wrap(x * y));
     case Op::Mod:
-      return intValue(floorMod(a.i, b.i));
+      return intValue(floorModulo(a.i, b.i));
     case Op::Min:
       return intValue(std::min(a.i, b.i));
     default:

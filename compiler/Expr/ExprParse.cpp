@@ -92,24 +92,18 @@ private:
       fail(static_cast<size_t>(n.column - 1), what + ", not " + std::string(typeName(n.type)));
   }
 
-  Node orExpr() {
-    Node left = andExpr();
-    while (accept("||")) {
-      Node right = andExpr();
-      requireType(left, left.type == Type::Bool, "'||' joins bools");
-      requireType(right, right.type == Type::Bool, "'||' joins bools");
-      left = make(Op::Or, Type::Bool, left.column, {std::move(left), std::move(right)});
-    }
-    return left;
-  }
+  Node orExpr() { return logical("||", Op::Or, &Parser::andExpr); }
+  Node andExpr() { return logical("&&", Op::And, &Parser::compare); }
 
-  Node andExpr() {
-    Node left = compare();
-    while (accept("&&")) {
-      Node right = compare();
-      requireType(left, left.type == Type::Bool, "'&&' joins bools");
-      requireType(right, right.type == Type::Bool, "'&&' joins bools");
-      left = make(Op::And, Type::Bool, left.column, {std::move(left), std::move(right)});
+  // operand (token operand)*, left-associative, every operand a bool.
+  Node logical(std::string_view token, Op op, Node (Parser::*operand)()) {
+    Node left = (this->*operand)();
+    const std::string rule = "'" + std::string(token) + "' joins bools";
+    while (accept(token)) {
+      Node right = (this->*operand)();
+      requireType(left, left.type == Type::Bool, rule);
+      requireType(right, right.type == Type::Bool, rule);
+      left = make(op, Type::Bool, left.column, {std::move(left), std::move(right)});
     }
     return left;
   }

@@ -70,6 +70,20 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   if (s.bias)
     add("bias", ArgumentRole::Input, data, {kB.orOne(), c(H).orOne(), kTq, kTk},
         ArgumentFill::Normal, "added to the scores");
+  for (const AuxTensor& aux : s.aux) {
+    std::vector<DimExpr> shape;
+    for (const std::string& dim : aux.dims)
+      shape.push_back(dim == "B"          ? kB
+                      : dim == "Tq"       ? kTq
+                      : dim == "Tk"       ? kTk
+                      : dim == "heads"    ? c(H)
+                      : dim == "kv_heads" ? c(Hkv)
+                                          : c(std::stoll(dim)));
+    const bool ints = aux.elementType == expr::Type::Int;
+    add(aux.name, ArgumentRole::Input, {ints ? "i32" : "f32"}, std::move(shape),
+        ints ? ArgumentFill::SmallIntegers : ArgumentFill::Normal,
+        "aux tensor read by the spec's expressions");
+  }
 
   switch (s.variant) {
   case Variant::Mha:

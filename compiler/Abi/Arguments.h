@@ -22,6 +22,7 @@ enum class ArgumentFill {
   MaskBits,      // 0/1, mostly 1
   BlockLayout,   // 0/1 per block, half of them 1
   FavorFeatures, // FAVOR+ orthogonal features drawn from the spec's seed
+  SmallIntegers, // i32 aux tensors: uniform in [0, 7]
   None,          // outputs
 };
 

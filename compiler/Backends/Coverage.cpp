@@ -7,8 +7,9 @@
 namespace attnc {
 namespace {
 
-constexpr Modifier kModifiers[] = {Modifier::Alibi, Modifier::Softcap, Modifier::Bias,
-                                   Modifier::Rope, Modifier::Dropout};
+constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifier::Bias,
+                                   Modifier::Rope,    Modifier::Dropout,  Modifier::ScoreMod,
+                                   Modifier::MaskMod};
 constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
@@ -29,6 +30,8 @@ std::string_view modifierName(Modifier m) {
   case Modifier::Bias: return "bias";
   case Modifier::Rope: return "rope";
   case Modifier::Dropout: return "dropout";
+  case Modifier::ScoreMod: return "score_mod";
+  case Modifier::MaskMod: return "mask_mod";
   }
   return "?";
 }
@@ -54,6 +57,10 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
     used.push_back(Modifier::Rope);
   if (s.dropout > 0)
     used.push_back(Modifier::Dropout);
+  if (s.scoreMod.given())
+    used.push_back(Modifier::ScoreMod);
+  if (s.maskMod.given())
+    used.push_back(Modifier::MaskMod);
   return used;
 }
 

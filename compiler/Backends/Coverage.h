@@ -16,8 +16,9 @@
 
 namespace attnc {
 
-// Score modifiers and outputs as the spec names them (alibi=, softcap=, ...; lse=, weights=).
-enum class Modifier { Alibi, Softcap, Bias, Rope, Dropout };
+// Score modifiers and outputs as the spec names them (alibi=, softcap=, ..., the expressions
+// score_mod= and mask_mod=; lse=, weights=).
+enum class Modifier { Alibi, Softcap, Bias, Rope, Dropout, ScoreMod, MaskMod };
 enum class Output { O, Lse, Weights };
 
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its

@@ -7,7 +7,8 @@
 // on two ints stays int, a float operand makes it float; `/` always divides as floats and `%`
 // takes ints only, with the divisor's sign (floor modulo, as Python's), so that `(q_idx -
 // kv_idx) % 4` means what a reader expects for negative differences; `x % 0` is 0, so no
-// kernel traps. floor takes a number to an int.
+// kernel traps. floor takes a number to an int. bit(x, i) reads one bit of an int, for masks
+// packed into the bits of an aux tensor.
 #ifndef ATTNC_COMPILER_EXPR_EXPR_H
 #define ATTNC_COMPILER_EXPR_EXPR_H
 
@@ -56,6 +57,7 @@ enum class Op {
   Sqrt,
   Tanh,
   Sigmoid,
+  Bit, // bit(x, i): bit i of int x (two's complement, 64 bits); false for i outside [0, 63]
 };
 
 struct Node {

@@ -240,6 +240,8 @@ Bounds bounds(const Node& n, const Box& box) {
     return increasing(arg(0), [](double x) { return std::tanh(x); });
   case Op::Sigmoid:
     return increasing(arg(0), sigmoid);
+  case Op::Bit:
+    return Bounds::ofBool(true, true);
   case Op::Log:
   case Op::Sqrt: {
     const Bounds a = arg(0);

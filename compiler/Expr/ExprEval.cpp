@@ -186,6 +186,11 @@ Value evaluate(const Node& n, const Point& p, const Environment& env) {
     return floatValue(std::tanh(arg(0).number()));
   case Op::Sigmoid:
     return floatValue(1 / (1 + std::exp(-arg(0).number())));
+  case Op::Bit: {
+    const Value word = arg(0), index = arg(1);
+    return boolValue(index.i >= 0 && index.i < 64 &&
+                     ((static_cast<uint64_t>(word.i) >> index.i) & 1) != 0);
+  }
   }
   return intValue(0); // not reached: every op is handled above
 }

@@ -18,7 +18,7 @@ struct Function {
   Op op;
   int arity;
 };
-constexpr std::array<Function, 11> kFunctions{{
+constexpr std::array<Function, 12> kFunctions{{
     {"where", Op::Where, 3},
     {"min", Op::Min, 2},
     {"max", Op::Max, 2},
@@ -30,6 +30,7 @@ constexpr std::array<Function, 11> kFunctions{{
     {"sqrt", Op::Sqrt, 1},
     {"tanh", Op::Tanh, 1},
     {"sigmoid", Op::Sigmoid, 1},
+    {"bit", Op::Bit, 2},
 }};
 
 bool numeric(Type t) { return t != Type::Bool; }
@@ -297,6 +298,10 @@ private:
     case Op::Floor:
       requireType(args[0], numeric(args[0].type), "floor takes a number");
       return make(Op::Floor, Type::Int, column, std::move(args));
+    case Op::Bit:
+      for (const Node& a : args)
+        requireType(a, a.type == Type::Int, "bit takes ints: bit(word, index)");
+      return make(Op::Bit, Type::Bool, column, std::move(args));
     default:
       break;
     }
@@ -383,6 +388,13 @@ private:
 
 Node parseExpr(std::string_view key, std::string_view text, Role role, const Scope& scope) {
   return Parser(key, text, role, scope).parse();
+}
+
+bool isLanguageName(std::string_view name) {
+  return name == "score" || name == "true" || name == "false" ||
+         std::find(kIntVariables.begin(), kIntVariables.end(), name) != kIntVariables.end() ||
+         std::any_of(kFunctions.begin(), kFunctions.end(),
+                     [&](const Function& f) { return f.name == name; });
 }
 
 } // namespace attnc::expr

@@ -7,7 +7,7 @@
 //            | name "[" expr ("," expr)* "]" | "(" expr ")"
 // Names are the variables (b, h, g, q_idx, kv_idx, qpos, Tq, Tk; score in a score modifier),
 // the spec's params, its aux tensors (indexed once per dimension, with ints) and the functions
-// where, min, max, abs, clamp, floor, exp, log, sqrt, tanh, sigmoid.
+// where, min, max, abs, clamp, floor, exp, log, sqrt, tanh, sigmoid, bit.
 #ifndef ATTNC_COMPILER_EXPR_EXPRPARSE_H
 #define ATTNC_COMPILER_EXPR_EXPRPARSE_H
 
@@ -39,6 +39,10 @@ struct Scope {
 // unknown name (with the names allowed), a type mismatch, a wrong number of arguments or
 // indices, `score` in a mask, or a result of the wrong type for `role`.
 Node parseExpr(std::string_view key, std::string_view text, Role role, const Scope& scope);
+
+// Whether `name` is the language's own (a variable, function, true or false), so a param or aux
+// tensor cannot take it.
+bool isLanguageName(std::string_view name);
 
 } // namespace attnc::expr
 

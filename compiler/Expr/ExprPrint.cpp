@@ -90,6 +90,8 @@ std::string_view symbol(Op op) {
     return "tanh";
   case Op::Sigmoid:
     return "sigmoid";
+  case Op::Bit:
+    return "bit";
   default:
     return ""; // literals and names print their value or name
   }

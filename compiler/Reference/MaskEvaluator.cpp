@@ -11,7 +11,7 @@ namespace attnc {
 
 MaskEvaluator::MaskEvaluator(const KernelTensors& t)
     : spec_(t.spec()), seqQ_(t.seqQ()), seqK_(t.seqK()),
-      offset_(positions::alignmentOffset(t.spec(), t.seqQ(), t.seqK())) {
+      offset_(positions::alignmentOffset(t.spec(), t.seqQ(), t.seqK())), expressions_(t) {
   const Spec& s = spec_;
   if (s.masks.has(MaskKind::Padding))
     lengths_ = keyLengths(t);
@@ -40,9 +40,16 @@ MaskEvaluator::MaskEvaluator(const KernelTensors& t)
   }
 }
 
+expr::Point MaskEvaluator::point(int64_t b, int64_t h, int64_t i, int64_t j, double score) const {
+  return {b, h, h / spec_.groupSize(), i, j, i + offset_, seqQ_, seqK_, score};
+}
+
 bool MaskEvaluator::allowed(int64_t b, int64_t h, int64_t i, int64_t j) const {
   int64_t qpos = i + offset_;
   if (!constraintsPass(b, h, qpos, i, j))
+    return false;
+  if (spec_.maskMod.tree &&
+      !expr::evaluate(*spec_.maskMod.tree, point(b, h, i, j), expressions_.environment()).truth())
     return false;
   return !spec_.masks.hasSparsityPattern() || somePatternPasses(h, qpos, i, j);
 }

@@ -129,6 +129,13 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
           x -= slopes[h] * static_cast<double>(std::abs(qpos - j));
         if (s.bias)
           x += bias[b * biasBatchStride + h * biasHeadStride + i * keys + j];
+        if (s.scoreMod.tree) {
+          x = expr::evaluate(*s.scoreMod.tree, mask.point(b, h, i, j, x),
+                             mask.expressionEnvironment())
+                  .number();
+          if (std::fabs(x) > kMaxScore)
+            x = std::copysign(std::numeric_limits<double>::infinity(), x);
+        }
         row[j] = x;
         rowMax = std::max(rowMax, x);
         rowNaN = rowNaN || std::isnan(x);

@@ -26,14 +26,16 @@ bool Spec::usesAlignment() const {
        {MaskKind::Causal, MaskKind::Window, MaskKind::Global, MaskKind::Strided, MaskKind::Dilated})
     if (masks.has(k))
       return true;
-  return alibi || rope || (variant == Variant::Mha && pe != PositionalEncoding::None);
+  return alibi || rope || (variant == Variant::Mha && pe != PositionalEncoding::None) ||
+         scoreMod.given() || maskMod.given(); // qpos
 }
 
 std::string Spec::canonical() const {
   std::string text;
   for (const SpecKey& key : specKeys())
     if (key.applies(*this))
-      text += (text.empty() ? "" : " ") + std::string(key.name) + "=" + key.print(*this);
+      text += (text.empty() ? "" : " ") + std::string(key.name) + "=" +
+              (key.kind == ValueKind::Text ? "\"" + key.print(*this) + "\"" : key.print(*this));
   return text;
 }
 
@@ -55,7 +57,8 @@ nlohmann::json Spec::toJson() const {
       break;
     }
     case ValueKind::Boolean: object[key.name] = text == "true"; break;
-    case ValueKind::Name: object[key.name] = text; break;
+    case ValueKind::Name:
+    case ValueKind::Text: object[key.name] = text; break;
     case ValueKind::Mask: {
       nlohmann::json patterns = nlohmann::json::array();
       size_t start = 0;

@@ -8,13 +8,16 @@
 #ifndef ATTNC_COMPILER_SPEC_SPEC_H
 #define ATTNC_COMPILER_SPEC_SPEC_H
 
+#include "Expr/ExprEval.h"
 #include "Support/Errors.h"
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attnc {
 
@@ -55,6 +58,29 @@ struct MaskSet {
   friend bool operator==(MaskSet, MaskSet) = default;
 };
 
+// A named scalar of params="cap=30 w=128", which expressions read by name: an int when written
+// as one (within 32 bits, as kernels compute ints), else a float.
+struct SpecParam {
+  std::string name;
+  expr::Value value;
+};
+
+// An auxiliary tensor of aux="doc:i32[B,Tk]": an extra kernel input, after the spec's own
+// inputs in manifest order, that expressions index. Each dim is B, Tq, Tk, heads, kv_heads or a
+// positive integer, as written.
+struct AuxTensor {
+  std::string name;
+  expr::Type elementType; // Int: i32; Float: f32
+  std::vector<std::string> dims;
+};
+
+// score_mod or mask_mod: the text (canonical once the spec is built) and its checked tree.
+struct SpecExpression {
+  std::string text;
+  std::shared_ptr<const expr::Node> tree;
+  bool given() const { return !text.empty(); }
+};
+
 struct Spec {
   Variant variant = Variant::Sdpa;
   int64_t heads = 1;
@@ -93,6 +119,11 @@ struct Spec {
   bool weights = false;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
+  // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in
+  // modifiers, mask_mod intersects the built-in masks.
+  SpecExpression scoreMod, maskMod;
+  std::vector<SpecParam> params; // sorted by name
+  std::vector<AuxTensor> aux;    // in the order given
 
   // Derived facts the reference and backends share.
   int64_t groupSize() const { return heads / kvHeads; } // query heads per kv head

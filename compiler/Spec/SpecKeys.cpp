@@ -1,5 +1,6 @@
 #include "Spec/SpecKeys.h"
 
+#include "Spec/SpecExpressions.h"
 #include "Spec/SpecNames.h"
 
 #include <algorithm>
@@ -181,6 +182,24 @@ bool isScoreVariant(const Spec& s) {
          s.variant == Variant::Additive || s.variant == Variant::Bilinear;
 }
 
+// score_mod or mask_mod: kept as text until every key is parsed (resolveExpressions).
+SpecKey expressionKey(std::string_view name, SpecExpression Spec::*field, std::string allowed,
+                      std::string_view help) {
+  return {name,
+          ValueKind::Text,
+          std::move(allowed),
+          "variant=sdpa|mha|additive|bilinear",
+          help,
+          [=](const Spec& s) { return isScoreVariant(s) && (s.*field).given(); },
+          [=](Spec& s, std::string_view value) { s.*field = {std::string(value), nullptr}; },
+          [=](const Spec& s) { return (s.*field).text; }};
+}
+
+// params and aux: declared for the expressions, so they need one.
+bool readByExpressions(const Spec& s) {
+  return isScoreVariant(s) && (s.scoreMod.given() || s.maskMod.given());
+}
+
 std::vector<SpecKey> buildKeys() {
   auto always = [](const Spec&) { return true; };
   auto is = [](Variant v) { return [v](const Spec& s) { return s.variant == v; }; };
@@ -194,6 +213,11 @@ std::vector<SpecKey> buildKeys() {
   const std::string f32Range = "a normal f32 number: at least 1.1754944e-38, below 3.4028235e38";
 
   std::vector<SpecKey> keys = {
+      {"aux", ValueKind::Text, "name:i32|f32[dims] ... (dims: B Tq Tk heads kv_heads or integers)",
+       "score_mod or mask_mod", "run-time tensors the expressions index; kernel inputs by name",
+       [](const Spec& s) { return readByExpressions(s) && !s.aux.empty(); },
+       [](Spec& s, std::string_view value) { s.aux = parseAux(value); },
+       [](const Spec& s) { return printAux(s.aux); }},
       booleanKey("alibi", &Spec::alibi, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
                  "add ALiBi's -slope_h * |qpos - j| to the scores (qpos: see causal_align)"),
       booleanKey("bias", &Spec::bias, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
@@ -253,6 +277,13 @@ std::vector<SpecKey> buildKeys() {
           [](const Spec& s) { return s.variant != Variant::Linear; },
           "also return the log-sum-exp of each score row [B, H, Tq]"),
       maskKey(),
+      expressionKey("mask_mod", &Spec::maskMod, "a bool expression (docs/spec.md, Expressions)",
+                    "keep score (b, h, q_idx, kv_idx) where true; intersects mask"),
+      {"params", ValueKind::Text, "name=number ... (an integer within 32 bits or a real)",
+       "score_mod or mask_mod", "named scalars the expressions read",
+       [](const Spec& s) { return readByExpressions(s) && !s.params.empty(); },
+       [](Spec& s, std::string_view value) { s.params = parseParams(value); },
+       [](const Spec& s) { return printParams(s.params); }},
       nameKey("pe", &Spec::pe, positionalEncodingNames(), "variant=mha", is(Variant::Mha),
               "positional encoding added to mha's inputs"),
       integerKey("proj_len", &Spec::projLen, 1, kMaxLength, "variant=linformer",
@@ -276,6 +307,9 @@ std::vector<SpecKey> buildKeys() {
             return s.variant != Variant::Linear || s.featureMap == FeatureMap::Favor;
           },
           "score scale (default 1/sqrt(d_k); 1 for additive and bilinear)"),
+      expressionKey("score_mod", &Spec::scoreMod,
+                    "a number expression that may read score (docs/spec.md, Expressions)",
+                    "replaces each score after scale, softcap, ALiBi and bias"),
       seedKey(),
       realKey(
           "softcap", &Spec::softcap, kMinF32, true, kMaxF32, "0 (off) or " + f32Range,

@@ -13,7 +13,8 @@
 
 namespace attnc {
 
-enum class ValueKind { Integer, Real, Boolean, Name, Mask };
+// Text: a quoted value in spec text (score_mod="kv_idx <= qpos"), a string in JSON.
+enum class ValueKind { Integer, Real, Boolean, Name, Mask, Text };
 
 // The largest head, model and feature dim a spec may have.
 inline constexpr int64_t kMaxDim = 65536;

@@ -1,6 +1,7 @@
 // Spec text and JSON in, validated Spec out.
 #include "Spec/Presets.h"
 #include "Spec/Spec.h"
+#include "Spec/SpecExpressions.h"
 #include "Spec/SpecKeys.h"
 #include "Spec/SpecNames.h"
 
@@ -41,19 +42,33 @@ void splitPair(std::string_view token, std::string_view& key, std::string_view& 
     throw SpecError("'" + std::string(token) + "' is not key=value; known keys: " + knownKeys());
   key = token.substr(0, eq);
   value = token.substr(eq + 1);
+  // A quoted value (score_mod="kv_idx <= qpos") may hold spaces; words() kept it whole.
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+    value = value.substr(1, value.size() - 2);
   if (value.empty())
     throw SpecError(std::string(key) + "= has no value");
 }
 
+// The spec's key=value words, split at spaces outside double quotes.
 std::vector<std::string_view> words(std::string_view text) {
   std::vector<std::string_view> result;
   size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
       ++i;
-    size_t start = i;
-    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])))
+    const size_t start = i;
+    bool quoted = false;
+    size_t openedAt = 0;
+    while (i < text.size() && (quoted || !std::isspace(static_cast<unsigned char>(text[i])))) {
+      if (text[i] == '"') {
+        quoted = !quoted;
+        openedAt = i;
+      }
       ++i;
+    }
+    if (quoted)
+      throw SpecError("the quote at column " + std::to_string(openedAt + 1) +
+                      " is not closed: '" + std::string(text.substr(start)) + "'");
     if (i > start)
       result.push_back(text.substr(start, i - start));
   }
@@ -201,6 +216,7 @@ Spec buildSpec(Entries entries) {
       continue;
     fillDefaults(spec);
     validate(spec);
+    resolveExpressions(spec);
     return spec;
   }
 }
@@ -226,7 +242,8 @@ Entries withPreset(Entries user) {
 std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
   using nlohmann::json;
   const SpecKey* known = findSpecKey(key);
-  const bool wantsText = !known || known->kind == ValueKind::Name || known->kind == ValueKind::Mask;
+  const bool wantsText = !known || known->kind == ValueKind::Name ||
+                         known->kind == ValueKind::Mask || known->kind == ValueKind::Text;
   switch (value.type()) {
   case json::value_t::string:
     if (!wantsText) // a number in quotes is a mistake to report, not a value to guess at
@@ -238,6 +255,17 @@ std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
   case json::value_t::number_integer:
   case json::value_t::number_unsigned:
   case json::value_t::number_float: return value.dump();
+  case json::value_t::object: {
+    if (key != "params") // params may be {"cap": 30, "w": 128}
+      break;
+    std::string joined;
+    for (const auto& [name, number] : value.items()) {
+      if (!number.is_number())
+        throw SpecError("params: expected an object of names and numbers, got " + value.dump());
+      joined += (joined.empty() ? "" : " ") + name + "=" + number.dump();
+    }
+    return joined;
+  }
   case json::value_t::array: {
     if (key != "mask")
       break;
@@ -253,7 +281,9 @@ std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
   }
   throw SpecError(key + ": a JSON " + std::string(value.type_name()) +
                   " is not allowed; expected a string, number or boolean" +
-                  (key == "mask" ? " (or an array of pattern names)" : ""));
+                  (key == "mask"     ? " (or an array of pattern names)"
+                   : key == "params" ? " (or an object of names and numbers)"
+                                     : ""));
 }
 
 } // namespace

@@ -46,6 +46,22 @@ FEATURES = [
     "variant=linear heads=4 kv_heads=2 d_k=24 d_v=40 feature_map=favor features=20 seed=1 "
     "mask=causal+padding causal_align=top_left weights=true dtype=bf16 layout=bshd",
     "variant=linear heads=4 kv_heads=1 d_k=24 feature_map=relu mask=causal+padding dtype=f16",
+    # Expressions (docs/spec.md): the README's examples, and with other features around them.
+    'heads=4 kv_heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk]" '
+    'mask_mod="q_doc[b, q_idx] == kv_doc[b, kv_idx] && kv_idx <= qpos" lse=true weights=true',
+    'heads=2 d_k=16 aux="prefix:i32[B]" mask_mod="kv_idx <= qpos || kv_idx < prefix[b]"',
+    'heads=2 d_k=16 aux="rel:f32[heads,257]" '
+    'score_mod="score + rel[h, clamp(kv_idx - qpos, -128, 128) + 128]" mask=causal lse=true',
+    'heads=2 d_k=16 scale=2 params="cap=5" score_mod="cap * tanh(score / cap)" lse=true',
+    'heads=2 d_k=16 aux="tree:i32[Tq]" '
+    'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))" lse=true',
+    'variant=mha heads=2 d_k=8 mask=causal params="w=0.5" '
+    'score_mod="where((q_idx - kv_idx) % 3 == 0, score * w, score - g)" dtype=f16',
+    'variant=additive heads=2 d_k=8 mask=padding alibi=true '
+    'mask_mod="kv_idx % 2 == 0 || abs(qpos - kv_idx) < 3" weights=true',
+    'heads=4 kv_heads=2 d_k=16 softcap=20 bias=true dropout=0.2 seed=3 dtype=bf16 '
+    'score_mod="sigmoid(score) * 4 + floor(sqrt(kv_idx + 0.5)) / (1 + h)" '
+    'mask_mod="!(q_idx == 0 && b == 1) && max(kv_idx, q_idx) - min(kv_idx, q_idx) != 1"',
 ]
 
 PRESETS = ["gpt2", "bert-base", "llama3-8b", "mistral-7b", "gemma2-9b", "falcon-7b",

@@ -1,3 +1,4 @@
+#include "Abi/Arguments.h"
 #include "Spec/Spec.h"
 
 #include "Spec/Presets.h"
@@ -76,10 +77,51 @@ std::vector<std::string> roundTripSpecs() {
                   "rope_theta=500000.5");
   specs.push_back("variant=linear d_k=32 feature_map=relu mask=causal+padding weights=true");
   specs.push_back("variant=bilinear d_q=7 d_k=5 d_v=3 mask=padding");
+  specs.push_back("d_k=16 heads=4 kv_heads=2 aux=\"q_doc:i32[B,Tq] kv_doc:i32[B,Tk] "
+                  "rel:f32[heads, 257]\" params=\"w=1e-3 cap=30 n=-4\" "
+                  "mask_mod=\"q_doc[b,q_idx]==kv_doc[b,kv_idx]&&((kv_idx<=qpos))\" "
+                  "score_mod=\"where(score > cap, cap, score) * w + "
+                  "rel[h, clamp(kv_idx - qpos, -128, 128) + 128] + n\"");
+  specs.push_back("variant=mha heads=2 d_k=8 mask=causal score_mod=score*2");
   return specs;
 }
 
 INSTANTIATE_TEST_SUITE_P(Specs, RoundTrip, ::testing::ValuesIn(roundTripSpecs()));
+
+TEST(SpecExpressions, CanonicalFormNormalisesExpressionsParamsAndAux) {
+  const Spec a = parseSpec("d_k=8 params=\"w=2 cap=30.0\" aux=\"doc:i32[ B , Tk ]\" "
+                           "mask_mod=\"(doc[b, kv_idx] == 1)\" "
+                           "score_mod=\"cap*tanh(score/cap)+w\"");
+  const Spec b = parseSpec("d_k=8 params=\"cap=3e1 w=2\" aux=\"doc:i32[B,Tk]\" "
+                           "mask_mod=\"doc[b,kv_idx]==1\" "
+                           "score_mod=\"cap * tanh((score / cap)) + w\"");
+  EXPECT_EQ(a.canonical(), b.canonical());
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_NE(a.canonical().find("aux=\"doc:i32[B,Tk]\""), std::string::npos) << a.canonical();
+  EXPECT_NE(a.canonical().find("params=\"cap=30.0 w=2\""), std::string::npos) << a.canonical();
+  EXPECT_NE(a.canonical().find("score_mod=\"cap * tanh(score / cap) + w\""), std::string::npos);
+  // Specs without expressions print none of the new keys: their canonical text, and hash, are
+  // what they were before expressions existed.
+  EXPECT_EQ(parseSpec("d_k=8").canonical().find("mod"), std::string::npos);
+}
+
+TEST(SpecExpressions, JsonTakesParamsAsAnObject) {
+  const Spec s = parseSpecJson(nlohmann::json::parse(
+      R"({"d_k": 8, "params": {"cap": 30.0, "w": 2},
+          "score_mod": "cap * tanh(score / cap) * w"})"));
+  EXPECT_EQ(s.params.size(), 2u);
+  EXPECT_EQ(s.params[0].value.type, expr::Type::Float);
+  EXPECT_EQ(s.params[1].value.type, expr::Type::Int);
+}
+
+TEST(SpecExpressions, AuxTensorsAreKernelInputsAfterTheSpecsOwn) {
+  const Spec s = parseSpec("d_k=8 heads=3 bias=true aux=\"rel:f32[heads,9] doc:i32[B,Tk]\" "
+                           "score_mod=\"score + rel[h, 0] * doc[b, kv_idx]\"");
+  std::vector<std::string> names;
+  for (const Argument& a : kernelArguments(s))
+    names.push_back(a.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"q", "k", "v", "bias", "rel", "doc", "o"}));
+}
 
 TEST(Spec, HashIsStableAndDistinguishesSpecs) {
   EXPECT_EQ(parseSpec("d_k=64 heads=8").hash(), parseSpec("heads=8 d_k=64 kv_heads=8").hash());

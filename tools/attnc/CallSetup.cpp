@@ -112,6 +112,10 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
   case ArgumentFill::FavorFeatures:
     values = favor::orthogonalFeatures(*spec.seed, spec.features, spec.dK);
     break;
+  case ArgumentFill::SmallIntegers:
+    for (double& v : values)
+      v = words.next() % 8;
+    break;
   case ArgumentFill::None: break;
   }
   return values;

@@ -31,7 +31,7 @@ void addCallOptions(CLI::App* cmd, RunOptions& o) {
       },
       "block_layout as .npy");
   cmd->add_option("--lengths", o.call.lengths, "key lengths per batch: '5,7,0' or a .npy");
-  cmd->add_option("--param", o.params, "a parameter tensor NAME=file.npy (repeatable)");
+  cmd->add_option("--param", o.params, "a parameter or aux tensor NAME=file.npy (repeatable)");
   cmd->add_option("--seed", o.call.seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--threads", o.threads, "threads (0: all)")
       ->capture_default_str()

@@ -71,7 +71,7 @@ ScoreTerms::ScoreTerms(const Spec& s)
       v_(headParam(s, "v", s.dV, s.kvHeads)), lengths_(Int(32), 1, "lengths"),
       mask_(UInt(8), 4, "mask"), bias_(storageType(s.dtype), 4, "bias"),
       layout_(UInt(8), 3, "block_layout") {
-  // Manifest order (Abi/Arguments.cpp): q, k, v, lengths, mask, block_layout, bias.
+  // Manifest order (Abi/Arguments.cpp): q, k, v, lengths, mask, block_layout, bias, aux.
   inputs_ = {q_, k_, v_};
   if (s.masks.has(MaskKind::Padding))
     inputs_.push_back(lengths_);
@@ -86,6 +86,13 @@ ScoreTerms::ScoreTerms(const Spec& s)
   if (s.bias) {
     bias_.dim(0).set_stride(Expr());
     inputs_.push_back(bias_);
+  }
+  for (const AuxTensor& a : s.aux) {
+    ImageParam p(a.elementType == expr::Type::Int ? Int(32) : Float(32),
+                 static_cast<int>(a.dims.size()), a.name);
+    p.dim(0).set_stride(Expr());
+    aux_.emplace(a.name, p);
+    inputs_.push_back(p);
   }
   // The variant's parameters (w_q, w1, e, omega, ...), as the manifest declares them; constant
   // extents are bounds Halide can use, Tk (Linformer's E and F) is known at run time.
@@ -158,7 +165,15 @@ Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const
     x -= alibiSlopes_(h) * cast<float>(abs(position(queryRow) - key));
   if (s.bias)
     x += cast<float>(bias_(keyIn, rowIn, broadcastIndex(bias_, 2, h), broadcastIndex(bias_, 3, b)));
+  if (s.scoreMod.tree)
+    x = translate(*s.scoreMod.tree, expressionPoint(queryRow, key, h, b, x), s, aux_);
   return x;
+}
+
+ExprPoint ScoreTerms::expressionPoint(Expr queryRow, Expr key, Expr h, Expr b, Expr score) const {
+  const Expr rowIn = clamp(queryRow, 0, seqQ_ - 1), keyIn = clamp(key, 0, seqK_ - 1);
+  const Expr g = h / static_cast<int>(spec_.groupSize());
+  return {b, h, g, rowIn, keyIn, position(rowIn), seqQ_, seqK_, score};
 }
 
 Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b, bool sameResidueClass) const {
@@ -179,6 +194,9 @@ Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b, bool sameResidueC
   if (m.has(MaskKind::Tensor))
     keep =
         keep && mask_(keyIn, rowIn, broadcastIndex(mask_, 2, h), broadcastIndex(mask_, 3, b)) != 0;
+  if (s.maskMod.tree)
+    keep = keep &&
+           translate(*s.maskMod.tree, expressionPoint(queryRow, key, h, b, Expr()), s, aux_);
   if (!m.hasSparsityPattern())
     return keep;
   Expr any = cast<bool>(false);

@@ -1,10 +1,12 @@
 // Everything in a score element beyond q . k, as Halide Exprs: the run-time inputs the spec
-// needs (lengths, mask, bias, block layout), the modifiers (softcap, ALiBi, bias), the masks,
+// needs (lengths, mask, bias, block layout, aux tensors), the modifiers (softcap, ALiBi, bias,
+// score_mod), the masks (with mask_mod),
 // block liveness from the mask's form, dropout, and RoPE. Shared by the streaming pass and the
 // weights pass, so both see one definition.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_SCORETERMS_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_SCORETERMS_H
 
+#include "Backends/Halide/ExprToHalide.h"
 #include "Spec/Spec.h"
 
 #include <Halide.h>
@@ -48,12 +50,12 @@ public:
   // The query row's position among the keys.
   Halide::Expr position(Halide::Expr queryRow) const { return queryRow + offset_; }
 
-  // softcap, then ALiBi, then the bias tensor, on a scaled score.
+  // softcap, then ALiBi, then the bias tensor, then score_mod, on a scaled score.
   Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                         Halide::Expr b) const;
-  // Whether the masks keep (queryRow, key); false for keys past Tk. With `sameResidueClass`
-  // the caller guarantees (ResidueOrder) that query and key positions agree mod the stride or
-  // dilation, so that test of strided and dilated is left out.
+  // Whether the masks and mask_mod keep (queryRow, key); false for keys past Tk. With
+  // `sameResidueClass` the caller guarantees (ResidueOrder) that query and key positions agree
+  // mod the stride or dilation, so that test of strided and dilated is left out.
   Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b,
                     bool sameResidueClass = false) const;
   // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all,
@@ -77,6 +79,9 @@ private:
   // Whether drawn(qb, kb) holds for some pattern block (qb, kb) the region overlaps.
   Halide::Expr somePatternBlock(const ScoreRegion& region,
                                 const std::function<Halide::Expr(Halide::Expr, Halide::Expr)>& drawn) const;
+  // The expressions' variables at (queryRow, key), with the tail of a tile clamped inside.
+  ExprPoint expressionPoint(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
+                            Halide::Expr b, Halide::Expr score) const;
   // BigBird's structured and random blocks.
   Halide::Expr bigbirdDrawn(Halide::Expr qb, Halide::Expr kb, Halide::Expr h) const;
 
@@ -84,6 +89,7 @@ private:
   Halide::ImageParam q_, k_, v_, lengths_, mask_, bias_, layout_;
   std::vector<Halide::ImageParam> inputs_;
   std::map<std::string, Halide::ImageParam> params_;
+  std::map<std::string, Halide::ImageParam> aux_; // the expressions' aux tensors
   Halide::Expr seqQ_, seqK_, keys_, offset_;
   Halide::Func bigbirdRandom_;        // (r, query block, h): the drawn key blocks
   Halide::Func rope_;                 // (pair, position): Tuple(cos, sin)

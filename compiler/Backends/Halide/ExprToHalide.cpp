@@ -1,0 +1,141 @@
+#include "Backends/Halide/ExprToHalide.h"
+
+#include <algorithm>
+
+namespace attnc::halide {
+namespace {
+
+using namespace Halide;
+
+Type halideType(expr::Type type) {
+  switch (type) {
+  case expr::Type::Int: return Int(32);
+  case expr::Type::Float: return Float(32);
+  case expr::Type::Bool: return Bool();
+  }
+  return Int(32);
+}
+
+class Translator {
+public:
+  Translator(const ExprPoint& point, const Spec& spec,
+             const std::map<std::string, ImageParam>& aux)
+      : point_(point), spec_(spec), aux_(aux) {}
+
+  Expr operator()(const expr::Node& n) const {
+    using expr::Op;
+    auto arg = [&](size_t i) { return (*this)(n.args[i]); };
+    // An operand in the node's own numeric type (ints promote to float beside a float).
+    auto as = [&](size_t i, expr::Type type) { return cast(halideType(type), arg(i)); };
+    const expr::Type wide = n.args.size() == 2 && (n.args[0].type == expr::Type::Float ||
+                                                   n.args[1].type == expr::Type::Float)
+                                ? expr::Type::Float
+                                : expr::Type::Int;
+    switch (n.op) {
+    case Op::IntLiteral: return Expr(static_cast<int32_t>(n.intValue));
+    case Op::FloatLiteral: return Expr(static_cast<float>(n.floatValue));
+    case Op::BoolLiteral: return cast<bool>(n.intValue != 0);
+    case Op::Variable: return variable(n.name);
+    case Op::Param: return param(n.name);
+    case Op::Aux: return read(n);
+    case Op::Neg: return -arg(0);
+    case Op::Not: return !arg(0);
+    case Op::Add: return as(0, n.type) + as(1, n.type);
+    case Op::Sub: return as(0, n.type) - as(1, n.type);
+    case Op::Mul: return as(0, n.type) * as(1, n.type);
+    case Op::Div: return as(0, expr::Type::Float) / as(1, expr::Type::Float);
+    case Op::Mod: return floorModulo(arg(0), arg(1));
+    case Op::Lt: return as(0, wide) < as(1, wide);
+    case Op::Le: return as(0, wide) <= as(1, wide);
+    case Op::Gt: return as(0, wide) > as(1, wide);
+    case Op::Ge: return as(0, wide) >= as(1, wide);
+    case Op::Eq:
+      return n.args[0].type == expr::Type::Bool ? arg(0) == arg(1) : as(0, wide) == as(1, wide);
+    case Op::Ne:
+      return n.args[0].type == expr::Type::Bool ? arg(0) != arg(1) : as(0, wide) != as(1, wide);
+    case Op::And: return arg(0) && arg(1);
+    case Op::Or: return arg(0) || arg(1);
+    case Op::Where:
+      return n.type == expr::Type::Bool ? select(arg(0), arg(1), arg(2))
+                                        : select(arg(0), as(1, n.type), as(2, n.type));
+    case Op::Min: return min(as(0, n.type), as(1, n.type));
+    case Op::Max: return max(as(0, n.type), as(1, n.type));
+    case Op::Clamp: return min(max(as(0, n.type), as(1, n.type)), as(2, n.type));
+    case Op::Abs:
+      // Halide's abs of an int is unsigned; the language's stays an int.
+      return n.type == expr::Type::Int ? cast<int32_t>(abs(arg(0))) : abs(arg(0));
+    case Op::Floor: return floorToInt(n.args[0]);
+    case Op::Exp: return exp(as(0, expr::Type::Float));
+    case Op::Log: return log(as(0, expr::Type::Float));
+    case Op::Sqrt: return sqrt(as(0, expr::Type::Float));
+    case Op::Tanh: return tanh(as(0, expr::Type::Float));
+    case Op::Sigmoid: return 1.0f / (1.0f + exp(-as(0, expr::Type::Float)));
+    case Op::Bit: {
+      // Bits 32..63 of a sign-extended 32-bit word are its sign.
+      const Expr word = arg(0), index = arg(1);
+      const Expr low = ((word >> clamp(index, 0, 31)) & 1) != 0;
+      return index >= 0 && index < 64 && select(index < 32, low, word < 0);
+    }
+    }
+    return Expr(); // not reached: every op is handled above
+  }
+
+private:
+  Expr variable(const std::string& name) const {
+    const ExprPoint& p = point_;
+    if (name == "b") return p.b;
+    if (name == "h") return p.h;
+    if (name == "g") return p.g;
+    if (name == "q_idx") return p.qIdx;
+    if (name == "kv_idx") return p.kvIdx;
+    if (name == "qpos") return p.qpos;
+    if (name == "Tq") return p.tq;
+    if (name == "Tk") return p.tk;
+    return p.score;
+  }
+
+  Expr param(const std::string& name) const {
+    const auto p = std::find_if(spec_.params.begin(), spec_.params.end(),
+                                [&](const SpecParam& q) { return q.name == name; });
+    return p->value.type == expr::Type::Int ? Expr(static_cast<int32_t>(p->value.i))
+                                            : Expr(static_cast<float>(p->value.f));
+  }
+
+  // Halide numbers dimensions innermost first, so index k of a rank-n tensor is dim n-1-k.
+  Expr read(const expr::Node& n) const {
+    const ImageParam& tensor = aux_.at(n.name);
+    const int rank = static_cast<int>(n.args.size());
+    std::vector<Expr> at(rank);
+    for (int k = 0; k < rank; ++k)
+      at[rank - 1 - k] = clamp((*this)(n.args[k]), 0, tensor.dim(rank - 1 - k).extent() - 1);
+    return tensor(at);
+  }
+
+  // The divisor's sign (Halide's % is Euclidean: never negative); x % 0 is 0 in both.
+  static Expr floorModulo(Expr x, Expr m) {
+    const Expr r = x % m;
+    return select(m == 0, 0, m < 0 && r != 0, r + m, r);
+  }
+
+  // floor to a 32-bit int: NaN gives 0, and values past the int range saturate.
+  Expr floorToInt(const expr::Node& operand) const {
+    if (operand.type == expr::Type::Int)
+      return (*this)(operand);
+    const Expr x = (*this)(operand);
+    const Expr saturated = clamp(floor(x), -2147483648.0f, 2147483520.0f);
+    return select(is_nan(x), 0, cast<int32_t>(saturated));
+  }
+
+  const ExprPoint& point_;
+  const Spec& spec_;
+  const std::map<std::string, ImageParam>& aux_;
+};
+
+} // namespace
+
+Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
+               const std::map<std::string, ImageParam>& aux) {
+  return Translator(point, spec, aux)(node);
+}
+
+} // namespace attnc::halide

@@ -1,0 +1,28 @@
+// An attention expression (compiler/Expr) as a Halide Expr: ints in 32 bits, floats in f32,
+// bools as Halide bools, with the language's semantics (ExprEval.h) wherever a value stays
+// within 32 bits: floor modulo with x % 0 = 0, floor of NaN = 0, bit() of a sign-extended word.
+#ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTOHALIDE_H
+#define ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTOHALIDE_H
+
+#include "Spec/Spec.h"
+
+#include <Halide.h>
+#include <map>
+#include <string>
+
+namespace attnc::halide {
+
+// The variables at one score element. qIdx and kvIdx are inside [0, Tq) and [0, Tk): the
+// caller clamps a tile's tail, whose elements the masks drop.
+struct ExprPoint {
+  Halide::Expr b, h, g, qIdx, kvIdx, qpos, tq, tk, score;
+};
+
+// `aux` holds the spec's aux tensors by name; their reads are clamped to the buffer's extent,
+// which the spec's check proved they never leave, so Halide's bounds inference sees the region.
+Halide::Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
+                       const std::map<std::string, Halide::ImageParam>& aux);
+
+} // namespace attnc::halide
+
+#endif // ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTOHALIDE_H

@@ -1,0 +1,38 @@
+// What the f64 reference's expressions read in a kernel call: the spec's params and its aux
+// tensors' elements, bound from the call's tensors.
+#ifndef ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H
+#define ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H
+
+#include "Expr/ExprEval.h"
+#include "Reference/KernelTensors.h"
+
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+class ExpressionInputs {
+public:
+  explicit ExpressionInputs(const KernelTensors& tensors);
+  ExpressionInputs(const ExpressionInputs&) = delete; // the environment points back here
+  ExpressionInputs& operator=(const ExpressionInputs&) = delete;
+
+  const expr::Environment& environment() const { return environment_; }
+
+private:
+  struct AuxValues {
+    expr::Type type;
+    std::vector<int64_t> shape;
+    std::vector<double> values; // dense, row-major
+  };
+  expr::Value element(const std::string& name, std::span<const int64_t> indices) const;
+
+  std::map<std::string, AuxValues> aux_;
+  expr::Environment environment_;
+};
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H

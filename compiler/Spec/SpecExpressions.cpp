@@ -1,0 +1,252 @@
+#include "Spec/SpecExpressions.h"
+
+#include "Abi/Arguments.h"
+#include "Expr/ExprIndexCheck.h"
+#include "Expr/ExprParse.h"
+#include "Expr/ExprPrint.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <set>
+
+namespace attnc {
+namespace {
+
+constexpr std::string_view kAuxAllowed =
+    "space-separated name:type[dims], type i32 or f32, 1 to 4 dims each B, Tq, Tk, heads, "
+    "kv_heads or an integer in [1, 2147483647] (aux=\"doc:i32[B,Tk] rel:f32[heads,257]\")";
+constexpr std::string_view kParamsAllowed =
+    "space-separated name=number (params=\"cap=30 w=128\"): an integer within 32 bits, or a "
+    "finite real";
+
+bool isIdentifier(std::string_view name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// A param or aux tensor's name: an identifier the language does not already use.
+void checkName(std::string_view key, std::string_view value, std::string_view name) {
+  auto fail = [&](const std::string& why) {
+    throw SpecError(std::string(key) + "=\"" + std::string(value) + "\": '" + std::string(name) +
+                    "' " + why);
+  };
+  if (!isIdentifier(name))
+    fail("is not a name (a letter or _, then letters, digits or _)");
+  if (expr::isLanguageName(name))
+    fail("is a name of the expression language (a variable or function); choose another");
+}
+
+std::vector<std::string_view> fields(std::string_view text) {
+  std::vector<std::string_view> result;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    const size_t start = i;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    if (i > start)
+      result.push_back(text.substr(start, i - start));
+  }
+  return result;
+}
+
+std::string printNumber(const expr::Value& v) {
+  if (v.type == expr::Type::Int)
+    return std::to_string(v.i);
+  char buffer[32];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, v.f).ptr;
+  std::string text(buffer, end);
+  if (text.find_first_of(".e") == std::string::npos)
+    text += ".0"; // read back as a float
+  return text;
+}
+
+bool knownDim(std::string_view dim) {
+  if (dim == "B" || dim == "Tq" || dim == "Tk" || dim == "heads" || dim == "kv_heads")
+    return true;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(dim.data(), dim.data() + dim.size(), v);
+  return ec == std::errc() && end == dim.data() + dim.size() && v >= 1 && v <= INT32_MAX &&
+         dim[0] != '0';
+}
+
+expr::Affine affineDim(const Spec& s, const std::string& dim) {
+  if (dim == "B")
+    return {0, 1, 0, 0};
+  if (dim == "Tq")
+    return {0, 0, 1, 0};
+  if (dim == "Tk")
+    return {0, 0, 0, 1};
+  if (dim == "heads")
+    return {static_cast<double>(s.heads), 0, 0, 0};
+  if (dim == "kv_heads")
+    return {static_cast<double>(s.kvHeads), 0, 0, 0};
+  return {static_cast<double>(std::stoll(dim)), 0, 0, 0};
+}
+
+} // namespace
+
+std::vector<SpecParam> parseParams(std::string_view text) {
+  auto fail = [&](const std::string& why) {
+    throw SpecError("params=\"" + std::string(text) + "\": " + why + "; expected " +
+                    std::string(kParamsAllowed));
+  };
+  std::vector<SpecParam> params;
+  for (std::string_view field : fields(text)) {
+    const size_t eq = field.find('=');
+    if (eq == std::string_view::npos)
+      fail("'" + std::string(field) + "' is not name=number");
+    const std::string_view name = field.substr(0, eq), number = field.substr(eq + 1);
+    checkName("params", text, name);
+    const char* first = number.data();
+    const char* last = number.data() + number.size();
+    int64_t i = 0;
+    double f = 0;
+    expr::Value value{expr::Type::Int};
+    if (auto [end, ec] = std::from_chars(first, last, i); ec == std::errc() && end == last) {
+      if (i < INT32_MIN || i > INT32_MAX)
+        fail(std::string(name) + "=" + std::string(number) + " does not fit 32 bits");
+      value.i = i;
+    } else if (auto [end2, ec2] = std::from_chars(first, last, f);
+               ec2 == std::errc() && end2 == last && std::isfinite(f)) {
+      value = {expr::Type::Float, 0, f};
+    } else {
+      fail("'" + std::string(number) + "' is not a number");
+    }
+    for (const SpecParam& p : params)
+      if (p.name == name)
+        fail("'" + std::string(name) + "' is given twice");
+    params.push_back({std::string(name), value});
+  }
+  if (params.empty())
+    fail("no params");
+  std::sort(params.begin(), params.end(),
+            [](const SpecParam& a, const SpecParam& b) { return a.name < b.name; });
+  return params;
+}
+
+std::string printParams(const std::vector<SpecParam>& params) {
+  std::string text;
+  for (const SpecParam& p : params)
+    text += (text.empty() ? "" : " ") + p.name + "=" + printNumber(p.value);
+  return text;
+}
+
+std::vector<AuxTensor> parseAux(std::string_view text) {
+  auto fail = [&](const std::string& why) {
+    throw SpecError("aux=\"" + std::string(text) + "\": " + why + "; expected " +
+                    std::string(kAuxAllowed));
+  };
+  std::vector<AuxTensor> aux;
+  size_t at = 0;
+  auto skipSpace = [&] {
+    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])))
+      ++at;
+  };
+  // Up to (not including) the first of `stops` or a space; the stop must follow.
+  auto until = [&](std::string_view stops) {
+    skipSpace();
+    const size_t start = at;
+    while (at < text.size() && stops.find(text[at]) == std::string_view::npos &&
+           !std::isspace(static_cast<unsigned char>(text[at])))
+      ++at;
+    const std::string_view word = text.substr(start, at - start);
+    skipSpace();
+    if (at == text.size() || stops.find(text[at]) == std::string_view::npos)
+      fail("after '" + std::string(text.substr(0, at)) + "' expected one of '" +
+           std::string(stops) + "'");
+    ++at;
+    return word;
+  };
+  while (skipSpace(), at < text.size()) {
+    AuxTensor tensor;
+    const std::string_view name = until(":");
+    checkName("aux", text, name);
+    tensor.name = std::string(name);
+    const std::string_view type = until("[");
+    if (type != "i32" && type != "f32")
+      fail(tensor.name + ": element type '" + std::string(type) + "' is not i32 or f32");
+    tensor.elementType = type == "i32" ? expr::Type::Int : expr::Type::Float;
+    while (true) {
+      const std::string_view dim = until(",]");
+      if (!knownDim(dim))
+        fail(tensor.name + ": dim '" + std::string(dim) + "' is not B, Tq, Tk, heads, kv_heads "
+                                                          "or an integer in [1, 2147483647]");
+      tensor.dims.emplace_back(dim);
+      if (text[at - 1] == ']')
+        break;
+    }
+    if (tensor.dims.size() > 4)
+      fail(tensor.name + " has " + std::to_string(tensor.dims.size()) + " dims; at most 4");
+    for (const AuxTensor& t : aux)
+      if (t.name == tensor.name)
+        fail("'" + tensor.name + "' is declared twice");
+    aux.push_back(std::move(tensor));
+  }
+  if (aux.empty())
+    fail("no tensors");
+  return aux;
+}
+
+std::string printAux(const std::vector<AuxTensor>& aux) {
+  std::string text;
+  for (const AuxTensor& t : aux) {
+    text += (text.empty() ? "" : " ") + t.name +
+            (t.elementType == expr::Type::Int ? ":i32[" : ":f32[");
+    for (size_t d = 0; d < t.dims.size(); ++d)
+      text += (d ? "," : "") + t.dims[d];
+    text += "]";
+  }
+  return text;
+}
+
+void resolveExpressions(Spec& s) {
+  for (const SpecParam& p : s.params)
+    for (const AuxTensor& t : s.aux)
+      if (p.name == t.name)
+        throw SpecError("'" + p.name + "' is both a param and an aux tensor; names are unique");
+  {
+    std::set<std::string> names;
+    for (const Argument& a : kernelArguments(s))
+      if (!names.insert(a.name).second)
+        throw SpecError("aux=\"" + printAux(s.aux) + "\": '" + a.name +
+                        "' is already an argument of this kernel; choose another name");
+  }
+  expr::Scope scope;
+  expr::IndexFacts facts;
+  facts.heads = s.heads;
+  facts.kvHeads = s.kvHeads;
+  facts.bottomRight = s.causalAlign == CausalAlign::BottomRight;
+  for (const SpecParam& p : s.params) {
+    scope.params.push_back({p.name, p.value.type});
+    facts.params[p.name] = p.value;
+  }
+  for (const AuxTensor& t : s.aux) {
+    scope.aux.push_back({t.name, t.elementType, static_cast<int>(t.dims.size())});
+    std::vector<expr::Affine>& shape = facts.auxShapes[t.name];
+    for (const std::string& dim : t.dims)
+      shape.push_back(affineDim(s, dim));
+  }
+  auto resolve = [&](SpecExpression& e, std::string_view key, expr::Role role) {
+    if (!e.given())
+      return;
+    try {
+      auto tree = std::make_shared<expr::Node>(expr::parseExpr(key, e.text, role, scope));
+      expr::checkAuxIndices(key, e.text, *tree, facts);
+      e.text = expr::print(*tree);
+      e.tree = std::move(tree);
+    } catch (const expr::ExprError& error) {
+      throw SpecError(error.what());
+    }
+  };
+  resolve(s.scoreMod, "score_mod", expr::Role::Score);
+  resolve(s.maskMod, "mask_mod", expr::Role::Mask);
+}
+
+} // namespace attnc

@@ -5,7 +5,7 @@ covers is its rows of the capability table: a spec it does not cover must be ref
 and the table's reason, which the test checks too, so nothing is skipped silently."""
 import unittest
 
-from common import BUILT_BACKENDS, CliTestCase, attnc, verdicts
+from common import BUILT_BACKENDS, CliTestCase, attnc, verdicts, write_npy
 
 
 # Sizes that are multiples of no tile: Tq != Tk both ways, decode (Tq = 1), batch > 1.
@@ -121,6 +121,48 @@ class NumericsMatrix(CliTestCase):
             "heads=2 kv_heads=1 d_k=16 mask=causal+block_sparse block=64 lse=true",
         ]:
             self.check(spec, [("1", "300", "517"), ("2", "129", "64")], backends=["halide"])
+
+    def test_expression_masks_on_structured_inputs(self):
+        # Masks whose key blocks the Halide kernel rules out from the expression's bounds over
+        # each block (written causal, a band, block-diagonal) and through its summaries of aux
+        # tensors (documents: sorted runs of ragged length, a query document absent from the
+        # keys, so whole rows are masked; a shifted and a float read), on long sequences that
+        # are multiples of no tile, so every kind of block (dead, partial, edge) occurs.
+        def documents(count, length, seed):
+            # Ragged runs: run r has length 7 + (r * seed) % 61; ids rise, skipping some.
+            ids, run = [], 0
+            while len(ids) < length:
+                ids += [2 * run + (run % 3 == 1)] * (7 + (run * seed) % 61)
+                run += 1
+            return ids[:length] * count
+
+        specs = [
+            'heads=2 d_k=16 mask_mod="kv_idx <= qpos" lse=true',
+            'heads=2 kv_heads=1 d_k=16 mask_mod="abs(qpos - kv_idx) <= 40 && kv_idx % 5 != 2"',
+            'heads=2 d_k=16 mask_mod="floor(kv_idx / 64) == floor(q_idx / 64) || kv_idx < 3"',
+            'heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk]" '
+            'mask_mod="q_doc[b, q_idx] == kv_doc[b, kv_idx]" lse=true',
+            'heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk]" causal_align=top_left '
+            'mask_mod="q_doc[b, q_idx] == kv_doc[b, clamp(kv_idx + 3, 0, Tk - 1)] && '
+            'kv_idx <= qpos" weights=true',
+            'heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk] gate:f32[Tk]" '
+            'mask_mod="q_doc[b, q_idx] <= kv_doc[b, kv_idx] + 1 && gate[kv_idx] > -1.5"',
+        ]
+        for spec in specs:
+            with self.subTest(spec=spec):
+                r = self.expect(attnc("compile", spec, "--backend", "halide", "-o",
+                                      self.tmp + "/halide"), 0)
+                bundle = r.stdout.strip()
+                for batch, tq, tk in [(2, 300, 517), (1, 129, 64), (2, 1, 700)]:
+                    files = []
+                    if "q_doc" in spec:
+                        for name, length, seed in [("q_doc", tq, 5), ("kv_doc", tk, 11)]:
+                            path = "%s/%s_%d.npy" % (self.tmp, name, length)
+                            write_npy(path, documents(batch, length, seed), [batch, length],
+                                      "<i4")
+                            files += ["--param", name + "=" + path]
+                    self.expect(attnc("verify", bundle, "--batch", str(batch), "--seq-q",
+                                      str(tq), "--seq-k", str(tk), *files), 0, "PASS")
 
     def test_presets(self):
         for preset in PRESETS:

@@ -94,6 +94,7 @@ ScoreTerms::ScoreTerms(const Spec& s)
     aux_.emplace(a.name, p);
     inputs_.push_back(p);
   }
+  auxSummaries_ = std::make_unique<AuxSummaries>(s, aux_);
   // The variant's parameters (w_q, w1, e, omega, ...), as the manifest declares them; constant
   // extents are bounds Halide can use, Tk (Linformer's E and F) is known at run time.
   for (const Argument& a : kernelArguments(s)) {
@@ -143,6 +144,8 @@ std::vector<Func> ScoreTerms::tables() const {
   for (const Func& f : {bigbirdRandom_, rope_})
     if (f.defined())
       defined.push_back(f);
+  for (const Func& f : auxSummaries_->funcs())
+    defined.push_back(f);
   return defined;
 }
 
@@ -229,6 +232,14 @@ Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
     live = live && firstKey <= position(region.lastRow);
   if (m.has(MaskKind::Padding))
     live = live && firstKey < lengths_(b);
+  if (spec_.maskMod.tree) {
+    const Expr lastRow = min(region.lastRow, seqQ_ - 1);
+    const Expr g = h / static_cast<int>(spec_.groupSize());
+    const TileRanges tile{region.firstRow, lastRow, firstKey, min(lastKey, seqK_ - 1),
+                          position(region.firstRow), position(lastRow), b, h, g, seqQ_, seqK_,
+                          region.maxRows, region.maxKeys};
+    live = live && maskMayKeep(*spec_.maskMod.tree, tile, spec_, aux_, *auxSummaries_);
+  }
   if (!m.hasSparsityPattern())
     return live;
   // Sparsity patterns unite, so the region is live when any pattern can reach it; strided is

@@ -6,12 +6,14 @@
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_SCORETERMS_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_SCORETERMS_H
 
+#include "Backends/Halide/ExprTileBounds.h"
 #include "Backends/Halide/ExprToHalide.h"
 #include "Spec/Spec.h"
 
 #include <Halide.h>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,16 +61,16 @@ public:
   Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b,
                     bool sameResidueClass = false) const;
   // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all,
-  // from the mask's symbolic form (causal, padding, and the union of window, dilated's window,
-  // global tokens and the blocks block_sparse's layout and BigBird draw); true when the form
-  // does not rule it out.
+  // from the mask's symbolic form (causal, padding, mask_mod's bounds over the region, and the
+  // union of window, dilated's window, global tokens and the blocks block_sparse's layout and
+  // BigBird draw); true when the form does not rule it out.
   Halide::Expr blockLive(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
   // The factor dropout puts on prob(queryRow, key): 1 / (1 - p) when kept, 0 when dropped,
   // bit-identical to random::dropoutKeeps. Only meaningful when the spec has dropout.
   Halide::Expr dropFactor(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                           Halide::Expr b) const;
-  // Small tables the terms read (BigBird's drawn blocks, RoPE's cos/sin): the schedule
-  // computes them once per call.
+  // Small tables the terms read (BigBird's drawn blocks, RoPE's cos/sin, aux summaries): the
+  // schedule computes them once per call.
   std::vector<Halide::Func> tables() const;
 
   // Element d of x rotated by RoPE at `position`, where element(e) gives x's element e.
@@ -90,6 +92,7 @@ private:
   std::vector<Halide::ImageParam> inputs_;
   std::map<std::string, Halide::ImageParam> params_;
   std::map<std::string, Halide::ImageParam> aux_; // the expressions' aux tensors
+  std::unique_ptr<AuxSummaries> auxSummaries_;     // for mask_mod's block liveness
   Halide::Expr seqQ_, seqK_, keys_, offset_;
   Halide::Func bigbirdRandom_;        // (r, query block, h): the drawn key blocks
   Halide::Func rope_;                 // (pair, position): Tuple(cos, sin)

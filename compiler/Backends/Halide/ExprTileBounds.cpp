@@ -1,0 +1,415 @@
+#include "Backends/Halide/ExprTileBounds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace attnc::halide {
+namespace {
+
+using namespace Halide;
+using expr::Node;
+using expr::Op;
+
+// A number's range [lo, hi] as kernel values (int32 or f32), or unknown.
+struct Range {
+  bool known = false;
+  Expr lo, hi;
+};
+
+// Which values a bool can take over the tile.
+struct Truth {
+  Expr canBeTrue, canBeFalse;
+};
+
+Range known(Expr lo, Expr hi) {
+  return {true, std::move(lo), std::move(hi)};
+}
+
+Truth either() {
+  return {cast<bool>(true), cast<bool>(true)};
+}
+
+// The most summary lookups per aux read per block: past them the read is taken as unbounded.
+constexpr int64_t kMaxLookups = 64;
+
+// Whether a node's value can change inside a tile: it reads q_idx, kv_idx, qpos or an aux
+// tensor (whose indices might).
+bool varies(const Node& n) {
+  if (n.op == Op::Variable && (n.name == "q_idx" || n.name == "kv_idx" || n.name == "qpos"))
+    return true;
+  if (n.op == Op::Aux)
+    return true;
+  return std::any_of(n.args.begin(), n.args.end(), varies);
+}
+
+// The reads of aux tensors under `n` that vary along exactly one dimension: (tensor, dimension).
+void varyingReads(const Node& n, std::set<std::pair<std::string, int>>& reads) {
+  for (const Node& a : n.args)
+    varyingReads(a, reads);
+  if (n.op != Op::Aux)
+    return;
+  int varying = -1, count = 0;
+  for (size_t k = 0; k < n.args.size(); ++k)
+    if (varies(n.args[k])) {
+      varying = static_cast<int>(k);
+      ++count;
+    }
+  if (count == 1)
+    reads.insert({n.name, varying});
+}
+
+class TileBounds {
+public:
+  TileBounds(const TileRanges& tile, const Spec& spec,
+             const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries)
+      : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries) {}
+
+  Truth truth(const Node& n) const {
+    switch (n.op) {
+    case Op::BoolLiteral:
+      return {cast<bool>(n.intValue != 0), cast<bool>(n.intValue == 0)};
+    case Op::Not: {
+      const Truth a = truth(n.args[0]);
+      return {a.canBeFalse, a.canBeTrue};
+    }
+    case Op::And: {
+      const Truth a = truth(n.args[0]), b = truth(n.args[1]);
+      return {a.canBeTrue && b.canBeTrue, a.canBeFalse || b.canBeFalse};
+    }
+    case Op::Or: {
+      const Truth a = truth(n.args[0]), b = truth(n.args[1]);
+      return {a.canBeTrue || b.canBeTrue, a.canBeFalse && b.canBeFalse};
+    }
+    case Op::Where: {
+      const Truth c = truth(n.args[0]), a = truth(n.args[1]), b = truth(n.args[2]);
+      return {(c.canBeTrue && a.canBeTrue) || (c.canBeFalse && b.canBeTrue),
+              (c.canBeTrue && a.canBeFalse) || (c.canBeFalse && b.canBeFalse)};
+    }
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+      return compared(n);
+    default:
+      return either(); // aux reads of bools do not exist; bit() is not bounded here
+    }
+  }
+
+private:
+  Truth compared(const Node& n) const {
+    if (n.args[0].type == expr::Type::Bool) // bool == bool: bounded only through its operands
+      return either();
+    const bool floats =
+        n.args[0].type == expr::Type::Float || n.args[1].type == expr::Type::Float;
+    const Range a = as(range(n.args[0]), floats), b = as(range(n.args[1]), floats);
+    if (!a.known || !b.known)
+      return either();
+    // a < b can hold when a's least is below b's greatest, and fail when a's greatest is at or
+    // above b's least; the others follow by symmetry.
+    switch (n.op) {
+    case Op::Lt: return {a.lo < b.hi, a.hi >= b.lo};
+    case Op::Le: return {a.lo <= b.hi, a.hi > b.lo};
+    case Op::Gt: return {a.hi > b.lo, a.lo <= b.hi};
+    case Op::Ge: return {a.hi >= b.lo, a.lo < b.hi};
+    case Op::Eq: {
+      const Expr overlap = a.lo <= b.hi && b.lo <= a.hi;
+      const Expr bothOne = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
+      return {overlap, !bothOne};
+    }
+    default: {
+      const Expr overlap = a.lo <= b.hi && b.lo <= a.hi;
+      const Expr bothOne = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
+      return {!bothOne, overlap};
+    }
+    }
+  }
+
+  static Range as(const Range& r, bool floats) {
+    if (!r.known || !floats)
+      return r;
+    return known(cast<float>(r.lo), cast<float>(r.hi));
+  }
+
+  static std::optional<double> literal(const Node& n) {
+    if (n.op == Op::IntLiteral)
+      return static_cast<double>(n.intValue);
+    if (n.op == Op::FloatLiteral)
+      return n.floatValue;
+    return std::nullopt;
+  }
+
+  std::optional<double> constantOf(const Node& n) const {
+    if (n.op == Op::Param)
+      for (const SpecParam& p : spec_.params)
+        if (p.name == n.name)
+          return p.value.number();
+    if (n.op == Op::Neg)
+      if (auto c = constantOf(n.args[0]))
+        return -*c;
+    return literal(n);
+  }
+
+  Range range(const Node& n) const {
+    const bool floats = n.type == expr::Type::Float;
+    auto arg = [&](size_t i) { return as(range(n.args[i]), floats); };
+    switch (n.op) {
+    case Op::IntLiteral:
+    case Op::FloatLiteral:
+    case Op::Param: {
+      const double c = *constantOf(n);
+      const Expr e = floats ? Expr(static_cast<float>(c)) : Expr(static_cast<int32_t>(c));
+      return known(e, e);
+    }
+    case Op::Variable: return variable(n.name);
+    case Op::Neg: {
+      const Range a = arg(0);
+      return a.known ? known(-a.hi, -a.lo) : a;
+    }
+    case Op::Add:
+    case Op::Sub: {
+      const Range a = arg(0), b = arg(1);
+      if (!a.known || !b.known)
+        return {};
+      return n.op == Op::Add ? known(a.lo + b.lo, a.hi + b.hi) : known(a.lo - b.hi, a.hi - b.lo);
+    }
+    case Op::Mul: {
+      const Range a = arg(0), b = arg(1);
+      if (!a.known || !b.known)
+        return {};
+      const Expr p1 = a.lo * b.lo, p2 = a.lo * b.hi, p3 = a.hi * b.lo, p4 = a.hi * b.hi;
+      return known(min(min(p1, p2), min(p3, p4)), max(max(p1, p2), max(p3, p4)));
+    }
+    case Op::Div: {
+      // By a constant only: a range that may hold 0 divides to anything.
+      const auto divisor = constantOf(n.args[1]);
+      const Range a = as(range(n.args[0]), true);
+      if (!a.known || !divisor || *divisor == 0)
+        return {};
+      const Expr d = static_cast<float>(*divisor);
+      return *divisor > 0 ? known(a.lo / d, a.hi / d) : known(a.hi / d, a.lo / d);
+    }
+    case Op::Mod: {
+      const auto m = constantOf(n.args[1]);
+      if (!m || *m == 0)
+        return {};
+      const int32_t mod = static_cast<int32_t>(*m);
+      return mod > 0 ? known(Expr(0), Expr(mod - 1)) : known(Expr(mod + 1), Expr(0));
+    }
+    case Op::Min:
+    case Op::Max:
+    case Op::Clamp: {
+      Range r = arg(0);
+      for (size_t i = 1; i < n.args.size(); ++i) {
+        const Range other = arg(i);
+        if (!r.known || !other.known)
+          return {};
+        const bool lower = n.op == Op::Min || (n.op == Op::Clamp && i == 2);
+        r = lower ? known(min(r.lo, other.lo), min(r.hi, other.hi))
+                  : known(max(r.lo, other.lo), max(r.hi, other.hi));
+      }
+      return r;
+    }
+    case Op::Abs: {
+      const Range a = arg(0);
+      if (!a.known)
+        return {};
+      const Expr zero = floats ? Expr(0.0f) : Expr(0);
+      const Expr lo = select(a.lo >= zero, a.lo, a.hi <= zero, -a.hi, zero);
+      return known(lo, max(-a.lo, a.hi));
+    }
+    case Op::Where: {
+      const Truth c = truth(n.args[0]);
+      const Range a = arg(1), b = arg(2);
+      if (!a.known || !b.known)
+        return {};
+      return known(select(!c.canBeFalse, a.lo, !c.canBeTrue, b.lo, min(a.lo, b.lo)),
+                   select(!c.canBeFalse, a.hi, !c.canBeTrue, b.hi, max(a.hi, b.hi)));
+    }
+    case Op::Floor: {
+      const Range a = range(n.args[0]);
+      if (!a.known || n.args[0].type == expr::Type::Int)
+        return a;
+      return known(cast<int32_t>(floor(a.lo)), cast<int32_t>(floor(a.hi)));
+    }
+    case Op::Aux: return auxRange(n);
+    default:
+      return {}; // transcendental functions
+    }
+  }
+
+  // The most an int index's value can differ between two elements of one tile, known when the
+  // kernel is built; nullopt when not bounded so.
+  std::optional<int64_t> spanOf(const Node& n) const {
+    auto spans = [&](size_t i) { return spanOf(n.args[i]); };
+    switch (n.op) {
+    case Op::IntLiteral:
+    case Op::FloatLiteral:
+    case Op::Param: return 0;
+    case Op::Variable:
+      if (n.name == "q_idx" || n.name == "qpos")
+        return tile_.maxRows - 1;
+      if (n.name == "kv_idx")
+        return tile_.maxKeys - 1;
+      return 0; // b, h, g, Tq, Tk: one value per tile
+    case Op::Neg:
+    case Op::Abs: return spans(0);
+    case Op::Add:
+    case Op::Sub: {
+      const auto a = spans(0), b = spans(1);
+      return a && b ? std::optional<int64_t>(*a + *b) : std::nullopt;
+    }
+    case Op::Mul: {
+      const auto a = spans(0), b = spans(1);
+      const auto ka = constantOf(n.args[0]), kb = constantOf(n.args[1]);
+      if (a && kb)
+        return static_cast<int64_t>(std::ceil(std::fabs(*kb) * static_cast<double>(*a)));
+      if (b && ka)
+        return static_cast<int64_t>(std::ceil(std::fabs(*ka) * static_cast<double>(*b)));
+      return std::nullopt;
+    }
+    case Op::Div: {
+      const auto a = spans(0);
+      const auto d = constantOf(n.args[1]);
+      if (!a || !d || *d == 0)
+        return std::nullopt;
+      return static_cast<int64_t>(std::ceil(static_cast<double>(*a) / std::fabs(*d)));
+    }
+    case Op::Floor: {
+      const auto a = spans(0);
+      return a ? std::optional<int64_t>(*a + 1) : std::nullopt;
+    }
+    case Op::Mod: {
+      const auto a = spans(0);
+      const auto m = constantOf(n.args[1]);
+      if (!a || !m || *m == 0)
+        return std::nullopt;
+      return std::min<int64_t>(*a, static_cast<int64_t>(std::fabs(*m)) - 1);
+    }
+    case Op::Min:
+    case Op::Max:
+    case Op::Clamp: {
+      // min(a, b) lies in [min(lo_a, lo_b), min(hi_a, hi_b)]: no wider than the wider operand.
+      int64_t widest = 0;
+      for (size_t i = 0; i < n.args.size(); ++i) {
+        const auto s = spans(i);
+        if (!s)
+          return std::nullopt;
+        widest = std::max(widest, *s);
+      }
+      return widest;
+    }
+    default: return std::nullopt; // where, aux reads, transcendental functions
+    }
+  }
+
+  // The least and greatest element over the indices' ranges: one index may vary over the tile,
+  // scanned from its least to its greatest value; the others are fixed for the tile.
+  Range auxRange(const Node& n) const {
+    const ImageParam& tensor = aux_.at(n.name);
+    const int rank = static_cast<int>(n.args.size());
+    int varying = -1;
+    std::vector<Range> indices;
+    for (int k = 0; k < rank; ++k) {
+      indices.push_back(range(n.args[k]));
+      if (!indices.back().known)
+        return {};
+      if (varies(n.args[k])) {
+        if (varying >= 0)
+          return {};
+        varying = k;
+      }
+    }
+    // Halide numbers dimensions innermost first: index k is dim rank-1-k.
+    auto last = [&](int k) { return tensor.dim(rank - 1 - k).extent() - 1; };
+    std::vector<Expr> at(rank);
+    for (int k = 0; k < rank; ++k)
+      at[rank - 1 - k] = clamp(indices[k].lo, 0, last(k));
+    if (varying < 0) {
+      const Expr value = tensor(at);
+      return known(value, value);
+    }
+    const std::optional<int64_t> span = spanOf(n.args[varying]);
+    const AuxSummaries::Summary* summary = summaries_.find(n.name, varying);
+    if (!span || !summary || *span / kSummaryChunk + 2 > kMaxLookups)
+      return {};
+    // The chunks the index's range touches: at most span / chunk + 2 of them.
+    const Expr first = clamp(indices[varying].lo, 0, last(varying));
+    const Expr lastChunk = clamp(indices[varying].hi, first, last(varying)) / kSummaryChunk;
+    Expr least, greatest;
+    for (int64_t c = 0; c <= *span / kSummaryChunk + 1; ++c) {
+      at[rank - 1 - varying] = min(first / kSummaryChunk + static_cast<int>(c), lastChunk);
+      const Expr low = summary->least(at), high = summary->greatest(at);
+      least = c == 0 ? low : min(least, low);
+      greatest = c == 0 ? high : max(greatest, high);
+    }
+    return known(least, greatest);
+  }
+
+  Range variable(const std::string& name) const {
+    const TileRanges& t = tile_;
+    if (name == "b") return known(t.b, t.b);
+    if (name == "h") return known(t.h, t.h);
+    if (name == "g") return known(t.g, t.g);
+    if (name == "q_idx") return known(t.firstRow, t.lastRow);
+    if (name == "kv_idx") return known(t.firstKey, t.lastKey);
+    if (name == "qpos") return known(t.firstPos, t.lastPos);
+    if (name == "Tq") return known(t.tq, t.tq);
+    if (name == "Tk") return known(t.tk, t.tk);
+    return {}; // score: masks never read it
+  }
+
+  const TileRanges& tile_;
+  const Spec& spec_;
+  const std::map<std::string, ImageParam>& aux_;
+  const AuxSummaries& summaries_;
+};
+
+} // namespace
+
+AuxSummaries::AuxSummaries(const Spec& spec, const std::map<std::string, ImageParam>& aux) {
+  if (!spec.maskMod.tree)
+    return;
+  std::set<std::pair<std::string, int>> reads;
+  varyingReads(*spec.maskMod.tree, reads);
+  for (const auto& [name, varying] : reads) {
+    const ImageParam& tensor = aux.at(name);
+    const int rank = tensor.dimensions(), dim = rank - 1 - varying; // Halide's order
+    std::vector<Var> vars;
+    for (int d = 0; d < rank; ++d)
+      vars.emplace_back("i" + std::to_string(d));
+    RDom within(0, kSummaryChunk, name + "_chunk");
+    std::vector<Expr> at(vars.begin(), vars.end());
+    at[dim] = min(vars[dim] * kSummaryChunk + within, tensor.dim(dim).extent() - 1);
+    Summary summary{Func(name + "_least_" + std::to_string(varying)),
+                    Func(name + "_greatest_" + std::to_string(varying))};
+    summary.least(vars) = minimum(tensor(at));
+    summary.greatest(vars) = maximum(tensor(at));
+    summaries_.emplace(std::pair{name, varying}, summary);
+  }
+}
+
+const AuxSummaries::Summary* AuxSummaries::find(const std::string& tensor, int dimension) const {
+  const auto it = summaries_.find({tensor, dimension});
+  return it == summaries_.end() ? nullptr : &it->second;
+}
+
+std::vector<Func> AuxSummaries::funcs() const {
+  std::vector<Func> all;
+  for (const auto& [key, summary] : summaries_) {
+    all.push_back(summary.least);
+    all.push_back(summary.greatest);
+  }
+  return all;
+}
+
+Expr maskMayKeep(const Node& mask, const TileRanges& tile, const Spec& spec,
+                 const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries) {
+  return TileBounds(tile, spec, aux, summaries).truth(mask).canBeTrue;
+}
+
+} // namespace attnc::halide

@@ -1,0 +1,68 @@
+// The tile classifier of the Halide backend: whether a mask expression can keep any element of a
+// query tile x key block, from interval bounds of the expression over the tile's coordinates,
+// computed by the kernel from the tile's corners (so it holds for every sequence length). A
+// block it rules out is never visited: ScoreTerms::blockLive puts it in the block loop's
+// predicate, which Halide turns into loop bounds when it is affine (kv_idx <= qpos becomes the
+// causal bound) and into a per-block test otherwise.
+//
+// An aux read whose indices vary over the tile along one dimension, by a span known when the
+// kernel is built (q_idx + 3, kv_idx / 2, ...: at most the tile's rows or keys), is bounded by
+// the least and greatest element over the index's range. The kernel reads them from a summary
+// of the aux tensor it computes once per call (AuxSummaries: per chunk of kSummaryChunk indices,
+// the least and greatest element), a few lookups per block: FlexAttention's BlockMask, built by
+// the kernel from the aux tensor instead of by the user. A document mask's block is ruled out
+// when the tile's query documents and the block's key documents cannot meet.
+//
+// The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
+// language leaves overflow unspecified): ints are exact, and the float operations used (+, -, *,
+// / by a constant, floor, min, max) are monotone in each operand under rounding, so their values
+// at the corners bound their values inside. What has no such bound here (reads whose indices
+// vary along two dimensions, transcendental functions, bit) is taken as able to be anything.
+#ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
+#define ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
+
+#include "Spec/Spec.h"
+
+#include <Halide.h>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnc::halide {
+
+// The ranges of the variables over one tile, each end included.
+struct TileRanges {
+  Halide::Expr firstRow, lastRow, firstKey, lastKey, firstPos, lastPos;
+  Halide::Expr b, h, g, tq, tk;
+  int maxRows, maxKeys; // the most rows and keys a tile has (the schedule's tile sizes)
+};
+
+// The indices a summary entry covers along its dimension.
+inline constexpr int kSummaryChunk = 16;
+
+// For each aux tensor and each dimension along which a mask_mod read of it varies over a tile,
+// the least and greatest element of every chunk of kSummaryChunk indices along that dimension
+// (the others indexed as the tensor is).
+class AuxSummaries {
+public:
+  struct Summary {
+    Halide::Func least, greatest;
+  };
+  AuxSummaries(const Spec& spec, const std::map<std::string, Halide::ImageParam>& aux);
+  const Summary* find(const std::string& tensor, int dimension) const;
+  // The schedule computes them once per call, with the other small tables.
+  std::vector<Halide::Func> funcs() const;
+
+private:
+  std::map<std::pair<std::string, int>, Summary> summaries_;
+};
+
+// False only when `mask` is false at every element of the tile; `aux` holds the aux tensors.
+Halide::Expr maskMayKeep(const expr::Node& mask, const TileRanges& tile, const Spec& spec,
+                         const std::map<std::string, Halide::ImageParam>& aux,
+                         const AuxSummaries& summaries);
+
+} // namespace attnc::halide
+
+#endif // ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H

@@ -255,13 +255,4 @@ Bounds bounds(const Node& n, const Box& box) {
   return Bounds::unknown(n.type); // not reached: every op is handled above
 }
 
-TileClass classifyMask(const Node& mask, const Box& box) {
-  const Bounds b = bounds(mask, box);
-  if (!b.canBeFalse)
-    return TileClass::AllKept;
-  if (!b.canBeTrue)
-    return TileClass::AllMasked;
-  return TileClass::Partial;
-}
-
 } // namespace attnc::expr

@@ -1,8 +1,9 @@
 // What an expression can be over a box of points: interval arithmetic on the tree, sound (the
 // true value at every point of the box lies within the bounds) but not always tight, since the
-// variables are taken as independent. It classifies a mask over a query tile and key block as
-// all kept, all masked or partial, and bounds an aux tensor's indices so a spec can be refused
-// when the compiler cannot prove an index inside its tensor.
+// variables are taken as independent. For a mask, which of true and false it can be over the
+// box. The spec's index check (ExprIndexCheck.h) takes from it the constant bounds its affine
+// rules miss; code generators bound tiles with their own arithmetic on run-time values
+// (Backends/Halide/ExprTileBounds.h), the same rules over symbolic corners.
 #ifndef ATTNC_COMPILER_EXPR_EXPRBOUNDS_H
 #define ATTNC_COMPILER_EXPR_EXPRBOUNDS_H
 
@@ -41,12 +42,6 @@ struct Box {
 };
 
 Bounds bounds(const Node& node, const Box& box);
-
-enum class TileClass { AllKept, AllMasked, Partial };
-
-// A mask over `box`: all kept (it is true at every point), all masked (false at every point),
-// or partial (it must be evaluated per element).
-TileClass classifyMask(const Node& mask, const Box& box);
 
 } // namespace attnc::expr
 

@@ -28,6 +28,13 @@ CASES = [
     "heads=4 kv_heads=1 d_k=64 mask=window window_left=20 window_right=3 lse=true dtype=f16",
     "heads=2 d_k=64 d_v=32 alibi=true softcap=30 bias=true mask=tensor+padding dtype=bf16",
     "heads=3 d_k=80 mask=causal lse=true dtype=f16 layout=bshd",
+    # Expressions (docs/spec.md): a causal document mask read through aux summaries; a score_mod
+    # with a table and a tanh cap over a speculative tree mask from packed bits.
+    'heads=4 kv_heads=2 d_k=64 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk]" lse=true '
+    'mask_mod="q_doc[b, q_idx] == kv_doc[b, kv_idx] && kv_idx <= qpos"',
+    'heads=2 d_k=64 aux="rel:f32[heads,257] tree:i32[Tq]" params="cap=30" dtype=f16 '
+    'score_mod="cap * tanh(score / cap) + rel[h, clamp(kv_idx - qpos, -128, 128) + 128]" '
+    'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))"',
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,

@@ -27,6 +27,17 @@ Box tile(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
   return box;
 }
 
+enum class TileClass { AllKept, AllMasked, Partial };
+
+// A mask over a box: all kept (true at every point), all masked (false at every point), or
+// partial.
+TileClass classifyMask(const Node& mask, const Box& box) {
+  const Bounds b = bounds(mask, box);
+  return !b.canBeFalse ? TileClass::AllKept
+         : !b.canBeTrue ? TileClass::AllMasked
+                        : TileClass::Partial;
+}
+
 TEST(ExprBounds, ClassifiesTilesOfCommonMasks) {
   const Node causal = mask("kv_idx <= qpos");
   EXPECT_EQ(classifyMask(causal, tile(64, 127, 0, 63)), TileClass::AllKept);

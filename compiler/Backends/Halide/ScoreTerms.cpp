@@ -233,11 +233,17 @@ Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
   if (m.has(MaskKind::Padding))
     live = live && firstKey < lengths_(b);
   if (spec_.maskMod.tree) {
+    // Halide solves the block loop's predicate for every variable in it, and narrowing the
+    // batch or head loops by it (kv_idx < 1 - b) leaves their buffers sized for fewer heads or
+    // batches than the loops visit: b and h reach the predicate through a call it cannot
+    // invert, so only the row tile and key block are solved for.
+    const Expr opaqueB = unsafe_promise_clamped(b, 0, b.type().max());
+    const Expr opaqueH = unsafe_promise_clamped(h, 0, h.type().max());
     const Expr lastRow = min(region.lastRow, seqQ_ - 1);
-    const Expr g = h / static_cast<int>(spec_.groupSize());
+    const Expr g = opaqueH / static_cast<int>(spec_.groupSize());
     const TileRanges tile{region.firstRow, lastRow, firstKey, min(lastKey, seqK_ - 1),
-                          position(region.firstRow), position(lastRow), b, h, g, seqQ_, seqK_,
-                          region.maxRows, region.maxKeys};
+                          position(region.firstRow), position(lastRow), opaqueB, opaqueH, g,
+                          seqQ_, seqK_, region.maxRows, region.maxKeys};
     live = live && maskMayKeep(*spec_.maskMod.tree, tile, spec_, aux_, *auxSummaries_);
   }
   if (!m.hasSparsityPattern())

@@ -67,6 +67,9 @@ void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleP
     f.compute_at(a.state, row).store_in(MemoryType::Stack);
   for (Func f : {a.masked, a.prob})
     f.bound_storage(row, 1).bound_storage(jj, keys).bound_storage(a.kb, 1);
+  for (Func f : {a.blockMax, a.blockSum, a.blockAcc})
+    f.bound_storage(row, 1).bound_storage(a.kb, 1);
+  a.blockAcc.bound_storage(d, static_cast<int>(spec.dV));
   a.score.compute_at(a.masked, jj);
   if (stagedBytes(spec, rows, keys) <= kSharedLimit) {
     a.query.compute_at(a.state, tile).reorder(d, row);

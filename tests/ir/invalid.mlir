@@ -112,3 +112,60 @@ func.func @pack_width(%q: memref<?x4x?x32xf32>, %p: memref<16x48xf32>, %i: index
   return
 }
 
+
+// -----
+
+func.func @mask_mod_yields_a_float(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{mask_mod must end in gpu.yield of one 'i1'}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        gpu.yield %s : f32
+      }
+  return
+}
+
+// -----
+
+func.func @score_mod_signature(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{score_mod takes (f32, i32 x 8): score, b, h, g, q_idx, kv_idx, qpos, Tq, Tk}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+      score_mod {
+      ^bb0(%s: f32):
+        gpu.yield %s : f32
+      }
+  return
+}
+
+// -----
+
+func.func @aux_load_rank(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>,
+                         %doc: tensor<1x4xi32>) {
+  %o = attn.attention %q, %k, %v aux(%doc : tensor<1x4xi32>) {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        // expected-error @+1 {{takes 2 indices for aux tensor 0, got 1}}
+        %d = attn.aux_load 0 [%j] : i32
+        %c = arith.cmpi eq, %d, %i : i32
+        gpu.yield %c : i1
+      }
+  return
+}
+
+// -----
+
+func.func @aux_load_missing(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        // expected-error @+1 {{reads aux tensor 0 of an op that has 0}}
+        %d = attn.aux_load 0 [%j] : i32
+        %c = arith.cmpi eq, %d, %i : i32
+        gpu.yield %c : i1
+      }
+  return
+}

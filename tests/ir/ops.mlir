@@ -29,3 +29,34 @@ func.func @padding_window_bias_lse(%q: tensor<?x4x?x32xbf16>, %k: tensor<?x4x?x3
       -> tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
   return %o, %lse : tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
 }
+
+// A document mask and a score_mod as regions over the op's aux tensors.
+// CHECK-LABEL: func.func @expressions
+func.func @expressions(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
+                       %v: tensor<?x2x?x16xf32>, %doc: tensor<?x?xi32>, %rel: tensor<2x9xf32>)
+    -> tensor<?x2x?x16xf32> {
+  // CHECK: attn.attention {{.*}} aux(%{{.*}}, %{{.*}} : tensor<?x?xi32>, tensor<2x9xf32>)
+  // CHECK: score_mod {
+  // CHECK: attn.aux_load 1[%{{.*}}, %{{.*}}] : f32
+  // CHECK: gpu.yield %{{.*}} : f32
+  // CHECK: mask_mod {
+  // CHECK: attn.aux_load 0[%{{.*}}, %{{.*}}] : i32
+  // CHECK: gpu.yield %{{.*}} : i1
+  %o = attn.attention %q, %k, %v aux(%doc, %rel : tensor<?x?xi32>, tensor<2x9xf32>)
+      {scale = 0.25 : f64}
+      : tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<?x2x?x16xf32>
+      score_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %c0 = arith.constant 0 : i32
+        %bias = attn.aux_load 1 [%h, %c0] : f32
+        %t = arith.addf %s, %bias : f32
+        gpu.yield %t : f32
+      } mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %qd = attn.aux_load 0 [%b, %i] : i32
+        %kd = attn.aux_load 0 [%b, %j] : i32
+        %same = arith.cmpi eq, %qd, %kd : i32
+        gpu.yield %same : i1
+      }
+  return %o : tensor<?x2x?x16xf32>
+}

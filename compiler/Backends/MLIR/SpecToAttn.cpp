@@ -1,6 +1,7 @@
 #include "Backends/MLIR/SpecToAttn.h"
 
 #include "Abi/Arguments.h"
+#include "Backends/MLIR/ExprToMlir.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -84,13 +85,20 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       masks.push_back(b.getStringAttr(maskKindName(k)));
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
+  SmallVector<Value> aux;
+  for (const AuxTensor& a : spec.aux)
+    aux.push_back(read(a.name));
   auto attention = b.create<attn::AttentionOp>(
       tensorOf(o), lseType, read("q"), read("k"), read("v"), read("lengths"), read("mask"),
-      read("bias"), b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
+      read("bias"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.masks.has(MaskKind::Window) ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
       spec.masks.has(MaskKind::Window) ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
       b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr());
+  if (spec.scoreMod.tree)
+    buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec);
+  if (spec.maskMod.tree)
+    buildExpressionRegion(attention.getMaskMod(), *spec.maskMod.tree, spec);
   auto store = [&](Value result, Value dest) {
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);

@@ -20,6 +20,8 @@ def Attn_Dialect : Dialect {
     the attention means.
   }];
   let cppNamespace = "::attnc::attn";
+  // gpu.yield ends the expression regions (Attn_ExpressionRegion).
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
 class Attn_Op<string mnemonic, list<Trait> traits = []>

@@ -2,6 +2,7 @@
 #include "attn/IR/AttnDialect.h"
 
 #include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 using namespace mlir;
 using namespace attnc::attn;

@@ -105,6 +105,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
     Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
     Arg<Optional<MemRefRankOf<[AnyFloat], [4]>>, "bias [B|1, H|1, Tq, Tk]", [MemRead]>:$bias,
+    Arg<Variadic<MemRefRankOf<[I32, F32], [1, 2, 3, 4]>>, "aux tensors", [MemRead]>:$aux,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,
@@ -113,16 +114,19 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     Index:$seq_q,
     I64Attr:$num_heads,
     OptionalAttr<I64Attr>:$max_keys), Attn_ScoreAttrs);
+  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
     `into` $acc `,` $max `,` $sum
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
     type($acc) `,` type($max) `,` type($sum)
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
   let extraClassDeclaration = [{
     // The query is a tile made by attn.pack_query (rank 2).

@@ -66,3 +66,20 @@ LogicalResult AttentionOp::verify() {
   }
   return success();
 }
+
+LogicalResult AuxLoadOp::verify() {
+  Operation* parent = getOperation()->getParentOp(); // one of the two (ParentOneOf)
+  OperandRange aux = isa<AttentionOp>(parent) ? cast<AttentionOp>(parent).getAux()
+                                              : cast<OnlineUpdateOp>(parent).getAux();
+  if (getAux() >= aux.size())
+    return emitOpError() << "reads aux tensor " << getAux() << " of an op that has "
+                         << aux.size();
+  auto tensor = cast<ShapedType>(aux[getAux()].getType());
+  if (static_cast<int64_t>(getIndices().size()) != tensor.getRank())
+    return emitOpError() << "takes " << tensor.getRank() << " indices for aux tensor "
+                         << getAux() << ", got " << getIndices().size();
+  if (getResult().getType() != tensor.getElementType())
+    return emitOpError() << "result must be the aux tensor's element type, "
+                         << tensor.getElementType();
+  return success();
+}

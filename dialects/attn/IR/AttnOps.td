@@ -17,6 +17,16 @@ defvar Attn_ScoreAttrs = (ins
   UnitAttr:$alibi
 );
 
+// A spec's score_mod or mask_mod as a region: empty when the spec has none, else one block
+// taking (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32) and yielding the modified
+// score (f32) or whether to keep it (i1), with scalar arith and math ops and attn.aux_load.
+// Lowerings apply it elementwise to vectors of scores. The block ends in gpu.yield, not an
+// attn terminator: the MLIR library (built by clang) resolves an op trait's TypeID by a type
+// name that gcc, which builds this dialect, spells differently, so its verifier would not see
+// the terminator trait of an attn op.
+def Attn_ExpressionRegion : Region<CPred<"$_self.getBlocks().size() <= 1">,
+                                   "an empty region or one block">;
+
 def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention with masks and score modifiers";
   let description = [{
@@ -43,6 +53,9 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
         : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x64xf32>
         -> tensor<2x8x?x64xf32>
     ```
+
+    `score_mod` replaces s_ij after the bias and `mask_mod` intersects the masks (docs/spec.md,
+    Expressions); the aux tensors they read are the `aux` operands, read by attn.aux_load.
   }];
 
   let arguments = !con((ins
@@ -51,21 +64,43 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     RankedTensorOf<[AnyFloat]>:$value,
     Optional<RankedTensorOf<[I32]>>:$lengths,
     Optional<RankedTensorOf<[I8, I1]>>:$mask,
-    Optional<RankedTensorOf<[AnyFloat]>>:$bias), Attn_ScoreAttrs);
+    Optional<RankedTensorOf<[AnyFloat]>>:$bias,
+    Variadic<RankedTensorOf<[I32, F32]>>:$aux), Attn_ScoreAttrs);
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
     Optional<RankedTensorOf<[F32]>>:$lse
   );
+  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
 
+  let hasVerifier = 1;
+}
+
+def Attn_AuxLoadOp
+    : Attn_Op<"aux_load", [Pure, ParentOneOf<["AttentionOp", "OnlineUpdateOp"]>]> {
+  let summary = "Reads an element of an aux tensor of the enclosing attention op";
+  let description = [{
+    In a score_mod or mask_mod region: element `[indices]` of the enclosing op's aux operand
+    number `aux`, of its element type. The spec proved the indices inside the tensor; lowerings
+    clamp them all the same, since they also evaluate the region for rows past Tq.
+
+    ```mlir
+    %doc = attn.aux_load 0[%b, %q_idx] : i32
+    ```
+  }];
+  let arguments = (ins I64Attr:$aux, Variadic<I32>:$indices);
+  let results = (outs AnyTypeOf<[I32, F32]>:$result);
+  let assemblyFormat = "$aux `[` $indices `]` attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

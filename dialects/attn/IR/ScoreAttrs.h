@@ -2,6 +2,8 @@
 #ifndef ATTNC_DIALECTS_ATTN_IR_SCOREATTRS_H
 #define ATTNC_DIALECTS_ATTN_IR_SCOREATTRS_H
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/LogicalResult.h"
 
@@ -9,7 +11,10 @@
 
 namespace attnc::attn {
 
-// The mask names the score ops take, and the operands and attributes that go with them.
+template <class ScoreOp> mlir::MLIRContext* ctx(ScoreOp op) { return op->getContext(); }
+
+// The mask names the score ops take, the operands and attributes that go with them, and the
+// expression regions' signatures.
 template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
   if (op.getScale().convertToDouble() <= 0)
     return op.emitOpError() << "scale must be positive";
@@ -35,6 +40,25 @@ template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
     return op.emitOpError() << "window_left goes with mask 'window', and only with it";
   if (op.getWindowRight() && !masks.contains("window"))
     return op.emitOpError() << "window_right needs mask 'window'";
+  for (auto [region, name, result] :
+       {std::tuple{&op.getScoreMod(), "score_mod", mlir::Type(mlir::Float32Type::get(ctx(op)))},
+        {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(ctx(op), 1)}}) {
+    if (region->empty())
+      continue;
+    // (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32), as Attn_ExpressionRegion says.
+    mlir::Block& block = region->front();
+    mlir::TypeRange args = block.getArgumentTypes();
+    const bool signature = args.size() == 9 && args[0].isF32() &&
+                           llvm::all_of(args.drop_front(), [](mlir::Type t) {
+                             return t.isSignlessInteger(32);
+                           });
+    if (!signature)
+      return op.emitOpError() << name << " takes (f32, i32 x 8): score, b, h, g, q_idx, kv_idx, "
+                                         "qpos, Tq, Tk";
+    auto yield = block.empty() ? nullptr : llvm::dyn_cast<mlir::gpu::YieldOp>(block.back());
+    if (!yield || yield.getValues().size() != 1 || yield.getValues()[0].getType() != result)
+      return op.emitOpError() << name << " must end in gpu.yield of one " << result;
+  }
   return mlir::success();
 }
 

@@ -35,7 +35,8 @@ LogicalResult decompose(AttentionOp op) {
   auto storeLse = storeOf(op.getLse());
   if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
       (op.getLengths() && !bufferOf(op.getLengths())) ||
-      (op.getMask() && !bufferOf(op.getMask())) || (op.getBias() && !bufferOf(op.getBias())))
+      (op.getMask() && !bufferOf(op.getMask())) || (op.getBias() && !bufferOf(op.getBias())) ||
+      llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }))
     return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
                                "and results stored with bufferization.materialize_in_destination";
 
@@ -58,12 +59,16 @@ LogicalResult decompose(AttentionOp op) {
   Value max = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   Value sum = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   b.create<OnlineInitOp>(acc, max, sum);
-  b.create<OnlineUpdateOp>(
-      q, k, v, bufferOf(op.getLengths()), bufferOf(op.getMask()), bufferOf(op.getBias()), acc, max,
-      sum, ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
+  SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
+  auto update = b.create<OnlineUpdateOp>(
+      q, k, v, bufferOf(op.getLengths()), bufferOf(op.getMask()), bufferOf(op.getBias()), aux, acc,
+      max, sum, ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
       b.getI64IntegerAttr(heads), IntegerAttr(), op.getScaleAttr(), op.getMasksAttr(),
       op.getCausalAlignAttr(), op.getWindowLeftAttr(), op.getWindowRightAttr(), op.getSoftcapAttr(),
       op.getAlibiAttr());
+  // The expressions move over whole: their blocks use only their own arguments.
+  update.getScoreMod().takeBody(op.getScoreMod());
+  update.getMaskMod().takeBody(op.getMaskMod());
   b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(),
                              storeLse ? storeLse.getDest() : Value(), ValueRange{zero, zero, zero},
                              ValueRange{batch, headsValue, seqQ});

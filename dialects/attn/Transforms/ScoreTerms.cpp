@@ -4,10 +4,13 @@
 #include "Semantics/Positions.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -56,12 +59,99 @@ Value ScoreTerms::positionOffset(ImplicitLocOpBuilder& b, OnlineUpdateOp op) {
   return b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
 }
 
-ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, OnlineUpdateOp op, Value batch, Value head)
+ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, OnlineUpdateOp op, Value batchIndex,
+                       Value headIndex)
     : op(op) {
   if (op.getAlibi())
-    slope = alibiSlope(b, op, head);
+    slope = alibiSlope(b, op, headIndex);
   if (Value lengths = op.getLengths())
-    keyLimit = b.create<memref::LoadOp>(lengths, batch);
+    keyLimit = b.create<memref::LoadOp>(lengths, batchIndex);
+  if (op.getScoreMod().empty() && op.getMaskMod().empty())
+    return;
+  auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };
+  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
+  batch = i32(batchIndex);
+  head = i32(headIndex);
+  kvHead = i32(b.create<arith::DivUIOp>(headIndex, indexConstant(b, group)));
+  offset = i32(positionOffset(b, op));
+  seqQ = i32(op.getSeqQ());
+  seqK = i32(b.create<memref::DimOp>(op.getKey(), 2));
+}
+
+Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, Value queryPos,
+                             Value keyPos) const {
+  ArrayRef<int64_t> shape = cast<VectorType>(s.getType()).getShape();
+  auto typeI32 = cast<VectorType>(queryPos.getType());
+  auto splat = [&](Value scalar) { return b.create<vector::BroadcastOp>(typeI32, scalar); };
+  Block& block = region.front();
+  // (score, b, h, g, q_idx, kv_idx, qpos, Tq, Tk), as attn.attention's regions take them.
+  const Value arguments[] = {s,
+                             splat(batch),
+                             splat(head),
+                             splat(kvHead),
+                             b.create<arith::SubIOp>(queryPos, splat(offset)),
+                             keyPos,
+                             queryPos,
+                             splat(seqQ),
+                             splat(seqK)};
+  IRMapping map;
+  for (auto [argument, value] : llvm::zip_equal(block.getArguments(), arguments))
+    map.map(argument, value);
+  // A value from outside the block (canonicalization hoists the region's constants out of it)
+  // is the same at every element: broadcast.
+  auto vectorOf = [&](Value scalar) -> Value {
+    if (Value mapped = map.lookupOrNull(scalar))
+      return mapped;
+    return b.create<vector::BroadcastOp>(VectorType::get(shape, scalar.getType()), scalar);
+  };
+  for (Operation& scalar : block.without_terminator()) {
+    if (auto constant = dyn_cast<arith::ConstantOp>(scalar)) {
+      auto type = VectorType::get(shape, constant.getType());
+      map.map(constant.getResult(), b.create<arith::ConstantOp>(
+                                        DenseElementsAttr::get(type, constant.getValue())));
+      continue;
+    }
+    if (auto load = dyn_cast<AuxLoadOp>(scalar)) {
+      SmallVector<Value> indices =
+          llvm::map_to_vector(load.getIndices(), [&](Value i) { return vectorOf(i); });
+      map.map(load.getResult(), gatherAux(b, load.getAux(), indices));
+      continue;
+    }
+    // Every other op of a region is elementwise arith or math: the same op on vectors.
+    OperationState state(b.getLoc(), scalar.getName());
+    for (Value operand : scalar.getOperands())
+      state.addOperands(vectorOf(operand));
+    for (Type type : scalar.getResultTypes())
+      state.addTypes(VectorType::get(shape, type));
+    state.addAttributes(scalar.getAttrs());
+    map.map(scalar.getResults(), b.create(state)->getResults());
+  }
+  return vectorOf(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());
+}
+
+Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux,
+                            ArrayRef<Value> indices) const {
+  Value tensor = op.getAux()[aux];
+  auto tensorType = cast<MemRefType>(tensor.getType());
+  auto indexType = cast<VectorType>(indices.front().getType());
+  auto type = VectorType::get(indexType.getShape(), tensorType.getElementType());
+  SmallVector<Value> last;
+  for (int64_t d = 0; d < tensorType.getRank(); ++d)
+    last.push_back(b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d), indexConstant(b, 1)));
+  Value zero = indexConstant(b, 0);
+  Value result = b.create<arith::ConstantOp>(b.getZeroAttr(type));
+  const int64_t count = type.getNumElements();
+  for (int64_t flat = 0; flat < count; ++flat) {
+    SmallVector<int64_t> position = delinearize(flat, computeStrides(type.getShape()));
+    SmallVector<Value> at;
+    for (auto [index, lastIndex] : llvm::zip_equal(indices, last)) {
+      Value i = b.create<arith::IndexCastOp>(
+          b.getIndexType(), b.create<vector::ExtractOp>(index, position));
+      at.push_back(b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(i, zero), lastIndex));
+    }
+    result = b.create<vector::InsertOp>(b.create<memref::LoadOp>(tensor, at), result, position);
+  }
+  return result;
 }
 
 bool ScoreTerms::hasMask(StringRef name) const {
@@ -85,6 +175,8 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
   }
   if (Value bias = op.getBias())
     s = b.create<arith::AddFOp>(s, gather(b, bias));
+  if (!op.getScoreMod().empty())
+    s = expression(b, op.getScoreMod(), s, queryPos, keyPos);
 
   using P = arith::CmpIPredicate;
   Value keep;
@@ -105,6 +197,8 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
   }
   if (keyLimit) // padding: j < lengths[b]
     both(b.create<arith::CmpIOp>(P::slt, keyPos, b.create<vector::BroadcastOp>(typeI32, keyLimit)));
+  if (!op.getMaskMod().empty())
+    both(expression(b, op.getMaskMod(), s, queryPos, keyPos));
   if (!keep)
     return s;
   return b.create<arith::SelectOp>(

@@ -1,9 +1,11 @@
 //===- ScoreTerms.h - an update's score terms, elementwise ---------------------===//
 //
 // What attn.online_update does to a score s = scale * q.k before the softmax, in the order of
-// attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|), bias, then
-// the masks (causal, window, tensor mask, padding), which make s = -inf. Every lowering of
-// the update applies the terms through this one class, on vectors of any shape.
+// attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|), bias, the
+// score_mod region, then the masks (causal, window, tensor mask, padding, the mask_mod region),
+// which make s = -inf. Every lowering of the update applies the terms through this one class,
+// on vectors of any shape; the expression regions' scalar ops are applied to such vectors
+// elementwise.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H
@@ -35,10 +37,20 @@ public:
 
 private:
   bool hasMask(llvm::StringRef name) const;
+  // The value `region` yields at every element of s's shape (the block arguments come from s,
+  // queryPos and keyPos).
+  mlir::Value expression(mlir::ImplicitLocOpBuilder& b, mlir::Region& region, mlir::Value s,
+                         mlir::Value queryPos, mlir::Value keyPos) const;
+  // Aux operand `aux` at the integer vectors `indices` (one per dimension, clamped into it),
+  // element by element.
+  mlir::Value gatherAux(mlir::ImplicitLocOpBuilder& b, int64_t aux,
+                        mlir::ArrayRef<mlir::Value> indices) const;
 
   mutable OnlineUpdateOp op; // (op accessors are not const)
   mlir::Value slope;         // f32 ALiBi slope of this head, when alibi
   mlir::Value keyLimit;      // i32 lengths[b], when padding
+  // For the expression regions, as i32: b, h, g, off (qpos - q_idx), Tq, Tk.
+  mlir::Value batch, head, kvHead, offset, seqQ, seqK;
 };
 
 // A vector of `type`'s shape with every element equal to the constant `value`.

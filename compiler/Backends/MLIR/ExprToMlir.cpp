@@ -1,0 +1,220 @@
+#include "Backends/MLIR/ExprToMlir.h"
+
+#include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace attnc::mlirbackend {
+namespace {
+
+using expr::Node;
+using expr::Op;
+using P = arith::CmpIPredicate;
+using F = arith::CmpFPredicate;
+
+// The block's arguments, in the region's order.
+constexpr const char* kArguments[] = {"score", "b",      "h",    "g", "q_idx",
+                                      "kv_idx", "qpos", "Tq", "Tk"};
+
+class RegionBuilder {
+public:
+  RegionBuilder(ImplicitLocOpBuilder& b, Block& block, const Spec& spec)
+      : b_(b), block_(block), spec_(spec) {}
+
+  Value operator()(const Node& n) {
+    auto arg = [&](size_t i) { return (*this)(n.args[i]); };
+    auto as = [&](size_t i, expr::Type type) { return convert(arg(i), n.args[i].type, type); };
+    const expr::Type wide = n.args.size() == 2 && (n.args[0].type == expr::Type::Float ||
+                                                   n.args[1].type == expr::Type::Float)
+                                ? expr::Type::Float
+                                : expr::Type::Int;
+    const bool floats = n.type == expr::Type::Float;
+    switch (n.op) {
+    case Op::IntLiteral: return i32(n.intValue);
+    case Op::FloatLiteral: return f32(n.floatValue);
+    case Op::BoolLiteral: return b_.create<arith::ConstantIntOp>(n.intValue != 0, 1);
+    case Op::Variable: return variable(n.name);
+    case Op::Param: return param(n.name);
+    case Op::Aux: return read(n);
+    case Op::Neg:
+      return floats ? Value(b_.create<arith::NegFOp>(arg(0)))
+                    : Value(b_.create<arith::SubIOp>(i32(0), arg(0)));
+    case Op::Not: return b_.create<arith::XOrIOp>(arg(0), b_.create<arith::ConstantIntOp>(1, 1));
+    case Op::Add:
+      return floats ? Value(b_.create<arith::AddFOp>(as(0, n.type), as(1, n.type)))
+                    : Value(b_.create<arith::AddIOp>(arg(0), arg(1)));
+    case Op::Sub:
+      return floats ? Value(b_.create<arith::SubFOp>(as(0, n.type), as(1, n.type)))
+                    : Value(b_.create<arith::SubIOp>(arg(0), arg(1)));
+    case Op::Mul:
+      return floats ? Value(b_.create<arith::MulFOp>(as(0, n.type), as(1, n.type)))
+                    : Value(b_.create<arith::MulIOp>(arg(0), arg(1)));
+    case Op::Div:
+      return b_.create<arith::DivFOp>(as(0, expr::Type::Float), as(1, expr::Type::Float));
+    case Op::Mod: return floorModulo(arg(0), arg(1));
+    case Op::Lt: return compare(n, wide, P::slt, F::OLT);
+    case Op::Le: return compare(n, wide, P::sle, F::OLE);
+    case Op::Gt: return compare(n, wide, P::sgt, F::OGT);
+    case Op::Ge: return compare(n, wide, P::sge, F::OGE);
+    case Op::Eq: return compare(n, wide, P::eq, F::OEQ);
+    case Op::Ne: return compare(n, wide, P::ne, F::UNE); // NaN != NaN, as in the reference
+    case Op::And: return b_.create<arith::AndIOp>(arg(0), arg(1));
+    case Op::Or: return b_.create<arith::OrIOp>(arg(0), arg(1));
+    case Op::Where: {
+      const Value c = arg(0);
+      if (n.type == expr::Type::Bool)
+        return b_.create<arith::SelectOp>(c, arg(1), arg(2));
+      return b_.create<arith::SelectOp>(c, as(1, n.type), as(2, n.type));
+    }
+    case Op::Min: return minimum(as(0, n.type), as(1, n.type), floats);
+    case Op::Max: return maximum(as(0, n.type), as(1, n.type), floats);
+    case Op::Clamp:
+      return minimum(maximum(as(0, n.type), as(1, n.type), floats), as(2, n.type), floats);
+    case Op::Abs:
+      return floats ? Value(b_.create<math::AbsFOp>(arg(0)))
+                    : Value(b_.create<math::AbsIOp>(arg(0)));
+    case Op::Floor: return floorToInt(n.args[0]);
+    case Op::Exp: return b_.create<math::ExpOp>(as(0, expr::Type::Float));
+    case Op::Log: return b_.create<math::LogOp>(as(0, expr::Type::Float));
+    case Op::Sqrt: return b_.create<math::SqrtOp>(as(0, expr::Type::Float));
+    case Op::Tanh: return b_.create<math::TanhOp>(as(0, expr::Type::Float));
+    case Op::Sigmoid: {
+      // 1 / (1 + e^-x)
+      const Value e = b_.create<math::ExpOp>(b_.create<arith::NegFOp>(as(0, expr::Type::Float)));
+      return b_.create<arith::DivFOp>(f32(1), b_.create<arith::AddFOp>(f32(1), e));
+    }
+    case Op::Bit: return bit(arg(0), arg(1));
+    }
+    return {}; // not reached: every op is handled above
+  }
+
+private:
+  Value i32(int64_t value) {
+    return b_.create<arith::ConstantIntOp>(static_cast<int32_t>(value), 32);
+  }
+  Value f32(double value) {
+    return b_.create<arith::ConstantFloatOp>(APFloat(static_cast<float>(value)),
+                                             b_.getF32Type());
+  }
+
+  Value convert(Value v, expr::Type from, expr::Type to) {
+    if (from == expr::Type::Int && to == expr::Type::Float)
+      return b_.create<arith::SIToFPOp>(b_.getF32Type(), v);
+    return v;
+  }
+
+  Value compare(const Node& n, expr::Type wide, P ints, F floats) {
+    if (n.args[0].type == expr::Type::Bool) // == and != of bools
+      return b_.create<arith::CmpIOp>(ints, (*this)(n.args[0]), (*this)(n.args[1]));
+    const Value a = convert((*this)(n.args[0]), n.args[0].type, wide);
+    const Value c = convert((*this)(n.args[1]), n.args[1].type, wide);
+    if (wide == expr::Type::Float)
+      return b_.create<arith::CmpFOp>(floats, a, c);
+    return b_.create<arith::CmpIOp>(ints, a, c);
+  }
+
+  // fmin and fmax (a NaN operand gives the other), as the reference computes them.
+  Value minimum(Value a, Value c, bool floats) {
+    return floats ? Value(b_.create<arith::MinNumFOp>(a, c))
+                  : Value(b_.create<arith::MinSIOp>(a, c));
+  }
+  Value maximum(Value a, Value c, bool floats) {
+    return floats ? Value(b_.create<arith::MaxNumFOp>(a, c))
+                  : Value(b_.create<arith::MaxSIOp>(a, c));
+  }
+
+  // The result takes the divisor's sign, and x % 0 is 0. The divisor is made 1 where it is 0
+  // or -1 (every x is a multiple of -1) so remsi never traps or overflows.
+  Value floorModulo(Value x, Value m) {
+    const Value trivial = b_.create<arith::OrIOp>(b_.create<arith::CmpIOp>(P::eq, m, i32(0)),
+                                                  b_.create<arith::CmpIOp>(P::eq, m, i32(-1)));
+    const Value divisor = b_.create<arith::SelectOp>(trivial, i32(1), m);
+    const Value r = b_.create<arith::RemSIOp>(x, divisor);
+    const Value signsDiffer = b_.create<arith::XOrIOp>(b_.create<arith::CmpIOp>(P::slt, r, i32(0)),
+                                                       b_.create<arith::CmpIOp>(P::slt, m, i32(0)));
+    const Value adjust =
+        b_.create<arith::AndIOp>(b_.create<arith::CmpIOp>(P::ne, r, i32(0)), signsDiffer);
+    return b_.create<arith::SelectOp>(adjust, b_.create<arith::AddIOp>(r, m), r);
+  }
+
+  // floor to a 32-bit int: NaN gives 0, values past the int range saturate.
+  Value floorToInt(const Node& operand) {
+    const Value x = (*this)(operand);
+    if (operand.type == expr::Type::Int)
+      return x;
+    const Value floored = b_.create<math::FloorOp>(x);
+    const Value saturated =
+        b_.create<arith::MinNumFOp>(b_.create<arith::MaxNumFOp>(floored, f32(-2147483648.0)),
+                                    f32(2147483520.0));
+    const Value isNaN = b_.create<arith::CmpFOp>(F::UNO, x, x);
+    return b_.create<arith::SelectOp>(
+        isNaN, i32(0), b_.create<arith::FPToSIOp>(b_.getI32Type(), saturated));
+  }
+
+  // Bit i of the word sign-extended to 64 bits: bits 32..63 are its sign; false outside [0, 63].
+  Value bit(Value word, Value index) {
+    const Value shift =
+        b_.create<arith::MinSIOp>(b_.create<arith::MaxSIOp>(index, i32(0)), i32(31));
+    const Value low = b_.create<arith::CmpIOp>(
+        P::ne, b_.create<arith::AndIOp>(b_.create<arith::ShRSIOp>(word, shift), i32(1)), i32(0));
+    const Value sign = b_.create<arith::CmpIOp>(P::slt, word, i32(0));
+    const Value value =
+        b_.create<arith::SelectOp>(b_.create<arith::CmpIOp>(P::slt, index, i32(32)), low, sign);
+    const Value inRange =
+        b_.create<arith::AndIOp>(b_.create<arith::CmpIOp>(P::sge, index, i32(0)),
+                                 b_.create<arith::CmpIOp>(P::slt, index, i32(64)));
+    return b_.create<arith::AndIOp>(inRange, value);
+  }
+
+  Value variable(const std::string& name) {
+    const auto at = std::find(std::begin(kArguments), std::end(kArguments), name);
+    return block_.getArgument(static_cast<unsigned>(at - std::begin(kArguments)));
+  }
+
+  Value param(const std::string& name) {
+    const auto p = std::find_if(spec_.params.begin(), spec_.params.end(),
+                                [&](const SpecParam& q) { return q.name == name; });
+    return p->value.type == expr::Type::Int ? i32(p->value.i) : f32(p->value.f);
+  }
+
+  Value read(const Node& n) {
+    const auto tensor = std::find_if(spec_.aux.begin(), spec_.aux.end(),
+                                     [&](const AuxTensor& a) { return a.name == n.name; });
+    SmallVector<Value> indices;
+    for (const Node& index : n.args)
+      indices.push_back((*this)(index));
+    const Type element =
+        tensor->elementType == expr::Type::Int ? Type(b_.getI32Type()) : Type(b_.getF32Type());
+    return b_.create<attn::AuxLoadOp>(element, b_.getI64IntegerAttr(tensor - spec_.aux.begin()),
+                                      indices);
+  }
+
+  ImplicitLocOpBuilder& b_;
+  Block& block_;
+  const Spec& spec_;
+};
+
+} // namespace
+
+void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec) {
+  MLIRContext* ctx = region.getContext();
+  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
+  Block* block = new Block();
+  region.push_back(block);
+  block->addArgument(b.getF32Type(), b.getLoc());
+  for (size_t i = 1; i < std::size(kArguments); ++i)
+    block->addArgument(b.getI32Type(), b.getLoc());
+  b.setInsertionPointToEnd(block);
+  Value value = RegionBuilder(b, *block, spec)(tree);
+  if (tree.type == expr::Type::Int) // a score_mod may be an int expression: a float score
+    value = b.create<arith::SIToFPOp>(b.getF32Type(), value);
+  b.create<gpu::YieldOp>(value);
+}
+
+} // namespace attnc::mlirbackend

@@ -97,9 +97,9 @@ public:
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
 };
 
-// What attn.attention expresses (SpecToAttn.cpp): sdpa with GQA and d_v != d_k, the masks
-// causal, padding, window and tensor, ALiBi, softcap and bias, lse; on CPUs also score_mod and
-// mask_mod (the tensor-core lowering does not apply expression regions yet).
+// What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
+// d_v != d_k, the masks causal, padding, window and tensor, ALiBi, softcap, bias, score_mod and
+// mask_mod, lse.
 std::span<const Coverage> MlirBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     std::vector<Coverage> rows;
@@ -107,12 +107,8 @@ std::span<const Coverage> MlirBackend::coverage() const {
       rows.push_back({device,
                       {Variant::Sdpa},
                       {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor},
-                      device == Device::Cpu
-                          ? std::vector<Modifier>{Modifier::Alibi, Modifier::Softcap,
-                                                  Modifier::Bias, Modifier::ScoreMod,
-                                                  Modifier::MaskMod}
-                          : std::vector<Modifier>{Modifier::Alibi, Modifier::Softcap,
-                                                  Modifier::Bias},
+                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::ScoreMod,
+                       Modifier::MaskMod},
                       {Output::O, Output::Lse},
                       {DType::F32, DType::F16, DType::BF16},
                       ""});

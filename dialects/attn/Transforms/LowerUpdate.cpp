@@ -15,11 +15,13 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
+#include "attn/Transforms/ExpressionBounds.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
@@ -44,6 +46,11 @@ public:
   LogicalResult emit();
 
 private:
+  // The keys of the domain the update must attend: up to the last chunk of kLiveChunk keys in
+  // which mask_mod can keep a score of the domain's rows, from its bounds over the chunk's
+  // corners (ExpressionBounds.h); 0 when it keeps none. The keys past it are all masked, and
+  // masked keys leave the state as it was.
+  Value liveKeyCount(int64_t group);
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
@@ -229,6 +236,49 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
       });
 }
 
+Value UpdateLowering::liveKeyCount(int64_t group) {
+  constexpr int64_t kLiveChunk = 16;
+  ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
+  Value one = indexConstant(b, 1), chunk = indexConstant(b, kLiveChunk);
+  auto i32 = [&](ImplicitLocOpBuilder& ib, Value index) {
+    return ib.create<arith::IndexCastOp>(ib.getI32Type(), index);
+  };
+  auto last = [&](int k) {
+    return b.create<arith::SubIOp>(b.create<arith::AddIOp>(offsets[k], sizes[k]), one);
+  };
+  Value seqQ = op.getSeqQ(), seqK = b.create<memref::DimOp>(op.getKey(), 2);
+  // Rows and keys past Tq and Tk are not attended: the corners stop at them.
+  Value lastRow = b.create<arith::MinSIOp>(last(2), b.create<arith::SubIOp>(seqQ, one));
+  Value lastKey = b.create<arith::MinSIOp>(last(3), b.create<arith::SubIOp>(seqK, one));
+  Value off = ScoreTerms::positionOffset(b, op), groupSize = indexConstant(b, group);
+  DomainCorners corners{
+      {i32(b, offsets[0]), i32(b, offsets[1]),
+       i32(b, b.create<arith::DivUIOp>(offsets[1], groupSize)), i32(b, offsets[2]), Value(),
+       i32(b, b.create<arith::AddIOp>(offsets[2], off)), i32(b, seqQ), i32(b, seqK)},
+      {i32(b, last(0)), i32(b, last(1)), i32(b, b.create<arith::DivUIOp>(last(1), groupSize)),
+       i32(b, lastRow), Value(), i32(b, b.create<arith::AddIOp>(lastRow, off)), i32(b, seqQ),
+       i32(b, seqK)}};
+  Value keys = sizes[3];
+  Value chunks = b.create<arith::CeilDivUIOp>(keys, chunk);
+  auto loop = b.create<scf::ForOp>(indexConstant(b, 0), chunks, one,
+                                   ValueRange{indexConstant(b, 0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value first = b.create<arith::MulIOp>(loop.getInductionVar(), chunk);
+    Value end = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, chunk), keys);
+    DomainCorners chunkCorners = corners;
+    chunkCorners.first[4] = i32(b, b.create<arith::AddIOp>(offsets[3], first));
+    chunkCorners.last[4] = i32(
+        b, b.create<arith::MinSIOp>(
+               b.create<arith::SubIOp>(b.create<arith::AddIOp>(offsets[3], end), one), lastKey));
+    Value count = b.create<arith::SelectOp>(maskMayKeep(b, op.getMaskMod(), chunkCorners), end,
+                                            loop.getRegionIterArgs().front());
+    b.create<scf::YieldOp>(count);
+  }
+  return loop.getResult(0);
+}
+
 LogicalResult UpdateLowering::emit() {
   if (!op.hasPackedQuery())
     return op.emitOpError() << "lower_to_vectors needs a packed query (pack_query first)";
@@ -250,8 +300,15 @@ LogicalResult UpdateLowering::emit() {
 
   ValueRange offsets = op.getOffsets();
   const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
-  kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
   keyCount = op.getSizes()[3];
+  if (!op.getMaskMod().empty()) {
+    keyCount = liveKeyCount(group);
+    auto live = b.create<scf::IfOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, keyCount, indexConstant(b, 0)),
+        /*withElseRegion=*/false);
+    b.setInsertionPoint(live.thenBlock()->getTerminator());
+  }
+  kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
   Value off = ScoreTerms::positionOffset(b, op);
   Value first =
       b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(offsets[2], off));

@@ -5,6 +5,8 @@
 //     llvm.nvvm.mma.m16n8k16.row.col.bf16 takes each pair of bf16 as one i32.
 //   - math.exp2 on f32 (NVPTX has no libcall for fexp2): ex2.approx.ftz.f32, the MUFU
 //     instruction flash attention's softmax is built on (max error 2 ulp).
+//   - math.sqrt on f32 (a score_mod's sqrt; its libdevice call cannot be linked here):
+//     sqrt.rn.f32, correctly rounded as on the CPU.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/Passes.h"
@@ -68,22 +70,21 @@ struct Bf16MmaToIntrinsic : OpRewritePattern<nvgpu::MmaSyncOp> {
   }
 };
 
-struct Exp2ToIntrinsic : OpRewritePattern<math::Exp2Op> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(math::Exp2Op op, PatternRewriter& rewriter) const override {
+// A unary f32 math op as the NVVM intrinsic `Name`, element by element.
+template <class MathOp, const char* Name> struct UnaryToIntrinsic : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MathOp op, PatternRewriter& rewriter) const override {
     Type type = op.getType();
     if (!getElementTypeOrSelf(type).isF32())
-      return rewriter.notifyMatchFailure(op, "ex2.approx.ftz.f32 takes f32");
+      return rewriter.notifyMatchFailure(op, "the intrinsic takes f32");
     Location loc = op.getLoc();
-    auto exp2 = [&](Value x) -> Value {
-      return rewriter
-          .create<LLVM::CallIntrinsicOp>(loc, rewriter.getF32Type(), "llvm.nvvm.ex2.approx.ftz.f",
-                                         ValueRange{x})
+    auto intrinsic = [&](Value x) -> Value {
+      return rewriter.create<LLVM::CallIntrinsicOp>(loc, rewriter.getF32Type(), Name, ValueRange{x})
           .getResult(0);
     };
     auto vector = dyn_cast<VectorType>(type);
     if (!vector) {
-      rewriter.replaceOp(op, exp2(op.getOperand()));
+      rewriter.replaceOp(op, intrinsic(op.getOperand()));
       return success();
     }
     // Element by element, in the vector's shape.
@@ -92,17 +93,21 @@ struct Exp2ToIntrinsic : OpRewritePattern<math::Exp2Op> {
     Value out = in;
     for (int64_t i = 0; i < flat.getNumElements(); ++i)
       out = rewriter.create<vector::InsertOp>(
-          loc, exp2(rewriter.create<vector::ExtractOp>(loc, in, i)), out, i);
+          loc, intrinsic(rewriter.create<vector::ExtractOp>(loc, in, i)), out, i);
     rewriter.replaceOpWithNewOp<vector::ShapeCastOp>(op, vector, out);
     return success();
   }
 };
 
+constexpr char kExp2[] = "llvm.nvvm.ex2.approx.ftz.f";
+constexpr char kSqrt[] = "llvm.nvvm.sqrt.rn.f";
+
 struct LowerToNvvmIntrinsicsPass
     : attnc::attn::impl::AttnLowerToNvvmIntrinsicsBase<LowerToNvvmIntrinsicsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<Bf16MmaToIntrinsic, Exp2ToIntrinsic>(&getContext());
+    patterns.add<Bf16MmaToIntrinsic, UnaryToIntrinsic<math::Exp2Op, kExp2>,
+                 UnaryToIntrinsic<math::SqrtOp, kSqrt>>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -1,0 +1,273 @@
+//===- ExpressionBounds.cpp - the tile classifier of the MLIR lowerings ----------===//
+#include "attn/Transforms/ExpressionBounds.h"
+
+#include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+
+namespace attnc::attn {
+namespace {
+
+// A number's range [lo, hi] (scalars of its type), or unknown (null).
+struct Range {
+  Value lo, hi;
+  explicit operator bool() const { return lo && hi; }
+};
+
+// Which values a bool can take over the domain (i1 scalars).
+struct Truth {
+  Value canBeTrue, canBeFalse;
+};
+
+class Bounds {
+public:
+  explicit Bounds(ImplicitLocOpBuilder& b) : b(b) {}
+
+  // Bounds every op of the block in order; the arguments are bound beforehand.
+  Truth maskOf(Block& block, const DomainCorners& corners) {
+    for (auto [k, argument] : llvm::enumerate(block.getArguments().drop_front()))
+      ranges[argument] = {corners.first[k], corners.last[k]};
+    for (Operation& op : block.without_terminator())
+      bound(op);
+    return truth(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());
+  }
+
+private:
+  Value boolean(bool value) { return b.create<arith::ConstantIntOp>(value, 1); }
+  Truth either() { return {boolean(true), boolean(true)}; }
+  Value both(Value x, Value y) { return b.create<arith::AndIOp>(x, y); }
+  Value any(Value x, Value y) { return b.create<arith::OrIOp>(x, y); }
+  Value negate(Value x) { return b.create<arith::XOrIOp>(x, boolean(true)); }
+
+  bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
+  Value minimum(Value x, Value y) {
+    return isFloat(x) ? Value(b.create<arith::MinNumFOp>(x, y))
+                      : Value(b.create<arith::MinSIOp>(x, y));
+  }
+  Value maximum(Value x, Value y) {
+    return isFloat(x) ? Value(b.create<arith::MaxNumFOp>(x, y))
+                      : Value(b.create<arith::MaxSIOp>(x, y));
+  }
+  Value less(Value x, Value y) {
+    return isFloat(x) ? Value(b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, x, y))
+                      : Value(b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, x, y));
+  }
+  Value lessOrEqual(Value x, Value y) {
+    return isFloat(x) ? Value(b.create<arith::CmpFOp>(arith::CmpFPredicate::OLE, x, y))
+                      : Value(b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, x, y));
+  }
+  Value zeroLike(Value x) {
+    return b.create<arith::ConstantOp>(b.getZeroAttr(x.getType()));
+  }
+
+  // A value defined outside the block (a hoisted constant) or before this op.
+  Range range(Value v) {
+    if (auto it = ranges.find(v); it != ranges.end())
+      return it->second;
+    if (auto constant = v.getDefiningOp<arith::ConstantOp>())
+      return {constant, constant};
+    return {};
+  }
+  Truth truth(Value v) {
+    if (auto it = truths.find(v); it != truths.end())
+      return it->second;
+    if (auto constant = v.getDefiningOp<arith::ConstantIntOp>())
+      return {boolean(constant.value() != 0), boolean(constant.value() == 0)};
+    return either();
+  }
+
+  void bound(Operation& op) {
+    if (op.getNumResults() != 1)
+      return;
+    Value result = op.getResult(0);
+    if (result.getType().isInteger(1))
+      truths[result] = truthOf(op);
+    else if (Range r = rangeOf(op))
+      ranges[result] = r;
+  }
+
+  Range rangeOf(Operation& op) {
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    if (isa<arith::AddIOp, arith::AddFOp, arith::SubIOp, arith::SubFOp, arith::MulIOp,
+            arith::MulFOp, arith::MinSIOp, arith::MinNumFOp, arith::MaxSIOp, arith::MaxNumFOp>(
+            op)) {
+      Range x = operand(0), y = operand(1);
+      if (!x || !y)
+        return {};
+      OperationName name = op.getName();
+      auto apply = [&](Value p, Value q) {
+        OperationState state(b.getLoc(), name);
+        state.addOperands({p, q});
+        state.addTypes(p.getType());
+        return b.create(state)->getResult(0);
+      };
+      if (isa<arith::AddIOp, arith::AddFOp>(op))
+        return {apply(x.lo, y.lo), apply(x.hi, y.hi)};
+      if (isa<arith::SubIOp, arith::SubFOp>(op))
+        return {apply(x.lo, y.hi), apply(x.hi, y.lo)};
+      if (isa<arith::MulIOp, arith::MulFOp>(op)) {
+        Value p1 = apply(x.lo, y.lo), p2 = apply(x.lo, y.hi), p3 = apply(x.hi, y.lo),
+              p4 = apply(x.hi, y.hi);
+        return {minimum(minimum(p1, p2), minimum(p3, p4)),
+                maximum(maximum(p1, p2), maximum(p3, p4))};
+      }
+      // min and max are monotone in both operands.
+      return {apply(x.lo, y.lo), apply(x.hi, y.hi)};
+    }
+    if (auto divide = dyn_cast<arith::DivFOp>(&op)) {
+      // By a constant only: a divisor range that may hold 0 divides to anything.
+      auto divisor = divide.getRhs().getDefiningOp<arith::ConstantFloatOp>();
+      Range x = operand(0);
+      if (!divisor || !x || divisor.value().isZero())
+        return {};
+      Value lo = b.create<arith::DivFOp>(x.lo, divisor), hi = b.create<arith::DivFOp>(x.hi, divisor);
+      return divisor.value().isNegative() ? Range{hi, lo} : Range{lo, hi};
+    }
+    if (isa<arith::NegFOp>(op)) {
+      Range x = operand(0);
+      if (!x)
+        return {};
+      return {b.create<arith::NegFOp>(x.hi), b.create<arith::NegFOp>(x.lo)};
+    }
+    if (isa<arith::SIToFPOp, arith::FPToSIOp, math::FloorOp>(op)) { // monotone
+      Range x = operand(0);
+      if (!x)
+        return {};
+      auto apply = [&](Value v) {
+        OperationState state(b.getLoc(), op.getName());
+        state.addOperands(v);
+        state.addTypes(op.getResult(0).getType());
+        return b.create(state)->getResult(0);
+      };
+      return {apply(x.lo), apply(x.hi)};
+    }
+    if (isa<math::AbsIOp, math::AbsFOp>(op)) {
+      Range x = operand(0);
+      if (!x)
+        return {};
+      Value zero = zeroLike(x.lo);
+      auto negated = [&](Value v) {
+        return isFloat(v) ? Value(b.create<arith::NegFOp>(v))
+                          : Value(b.create<arith::SubIOp>(zero, v));
+      };
+      Value negLo = negated(x.lo), negHi = negated(x.hi);
+      // |x| >= lo when lo >= 0, >= -hi when hi <= 0, else >= 0.
+      Value lo = b.create<arith::SelectOp>(
+          lessOrEqual(zero, x.lo), x.lo,
+          b.create<arith::SelectOp>(lessOrEqual(x.hi, zero), negHi, zero));
+      return {lo, maximum(negLo, x.hi)};
+    }
+    if (auto remainder = dyn_cast<arith::RemSIOp>(&op)) {
+      // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|.
+      Range m = operand(1);
+      if (!m)
+        return {};
+      Value zero = zeroLike(m.lo);
+      Value largest = maximum(maximum(m.hi, b.create<arith::SubIOp>(zero, m.lo)),
+                              b.create<arith::SubIOp>(zero, m.hi));
+      Value bound = b.create<arith::SubIOp>(
+          largest, b.create<arith::ConstantOp>(b.getIntegerAttr(m.lo.getType(), 1)));
+      return {b.create<arith::SubIOp>(zero, bound), bound};
+    }
+    if (auto select = dyn_cast<arith::SelectOp>(&op)) {
+      Truth c = truth(select.getCondition());
+      Range x = operand(1), y = operand(2);
+      if (!x || !y)
+        return {};
+      // Only the taken side when the condition is fixed over the domain, else both.
+      auto pick = [&](Value onlyX, Value onlyY, Value joined) {
+        return b.create<arith::SelectOp>(
+            negate(c.canBeFalse), onlyX, b.create<arith::SelectOp>(negate(c.canBeTrue), onlyY, joined));
+      };
+      return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi))};
+    }
+    return {}; // aux reads, bits, transcendental functions
+  }
+
+  Truth truthOf(Operation& op) {
+    if (auto constant = dyn_cast<arith::ConstantIntOp>(&op))
+      return truth(constant);
+    if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op)) {
+      Truth x = truth(op.getOperand(0)), y = truth(op.getOperand(1));
+      if (isa<arith::AndIOp>(op))
+        return {both(x.canBeTrue, y.canBeTrue), any(x.canBeFalse, y.canBeFalse)};
+      if (isa<arith::OrIOp>(op))
+        return {any(x.canBeTrue, y.canBeTrue), both(x.canBeFalse, y.canBeFalse)};
+      return {any(both(x.canBeTrue, y.canBeFalse), both(x.canBeFalse, y.canBeTrue)),
+              any(both(x.canBeTrue, y.canBeTrue), both(x.canBeFalse, y.canBeFalse))};
+    }
+    if (auto select = dyn_cast<arith::SelectOp>(&op)) {
+      Truth c = truth(select.getCondition()), x = truth(select.getTrueValue()),
+            y = truth(select.getFalseValue());
+      return {any(both(c.canBeTrue, x.canBeTrue), both(c.canBeFalse, y.canBeTrue)),
+              any(both(c.canBeTrue, x.canBeFalse), both(c.canBeFalse, y.canBeFalse))};
+    }
+    if (auto compare = dyn_cast<arith::CmpIOp>(&op)) {
+      if (compare.getLhs().getType().isInteger(1))
+        return either();
+      using P = arith::CmpIPredicate;
+      switch (compare.getPredicate()) {
+      case P::slt: return ordered(compare.getLhs(), compare.getRhs(), true);
+      case P::sle: return ordered(compare.getLhs(), compare.getRhs(), false);
+      case P::sgt: return ordered(compare.getRhs(), compare.getLhs(), true);
+      case P::sge: return ordered(compare.getRhs(), compare.getLhs(), false);
+      case P::eq: return equal(compare.getLhs(), compare.getRhs(), false);
+      case P::ne: return equal(compare.getLhs(), compare.getRhs(), true);
+      default: return either();
+      }
+    }
+    if (auto compare = dyn_cast<arith::CmpFOp>(&op)) {
+      using P = arith::CmpFPredicate;
+      switch (compare.getPredicate()) {
+      case P::OLT: return ordered(compare.getLhs(), compare.getRhs(), true);
+      case P::OLE: return ordered(compare.getLhs(), compare.getRhs(), false);
+      case P::OGT: return ordered(compare.getRhs(), compare.getLhs(), true);
+      case P::OGE: return ordered(compare.getRhs(), compare.getLhs(), false);
+      case P::OEQ: return equal(compare.getLhs(), compare.getRhs(), false);
+      case P::UNE: return equal(compare.getLhs(), compare.getRhs(), true);
+      default: return either();
+      }
+    }
+    return either(); // bits, aux reads
+  }
+
+  // x < y (strict) or x <= y: it can hold when x's least is below y's greatest, and fail when
+  // x's greatest is at or above y's least.
+  Truth ordered(Value lhs, Value rhs, bool strict) {
+    Range x = range(lhs), y = range(rhs);
+    if (!x || !y)
+      return either();
+    if (strict)
+      return {less(x.lo, y.hi), negate(less(x.hi, y.lo))};
+    return {lessOrEqual(x.lo, y.hi), negate(lessOrEqual(x.hi, y.lo))};
+  }
+
+  Truth equal(Value lhs, Value rhs, bool notEqual) {
+    Range x = range(lhs), y = range(rhs);
+    if (!x || !y)
+      return either();
+    Value overlap = both(lessOrEqual(x.lo, y.hi), lessOrEqual(y.lo, x.hi));
+    // Both ranges one and the same point: never unequal.
+    Value onePoint = both(both(negate(less(x.lo, x.hi)), negate(less(y.lo, y.hi))),
+                          both(lessOrEqual(x.lo, y.lo), lessOrEqual(y.lo, x.lo)));
+    Value canDiffer = negate(onePoint);
+    return notEqual ? Truth{canDiffer, overlap} : Truth{overlap, canDiffer};
+  }
+
+  ImplicitLocOpBuilder& b;
+  llvm::DenseMap<Value, Range> ranges;
+  llvm::DenseMap<Value, Truth> truths;
+};
+
+} // namespace
+
+Value maskMayKeep(ImplicitLocOpBuilder& b, Region& mask, const DomainCorners& corners) {
+  return Bounds(b).maskOf(mask.front(), corners).canBeTrue;
+}
+
+} // namespace attnc::attn

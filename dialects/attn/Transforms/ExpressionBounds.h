@@ -1,0 +1,36 @@
+//===- ExpressionBounds.h - the tile classifier of the MLIR lowerings ------------===//
+//
+// Whether a mask_mod region can keep any score of an update's domain, from interval bounds of
+// its scalar ops over the domain's corners, emitted as code the kernel runs per key block: the
+// lowering skips a block it rules out (an update all of whose scores are masked leaves the
+// state as it was). Written causal (kv_idx <= qpos) and band masks are ruled out exactly as the
+// built-in masks are; what has no bound here (aux reads, bits, transcendental functions, %
+// beyond its divisor's range) is taken as able to be anything.
+//
+// The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
+// language leaves overflow unspecified): the float ops used (+, -, *, / by a constant, floor,
+// min, max, conversions) are monotone in each operand under rounding, so their values at the
+// corners bound their values inside.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Region.h"
+
+namespace attnc::attn {
+
+// The ranges of a region's integer arguments over a domain, both ends included, as i32
+// scalars, in the region's order: b, h, g, q_idx, kv_idx, qpos, Tq, Tk.
+struct DomainCorners {
+  mlir::Value first[8], last[8];
+};
+
+// An i1 that is false only when the mask region is false at every point of the domain.
+mlir::Value maskMayKeep(mlir::ImplicitLocOpBuilder& b, mlir::Region& mask,
+                        const DomainCorners& corners);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H

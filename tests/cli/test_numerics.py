@@ -120,7 +120,7 @@ class NumericsMatrix(CliTestCase):
             "heads=2 d_k=16 mask=bigbird block=32 random_blocks=2 seed=3 lse=true",
             "heads=2 kv_heads=1 d_k=16 mask=causal+block_sparse block=64 lse=true",
         ]:
-            self.check(spec, [("1", "300", "517"), ("2", "129", "64")], backends=["halide"])
+            self.check(spec, [("1", "300", "517"), ("2", "129", "64")])
 
     def test_expression_masks_on_structured_inputs(self):
         # Masks whose key blocks the kernels rule out from the expression's bounds over each
@@ -145,7 +145,9 @@ class NumericsMatrix(CliTestCase):
             'mask_mod="q_doc[b, q_idx] == kv_doc[b, kv_idx]" lse=true',
             'heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk]" causal_align=top_left '
             'mask_mod="q_doc[b, q_idx] == kv_doc[b, clamp(kv_idx + 3, 0, Tk - 1)] && '
-            'kv_idx <= qpos" weights=true',
+            'kv_idx <= qpos" lse=true',
+            'heads=2 d_k=16 mask=window+global window_left=20 window_right=5 global_tokens=3 '
+            'mask_mod="kv_idx % 7 != 3"',
             'heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk] gate:f32[Tk]" '
             'mask_mod="q_doc[b, q_idx] <= kv_doc[b, kv_idx] + 1 && gate[kv_idx] > -1.5"',
         ]

@@ -98,15 +98,16 @@ public:
 };
 
 // What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
-// d_v != d_k, the masks causal, padding, window and tensor, ALiBi, softcap, bias, score_mod and
-// mask_mod, lse.
+// d_v != d_k, the masks causal, padding, window and tensor, and global tokens as a mask
+// expression; ALiBi, softcap, bias, score_mod and mask_mod; lse.
 std::span<const Coverage> MlirBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     std::vector<Coverage> rows;
     for (Device device : {Device::Cpu, Device::Cuda})
       rows.push_back({device,
                       {Variant::Sdpa},
-                      {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor},
+                      {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
+                       MaskKind::Global},
                       {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::ScoreMod,
                        Modifier::MaskMod},
                       {Output::O, Output::Lse},

@@ -2,6 +2,7 @@
 
 #include "Abi/Arguments.h"
 #include "Backends/MLIR/ExprToMlir.h"
+#include "Spec/PatternExpressions.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -79,10 +80,20 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     return b.create<bufferization::ToTensorOp>(tensorOf(it->second), it->second, /*restrict=*/true);
   };
 
+  // The ops take causal, padding and tensor masks, and a window when it is the only sparsity
+  // pattern; global tokens (and a window beside them, since patterns unite) join mask_mod as
+  // their expressions.
+  constexpr MaskKind kPatterns[] = {MaskKind::Window, MaskKind::Global};
+  const bool nativeWindow = spec.masks.has(MaskKind::Window) && !spec.masks.has(MaskKind::Global);
   SmallVector<Attribute> masks;
   for (MaskKind k : {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor})
-    if (spec.masks.has(k))
+    if (spec.masks.has(k) && (k != MaskKind::Window || nativeWindow))
       masks.push_back(b.getStringAttr(maskKindName(k)));
+  std::optional<expr::Node> mask = nativeWindow ? std::nullopt
+                                                : patternsAsExpression(spec, kPatterns);
+  if (spec.maskMod.tree)
+    mask = mask ? expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*mask, *spec.maskMod.tree}}
+                : *spec.maskMod.tree;
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   SmallVector<Value> aux;
@@ -92,13 +103,13 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       tensorOf(o), lseType, read("q"), read("k"), read("v"), read("lengths"), read("mask"),
       read("bias"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
-      spec.masks.has(MaskKind::Window) ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
-      spec.masks.has(MaskKind::Window) ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
+      nativeWindow ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
+      nativeWindow ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
       b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr());
   if (spec.scoreMod.tree)
     buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec);
-  if (spec.maskMod.tree)
-    buildExpressionRegion(attention.getMaskMod(), *spec.maskMod.tree, spec);
+  if (mask)
+    buildExpressionRegion(attention.getMaskMod(), *mask, spec);
   auto store = [&](Value result, Value dest) {
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -24,9 +26,12 @@ struct Truth {
   Value canBeTrue, canBeFalse;
 };
 
+// The most elements an aux read's bound scans per domain: past it the read is unbounded.
+constexpr int64_t kMaxScan = 4096;
+
 class Bounds {
 public:
-  explicit Bounds(ImplicitLocOpBuilder& b) : b(b) {}
+  Bounds(ImplicitLocOpBuilder& b, ValueRange aux) : b(b), aux(aux) {}
 
   // Bounds every op of the block in order; the arguments are bound beforehand.
   Truth maskOf(Block& block, const DomainCorners& corners) {
@@ -186,7 +191,64 @@ private:
       };
       return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi))};
     }
-    return {}; // aux reads, bits, transcendental functions
+    if (auto load = dyn_cast<AuxLoadOp>(&op))
+      return auxRange(load);
+    return {}; // bits, transcendental functions
+  }
+
+  // The least and greatest element of the aux tensor over the box of its indices' ranges,
+  // clamped into the tensor as the kernel's reads are: scanned, one flat loop over the box.
+  // A box of more than kMaxScan elements gives the element type's whole range.
+  Range auxRange(AuxLoadOp load) {
+    Value tensor = aux[load.getAux()];
+    auto type = cast<MemRefType>(tensor.getType());
+    Type element = type.getElementType(), index = b.getIndexType();
+    auto constant = [&](int64_t v) { return b.create<arith::ConstantIndexOp>(v); };
+    SmallVector<Value> first, extent;
+    Value count = constant(1);
+    for (auto [d, i] : llvm::enumerate(load.getIndices())) {
+      Range r = range(i);
+      if (!r)
+        return {};
+      Value last = b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d), constant(1));
+      auto clamped = [&](Value v) {
+        return b.create<arith::MinSIOp>(
+            b.create<arith::MaxSIOp>(b.create<arith::IndexCastOp>(index, v), constant(0)), last);
+      };
+      Value lo = clamped(r.lo), hi = b.create<arith::MaxSIOp>(clamped(r.hi), lo);
+      first.push_back(lo);
+      extent.push_back(b.create<arith::AddIOp>(b.create<arith::SubIOp>(hi, lo), constant(1)));
+      count = b.create<arith::MulIOp>(count, extent.back());
+    }
+    const bool floats = isa<FloatType>(element);
+    auto extreme = [&](bool greatest) -> Value {
+      if (floats)
+        return b.create<arith::ConstantOp>(b.getFloatAttr(
+            element, greatest ? APFloat::getInf(APFloat::IEEEsingle())
+                              : APFloat::getInf(APFloat::IEEEsingle(), /*Negative=*/true)));
+      return b.create<arith::ConstantOp>(b.getIntegerAttr(
+          element, greatest ? APInt::getSignedMaxValue(32) : APInt::getSignedMinValue(32)));
+    };
+    Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, constant(kMaxScan));
+    Value scanned = b.create<arith::SelectOp>(tooMany, constant(0), count);
+    // Starting from the empty range (greatest below least), widened by every element.
+    auto loop = b.create<scf::ForOp>(constant(0), scanned, constant(1),
+                                     ValueRange{extreme(true), extreme(false)});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value rest = loop.getInductionVar();
+      SmallVector<Value> at(first.size());
+      for (int64_t d = static_cast<int64_t>(first.size()) - 1; d >= 0; --d) {
+        at[d] = b.create<arith::AddIOp>(first[d], b.create<arith::RemUIOp>(rest, extent[d]));
+        rest = b.create<arith::DivUIOp>(rest, extent[d]);
+      }
+      Value x = b.create<memref::LoadOp>(tensor, at);
+      ValueRange acc = loop.getRegionIterArgs();
+      b.create<scf::YieldOp>(ValueRange{minimum(acc[0], x), maximum(acc[1], x)});
+    }
+    return {b.create<arith::SelectOp>(tooMany, extreme(false), loop.getResult(0)),
+            b.create<arith::SelectOp>(tooMany, extreme(true), loop.getResult(1))};
   }
 
   Truth truthOf(Operation& op) {
@@ -260,14 +322,16 @@ private:
   }
 
   ImplicitLocOpBuilder& b;
+  ValueRange aux; // the update's aux tensors
   llvm::DenseMap<Value, Range> ranges;
   llvm::DenseMap<Value, Truth> truths;
 };
 
 } // namespace
 
-Value maskMayKeep(ImplicitLocOpBuilder& b, Region& mask, const DomainCorners& corners) {
-  return Bounds(b).maskOf(mask.front(), corners).canBeTrue;
+Value maskMayKeep(ImplicitLocOpBuilder& b, Region& mask, ValueRange aux,
+                  const DomainCorners& corners) {
+  return Bounds(b, aux).maskOf(mask.front(), corners).canBeTrue;
 }
 
 } // namespace attnc::attn

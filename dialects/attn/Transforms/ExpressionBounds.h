@@ -4,8 +4,11 @@
 // its scalar ops over the domain's corners, emitted as code the kernel runs per key block: the
 // lowering skips a block it rules out (an update all of whose scores are masked leaves the
 // state as it was). Written causal (kv_idx <= qpos) and band masks are ruled out exactly as the
-// built-in masks are; what has no bound here (aux reads, bits, transcendental functions, %
-// beyond its divisor's range) is taken as able to be anything.
+// built-in masks are. An aux read is bounded by the least and greatest element over the box its
+// indices span in the domain, scanned from the tensor (a document mask's block is ruled out when
+// the rows' documents and the keys' cannot meet); the scan is a few dozen loads per chunk of
+// keys, against the chunk's rows x keys x d multiply-adds. What has no bound here (bits,
+// transcendental functions, % beyond its divisor's range) is taken as able to be anything.
 //
 // The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
 // language leaves overflow unspecified): the float ops used (+, -, *, / by a constant, floor,
@@ -27,8 +30,9 @@ struct DomainCorners {
   mlir::Value first[8], last[8];
 };
 
-// An i1 that is false only when the mask region is false at every point of the domain.
-mlir::Value maskMayKeep(mlir::ImplicitLocOpBuilder& b, mlir::Region& mask,
+// An i1 that is false only when the mask region is false at every point of the domain; `aux`
+// are the tensors its attn.aux_load ops read.
+mlir::Value maskMayKeep(mlir::ImplicitLocOpBuilder& b, mlir::Region& mask, mlir::ValueRange aux,
                         const DomainCorners& corners);
 
 } // namespace attnc::attn

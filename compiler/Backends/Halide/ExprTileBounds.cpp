@@ -63,14 +63,13 @@ void varyingReads(const Node& n, std::set<std::pair<std::string, int>>& reads) {
 
 class TileBounds {
 public:
-  TileBounds(const TileRanges& tile, const Spec& spec,
-             const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries)
+  TileBounds(const TileRanges& tile, const Spec& spec, const std::map<std::string, ImageParam>& aux,
+             const AuxSummaries& summaries)
       : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries) {}
 
   Truth truth(const Node& n) const {
     switch (n.op) {
-    case Op::BoolLiteral:
-      return {cast<bool>(n.intValue != 0), cast<bool>(n.intValue == 0)};
+    case Op::BoolLiteral: return {cast<bool>(n.intValue != 0), cast<bool>(n.intValue == 0)};
     case Op::Not: {
       const Truth a = truth(n.args[0]);
       return {a.canBeFalse, a.canBeTrue};
@@ -93,10 +92,8 @@ public:
     case Op::Gt:
     case Op::Ge:
     case Op::Eq:
-    case Op::Ne:
-      return compared(n);
-    default:
-      return either(); // aux reads of bools do not exist; bit() is not bounded here
+    case Op::Ne: return compared(n);
+    default: return either(); // aux reads of bools do not exist; bit() is not bounded here
     }
   }
 
@@ -104,8 +101,7 @@ private:
   Truth compared(const Node& n) const {
     if (n.args[0].type == expr::Type::Bool) // bool == bool: bounded only through its operands
       return either();
-    const bool floats =
-        n.args[0].type == expr::Type::Float || n.args[1].type == expr::Type::Float;
+    const bool floats = n.args[0].type == expr::Type::Float || n.args[1].type == expr::Type::Float;
     const Range a = as(range(n.args[0]), floats), b = as(range(n.args[1]), floats);
     if (!a.known || !b.known)
       return either();
@@ -237,8 +233,7 @@ private:
       return known(cast<int32_t>(floor(a.lo)), cast<int32_t>(floor(a.hi)));
     }
     case Op::Aux: return auxRange(n);
-    default:
-      return {}; // transcendental functions
+    default: return {}; // transcendental functions
     }
   }
 
@@ -352,14 +347,22 @@ private:
 
   Range variable(const std::string& name) const {
     const TileRanges& t = tile_;
-    if (name == "b") return known(t.b, t.b);
-    if (name == "h") return known(t.h, t.h);
-    if (name == "g") return known(t.g, t.g);
-    if (name == "q_idx") return known(t.firstRow, t.lastRow);
-    if (name == "kv_idx") return known(t.firstKey, t.lastKey);
-    if (name == "qpos") return known(t.firstPos, t.lastPos);
-    if (name == "Tq") return known(t.tq, t.tq);
-    if (name == "Tk") return known(t.tk, t.tk);
+    if (name == "b")
+      return known(t.b, t.b);
+    if (name == "h")
+      return known(t.h, t.h);
+    if (name == "g")
+      return known(t.g, t.g);
+    if (name == "q_idx")
+      return known(t.firstRow, t.lastRow);
+    if (name == "kv_idx")
+      return known(t.firstKey, t.lastKey);
+    if (name == "qpos")
+      return known(t.firstPos, t.lastPos);
+    if (name == "Tq")
+      return known(t.tq, t.tq);
+    if (name == "Tk")
+      return known(t.tk, t.tk);
     return {}; // score: masks never read it
   }
 

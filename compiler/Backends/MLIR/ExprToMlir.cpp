@@ -19,7 +19,7 @@ using P = arith::CmpIPredicate;
 using F = arith::CmpFPredicate;
 
 // The block's arguments, in the region's order.
-constexpr const char* kArguments[] = {"score", "b",      "h",    "g", "q_idx",
+constexpr const char* kArguments[] = {"score",  "b",    "h",  "g", "q_idx",
                                       "kv_idx", "qpos", "Tq", "Tk"};
 
 class RegionBuilder {
@@ -99,8 +99,7 @@ private:
     return b_.create<arith::ConstantIntOp>(static_cast<int32_t>(value), 32);
   }
   Value f32(double value) {
-    return b_.create<arith::ConstantFloatOp>(APFloat(static_cast<float>(value)),
-                                             b_.getF32Type());
+    return b_.create<arith::ConstantFloatOp>(APFloat(static_cast<float>(value)), b_.getF32Type());
   }
 
   Value convert(Value v, expr::Type from, expr::Type to) {
@@ -149,12 +148,11 @@ private:
     if (operand.type == expr::Type::Int)
       return x;
     const Value floored = b_.create<math::FloorOp>(x);
-    const Value saturated =
-        b_.create<arith::MinNumFOp>(b_.create<arith::MaxNumFOp>(floored, f32(-2147483648.0)),
-                                    f32(2147483520.0));
+    const Value saturated = b_.create<arith::MinNumFOp>(
+        b_.create<arith::MaxNumFOp>(floored, f32(-2147483648.0)), f32(2147483520.0));
     const Value isNaN = b_.create<arith::CmpFOp>(F::UNO, x, x);
-    return b_.create<arith::SelectOp>(
-        isNaN, i32(0), b_.create<arith::FPToSIOp>(b_.getI32Type(), saturated));
+    return b_.create<arith::SelectOp>(isNaN, i32(0),
+                                      b_.create<arith::FPToSIOp>(b_.getI32Type(), saturated));
   }
 
   // Bit i of the word sign-extended to 64 bits: bits 32..63 are its sign; false outside [0, 63].

@@ -66,9 +66,7 @@ private:
     return isFloat(x) ? Value(b.create<arith::CmpFOp>(arith::CmpFPredicate::OLE, x, y))
                       : Value(b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, x, y));
   }
-  Value zeroLike(Value x) {
-    return b.create<arith::ConstantOp>(b.getZeroAttr(x.getType()));
-  }
+  Value zeroLike(Value x) { return b.create<arith::ConstantOp>(b.getZeroAttr(x.getType())); }
 
   // A value defined outside the block (a hoisted constant) or before this op.
   Range range(Value v) {
@@ -130,7 +128,8 @@ private:
       Range x = operand(0);
       if (!divisor || !x || divisor.value().isZero())
         return {};
-      Value lo = b.create<arith::DivFOp>(x.lo, divisor), hi = b.create<arith::DivFOp>(x.hi, divisor);
+      Value lo = b.create<arith::DivFOp>(x.lo, divisor),
+            hi = b.create<arith::DivFOp>(x.hi, divisor);
       return divisor.value().isNegative() ? Range{hi, lo} : Range{lo, hi};
     }
     if (isa<arith::NegFOp>(op)) {
@@ -187,7 +186,8 @@ private:
       // Only the taken side when the condition is fixed over the domain, else both.
       auto pick = [&](Value onlyX, Value onlyY, Value joined) {
         return b.create<arith::SelectOp>(
-            negate(c.canBeFalse), onlyX, b.create<arith::SelectOp>(negate(c.canBeTrue), onlyY, joined));
+            negate(c.canBeFalse), onlyX,
+            b.create<arith::SelectOp>(negate(c.canBeTrue), onlyY, joined));
       };
       return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi))};
     }

@@ -272,8 +272,9 @@ Value UpdateLowering::liveKeyCount(int64_t group) {
     chunkCorners.last[4] = i32(
         b, b.create<arith::MinSIOp>(
                b.create<arith::SubIOp>(b.create<arith::AddIOp>(offsets[3], end), one), lastKey));
-    Value count = b.create<arith::SelectOp>(maskMayKeep(b, op.getMaskMod(), op.getAux(), chunkCorners), end,
-                                            loop.getRegionIterArgs().front());
+    Value count =
+        b.create<arith::SelectOp>(maskMayKeep(b, op.getMaskMod(), op.getAux(), chunkCorners), end,
+                                  loop.getRegionIterArgs().front());
     b.create<scf::YieldOp>(count);
   }
   return loop.getResult(0);

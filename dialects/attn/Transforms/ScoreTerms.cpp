@@ -107,8 +107,8 @@ Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, V
   for (Operation& scalar : block.without_terminator()) {
     if (auto constant = dyn_cast<arith::ConstantOp>(scalar)) {
       auto type = VectorType::get(shape, constant.getType());
-      map.map(constant.getResult(), b.create<arith::ConstantOp>(
-                                        DenseElementsAttr::get(type, constant.getValue())));
+      map.map(constant.getResult(),
+              b.create<arith::ConstantOp>(DenseElementsAttr::get(type, constant.getValue())));
       continue;
     }
     if (auto load = dyn_cast<AuxLoadOp>(scalar)) {
@@ -129,15 +129,15 @@ Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, V
   return vectorOf(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());
 }
 
-Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux,
-                            ArrayRef<Value> indices) const {
+Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux, ArrayRef<Value> indices) const {
   Value tensor = op.getAux()[aux];
   auto tensorType = cast<MemRefType>(tensor.getType());
   auto indexType = cast<VectorType>(indices.front().getType());
   auto type = VectorType::get(indexType.getShape(), tensorType.getElementType());
   SmallVector<Value> last;
   for (int64_t d = 0; d < tensorType.getRank(); ++d)
-    last.push_back(b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d), indexConstant(b, 1)));
+    last.push_back(
+        b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d), indexConstant(b, 1)));
   Value zero = indexConstant(b, 0);
   Value result = b.create<arith::ConstantOp>(b.getZeroAttr(type));
   const int64_t count = type.getNumElements();

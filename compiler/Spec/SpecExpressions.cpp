@@ -4,6 +4,7 @@
 #include "Expr/ExprIndexCheck.h"
 #include "Expr/ExprParse.h"
 #include "Expr/ExprPrint.h"
+#include "Spec/SpecKeys.h"
 
 #include <algorithm>
 #include <cctype>
@@ -39,21 +40,6 @@ void checkName(std::string_view key, std::string_view value, std::string_view na
     fail("is not a name (a letter or _, then letters, digits or _)");
   if (expr::isLanguageName(name))
     fail("is a name of the expression language (a variable or function); choose another");
-}
-
-std::vector<std::string_view> fields(std::string_view text) {
-  std::vector<std::string_view> result;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
-    const size_t start = i;
-    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
-    if (i > start)
-      result.push_back(text.substr(start, i - start));
-  }
-  return result;
 }
 
 std::string printNumber(const expr::Value& v) {
@@ -98,7 +84,7 @@ std::vector<SpecParam> parseParams(std::string_view text) {
                     std::string(kParamsAllowed));
   };
   std::vector<SpecParam> params;
-  for (std::string_view field : fields(text)) {
+  for (std::string_view field : specWords(text)) {
     const size_t eq = field.find('=');
     if (eq == std::string_view::npos)
       fail("'" + std::string(field) + "' is not name=number");

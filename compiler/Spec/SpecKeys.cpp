@@ -4,6 +4,7 @@
 #include "Spec/SpecNames.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -353,6 +354,31 @@ const SpecKey* findSpecKey(std::string_view name) {
     if (key.name == name)
       return &key;
   return nullptr;
+}
+
+std::vector<std::string_view> specWords(std::string_view text) {
+  std::vector<std::string_view> result;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    const size_t start = i;
+    bool quoted = false;
+    size_t openedAt = 0;
+    while (i < text.size() && (quoted || !std::isspace(static_cast<unsigned char>(text[i])))) {
+      if (text[i] == '"') {
+        quoted = !quoted;
+        openedAt = i;
+      }
+      ++i;
+    }
+    if (quoted)
+      throw SpecError("the quote at column " + std::to_string(openedAt + 1) +
+                      " is not closed: '" + std::string(text.substr(start)) + "'");
+    if (i > start)
+      result.push_back(text.substr(start, i - start));
+  }
+  return result;
 }
 
 } // namespace attnc

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attnc {
 
@@ -33,6 +34,10 @@ struct SpecKey {
 // Sorted by name; the canonical form follows this order.
 std::span<const SpecKey> specKeys();
 const SpecKey* findSpecKey(std::string_view name);
+
+// The words of a spec's text, or of a key's list value (params="cap=30 w=128"), split at
+// spaces outside double quotes; an unclosed quote is a SpecError.
+std::vector<std::string_view> specWords(std::string_view text);
 
 } // namespace attnc
 

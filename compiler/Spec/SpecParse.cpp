@@ -42,37 +42,11 @@ void splitPair(std::string_view token, std::string_view& key, std::string_view& 
     throw SpecError("'" + std::string(token) + "' is not key=value; known keys: " + knownKeys());
   key = token.substr(0, eq);
   value = token.substr(eq + 1);
-  // A quoted value (score_mod="kv_idx <= qpos") may hold spaces; words() kept it whole.
+  // A quoted value (score_mod="kv_idx <= qpos") may hold spaces; specWords() kept it whole.
   if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
     value = value.substr(1, value.size() - 2);
   if (value.empty())
     throw SpecError(std::string(key) + "= has no value");
-}
-
-// The spec's key=value words, split at spaces outside double quotes.
-std::vector<std::string_view> words(std::string_view text) {
-  std::vector<std::string_view> result;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
-    const size_t start = i;
-    bool quoted = false;
-    size_t openedAt = 0;
-    while (i < text.size() && (quoted || !std::isspace(static_cast<unsigned char>(text[i])))) {
-      if (text[i] == '"') {
-        quoted = !quoted;
-        openedAt = i;
-      }
-      ++i;
-    }
-    if (quoted)
-      throw SpecError("the quote at column " + std::to_string(openedAt + 1) +
-                      " is not closed: '" + std::string(text.substr(start)) + "'");
-    if (i > start)
-      result.push_back(text.substr(start, i - start));
-  }
-  return result;
 }
 
 // Inserts a preset's keys under the user's: a user key always wins.
@@ -81,7 +55,7 @@ void expandPreset(std::string_view name, Entries& entries) {
   if (!preset)
     throw SpecError("preset=" + std::string(name) +
                     ": unknown preset; expected one of: " + presetNames());
-  for (std::string_view token : words(preset->spec)) {
+  for (std::string_view token : specWords(preset->spec)) {
     std::string_view key, value;
     splitPair(token, key, value);
     entries.try_emplace(std::string(key), Entry{std::string(value), preset});
@@ -290,7 +264,7 @@ std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
 
 Spec parseSpec(std::string_view text) {
   Entries entries;
-  for (std::string_view token : words(text)) {
+  for (std::string_view token : specWords(text)) {
     std::string_view key, value;
     splitPair(token, key, value);
     addEntry(entries, key, std::string(value));

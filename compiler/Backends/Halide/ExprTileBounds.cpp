@@ -112,17 +112,13 @@ private:
     case Op::Le: return {a.lo <= b.hi, a.hi > b.lo};
     case Op::Gt: return {a.hi > b.lo, a.lo <= b.hi};
     case Op::Ge: return {a.hi >= b.lo, a.lo < b.hi};
-    case Op::Eq: {
-      const Expr overlap = a.lo <= b.hi && b.lo <= a.hi;
-      const Expr bothOne = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
-      return {overlap, !bothOne};
+    default: break;
     }
-    default: {
-      const Expr overlap = a.lo <= b.hi && b.lo <= a.hi;
-      const Expr bothOne = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
-      return {!bothOne, overlap};
-    }
-    }
+    // == holds somewhere when the ranges overlap, and fails somewhere unless both are one and
+    // the same point; != the other way round.
+    const Expr overlap = a.lo <= b.hi && b.lo <= a.hi;
+    const Expr onePoint = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
+    return n.op == Op::Eq ? Truth{overlap, !onePoint} : Truth{!onePoint, overlap};
   }
 
   static Range as(const Range& r, bool floats) {

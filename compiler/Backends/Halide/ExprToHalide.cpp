@@ -58,8 +58,9 @@ public:
     case Op::Where: {
       if (n.type != expr::Type::Bool)
         return select(arg(0), as(1, n.type), as(2, n.type));
-      // Not a select of bools: Halide 14 miscompiles some vectorised selects of bool vectors
-      // (a weights pass gave wrong weights; found by tests/cli/test_expressions.py).
+      // Not a select of bools: in the weights pass one gave wrong weights, the and/or form
+      // right ones (found by tests/cli/test_expressions.py; Halide 14's lowering of selects of
+      // bool vectors is the suspect, not reduced to a standalone case).
       const Expr c = arg(0);
       return (c && arg(1)) || (!c && arg(2));
     }

@@ -1,6 +1,7 @@
 #include "Backends/MLIR/ExprToMlir.h"
 
 #include "attn/IR/AttnOps.h"
+#include "attn/IR/ExpressionRegion.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -17,10 +18,6 @@ using expr::Node;
 using expr::Op;
 using P = arith::CmpIPredicate;
 using F = arith::CmpFPredicate;
-
-// The block's arguments, in the region's order.
-constexpr const char* kArguments[] = {"score",  "b",    "h",  "g", "q_idx",
-                                      "kv_idx", "qpos", "Tq", "Tk"};
 
 class RegionBuilder {
 public:
@@ -171,8 +168,9 @@ private:
   }
 
   Value variable(const std::string& name) {
-    const auto at = std::find(std::begin(kArguments), std::end(kArguments), name);
-    return block_.getArgument(static_cast<unsigned>(at - std::begin(kArguments)));
+    const auto& names = attn::kExpressionArgumentNames;
+    return block_.getArgument(
+        static_cast<unsigned>(std::find(names.begin(), names.end(), name) - names.begin()));
   }
 
   Value param(const std::string& name) {
@@ -206,7 +204,7 @@ void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& s
   Block* block = new Block();
   region.push_back(block);
   block->addArgument(b.getF32Type(), b.getLoc());
-  for (size_t i = 1; i < std::size(kArguments); ++i)
+  for (size_t i = 1; i < attn::kExpressionArgumentNames.size(); ++i)
     block->addArgument(b.getI32Type(), b.getLoc());
   b.setInsertionPointToEnd(block);
   Value value = RegionBuilder(b, *block, spec)(tree);

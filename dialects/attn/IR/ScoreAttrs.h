@@ -2,6 +2,7 @@
 #ifndef ATTNC_DIALECTS_ATTN_IR_SCOREATTRS_H
 #define ATTNC_DIALECTS_ATTN_IR_SCOREATTRS_H
 
+#include "attn/IR/ExpressionRegion.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -10,8 +11,6 @@
 #include "llvm/ADT/StringSet.h"
 
 namespace attnc::attn {
-
-template <class ScoreOp> mlir::MLIRContext* ctx(ScoreOp op) { return op->getContext(); }
 
 // The mask names the score ops take, the operands and attributes that go with them, and the
 // expression regions' signatures.
@@ -41,14 +40,14 @@ template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
   if (op.getWindowRight() && !masks.contains("window"))
     return op.emitOpError() << "window_right needs mask 'window'";
   for (auto [region, name, result] :
-       {std::tuple{&op.getScoreMod(), "score_mod", mlir::Type(mlir::Float32Type::get(ctx(op)))},
-        {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(ctx(op), 1)}}) {
+       {std::tuple{&op.getScoreMod(), "score_mod", mlir::Type(mlir::Float32Type::get(op->getContext()))},
+        {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(op->getContext(), 1)}}) {
     if (region->empty())
       continue;
     // (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32), as Attn_ExpressionRegion says.
     mlir::Block& block = region->front();
     mlir::TypeRange args = block.getArgumentTypes();
-    const bool signature = args.size() == 9 && args[0].isF32() &&
+    const bool signature = args.size() == kExpressionArgumentNames.size() && args[0].isF32() &&
                            llvm::all_of(args.drop_front(), [](mlir::Type t) {
                              return t.isSignlessInteger(32);
                            });

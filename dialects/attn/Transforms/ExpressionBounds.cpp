@@ -35,8 +35,8 @@ public:
 
   // Bounds every op of the block in order; the arguments are bound beforehand.
   Truth maskOf(Block& block, const DomainCorners& corners) {
-    for (auto [k, argument] : llvm::enumerate(block.getArguments().drop_front()))
-      ranges[argument] = {corners.first[k], corners.last[k]};
+    for (size_t k = index(ExpressionArgument::B); k < block.getNumArguments(); ++k)
+      ranges[block.getArgument(k)] = {corners.first[k], corners.last[k]};
     for (Operation& op : block.without_terminator())
       bound(op);
     return truth(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());

@@ -19,15 +19,16 @@
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H
 #define ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H
 
+#include "attn/IR/ExpressionRegion.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Region.h"
 
 namespace attnc::attn {
 
 // The ranges of a region's integer arguments over a domain, both ends included, as i32
-// scalars, in the region's order: b, h, g, q_idx, kv_idx, qpos, Tq, Tk.
+// scalars, indexed by ExpressionArgument (the score's entries are unused: masks do not read it).
 struct DomainCorners {
-  mlir::Value first[8], last[8];
+  std::array<mlir::Value, kExpressionArgumentNames.size()> first, last;
 };
 
 // An i1 that is false only when the mask region is false at every point of the domain; `aux`

@@ -50,7 +50,8 @@ private:
   // which mask_mod can keep a score of the domain's rows, from its bounds over the chunk's
   // corners (ExpressionBounds.h); 0 when it keeps none. The keys past it are all masked, and
   // masked keys leave the state as it was.
-  Value liveKeyCount(int64_t group);
+  // off is the key position of query row 0 (ScoreTerms::positionOffset); kvHead is set.
+  Value liveKeyCount(int64_t group, Value off);
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
@@ -236,7 +237,7 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
       });
 }
 
-Value UpdateLowering::liveKeyCount(int64_t group) {
+Value UpdateLowering::liveKeyCount(int64_t group, Value off) {
   constexpr int64_t kLiveChunk = 16;
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
   Value one = indexConstant(b, 1), chunk = indexConstant(b, kLiveChunk);
@@ -250,14 +251,20 @@ Value UpdateLowering::liveKeyCount(int64_t group) {
   // Rows and keys past Tq and Tk are not attended: the corners stop at them.
   Value lastRow = b.create<arith::MinSIOp>(last(2), b.create<arith::SubIOp>(seqQ, one));
   Value lastKey = b.create<arith::MinSIOp>(last(3), b.create<arith::SubIOp>(seqK, one));
-  Value off = ScoreTerms::positionOffset(b, op), groupSize = indexConstant(b, group);
-  DomainCorners corners{
-      {i32(b, offsets[0]), i32(b, offsets[1]),
-       i32(b, b.create<arith::DivUIOp>(offsets[1], groupSize)), i32(b, offsets[2]), Value(),
-       i32(b, b.create<arith::AddIOp>(offsets[2], off)), i32(b, seqQ), i32(b, seqK)},
-      {i32(b, last(0)), i32(b, last(1)), i32(b, b.create<arith::DivUIOp>(last(1), groupSize)),
-       i32(b, lastRow), Value(), i32(b, b.create<arith::AddIOp>(lastRow, off)), i32(b, seqQ),
-       i32(b, seqK)}};
+  Value groupSize = indexConstant(b, group);
+  DomainCorners corners;
+  auto set = [&](ExpressionArgument argument, Value lo, Value hi) {
+    corners.first[index(argument)] = i32(b, lo);
+    corners.last[index(argument)] = i32(b, hi);
+  };
+  set(ExpressionArgument::B, offsets[0], last(0));
+  set(ExpressionArgument::H, offsets[1], last(1));
+  set(ExpressionArgument::G, kvHead, b.create<arith::DivUIOp>(last(1), groupSize));
+  set(ExpressionArgument::QIdx, offsets[2], lastRow);
+  set(ExpressionArgument::QPos, b.create<arith::AddIOp>(offsets[2], off),
+      b.create<arith::AddIOp>(lastRow, off));
+  set(ExpressionArgument::SeqQ, seqQ, seqQ);
+  set(ExpressionArgument::SeqK, seqK, seqK);
   Value keys = sizes[3];
   Value chunks = b.create<arith::CeilDivUIOp>(keys, chunk);
   auto loop = b.create<scf::ForOp>(indexConstant(b, 0), chunks, one,
@@ -268,8 +275,9 @@ Value UpdateLowering::liveKeyCount(int64_t group) {
     Value first = b.create<arith::MulIOp>(loop.getInductionVar(), chunk);
     Value end = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, chunk), keys);
     DomainCorners chunkCorners = corners;
-    chunkCorners.first[4] = i32(b, b.create<arith::AddIOp>(offsets[3], first));
-    chunkCorners.last[4] = i32(
+    const size_t keyIndex = index(ExpressionArgument::KvIdx);
+    chunkCorners.first[keyIndex] = i32(b, b.create<arith::AddIOp>(offsets[3], first));
+    chunkCorners.last[keyIndex] = i32(
         b, b.create<arith::MinSIOp>(
                b.create<arith::SubIOp>(b.create<arith::AddIOp>(offsets[3], end), one), lastKey));
     Value count =
@@ -301,16 +309,16 @@ LogicalResult UpdateLowering::emit() {
 
   ValueRange offsets = op.getOffsets();
   const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
+  kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
+  Value off = ScoreTerms::positionOffset(b, op);
   keyCount = op.getSizes()[3];
   if (!op.getMaskMod().empty()) {
-    keyCount = liveKeyCount(group);
+    keyCount = liveKeyCount(group, off);
     auto live = b.create<scf::IfOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, keyCount, indexConstant(b, 0)),
         /*withElseRegion=*/false);
     b.setInsertionPoint(live.thenBlock()->getTerminator());
   }
-  kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
-  Value off = ScoreTerms::positionOffset(b, op);
   Value first =
       b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(offsets[2], off));
   SmallVector<int32_t> iota(lanes);

@@ -2,6 +2,7 @@
 #include "attn/Transforms/ScoreTerms.h"
 
 #include "Semantics/Positions.h"
+#include "attn/IR/ExpressionRegion.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -84,19 +85,19 @@ Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, V
   auto typeI32 = cast<VectorType>(queryPos.getType());
   auto splat = [&](Value scalar) { return b.create<vector::BroadcastOp>(typeI32, scalar); };
   Block& block = region.front();
-  // (score, b, h, g, q_idx, kv_idx, qpos, Tq, Tk), as attn.attention's regions take them.
-  const Value arguments[] = {s,
-                             splat(batch),
-                             splat(head),
-                             splat(kvHead),
-                             b.create<arith::SubIOp>(queryPos, splat(offset)),
-                             keyPos,
-                             queryPos,
-                             splat(seqQ),
-                             splat(seqK)};
   IRMapping map;
-  for (auto [argument, value] : llvm::zip_equal(block.getArguments(), arguments))
-    map.map(argument, value);
+  auto bind = [&](ExpressionArgument argument, Value value) {
+    map.map(block.getArgument(index(argument)), value);
+  };
+  bind(ExpressionArgument::Score, s);
+  bind(ExpressionArgument::B, splat(batch));
+  bind(ExpressionArgument::H, splat(head));
+  bind(ExpressionArgument::G, splat(kvHead));
+  bind(ExpressionArgument::QIdx, b.create<arith::SubIOp>(queryPos, splat(offset)));
+  bind(ExpressionArgument::KvIdx, keyPos);
+  bind(ExpressionArgument::QPos, queryPos);
+  bind(ExpressionArgument::SeqQ, splat(seqQ));
+  bind(ExpressionArgument::SeqK, splat(seqK));
   // A value from outside the block (canonicalization hoists the region's constants out of it)
   // is the same at every element: broadcast.
   auto vectorOf = [&](Value scalar) -> Value {

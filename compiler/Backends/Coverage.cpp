@@ -101,6 +101,7 @@ Coverage fullCoverage(Device device) {
           {std::begin(kModifiers), std::end(kModifiers)},
           {std::begin(kOutputs), std::end(kOutputs)},
           everyValue(dtypeNames()),
+          {},
           ""};
 }
 
@@ -121,6 +122,11 @@ std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
   return std::nullopt;
 }
 
+bool visitsMaskedKeys(const Coverage& row, const Spec& spec) {
+  return std::any_of(row.elementwiseMasks.begin(), row.elementwiseMasks.end(),
+                     [&](MaskKind k) { return spec.masks.has(k); });
+}
+
 std::string describeCoverage(const Coverage& row) {
   return "variants " + joined(names(row.variants, variantName)) + "; masks " +
          joined(names(row.masks, maskKindName)) + "; modifiers " +
@@ -136,6 +142,8 @@ nlohmann::json coverageJson(const Coverage& row) {
                          {"modifiers", names(row.modifiers, modifierName)},
                          {"outputs", names(row.outputs, outputName)},
                          {"dtypes", names(row.dtypes, dtypeName)}};
+  if (!row.elementwiseMasks.empty())
+    json["elementwise_masks"] = names(row.elementwiseMasks, maskKindName);
   if (!row.gapReason.empty())
     json["gap_reason"] = row.gapReason;
   return json;

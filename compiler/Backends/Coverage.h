@@ -30,6 +30,10 @@ struct Coverage {
   std::vector<Modifier> modifiers;
   std::vector<Output> outputs;
   std::vector<DType> dtypes;
+  // Covered masks whose masked keys these kernels still visit, testing each score (their tiles
+  // are bounded coarser than the pattern: residue classes not gathered, key blocks larger than
+  // the pattern's blocks): `--backend auto` prefers a backend that skips them.
+  std::vector<MaskKind> elementwiseMasks;
   // Why what is missing is missing, when one reason covers it ("" otherwise).
   std::string_view gapReason;
 };
@@ -40,6 +44,9 @@ Coverage fullCoverage(Device device);
 // The first feature of `spec` the row leaves out, as the spec writes it ("variant=linear",
 // "mask=strided", "rope", "dtype=bf16", "weights"); nullopt when the row covers the spec.
 std::optional<std::string> firstGap(const Coverage& row, const Spec& spec);
+
+// Whether the spec has one of the row's elementwise masks.
+bool visitsMaskedKeys(const Coverage& row, const Spec& spec);
 
 // The row in spec terms: "variant=sdpa; masks causal padding ...; modifiers ...; ...".
 std::string describeCoverage(const Coverage& row);

@@ -53,15 +53,24 @@ const Backend& backendNamed(const std::string& name) {
 }
 
 const Backend& fastestBackendFor(const Spec& spec, const Target& target) {
+  // The first fused backend that covers the spec, in registration order (the faster first),
+  // unless it visits keys a mask of the spec masks where a later one skips them.
   std::string reasons;
+  const Backend* visiting = nullptr;
   for (const Backend* b : registeredBackends()) {
     if (b == &referenceBackend())
       continue;
     std::optional<std::string> reason = b->unsupported(spec, target);
-    if (!reason)
+    if (reason) {
+      reasons += "; " + *reason;
+      continue;
+    }
+    if (!b->visitsMaskedKeys(spec, target))
       return *b;
-    reasons += "; " + *reason;
+    visiting = visiting ? visiting : b;
   }
+  if (visiting)
+    return *visiting;
   throw UsageError("--backend auto: no fused backend of this attnc builds this spec for --target " +
                    target.name + reasons + " (--backend reference builds every spec for the host)");
 }

@@ -58,7 +58,9 @@ std::span<const Backend* const> registeredBackends();
 const Backend& backendNamed(const std::string& name);
 
 // What `--backend auto` means without a tuning record: the first registered backend but the
-// reference that builds `spec` for `target`. UsageError with each one's reason when none does.
+// reference that builds `spec` for `target`, passing over one that visits the keys a mask of
+// the spec masks (Coverage::elementwiseMasks) when a later one skips them. UsageError with each
+// one's reason when none builds it.
 const Backend& fastestBackendFor(const Spec& spec, const Target& target);
 
 // Throws UsageError for a request without kernels, an unknown backend, a target it does not

@@ -7,8 +7,10 @@
 // on two ints stays int, a float operand makes it float; `/` always divides as floats and `%`
 // takes ints only, with the divisor's sign (floor modulo, as Python's), so that `(q_idx -
 // kv_idx) % 4` means what a reader expects for negative differences; `x % 0` is 0, so no
-// kernel traps. floor takes a number to an int. bit(x, i) reads one bit of an int, for masks
-// packed into the bits of an aux tensor.
+// kernel traps. `//` divides ints to the floor, the quotient that goes with `%`
+// (x == m * (x // m) + x % m), and `x // 0` is 0: block indices such as `q_idx // 64`. floor
+// takes a number to an int. bit(x, i) reads one bit of an int, for masks packed into the bits
+// of an aux tensor.
 #ifndef ATTNC_COMPILER_EXPR_EXPR_H
 #define ATTNC_COMPILER_EXPR_EXPR_H
 
@@ -38,6 +40,7 @@ enum class Op {
   Mul,
   Div,
   Mod,
+  FloorDiv, // `//`
   Lt,
   Le,
   Gt,
@@ -58,6 +61,11 @@ enum class Op {
   Tanh,
   Sigmoid,
   Bit, // bit(x, i): bit i of int x (two's complement, 64 bits); false for i outside [0, 63]
+  // philox(c0, c1, c2, c3, n): word n mod 4 of Philox4x32-10 (Semantics/Random.h) at counter
+  // (c0, c1, c2, c3), each taken mod 2^32, under the key in intValue (key0 | key1 << 32), read
+  // as a signed 32-bit int so that 32-bit kernels hold it exactly. The built-in masks' random
+  // draws (BigBird's blocks); a spec's own expressions cannot call it yet.
+  Philox,
 };
 
 struct Node {
@@ -81,6 +89,17 @@ inline int64_t floorModulo(int64_t x, int64_t m) {
     return 0;
   const int64_t r = x % m;
   return r != 0 && ((r < 0) != (m < 0)) ? r + m : r;
+}
+
+// The language's `//`: floor(x / m), and 0 for m = 0; -x (wrapping) for m = -1, where C++'s
+// division overflows (INT64_MIN / -1).
+inline int64_t floorDivide(int64_t x, int64_t m) {
+  if (m == 0)
+    return 0;
+  if (m == -1)
+    return static_cast<int64_t>(0 - static_cast<uint64_t>(x));
+  const int64_t q = x / m, r = x % m;
+  return r != 0 && ((r < 0) != (m < 0)) ? q - 1 : q;
 }
 
 // A bad expression: the message names the key, the expression, the column and the problem.

@@ -84,6 +84,15 @@ Bounds modulo(const Bounds& a, const Bounds& b) {
   return range(Type::Int, -(limit - 1), limit - 1, false);
 }
 
+Bounds quotient(const Bounds& a, const Bounds& b) {
+  // floor(x / m) is monotone in each argument while m keeps one sign: the corners bound it.
+  if (b.lo > 0 || b.hi < 0)
+    return corners(Type::Int, a, b, [](double x, double m) { return std::floor(x / m); });
+  // With m = 0 (x // 0 = 0) or either sign possible, |x // m| <= |x|.
+  const double limit = std::max(std::fabs(a.lo), std::fabs(a.hi));
+  return range(Type::Int, -limit, limit, false);
+}
+
 Bounds hull(const Bounds& a, const Bounds& b, Type type) {
   Bounds r = range(type, std::min(a.lo, b.lo), std::max(a.hi, b.hi), a.maybeNaN || b.maybeNaN);
   r.canBeTrue = a.canBeTrue || b.canBeTrue;
@@ -205,6 +214,8 @@ Bounds bounds(const Node& n, const Box& box) {
   }
   case Op::Mod:
     return modulo(arg(0), arg(1));
+  case Op::FloorDiv:
+    return quotient(arg(0), arg(1));
   case Op::Min:
     return corners(n.type, arg(0), arg(1), minimum);
   case Op::Max:
@@ -242,6 +253,8 @@ Bounds bounds(const Node& n, const Box& box) {
     return increasing(arg(0), sigmoid);
   case Op::Bit:
     return Bounds::ofBool(true, true);
+  case Op::Philox: // a 32-bit word read as signed
+    return Bounds::ofInt(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
   case Op::Log:
   case Op::Sqrt: {
     const Bounds a = arg(0);

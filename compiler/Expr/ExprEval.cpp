@@ -1,5 +1,7 @@
 #include "Expr/ExprEval.h"
 
+#include "Semantics/Random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -45,6 +47,8 @@ Value arithmetic(Op op, Type type, const Value& a, const Value& b) {
       return intValue(wrap(x * y));
     case Op::Mod:
       return intValue(floorModulo(a.i, b.i));
+    case Op::FloorDiv:
+      return intValue(floorDivide(a.i, b.i));
     case Op::Min:
       return intValue(std::min(a.i, b.i));
     default:
@@ -160,6 +164,7 @@ Value evaluate(const Node& n, const Point& p, const Environment& env) {
   case Op::Mul:
   case Op::Div:
   case Op::Mod:
+  case Op::FloorDiv:
   case Op::Min:
   case Op::Max:
     return arithmetic(n.op, n.type, arg(0), arg(1));
@@ -190,6 +195,14 @@ Value evaluate(const Node& n, const Point& p, const Environment& env) {
     const Value word = arg(0), index = arg(1);
     return boolValue(index.i >= 0 && index.i < 64 &&
                      ((static_cast<uint64_t>(word.i) >> index.i) & 1) != 0);
+  }
+  case Op::Philox: {
+    const uint64_t key = static_cast<uint64_t>(n.intValue);
+    auto word = [&](size_t i) { return static_cast<uint32_t>(arg(i).i); };
+    const random::Block x = random::philox4x32({word(0), word(1), word(2), word(3)},
+                                               static_cast<uint32_t>(key),
+                                               static_cast<uint32_t>(key >> 32));
+    return intValue(static_cast<int32_t>(x[floorModulo(arg(4).i, 4)]));
   }
   }
   return intValue(0); // not reached: every op is handled above

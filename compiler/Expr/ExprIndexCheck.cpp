@@ -193,6 +193,22 @@ private:
       return *m > 0 ? Range{{constant(0)}, {constant(*m - 1)}}
                     : Range{{constant(*m + 1)}, {constant(0)}};
     }
+    case Op::FloorDiv: {
+      // By a constant m != 0: x / m - 1 < x // m <= x / m, the bounds of x / m swapping sides
+      // for m < 0; and x // m >= 0 whenever x and m are >= 0.
+      const Range a = arg(0);
+      const auto m = constantOf(arg(1));
+      if (!m || *m == 0)
+        return {};
+      const Range divided = *m > 0 ? a : negated(a);
+      const double k = 1 / std::fabs(*m);
+      Range r;
+      for (const Affine& l : divided.lower)
+        keep(r.lower, *m > 0 && nonNegative(l) ? constant(0) : scaled(l, k) - constant(1));
+      for (const Affine& u : divided.upper)
+        keep(r.upper, scaled(u, k));
+      return r;
+    }
     default:
       for (size_t i = 0; i < n.args.size(); ++i)
         (void)arg(i);

@@ -18,7 +18,7 @@ struct Function {
   Op op;
   int arity;
 };
-constexpr std::array<Function, 12> kFunctions{{
+constexpr std::array<Function, 13> kFunctions{{
     {"where", Op::Where, 3},
     {"min", Op::Min, 2},
     {"max", Op::Max, 2},
@@ -31,6 +31,7 @@ constexpr std::array<Function, 12> kFunctions{{
     {"tanh", Op::Tanh, 1},
     {"sigmoid", Op::Sigmoid, 1},
     {"bit", Op::Bit, 2},
+    {"philox", Op::Philox, 5},
 }};
 
 bool numeric(Type t) { return t != Type::Bool; }
@@ -157,6 +158,8 @@ private:
       Op op;
       if (accept("*"))
         op = Op::Mul;
+      else if (accept("//"))
+        op = Op::FloorDiv;
       else if (accept("/"))
         op = Op::Div;
       else if (accept("%"))
@@ -173,12 +176,13 @@ private:
                                : op == Op::Sub ? "-"
                                : op == Op::Mul ? "*"
                                : op == Op::Div ? "/"
-                                               : "%";
+                               : op == Op::FloorDiv ? "//"
+                                                    : "%";
     requireType(left, numeric(left.type), "'" + symbol + "' takes numbers");
     requireType(right, numeric(right.type), "'" + symbol + "' takes numbers");
-    if (op == Op::Mod) {
-      requireType(left, left.type == Type::Int, "'%' takes ints");
-      requireType(right, right.type == Type::Int, "'%' takes ints");
+    if (op == Op::Mod || op == Op::FloorDiv) {
+      requireType(left, left.type == Type::Int, "'" + symbol + "' takes ints");
+      requireType(right, right.type == Type::Int, "'" + symbol + "' takes ints");
     }
     const Type type = op == Op::Div ? Type::Float : promoted(left.type, right.type);
     const int column = left.column;
@@ -302,6 +306,16 @@ private:
       for (const Node& a : args)
         requireType(a, a.type == Type::Int, "bit takes ints: bit(word, index)");
       return make(Op::Bit, Type::Bool, column, std::move(args));
+    case Op::Philox: {
+      if (!scope_.philoxKey)
+        fail(start, "philox is the built-in masks' random draw; a spec's expressions cannot "
+                    "call it");
+      for (const Node& a : args)
+        requireType(a, a.type == Type::Int, "philox takes ints: philox(c0, c1, c2, c3, word)");
+      Node draw = make(Op::Philox, Type::Int, column, std::move(args));
+      draw.intValue = static_cast<int64_t>(*scope_.philoxKey);
+      return draw;
+    }
     default:
       break;
     }

@@ -1,7 +1,8 @@
 // Text to a checked expression tree:
 //   expr    := or;  or := and ("||" and)*;  and := compare ("&&" compare)*
 //   compare := sum (("<" | "<=" | ">" | ">=" | "==" | "!=") sum)?
-//   sum     := product (("+" | "-") product)*;  product := unary (("*" | "/" | "%") unary)*
+//   sum     := product (("+" | "-") product)*
+//   product := unary (("*" | "/" | "//" | "%") unary)*
 //   unary   := ("-" | "!") unary | primary
 //   primary := number | "true" | "false" | name | name "(" expr ("," expr)* ")"
 //            | name "[" expr ("," expr)* "]" | "(" expr ")"
@@ -13,6 +14,8 @@
 
 #include "Expr/Expr.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +35,8 @@ struct Scope {
   };
   std::vector<Param> params;
   std::vector<AuxTensor> aux;
+  // The Philox key philox(...) draws under (Op::Philox); without one philox is refused.
+  std::optional<uint64_t> philoxKey;
 };
 
 // Parses `text`, the value of spec key `key` (score_mod or mask_mod). Throws ExprError naming

@@ -27,6 +27,7 @@ int precedence(Op op) {
   case Op::Mul:
   case Op::Div:
   case Op::Mod:
+  case Op::FloorDiv:
     return 5;
   case Op::Neg:
   case Op::Not:
@@ -64,6 +65,8 @@ std::string_view symbol(Op op) {
     return "/";
   case Op::Mod:
     return "%";
+  case Op::FloorDiv:
+    return "//";
   case Op::Neg:
     return "-";
   case Op::Not:
@@ -92,6 +95,8 @@ std::string_view symbol(Op op) {
     return "sigmoid";
   case Op::Bit:
     return "bit";
+  case Op::Philox:
+    return "philox";
   default:
     return ""; // literals and names print their value or name
   }

@@ -1,7 +1,10 @@
 // The built-in sparsity patterns written in the expression language (docs/spec.md,
 // Expressions), with the spec's parameters as literals: what a code generator that has no
 // lowering of its own for a pattern compiles instead, through its expression path. Each is the
-// predicate of Semantics/Masks.h, so both agree element for element.
+// predicate of Semantics/Masks.h, so both agree element for element. block_sparse reads the
+// kernel's `block_layout` input as an aux tensor of that name, [H|1, ceil(Tq/block),
+// ceil(Tk/block)] (a head extent of 1 broadcasts: aux reads clamp their indices); BigBird draws
+// its random blocks with philox() under the spec's seed in BigBird's stream.
 #ifndef ATTNC_COMPILER_SPEC_PATTERNEXPRESSIONS_H
 #define ATTNC_COMPILER_SPEC_PATTERNEXPRESSIONS_H
 
@@ -13,10 +16,13 @@
 
 namespace attnc {
 
-// The union of the spec's patterns among `kinds` (window, global: sparsity patterns unite), as
-// a mask; nullopt when the spec has none of them. (Strided and dilated are not here: written
-// as expressions they would be evaluated element by element, where the Halide backend gathers
-// each residue class into dense tiles.)
+// The patterns written here: all the sparsity patterns.
+inline constexpr MaskKind kExpressiblePatterns[] = {MaskKind::Window,  MaskKind::Global,
+                                                    MaskKind::Strided, MaskKind::Dilated,
+                                                    MaskKind::BlockSparse, MaskKind::BigBird};
+
+// The union of the spec's patterns among `kinds` (sparsity patterns unite), as a mask; nullopt
+// when the spec has none of them.
 std::optional<expr::Node> patternsAsExpression(const Spec& spec, std::span<const MaskKind> kinds);
 
 } // namespace attnc

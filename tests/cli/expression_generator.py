@@ -93,8 +93,10 @@ class ExpressionGenerator:
             return "abs(%s)" % a
         if choice == 6:
             return "clamp(%s, %d, %d)" % (a, r.randint(-20, 0), r.randint(1, 40))
-        if choice == 7:
+        if choice == 7 and r.random() < 0.5:
             return "floor(%s / %d)" % (self.wrapped(a), r.choice([2, 3, 5, 16, 64]))
+        if choice == 7:
+            return "%s // %d" % (self.wrapped(a), r.choice([-3, 0, 2, 3, 5, 16, 64]))
         if choice == 8:
             return "where(%s, %s, %s)" % (self.boolean(depth - 1), a, self.integer(depth - 1))
         return "-%s" % self.wrapped(a)

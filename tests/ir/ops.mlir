@@ -60,3 +60,27 @@ func.func @expressions(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
       }
   return %o : tensor<?x2x?x16xf32>
 }
+
+// block_sparse as a mask region: the u8 layout is an i8 aux tensor, read unsigned.
+// CHECK-LABEL: func.func @byte_layout
+func.func @byte_layout(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
+                       %v: tensor<?x2x?x16xf32>, %layout: tensor<?x?x?xi8>)
+    -> tensor<?x2x?x16xf32> {
+  // CHECK: attn.aux_load 0[%{{.*}}, %{{.*}}, %{{.*}}] : i8
+  // CHECK: arith.extui %{{.*}} : i8 to i32
+  %o = attn.attention %q, %k, %v aux(%layout : tensor<?x?x?xi8>)
+      {scale = 0.25 : f64}
+      : tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<?x2x?x16xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %c64 = arith.constant 64 : i32
+        %c0 = arith.constant 0 : i32
+        %qb = arith.divsi %i, %c64 : i32
+        %kb = arith.divsi %j, %c64 : i32
+        %byte = attn.aux_load 0 [%h, %qb, %kb] : i8
+        %word = arith.extui %byte : i8 to i32
+        %live = arith.cmpi ne, %word, %c0 : i32
+        gpu.yield %live : i1
+      }
+  return %o : tensor<?x2x?x16xf32>
+}

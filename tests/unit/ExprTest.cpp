@@ -41,7 +41,8 @@ Value at(const Node& n, int64_t q, int64_t k, double s = 0) {
 
 TEST(Expr, CanonicalTextIsStableAndReparses) {
   for (auto [text, canonical] : {std::pair{"kv_idx<=qpos", "kv_idx <= qpos"},
-                                  {"((q_idx - kv_idx)) % 4 == 0", "(q_idx - kv_idx) % 4 == 0"}}) {
+                                  {"((q_idx - kv_idx)) % 4 == 0", "(q_idx - kv_idx) % 4 == 0"},
+                                  {"q_idx//64==(kv_idx // 64)", "q_idx // 64 == kv_idx // 64"}}) {
     EXPECT_EQ(print(mask(text)), canonical);
     EXPECT_EQ(print(mask(print(mask(text)))), canonical);
   }
@@ -76,6 +77,12 @@ TEST(Expr, Evaluation) {
   EXPECT_EQ(at(score("(q_idx - kv_idx) % 4"), 1, 6).i, 3);
   EXPECT_EQ(at(score("(q_idx - kv_idx) % -4"), 6, 1).i, -3);
   EXPECT_EQ(at(score("q_idx % 0"), 6, 1).i, 0);
+  // Floor division, the quotient of that modulo; x // 0 is 0.
+  EXPECT_EQ(at(score("(q_idx - kv_idx) // 4"), 1, 6).i, -2);
+  EXPECT_EQ(at(score("(q_idx - kv_idx) // -4"), 6, 1).i, -2);
+  EXPECT_EQ(at(score("(q_idx - kv_idx) // 4"), 9, 1).i, 2);
+  EXPECT_EQ(at(score("q_idx // 0"), 6, 1).i, 0);
+  EXPECT_EQ(at(score("(-9223372036854775807 - 1) // -1"), 0, 0).i, INT64_MIN);
   EXPECT_DOUBLE_EQ(at(score("q_idx / 4"), 6, 1).f, 1.5);
   EXPECT_DOUBLE_EQ(at(score("cap * tanh(score / cap)"), 0, 0, 60).f, 30 * std::tanh(2.0));
   EXPECT_TRUE(at(mask("doc[b, q_idx] == doc[b, kv_idx]"), 4, 5).truth());
@@ -114,6 +121,7 @@ TEST(Expr, BadExpressionsSayWhatIsWrongAndWhere) {
       {Role::Score, "kv_idx <= qpos", "a score_mod is a number; this is a bool"},
       {Role::Score, "score + (q_idx < 2)", "column 10: '+' takes numbers, not bool"},
       {Role::Score, "score % 2", "column 1: '%' takes ints, not float"},
+      {Role::Score, "q_idx // 2.0", "column 10: '//' takes ints, not float"},
       {Role::Mask, "q_idx && kv_idx", "column 1: '&&' joins bools, not int"},
       {Role::Mask, "q_idx == 1 || 2", "column 15: '||' joins bools, not int"},
       {Role::Mask, "!q_idx", "column 2: '!' negates a bool, not int"},

@@ -192,6 +192,15 @@ private:
       const int32_t mod = static_cast<int32_t>(*m);
       return mod > 0 ? known(Expr(0), Expr(mod - 1)) : known(Expr(mod + 1), Expr(0));
     }
+    case Op::FloorDiv: {
+      // By a positive constant, where Halide's division is floor division: monotone.
+      const auto m = constantOf(n.args[1]);
+      const Range a = arg(0);
+      if (!a.known || !m || *m <= 0)
+        return {};
+      const Expr d = static_cast<int32_t>(*m);
+      return known(a.lo / d, a.hi / d);
+    }
     case Op::Min:
     case Op::Max:
     case Op::Clamp: {
@@ -280,6 +289,14 @@ private:
       if (!a || !m || *m == 0)
         return std::nullopt;
       return std::min<int64_t>(*a, static_cast<int64_t>(std::fabs(*m)) - 1);
+    }
+    case Op::FloorDiv: {
+      // floor(hi / m) - floor(lo / m) <= floor((hi - lo) / |m|) + 1.
+      const auto a = spans(0);
+      const auto m = constantOf(n.args[1]);
+      if (!a || !m || *m == 0)
+        return std::nullopt;
+      return *a / static_cast<int64_t>(std::fabs(*m)) + 1;
     }
     case Op::Min:
     case Op::Max:

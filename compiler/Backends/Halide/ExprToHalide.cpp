@@ -1,5 +1,7 @@
 #include "Backends/Halide/ExprToHalide.h"
 
+#include "Semantics/Random.h"
+
 #include <algorithm>
 
 namespace attnc::halide {
@@ -45,6 +47,7 @@ public:
     case Op::Mul: return as(0, n.type) * as(1, n.type);
     case Op::Div: return as(0, expr::Type::Float) / as(1, expr::Type::Float);
     case Op::Mod: return floorModulo(arg(0), arg(1));
+    case Op::FloorDiv: return floorDivide(arg(0), arg(1));
     case Op::Lt: return as(0, wide) < as(1, wide);
     case Op::Le: return as(0, wide) <= as(1, wide);
     case Op::Gt: return as(0, wide) > as(1, wide);
@@ -81,6 +84,14 @@ public:
       const Expr word = arg(0), index = arg(1);
       const Expr low = ((word >> clamp(index, 0, 31)) & 1) != 0;
       return index >= 0 && index < 64 && select(index < 32, low, word < 0);
+    }
+    case Op::Philox: {
+      std::array<Expr, 4> counter;
+      for (size_t i = 0; i < counter.size(); ++i)
+        counter[i] = cast<uint32_t>(arg(i));
+      const uint64_t key = static_cast<uint64_t>(n.intValue);
+      const auto x = philox(counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+      return cast<int32_t>(philoxWord(x, arg(4)));
     }
     }
     return Expr(); // not reached: every op is handled above
@@ -123,6 +134,13 @@ private:
     return select(m == 0, 0, m < 0 && r != 0, r + m, r);
   }
 
+  // Halide's x / m is floor(x / m) for m > 0 and Euclidean for m < 0, one less than the floor
+  // when m does not divide x; x / 0 is 0 in both.
+  static Expr floorDivide(Expr x, Expr m) {
+    const Expr q = x / m;
+    return select(m < 0 && x % m != 0, q - 1, q);
+  }
+
   // floor to a 32-bit int: NaN gives 0, and values past the int range saturate.
   Expr floorToInt(const expr::Node& operand) const {
     if (operand.type == expr::Type::Int)
@@ -138,6 +156,18 @@ private:
 };
 
 } // namespace
+
+std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint32_t key0, uint32_t key1) {
+  return random::philoxRounds<Expr>(counter, Expr(key0), Expr(key1), [](uint32_t m, Expr x) {
+    const Expr product = cast<uint64_t>(x) * Expr(static_cast<uint64_t>(m));
+    return std::pair<Expr, Expr>{cast<uint32_t>(product >> 32), cast<uint32_t>(product)};
+  });
+}
+
+Expr philoxWord(const std::array<Expr, 4>& block, Expr index) {
+  const Expr lane = index % 4; // Halide's % is never negative
+  return select(lane == 0, block[0], lane == 1, block[1], lane == 2, block[2], block[3]);
+}
 
 Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
                const std::map<std::string, ImageParam>& aux) {

@@ -7,6 +7,8 @@
 #include "Spec/Spec.h"
 
 #include <Halide.h>
+#include <array>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -17,6 +19,13 @@ namespace attnc::halide {
 struct ExprPoint {
   Halide::Expr b, h, g, qIdx, kvIdx, qpos, tq, tk, score;
 };
+
+// random::philox4x32 over Exprs (uint32 counter words): the same rounds, so the bits match the
+// reference's.
+std::array<Halide::Expr, 4> philox(std::array<Halide::Expr, 4> counter, uint32_t key0,
+                                   uint32_t key1);
+// Word `index % 4` of a Philox block.
+Halide::Expr philoxWord(const std::array<Halide::Expr, 4>& block, Halide::Expr index);
 
 // `aux` holds the spec's aux tensors by name; their reads are clamped to the buffer's extent,
 // which the spec's check proved they never leave, so Halide's bounds inference sees the region.

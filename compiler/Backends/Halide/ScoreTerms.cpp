@@ -39,20 +39,10 @@ Expr u32(Expr x) {
   return cast<uint32_t>(x);
 }
 
-// random::philox4x32 over Exprs: the same rounds, so the bits match the reference's.
+// Philox under the spec's seed, in stream `stream` (Semantics/Random.h).
 std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint64_t seed, uint32_t stream) {
-  Expr key0 = Expr(static_cast<uint32_t>(seed));
-  Expr key1 = Expr(static_cast<uint32_t>(seed >> 32) ^ stream);
-  return random::philoxRounds<Expr>(counter, key0, key1, [](uint32_t m, Expr x) {
-    Expr product = cast<uint64_t>(x) * Expr(static_cast<uint64_t>(m));
-    return std::pair<Expr, Expr>{cast<uint32_t>(product >> 32), cast<uint32_t>(product)};
-  });
-}
-
-// Word `index % 4` of a Philox block.
-Expr word(const std::array<Expr, 4>& x, Expr index) {
-  Expr lane = index % 4;
-  return select(lane == 0, x[0], lane == 1, x[1], lane == 2, x[2], x[3]);
+  return halide::philox(counter, static_cast<uint32_t>(seed),
+                        static_cast<uint32_t>(seed >> 32) ^ stream);
 }
 
 } // namespace
@@ -126,7 +116,7 @@ ScoreTerms::ScoreTerms(const Spec& s)
     auto x =
         philox({u32(r / 4), u32(qb), u32(h), Expr(uint32_t{0})}, *s.seed, random::kBigBirdStream);
     bigbirdRandom_ = Func("bigbird_random");
-    bigbirdRandom_(r, qb, h) = cast<int>(word(x, r) % keyBlocks);
+    bigbirdRandom_(r, qb, h) = cast<int>(philoxWord(x, r) % keyBlocks);
   }
   if (s.rope) {
     // The angle pos * theta^(-2p/rope_dims) in f64, as the reference computes it, then f32.
@@ -309,7 +299,8 @@ Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {
   // random::dropoutKeeps: word key % 4 at counter (key / 4, row, h, b), kept when >= threshold.
   auto x = philox({u32(key / 4), u32(queryRow), u32(h), u32(b)}, *spec_.seed, 0);
   Expr threshold = Expr(random::dropoutThreshold(spec_.dropout));
-  return select(word(x, key) >= threshold, static_cast<float>(1.0 / (1.0 - spec_.dropout)), 0.0f);
+  return select(philoxWord(x, key) >= threshold,
+                static_cast<float>(1.0 / (1.0 - spec_.dropout)), 0.0f);
 }
 
 Expr ScoreTerms::rotated(const std::function<Expr(Expr)>& element, Expr d, Expr pos) const {

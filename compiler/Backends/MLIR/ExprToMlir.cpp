@@ -1,5 +1,6 @@
 #include "Backends/MLIR/ExprToMlir.h"
 
+#include "Semantics/Random.h"
 #include "attn/IR/AttnOps.h"
 #include "attn/IR/ExpressionRegion.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -8,6 +9,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 using namespace mlir;
 
@@ -21,8 +24,9 @@ using F = arith::CmpFPredicate;
 
 class RegionBuilder {
 public:
-  RegionBuilder(ImplicitLocOpBuilder& b, Block& block, const Spec& spec)
-      : b_(b), block_(block), spec_(spec) {}
+  RegionBuilder(ImplicitLocOpBuilder& b, Block& block, const Spec& spec,
+                std::span<const AuxOperand> aux)
+      : b_(b), block_(block), spec_(spec), aux_(aux) {}
 
   Value operator()(const Node& n) {
     auto arg = [&](size_t i) { return (*this)(n.args[i]); };
@@ -55,6 +59,7 @@ public:
     case Op::Div:
       return b_.create<arith::DivFOp>(as(0, expr::Type::Float), as(1, expr::Type::Float));
     case Op::Mod: return floorModulo(arg(0), arg(1));
+    case Op::FloorDiv: return floorDivide(arg(0), arg(1));
     case Op::Lt: return compare(n, wide, P::slt, F::OLT);
     case Op::Le: return compare(n, wide, P::sle, F::OLE);
     case Op::Gt: return compare(n, wide, P::sgt, F::OGT);
@@ -87,6 +92,7 @@ public:
       return b_.create<arith::DivFOp>(f32(1), b_.create<arith::AddFOp>(f32(1), e));
     }
     case Op::Bit: return bit(arg(0), arg(1));
+    case Op::Philox: return philox(n);
     }
     return {}; // not reached: every op is handled above
   }
@@ -139,6 +145,26 @@ private:
     return b_.create<arith::SelectOp>(adjust, b_.create<arith::AddIOp>(r, m), r);
   }
 
+  // floor(x / m): the truncated quotient, one less when the remainder is nonzero and its sign
+  // differs from m's; x // 0 is 0 and x // -1 is -x, where divsi would trap or overflow.
+  Value floorDivide(Value x, Value m) {
+    const Value isZero = b_.create<arith::CmpIOp>(P::eq, m, i32(0));
+    const Value isMinusOne = b_.create<arith::CmpIOp>(P::eq, m, i32(-1));
+    const Value divisor =
+        b_.create<arith::SelectOp>(b_.create<arith::OrIOp>(isZero, isMinusOne), i32(1), m);
+    const Value q = b_.create<arith::DivSIOp>(x, divisor);
+    const Value r = b_.create<arith::RemSIOp>(x, divisor);
+    const Value signsDiffer = b_.create<arith::XOrIOp>(b_.create<arith::CmpIOp>(P::slt, r, i32(0)),
+                                                       b_.create<arith::CmpIOp>(P::slt, m, i32(0)));
+    const Value adjust =
+        b_.create<arith::AndIOp>(b_.create<arith::CmpIOp>(P::ne, r, i32(0)), signsDiffer);
+    const Value floored =
+        b_.create<arith::SelectOp>(adjust, b_.create<arith::SubIOp>(q, i32(1)), q);
+    const Value negated = b_.create<arith::SubIOp>(i32(0), x);
+    return b_.create<arith::SelectOp>(isZero, i32(0),
+                                      b_.create<arith::SelectOp>(isMinusOne, negated, floored));
+  }
+
   // floor to a 32-bit int: NaN gives 0, values past the int range saturate.
   Value floorToInt(const Node& operand) {
     const Value x = (*this)(operand);
@@ -167,6 +193,40 @@ private:
     return b_.create<arith::AndIOp>(inRange, value);
   }
 
+  // Philox4x32-10 as Semantics/Random.h's philoxRounds computes it, the 32 x 32 -> 64-bit
+  // products in i64; the key schedule is known here, so its words are constants.
+  Value philox(const Node& n) {
+    std::array<Value, 4> c;
+    for (size_t i = 0; i < c.size(); ++i)
+      c[i] = (*this)(n.args[i]);
+    const uint64_t key = static_cast<uint64_t>(n.intValue);
+    uint32_t key0 = static_cast<uint32_t>(key), key1 = static_cast<uint32_t>(key >> 32);
+    auto mulHiLo = [&](uint32_t m, Value x) {
+      const Value product = b_.create<arith::MulIOp>(
+          b_.create<arith::ExtUIOp>(b_.getI64Type(), x),
+          b_.create<arith::ConstantIntOp>(static_cast<int64_t>(m), 64));
+      const Value high =
+          b_.create<arith::ShRUIOp>(product, b_.create<arith::ConstantIntOp>(32, 64));
+      return std::pair<Value, Value>{b_.create<arith::TruncIOp>(b_.getI32Type(), high),
+                                     b_.create<arith::TruncIOp>(b_.getI32Type(), product)};
+    };
+    auto mix = [&](Value x, Value y, uint32_t k) {
+      return b_.create<arith::XOrIOp>(b_.create<arith::XOrIOp>(x, y), i32(static_cast<int32_t>(k)));
+    };
+    for (int round = 0; round < 10; ++round) {
+      auto [hi0, lo0] = mulHiLo(random::kPhiloxMul0, c[0]);
+      auto [hi1, lo1] = mulHiLo(random::kPhiloxMul1, c[2]);
+      c = {mix(hi1, c[1], key0), lo1, mix(hi0, c[3], key1), lo0};
+      key0 += random::kPhiloxWeyl0;
+      key1 += random::kPhiloxWeyl1;
+    }
+    const Value lane = floorModulo((*this)(n.args[4]), i32(4));
+    Value word = c[3];
+    for (int k = 2; k >= 0; --k)
+      word = b_.create<arith::SelectOp>(b_.create<arith::CmpIOp>(P::eq, lane, i32(k)), c[k], word);
+    return word;
+  }
+
   Value variable(const std::string& name) {
     const auto& names = attn::kExpressionArgumentNames;
     return block_.getArgument(
@@ -180,25 +240,28 @@ private:
   }
 
   Value read(const Node& n) {
-    const auto tensor = std::find_if(spec_.aux.begin(), spec_.aux.end(),
-                                     [&](const AuxTensor& a) { return a.name == n.name; });
+    const auto tensor = std::find_if(aux_.begin(), aux_.end(),
+                                     [&](const AuxOperand& a) { return a.name == n.name; });
     SmallVector<Value> indices;
     for (const Node& index : n.args)
       indices.push_back((*this)(index));
-    const Type element =
-        tensor->elementType == expr::Type::Int ? Type(b_.getI32Type()) : Type(b_.getF32Type());
-    return b_.create<attn::AuxLoadOp>(element, b_.getI64IntegerAttr(tensor - spec_.aux.begin()),
-                                      indices);
+    const Value element = b_.create<attn::AuxLoadOp>(
+        tensor->element, b_.getI64IntegerAttr(tensor - aux_.begin()), indices);
+    if (tensor->element.isInteger(8))
+      return b_.create<arith::ExtUIOp>(b_.getI32Type(), element);
+    return element;
   }
 
   ImplicitLocOpBuilder& b_;
   Block& block_;
   const Spec& spec_;
+  std::span<const AuxOperand> aux_;
 };
 
 } // namespace
 
-void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec) {
+void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec,
+                           std::span<const AuxOperand> aux) {
   MLIRContext* ctx = region.getContext();
   ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
   Block* block = new Block();
@@ -207,7 +270,7 @@ void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& s
   for (size_t i = 1; i < attn::kExpressionArgumentNames.size(); ++i)
     block->addArgument(b.getI32Type(), b.getLoc());
   b.setInsertionPointToEnd(block);
-  Value value = RegionBuilder(b, *block, spec)(tree);
+  Value value = RegionBuilder(b, *block, spec, aux)(tree);
   if (tree.type == expr::Type::Int) // a score_mod may be an int expression: a float score
     value = b.create<arith::SIToFPOp>(b.getF32Type(), value);
   b.create<gpu::YieldOp>(value);

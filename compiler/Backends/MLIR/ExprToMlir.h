@@ -2,7 +2,8 @@
 // scalar arith and math ops over the block's arguments (score: f32, b, h, g, q_idx, kv_idx,
 // qpos, Tq, Tk: i32), yielding (gpu.yield) f32 for a score_mod and i1 for a mask_mod. Ints are 32
 // bits, as in every kernel (docs/spec.md leaves overflow unspecified); params become constants and
-// aux reads attn.aux_load of the op's aux operands, numbered in the spec's order. The lowerings
+// aux reads attn.aux_load of the op's aux operands (an i8 element, a u8 input such as
+// block_layout, is zero-extended to an int). The lowerings
 // apply the region to vectors of scores (dialects/attn/Transforms/ScoreTerms.cpp).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
@@ -11,9 +12,19 @@
 #include "Spec/Spec.h"
 #include "mlir/IR/Region.h"
 
+#include <span>
+#include <string>
+
 namespace attnc::mlirbackend {
 
-void buildExpressionRegion(mlir::Region& region, const expr::Node& tree, const Spec& spec);
+// An aux operand of the op: the name expressions read it by, and its element type.
+struct AuxOperand {
+  std::string name;
+  mlir::Type element;
+};
+
+void buildExpressionRegion(mlir::Region& region, const expr::Node& tree, const Spec& spec,
+                           std::span<const AuxOperand> aux);
 
 } // namespace attnc::mlirbackend
 

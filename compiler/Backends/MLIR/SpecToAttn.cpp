@@ -81,24 +81,34 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   };
 
   // The ops take causal, padding and tensor masks, and a window when it is the only sparsity
-  // pattern; global tokens (and a window beside them, since patterns unite) join mask_mod as
-  // their expressions.
-  constexpr MaskKind kPatterns[] = {MaskKind::Window, MaskKind::Global};
-  const bool nativeWindow = spec.masks.has(MaskKind::Window) && !spec.masks.has(MaskKind::Global);
+  // pattern; the other patterns (and a window beside them, since patterns unite) join mask_mod
+  // as their expressions, block_sparse's reading block_layout as one more aux operand.
+  const bool nativeWindow =
+      spec.masks.has(MaskKind::Window) &&
+      llvm::none_of(kExpressiblePatterns, [&](MaskKind k) {
+        return k != MaskKind::Window && spec.masks.has(k);
+      });
   SmallVector<Attribute> masks;
   for (MaskKind k : {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor})
     if (spec.masks.has(k) && (k != MaskKind::Window || nativeWindow))
       masks.push_back(b.getStringAttr(maskKindName(k)));
-  std::optional<expr::Node> mask = nativeWindow ? std::nullopt
-                                                : patternsAsExpression(spec, kPatterns);
+  std::optional<expr::Node> mask =
+      nativeWindow ? std::nullopt : patternsAsExpression(spec, kExpressiblePatterns);
   if (spec.maskMod.tree)
     mask = mask ? expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*mask, *spec.maskMod.tree}}
                 : *spec.maskMod.tree;
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   SmallVector<Value> aux;
+  std::vector<mlirbackend::AuxOperand> auxOperands;
+  auto addAux = [&](const std::string& name) {
+    aux.push_back(read(name));
+    auxOperands.push_back({name, cast<RankedTensorType>(aux.back().getType()).getElementType()});
+  };
   for (const AuxTensor& a : spec.aux)
-    aux.push_back(read(a.name));
+    addAux(a.name);
+  if (spec.masks.has(MaskKind::BlockSparse))
+    addAux("block_layout");
   auto attention = b.create<attn::AttentionOp>(
       tensorOf(o), lseType, read("q"), read("k"), read("v"), read("lengths"), read("mask"),
       read("bias"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
@@ -107,9 +117,9 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       nativeWindow ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
       b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr());
   if (spec.scoreMod.tree)
-    buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec);
+    buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec, auxOperands);
   if (mask)
-    buildExpressionRegion(attention.getMaskMod(), *mask, spec);
+    buildExpressionRegion(attention.getMaskMod(), *mask, spec, auxOperands);
   auto store = [&](Value result, Value dest) {
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);

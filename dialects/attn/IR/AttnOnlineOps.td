@@ -105,7 +105,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
     Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
     Arg<Optional<MemRefRankOf<[AnyFloat], [4]>>, "bias [B|1, H|1, Tq, Tk]", [MemRead]>:$bias,
-    Arg<Variadic<MemRefRankOf<[I32, F32], [1, 2, 3, 4]>>, "aux tensors", [MemRead]>:$aux,
+    Arg<Variadic<MemRefRankOf<[I8, I32, F32], [1, 2, 3, 4]>>, "aux tensors", [MemRead]>:$aux,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,

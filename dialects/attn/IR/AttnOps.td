@@ -55,7 +55,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     ```
 
     `score_mod` replaces s_ij after the bias and `mask_mod` intersects the masks (docs/spec.md,
-    Expressions); the aux tensors they read are the `aux` operands, read by attn.aux_load.
+    Expressions); the aux tensors they read are the `aux` operands, read by attn.aux_load
+    (i8 ones are unsigned bytes, such as the block_layout a block_sparse mask reads).
   }];
 
   let arguments = !con((ins
@@ -65,7 +66,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Optional<RankedTensorOf<[I32]>>:$lengths,
     Optional<RankedTensorOf<[I8, I1]>>:$mask,
     Optional<RankedTensorOf<[AnyFloat]>>:$bias,
-    Variadic<RankedTensorOf<[I32, F32]>>:$aux), Attn_ScoreAttrs);
+    Variadic<RankedTensorOf<[I8, I32, F32]>>:$aux), Attn_ScoreAttrs);
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
     Optional<RankedTensorOf<[F32]>>:$lse
@@ -99,7 +100,7 @@ def Attn_AuxLoadOp
     ```
   }];
   let arguments = (ins I64Attr:$aux, Variadic<I32>:$indices);
-  let results = (outs AnyTypeOf<[I32, F32]>:$result);
+  let results = (outs AnyTypeOf<[I8, I32, F32]>:$result);
   let assemblyFormat = "$aux `[` $indices `]` attr-dict `:` type($result)";
   let hasVerifier = 1;
 }

@@ -132,6 +132,16 @@ private:
             hi = b.create<arith::DivFOp>(x.hi, divisor);
       return divisor.value().isNegative() ? Range{hi, lo} : Range{lo, hi};
     }
+    if (auto divide = dyn_cast<arith::DivSIOp>(&op)) {
+      // Truncating division by a nonzero constant is monotone, decreasing for a negative one.
+      auto divisor = divide.getRhs().getDefiningOp<arith::ConstantIntOp>();
+      Range x = operand(0);
+      if (!divisor || !x || divisor.value() == 0)
+        return {};
+      Value lo = b.create<arith::DivSIOp>(x.lo, divisor),
+            hi = b.create<arith::DivSIOp>(x.hi, divisor);
+      return divisor.value() < 0 ? Range{hi, lo} : Range{lo, hi};
+    }
     if (isa<arith::NegFOp>(op)) {
       Range x = operand(0);
       if (!x)
@@ -149,6 +159,24 @@ private:
         return b.create(state)->getResult(0);
       };
       return {apply(x.lo), apply(x.hi)};
+    }
+    if (auto extend = dyn_cast<arith::ExtUIOp>(&op)) {
+      // Bytes read as unsigned: the signed range's ends, unless it straddles 0 (bytes on both
+      // sides of 128), when the whole byte range.
+      Range x = operand(0);
+      if (!x)
+        return {};
+      Type wide = extend.getType();
+      auto constant = [&](int64_t v) {
+        return b.create<arith::ConstantOp>(b.getIntegerAttr(wide, v));
+      };
+      const int64_t largest = (int64_t{1} << x.lo.getType().getIntOrFloatBitWidth()) - 1;
+      Value zero = zeroLike(x.lo);
+      Value straddles = both(less(x.lo, zero), lessOrEqual(zero, x.hi));
+      return {b.create<arith::SelectOp>(straddles, constant(0),
+                                        b.create<arith::ExtUIOp>(wide, x.lo)),
+              b.create<arith::SelectOp>(straddles, constant(largest),
+                                        b.create<arith::ExtUIOp>(wide, x.hi))};
     }
     if (isa<math::AbsIOp, math::AbsFOp>(op)) {
       Range x = operand(0);
@@ -226,8 +254,9 @@ private:
         return b.create<arith::ConstantOp>(b.getFloatAttr(
             element, greatest ? APFloat::getInf(APFloat::IEEEsingle())
                               : APFloat::getInf(APFloat::IEEEsingle(), /*Negative=*/true)));
+      const unsigned width = element.getIntOrFloatBitWidth();
       return b.create<arith::ConstantOp>(b.getIntegerAttr(
-          element, greatest ? APInt::getSignedMaxValue(32) : APInt::getSignedMinValue(32)));
+          element, greatest ? APInt::getSignedMaxValue(width) : APInt::getSignedMinValue(width)));
     };
     Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, constant(kMaxScan));
     Value scanned = b.create<arith::SelectOp>(tooMany, constant(0), count);

@@ -7,11 +7,15 @@ namespace attnc {
 ExpressionInputs::ExpressionInputs(const KernelTensors& t) {
   for (const SpecParam& p : t.spec().params)
     environment_.params[p.name] = p.value;
-  for (const AuxTensor& a : t.spec().aux) {
-    const DLTensor& tensor = t.tensor(a.name);
-    aux_[a.name] = {a.elementType, std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim),
-                    t.dense(a.name)};
-  }
+  auto bind = [&](const std::string& name, expr::Type type) {
+    const DLTensor& tensor = t.tensor(name);
+    aux_[name] = {type, std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim),
+                  t.dense(name)};
+  };
+  for (const AuxTensor& a : t.spec().aux)
+    bind(a.name, a.elementType);
+  if (t.spec().masks.has(MaskKind::BlockSparse)) // read by block_sparse's expression
+    bind("block_layout", expr::Type::Int);
   environment_.aux = [this](const std::string& name, std::span<const int64_t> indices) {
     return element(name, indices);
   };
@@ -22,11 +26,13 @@ expr::Value ExpressionInputs::element(const std::string& name,
   const AuxValues& a = aux_.at(name);
   int64_t offset = 0;
   for (size_t d = 0; d < indices.size(); ++d) {
-    // The spec's check proved every index in bounds; a failure here is a compiler bug.
-    if (indices[d] < 0 || indices[d] >= a.shape[d])
+    // A dimension of extent 1 broadcasts (block_layout's heads); every other index the spec's
+    // check proved in bounds, so a failure here is a compiler bug.
+    const int64_t index = a.shape[d] == 1 ? 0 : indices[d];
+    if (index < 0 || index >= a.shape[d])
       throw std::logic_error("aux tensor " + name + ": index " + std::to_string(indices[d]) +
                              " outside [0, " + std::to_string(a.shape[d]) + ")");
-    offset = offset * a.shape[d] + indices[d];
+    offset = offset * a.shape[d] + index;
   }
   const double v = a.values[offset];
   if (a.type == expr::Type::Int)

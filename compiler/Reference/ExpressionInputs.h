@@ -1,5 +1,6 @@
 // What the f64 reference's expressions read in a kernel call: the spec's params and its aux
-// tensors' elements, bound from the call's tensors.
+// tensors' elements, bound from the call's tensors, and block_layout for block_sparse's
+// pattern expression.
 #ifndef ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H
 #define ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H
 

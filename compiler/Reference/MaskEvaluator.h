@@ -1,5 +1,6 @@
 // Whether score (b, h, i, j) survives the spec's masks and mask_mod, with the run-time mask and
-// aux tensors bound.
+// aux tensors bound. The sparsity patterns are evaluated as their expressions
+// (Spec/PatternExpressions), the definitions every code generator compiles or is checked by.
 #ifndef ATTNC_COMPILER_REFERENCE_MASKEVALUATOR_H
 #define ATTNC_COMPILER_REFERENCE_MASKEVALUATOR_H
 
@@ -7,6 +8,7 @@
 #include "Reference/KernelTensors.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace attnc {
@@ -26,8 +28,6 @@ public:
 
 private:
   bool constraintsPass(int64_t b, int64_t h, int64_t qpos, int64_t i, int64_t j) const;
-  bool somePatternPasses(int64_t h, int64_t qpos, int64_t i, int64_t j) const;
-  bool bigbirdPasses(int64_t h, int64_t i, int64_t j) const;
 
   const Spec& spec_;
   int64_t seqQ_, seqK_, offset_;
@@ -35,10 +35,7 @@ private:
   std::vector<int64_t> lengths_;   // padding: [B], clamped to [0, Tk]
   std::vector<double> maskTensor_; // tensor: [B|1, H|1, Tq, Tk]
   int64_t maskBatchStride_ = 0, maskHeadStride_ = 0;
-  std::vector<double> blockLayout_; // block_sparse: [H|1, ceil(Tq/block), ceil(Tk/block)]
-  int64_t layoutHeadStride_ = 0;
-  int64_t queryBlocks_ = 0, keyBlocks_ = 0;
-  std::vector<int64_t> randomBlocks_; // bigbird: [H][query block][r]
+  std::optional<expr::Node> patterns_; // the union of the sparsity patterns
 };
 
 } // namespace attnc

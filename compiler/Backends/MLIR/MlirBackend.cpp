@@ -104,7 +104,7 @@ public:
 // The tile classifier bounds strided's and dilated's residue classes by their span only, so
 // their kernels test every key of it (Halide's gather each class into dense tiles); and it
 // skips key blocks, larger than block_sparse's blocks, so a block_sparse kernel attends the dead
-// layout blocks among live ones (0.70x Halide's speed at H8 d64 T2048, causal+block_sparse
+// layout blocks among live ones (0.66x Halide's speed at H8 d64 T2048, causal+block_sparse
 // block=64, docs/benchmarks.md); BigBird's random blocks are Philox draws it cannot bound, so
 // its kernels draw them at every score.
 std::span<const Coverage> MlirBackend::coverage() const {

@@ -27,26 +27,32 @@ inline constexpr uint32_t kFavorStream = 0xFA7012AEu;
 inline constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
 inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
 
-// The ten Philox rounds over any 32-bit unsigned type U (uint32_t here; Halide Exprs in the
-// code generators). mulHiLo(m, x) returns the high and low words of the 64-bit product m * x.
-template <class U, class MulHiLo>
-constexpr std::array<U, 4> philoxRounds(std::array<U, 4> c, U key0, U key1, MulHiLo mulHiLo) {
+// The ten Philox rounds over any 32-bit unsigned word type U (uint32_t here; Halide Exprs and
+// MLIR values in the code generators). The key is known where the rounds are built, so its
+// schedule runs on uint32_t. mulHiLo(m, x) returns the high and low words of the 64-bit
+// product m * x; mix(hi, x, key) returns hi ^ x ^ key.
+template <class U, class MulHiLo, class Mix>
+constexpr std::array<U, 4> philoxRounds(std::array<U, 4> c, uint32_t key0, uint32_t key1,
+                                        MulHiLo mulHiLo, Mix mix) {
   for (int round = 0; round < 10; ++round) {
     auto [hi0, lo0] = mulHiLo(kPhiloxMul0, c[0]);
     auto [hi1, lo1] = mulHiLo(kPhiloxMul1, c[2]);
-    c = {hi1 ^ c[1] ^ key0, lo1, hi0 ^ c[3] ^ key1, lo0};
-    key0 = key0 + U(kPhiloxWeyl0);
-    key1 = key1 + U(kPhiloxWeyl1);
+    c = {mix(hi1, c[1], key0), lo1, mix(hi0, c[3], key1), lo0};
+    key0 += kPhiloxWeyl0;
+    key1 += kPhiloxWeyl1;
   }
   return c;
 }
 
 constexpr Block philox4x32(Block counter, uint32_t key0, uint32_t key1) {
-  return philoxRounds<uint32_t>(counter, key0, key1, [](uint32_t m, uint32_t x) {
-    uint64_t p = uint64_t{m} * x;
-    return std::pair<uint32_t, uint32_t>{static_cast<uint32_t>(p >> 32),
-                                         static_cast<uint32_t>(p)};
-  });
+  return philoxRounds<uint32_t>(
+      counter, key0, key1,
+      [](uint32_t m, uint32_t x) {
+        uint64_t p = uint64_t{m} * x;
+        return std::pair<uint32_t, uint32_t>{static_cast<uint32_t>(p >> 32),
+                                             static_cast<uint32_t>(p)};
+      },
+      [](uint32_t hi, uint32_t x, uint32_t key) { return hi ^ x ^ key; });
 }
 
 // Dropout keeps an element when its 32-bit draw is at least this threshold, floor(p * 2^32):

@@ -1,7 +1,8 @@
 // The built-in sparsity patterns written in the expression language (docs/spec.md,
-// Expressions), with the spec's parameters as literals: what a code generator that has no
-// lowering of its own for a pattern compiles instead, through its expression path. Each is the
-// predicate of Semantics/Masks.h, so both agree element for element. block_sparse reads the
+// Expressions), with the spec's parameters as literals: what the f64 reference evaluates, and
+// what a code generator with no lowering of its own for a pattern compiles through its
+// expression path. Each is the predicate of Semantics/Masks.h (which the Halide backend
+// instantiates), element for element: tests/unit/PatternExpressionsTest.cpp. block_sparse reads the
 // kernel's `block_layout` input as an aux tensor of that name, [H|1, ceil(Tq/block),
 // ceil(Tk/block)] (a head extent of 1 broadcasts: aux reads clamp their indices); BigBird draws
 // its random blocks with philox() under the spec's seed in BigBird's stream.

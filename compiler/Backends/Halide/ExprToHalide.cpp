@@ -158,10 +158,13 @@ private:
 } // namespace
 
 std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint32_t key0, uint32_t key1) {
-  return random::philoxRounds<Expr>(counter, Expr(key0), Expr(key1), [](uint32_t m, Expr x) {
-    const Expr product = cast<uint64_t>(x) * Expr(static_cast<uint64_t>(m));
-    return std::pair<Expr, Expr>{cast<uint32_t>(product >> 32), cast<uint32_t>(product)};
-  });
+  return random::philoxRounds<Expr>(
+      counter, key0, key1,
+      [](uint32_t m, Expr x) {
+        const Expr product = cast<uint64_t>(x) * Expr(static_cast<uint64_t>(m));
+        return std::pair<Expr, Expr>{cast<uint32_t>(product >> 32), cast<uint32_t>(product)};
+      },
+      [](Expr hi, Expr x, uint32_t key) { return hi ^ x ^ Expr(key); });
 }
 
 Expr philoxWord(const std::array<Expr, 4>& block, Expr index) {

@@ -193,14 +193,13 @@ private:
     return b_.create<arith::AndIOp>(inRange, value);
   }
 
-  // Philox4x32-10 as Semantics/Random.h's philoxRounds computes it, the 32 x 32 -> 64-bit
-  // products in i64; the key schedule is known here, so its words are constants.
+  // Semantics/Random.h's Philox rounds over i32 values, the 32 x 32 -> 64-bit products in i64
+  // and the key words as constants.
   Value philox(const Node& n) {
-    std::array<Value, 4> c;
-    for (size_t i = 0; i < c.size(); ++i)
-      c[i] = (*this)(n.args[i]);
+    std::array<Value, 4> counter;
+    for (size_t i = 0; i < counter.size(); ++i)
+      counter[i] = (*this)(n.args[i]);
     const uint64_t key = static_cast<uint64_t>(n.intValue);
-    uint32_t key0 = static_cast<uint32_t>(key), key1 = static_cast<uint32_t>(key >> 32);
     auto mulHiLo = [&](uint32_t m, Value x) {
       const Value product = b_.create<arith::MulIOp>(
           b_.create<arith::ExtUIOp>(b_.getI64Type(), x),
@@ -210,16 +209,12 @@ private:
       return std::pair<Value, Value>{b_.create<arith::TruncIOp>(b_.getI32Type(), high),
                                      b_.create<arith::TruncIOp>(b_.getI32Type(), product)};
     };
-    auto mix = [&](Value x, Value y, uint32_t k) {
-      return b_.create<arith::XOrIOp>(b_.create<arith::XOrIOp>(x, y), i32(static_cast<int32_t>(k)));
+    auto mix = [&](Value hi, Value x, uint32_t k) -> Value {
+      return b_.create<arith::XOrIOp>(b_.create<arith::XOrIOp>(hi, x),
+                                      i32(static_cast<int32_t>(k)));
     };
-    for (int round = 0; round < 10; ++round) {
-      auto [hi0, lo0] = mulHiLo(random::kPhiloxMul0, c[0]);
-      auto [hi1, lo1] = mulHiLo(random::kPhiloxMul1, c[2]);
-      c = {mix(hi1, c[1], key0), lo1, mix(hi0, c[3], key1), lo0};
-      key0 += random::kPhiloxWeyl0;
-      key1 += random::kPhiloxWeyl1;
-    }
+    const std::array<Value, 4> c = random::philoxRounds<Value>(
+        counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32), mulHiLo, mix);
     const Value lane = floorModulo((*this)(n.args[4]), i32(4));
     Value word = c[3];
     for (int k = 2; k >= 0; --k)

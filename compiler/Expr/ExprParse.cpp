@@ -39,6 +39,8 @@ bool numeric(Type t) { return t != Type::Bool; }
 // The type arithmetic on a and b gives: int for two ints, else float.
 Type promoted(Type a, Type b) { return a == Type::Int && b == Type::Int ? Type::Int : Type::Float; }
 
+constexpr int kMaxNesting = 64;
+
 class Parser {
 public:
   Parser(std::string_view key, std::string_view text, Role role, const Scope& scope)
@@ -189,7 +191,19 @@ private:
     return make(op, type, column, {std::move(left), std::move(right)});
   }
 
+  // Parentheses, calls, indexing and unary operators nest through here, at most kMaxNesting
+  // deep, so that no text exhausts the parser's stack.
   Node unary() {
+    if (nesting_ == kMaxNesting)
+      fail(at_, "nested more than " + std::to_string(kMaxNesting) +
+                    " deep (parentheses, calls, indices and unary operators)");
+    ++nesting_;
+    Node operand = prefixed();
+    --nesting_;
+    return operand;
+  }
+
+  Node prefixed() {
     skipSpace();
     const int column = static_cast<int>(at_) + 1;
     if (accept("-")) {
@@ -395,6 +409,7 @@ private:
   std::string_view key_, text_;
   Role role_;
   const Scope& scope_;
+  int nesting_ = 0;
   size_t at_ = 0;
 };
 

@@ -4,10 +4,21 @@
 #include "Semantics/Random.h"
 #include "Support/Errors.h"
 
+#include <span>
 #include <string>
+#include <vector>
 
 namespace attnc {
 namespace {
+
+// The disjunction of `terms` as a balanced tree, so that its depth (which the parser bounds and
+// every walk of the tree recurses through) grows with log2 of their number.
+std::string anyOf(std::span<const std::string> terms) {
+  if (terms.size() == 1)
+    return "(" + terms.front() + ")";
+  const size_t half = terms.size() / 2;
+  return "(" + anyOf(terms.first(half)) + " || " + anyOf(terms.subspan(half)) + ")";
+}
 
 // masks::bigbirdStructured on the blocks of (q_idx, kv_idx), or one of the random key blocks
 // random::bigbirdRandomBlock draws: the unsigned Philox word mod the key blocks K, from the
@@ -21,19 +32,19 @@ std::string bigbirdText(const Spec& s) {
   const std::string half = std::to_string(s.windowBlocks / 2);
   const std::string first = std::to_string((s.globalBlocks + 1) / 2);
   const std::string last = std::to_string(s.globalBlocks / 2);
-  std::string text = "(" + kb + " - " + qb + " <= " + half + " && " + qb + " - " + kb +
-                     " <= " + half + ") || " + qb + " < " + first + " || " + qb + " >= " +
-                     queryBlocks + " - " + last + " || " + kb + " < " + first + " || " + kb +
-                     " >= " + keyBlocks + " - " + last;
+  std::vector<std::string> terms = {
+      "(" + kb + " - " + qb + " <= " + half + " && " + qb + " - " + kb + " <= " + half + ") || " +
+      qb + " < " + first + " || " + qb + " >= " + queryBlocks + " - " + last + " || " + kb +
+      " < " + first + " || " + kb + " >= " + keyBlocks + " - " + last};
   const std::string wrap = "(2 * ((2147483647 % " + keyBlocks + " + 1) % " + keyBlocks + ")) % " +
                            keyBlocks;
   for (int64_t r = 0; r < s.randomBlocks; ++r) {
     const std::string word = "philox(" + std::to_string(r / 4) + ", " + qb + ", h, 0, " +
                              std::to_string(r % 4) + ")";
-    text += " || (" + word + " % " + keyBlocks + " + where(" + word + " < 0, " + wrap +
-            ", 0)) % " + keyBlocks + " == " + kb;
+    terms.push_back("(" + word + " % " + keyBlocks + " + where(" + word + " < 0, " + wrap +
+                    ", 0)) % " + keyBlocks + " == " + kb);
   }
-  return text;
+  return anyOf(terms);
 }
 
 std::string patternText(const Spec& s, MaskKind kind) {
@@ -65,12 +76,13 @@ std::string patternText(const Spec& s, MaskKind kind) {
 } // namespace
 
 std::optional<expr::Node> patternsAsExpression(const Spec& spec, std::span<const MaskKind> kinds) {
-  std::string text;
+  std::vector<std::string> patterns;
   for (MaskKind kind : kinds)
     if (spec.masks.has(kind))
-      text += (text.empty() ? "(" : " || (") + patternText(spec, kind) + ")";
-  if (text.empty())
+      patterns.push_back(patternText(spec, kind));
+  if (patterns.empty())
     return std::nullopt;
+  const std::string text = anyOf(patterns);
   // block_sparse reads the layout; BigBird draws under the seed, in its stream.
   expr::Scope scope{{}, {{"block_layout", expr::Type::Int, 3}}, std::nullopt};
   if (spec.seed)

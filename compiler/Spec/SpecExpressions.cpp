@@ -222,6 +222,12 @@ void resolveExpressions(Spec& s) {
   auto resolve = [&](SpecExpression& e, std::string_view key, expr::Role role) {
     if (!e.given())
       return;
+    // Bounds the tree's size, so its depth, which every walk of it recurses through.
+    constexpr size_t kMaxLength = 4096;
+    if (e.text.size() > kMaxLength)
+      throw SpecError(std::string(key) + " is " + std::to_string(e.text.size()) +
+                      " characters long; an expression may have at most " +
+                      std::to_string(kMaxLength));
     try {
       auto tree = std::make_shared<expr::Node>(expr::parseExpr(key, e.text, role, scope));
       expr::checkAuxIndices(key, e.text, *tree, facts);

@@ -155,6 +155,23 @@ TEST(Expr, BadExpressionsSayWhatIsWrongAndWhere) {
   }
 }
 
+// Nesting is bounded, so no text exhausts the parser's stack (found by SpecTextFuzzer).
+TEST(Expr, NestingDeeperThan64IsRefused) {
+  const auto nested = [](int depth) {
+    return std::string(depth, '(') + "kv_idx <= qpos" + std::string(depth, ')');
+  };
+  EXPECT_NO_THROW(parseExpr("mask_mod", nested(63), Role::Mask, Scope{}));
+  for (const std::string& text : {nested(64), nested(5000), std::string(5000, '-') + "score"}) {
+    try {
+      parseExpr("score_mod", text, Role::Score, Scope{});
+      ADD_FAILURE() << text.substr(0, 80) << ": accepted";
+    } catch (const ExprError& e) {
+      EXPECT_NE(std::string(e.what()).find("nested more than 64 deep"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Expr, NoAuxOrParamsDeclaredSaysHowToDeclareThem) {
   try {
     parseExpr("mask_mod", "doc[b, kv_idx] == 0", Role::Mask, Scope{});

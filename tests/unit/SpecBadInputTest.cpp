@@ -142,6 +142,22 @@ const BadSpec kBadSpecs[] = {
 
 INSTANTIATE_TEST_SUITE_P(Spec, BadSpecs, ::testing::ValuesIn(kBadSpecs));
 
+// A spec's expression is at most 4096 characters, which bounds its tree's depth.
+TEST(BadSpecExpression, LongerThan4096CharactersIsRefused) {
+  std::string sum = "score";
+  while (sum.size() <= 4096)
+    sum += " + 1";
+  try {
+    parseSpec("d_k=8 score_mod=\"" + sum + "\"");
+    FAIL() << "accepted";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("score_mod is 4097 characters long; an expression may "
+                                         "have at most 4096"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(BadSpecJson, RejectsNonObjectsAndWrongTypes) {
   EXPECT_THROW(parseSpecJson(nlohmann::json::array()), SpecError);
   try {

@@ -14,8 +14,16 @@ ExpressionInputs::ExpressionInputs(const KernelTensors& t) {
   };
   for (const AuxTensor& a : t.spec().aux)
     bind(a.name, a.elementType);
-  if (t.spec().masks.has(MaskKind::BlockSparse)) // read by block_sparse's expression
+  // The kernel inputs the built-in masks and modifiers read (Spec/BuiltinExpressions.h).
+  const Spec& s = t.spec();
+  if (s.masks.has(MaskKind::Padding))
+    bind("lengths", expr::Type::Int);
+  if (s.masks.has(MaskKind::Tensor))
+    bind("mask", expr::Type::Int);
+  if (s.masks.has(MaskKind::BlockSparse))
     bind("block_layout", expr::Type::Int);
+  if (s.bias)
+    bind("bias", expr::Type::Float);
   environment_.aux = [this](const std::string& name, std::span<const int64_t> indices) {
     return element(name, indices);
   };

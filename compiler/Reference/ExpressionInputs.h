@@ -1,6 +1,6 @@
 // What the f64 reference's expressions read in a kernel call: the spec's params and its aux
-// tensors' elements, bound from the call's tensors, and block_layout for block_sparse's
-// pattern expression.
+// tensors' elements, bound from the call's tensors, and the kernel inputs the built-in masks
+// and modifiers read as aux tensors (lengths, mask, bias, block_layout).
 #ifndef ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H
 #define ATTNC_COMPILER_REFERENCE_EXPRESSIONINPUTS_H
 

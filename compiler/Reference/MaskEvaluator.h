@@ -1,6 +1,6 @@
-// Whether score (b, h, i, j) survives the spec's masks and mask_mod, with the run-time mask and
-// aux tensors bound. The sparsity patterns are evaluated as their expressions
-// (Spec/PatternExpressions), the definitions every code generator compiles or is checked by.
+// The built-in masks, modifiers and dropout of a spec at score (b, h, i, j), evaluated as their
+// expressions (Spec/BuiltinExpressions: the definitions every code generator compiles or is
+// checked by), and mask_mod, with the run-time tensors they read bound.
 #ifndef ATTNC_COMPILER_REFERENCE_MASKEVALUATOR_H
 #define ATTNC_COMPILER_REFERENCE_MASKEVALUATOR_H
 
@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <vector>
 
 namespace attnc {
 
@@ -20,6 +19,10 @@ public:
   // (constraints and mask_mod all pass) and (no sparsity pattern, or some sparsity pattern
   // passes).
   bool allowed(int64_t b, int64_t h, int64_t i, int64_t j) const;
+  // The scaled score with softcap, ALiBi and the bias tensor applied (score_mod comes after).
+  double modified(int64_t b, int64_t h, int64_t i, int64_t j, double score) const;
+  // Dropout's factor on the probability where it weights v_j: 1 / (1 - p) or 0; 1 without.
+  double dropFactor(int64_t b, int64_t h, int64_t i, int64_t j) const;
 
   int64_t offset() const { return offset_; }
   // Where the expressions read (b, h, i, j), with `score`; and what else they read.
@@ -27,15 +30,10 @@ public:
   const expr::Environment& expressionEnvironment() const { return expressions_.environment(); }
 
 private:
-  bool constraintsPass(int64_t b, int64_t h, int64_t qpos, int64_t i, int64_t j) const;
-
   const Spec& spec_;
   int64_t seqQ_, seqK_, offset_;
   ExpressionInputs expressions_;
-  std::vector<int64_t> lengths_;   // padding: [B], clamped to [0, Tk]
-  std::vector<double> maskTensor_; // tensor: [B|1, H|1, Tq, Tk]
-  int64_t maskBatchStride_ = 0, maskHeadStride_ = 0;
-  std::optional<expr::Node> patterns_; // the union of the sparsity patterns
+  std::optional<expr::Node> masks_, modifiers_, dropout_; // BuiltinExpressions.h
 };
 
 } // namespace attnc

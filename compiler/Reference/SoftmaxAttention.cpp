@@ -1,7 +1,5 @@
 #include "Reference/Attention.h"
 #include "Reference/MaskEvaluator.h"
-#include "Semantics/Positions.h"
-#include "Semantics/Random.h"
 
 #include <algorithm>
 #include <cmath>
@@ -83,17 +81,6 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
   // has no valid key at all, when its rows are fully masked like any other.
   const bool linformer = s.variant == Variant::Linformer;
   const std::vector<int64_t> lengths = keyLengths(t);
-  const std::vector<double> slopes = s.alibi ? positions::alibiSlopes(H) : std::vector<double>{};
-  std::vector<double> bias;
-  int64_t biasBatchStride = 0, biasHeadStride = 0;
-  if (s.bias) {
-    bias = t.dense("bias");
-    const DLTensor& bt = t.tensor("bias");
-    biasHeadStride = bt.shape[1] == 1 ? 0 : seqQ * keys;
-    biasBatchStride = bt.shape[0] == 1 ? 0 : bt.shape[1] * seqQ * keys;
-  }
-  const uint32_t dropThreshold = random::dropoutThreshold(s.dropout);
-  const double keepScale = 1.0 / (1.0 - s.dropout);
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   // Every kernel forms scores in f32 (as PyTorch does for f32 inputs): one past its range is
@@ -113,7 +100,6 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
     std::vector<double> row(keys);
     std::vector<char> kept(keys);
     for (int64_t i = 0; i < seqQ; ++i) {
-      const int64_t qpos = i + mask.offset();
       double rowMax = kNegInf;
       bool rowNaN = false;
       for (int64_t j = 0; j < keys; ++j) {
@@ -123,12 +109,7 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
         double x = s.scale * score(i, j);
         if (std::fabs(x) > kMaxScore)
           x = std::copysign(std::numeric_limits<double>::infinity(), x);
-        if (s.softcap > 0)
-          x = s.softcap * std::tanh(x / s.softcap);
-        if (s.alibi)
-          x -= slopes[h] * static_cast<double>(std::abs(qpos - j));
-        if (s.bias)
-          x += bias[b * biasBatchStride + h * biasHeadStride + i * keys + j];
+        x = mask.modified(b, h, i, j, x);
         if (s.scoreMod.tree) {
           x = expr::evaluate(*s.scoreMod.tree, mask.point(b, h, i, j, x),
                              mask.expressionEnvironment())
@@ -169,8 +150,7 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
         double p = std::exp(row[j] - lse);
         if (s.weights)
           r.weights[((b * H + h) * seqQ + i) * keys + j] = p;
-        if (s.dropout > 0)
-          p = random::dropoutKeeps(*s.seed, dropThreshold, b, h, i, j) ? p * keepScale : 0.0;
+        p *= mask.dropFactor(b, h, i, j);
         const double* v = in.v.row(b, g, j);
         for (int64_t e = 0; e < s.dV; ++e)
           o[e] += p * v[e];

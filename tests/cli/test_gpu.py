@@ -39,6 +39,9 @@ CASES = [
     # block_layout (tensor cores), BigBird's Philox draws beside a strided pattern (SIMT).
     "heads=4 kv_heads=2 d_k=64 mask=causal+block_sparse block=64 lse=true dtype=bf16",
     "heads=2 d_k=64 mask=bigbird+strided block=64 random_blocks=2 seed=7 stride=5",
+    # Dropout's Philox factor on the probabilities that weight V (tensor cores, SIMT).
+    "heads=4 kv_heads=2 d_k=64 mask=causal dropout=0.1 seed=11 lse=true dtype=bf16",
+    "heads=2 d_k=64 dropout=0.6 seed=11",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,

@@ -128,6 +128,20 @@ func.func @mask_mod_yields_a_float(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16
 
 // -----
 
+func.func @dropout_yields_a_bool(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
+  // expected-error @+1 {{dropout must end in gpu.yield of one 'f32'}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+      dropout {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %t = arith.constant true
+        gpu.yield %t : i1
+      }
+  return
+}
+
+// -----
+
 func.func @score_mod_signature(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
   // expected-error @+1 {{score_mod takes (f32, i32 x 8): score, b, h, g, q_idx, kv_idx, qpos, Tq, Tk}}
   %o = attn.attention %q, %k, %v {scale = 0.25 : f64}

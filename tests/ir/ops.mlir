@@ -61,6 +61,28 @@ func.func @expressions(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
   return %o : tensor<?x2x?x16xf32>
 }
 
+// Dropout's factor as a region: 2 where a key's parity keeps it, else 0.
+// CHECK-LABEL: func.func @dropout_factor
+func.func @dropout_factor(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
+                          %v: tensor<?x2x?x16xf32>) -> tensor<?x2x?x16xf32> {
+  // CHECK: dropout {
+  // CHECK: gpu.yield %{{.*}} : f32
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32> -> tensor<?x2x?x16xf32>
+      dropout {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %c1 = arith.constant 1 : i32
+        %c0 = arith.constant 0 : i32
+        %two = arith.constant 2.0 : f32
+        %zero = arith.constant 0.0 : f32
+        %bit = arith.andi %j, %c1 : i32
+        %even = arith.cmpi eq, %bit, %c0 : i32
+        %f = arith.select %even, %two, %zero : f32
+        gpu.yield %f : f32
+      }
+  return %o : tensor<?x2x?x16xf32>
+}
+
 // block_sparse as a mask region: the u8 layout is an i8 aux tensor, read unsigned.
 // CHECK-LABEL: func.func @byte_layout
 func.func @byte_layout(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,

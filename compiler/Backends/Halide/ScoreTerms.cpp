@@ -1,9 +1,9 @@
 #include "Backends/Halide/ScoreTerms.h"
 
 #include "Abi/Arguments.h"
+#include "Spec/BuiltinExpressions.h"
 
 #include "Semantics/Masks.h"
-#include "Semantics/Positions.h"
 #include "Semantics/Random.h"
 
 #include <cmath>
@@ -85,6 +85,10 @@ ScoreTerms::ScoreTerms(const Spec& s)
     inputs_.push_back(p);
   }
   auxSummaries_ = std::make_unique<AuxSummaries>(s, aux_);
+  modifiers_ = modifiersAsExpression(s);
+  dropout_ = dropoutAsExpression(s);
+  if (s.bias)
+    builtinInputs_.emplace("bias", bias_);
   // The variant's parameters (w_q, w1, e, omega, ...), as the manifest declares them; constant
   // extents are bounds Halide can use, Tk (Linformer's E and F) is known at run time.
   for (const Argument& a : kernelArguments(s)) {
@@ -103,12 +107,6 @@ ScoreTerms::ScoreTerms(const Spec& s)
   keys_ = s.variant == Variant::Linformer ? Expr(static_cast<int>(s.projLen)) : seqK_;
   offset_ = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : Expr(0);
 
-  if (s.alibi) {
-    std::vector<double> slopes = positions::alibiSlopes(s.heads);
-    alibiSlopes_ = Buffer<float>(static_cast<int>(slopes.size()), "alibi_slopes");
-    for (size_t n = 0; n < slopes.size(); ++n)
-      alibiSlopes_(static_cast<int>(n)) = static_cast<float>(slopes[n]);
-  }
   Var r("r"), qb("qb"), h("h"), pair("pair"), pos("pos");
   if (s.masks.has(MaskKind::BigBird)) {
     // random::bigbirdRandomBlock: word r % 4 at counter (r / 4, qb, h, 0), mod the key blocks.
@@ -150,16 +148,10 @@ Expr ScoreTerms::validKeys(Expr b) const {
 }
 
 Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const {
-  const Spec& s = spec_;
-  Expr keyIn = min(key, seqK_ - 1), rowIn = min(queryRow, seqQ_ - 1); // loads stay in bounds
-  if (s.softcap > 0)
-    x = static_cast<float>(s.softcap) * tanh(x / static_cast<float>(s.softcap));
-  if (s.alibi)
-    x -= alibiSlopes_(h) * cast<float>(abs(position(queryRow) - key));
-  if (s.bias)
-    x += cast<float>(bias_(keyIn, rowIn, broadcastIndex(bias_, 2, h), broadcastIndex(bias_, 3, b)));
-  if (s.scoreMod.tree)
-    x = translate(*s.scoreMod.tree, expressionPoint(queryRow, key, h, b, x), s, aux_);
+  if (modifiers_)
+    x = translate(*modifiers_, expressionPoint(queryRow, key, h, b, x), spec_, builtinInputs_);
+  if (spec_.scoreMod.tree)
+    x = translate(*spec_.scoreMod.tree, expressionPoint(queryRow, key, h, b, x), spec_, aux_);
   return x;
 }
 
@@ -296,11 +288,11 @@ Expr ScoreTerms::bigbirdDrawn(Expr qb, Expr kb, Expr h) const {
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {
-  // random::dropoutKeeps: word key % 4 at counter (key / 4, row, h, b), kept when >= threshold.
-  auto x = philox({u32(key / 4), u32(queryRow), u32(h), u32(b)}, *spec_.seed, 0);
-  Expr threshold = Expr(random::dropoutThreshold(spec_.dropout));
-  return select(philoxWord(x, key) >= threshold,
-                static_cast<float>(1.0 / (1.0 - spec_.dropout)), 0.0f);
+  // The expression reads no tensor, so the row and key need no clamping into them: left as
+  // they are, a vector of keys stays a ramp Halide divides and selects words on cheaply.
+  const Expr g = h / static_cast<int>(spec_.groupSize());
+  const ExprPoint point{b, h, g, queryRow, key, position(queryRow), seqQ_, seqK_, Expr()};
+  return translate(*dropout_, point, spec_, aux_);
 }
 
 Expr ScoreTerms::rotated(const std::function<Expr(Expr)>& element, Expr d, Expr pos) const {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,8 @@ public:
   // The query row's position among the keys.
   Halide::Expr position(Halide::Expr queryRow) const { return queryRow + offset_; }
 
-  // softcap, then ALiBi, then the bias tensor, then score_mod, on a scaled score.
+  // softcap, then ALiBi, then the bias tensor (their expressions, Spec/BuiltinExpressions),
+  // then score_mod, on a scaled score.
   Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                         Halide::Expr b) const;
   // Whether the masks and mask_mod keep (queryRow, key); false for keys past Tk. With
@@ -65,8 +67,8 @@ public:
   // union of window, dilated's window, global tokens and the blocks block_sparse's layout and
   // BigBird draw); true when the form does not rule it out.
   Halide::Expr blockLive(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
-  // The factor dropout puts on prob(queryRow, key): 1 / (1 - p) when kept, 0 when dropped,
-  // bit-identical to random::dropoutKeeps. Only meaningful when the spec has dropout.
+  // The factor dropout puts on prob(queryRow, key): its expression (Spec/BuiltinExpressions),
+  // 1 / (1 - p) when kept, 0 when dropped. Only for a spec with dropout.
   Halide::Expr dropFactor(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                           Halide::Expr b) const;
   // Small tables the terms read (BigBird's drawn blocks, RoPE's cos/sin, aux summaries): the
@@ -93,10 +95,11 @@ private:
   std::map<std::string, Halide::ImageParam> params_;
   std::map<std::string, Halide::ImageParam> aux_; // the expressions' aux tensors
   std::unique_ptr<AuxSummaries> auxSummaries_;     // for mask_mod's block liveness
+  std::optional<expr::Node> modifiers_, dropout_;  // Spec/BuiltinExpressions.h
+  std::map<std::string, Halide::ImageParam> builtinInputs_; // what they read: the bias
   Halide::Expr seqQ_, seqK_, keys_, offset_;
   Halide::Func bigbirdRandom_;        // (r, query block, h): the drawn key blocks
   Halide::Func rope_;                 // (pair, position): Tuple(cos, sin)
-  Halide::Buffer<float> alibiSlopes_; // per head, built once for both passes
 };
 
 } // namespace attnc::halide

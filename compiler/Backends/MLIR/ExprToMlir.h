@@ -1,10 +1,11 @@
-// A spec's score_mod or mask_mod as the body of an attn op's expression region (AttnOps.td):
-// scalar arith and math ops over the block's arguments (score: f32, b, h, g, q_idx, kv_idx,
-// qpos, Tq, Tk: i32), yielding (gpu.yield) f32 for a score_mod and i1 for a mask_mod. Ints are 32
-// bits, as in every kernel (docs/spec.md leaves overflow unspecified); params become constants and
-// aux reads attn.aux_load of the op's aux operands (an i8 element, a u8 input such as
-// block_layout, is zero-extended to an int). The lowerings
-// apply the region to vectors of scores (dialects/attn/Transforms/ScoreTerms.cpp).
+// An expression (a spec's score_mod or mask_mod, or a built-in's: Spec/BuiltinExpressions.h)
+// as the body of an attn op's expression region (AttnOps.td): scalar arith and math ops over the
+// block's arguments (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32), yielding
+// (gpu.yield) f32 for a number and i1 for a mask. Ints are 32 bits, as in every kernel
+// (docs/spec.md leaves overflow unspecified); params become constants and aux reads
+// attn.aux_load of the op's aux operands (an i8 element, a u8 input such as block_layout, is
+// zero-extended to an int). The lowerings apply the region to vectors of scores
+// (dialects/attn/Transforms/ScoreTerms.cpp).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
 

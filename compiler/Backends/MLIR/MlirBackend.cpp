@@ -100,7 +100,7 @@ public:
 // What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
 // d_v != d_k, the masks causal, padding, window and tensor, and the other sparsity patterns
 // (global, strided, dilated, block_sparse, BigBird) as mask expressions; ALiBi, softcap, bias,
-// score_mod and mask_mod; lse.
+// score_mod and mask_mod; dropout (its factor as an expression region); lse.
 // The tile classifier bounds strided's and dilated's residue classes by their span only, so
 // their kernels test every key of it (Halide's gather each class into dense tiles); and it
 // skips key blocks, larger than block_sparse's blocks, so a block_sparse kernel attends the dead
@@ -116,8 +116,8 @@ std::span<const Coverage> MlirBackend::coverage() const {
                       {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
                        MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
                        MaskKind::BlockSparse, MaskKind::BigBird},
-                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::ScoreMod,
-                       Modifier::MaskMod},
+                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Dropout,
+                       Modifier::ScoreMod, Modifier::MaskMod},
                       {Output::O, Output::Lse},
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,

@@ -2,7 +2,7 @@
 
 #include "Abi/Arguments.h"
 #include "Backends/MLIR/ExprToMlir.h"
-#include "Spec/PatternExpressions.h"
+#include "Spec/BuiltinExpressions.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -85,7 +85,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   // as their expressions, block_sparse's reading block_layout as one more aux operand.
   const bool nativeWindow =
       spec.masks.has(MaskKind::Window) &&
-      llvm::none_of(kExpressiblePatterns, [&](MaskKind k) {
+      llvm::none_of(kSparsityPatterns, [&](MaskKind k) {
         return k != MaskKind::Window && spec.masks.has(k);
       });
   SmallVector<Attribute> masks;
@@ -93,7 +93,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     if (spec.masks.has(k) && (k != MaskKind::Window || nativeWindow))
       masks.push_back(b.getStringAttr(maskKindName(k)));
   std::optional<expr::Node> mask =
-      nativeWindow ? std::nullopt : patternsAsExpression(spec, kExpressiblePatterns);
+      nativeWindow ? std::nullopt : masksAsExpression(spec, kSparsityPatterns);
   if (spec.maskMod.tree)
     mask = mask ? expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*mask, *spec.maskMod.tree}}
                 : *spec.maskMod.tree;
@@ -120,6 +120,8 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec, auxOperands);
   if (mask)
     buildExpressionRegion(attention.getMaskMod(), *mask, spec, auxOperands);
+  if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
+    buildExpressionRegion(attention.getDropout(), *dropout, spec, auxOperands);
   auto store = [&](Value result, Value dest) {
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);

@@ -75,8 +75,10 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     ```
     m'_i = max(m_i, max_j s_ij)
     l'_i = exp(m_i - m'_i) l_i + sum_j exp(s_ij - m'_i - c)
-    a'_i = exp(m_i - m'_i) a_i + sum_j exp(s_ij - m'_i - c) v_j
+    a'_i = exp(m_i - m'_i) a_i + sum_j d_ij exp(s_ij - m'_i - c) v_j
     ```
+
+    where d_ij is the `dropout` region's factor (1 when the region is empty).
 
     with c = ln 2^31 (see the state's definition above).
 
@@ -114,7 +116,8 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     Index:$seq_q,
     I64Attr:$num_heads,
     OptionalAttr<I64Attr>:$max_keys), Attn_ScoreAttrs);
-  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod);
+  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod,
+                 Attn_ExpressionRegion:$dropout);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
@@ -126,7 +129,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
     type($acc) `,` type($max) `,` type($sum)
-    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?
   }];
   let extraClassDeclaration = [{
     // The query is a tile made by attn.pack_query (rank 2).

@@ -17,9 +17,10 @@ defvar Attn_ScoreAttrs = (ins
   UnitAttr:$alibi
 );
 
-// A spec's score_mod or mask_mod as a region: empty when the spec has none, else one block
-// taking (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32) and yielding the modified
-// score (f32) or whether to keep it (i1), with scalar arith and math ops and attn.aux_load.
+// A spec's score_mod or mask_mod, or dropout's factor, as a region: empty when the spec has
+// none, else one block taking (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32) and
+// yielding the modified score (f32), whether to keep it (i1) or the factor on its probability
+// (f32), with scalar arith and math ops and attn.aux_load.
 // Lowerings apply it elementwise to vectors of scores. The block ends in gpu.yield, not an
 // attn terminator: the MLIR library (built by clang) resolves an op trait's TypeID by a type
 // name that gcc, which builds this dialect, spells differently, so its verifier would not see
@@ -36,8 +37,11 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     s_ij  = modifiers(scale * q_i . k_j)      // softcap, then ALiBi, then the bias tensor
     keep  = masks(i, j)                       // constraints intersect, patterns unite
     lse_i = log sum_{j kept} exp(s_ij)
-    o_i   = sum_{j kept} exp(s_ij - lse_i) v_j
+    o_i   = sum_{j kept} d_ij exp(s_ij - lse_i) v_j
     ```
+
+    where d_ij is the `dropout` region's factor (1 when the region is empty): it weights the
+    probabilities where they multiply v, not in lse.
 
     A row with no kept key gives `o_i = 0` and `lse_i = -inf`. Query row i sits at position
     `i + (Tk - Tq)` among the keys with `causal_align = "bottom_right"` (the default), at `i`
@@ -71,7 +75,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     RankedTensorOf<[AnyFloat]>:$output,
     Optional<RankedTensorOf<[F32]>>:$lse
   );
-  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod);
+  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod,
+                 Attn_ExpressionRegion:$dropout);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
@@ -81,7 +86,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)?
-    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?
   }];
 
   let hasVerifier = 1;

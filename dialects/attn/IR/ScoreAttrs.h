@@ -39,9 +39,11 @@ template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
     return op.emitOpError() << "window_left goes with mask 'window', and only with it";
   if (op.getWindowRight() && !masks.contains("window"))
     return op.emitOpError() << "window_right needs mask 'window'";
+  const mlir::Type f32 = mlir::Float32Type::get(op->getContext());
   for (auto [region, name, result] :
-       {std::tuple{&op.getScoreMod(), "score_mod", mlir::Type(mlir::Float32Type::get(op->getContext()))},
-        {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(op->getContext(), 1)}}) {
+       {std::tuple{&op.getScoreMod(), "score_mod", f32},
+        {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(op->getContext(), 1)},
+        {&op.getDropout(), "dropout", f32}}) {
     if (region->empty())
       continue;
     // (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32), as Attn_ExpressionRegion says.

@@ -69,6 +69,7 @@ LogicalResult decompose(AttentionOp op) {
   // The expressions move over whole: their blocks use only their own arguments.
   update.getScoreMod().takeBody(op.getScoreMod());
   update.getMaskMod().takeBody(op.getMaskMod());
+  update.getDropout().takeBody(op.getDropout());
   b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(),
                              storeLse ? storeLse.getDest() : Value(), ValueRange{zero, zero, zero},
                              ValueRange{batch, headsValue, seqQ});

@@ -8,7 +8,8 @@
 //      m' = max(m, max_j S[j, :])                  a vertical max: no shuffles
 //   3. P[j, :] = exp(S[j, :] - m' - c), l' = exp(m - m') l + sum_j P[j, :]
 //                                                 (c: Semantics/OnlineSoftmax.h)
-//   4. acc[c, :] = exp(m - m') acc[c, :] + sum_j P[j, :] * V[j, c]
+//   4. acc[c, :] = exp(m - m') acc[c, :] + sum_j D[j, :] P[j, :] V[j, c]
+//                                                 (D: dropout's factor, 1 without)
 //                                                 valueSplit columns x R vectors per j
 //
 // S is a stack buffer of max_keys x rows floats, reused by every key block of the task.
@@ -53,6 +54,11 @@ private:
   // off is the key position of query row 0 (ScoreTerms::positionOffset); kvHead is set.
   Value liveKeyCount(int64_t group, Value off);
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
+  // The query row positions i + off of the lanes of vector r (i32).
+  Value rowPositions(ImplicitLocOpBuilder& ib, int64_t r) {
+    return ib.create<arith::AddIOp>(
+        positions0, splatConstant(ib, vectorI32, static_cast<double>(r * lanes)));
+  }
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
   }
@@ -161,10 +167,8 @@ void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          // Query row positions: i + off for the lanes of vector r.
-          Value positions = ib.create<arith::AddIOp>(
-              positions0, splatConstant(ib, vectorI32, static_cast<double>(r * lanes)));
-          s = terms->apply(ib, s, positions, keys, [&](ImplicitLocOpBuilder& gb, Value buffer) {
+          s = terms->apply(ib, s, rowPositions(ib, r), keys, [&](ImplicitLocOpBuilder& gb,
+                                                                Value buffer) {
             return gatherRow(gb, buffer, key, r);
           });
           ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
@@ -175,13 +179,16 @@ void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
   max.assign(loop.getResults().begin(), loop.getResults().end());
 }
 
-// Step 3: P = exp(S - m') in place (0 where S = -inf), and its row sums.
+// Step 3: P = exp(S - m') in place (0 where S = -inf), and its row sums; dropout's factor
+// then weights P for step 4 only.
 void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum) {
   SmallVector<Value> zeros(vectors, f32Splat(b, lanes, 0));
   auto loop = b.create<scf::ForOp>(
       indexConstant(b, 0), keyCount, indexConstant(b, 1), zeros,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
         ImplicitLocOpBuilder ib(loc, nested);
+        Value keys = ib.create<vector::BroadcastOp>(
+            vectorI32, ib.create<arith::IndexCastOp>(ib.getI32Type(), keyAt(ib, j)));
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
@@ -189,8 +196,9 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& 
               ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, f32Splat(ib, lanes, -kInf));
           Value p = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, safeMax[r]));
           p = ib.create<arith::SelectOp>(masked, f32Splat(ib, lanes, 0), p);
-          ib.create<vector::StoreOp>(p, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::AddFOp>(running[r], p));
+          p = terms->dropout(ib, p, rowPositions(ib, r), keys);
+          ib.create<vector::StoreOp>(p, scores, ValueRange{j, column(r)});
         }
         ib.create<scf::YieldOp>(next);
       });

@@ -146,24 +146,36 @@ Value MmaFragments::gather(ImplicitLocOpBuilder& b, Value buffer, Value keyBase)
 
 // s = terms(scale * s) for key tile j at keys keyBlock + 8 j + 2 t + {0, 1}, and -inf for
 // keys at or past keyEnd (the block's end).
+Value MmaFragments::keyBase(ImplicitLocOpBuilder& b, Value keyBlock, int64_t j) {
+  return b.create<arith::AddIOp>(b.create<arith::AddIOp>(keyBlock, c(b, 8 * j)),
+                                 b.create<arith::MulIOp>(t, c(b, 2)));
+}
+
+Value MmaFragments::fragmentKeys(ImplicitLocOpBuilder& b, Value base) {
+  Value pairOffsets =
+      b.create<arith::ConstantOp>(DenseElementsAttr::get(cTypeI32, ArrayRef<int32_t>{0, 1, 0, 1}));
+  return b.create<arith::AddIOp>(b.create<vector::BroadcastOp>(cTypeI32, i32(b, base)),
+                                 pairOffsets);
+}
+
 void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Value keyBlock,
                               Value keyEnd) {
   Value scale = splatConstant(b, cType, update.getScale().convertToDouble());
-  Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
-  Value pairOffsets =
-      b.create<arith::ConstantOp>(DenseElementsAttr::get(cTypeI32, ArrayRef<int32_t>{0, 1, 0, 1}));
   Value end = b.create<vector::BroadcastOp>(cTypeI32, i32(b, keyEnd));
   for (int64_t j = 0; j < block / 8; ++j) {
-    Value keyBase = b.create<arith::AddIOp>(b.create<arith::AddIOp>(keyBlock, c(b, 8 * j)), twoT);
-    Value keys = b.create<arith::AddIOp>(b.create<vector::BroadcastOp>(cTypeI32, i32(b, keyBase)),
-                                         pairOffsets);
+    Value base = keyBase(b, keyBlock, j);
+    Value keys = fragmentKeys(b, base);
     Value x = b.create<arith::MulFOp>(s[j], scale);
     x = terms->apply(b, x, positions, keys, [&](ImplicitLocOpBuilder& gb, Value buffer) {
-      return gather(gb, buffer, keyBase);
+      return gather(gb, buffer, base);
     });
     Value inBlock = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
     s[j] = b.create<arith::SelectOp>(inBlock, x, splatConstant(b, cType, -kInf));
   }
+}
+
+Value MmaFragments::applyDropout(ImplicitLocOpBuilder& b, Value p, Value keyBlock, int64_t j) {
+  return terms->dropout(b, p, positions, fragmentKeys(b, keyBase(b, keyBlock, j)));
 }
 
 // The max or sum of x over the 4 lanes of a quad (the lanes holding one C row).

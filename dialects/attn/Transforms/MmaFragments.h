@@ -49,6 +49,10 @@ protected:
   llvm::SmallVector<mlir::Value> emitScores(mlir::ImplicitLocOpBuilder& b);
   void applyTerms(mlir::ImplicitLocOpBuilder& b, llvm::SmallVector<mlir::Value>& s,
                   mlir::Value keyBlock, mlir::Value keyEnd);
+  // The probabilities p of key tile j at keys keyBlock + 8 j + 2 t + {0, 1}, times dropout's
+  // factor (ScoreTerms::dropout).
+  mlir::Value applyDropout(mlir::ImplicitLocOpBuilder& b, mlir::Value p, mlir::Value keyBlock,
+                           int64_t j);
   mlir::Value quadReduce(mlir::ImplicitLocOpBuilder& b, mlir::Value x, bool max);
 
   mlir::Value c(mlir::ImplicitLocOpBuilder& b, int64_t v) { return indexConstant(b, v); }
@@ -77,6 +81,10 @@ protected:
   std::optional<ScoreTerms> terms;
 
 private:
+  // The key index of key tile j's first column held by this lane: keyBlock + 8 j + 2 t.
+  mlir::Value keyBase(mlir::ImplicitLocOpBuilder& b, mlir::Value keyBlock, int64_t j);
+  // keyBase + {0, 1} in the C fragment's shape (i32).
+  mlir::Value fragmentKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value base);
   mlir::Value gather(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Value keyBase);
 };
 

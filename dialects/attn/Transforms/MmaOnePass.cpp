@@ -12,6 +12,7 @@
 //                              xor shuffles)
 //   P  = exp(S - m')           l = exp(m - m') l + rowsum P, as per-lane partial sums reduced
 //                              once at the end
+//   P  = D P                   dropout's factor (ScoreTerms), after the row sums took P
 //   O  = exp(m - m') O + P V   P's C fragments are A fragments as they are (no shared memory);
 //                              V's B fragments come by ldmatrix.trans
 //
@@ -152,7 +153,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
     Value log2eSplat = splatConstant(b, cType, kLog2e);
     Value sums[2] = {b.create<arith::MulFOp>(alpha[0], carried[2]),
                      b.create<arith::MulFOp>(alpha[1], carried[3])};
-    for (Value& sj : s) {
+    for (auto [j, sj] : llvm::enumerate(s)) {
       Value masked =
           b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sj, splatConstant(b, cType, -kInf));
       Value p = b.create<math::Exp2Op>(
@@ -162,6 +163,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
         for (int64_t col = 0; col < 2; ++col)
           sums[r] = b.create<arith::AddFOp>(
               sums[r], b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
+      sj = applyDropout(b, sj, keyBlock, static_cast<int64_t>(j)); // weights P V only
     }
 
     // V has landed and every warp is done with K: fetch the next K tile during P V.

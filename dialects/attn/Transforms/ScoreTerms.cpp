@@ -67,7 +67,7 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, OnlineUpdateOp op, Value batchIn
     slope = alibiSlope(b, op, headIndex);
   if (Value lengths = op.getLengths())
     keyLimit = b.create<memref::LoadOp>(lengths, batchIndex);
-  if (op.getScoreMod().empty() && op.getMaskMod().empty())
+  if (op.getScoreMod().empty() && op.getMaskMod().empty() && op.getDropout().empty())
     return;
   auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };
   const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
@@ -204,6 +204,13 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
     return s;
   return b.create<arith::SelectOp>(
       keep, s, splatConstant(b, type, -std::numeric_limits<double>::infinity()));
+}
+
+Value ScoreTerms::dropout(ImplicitLocOpBuilder& b, Value p, Value queryPos, Value keyPos) const {
+  if (op.getDropout().empty())
+    return p;
+  // The region does not read `score`; p binds it.
+  return b.create<arith::MulFOp>(p, expression(b, op.getDropout(), p, queryPos, keyPos));
 }
 
 } // namespace attnc::attn

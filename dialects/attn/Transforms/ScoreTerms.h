@@ -3,7 +3,7 @@
 // What attn.online_update does to a score s = scale * q.k before the softmax, in the order of
 // attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|), bias, the
 // score_mod region, then the masks (causal, window, tensor mask, padding, the mask_mod region),
-// which make s = -inf. Every lowering of the update applies the terms through this one class,
+// which make s = -inf; and dropout's factor on a probability. Every lowering of the update applies the terms through this one class,
 // on vectors of any shape; the expression regions' scalar ops are applied to such vectors
 // elementwise.
 //
@@ -30,6 +30,11 @@ public:
   // shape: each score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                     mlir::Value keyPos, Gather gather) const;
+
+  // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
+  // (where p weights v, after the row sums took it); p as it is when the op has no dropout.
+  mlir::Value dropout(mlir::ImplicitLocOpBuilder& b, mlir::Value p, mlir::Value queryPos,
+                      mlir::Value keyPos) const;
 
   // off, the key position of query row 0 (index): Tk - Tq when causal_align is bottom_right,
   // else 0.

@@ -1,0 +1,171 @@
+#include "Spec/BuiltinExpressions.h"
+
+#include "Expr/ExprParse.h"
+#include "Semantics/Positions.h"
+#include "Semantics/Random.h"
+#include "Support/Errors.h"
+
+#include <algorithm>
+#include <charconv>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace attnc {
+namespace {
+
+// The disjunction of `terms` as a balanced tree, so that its depth (which the parser bounds and
+// every walk of the tree recurses through) grows with log2 of their number.
+std::string anyOf(std::span<const std::string> terms) {
+  if (terms.size() == 1)
+    return "(" + terms.front() + ")";
+  const size_t half = terms.size() / 2;
+  return "(" + anyOf(terms.first(half)) + " || " + anyOf(terms.subspan(half)) + ")";
+}
+
+// A float literal that parses back to exactly `value` (the shortest round-trip digits).
+std::string floatLiteral(double value) {
+  char buffer[32];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
+  std::string text(buffer, end);
+  if (text.find_first_of(".e") == std::string::npos)
+    text += ".0";
+  return "(" + text + ")"; // a negative literal stays one operand
+}
+
+// slopes[h] for h in [first, first + count), as a balanced tree of where() on h.
+std::string headTable(std::span<const double> slopes, size_t first) {
+  if (slopes.size() == 1)
+    return floatLiteral(slopes.front());
+  const size_t half = slopes.size() / 2;
+  return "where(h < " + std::to_string(first + half) + ", " + headTable(slopes.first(half), first) +
+         ", " + headTable(slopes.subspan(half), first + half) + ")";
+}
+
+// The kernel inputs the built-ins read as aux tensors, and the key philox() draws under.
+expr::Scope builtinScope(std::optional<uint64_t> philoxKey) {
+  return {{},
+          {{"lengths", expr::Type::Int, 1},
+           {"mask", expr::Type::Int, 4},
+           {"bias", expr::Type::Float, 4},
+           {"block_layout", expr::Type::Int, 3}},
+          philoxKey};
+}
+
+// Philox's key for the spec's seed in `stream`: (seed_lo, seed_hi ^ stream), as key0 | key1 << 32.
+uint64_t philoxKey(uint64_t seed, uint32_t stream) {
+  return (seed & 0xFFFFFFFFu) | (((seed >> 32) ^ stream) << 32);
+}
+
+// masks::bigbirdStructured on the blocks of (q_idx, kv_idx), or one of the random key blocks
+// random::bigbirdRandomBlock draws: the unsigned Philox word mod the key blocks K, from the
+// signed word philox() gives as (w mod K + [w < 0] (2^32 mod K)) mod K, with 2^32 mod K
+// written so that no term leaves 32 bits.
+std::string bigbirdText(const Spec& s) {
+  const std::string block = std::to_string(s.block);
+  const std::string qb = "q_idx // " + block, kb = "kv_idx // " + block;
+  const std::string queryBlocks = "(Tq + " + std::to_string(s.block - 1) + ") // " + block;
+  const std::string keyBlocks = "((Tk + " + std::to_string(s.block - 1) + ") // " + block + ")";
+  const std::string half = std::to_string(s.windowBlocks / 2);
+  const std::string first = std::to_string((s.globalBlocks + 1) / 2);
+  const std::string last = std::to_string(s.globalBlocks / 2);
+  std::vector<std::string> terms = {
+      "(" + kb + " - " + qb + " <= " + half + " && " + qb + " - " + kb + " <= " + half + ") || " +
+      qb + " < " + first + " || " + qb + " >= " + queryBlocks + " - " + last + " || " + kb +
+      " < " + first + " || " + kb + " >= " + keyBlocks + " - " + last};
+  const std::string wrap = "(2 * ((2147483647 % " + keyBlocks + " + 1) % " + keyBlocks + ")) % " +
+                           keyBlocks;
+  for (int64_t r = 0; r < s.randomBlocks; ++r) {
+    const std::string word = "philox(" + std::to_string(r / 4) + ", " + qb + ", h, 0, " +
+                             std::to_string(r % 4) + ")";
+    terms.push_back("(" + word + " % " + keyBlocks + " + where(" + word + " < 0, " + wrap +
+                    ", 0)) % " + keyBlocks + " == " + kb);
+  }
+  return anyOf(terms);
+}
+
+std::string maskText(const Spec& s, MaskKind kind) {
+  const std::string left = std::to_string(s.windowLeft), right = std::to_string(s.windowRight);
+  switch (kind) {
+  case MaskKind::Causal: return "kv_idx <= qpos";
+  case MaskKind::Padding: return "kv_idx < lengths[b]";
+  case MaskKind::Tensor: return "mask[b, h, q_idx, kv_idx] != 0";
+  case MaskKind::Window: return "kv_idx >= qpos - " + left + " && kv_idx <= qpos + " + right;
+  case MaskKind::Global: {
+    const std::string n = std::to_string(s.globalTokens);
+    return "qpos < " + n + " || kv_idx < " + n;
+  }
+  case MaskKind::Strided: return "(qpos - kv_idx) % " + std::to_string(s.stride) + " == 0";
+  case MaskKind::Dilated: {
+    // Keys qpos - k * dilation for k in [-right, left].
+    const std::string d = std::to_string(s.dilation);
+    return "(qpos - kv_idx) % " + d + " == 0 && qpos - kv_idx <= " +
+           std::to_string(s.windowLeft * s.dilation) + " && kv_idx - qpos <= " +
+           std::to_string(s.windowRight * s.dilation);
+  }
+  case MaskKind::BlockSparse: {
+    const std::string block = std::to_string(s.block);
+    return "block_layout[h, q_idx // " + block + ", kv_idx // " + block + "] != 0";
+  }
+  case MaskKind::BigBird: return bigbirdText(s);
+  default: break;
+  }
+  throw JobError("no expression for mask " + std::string(maskKindName(kind)));
+}
+
+} // namespace
+
+std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const MaskKind> kinds) {
+  std::vector<std::string> constraints, patterns;
+  for (MaskKind kind : kinds)
+    if (spec.masks.has(kind))
+      (std::ranges::count(kSparsityPatterns, kind) ? patterns : constraints)
+          .push_back("(" + maskText(spec, kind) + ")");
+  if (!patterns.empty())
+    constraints.push_back(anyOf(patterns));
+  if (constraints.empty())
+    return std::nullopt;
+  std::string text = constraints.front();
+  for (size_t k = 1; k < constraints.size(); ++k)
+    text += " && " + constraints[k];
+  const std::optional<uint64_t> key =
+      spec.seed ? std::optional(philoxKey(*spec.seed, random::kBigBirdStream)) : std::nullopt;
+  return expr::parseExpr("mask", text, expr::Role::Mask, builtinScope(key));
+}
+
+std::optional<expr::Node> modifiersAsExpression(const Spec& spec) {
+  if (spec.softcap <= 0 && !spec.alibi && !spec.bias)
+    return std::nullopt;
+  std::string score = "score";
+  if (spec.softcap > 0) {
+    const std::string cap = floatLiteral(spec.softcap);
+    score = cap + " * tanh(" + score + " / " + cap + ")";
+  }
+  if (spec.alibi) {
+    const std::vector<double> slopes = positions::alibiSlopes(spec.heads);
+    score = "(" + score + ") - " + headTable(slopes, 0) + " * abs(qpos - kv_idx)";
+  }
+  if (spec.bias)
+    score = "(" + score + ") + bias[b, h, q_idx, kv_idx]";
+  return expr::parseExpr("score", score, expr::Role::Score, builtinScope(std::nullopt));
+}
+
+std::optional<expr::Node> dropoutAsExpression(const Spec& spec) {
+  if (spec.dropout <= 0)
+    return std::nullopt;
+  // random::dropoutKeeps keeps where the unsigned word w >= T = dropoutThreshold(p); philox()
+  // reads w as a signed int s, which is w for w < 2^31 and w - 2^32 above.
+  const int64_t threshold = random::dropoutThreshold(spec.dropout);
+  const std::string word = "philox(kv_idx // 4, q_idx, h, b, kv_idx % 4)";
+  std::string keep = "true";
+  if (threshold > 0 && threshold < (int64_t{1} << 31))
+    keep = word + " < 0 || " + word + " >= " + std::to_string(threshold);
+  else if (threshold >= (int64_t{1} << 31))
+    keep = word + " < 0 && " + word + " >= " + std::to_string(threshold - (int64_t{1} << 32));
+  const std::string text =
+      "where(" + keep + ", " + floatLiteral(1.0 / (1.0 - spec.dropout)) + ", 0.0)";
+  return expr::parseExpr("dropout", text, expr::Role::Score,
+                         builtinScope(philoxKey(*spec.seed, 0)));
+}
+
+} // namespace attnc

@@ -1,0 +1,48 @@
+// The built-in masks and modifiers written in the expression language (docs/spec.md,
+// Expressions), with the spec's parameters as literals: the definitions the f64 reference
+// evaluates, and what a code generator with no lowering of its own for one compiles through its
+// expression path. Each agrees with Semantics/ (Masks.h, Positions.h, Random.h; the Halide
+// backend instantiates those) element for element: tests/unit/BuiltinExpressionsTest.cpp.
+//
+// They read the kernel's own inputs as aux tensors of the same names: `lengths` [B] (padding),
+// `mask` [B|1, H|1, Tq, Tk] (the tensor mask, nonzero keeps), `bias` [B|1, H|1, Tq, Tk] and
+// `block_layout` [H|1, ceil(Tq/block), ceil(Tk/block)] (block_sparse); a dimension of extent 1
+// broadcasts, as aux reads clamp their indices. BigBird draws its random blocks, and dropout its
+// keep decisions, with philox() under the spec's seed in their streams (Semantics/Random.h).
+#ifndef ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H
+#define ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H
+
+#include "Expr/Expr.h"
+#include "Spec/Spec.h"
+
+#include <optional>
+#include <span>
+
+namespace attnc {
+
+// The sparsity patterns, which unite.
+inline constexpr MaskKind kSparsityPatterns[] = {MaskKind::Window,  MaskKind::Global,
+                                                 MaskKind::Strided, MaskKind::Dilated,
+                                                 MaskKind::BlockSparse, MaskKind::BigBird};
+// Every built-in mask: the constraints (causal, padding, tensor), which intersect, and the
+// sparsity patterns.
+inline constexpr MaskKind kBuiltinMasks[] = {
+    MaskKind::Causal,  MaskKind::Padding,     MaskKind::Tensor,  MaskKind::Window,
+    MaskKind::Global,  MaskKind::Strided,     MaskKind::Dilated, MaskKind::BlockSparse,
+    MaskKind::BigBird};
+
+// The spec's masks among `kinds` as one mask: its constraints among them intersected with the
+// union of its sparsity patterns among them; nullopt when it has none of them.
+std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const MaskKind> kinds);
+
+// softcap (cap * tanh(score / cap)), then ALiBi (score - slope_h * |qpos - kv_idx|), then the
+// bias tensor (score + bias[b, h, q_idx, kv_idx]), on the scaled score; nullopt with none.
+std::optional<expr::Node> modifiersAsExpression(const Spec& spec);
+
+// The factor dropout puts on a probability where it weights v_j (not in the row sum): 1 / (1 -
+// p) where random::dropoutKeeps keeps (b, h, q_idx, kv_idx), else 0; nullopt without dropout.
+std::optional<expr::Node> dropoutAsExpression(const Spec& spec);
+
+} // namespace attnc
+
+#endif // ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""PyTorch's CPU attention as a peer for attnc bench: softmax(q k^T * scale [+ causal -inf])
+with F.dropout on the weights, then @ v, on [1, H, T, d] f32 tensors, the unfused form PyTorch
+1.13 (Debian's python3-torch, which has no fused CPU attention) users write. Prints the median
+of RUNS timed runs in ms after two warm-up runs, on all of the machine's threads.
+  python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P]"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name in ("heads", "d", "t", "runs"):
+        parser.add_argument(name, type=int)
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--dropout", type=float, default=0.0)
+    a = parser.parse_args()
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, a.heads, a.t, a.d) for _ in range(3))
+    blocked = torch.ones(a.t, a.t, dtype=torch.bool).triu(1) if a.causal else None
+
+    def attention():
+        scores = (q @ k.transpose(-1, -2)) * a.d ** -0.5
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, float("-inf"))
+        weights = F.dropout(scores.softmax(-1), p=a.dropout, training=a.dropout > 0)
+        return weights @ v
+
+    times = []
+    with torch.no_grad():
+        for run in range(a.runs + 2):
+            start = time.perf_counter()
+            attention()
+            if run >= 2:
+                times.append((time.perf_counter() - start) * 1e3)
+    print("%.3f" % statistics.median(times))
+
+
+if __name__ == "__main__":
+    main()

@@ -3,8 +3,9 @@
 with F.dropout on the weights, then @ v, on [1, H, T, d] f32 tensors, the unfused form PyTorch
 1.13 (Debian's python3-torch, which has no fused CPU attention) users write. Prints the median
 of RUNS timed runs in ms after two warm-up runs, on all of the machine's threads.
-  python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P]"""
+  /usr/bin/python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P]"""
 import argparse
+import os
 import statistics
 import time
 
@@ -19,6 +20,7 @@ def main():
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--dropout", type=float, default=0.0)
     a = parser.parse_args()
+    torch.set_num_threads(os.cpu_count())  # Debian's build starts with one
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, a.heads, a.t, a.d) for _ in range(3))
     blocked = torch.ones(a.t, a.t, dtype=torch.bool).triu(1) if a.causal else None

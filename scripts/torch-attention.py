@@ -3,7 +3,8 @@
 with F.dropout on the weights, then @ v, on [1, H, T, d] f32 tensors, the unfused form PyTorch
 1.13 (Debian's python3-torch, which has no fused CPU attention) users write. Prints the median
 of RUNS timed runs in ms after two warm-up runs, on all of the machine's threads.
-  /usr/bin/python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P]"""
+  /usr/bin/python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P]
+(the peer is not part of the build: `apt-get install python3-torch` first)."""
 import argparse
 import os
 import statistics

@@ -158,10 +158,13 @@ std::optional<expr::Node> dropoutAsExpression(const Spec& spec) {
   const int64_t threshold = random::dropoutThreshold(spec.dropout);
   const std::string word = "philox(kv_idx // 4, q_idx, h, b, kv_idx % 4)";
   std::string keep = "true";
-  if (threshold > 0 && threshold < (int64_t{1} << 31))
+  constexpr int64_t kHalf = int64_t{1} << 31;
+  if (threshold > 0 && threshold < kHalf)
     keep = word + " < 0 || " + word + " >= " + std::to_string(threshold);
-  else if (threshold >= (int64_t{1} << 31))
-    keep = word + " < 0 && " + word + " >= " + std::to_string(threshold - (int64_t{1} << 32));
+  else if (threshold == kHalf) // p = 0.5; no int literal -2^31, which a 32-bit negation overflows
+    keep = word + " < 0";
+  else if (threshold > kHalf)
+    keep = word + " < 0 && " + word + " >= " + std::to_string(threshold - 2 * kHalf);
   const std::string text =
       "where(" + keep + ", " + floatLiteral(1.0 / (1.0 - spec.dropout)) + ", 0.0)";
   return expr::parseExpr("dropout", text, expr::Role::Score,

@@ -1,13 +1,14 @@
 // The built-in masks and modifiers written in the expression language (docs/spec.md,
 // Expressions), with the spec's parameters as literals: the definitions the f64 reference
 // evaluates, and what a code generator with no lowering of its own for one compiles through its
-// expression path. Each agrees with Semantics/ (Masks.h, Positions.h, Random.h; the Halide
-// backend instantiates those) element for element: tests/unit/BuiltinExpressionsTest.cpp.
+// expression path. Each agrees with its definition in Semantics/ (Masks.h, which the Halide
+// backend's dedicated mask lowerings instantiate; the ALiBi slopes; random::dropoutKeeps)
+// element for element: tests/unit/BuiltinExpressionsTest.cpp.
 //
 // They read the kernel's own inputs as aux tensors of the same names: `lengths` [B] (padding),
 // `mask` [B|1, H|1, Tq, Tk] (the tensor mask, nonzero keeps), `bias` [B|1, H|1, Tq, Tk] and
 // `block_layout` [H|1, ceil(Tq/block), ceil(Tk/block)] (block_sparse); a dimension of extent 1
-// broadcasts, as aux reads clamp their indices. BigBird draws its random blocks, and dropout its
+// broadcasts (the reference reads index 0 there; kernels clamp every aux index). BigBird draws its random blocks, and dropout its
 // keep decisions, with philox() under the spec's seed in their streams (Semantics/Random.h).
 #ifndef ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H
 #define ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H
@@ -15,6 +16,7 @@
 #include "Expr/Expr.h"
 #include "Spec/Spec.h"
 
+#include <iterator>
 #include <optional>
 #include <span>
 
@@ -30,6 +32,8 @@ inline constexpr MaskKind kBuiltinMasks[] = {
     MaskKind::Causal,  MaskKind::Padding,     MaskKind::Tensor,  MaskKind::Window,
     MaskKind::Global,  MaskKind::Strided,     MaskKind::Dilated, MaskKind::BlockSparse,
     MaskKind::BigBird};
+static_assert(std::size(kBuiltinMasks) == static_cast<size_t>(MaskKind::Count),
+              "every mask kind has its expression");
 
 // The spec's masks among `kinds` as one mask: its constraints among them intersected with the
 // union of its sparsity patterns among them; nullopt when it has none of them.

@@ -29,6 +29,7 @@ FEATURES = [
     "heads=2 kv_heads=1 d_k=16 rope=true rope_style=interleaved rope_dims=8",
     "heads=2 d_k=16 dropout=0.3 seed=5 weights=true",
     "heads=2 kv_heads=1 d_k=16 mask=causal dropout=0.6 seed=5 lse=true",
+    "heads=2 d_k=16 mask=padding dropout=0.5 seed=8",
     "heads=2 d_k=16 layout=bshd mask=causal",
     "heads=2 d_k=32 dtype=f16 mask=causal lse=true",
     "heads=2 d_k=32 dtype=bf16 mask=causal",

@@ -1,5 +1,5 @@
 // The built-in masks and modifiers written in the expression language (Spec/BuiltinExpressions)
-// agree with their definitions in Semantics/ (Masks.h, Positions.h' ALiBi slopes,
+// agree with their definitions in Semantics/ (Masks.h, the ALiBi slopes of Positions.h,
 // random::bigbirdRandomBlock and random::dropoutKeeps), under both alignments and with Tq != Tk.
 #include "Expr/ExprEval.h"
 #include "Semantics/Masks.h"

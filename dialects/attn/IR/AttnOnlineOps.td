@@ -78,9 +78,8 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
     a'_i = exp(m_i - m'_i) a_i + sum_j d_ij exp(s_ij - m'_i - c) v_j
     ```
 
-    where d_ij is the `dropout` region's factor (1 when the region is empty).
-
-    with c = ln 2^31 (see the state's definition above).
+    with c = ln 2^31 (see the state's definition above) and d_ij the `dropout` region's factor
+    (1 when the region is empty).
 
     Masked scores are -inf and add nothing; exp(-inf - -inf) is taken as 0. State buffers are
     indexed relative to the domain: `acc[b - b0, h - h0, c, i - i0]`. `num_heads` is the number

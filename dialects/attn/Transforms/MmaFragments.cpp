@@ -144,8 +144,6 @@ Value MmaFragments::gather(ImplicitLocOpBuilder& b, Value buffer, Value keyBase)
   return result;
 }
 
-// s = terms(scale * s) for key tile j at keys keyBlock + 8 j + 2 t + {0, 1}, and -inf for
-// keys at or past keyEnd (the block's end).
 Value MmaFragments::keyBase(ImplicitLocOpBuilder& b, Value keyBlock, int64_t j) {
   return b.create<arith::AddIOp>(b.create<arith::AddIOp>(keyBlock, c(b, 8 * j)),
                                  b.create<arith::MulIOp>(t, c(b, 2)));
@@ -158,6 +156,8 @@ Value MmaFragments::fragmentKeys(ImplicitLocOpBuilder& b, Value base) {
                                  pairOffsets);
 }
 
+// s = terms(scale * s) for key tile j at keys keyBlock + 8 j + 2 t + {0, 1}, and -inf for
+// keys at or past keyEnd (the block's end).
 void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Value keyBlock,
                               Value keyEnd) {
   Value scale = splatConstant(b, cType, update.getScale().convertToDouble());

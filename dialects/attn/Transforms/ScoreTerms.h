@@ -3,9 +3,9 @@
 // What attn.online_update does to a score s = scale * q.k before the softmax, in the order of
 // attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|), bias, the
 // score_mod region, then the masks (causal, window, tensor mask, padding, the mask_mod region),
-// which make s = -inf; and dropout's factor on a probability. Every lowering of the update applies the terms through this one class,
-// on vectors of any shape; the expression regions' scalar ops are applied to such vectors
-// elementwise.
+// which make s = -inf; and dropout's factor on a probability. Every lowering of the update
+// applies the terms through this one class, on vectors of any shape; the expression regions'
+// scalar ops are applied to such vectors elementwise.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H

@@ -102,14 +102,6 @@ std::string_view symbol(Op op) {
   }
 }
 
-std::string floatText(double value) {
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  std::string text(buffer, result.ptr);
-  if (text.find_first_of(".e") == std::string::npos)
-    text += ".0"; // stays a float when parsed again
-  return text;
-}
 
 std::string joined(const std::vector<Node>& args) {
   std::string text;
@@ -163,6 +155,15 @@ std::string print(const Node& node) {
   const bool comparison = own == 3;
   return child(node.args[0], own, comparison) + " " + std::string(symbol(node.op)) + " " +
          child(node.args[1], own, true);
+}
+
+std::string floatText(double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".e") == std::string::npos)
+    text += ".0"; // stays a float when parsed again
+  return text;
 }
 
 } // namespace attnc::expr

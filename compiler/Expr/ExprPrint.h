@@ -14,6 +14,10 @@ namespace attnc::expr {
 
 std::string print(const Node& node);
 
+// A float literal's canonical spelling: the shortest digits that read back as `value`, with a
+// '.' or an exponent so that it reads back as a float.
+std::string floatText(double value);
+
 } // namespace attnc::expr
 
 #endif // ATTNC_COMPILER_EXPR_EXPRPRINT_H

@@ -21,6 +21,7 @@ namespace attnc::random {
 
 using Block = std::array<uint32_t, 4>;
 
+inline constexpr uint32_t kDropoutStream = 0;
 inline constexpr uint32_t kBigBirdStream = 0xB16B1D5Eu;
 inline constexpr uint32_t kFavorStream = 0xFA7012AEu;
 
@@ -44,6 +45,11 @@ constexpr std::array<U, 4> philoxRounds(std::array<U, 4> c, uint32_t key0, uint3
   return c;
 }
 
+// The key of stream `stream` under `seed`, (seed_lo, seed_hi ^ stream), as key0 | key1 << 32.
+constexpr uint64_t streamKey(uint64_t seed, uint32_t stream) {
+  return seed ^ (uint64_t{stream} << 32);
+}
+
 constexpr Block philox4x32(Block counter, uint32_t key0, uint32_t key1) {
   return philoxRounds<uint32_t>(
       counter, key0, key1,
@@ -64,18 +70,20 @@ inline uint32_t dropoutThreshold(double p) {
 
 inline bool dropoutKeeps(uint64_t seed, uint32_t threshold, int64_t b, int64_t h, int64_t i,
                          int64_t j) {
+  const uint64_t key = streamKey(seed, kDropoutStream);
   Block r = philox4x32({static_cast<uint32_t>(j >> 2), static_cast<uint32_t>(i),
                         static_cast<uint32_t>(h), static_cast<uint32_t>(b)},
-                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+                       static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
   return r[j & 3] >= threshold;
 }
 
 // The r-th random key block of query block qb in head h, among numKeyBlocks.
 inline int64_t bigbirdRandomBlock(uint64_t seed, int64_t h, int64_t qb, int64_t r,
                                   int64_t numKeyBlocks) {
+  const uint64_t key = streamKey(seed, kBigBirdStream);
   Block x = philox4x32(
       {static_cast<uint32_t>(r >> 2), static_cast<uint32_t>(qb), static_cast<uint32_t>(h), 0u},
-      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32) ^ kBigBirdStream);
+      static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
   return static_cast<int64_t>(x[r & 3] % static_cast<uint64_t>(numKeyBlocks));
 }
 
@@ -84,7 +92,8 @@ inline int64_t bigbirdRandomBlock(uint64_t seed, int64_t h, int64_t qb, int64_t 
 class GaussianStream {
 public:
   GaussianStream(uint64_t seed, uint32_t stream, uint32_t lane = 0)
-      : key0_(static_cast<uint32_t>(seed)), key1_(static_cast<uint32_t>(seed >> 32) ^ stream),
+      : key0_(static_cast<uint32_t>(streamKey(seed, stream))),
+        key1_(static_cast<uint32_t>(streamKey(seed, stream) >> 32)),
         lane_(lane) {}
 
   double next() {

@@ -1,12 +1,12 @@
 #include "Spec/BuiltinExpressions.h"
 
 #include "Expr/ExprParse.h"
+#include "Expr/ExprPrint.h"
 #include "Semantics/Positions.h"
 #include "Semantics/Random.h"
 #include "Support/Errors.h"
 
 #include <algorithm>
-#include <charconv>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,14 +23,10 @@ std::string anyOf(std::span<const std::string> terms) {
   return "(" + anyOf(terms.first(half)) + " || " + anyOf(terms.subspan(half)) + ")";
 }
 
-// A float literal that parses back to exactly `value` (the shortest round-trip digits).
+// A float literal that parses back to exactly `value`, parenthesised so that a negative one
+// stays one operand.
 std::string floatLiteral(double value) {
-  char buffer[32];
-  const auto end = std::to_chars(buffer, buffer + sizeof buffer, value).ptr;
-  std::string text(buffer, end);
-  if (text.find_first_of(".e") == std::string::npos)
-    text += ".0";
-  return "(" + text + ")"; // a negative literal stays one operand
+  return "(" + expr::floatText(value) + ")";
 }
 
 // slopes[h] for h in [first, first + count), as a balanced tree of where() on h.
@@ -50,11 +46,6 @@ expr::Scope builtinScope(std::optional<uint64_t> philoxKey) {
            {"bias", expr::Type::Float, 4},
            {"block_layout", expr::Type::Int, 3}},
           philoxKey};
-}
-
-// Philox's key for the spec's seed in `stream`: (seed_lo, seed_hi ^ stream), as key0 | key1 << 32.
-uint64_t philoxKey(uint64_t seed, uint32_t stream) {
-  return (seed & 0xFFFFFFFFu) | (((seed >> 32) ^ stream) << 32);
 }
 
 // masks::bigbirdStructured on the blocks of (q_idx, kv_idx), or one of the random key blocks
@@ -129,7 +120,7 @@ std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const Ma
   for (size_t k = 1; k < constraints.size(); ++k)
     text += " && " + constraints[k];
   const std::optional<uint64_t> key =
-      spec.seed ? std::optional(philoxKey(*spec.seed, random::kBigBirdStream)) : std::nullopt;
+      spec.seed ? std::optional(random::streamKey(*spec.seed, random::kBigBirdStream)) : std::nullopt;
   return expr::parseExpr("mask", text, expr::Role::Mask, builtinScope(key));
 }
 
@@ -168,7 +159,7 @@ std::optional<expr::Node> dropoutAsExpression(const Spec& spec) {
   const std::string text =
       "where(" + keep + ", " + floatLiteral(1.0 / (1.0 - spec.dropout)) + ", 0.0)";
   return expr::parseExpr("dropout", text, expr::Role::Score,
-                         builtinScope(philoxKey(*spec.seed, 0)));
+                         builtinScope(random::streamKey(*spec.seed, random::kDropoutStream)));
 }
 
 } // namespace attnc

@@ -22,10 +22,6 @@
 
 namespace attnc {
 
-// The sparsity patterns, which unite.
-inline constexpr MaskKind kSparsityPatterns[] = {MaskKind::Window,  MaskKind::Global,
-                                                 MaskKind::Strided, MaskKind::Dilated,
-                                                 MaskKind::BlockSparse, MaskKind::BigBird};
 // Every built-in mask: the constraints (causal, padding, tensor), which intersect, and the
 // sparsity patterns.
 inline constexpr MaskKind kBuiltinMasks[] = {

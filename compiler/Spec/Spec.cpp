@@ -9,8 +9,7 @@
 namespace attnc {
 
 bool MaskSet::hasSparsityPattern() const {
-  for (MaskKind k : {MaskKind::Window, MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
-                     MaskKind::BlockSparse, MaskKind::BigBird})
+  for (MaskKind k : kSparsityPatterns)
     if (has(k))
       return true;
   return false;

@@ -49,6 +49,11 @@ enum class MaskKind : uint8_t {
   Count
 };
 
+// The sparsity patterns, which unite.
+inline constexpr MaskKind kSparsityPatterns[] = {MaskKind::Window,  MaskKind::Global,
+                                                 MaskKind::Strided, MaskKind::Dilated,
+                                                 MaskKind::BlockSparse, MaskKind::BigBird};
+
 struct MaskSet {
   uint16_t bits = 0;
   bool has(MaskKind k) const { return bits & (1u << static_cast<unsigned>(k)); }

@@ -43,14 +43,7 @@ void checkName(std::string_view key, std::string_view value, std::string_view na
 }
 
 std::string printNumber(const expr::Value& v) {
-  if (v.type == expr::Type::Int)
-    return std::to_string(v.i);
-  char buffer[32];
-  const auto end = std::to_chars(buffer, buffer + sizeof buffer, v.f).ptr;
-  std::string text(buffer, end);
-  if (text.find_first_of(".e") == std::string::npos)
-    text += ".0"; // read back as a float
-  return text;
+  return v.type == expr::Type::Int ? std::to_string(v.i) : expr::floatText(v.f);
 }
 
 bool knownDim(std::string_view dim) {

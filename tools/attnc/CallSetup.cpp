@@ -63,8 +63,9 @@ public:
   Words(uint64_t seed, uint32_t stream) : seed_(seed), stream_(stream) {}
   uint32_t next() {
     if (used_ == 4) {
-      block_ = random::philox4x32({counter_++, stream_, 1, 0}, static_cast<uint32_t>(seed_),
-                                  static_cast<uint32_t>(seed_ >> 32) ^ kInputStream);
+      const uint64_t key = random::streamKey(seed_, kInputStream);
+      block_ = random::philox4x32({counter_++, stream_, 1, 0}, static_cast<uint32_t>(key),
+                                  static_cast<uint32_t>(key >> 32));
       used_ = 0;
     }
     return block_[used_++];

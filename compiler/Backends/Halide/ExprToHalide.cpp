@@ -140,16 +140,15 @@ private:
   Expr outsideRange(const expr::Node& n) const {
     using expr::Op;
     const expr::Node &below = n.args[0], &above = n.args[1];
-    // The two x's compare by their text; a philox() call prints without its key, but every
-    // expression draws under one key (the spec's seed in one stream), so equal text is equal x.
     const auto literal = [](const expr::Node& m, auto test) {
       return m.op == Op::IntLiteral && test(m.intValue);
     };
+    // The two x's compare by their text; a philox() call prints without its key, but every
+    // expression draws under one key (the spec's seed in one stream), so equal text is equal x.
     if (below.op != Op::Lt || above.op != Op::Ge || below.args[0].type != expr::Type::Int ||
         !literal(below.args[1], [](int64_t v) { return v == 0; }) ||
         !literal(above.args[1], [](int64_t v) { return v >= 0 && v <= INT32_MAX; }) ||
         expr::print(below.args[0]) != expr::print(above.args[0]))
-      return Expr();
       return Expr();
     return cast<uint32_t>((*this)(below.args[0])) >=
            Expr(static_cast<uint32_t>(above.args[1].intValue));

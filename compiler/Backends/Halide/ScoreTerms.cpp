@@ -41,8 +41,8 @@ Expr u32(Expr x) {
 
 // Philox under the spec's seed, in stream `stream` (Semantics/Random.h).
 std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint64_t seed, uint32_t stream) {
-  return halide::philox(counter, static_cast<uint32_t>(seed),
-                        static_cast<uint32_t>(seed >> 32) ^ stream);
+  const uint64_t key = random::streamKey(seed, stream);
+  return halide::philox(counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
 }
 
 } // namespace

@@ -108,7 +108,9 @@ bool compared(Op op, const Value& a, const Value& b) {
   }
 }
 
-// floor of a double as an int, saturating (NaN gives 0) so no conversion is undefined.
+
+} // namespace
+
 int64_t floorToInt(double x) {
   if (std::isnan(x))
     return 0;
@@ -119,8 +121,6 @@ int64_t floorToInt(double x) {
     return INT64_MIN;
   return static_cast<int64_t>(f);
 }
-
-} // namespace
 
 Value evaluate(const Node& n, const Point& p, const Environment& env) {
   auto arg = [&](size_t i) { return evaluate(n.args[i], p, env); };

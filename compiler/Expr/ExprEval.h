@@ -36,6 +36,10 @@ struct Environment {
 
 Value evaluate(const Node& node, const Point& point, const Environment& environment);
 
+// The language's floor of a number as an int: saturating, and 0 for NaN, so that no conversion
+// is undefined.
+int64_t floorToInt(double x);
+
 } // namespace attnc::expr
 
 #endif // ATTNC_COMPILER_EXPR_EXPREVAL_H

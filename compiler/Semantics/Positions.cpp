@@ -25,15 +25,23 @@ std::vector<double> alibiSlopes(int64_t heads) {
   return slopes;
 }
 
+double ropeAngle(int64_t pos, int64_t pair, int64_t rotaryDims, double theta) {
+  return static_cast<double>(pos) *
+         std::pow(theta, -2.0 * static_cast<double>(pair) / static_cast<double>(rotaryDims));
+}
+
+std::pair<int64_t, int64_t> ropePairDims(int64_t pair, int64_t rotaryDims, RopeStyle style) {
+  if (style == RopeStyle::Half)
+    return {pair, pair + rotaryDims / 2};
+  return {2 * pair, 2 * pair + 1};
+}
+
 void applyRope(double* x, int64_t pos, int64_t rotaryDims, double theta, RopeStyle style) {
-  int64_t pairs = rotaryDims / 2;
-  for (int64_t p = 0; p < pairs; ++p) {
-    double angle = static_cast<double>(pos) *
-                   std::pow(theta, -2.0 * static_cast<double>(p) / static_cast<double>(rotaryDims));
-    double c = std::cos(angle), s = std::sin(angle);
-    int64_t a = style == RopeStyle::Half ? p : 2 * p;
-    int64_t b = style == RopeStyle::Half ? p + pairs : 2 * p + 1;
-    double xa = x[a], xb = x[b];
+  for (int64_t p = 0; p < rotaryDims / 2; ++p) {
+    const double angle = ropeAngle(pos, p, rotaryDims, theta);
+    const double c = std::cos(angle), s = std::sin(angle);
+    const auto [a, b] = ropePairDims(p, rotaryDims, style);
+    const double xa = x[a], xb = x[b];
     x[a] = xa * c - xb * s;
     x[b] = xa * s + xb * c;
   }

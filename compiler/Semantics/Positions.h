@@ -5,6 +5,7 @@
 #include "Spec/Spec.h"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace attnc::positions {
@@ -23,6 +24,10 @@ std::vector<double> alibiSlopes(int64_t heads);
 // the angle pos * theta^(-2p / rotaryDims). Half style pairs (x_p, x_{p + rotaryDims/2});
 // interleaved pairs (x_{2p}, x_{2p+1}).
 void applyRope(double* x, int64_t pos, int64_t rotaryDims, double theta, RopeStyle style);
+// Pair p's angle at position pos, and the two dims it rotates (x_a, x_b) -> (x_a c - x_b s,
+// x_a s + x_b c): what applyRope does, for code that tabulates the angles.
+double ropeAngle(int64_t pos, int64_t pair, int64_t rotaryDims, double theta);
+std::pair<int64_t, int64_t> ropePairDims(int64_t pair, int64_t rotaryDims, RopeStyle style);
 
 // Vaswani et al. 2017: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...).
 double sinusoidal(int64_t pos, int64_t dim, int64_t dModel);

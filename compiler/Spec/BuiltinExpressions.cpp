@@ -124,6 +124,15 @@ std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const Ma
   return expr::parseExpr("mask", text, expr::Role::Mask, builtinScope(key));
 }
 
+std::optional<expr::Node> masksWithMaskMod(const Spec& spec, std::span<const MaskKind> kinds) {
+  std::optional<expr::Node> masks = masksAsExpression(spec, kinds);
+  if (!spec.maskMod.tree)
+    return masks;
+  if (!masks)
+    return *spec.maskMod.tree;
+  return expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*masks, *spec.maskMod.tree}};
+}
+
 std::optional<expr::Node> modifiersAsExpression(const Spec& spec) {
   if (spec.softcap <= 0 && !spec.alibi && !spec.bias)
     return std::nullopt;

@@ -35,6 +35,10 @@ static_assert(std::size(kBuiltinMasks) == static_cast<size_t>(MaskKind::Count),
 // union of its sparsity patterns among them; nullopt when it has none of them.
 std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const MaskKind> kinds);
 
+// The spec's masks among `kinds` and its mask_mod, a score kept where both keep it; nullopt
+// when it has neither.
+std::optional<expr::Node> masksWithMaskMod(const Spec& spec, std::span<const MaskKind> kinds);
+
 // softcap (cap * tanh(score / cap)), then ALiBi (score - slope_h * |qpos - kv_idx|), then the
 // bias tensor (score + bias[b, h, q_idx, kv_idx]), on the scaled score; nullopt with none.
 std::optional<expr::Node> modifiersAsExpression(const Spec& spec);

@@ -3,6 +3,7 @@
 #include "Reference/Array4.h"
 #include "RunSupport.h"
 #include "Semantics/Positions.h"
+#include "Spec/BuiltinExpressions.h"
 #include "VectorTanh.h"
 
 #include <algorithm>
@@ -66,6 +67,64 @@ void parallelGemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, 
   });
 }
 
+// What the baseline does for the variant, in a few words.
+std::string variantSteps(const Spec& s) {
+  switch (s.variant) {
+  case Variant::Bilinear: return "OpenBLAS sgemm Q W, then sgemm + softmax + sgemm, f32";
+  case Variant::Additive:
+    return "sgemms W1 q, W2 k; stored Tq x Tk x d_attn tanh (libmvec); sgemv v_a; softmax; "
+           "sgemm, f32";
+  case Variant::Linformer: return "sgemms E K, F V, then sgemm + softmax + sgemm, f32";
+  case Variant::Mha:
+    return "sgemms x W_Q, x W_K, x W_V; sgemm + softmax + sgemm per head (or --attention); "
+           "sgemm W_O, f32";
+  default: return "OpenBLAS sgemm + softmax + sgemm, f32";
+  }
+}
+
+// The built-in masks evaluated as expressions: all but causal and padding, which bound each
+// row's keys. Linformer's keys are projections, which no mask selects (as in the reference).
+std::optional<expr::Node> evaluatedMasks(const Spec& s) {
+  if (s.variant == Variant::Linformer)
+    return std::nullopt;
+  std::vector<MaskKind> kinds;
+  for (MaskKind k : kBuiltinMasks)
+    if (k != MaskKind::Causal && k != MaskKind::Padding)
+      kinds.push_back(k);
+  return masksWithMaskMod(s, kinds);
+}
+
+// The params, the aux tensors and the kernel inputs the built-ins read, copied once as the
+// eager evaluation reads them.
+EagerInputs expressionInputs(const Call& call) {
+  const Spec& s = call.spec;
+  EagerInputs inputs;
+  for (const SpecParam& p : s.params)
+    inputs.params[p.name] = p.value;
+  auto bind = [&](const std::string& name, expr::Type type) {
+    const HostTensor& t = call.tensor(name);
+    EagerInputs::Tensor& tensor = inputs.tensors[name];
+    tensor.type = type;
+    tensor.shape = t.shape();
+    for (double v : t.values())
+      if (type == expr::Type::Float)
+        tensor.floats.push_back(static_cast<float>(v));
+      else
+        tensor.ints.push_back(static_cast<int64_t>(v));
+  };
+  for (const AuxTensor& a : s.aux)
+    bind(a.name, a.elementType);
+  if (s.masks.has(MaskKind::Padding))
+    bind("lengths", expr::Type::Int);
+  if (s.masks.has(MaskKind::Tensor))
+    bind("mask", expr::Type::Int);
+  if (s.masks.has(MaskKind::BlockSparse))
+    bind("block_layout", expr::Type::Int);
+  if (s.bias)
+    bind("bias", expr::Type::Float);
+  return inputs;
+}
+
 } // namespace
 
 const Coverage& UnfusedBaseline::coverage() {
@@ -73,8 +132,6 @@ const Coverage& UnfusedBaseline::coverage() {
     Coverage row = fullCoverage(Device::Cpu);
     row.variants = {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
                     Variant::Linformer};
-    row.masks = {MaskKind::Causal, MaskKind::Padding};
-    row.modifiers = {};
     return row;
   }();
   return row;
@@ -91,17 +148,12 @@ std::optional<std::string> UnfusedBaseline::unsupported(const Spec& s) {
 }
 
 std::string UnfusedBaseline::describe(const Spec& s) {
-  switch (s.variant) {
-  case Variant::Bilinear: return "OpenBLAS sgemm Q W, then sgemm + softmax + sgemm, f32";
-  case Variant::Additive:
-    return "sgemms W1 q, W2 k; stored Tq x Tk x d_attn tanh (libmvec); sgemv v_a; softmax; "
-           "sgemm, f32";
-  case Variant::Linformer: return "sgemms E K, F V, then sgemm + softmax + sgemm, f32";
-  case Variant::Mha:
-    return "sgemms x W_Q, x W_K, x W_V; sgemm + softmax + sgemm per head (or --attention); "
-           "sgemm W_O, f32";
-  default: return "OpenBLAS sgemm + softmax + sgemm, f32";
-  }
+  std::string steps = variantSteps(s);
+  if (s.rope)
+    steps += "; RoPE from cos and sin tables";
+  if (evaluatedMasks(s) || modifiersAsExpression(s) || s.scoreMod.tree || dropoutAsExpression(s))
+    steps += "; masks and modifiers as elementwise passes over the scores, as eager PyTorch";
+  return steps;
 }
 
 UnfusedBaseline::UnfusedBaseline(const Call& call)
@@ -139,6 +191,25 @@ UnfusedBaseline::UnfusedBaseline(const Call& call)
       lengths_.push_back(std::clamp<int64_t>(static_cast<int64_t>(length), 0, seqK_));
   else
     lengths_.assign(batch_, seqK_);
+  if (s.rope) {
+    const int64_t offset = positions::alignmentOffset(s, seqQ_, seqK_);
+    auto table = [&](int64_t rows, int64_t first) {
+      std::vector<float> cosSin;
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t p = 0; p < s.ropeDims / 2; ++p) {
+          const double angle = positions::ropeAngle(t + first, p, s.ropeDims, s.ropeTheta);
+          cosSin.push_back(static_cast<float>(std::cos(angle)));
+          cosSin.push_back(static_cast<float>(std::sin(angle)));
+        }
+      return cosSin;
+    };
+    ropeQuery_ = table(seqQ_, offset);
+    ropeKey_ = table(seqK_, 0);
+  }
+  masks_ = evaluatedMasks(s);
+  modifiers_ = modifiersAsExpression(s);
+  dropout_ = dropoutAsExpression(s);
+  expressionInputs_ = expressionInputs(call);
   const int64_t H = s.heads;
   heads_.assign(batch_ * H * seqQ_ * s.dV, 0.0f);
   if (s.variant == Variant::Mha)
@@ -164,26 +235,53 @@ void UnfusedBaseline::useAttentionBundle(const runtime::Bundle& sdpa) {
   attention_ = &sdpa;
 }
 
-void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b, const float* v,
-                                         int64_t ldv, float* o, int64_t ldo) const {
+void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b, int64_t h,
+                                         const float* v, int64_t ldv, float* o,
+                                         int64_t ldo) const {
   const Spec& s = spec_;
   const int64_t offset = positions::alignmentOffset(s, seqQ_, seqK_);
   const int64_t valid = lengths_[b];
   const bool linformer = s.variant == Variant::Linformer;
-  // Masks, then P = softmax(S) row by row (a fully masked row stays 0).
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const HeadGrid grid{b, h, h / s.groupSize(), seqQ_, seqK_, keys, offset, scores};
+  auto each = [&](const EagerArray& a, auto f) {
+    for (int64_t i = 0; i < seqQ_; ++i)
+      for (int64_t j = 0; j < keys; ++j)
+        f(scores[i * keys + j], a, i, j);
+  };
+  // S = score_mod(modifiers(S)), each a new matrix; masked entries -inf.
+  for (const expr::Node* scoreExpression : {modifiers_ ? &*modifiers_ : nullptr,
+                                            s.scoreMod.tree.get()})
+    if (scoreExpression)
+      each(evaluateEagerly(*scoreExpression, grid, expressionInputs_),
+           [](float& x, const EagerArray& a, int64_t i, int64_t j) { x = a.number(i, j); });
+  if (masks_)
+    each(evaluateEagerly(*masks_, grid, expressionInputs_),
+         [&](float& x, const EagerArray& a, int64_t i, int64_t j) {
+           if (!a.truth(i, j))
+             x = kNegInf;
+         });
+  // P = softmax(S) row by row over the keys causal and padding leave (a fully masked row
+  // stays 0).
   for (int64_t i = 0; i < seqQ_; ++i) {
     float* row = &scores[i * keys];
     int64_t end = linformer ? (valid > 0 ? keys : 0) : valid;
     if (s.masks.has(MaskKind::Causal))
       end = std::clamp<int64_t>(i + offset + 1, 0, end);
-    float m = -std::numeric_limits<float>::infinity(), sum = 0;
+    float m = kNegInf, sum = 0;
     for (int64_t j = 0; j < end; ++j)
       m = std::max(m, row[j]);
+    if (m == kNegInf)
+      end = 0;
     for (int64_t j = 0; j < end; ++j)
       sum += row[j] = std::exp(row[j] - m);
     for (int64_t j = 0; j < keys; ++j)
       row[j] = j < end ? row[j] / sum : 0.0f;
   }
+  // Dropout's factor on P where it weights V.
+  if (dropout_)
+    each(evaluateEagerly(*dropout_, grid, expressionInputs_),
+         [](float& p, const EagerArray& a, int64_t i, int64_t j) { p *= a.number(i, j); });
   gemm(seqQ_, s.dV, keys, 1.0f, scores, keys, v, ldv, false, o, ldo);
 }
 
@@ -269,6 +367,16 @@ void UnfusedBaseline::run(int threads) {
   }
   default: break;
   }
+  if (s.rope) {
+    if (s.variant == Variant::Sdpa) { // mha's projections are new tensors already
+      queries_ = q_;
+      keysIn_ = k_;
+      query.data = queries_.data();
+      key.data = keysIn_.data();
+    }
+    rotate(threads, queries_, query, ropeQuery_);
+    rotate(threads, keysIn_, key, ropeKey_);
+  }
 
   // Attention per head; mha writes the heads side by side ([B, Tq, H d_v]) for W_O.
   if (attention_) {
@@ -279,6 +387,24 @@ void UnfusedBaseline::run(int threads) {
   if (s.variant == Variant::Mha)
     parallelGemm(threads, B * Tq, s.dModel, H * dv, heads_.data(), H * dv,
                  params_.at("w_o").data(), s.dModel, o_.data(), s.dModel);
+}
+
+void UnfusedBaseline::rotate(int threads, std::vector<float>& data, const Operand& x,
+                             const std::vector<float>& table) const {
+  const int64_t pairs = spec_.ropeDims / 2;
+  parallelFor(threads, batch_ * x.heads, [&](int64_t bh, int64_t) {
+    float* head = data.data() + (x.at(bh / x.heads, bh % x.heads) - x.data);
+    for (int64_t t = 0; t < x.rows; ++t) {
+      float* row = head + t * x.rowStride();
+      const float* cosSin = &table[t * pairs * 2];
+      for (int64_t p = 0; p < pairs; ++p) {
+        const auto [a, b] = positions::ropePairDims(p, spec_.ropeDims, spec_.ropeStyle);
+        const float c = cosSin[2 * p], sn = cosSin[2 * p + 1], xa = row[a], xb = row[b];
+        row[a] = xa * c - xb * sn;
+        row[b] = xa * sn + xb * c;
+      }
+    }
+  });
 }
 
 void UnfusedBaseline::runAttentionBundle(int threads) {
@@ -342,7 +468,7 @@ void UnfusedBaseline::attendPerHead(int threads, const Operand& query, const Ope
     }
     float* o = s.variant == Variant::Mha ? &heads_[b * Tq * H * dv + h * dv]
                                          : &heads_[bh * Tq * dv];
-    softmaxTimesValues(scores, keys, b, value.at(b, g), value.rowStride(), o,
+    softmaxTimesValues(scores, keys, b, h, value.at(b, g), value.rowStride(), o,
                        s.variant == Variant::Mha ? H * dv : dv);
   });
 }

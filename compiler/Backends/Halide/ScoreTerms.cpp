@@ -4,6 +4,7 @@
 #include "Spec/BuiltinExpressions.h"
 
 #include "Semantics/Masks.h"
+#include "Semantics/Positions.h"
 #include "Semantics/Random.h"
 
 #include <cmath>
@@ -120,7 +121,7 @@ ScoreTerms::ScoreTerms(const Spec& s)
     // The angle pos * theta^(-2p/rope_dims) in f64, as the reference computes it, then f32.
     Buffer<double> frequency(static_cast<int>(s.ropeDims / 2), "rope_frequency");
     for (int p = 0; p < s.ropeDims / 2; ++p)
-      frequency(p) = std::pow(s.ropeTheta, -2.0 * p / static_cast<double>(s.ropeDims));
+      frequency(p) = positions::ropeAngle(1, p, s.ropeDims, s.ropeTheta);
     Expr angle = cast<double>(pos) * frequency(pair);
     rope_ = Func("rope");
     rope_(pair, pos) = Tuple(cast<float>(cos(angle)), cast<float>(sin(angle)));

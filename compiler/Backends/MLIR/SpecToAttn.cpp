@@ -92,11 +92,9 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (MaskKind k : {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor})
     if (spec.masks.has(k) && (k != MaskKind::Window || nativeWindow))
       masks.push_back(b.getStringAttr(maskKindName(k)));
-  std::optional<expr::Node> mask =
-      nativeWindow ? std::nullopt : masksAsExpression(spec, kSparsityPatterns);
-  if (spec.maskMod.tree)
-    mask = mask ? expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*mask, *spec.maskMod.tree}}
-                : *spec.maskMod.tree;
+  const std::span<const MaskKind> patterns =
+      nativeWindow ? std::span<const MaskKind>() : std::span<const MaskKind>(kSparsityPatterns);
+  std::optional<expr::Node> mask = masksWithMaskMod(spec, patterns);
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   SmallVector<Value> aux;

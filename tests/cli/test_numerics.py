@@ -152,7 +152,13 @@ class NumericsMatrix(CliTestCase):
             'mask_mod="kv_idx % 7 != 3"',
             'heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk] gate:f32[Tk]" '
             'mask_mod="q_doc[b, q_idx] <= kv_doc[b, kv_idx] + 1 && gate[kv_idx] > -1.5"',
+            # A block table: whole blocks kept (the MLIR kernels then skip the region), dead,
+            # or cut by a table entry's edge.
+            'heads=2 d_k=16 aux="layout:i32[12,12]" '
+            'mask_mod="layout[min(q_idx // 48, 11), min(kv_idx // 48, 11)] != 0"',
         ]
+        layout = [int(c <= r or (r + c) % 5 == 0) for r in range(12) for c in range(12)]
+        write_npy(self.tmp + "/layout.npy", layout, [12, 12], "<i4")
         for spec, backend in ((s, b) for s in specs for b in BUILT_BACKENDS if b != "reference"):
             with self.subTest(spec=spec, backend=backend):
                 self.assertIsNone(verdicts(spec)[backend])  # both code generators cover these
@@ -160,7 +166,8 @@ class NumericsMatrix(CliTestCase):
                                       self.tmp + "/" + backend), 0)
                 bundle = r.stdout.strip()
                 for batch, tq, tk in [(2, 300, 517), (1, 129, 64), (2, 1, 700)]:
-                    files = []
+                    files = ["--param", "layout=" + self.tmp + "/layout.npy"] \
+                        if "layout" in spec else []
                     if "q_doc" in spec:
                         for name, length, seed in [("q_doc", tq, 5), ("kv_doc", tk, 11)]:
                             path = "%s/%s_%d.npy" % (self.tmp, name, length)

@@ -313,14 +313,17 @@ private:
       }
     }
     if (auto compare = dyn_cast<arith::CmpFOp>(&op)) {
+      // A NaN, which no range shows, makes an ordered comparison false and UNE true.
       using P = arith::CmpFPredicate;
+      Value lhs = compare.getLhs(), rhs = compare.getRhs();
+      auto orNaN = [&](Truth t) { return Truth{t.canBeTrue, boolean(true)}; };
       switch (compare.getPredicate()) {
-      case P::OLT: return ordered(compare.getLhs(), compare.getRhs(), true);
-      case P::OLE: return ordered(compare.getLhs(), compare.getRhs(), false);
-      case P::OGT: return ordered(compare.getRhs(), compare.getLhs(), true);
-      case P::OGE: return ordered(compare.getRhs(), compare.getLhs(), false);
-      case P::OEQ: return equal(compare.getLhs(), compare.getRhs(), false);
-      case P::UNE: return equal(compare.getLhs(), compare.getRhs(), true);
+      case P::OLT: return orNaN(ordered(lhs, rhs, true));
+      case P::OLE: return orNaN(ordered(lhs, rhs, false));
+      case P::OGT: return orNaN(ordered(rhs, lhs, true));
+      case P::OGE: return orNaN(ordered(rhs, lhs, false));
+      case P::OEQ: return orNaN(equal(lhs, rhs, false));
+      case P::UNE: return {boolean(true), equal(lhs, rhs, true).canBeFalse};
       default: return either();
       }
     }
@@ -358,9 +361,10 @@ private:
 
 } // namespace
 
-Value maskMayKeep(ImplicitLocOpBuilder& b, Region& mask, ValueRange aux,
-                  const DomainCorners& corners) {
-  return Bounds(b, aux).maskOf(mask.front(), corners).canBeTrue;
+MaskBounds maskBounds(ImplicitLocOpBuilder& b, Region& mask, ValueRange aux,
+                      const DomainCorners& corners) {
+  const Truth truth = Bounds(b, aux).maskOf(mask.front(), corners);
+  return {truth.canBeTrue, truth.canBeFalse};
 }
 
 } // namespace attnc::attn

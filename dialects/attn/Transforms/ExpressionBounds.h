@@ -1,9 +1,10 @@
 //===- ExpressionBounds.h - the tile classifier of the MLIR lowerings ------------===//
 //
-// Whether a mask_mod region can keep any score of an update's domain, from interval bounds of
-// its scalar ops over the domain's corners, emitted as code the kernel runs per key block: the
-// lowering skips a block it rules out (an update all of whose scores are masked leaves the
-// state as it was). Written causal (kv_idx <= qpos) and band masks are ruled out exactly as the
+// Whether a mask_mod region can keep any score of an update's domain, and whether it can mask
+// any, from interval bounds of its scalar ops over the domain's corners, emitted as code the
+// kernel runs per key block: the lowering skips a block it rules out (an update all of whose
+// scores are masked leaves the state as it was), and does not evaluate the region in a block it
+// keeps whole. Written causal (kv_idx <= qpos) and band masks are ruled out exactly as the
 // built-in masks are. An aux read is bounded by the least and greatest element over the box its
 // indices span in the domain, scanned from the tensor (a document mask's block is ruled out when
 // the rows' documents and the keys' cannot meet); the scan is a few dozen loads per chunk of
@@ -31,10 +32,13 @@ struct DomainCorners {
   std::array<mlir::Value, kExpressionArgumentNames.size()> first, last;
 };
 
-// An i1 that is false only when the mask region is false at every point of the domain; `aux`
-// are the tensors its attn.aux_load ops read.
-mlir::Value maskMayKeep(mlir::ImplicitLocOpBuilder& b, mlir::Region& mask, mlir::ValueRange aux,
-                        const DomainCorners& corners);
+// Two i1s: mayKeep is false only when the mask region is false at every point of the domain,
+// mayMask only when it is true at every point; `aux` are the tensors its attn.aux_load ops read.
+struct MaskBounds {
+  mlir::Value mayKeep, mayMask;
+};
+MaskBounds maskBounds(mlir::ImplicitLocOpBuilder& b, mlir::Region& mask, mlir::ValueRange aux,
+                      const DomainCorners& corners);
 
 } // namespace attnc::attn
 

@@ -4,7 +4,8 @@
 // rows. Query rows live in vector lanes (rows = R vectors of W lanes), so that:
 //
 //   1. S[j, :] = sum_c packedQ[c, :] * K[j, c]   keyUnroll keys x R vectors of FMAs per c
-//   2. S[j, :] = mask(modifiers(S[j, :]))         elementwise, -inf where masked
+//   2. S[j, :] = mask(modifiers(S[j, :]))         elementwise, -inf where masked (mask_mod
+//                                                 not evaluated when the block keeps all)
 //      m' = max(m, max_j S[j, :])                  a vertical max: no shuffles
 //   3. P[j, :] = exp(S[j, :] - m' - c), l' = exp(m - m') l + sum_j P[j, :]
 //                                                 (c: Semantics/OnlineSoftmax.h)
@@ -47,12 +48,17 @@ public:
   LogicalResult emit();
 
 private:
+  // The corners of the update's domain, its rows and keys cut at Tq and Tk, for the bounds of
+  // mask_mod (ExpressionBounds.h). off is the key position of query row 0
+  // (ScoreTerms::positionOffset); kvHead is set.
+  DomainCorners domainCorners(int64_t group, Value off);
   // The keys of the domain the update must attend: up to the last chunk of kLiveChunk keys in
   // which mask_mod can keep a score of the domain's rows, from its bounds over the chunk's
-  // corners (ExpressionBounds.h); 0 when it keeps none. The keys past it are all masked, and
-  // masked keys leave the state as it was.
-  // off is the key position of query row 0 (ScoreTerms::positionOffset); kvHead is set.
-  Value liveKeyCount(int64_t group, Value off);
+  // corners; 0 when it keeps none. The keys past it are all masked, and masked keys leave the
+  // state as it was.
+  Value liveKeyCount(const DomainCorners& corners);
+  // An i1: whether mask_mod keeps every score of the domain's rows and its first `keys` keys.
+  Value keepsAll(const DomainCorners& corners, Value keys);
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
   // The query row positions i + off of the lanes of vector r (i32).
   Value rowPositions(ImplicitLocOpBuilder& ib, int64_t r) {
@@ -65,7 +71,10 @@ private:
   SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowVectors,
                                    ArrayRef<Value> scalars, ValueRange acc);
   void emitScores(Value begin, Value end, int64_t unroll);
-  void emitMaskAndMax(SmallVector<Value>& max);
+  // maskModKeepsAll: null, or an i1 that picks the step's copy without the mask_mod region.
+  void emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll);
+  SmallVector<Value> maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
+                                ScoreTerms::MaskMod maskMod);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
   void emitValues(ArrayRef<Value> alpha);
   Value gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value key, int64_t r);
@@ -156,9 +165,26 @@ Value UpdateLowering::gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value ke
 }
 
 // Step 2: masks and modifiers applied in place, and the new running max m'.
-void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
-  auto loop = b.create<scf::ForOp>(
-      indexConstant(b, 0), keyCount, indexConstant(b, 1), max,
+void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll) {
+  if (!maskModKeepsAll) {
+    max = maskAndMax(b, max, ScoreTerms::MaskMod::Evaluate);
+    return;
+  }
+  auto copy = [&](ScoreTerms::MaskMod maskMod) {
+    return [&, maskMod](OpBuilder& nested, Location loc) {
+      ImplicitLocOpBuilder ib(loc, nested);
+      ib.create<scf::YieldOp>(maskAndMax(ib, max, maskMod));
+    };
+  };
+  auto whole = copy(ScoreTerms::MaskMod::KeepsAll), partial = copy(ScoreTerms::MaskMod::Evaluate);
+  auto branch = b.create<scf::IfOp>(maskModKeepsAll, whole, partial); // types from the yields
+  max.assign(branch.getResults().begin(), branch.getResults().end());
+}
+
+SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
+                                              ScoreTerms::MaskMod maskMod) {
+  auto loop = ob.create<scf::ForOp>(
+      indexConstant(ob, 0), keyCount, indexConstant(ob, 1), max,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
         ImplicitLocOpBuilder ib(loc, nested);
         Value key = keyAt(ib, j);
@@ -167,16 +193,16 @@ void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max) {
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          s = terms->apply(ib, s, rowPositions(ib, r), keys, [&](ImplicitLocOpBuilder& gb,
-                                                                Value buffer) {
-            return gatherRow(gb, buffer, key, r);
-          });
+          s = terms->apply(
+              ib, s, rowPositions(ib, r), keys,
+              [&](ImplicitLocOpBuilder& gb, Value buffer) { return gatherRow(gb, buffer, key, r); },
+              maskMod);
           ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
         }
         ib.create<scf::YieldOp>(next);
       });
-  max.assign(loop.getResults().begin(), loop.getResults().end());
+  return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
 }
 
 // Step 3: P = exp(S - m') in place (0 where S = -inf), and its row sums; dropout's factor
@@ -245,13 +271,9 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
       });
 }
 
-Value UpdateLowering::liveKeyCount(int64_t group, Value off) {
-  constexpr int64_t kLiveChunk = 16;
+DomainCorners UpdateLowering::domainCorners(int64_t group, Value off) {
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
-  Value one = indexConstant(b, 1), chunk = indexConstant(b, kLiveChunk);
-  auto i32 = [&](ImplicitLocOpBuilder& ib, Value index) {
-    return ib.create<arith::IndexCastOp>(ib.getI32Type(), index);
-  };
+  Value one = indexConstant(b, 1);
   auto last = [&](int k) {
     return b.create<arith::SubIOp>(b.create<arith::AddIOp>(offsets[k], sizes[k]), one);
   };
@@ -259,21 +281,41 @@ Value UpdateLowering::liveKeyCount(int64_t group, Value off) {
   // Rows and keys past Tq and Tk are not attended: the corners stop at them.
   Value lastRow = b.create<arith::MinSIOp>(last(2), b.create<arith::SubIOp>(seqQ, one));
   Value lastKey = b.create<arith::MinSIOp>(last(3), b.create<arith::SubIOp>(seqK, one));
-  Value groupSize = indexConstant(b, group);
   DomainCorners corners;
   auto set = [&](ExpressionArgument argument, Value lo, Value hi) {
-    corners.first[index(argument)] = i32(b, lo);
-    corners.last[index(argument)] = i32(b, hi);
+    corners.first[index(argument)] = b.create<arith::IndexCastOp>(b.getI32Type(), lo);
+    corners.last[index(argument)] = b.create<arith::IndexCastOp>(b.getI32Type(), hi);
   };
   set(ExpressionArgument::B, offsets[0], last(0));
   set(ExpressionArgument::H, offsets[1], last(1));
-  set(ExpressionArgument::G, kvHead, b.create<arith::DivUIOp>(last(1), groupSize));
+  set(ExpressionArgument::G, kvHead, b.create<arith::DivUIOp>(last(1), indexConstant(b, group)));
   set(ExpressionArgument::QIdx, offsets[2], lastRow);
   set(ExpressionArgument::QPos, b.create<arith::AddIOp>(offsets[2], off),
       b.create<arith::AddIOp>(lastRow, off));
+  set(ExpressionArgument::KvIdx, offsets[3], lastKey);
   set(ExpressionArgument::SeqQ, seqQ, seqQ);
   set(ExpressionArgument::SeqK, seqK, seqK);
-  Value keys = sizes[3];
+  return corners;
+}
+
+// Keys [first, first + count) of the domain, the last cut at the domain's last key.
+DomainCorners withKeys(ImplicitLocOpBuilder& b, const DomainCorners& corners, Value first,
+                       Value count) {
+  const size_t key = index(ExpressionArgument::KvIdx);
+  auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };
+  DomainCorners keys = corners;
+  Value firstKey = b.create<arith::AddIOp>(corners.first[key], i32(first));
+  keys.first[key] = firstKey;
+  keys.last[key] = b.create<arith::MinSIOp>(
+      b.create<arith::SubIOp>(b.create<arith::AddIOp>(firstKey, i32(count)),
+                              b.create<arith::ConstantIntOp>(1, 32)),
+      corners.last[key]);
+  return keys;
+}
+
+Value UpdateLowering::liveKeyCount(const DomainCorners& corners) {
+  constexpr int64_t kLiveChunk = 16;
+  Value keys = op.getSizes()[3], one = indexConstant(b, 1), chunk = indexConstant(b, kLiveChunk);
   Value chunks = b.create<arith::CeilDivUIOp>(keys, chunk);
   auto loop = b.create<scf::ForOp>(indexConstant(b, 0), chunks, one,
                                    ValueRange{indexConstant(b, 0)});
@@ -282,18 +324,20 @@ Value UpdateLowering::liveKeyCount(int64_t group, Value off) {
     b.setInsertionPointToStart(loop.getBody());
     Value first = b.create<arith::MulIOp>(loop.getInductionVar(), chunk);
     Value end = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, chunk), keys);
-    DomainCorners chunkCorners = corners;
-    const size_t keyIndex = index(ExpressionArgument::KvIdx);
-    chunkCorners.first[keyIndex] = i32(b, b.create<arith::AddIOp>(offsets[3], first));
-    chunkCorners.last[keyIndex] = i32(
-        b, b.create<arith::MinSIOp>(
-               b.create<arith::SubIOp>(b.create<arith::AddIOp>(offsets[3], end), one), lastKey));
-    Value count =
-        b.create<arith::SelectOp>(maskMayKeep(b, op.getMaskMod(), op.getAux(), chunkCorners), end,
-                                  loop.getRegionIterArgs().front());
+    DomainCorners chunkCorners =
+        withKeys(b, corners, first, b.create<arith::SubIOp>(end, first));
+    Value count = b.create<arith::SelectOp>(
+        maskBounds(b, op.getMaskMod(), op.getAux(), chunkCorners).mayKeep, end,
+        loop.getRegionIterArgs().front());
     b.create<scf::YieldOp>(count);
   }
   return loop.getResult(0);
+}
+
+Value UpdateLowering::keepsAll(const DomainCorners& corners, Value keys) {
+  DomainCorners attended = withKeys(b, corners, indexConstant(b, 0), keys);
+  Value mayMask = maskBounds(b, op.getMaskMod(), op.getAux(), attended).mayMask;
+  return b.create<arith::XOrIOp>(mayMask, b.create<arith::ConstantIntOp>(1, 1));
 }
 
 LogicalResult UpdateLowering::emit() {
@@ -320,12 +364,15 @@ LogicalResult UpdateLowering::emit() {
   kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
   Value off = ScoreTerms::positionOffset(b, op);
   keyCount = op.getSizes()[3];
+  Value maskModKeepsAll;
   if (!op.getMaskMod().empty()) {
-    keyCount = liveKeyCount(group, off);
+    const DomainCorners corners = domainCorners(group, off);
+    keyCount = liveKeyCount(corners);
     auto live = b.create<scf::IfOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, keyCount, indexConstant(b, 0)),
         /*withElseRegion=*/false);
     b.setInsertionPoint(live.thenBlock()->getTerminator());
+    maskModKeepsAll = keepsAll(corners, keyCount);
   }
   Value first =
       b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(offsets[2], off));
@@ -352,7 +399,7 @@ LogicalResult UpdateLowering::emit() {
         b.create<vector::LoadOp>(vector, op.getSum(), ValueRange{zero, zero, column(r)}));
   }
   SmallVector<Value> newMax = oldMax;
-  emitMaskAndMax(newMax);
+  emitMaskAndMax(newMax, maskModKeepsAll);
   Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
   SmallVector<Value> safeMax, alpha;
   for (int64_t r = 0; r < vectors; ++r) {

@@ -166,9 +166,10 @@ void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Va
     Value base = keyBase(b, keyBlock, j);
     Value keys = fragmentKeys(b, base);
     Value x = b.create<arith::MulFOp>(s[j], scale);
-    x = terms->apply(b, x, positions, keys, [&](ImplicitLocOpBuilder& gb, Value buffer) {
-      return gather(gb, buffer, base);
-    });
+    x = terms->apply(
+        b, x, positions, keys,
+        [&](ImplicitLocOpBuilder& gb, Value buffer) { return gather(gb, buffer, base); },
+        ScoreTerms::MaskMod::Evaluate);
     Value inBlock = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
     s[j] = b.create<arith::SelectOp>(inBlock, x, splatConstant(b, cType, -kInf));
   }

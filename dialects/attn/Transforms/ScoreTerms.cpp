@@ -161,7 +161,7 @@ bool ScoreTerms::hasMask(StringRef name) const {
 }
 
 Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
-                        Gather gather) const {
+                        Gather gather, MaskMod maskMod) const {
   auto type = cast<VectorType>(s.getType());
   auto typeI32 = cast<VectorType>(queryPos.getType());
   if (double cap = op.getSoftcap().convertToDouble(); cap > 0) {
@@ -198,7 +198,7 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
   }
   if (keyLimit) // padding: j < lengths[b]
     both(b.create<arith::CmpIOp>(P::slt, keyPos, b.create<vector::BroadcastOp>(typeI32, keyLimit)));
-  if (!op.getMaskMod().empty())
+  if (!op.getMaskMod().empty() && maskMod == MaskMod::Evaluate)
     both(expression(b, op.getMaskMod(), s, queryPos, keyPos));
   if (!keep)
     return s;

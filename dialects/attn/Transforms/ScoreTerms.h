@@ -26,10 +26,14 @@ public:
   // a vector of their shape (f32 for bias, the mask's element type for a mask).
   using Gather = llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value buffer)>;
 
+  // Whether the mask_mod region is evaluated at each score, or known to keep every score
+  // modified (the tile classifier, ExpressionBounds.h, proved it for the block).
+  enum class MaskMod { Evaluate, KeepsAll };
+
   // s with every term applied. queryPos (i + off) and keyPos (j) are i32 vectors of s's
   // shape: each score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
-                    mlir::Value keyPos, Gather gather) const;
+                    mlir::Value keyPos, Gather gather, MaskMod maskMod) const;
 
   // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
   // (where p weights v, after the row sums took it); p as it is when the op has no dropout.

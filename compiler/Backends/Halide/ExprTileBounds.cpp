@@ -32,7 +32,8 @@ Truth either() {
   return {cast<bool>(true), cast<bool>(true)};
 }
 
-// The most summary lookups per aux read per block: past them the read is taken as unbounded.
+// The most summary lookups, or direct reads of a box, per aux read per block: past them the read
+// is taken as unbounded.
 constexpr int64_t kMaxLookups = 64;
 
 // Whether a node's value can change inside a tile: it reads q_idx, kv_idx, qpos or an aux
@@ -315,45 +316,83 @@ private:
     }
   }
 
-  // The least and greatest element over the indices' ranges: one index may vary over the tile,
-  // scanned from its least to its greatest value; the others are fixed for the tile.
+  // The least and greatest element over the indices' ranges: one index varying over the tile
+  // is scanned from its least to its greatest value through the tensor's summary; several (a
+  // block table read at q_idx // 64, kv_idx // 64) through the elements of the box they span,
+  // read directly when their spans, known when the kernel is built, make few of them. The
+  // indices that do not vary are fixed for the tile.
   Range auxRange(const Node& n) const {
     const ImageParam& tensor = aux_.at(n.name);
     const int rank = static_cast<int>(n.args.size());
-    int varying = -1;
+    std::vector<int> varying;
     std::vector<Range> indices;
     for (int k = 0; k < rank; ++k) {
       indices.push_back(range(n.args[k]));
       if (!indices.back().known)
         return {};
-      if (varies(n.args[k])) {
-        if (varying >= 0)
-          return {};
-        varying = k;
-      }
+      if (varies(n.args[k]))
+        varying.push_back(k);
     }
     // Halide numbers dimensions innermost first: index k is dim rank-1-k.
     auto last = [&](int k) { return tensor.dim(rank - 1 - k).extent() - 1; };
     std::vector<Expr> at(rank);
     for (int k = 0; k < rank; ++k)
       at[rank - 1 - k] = clamp(indices[k].lo, 0, last(k));
-    if (varying < 0) {
+    if (varying.empty()) {
       const Expr value = tensor(at);
       return known(value, value);
     }
-    const std::optional<int64_t> span = spanOf(n.args[varying]);
-    const AuxSummaries::Summary* summary = summaries_.find(n.name, varying);
+    if (varying.size() > 1)
+      return boxRange(tensor, indices, varying, at, n);
+    const std::optional<int64_t> span = spanOf(n.args[varying.front()]);
+    const AuxSummaries::Summary* summary = summaries_.find(n.name, varying.front());
     if (!span || !summary || *span / kSummaryChunk + 2 > kMaxLookups)
       return {};
     // The chunks the index's range touches: at most span / chunk + 2 of them.
-    const Expr first = clamp(indices[varying].lo, 0, last(varying));
-    const Expr lastChunk = clamp(indices[varying].hi, first, last(varying)) / kSummaryChunk;
+    const int k = varying.front();
+    const Expr first = clamp(indices[k].lo, 0, last(k));
+    const Expr lastChunk = clamp(indices[k].hi, first, last(k)) / kSummaryChunk;
     Expr least, greatest;
     for (int64_t c = 0; c <= *span / kSummaryChunk + 1; ++c) {
-      at[rank - 1 - varying] = min(first / kSummaryChunk + static_cast<int>(c), lastChunk);
+      at[rank - 1 - k] = min(first / kSummaryChunk + static_cast<int>(c), lastChunk);
       const Expr low = summary->least(at), high = summary->greatest(at);
       least = c == 0 ? low : min(least, low);
       greatest = c == 0 ? high : max(greatest, high);
+    }
+    return known(least, greatest);
+  }
+
+  // Every element of the box the varying indices span, clamped into the tensor as the kernel's
+  // reads are: index k takes at most span_k + 1 values over a tile, lo_k, lo_k + 1, ... up to
+  // hi_k. `at` holds the fixed indices.
+  Range boxRange(const ImageParam& tensor, const std::vector<Range>& indices,
+                 const std::vector<int>& varying, std::vector<Expr> at, const Node& n) const {
+    const int rank = static_cast<int>(indices.size());
+    std::vector<int64_t> counts;
+    int64_t reads = 1;
+    for (int k : varying) {
+      const std::optional<int64_t> span = spanOf(n.args[k]);
+      if (!span || *span + 1 > kMaxLookups)
+        return {};
+      counts.push_back(*span + 1);
+      reads *= counts.back();
+      if (reads > kMaxLookups)
+        return {};
+    }
+    Expr least, greatest;
+    for (int64_t flat = 0; flat < reads; ++flat) {
+      int64_t rest = flat;
+      for (size_t v = 0; v < varying.size(); ++v) {
+        const int k = varying[v];
+        const Expr last = tensor.dim(rank - 1 - k).extent() - 1;
+        const Expr first = clamp(indices[k].lo, 0, last);
+        at[rank - 1 - k] =
+            min(first + static_cast<int>(rest % counts[v]), clamp(indices[k].hi, first, last));
+        rest /= counts[v];
+      }
+      const Expr value = tensor(at);
+      least = flat == 0 ? value : min(least, value);
+      greatest = flat == 0 ? value : max(greatest, value);
     }
     return known(least, greatest);
   }

@@ -11,13 +11,16 @@
 // of the aux tensor it computes once per call (AuxSummaries: per chunk of kSummaryChunk indices,
 // the least and greatest element), a few lookups per block: FlexAttention's BlockMask, built by
 // the kernel from the aux tensor instead of by the user. A document mask's block is ruled out
-// when the tile's query documents and the block's key documents cannot meet.
+// when the tile's query documents and the block's key documents cannot meet. A read whose
+// indices vary along several dimensions, each by such a span (a block table at q_idx // 64,
+// kv_idx // 64), is bounded by reading every element of the box they span, when that is a few.
 //
 // The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
 // language leaves overflow unspecified): ints are exact, and the float operations used (+, -, *,
 // / by a constant, floor, min, max) are monotone in each operand under rounding, so their values
 // at the corners bound their values inside. What has no such bound here (reads whose indices
-// vary along two dimensions, transcendental functions, bit) is taken as able to be anything.
+// vary by spans unknown when the kernel is built, transcendental functions, bit) is taken as
+// able to be anything.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace attnc::bench {
 namespace {
@@ -15,12 +16,14 @@ using expr::Type;
 // Two's-complement wrapping, computed unsigned: signed overflow would be undefined.
 int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
 
-template <typename T> std::vector<T>& storage(EagerArray& a);
-template <> std::vector<float>& storage<float>(EagerArray& a) { return a.floats; }
-template <> std::vector<int64_t>& storage<int64_t>(EagerArray& a) { return a.ints; }
-template <> std::vector<uint8_t>& storage<uint8_t>(EagerArray& a) { return a.bools; }
-template <typename T> const std::vector<T>& storage(const EagerArray& a) {
-  return storage<T>(const_cast<EagerArray&>(a));
+// The array's elements of type T (floats, ints or bools), const when the array is.
+template <typename T, typename Array> auto& storage(Array& a) {
+  if constexpr (std::is_same_v<T, float>)
+    return a.floats;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return a.ints;
+  else
+    return a.bools;
 }
 
 EagerArray allocate(Type type, int64_t rows, int64_t cols) {

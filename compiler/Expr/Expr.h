@@ -17,6 +17,7 @@
 #include "Support/Errors.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,23 @@ struct Node {
 // What an expression computes: a score modifier (a number, which may read `score`) or a mask
 // (a bool: true keeps the score).
 enum class Role { Score, Mask };
+
+// The language's int +, -, * and negation wrap in two's complement: computed on uint64_t (signed
+// overflow is undefined in C++), then read back as signed.
+inline int64_t wrapped(uint64_t v) { return static_cast<int64_t>(v); }
+
+// Calls f with a comparison op (Lt, Le, Gt, Ge, Eq, Ne) as its function object, so that a loop
+// over many elements picks the comparison once.
+template <typename F> decltype(auto) withComparison(Op op, F&& f) {
+  switch (op) {
+  case Op::Lt: return f(std::less<>());
+  case Op::Le: return f(std::less_equal<>());
+  case Op::Gt: return f(std::greater<>());
+  case Op::Ge: return f(std::greater_equal<>());
+  case Op::Eq: return f(std::equal_to<>());
+  default: return f(std::not_equal_to<>());
+  }
+}
 
 // The language's `%`: floor modulo, the result taking the divisor's sign; x % 0 is 0. Written
 // without the overflows of C++'s `%` (INT64_MIN % -1), so the reference and the bounds share it.

@@ -13,9 +13,6 @@ Value intValue(int64_t v) { return {Type::Int, v, 0}; }
 Value floatValue(double v) { return {Type::Float, 0, v}; }
 Value boolValue(bool v) { return {Type::Bool, v ? 1 : 0, 0}; }
 
-// Two's-complement wrapping, computed unsigned: signed overflow would be undefined.
-int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
-
 int64_t variable(const std::string& name, const Point& p) {
   if (name == "b")
     return p.b;
@@ -40,11 +37,11 @@ Value arithmetic(Op op, Type type, const Value& a, const Value& b) {
     const uint64_t x = static_cast<uint64_t>(a.i), y = static_cast<uint64_t>(b.i);
     switch (op) {
     case Op::Add:
-      return intValue(wrap(x + y));
+      return intValue(wrapped(x + y));
     case Op::Sub:
-      return intValue(wrap(x - y));
+      return intValue(wrapped(x - y));
     case Op::Mul:
-      return intValue(wrap(x * y));
+      return intValue(wrapped(x * y));
     case Op::Mod:
       return intValue(floorModulo(a.i, b.i));
     case Op::FloorDiv:
@@ -72,42 +69,13 @@ Value arithmetic(Op op, Type type, const Value& a, const Value& b) {
   }
 }
 
+// Bools take == and != only; an int and a float compare as numbers.
 bool compared(Op op, const Value& a, const Value& b) {
-  if (a.type == Type::Bool)
-    return op == Op::Eq ? a.i == b.i : a.i != b.i;
-  if (a.type == Type::Int && b.type == Type::Int) {
-    switch (op) {
-    case Op::Lt:
-      return a.i < b.i;
-    case Op::Le:
-      return a.i <= b.i;
-    case Op::Gt:
-      return a.i > b.i;
-    case Op::Ge:
-      return a.i >= b.i;
-    case Op::Eq:
-      return a.i == b.i;
-    default:
-      return a.i != b.i;
-    }
-  }
-  const double x = a.number(), y = b.number();
-  switch (op) {
-  case Op::Lt:
-    return x < y;
-  case Op::Le:
-    return x <= y;
-  case Op::Gt:
-    return x > y;
-  case Op::Ge:
-    return x >= y;
-  case Op::Eq:
-    return x == y;
-  default:
-    return x != y;
-  }
+  return withComparison(op, [&](auto compare) {
+    return a.type == b.type && a.type != Type::Float ? compare(a.i, b.i)
+                                                     : compare(a.number(), b.number());
+  });
 }
-
 
 } // namespace
 
@@ -143,7 +111,7 @@ Value evaluate(const Node& n, const Point& p, const Environment& env) {
   }
   case Op::Neg: {
     const Value a = arg(0);
-    return n.type == Type::Int ? intValue(wrap(0 - static_cast<uint64_t>(a.i)))
+    return n.type == Type::Int ? intValue(wrapped(0 - static_cast<uint64_t>(a.i)))
                                : floatValue(-a.f);
   }
   case Op::Not:
@@ -174,7 +142,7 @@ Value evaluate(const Node& n, const Point& p, const Environment& env) {
   }
   case Op::Abs: {
     const Value a = arg(0);
-    return n.type == Type::Int ? intValue(a.i < 0 ? wrap(0 - static_cast<uint64_t>(a.i)) : a.i)
+    return n.type == Type::Int ? intValue(a.i < 0 ? wrapped(0 - static_cast<uint64_t>(a.i)) : a.i)
                                : floatValue(std::fabs(a.f));
   }
   case Op::Clamp:

@@ -1,5 +1,7 @@
 #include "Reference/ExpressionInputs.h"
 
+#include "Spec/BuiltinExpressions.h"
+
 #include <stdexcept>
 
 namespace attnc {
@@ -7,23 +9,11 @@ namespace attnc {
 ExpressionInputs::ExpressionInputs(const KernelTensors& t) {
   for (const SpecParam& p : t.spec().params)
     environment_.params[p.name] = p.value;
-  auto bind = [&](const std::string& name, expr::Type type) {
-    const DLTensor& tensor = t.tensor(name);
-    aux_[name] = {type, std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim),
-                  t.dense(name)};
-  };
-  for (const AuxTensor& a : t.spec().aux)
-    bind(a.name, a.elementType);
-  // The kernel inputs the built-in masks and modifiers read (Spec/BuiltinExpressions.h).
-  const Spec& s = t.spec();
-  if (s.masks.has(MaskKind::Padding))
-    bind("lengths", expr::Type::Int);
-  if (s.masks.has(MaskKind::Tensor))
-    bind("mask", expr::Type::Int);
-  if (s.masks.has(MaskKind::BlockSparse))
-    bind("block_layout", expr::Type::Int);
-  if (s.bias)
-    bind("bias", expr::Type::Float);
+  for (const ExpressionTensor& e : expressionTensors(t.spec())) {
+    const DLTensor& tensor = t.tensor(e.name);
+    aux_[e.name] = {e.type, std::vector<int64_t>(tensor.shape, tensor.shape + tensor.ndim),
+                    t.dense(e.name)};
+  }
   environment_.aux = [this](const std::string& name, std::span<const int64_t> indices) {
     return element(name, indices);
   };

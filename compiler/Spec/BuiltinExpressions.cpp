@@ -38,14 +38,26 @@ std::string headTable(std::span<const double> slopes, size_t first) {
          ", " + headTable(slopes.subspan(half), first + half) + ")";
 }
 
+// A kernel input the built-ins read as an aux tensor, and whether a spec has it.
+struct BuiltinInput {
+  const char* name;
+  expr::Type type;
+  int rank;
+  bool (*read)(const Spec&);
+};
+constexpr BuiltinInput kBuiltinInputs[] = {
+    {"lengths", expr::Type::Int, 1, [](const Spec& s) { return s.masks.has(MaskKind::Padding); }},
+    {"mask", expr::Type::Int, 4, [](const Spec& s) { return s.masks.has(MaskKind::Tensor); }},
+    {"bias", expr::Type::Float, 4, [](const Spec& s) { return s.bias; }},
+    {"block_layout", expr::Type::Int, 3,
+     [](const Spec& s) { return s.masks.has(MaskKind::BlockSparse); }}};
+
 // The kernel inputs the built-ins read as aux tensors, and the key philox() draws under.
 expr::Scope builtinScope(std::optional<uint64_t> philoxKey) {
-  return {{},
-          {{"lengths", expr::Type::Int, 1},
-           {"mask", expr::Type::Int, 4},
-           {"bias", expr::Type::Float, 4},
-           {"block_layout", expr::Type::Int, 3}},
-          philoxKey};
+  expr::Scope scope{{}, {}, philoxKey};
+  for (const BuiltinInput& input : kBuiltinInputs)
+    scope.aux.push_back({input.name, input.type, input.rank});
+  return scope;
 }
 
 // masks::bigbirdStructured on the blocks of (q_idx, kv_idx), or one of the random key blocks
@@ -106,6 +118,16 @@ std::string maskText(const Spec& s, MaskKind kind) {
 
 } // namespace
 
+std::vector<ExpressionTensor> expressionTensors(const Spec& spec) {
+  std::vector<ExpressionTensor> tensors;
+  for (const AuxTensor& a : spec.aux)
+    tensors.push_back({a.name, a.elementType});
+  for (const BuiltinInput& input : kBuiltinInputs)
+    if (input.read(spec))
+      tensors.push_back({input.name, input.type});
+  return tensors;
+}
+
 std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const MaskKind> kinds) {
   std::vector<std::string> constraints, patterns;
   for (MaskKind kind : kinds)
@@ -120,7 +142,8 @@ std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const Ma
   for (size_t k = 1; k < constraints.size(); ++k)
     text += " && " + constraints[k];
   const std::optional<uint64_t> key =
-      spec.seed ? std::optional(random::streamKey(*spec.seed, random::kBigBirdStream)) : std::nullopt;
+      spec.seed ? std::optional(random::streamKey(*spec.seed, random::kBigBirdStream))
+                : std::nullopt;
   return expr::parseExpr("mask", text, expr::Role::Mask, builtinScope(key));
 }
 

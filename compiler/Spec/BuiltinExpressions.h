@@ -8,8 +8,9 @@
 // They read the kernel's own inputs as aux tensors of the same names: `lengths` [B] (padding),
 // `mask` [B|1, H|1, Tq, Tk] (the tensor mask, nonzero keeps), `bias` [B|1, H|1, Tq, Tk] and
 // `block_layout` [H|1, ceil(Tq/block), ceil(Tk/block)] (block_sparse); a dimension of extent 1
-// broadcasts (the reference reads index 0 there; kernels clamp every aux index). BigBird draws its random blocks, and dropout its
-// keep decisions, with philox() under the spec's seed in their streams (Semantics/Random.h).
+// broadcasts (the reference reads index 0 there; kernels clamp every aux index). BigBird draws
+// its random blocks, and dropout its keep decisions, with philox() under the spec's seed in their
+// streams (Semantics/Random.h).
 #ifndef ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H
 #define ATTNC_COMPILER_SPEC_BUILTINEXPRESSIONS_H
 
@@ -19,6 +20,8 @@
 #include <iterator>
 #include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 namespace attnc {
 
@@ -30,6 +33,15 @@ inline constexpr MaskKind kBuiltinMasks[] = {
     MaskKind::BigBird};
 static_assert(std::size(kBuiltinMasks) == static_cast<size_t>(MaskKind::Count),
               "every mask kind has its expression");
+
+// A tensor the spec's expressions read by name, with its elements' type in the language.
+struct ExpressionTensor {
+  std::string name;
+  expr::Type type;
+};
+// Every one: the spec's aux tensors, then the kernel inputs its built-ins read (lengths, mask,
+// bias, block_layout).
+std::vector<ExpressionTensor> expressionTensors(const Spec& spec);
 
 // The spec's masks among `kinds` as one mask: its constraints among them intersected with the
 // union of its sparsity patterns among them; nullopt when it has none of them.

@@ -11,7 +11,7 @@
 namespace attnc::expr {
 namespace {
 
-const Scope kScope{{{"w", Type::Int}, {"cap", Type::Float}}, {{"doc", Type::Int, 2}}};
+const Scope kScope{{{"w", Type::Int}, {"cap", Type::Float}}, {{"doc", Type::Int, 2}}, {}};
 
 Node mask(const std::string& text) { return parseExpr("mask_mod", text, Role::Mask, kScope); }
 

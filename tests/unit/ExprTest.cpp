@@ -12,7 +12,8 @@ namespace attnc::expr {
 namespace {
 
 const Scope kScope{{{"cap", Type::Float}, {"w", Type::Int}},
-                   {{"doc", Type::Int, 2}, {"rel", Type::Float, 2}}};
+                   {{"doc", Type::Int, 2}, {"rel", Type::Float, 2}},
+                   {}};
 
 Node mask(const std::string& text) { return parseExpr("mask_mod", text, Role::Mask, kScope); }
 Node score(const std::string& text) { return parseExpr("score_mod", text, Role::Score, kScope); }

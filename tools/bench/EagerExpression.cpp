@@ -13,9 +13,6 @@ using expr::Node;
 using expr::Op;
 using expr::Type;
 
-// Two's-complement wrapping, computed unsigned: signed overflow would be undefined.
-int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
-
 // The array's elements of type T (floats, ints or bools), const when the array is.
 template <typename T, typename Array> auto& storage(Array& a) {
   if constexpr (std::is_same_v<T, float>)
@@ -44,7 +41,8 @@ template <typename T> EagerArray scalar(Type type, T value) {
 }
 
 // out = f(x) elementwise.
-template <typename Out, typename X, typename F> EagerArray map1(Type type, const EagerArray& x, F f) {
+template <typename Out, typename X, typename F>
+EagerArray map1(Type type, const EagerArray& x, F f) {
   EagerArray out = allocate(type, x.rows, x.cols);
   const std::vector<X>& in = storage<X>(x);
   std::vector<Out>& o = storage<Out>(out);
@@ -181,11 +179,11 @@ EagerArray Evaluator::arithmetic(Op op, Type type, const EagerArray& x,
     auto ints = [&](auto f) { return map2<int64_t, int64_t, int64_t>(Type::Int, x, y, f); };
     switch (op) {
     case Op::Add:
-      return ints([](int64_t a, int64_t b) { return wrap(uint64_t(a) + uint64_t(b)); });
+      return ints([](int64_t a, int64_t b) { return expr::wrapped(uint64_t(a) + uint64_t(b)); });
     case Op::Sub:
-      return ints([](int64_t a, int64_t b) { return wrap(uint64_t(a) - uint64_t(b)); });
+      return ints([](int64_t a, int64_t b) { return expr::wrapped(uint64_t(a) - uint64_t(b)); });
     case Op::Mul:
-      return ints([](int64_t a, int64_t b) { return wrap(uint64_t(a) * uint64_t(b)); });
+      return ints([](int64_t a, int64_t b) { return expr::wrapped(uint64_t(a) * uint64_t(b)); });
     case Op::Mod: return ints(expr::floorModulo);
     case Op::FloorDiv: return ints(expr::floorDivide);
     case Op::Min: return ints([](int64_t a, int64_t b) { return std::min(a, b); });
@@ -206,21 +204,14 @@ EagerArray Evaluator::arithmetic(Op op, Type type, const EagerArray& x,
 }
 
 EagerArray Evaluator::compare(Op op, const EagerArray& x, const EagerArray& y) const {
-  auto test = [op](auto a, auto b) -> uint8_t {
-    switch (op) {
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
-    case Op::Eq: return a == b;
-    default: return a != b;
-    }
-  };
-  if (x.type == Type::Bool) // only == and != take bools
-    return map2<uint8_t, uint8_t, uint8_t>(Type::Bool, x, y, test);
-  if (x.type == Type::Int && y.type == Type::Int)
-    return map2<uint8_t, int64_t, int64_t>(Type::Bool, x, y, test);
-  return map2<uint8_t, float, float>(Type::Bool, asFloat(x), asFloat(y), test);
+  return expr::withComparison(op, [&](auto compare) {
+    auto test = [compare](auto a, auto b) -> uint8_t { return compare(a, b); };
+    if (x.type == y.type && x.type == Type::Bool) // only == and != take bools
+      return map2<uint8_t, uint8_t, uint8_t>(Type::Bool, x, y, test);
+    if (x.type == y.type && x.type == Type::Int)
+      return map2<uint8_t, int64_t, int64_t>(Type::Bool, x, y, test);
+    return map2<uint8_t, float, float>(Type::Bool, asFloat(x), asFloat(y), test);
+  });
 }
 
 EagerArray Evaluator::where(Type type, const EagerArray& condition, EagerArray x,
@@ -284,7 +275,7 @@ EagerArray Evaluator::operator()(const Node& n) const {
   case Op::Neg:
     if (n.type == Type::Int)
       return map1<int64_t, int64_t>(Type::Int, arg(0),
-                                    [](int64_t a) { return wrap(0 - uint64_t(a)); });
+                                    [](int64_t a) { return expr::wrapped(0 - uint64_t(a)); });
     return map1<float, float>(Type::Float, arg(0), [](float a) { return -a; });
   case Op::Not: return map1<uint8_t, uint8_t>(Type::Bool, arg(0), [](uint8_t a) { return !a; });
   case Op::And:
@@ -311,7 +302,7 @@ EagerArray Evaluator::operator()(const Node& n) const {
   case Op::Abs:
     if (n.type == Type::Int)
       return map1<int64_t, int64_t>(Type::Int, arg(0), [](int64_t a) {
-        return a < 0 ? wrap(0 - uint64_t(a)) : a;
+        return a < 0 ? expr::wrapped(0 - uint64_t(a)) : a;
       });
     return map1<float, float>(Type::Float, arg(0), [](float a) { return std::fabs(a); });
   case Op::Clamp:

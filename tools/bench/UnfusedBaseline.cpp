@@ -101,27 +101,17 @@ EagerInputs expressionInputs(const Call& call) {
   EagerInputs inputs;
   for (const SpecParam& p : s.params)
     inputs.params[p.name] = p.value;
-  auto bind = [&](const std::string& name, expr::Type type) {
-    const HostTensor& t = call.tensor(name);
-    EagerInputs::Tensor& tensor = inputs.tensors[name];
-    tensor.type = type;
+  for (const ExpressionTensor& e : expressionTensors(s)) {
+    const HostTensor& t = call.tensor(e.name);
+    EagerInputs::Tensor& tensor = inputs.tensors[e.name];
+    tensor.type = e.type;
     tensor.shape = t.shape();
     for (double v : t.values())
-      if (type == expr::Type::Float)
+      if (e.type == expr::Type::Float)
         tensor.floats.push_back(static_cast<float>(v));
       else
         tensor.ints.push_back(static_cast<int64_t>(v));
-  };
-  for (const AuxTensor& a : s.aux)
-    bind(a.name, a.elementType);
-  if (s.masks.has(MaskKind::Padding))
-    bind("lengths", expr::Type::Int);
-  if (s.masks.has(MaskKind::Tensor))
-    bind("mask", expr::Type::Int);
-  if (s.masks.has(MaskKind::BlockSparse))
-    bind("block_layout", expr::Type::Int);
-  if (s.bias)
-    bind("bias", expr::Type::Float);
+  }
   return inputs;
 }
 

@@ -52,13 +52,14 @@ private:
   // mask_mod (ExpressionBounds.h). off is the key position of query row 0
   // (ScoreTerms::positionOffset); kvHead is set.
   DomainCorners domainCorners(int64_t group, Value off);
-  // The keys of the domain the update must attend: up to the last chunk of kLiveChunk keys in
-  // which mask_mod can keep a score of the domain's rows, from its bounds over the chunk's
-  // corners; 0 when it keeps none. The keys past it are all masked, and masked keys leave the
-  // state as it was.
-  Value liveKeyCount(const DomainCorners& corners);
-  // An i1: whether mask_mod keeps every score of the domain's rows and its first `keys` keys.
-  Value keepsAll(const DomainCorners& corners, Value keys);
+  // From mask_mod's bounds over each chunk of kLiveChunk keys: `count`, the keys the update must
+  // attend (up to the last chunk in which the region can keep a score of the domain's rows; 0
+  // when it keeps none; the keys past it are all masked, and masked keys leave the state as it
+  // was), and `keepsAll`, an i1 true when it keeps every score of those keys.
+  struct LiveKeys {
+    Value count, keepsAll;
+  };
+  LiveKeys liveKeys(const DomainCorners& corners);
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
   // The query row positions i + off of the lanes of vector r (i32).
   Value rowPositions(ImplicitLocOpBuilder& ib, int64_t r) {
@@ -313,12 +314,15 @@ DomainCorners withKeys(ImplicitLocOpBuilder& b, const DomainCorners& corners, Va
   return keys;
 }
 
-Value UpdateLowering::liveKeyCount(const DomainCorners& corners) {
+UpdateLowering::LiveKeys UpdateLowering::liveKeys(const DomainCorners& corners) {
   constexpr int64_t kLiveChunk = 16;
   Value keys = op.getSizes()[3], one = indexConstant(b, 1), chunk = indexConstant(b, kLiveChunk);
   Value chunks = b.create<arith::CeilDivUIOp>(keys, chunk);
+  Value no = b.create<arith::ConstantIntOp>(0, 1);
+  // Carried: the live count, whether a chunk so far may mask a score, and whether one up to
+  // the last live chunk may.
   auto loop = b.create<scf::ForOp>(indexConstant(b, 0), chunks, one,
-                                   ValueRange{indexConstant(b, 0)});
+                                   ValueRange{indexConstant(b, 0), no, no});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -326,18 +330,15 @@ Value UpdateLowering::liveKeyCount(const DomainCorners& corners) {
     Value end = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, chunk), keys);
     DomainCorners chunkCorners =
         withKeys(b, corners, first, b.create<arith::SubIOp>(end, first));
-    Value count = b.create<arith::SelectOp>(
-        maskBounds(b, op.getMaskMod(), op.getAux(), chunkCorners).mayKeep, end,
-        loop.getRegionIterArgs().front());
-    b.create<scf::YieldOp>(count);
+    MaskBounds bounds = maskBounds(b, op.getMaskMod(), op.getAux(), chunkCorners);
+    ValueRange carried = loop.getRegionIterArgs();
+    Value maskedSoFar = b.create<arith::OrIOp>(carried[1], bounds.mayMask);
+    b.create<scf::YieldOp>(ValueRange{
+        b.create<arith::SelectOp>(bounds.mayKeep, end, carried[0]), maskedSoFar,
+        b.create<arith::SelectOp>(bounds.mayKeep, maskedSoFar, carried[2])});
   }
-  return loop.getResult(0);
-}
-
-Value UpdateLowering::keepsAll(const DomainCorners& corners, Value keys) {
-  DomainCorners attended = withKeys(b, corners, indexConstant(b, 0), keys);
-  Value mayMask = maskBounds(b, op.getMaskMod(), op.getAux(), attended).mayMask;
-  return b.create<arith::XOrIOp>(mayMask, b.create<arith::ConstantIntOp>(1, 1));
+  Value keepsAll = b.create<arith::XOrIOp>(loop.getResult(2), b.create<arith::ConstantIntOp>(1, 1));
+  return {loop.getResult(0), keepsAll};
 }
 
 LogicalResult UpdateLowering::emit() {
@@ -366,13 +367,13 @@ LogicalResult UpdateLowering::emit() {
   keyCount = op.getSizes()[3];
   Value maskModKeepsAll;
   if (!op.getMaskMod().empty()) {
-    const DomainCorners corners = domainCorners(group, off);
-    keyCount = liveKeyCount(corners);
-    auto live = b.create<scf::IfOp>(
+    const LiveKeys live = liveKeys(domainCorners(group, off));
+    keyCount = live.count;
+    maskModKeepsAll = live.keepsAll;
+    auto attend = b.create<scf::IfOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, keyCount, indexConstant(b, 0)),
         /*withElseRegion=*/false);
-    b.setInsertionPoint(live.thenBlock()->getTerminator());
-    maskModKeepsAll = keepsAll(corners, keyCount);
+    b.setInsertionPoint(attend.thenBlock()->getTerminator());
   }
   Value first =
       b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(offsets[2], off));

@@ -5,6 +5,7 @@
 #include "Link/Toolchain.h"
 #include "Support/Errors.h"
 #include "attnc/attnc.h"
+#include "bundle/KernelRunner.h"
 
 #include <algorithm>
 #include <fstream>
@@ -54,7 +55,7 @@ std::string tableAssembly(const std::vector<ShapeSchedule>& shapes,
     s += "  .quad " + std::to_string(b.seqQLo) + ", " + std::to_string(b.seqQHi) + ", " +
          std::to_string(b.seqKLo) + ", " + std::to_string(b.seqKHi) + "\n  .quad " + runners[i] +
          "\n";
-    for (size_t k = 0; k < 3; ++k)
+    for (size_t k = 0; k < ATTNC_KERNEL_SYMBOLS; ++k)
       s += "  .quad " + (k < kernels[i].size() ? kernels[i][k] : std::string("0")) + "\n";
   }
   return s + "  .section .note.GNU-stack,\"\",%progbits\n";

@@ -10,6 +10,9 @@
 
 #include "attnc/attnc.h"
 
+// The most pointers a runner takes (a shape-dispatch table's entries have room for them).
+#define ATTNC_KERNEL_SYMBOLS 5
+
 extern "C" {
 typedef int32_t (*attnc_kernel_runner)(const attnc_kernel_call* call, char* message,
                                        size_t message_size, void* const* kernels);
@@ -17,8 +20,8 @@ typedef int32_t (*attnc_kernel_runner)(const attnc_kernel_call* call, char* mess
 // kernels[0]: the pipeline's argv entry, int (void** args).
 int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t message_size,
                          void* const* kernels);
-// kernels[0], kernels[1]: the C interfaces of the outlined kernel's _tasks and _run;
-// kernels[2]: its shape contract (ShapeContract.h).
+// kernels[0..3]: the C interfaces of the outlined kernel's _phases, _workspace, _tasks and
+// _run; kernels[4]: its shape contract (ShapeContract.h).
 int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t message_size,
                        void* const* kernels);
 

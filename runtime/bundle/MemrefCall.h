@@ -37,7 +37,8 @@ inline Memref describe(const DLTensor& t) {
   return m;
 }
 
-// The call's tensors as descriptors, and pointers to them, in manifest order.
+// The call's tensors as descriptors, and pointers to them, in manifest order, with room for
+// one more pointer after them (the CPU kernels' workspace).
 struct Descriptors {
   explicit Descriptors(const attnc_kernel_call& call) {
     for (uint32_t a = 0; a < call.num_args && a < kMaxArgs; ++a) {
@@ -46,7 +47,7 @@ struct Descriptors {
     }
   }
   std::array<Memref, kMaxArgs> memrefs{};
-  std::array<Memref*, kMaxArgs> pointers{};
+  std::array<Memref*, kMaxArgs + 1> pointers{};
 };
 
 // Whether this bundle can take the call (ABI version, argument count); writes why not.
@@ -72,10 +73,11 @@ R callExactly(void (*fn)(), Memref** args, std::index_sequence<I...>, Leading...
   return reinterpret_cast<Fn>(fn)(leading..., args[I]...);
 }
 
-// fn(leading..., args[0], ..., args[count - 1]), for count <= kMaxArgs (the caller checks).
+// fn(leading..., args[0], ..., args[count - 1]), for count <= kMaxArgs + 1 (the caller checks
+// the arguments; the one more is a workspace).
 template <class R, size_t N = 0, class... Leading>
 R callWithMemrefs(void (*fn)(), uint32_t count, Memref** args, Leading... leading) {
-  if constexpr (N > kMaxArgs) {
+  if constexpr (N > kMaxArgs + 1) {
     std::abort();
   } else {
     if (count == N)

@@ -1,17 +1,24 @@
 // The kernel entry of MLIR CPU bundles: DLPack tensors become memref descriptors, and the
-// kernel's tasks (one per batch, head and query tile) run on the attnc runtime's thread pool.
+// kernel's phases (RoPE's rotations, then the attention: one task per batch, head and query
+// tile) run one after the other, each phase's tasks on the attnc runtime's thread pool.
 //
-// The llvm stage made two C-interface functions from the kernel (attn-outline-tasks):
-//   int64_t _mlir_ciface_attnc_mlir_kernel_tasks(Memref *arg0, ...)
-//   void    _mlir_ciface_attnc_mlir_kernel_run(int64_t first, int64_t last, Memref *arg0, ...)
-// with one descriptor per argument of the manifest, in its order.
-// attnc_mlir_run takes them as pointers (kernels[0], kernels[1]), with the kernel's shape
-// contract (kernels[2], bundle/ShapeContract.h): MlirKernelEntry.cpp passes a plain bundle's,
-// a shape-dispatch bundle the one it picks. The generated code takes every static size from its
-// types, so the entry refuses tensors that break the contract before the kernel sees them.
+// The llvm stage made four C-interface functions from the kernel (attn-outline-tasks):
+//   int64_t _mlir_ciface_attnc_mlir_kernel_phases()
+//   int64_t _mlir_ciface_attnc_mlir_kernel_workspace(Memref *arg0, ...)
+//   int64_t _mlir_ciface_attnc_mlir_kernel_tasks(int64_t phase, Memref *arg0, ...)
+//   void    _mlir_ciface_attnc_mlir_kernel_run(int64_t phase, int64_t first, int64_t last,
+//                                               Memref *arg0, ..., Memref *workspace)
+// with one descriptor per argument of the manifest, in its order, and the workspace (bytes, a
+// 1-d i8 memref) allocated here once per call. attnc_mlir_run takes them as pointers
+// (kernels[0..3]), with the kernel's shape contract (kernels[4], bundle/ShapeContract.h):
+// MlirKernelEntry.cpp passes a plain bundle's, a shape-dispatch bundle the one it picks. The
+// generated code takes every static size from its types, so the entry refuses tensors that
+// break the contract before the kernel sees them.
 #include "KernelRunner.h"
 #include "MemrefCall.h"
 #include "ShapeContract.h"
+
+#include <memory>
 
 namespace {
 
@@ -22,15 +29,20 @@ using KernelFunction = void (*)();
 
 struct Launch {
   KernelFunction run;
-  uint32_t count;
+  int64_t phase;
+  uint32_t count; // the arguments and the workspace
   Memref** args;
 };
 
 void runOne(void* opaque, int64_t task) {
   auto* launch = static_cast<Launch*>(opaque);
-  attnc::mlirkernel::callWithMemrefs<void>(launch->run, launch->count, launch->args, task,
-                                           task + 1);
+  attnc::mlirkernel::callWithMemrefs<void>(launch->run, launch->count, launch->args,
+                                           launch->phase, task, task + 1);
 }
+
+struct FreeWorkspace {
+  void operator()(void* p) const { std::free(p); }
+};
 
 } // namespace
 
@@ -38,15 +50,37 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
                                   void* const* kernels) {
   if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
     return 1;
-  if (auto problem = attnc::contractProblem(static_cast<const char*>(kernels[2]), *call)) {
+  if (auto problem = attnc::contractProblem(static_cast<const char*>(kernels[4]), *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
     return 1;
   }
   attnc::mlirkernel::Descriptors descriptors(*call);
-  Launch launch{reinterpret_cast<KernelFunction>(kernels[1]), call->num_args,
-                descriptors.pointers.data()};
-  int64_t tasks = attnc::mlirkernel::callWithMemrefs<int64_t>(
-      reinterpret_cast<KernelFunction>(kernels[0]), call->num_args, descriptors.pointers.data());
-  call->parallel_for(call->pool, tasks, runOne, &launch, call->num_threads);
+  Memref** args = descriptors.pointers.data();
+  auto phases = reinterpret_cast<int64_t (*)()>(kernels[0]);
+  const auto workspaceBytes = attnc::mlirkernel::callWithMemrefs<int64_t>(
+      reinterpret_cast<KernelFunction>(kernels[1]), call->num_args, args);
+  std::unique_ptr<void, FreeWorkspace> workspace;
+  if (workspaceBytes > 0) {
+    constexpr size_t kAlignment = 64; // the offsets' alignment (attn-outline-tasks)
+    const size_t bytes = (static_cast<size_t>(workspaceBytes) + kAlignment - 1) & ~(kAlignment - 1);
+    workspace.reset(std::aligned_alloc(kAlignment, bytes));
+    if (!workspace) {
+      std::snprintf(message, messageSize, "mlir kernel: cannot allocate %lld bytes of workspace",
+                    static_cast<long long>(workspaceBytes));
+      return 1;
+    }
+  }
+  Memref workspaceDescriptor{};
+  workspaceDescriptor.allocated = workspaceDescriptor.aligned = workspace.get();
+  workspaceDescriptor.sizesAndStrides[0] = workspaceBytes;
+  workspaceDescriptor.sizesAndStrides[1] = 1;
+  args[call->num_args] = &workspaceDescriptor;
+
+  for (int64_t phase = 0, count = phases(); phase < count; ++phase) {
+    Launch launch{reinterpret_cast<KernelFunction>(kernels[3]), phase, call->num_args + 1, args};
+    const auto tasks = attnc::mlirkernel::callWithMemrefs<int64_t>(
+        reinterpret_cast<KernelFunction>(kernels[2]), call->num_args, args, phase);
+    call->parallel_for(call->pool, tasks, runOne, &launch, call->num_threads);
+  }
   return 0;
 }

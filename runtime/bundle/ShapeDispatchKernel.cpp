@@ -2,8 +2,8 @@
 // tuned for a range of sequence lengths, and an attnc_kernel_run that picks one per call.
 //
 // ShapeDispatch.cpp generates the table in each bundle (hidden, so bundles never share it):
-//   attnc_shape_count: int64; attnc_shape_entries: per kernel eight 8-byte words,
-//     Tq lo, Tq hi, Tk lo, Tk hi, runner (KernelRunner.h), kernels[0], kernels[1], kernels[2]
+//   attnc_shape_count: int64; attnc_shape_entries: per kernel 8-byte words,
+//     Tq lo, Tq hi, Tk lo, Tk hi, runner (KernelRunner.h), kernels[0 .. ATTNC_KERNEL_SYMBOLS)
 // The pick: the entry whose ranges hold (Tq, Tk); else the nearest on a log scale, where an
 // entry's distance is |log2 Tq - log2 clamp(Tq, lo, hi)| + the same for Tk (a tile that suits
 // 1024 keys suits 1500 better than 16); ties go to the earlier entry, and entries come longest
@@ -20,7 +20,7 @@ namespace {
 struct ShapeEntry {
   int64_t seqQLo, seqQHi, seqKLo, seqKHi;
   attnc_kernel_runner runner;
-  void* kernels[3];
+  void* kernels[ATTNC_KERNEL_SYMBOLS];
 };
 
 double distance(int64_t size, int64_t lo, int64_t hi) {

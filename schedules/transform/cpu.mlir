@@ -17,12 +17,16 @@ module attributes {transform.with_named_sequence} {
   }
 
   // Query rows in vector lanes; register tiles of key_unroll keys (QK^T) and value_split
-  // output columns (PV).
+  // output columns (PV). RoPE's rotations, when the spec has them, run first in tasks of 16
+  // rows (every head).
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %kernels = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_to_vectors %kernels vector_width = ${vector_width}
         key_unroll = ${key_unroll} value_split = ${value_split} : !transform.any_op
+    %rotations = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_rope %rotations rows = 16 : !transform.any_op
     transform.yield
   }
 }

@@ -42,6 +42,10 @@ CASES = [
     # Dropout's Philox factor on the probabilities that weight V (tensor cores, SIMT).
     "heads=4 kv_heads=2 d_k=64 mask=causal dropout=0.1 seed=11 lse=true dtype=bf16",
     "heads=2 d_k=64 dropout=0.6 seed=11",
+    # RoPE: the rotations as launches of their own before the attention's, into device
+    # workspace (tensor cores, SIMT).
+    "heads=4 kv_heads=2 d_k=64 mask=causal rope=true lse=true dtype=f16",
+    "heads=2 d_k=64 rope=true rope_style=interleaved rope_dims=32 mask=causal",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
@@ -117,8 +121,9 @@ class CudaBundles(CliTestCase):
                         mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
                         self.assertTrue(mma in text, mma)
                         # The single-pass kernel, the split-key kernel and its merge, in one
-                        # PTX module.
-                        self.assertEqual(text.count(".entry"), 3)
+                        # PTX module, after RoPE's two rotations.
+                        rotations = 2 if "rope=true" in spec else 0
+                        self.assertEqual(text.count(".entry"), 3 + rotations)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

@@ -107,6 +107,18 @@ class NumericsMatrix(CliTestCase):
                            backends=["halide", "mlir"])
                 case += 1
 
+    def test_rope_far_along_the_sequence(self):
+        # Positions in the thousands (angles formed and reduced in f64 before f32's cos and
+        # sin), Tq != Tk both ways and Tq = 1, both alignments, both pairings, partial rotary
+        # dims, GQA, low precision and the BSHD layout.
+        shapes = [("1", "37", "3001"), ("2", "1", "4097"), ("1", "300", "70")]
+        for spec in ["heads=4 kv_heads=2 d_k=64 rope=true mask=causal lse=true",
+                     "heads=2 d_k=32 rope=true rope_style=interleaved rope_dims=16 "
+                     "rope_theta=500000 causal_align=top_left dtype=bf16 layout=bshd",
+                     "heads=3 kv_heads=1 d_k=80 rope=true rope_dims=64 mask=padding+causal "
+                     "alibi=true dtype=f16"]:
+            self.check(spec, shapes, backends=["halide", "mlir"])
+
     def test_sparse_patterns_on_long_sequences(self):
         # Long enough for many tiles per residue class (strided, dilated: gathered key tiles) and
         # many pattern blocks (BigBird, block-sparse: tiles aligned to them), none a multiple of

@@ -1,5 +1,5 @@
 // RUN: attn-opt %s -attn-map-tasks-to-gpu=block-threads=64 | FileCheck %s
-// The task loop becomes a launch of ceil(tasks / 64) blocks of 64 threads; thread t of block
+// Each task loop becomes a launch of ceil(tasks / 64) blocks of 64 threads; thread t of block
 // b runs task b * 64 + t when it exists.
 
 // CHECK: module attributes {gpu.container_module}
@@ -25,5 +25,34 @@ func.func @kernel(%x: memref<?x8xf32>) attributes {attn.kernel} {
     %d = arith.addf %e, %e : f32
     memref.store %d, %x[%t, %c0] : memref<?x8xf32>
   }
+  return
+}
+
+// Phases launch in order; their workspace moves to device memory, allocated and freed on the
+// launches' stream (an async chain from gpu.wait to gpu.wait).
+// CHECK-LABEL: func.func @phases
+// CHECK: %[[T0:.*]] = gpu.wait async
+// CHECK: %[[A:.*]], %[[T1:.*]] = gpu.alloc async [%[[T0]]] (%{{.*}}) : memref<?x8xf32>
+// CHECK: gpu.launch
+// CHECK:   memref.store %{{.*}}, %[[A]]
+// CHECK: gpu.launch
+// CHECK:   memref.load %[[A]]
+// CHECK: %[[T2:.*]] = gpu.dealloc async [%[[T1]]] %[[A]]
+// CHECK: gpu.wait [%[[T2]]]
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: memref.dealloc
+func.func @phases(%x: memref<?x8xf32>) attributes {attn.kernel} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?x8xf32>
+  %a = memref.alloc(%n) : memref<?x8xf32>
+  scf.forall (%t) in (%n) {
+    %e = memref.load %x[%t, %c0] : memref<?x8xf32>
+    memref.store %e, %a[%t, %c0] : memref<?x8xf32>
+  }
+  scf.forall (%t) in (%n) {
+    %e = memref.load %a[%t, %c0] : memref<?x8xf32>
+    memref.store %e, %x[%t, %c0] : memref<?x8xf32>
+  }
+  memref.dealloc %a : memref<?x8xf32>
   return
 }

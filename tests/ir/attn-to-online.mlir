@@ -39,3 +39,31 @@ func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L)
       : (tensor<?x4x?xf32>, !L) -> ()
   return
 }
+
+// RoPE: workspace buffers for the rotated query and keys, allocated before the state is used,
+// the query rotated at offset Tk - Tq (bottom_right), the keys at 0; the update reads them, and
+// they are freed with the state.
+// CHECK-LABEL: func.func @rope
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[O:.*]]: memref
+func.func @rope(%q: !Q, %k: !K, %v: !V, %o: !O) {
+  // CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c2
+  // CHECK: %[[TK:.*]] = memref.dim %[[K]], %c2
+  // CHECK: %[[RQ:.*]] = memref.alloc({{.*}}) : memref<?x4x?x32xf32>
+  // CHECK: %[[RK:.*]] = memref.alloc({{.*}}) : memref<?x2x?x32xf32>
+  // CHECK: %[[OFFSET:.*]] = arith.subi %[[TK]], %[[TQ]]
+  // CHECK: attn.rope %[[Q]] into %[[RQ]] offset %[[OFFSET]] {dims = 16 : i64, style = "interleaved", theta = 5.000000e+05 : f64}
+  // CHECK: attn.rope %[[K]] into %[[RK]] offset %c0 {dims = 16 : i64, style = "interleaved", theta = 5.000000e+05 : f64}
+  // CHECK: attn.online_update %[[RQ]], %[[RK]], %[[V]] into
+  // CHECK-COUNT-5: memref.dealloc
+  %qt = bufferization.to_tensor %q restrict : !Q
+  %kt = bufferization.to_tensor %k restrict : !K
+  %vt = bufferization.to_tensor %v restrict : !V
+  %out = attn.attention %qt, %kt, %vt
+      {masks = ["causal"], scale = 0.125 : f64, rope = "interleaved", rope_theta = 5.0e5 : f64,
+       rope_dims = 16 : i64}
+      : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
+      -> tensor<?x4x?x16xf32>
+  bufferization.materialize_in_destination %out in restrict writable %o
+      : (tensor<?x4x?x16xf32>, !O) -> ()
+  return
+}

@@ -183,3 +183,21 @@ func.func @aux_load_missing(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, 
       }
   return
 }
+
+// -----
+
+func.func @rope_style(%x: memref<?x2x?x8xf32>, %o: index) {
+  // expected-error @+1 {{rope style must be "half" or "interleaved", got "odd"}}
+  attn.rope %x into %x offset %o {style = "odd", theta = 1.0e4 : f64, dims = 8 : i64}
+      : memref<?x2x?x8xf32>, memref<?x2x?x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_dims(%x: memref<?x2x?x8xf32>, %o: index) {
+  // expected-error @+1 {{rope dims must be even and in [2, 8], got 5}}
+  attn.rope %x into %x offset %o {style = "half", theta = 1.0e4 : f64, dims = 5 : i64}
+      : memref<?x2x?x8xf32>, memref<?x2x?x8xf32>
+  return
+}

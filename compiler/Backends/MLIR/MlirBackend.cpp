@@ -116,8 +116,8 @@ std::span<const Coverage> MlirBackend::coverage() const {
                       {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
                        MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
                        MaskKind::BlockSparse, MaskKind::BigBird},
-                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Dropout,
-                       Modifier::ScoreMod, Modifier::MaskMod},
+                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Rope,
+                       Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod},
                       {Output::O, Output::Lse},
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
@@ -190,8 +190,10 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
     request.abiVersion = ATTNC_ABI_VERSION;
     if (!cuda) {
       request.runner = "attnc_mlir_run";
-      request.kernelSymbols = {"_mlir_ciface_attnc_mlir_kernel_tasks",
-                               "_mlir_ciface_attnc_mlir_kernel_run", kShapeContractSymbol};
+      request.kernelSymbols = {
+          "_mlir_ciface_attnc_mlir_kernel_phases", "_mlir_ciface_attnc_mlir_kernel_workspace",
+          "_mlir_ciface_attnc_mlir_kernel_tasks", "_mlir_ciface_attnc_mlir_kernel_run",
+          kShapeContractSymbol};
       request.kernelObject = scratch / "kernel.o";
     }
     std::vector<std::string> written = writeKernel(request, staging, emit);

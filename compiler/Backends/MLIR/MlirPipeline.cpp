@@ -141,9 +141,10 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
   after("vector", *module);
 
   if (runsOnGpu(options.family)) {
-    // The tensor-core schedule launched its kernel itself (lower_to_mma).
+    // The tensor-core schedule launched the attention itself (lower_to_mma); its other phases
+    // (RoPE's rotations) run blocks of 128 threads.
     const int64_t blockThreads =
-        options.family == ScheduleFamily::Cuda ? params.get("block_threads") : 0;
+        options.family == ScheduleFamily::Cuda ? params.get("block_threads") : 128;
     runPasses(*module, "gpu", options, diagnostics,
               [&](OpPassManager& pm) { attn::buildMapToGpuPipeline(pm, blockThreads); });
     after("gpu", *module);

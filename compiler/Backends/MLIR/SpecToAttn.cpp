@@ -113,7 +113,11 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       nativeWindow ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
       nativeWindow ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
-      b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr());
+      b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr(),
+      spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")
+                : StringAttr(),
+      b.getF64FloatAttr(spec.ropeTheta),
+      spec.rope ? b.getI64IntegerAttr(spec.ropeDims) : IntegerAttr());
   if (spec.scoreMod.tree)
     buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec, auxOperands);
   if (mask)

@@ -40,6 +40,17 @@ LogicalResult PackQueryOp::verify() {
   return success();
 }
 
+LogicalResult RopeOp::verify() {
+  MemRefType in = getInput().getType(), out = getOutput().getType();
+  for (int64_t d = 0; d < 4; ++d)
+    if (!ShapedType::isDynamic(in.getDimSize(d)) && !ShapedType::isDynamic(out.getDimSize(d)) &&
+        in.getDimSize(d) != out.getDimSize(d))
+      return emitOpError() << "input and output must have the same shape";
+  if (ShapedType::isDynamic(in.getDimSize(3)))
+    return emitOpError() << "the head dim must be static";
+  return verifyRope(*this, getStyle(), getTheta().convertToDouble(), getDims(), in.getDimSize(3));
+}
+
 LogicalResult OnlineUpdateOp::verify() {
   if (failed(verifyState(*this, getAcc().getType(), getMax().getType(), getSum().getType())) ||
       failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 4)) ||

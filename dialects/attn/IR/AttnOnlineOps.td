@@ -65,6 +65,37 @@ def Attn_PackQueryOp : Attn_Op<"pack_query"> {
   let hasVerifier = 1;
 }
 
+def Attn_RopeOp : Attn_Op<"rope"> {
+  let summary = "Rotates rows by their positions (RoPE): out[b, h, t] = R(t + offset) in[b, h, t]";
+  let description = [{
+    Pair p of the first `dims` dims of each row (dims p and p + dims/2 with `style = "half"`,
+    2p and 2p + 1 with `"interleaved"`) rotates by the angle (t + offset) * theta^(-2p / dims);
+    the dims past `dims` are copied. The angle is formed and reduced modulo 2 pi in f64, so
+    positions far along the sequence keep f32's accuracy; the output is rounded to its type.
+    attn.attention's `rope` becomes one of these for the query (offset: its alignment) and one
+    for the keys (offset 0), into workspace buffers the online ops then read.
+
+    Example:
+
+    ```mlir
+    attn.rope %k into %rotated offset %c0 {style = "half", theta = 1.0e4 : f64, dims = 64 : i64}
+        : memref<?x2x?x64xf32>, memref<?x2x?x64xf32>
+    ```
+  }];
+  let arguments = (ins
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "rows [B, heads, T, d]", [MemRead]>:$input,
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "rotated rows [B, heads, T, d]", [MemWrite]>:$output,
+    Index:$offset,
+    StrAttr:$style,
+    F64Attr:$theta,
+    I64Attr:$dims
+  );
+  let assemblyFormat = [{
+    $input `into` $output `offset` $offset attr-dict `:` type($input) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
   let summary = "Folds a range of keys into the online-softmax state";
   let description = [{

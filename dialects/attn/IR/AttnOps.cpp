@@ -20,6 +20,19 @@ bool compatible(int64_t a, int64_t b) {
 
 } // namespace
 
+LogicalResult attnc::attn::verifyRope(Operation* op, StringRef style, double theta, int64_t dims,
+                                      int64_t headDim) {
+  if (style != "half" && style != "interleaved")
+    return op->emitOpError() << "rope style must be \"half\" or \"interleaved\", got \"" << style
+                             << "\"";
+  if (!(theta > 0))
+    return op->emitOpError() << "rope theta must be positive, got " << theta;
+  if (dims <= 0 || dims % 2 != 0 || dims > headDim)
+    return op->emitOpError() << "rope dims must be even and in [2, " << headDim << "], got "
+                             << dims;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
   auto o = getOutput().getType();
@@ -44,6 +57,12 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "output must be [B, heads, Tq, d_v] of the query and value";
   if (failed(verifyScoreAttrs(*this)))
     return failure();
+  if (getRope() &&
+      failed(verifyRope(*this, *getRope(), getRopeTheta().convertToDouble(),
+                        getRopeDims().value_or(qs[3]), qs[3])))
+    return failure();
+  if (getRopeDims() && !getRope())
+    return emitOpError() << "rope_dims needs rope";
   if (auto lengths = getLengths()) {
     auto type = cast<RankedTensorType>(lengths.getType());
     if (type.getRank() != 1 || !compatible(type.getDimSize(0), qs[0]))

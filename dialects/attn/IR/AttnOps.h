@@ -13,4 +13,13 @@
 #include "attn/IR/AttnOps.h.inc"
 // clang-format on
 
+namespace attnc::attn {
+
+// RoPE's attributes, on attn.attention and attn.rope: the style names a pairing, theta is
+// positive, and the rotated dims are an even count within the head dim.
+mlir::LogicalResult verifyRope(mlir::Operation* op, llvm::StringRef style, double theta,
+                               int64_t dims, int64_t headDim);
+
+} // namespace attnc::attn
+
 #endif // ATTNC_DIALECTS_ATTN_IR_ATTNOPS_H

@@ -61,6 +61,10 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     `score_mod` replaces s_ij after the bias and `mask_mod` intersects the masks (docs/spec.md,
     Expressions); the aux tensors they read are the `aux` operands, read by attn.aux_load
     (i8 ones are unsigned bytes, such as the block_layout a block_sparse mask reads).
+
+    `rope` ("half" or "interleaved") rotates q_i at its position (above) and k_j at j before
+    the product, pair p of the first `rope_dims` dims (default d_k) by the angle
+    pos * rope_theta^(-2p / rope_dims) (attn.rope).
   }];
 
   let arguments = !con((ins
@@ -70,7 +74,10 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Optional<RankedTensorOf<[I32]>>:$lengths,
     Optional<RankedTensorOf<[I8, I1]>>:$mask,
     Optional<RankedTensorOf<[AnyFloat]>>:$bias,
-    Variadic<RankedTensorOf<[I8, I32, F32]>>:$aux), Attn_ScoreAttrs);
+    Variadic<RankedTensorOf<[I8, I32, F32]>>:$aux), Attn_ScoreAttrs, (ins
+    OptionalAttr<StrAttr>:$rope,
+    DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
+    OptionalAttr<I64Attr>:$rope_dims));
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
     Optional<RankedTensorOf<[F32]>>:$lse

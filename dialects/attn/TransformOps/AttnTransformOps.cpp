@@ -63,6 +63,17 @@ DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure transform::AttnLowerRopeOp::applyToOne(
+    transform::TransformRewriter& rewriter, Operation* target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  SmallVector<RopeOp> ropes;
+  target->walk([&](RopeOp op) { ropes.push_back(op); });
+  for (RopeOp op : ropes)
+    if (failed(lowerRope(rewriter, op, getRowsAttr().getInt())))
+      return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerToMmaOp::applyToOne(
     transform::TransformRewriter& rewriter, scf::ForallOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

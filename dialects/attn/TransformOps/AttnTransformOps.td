@@ -90,6 +90,24 @@ def AttnLowerToVectorsOp : Attn_TransformOp<"lower_to_vectors"> {
   }];
 }
 
+def AttnLowerRopeOp : Attn_TransformOp<"lower_rope"> {
+  let summary = "Lowers the attn.rope ops under the target to task loops of their own";
+  let description = [{
+    Each attn.rope becomes an scf.forall before the attention's, one task per `rows` rows of a
+    batch (every head): a phase of the kernel that attn-outline-tasks or
+    attn-map-tasks-to-gpu runs to completion before the next.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
+  let results = (outs);
+  let assemblyFormat = "$target `rows` `=` $rows attr-dict `:` type($target)";
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerToMmaOp : Attn_TransformOp<"lower_to_mma"> {
   let summary = "Lowers task loops to tensor-core flash attention in a gpu.launch";
   let description = [{

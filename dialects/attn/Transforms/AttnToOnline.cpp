@@ -58,6 +58,33 @@ LogicalResult decompose(AttentionOp op) {
   Value acc = b.create<memref::AllocOp>(accType, ValueRange{batch, seqQ});
   Value max = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   Value sum = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
+  SmallVector<Value> workspace;
+  if (std::optional<StringRef> style = op.getRope()) {
+    // RoPE rotates the query rows at their aligned positions and the keys at theirs, each
+    // once per call, into buffers of their type that the update reads instead (allocated
+    // first: workspace beside the kernel's phases).
+    const int64_t dims = op.getRopeDims().value_or(qType.getDimSize(3));
+    auto bufferLike = [&](Value rows) {
+      auto type = cast<MemRefType>(rows.getType());
+      SmallVector<Value> dynamicSizes;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (type.isDynamicDim(d))
+          dynamicSizes.push_back(b.create<memref::DimOp>(rows, d));
+      workspace.push_back(b.create<memref::AllocOp>(
+          MemRefType::get(type.getShape(), type.getElementType()), dynamicSizes));
+      return workspace.back();
+    };
+    Value rotatedQ = bufferLike(q), rotatedK = bufferLike(k);
+    Value queryOffset = op.getCausalAlign() == "bottom_right"
+                            ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
+                            : zero;
+    for (auto [rows, rotated, offset] :
+         {std::tuple{q, rotatedQ, queryOffset}, std::tuple{k, rotatedK, zero}})
+      b.create<RopeOp>(rows, rotated, offset, b.getStringAttr(*style), op.getRopeThetaAttr(),
+                       b.getI64IntegerAttr(dims));
+    q = rotatedQ;
+    k = rotatedK;
+  }
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
   auto update = b.create<OnlineUpdateOp>(
@@ -73,8 +100,9 @@ LogicalResult decompose(AttentionOp op) {
   b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(),
                              storeLse ? storeLse.getDest() : Value(), ValueRange{zero, zero, zero},
                              ValueRange{batch, headsValue, seqQ});
-  for (Value state : {acc, max, sum})
-    b.create<memref::DeallocOp>(state);
+  workspace.append({acc, max, sum});
+  for (Value buffer : workspace)
+    b.create<memref::DeallocOp>(buffer);
 
   // The tensors are gone: erase the stores, the op and the reads nothing else uses.
   SmallVector<Operation*> reads;

@@ -12,16 +12,8 @@ using namespace mlir;
 
 namespace {
 
-LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
-  if (kernel.walk([](gpu::LaunchOp) { return WalkResult::interrupt(); }).wasInterrupted())
-    return success(); // its schedule launched it already (lower_to_mma)
-  SmallVector<scf::ForallOp> loops;
-  kernel.walk([&](scf::ForallOp forall) { loops.push_back(forall); });
-  if (loops.size() != 1 || loops.front().getRank() != 1 || !loops.front().getOutputs().empty() ||
-      loops.front()->getParentOp() != kernel)
-    return kernel.emitOpError() << "attn-map-tasks-to-gpu needs one top-level 1-d scf.forall";
-  scf::ForallOp loop = loops.front();
-
+// One launch of blockThreads-thread blocks running the loop's iterations, a thread each.
+void mapLoop(scf::ForallOp loop, int64_t blockThreads) {
   ImplicitLocOpBuilder b(loop.getLoc(), loop);
   Value tasks = getValueOrCreateConstantIndexOp(b, loop.getLoc(), loop.getMixedUpperBound()[0]);
   Value one = b.create<arith::ConstantIndexOp>(1);
@@ -43,7 +35,57 @@ LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
   for (Operation& op : loop.getBody()->without_terminator())
     body.clone(op, mapping);
   loop.erase();
-  kernel->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+}
+
+// The kernel's workspace buffers (memref.alloc beside its phases) in device memory, allocated
+// and freed in order on the stream the launches run on (the caller's).
+void moveWorkspaceToDevice(func::FuncOp kernel) {
+  SmallVector<memref::AllocOp> allocs;
+  SmallVector<memref::DeallocOp> deallocs;
+  for (Operation& op : kernel.getBody().front()) {
+    if (auto alloc = dyn_cast<memref::AllocOp>(op))
+      allocs.push_back(alloc);
+    else if (auto dealloc = dyn_cast<memref::DeallocOp>(op))
+      deallocs.push_back(dealloc);
+  }
+  if (allocs.empty())
+    return;
+  ImplicitLocOpBuilder b(kernel.getLoc(), allocs.front());
+  auto tokenType = gpu::AsyncTokenType::get(b.getContext());
+  Value token = b.create<gpu::WaitOp>(tokenType, ValueRange{}).getAsyncToken();
+  for (memref::AllocOp alloc : allocs) {
+    b.setInsertionPoint(alloc);
+    auto device = b.create<gpu::AllocOp>(alloc.getType(), tokenType, ValueRange{token},
+                                         alloc.getDynamicSizes(), ValueRange{});
+    token = device.getAsyncToken();
+    alloc.replaceAllUsesWith(device.getMemref());
+    alloc.erase();
+  }
+  for (memref::DeallocOp dealloc : deallocs) {
+    b.setInsertionPoint(dealloc);
+    auto release = b.create<gpu::DeallocOp>(tokenType, ValueRange{token}, dealloc.getMemref());
+    token = release.getAsyncToken();
+    dealloc.erase();
+    b.setInsertionPointAfter(release);
+  }
+  b.create<gpu::WaitOp>(Type(), ValueRange{token});
+}
+
+// Each phase of the kernel (a top-level scf.forall) becomes a launch, in order on one stream;
+// a tensor-core schedule launched the attention's itself (lower_to_mma).
+LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
+  SmallVector<scf::ForallOp> loops;
+  kernel.walk([&](scf::ForallOp forall) { loops.push_back(forall); });
+  for (scf::ForallOp loop : loops)
+    if (loop.getRank() != 1 || !loop.getOutputs().empty() || loop->getParentOp() != kernel)
+      return kernel.emitOpError()
+             << "attn-map-tasks-to-gpu needs top-level 1-d scf.forall loops without outputs";
+  if (!loops.empty() && blockThreads <= 0)
+    return kernel.emitOpError() << "attn-map-tasks-to-gpu needs block-threads > 0";
+  for (scf::ForallOp loop : loops)
+    mapLoop(loop, blockThreads);
+  moveWorkspaceToDevice(kernel);
+  kernel->setAttr("llvm.emit_c_interface", UnitAttr::get(kernel.getContext()));
   return success();
 }
 

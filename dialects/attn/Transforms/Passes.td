@@ -17,13 +17,23 @@ def AttnToOnline : Pass<"attn-to-online", "mlir::func::FuncOp"> {
 }
 
 def AttnOutlineTasks : Pass<"attn-outline-tasks", "mlir::ModuleOp"> {
-  let summary = "Splits each kernel's parallel loop into a task count and a task-range function";
+  let summary = "Splits each kernel's parallel loops into phase, workspace, task count and "
+                "task-range functions";
   let description = [{
-    For each function marked `attn.kernel` whose body is index arithmetic followed by one
-    one-dimensional `scf.forall`, makes `@<name>_tasks(args) -> index` (the trip count) and
-    `@<name>_run(%first, %last, args)` (iterations [first, last) in order, stack buffers
-    hoisted to the entry), both with a C interface, and erases the original. The attnc
-    runtime's thread pool then runs ranges of tasks in parallel.
+    For each function marked `attn.kernel` whose body is index arithmetic, workspace buffers
+    (`memref.alloc`), one or more one-dimensional `scf.forall` loops (the phases, run one
+    after the other) and the buffers' `memref.dealloc`, makes, each with a C interface:
+
+    - `@<name>_phases() -> index`: the number of phases;
+    - `@<name>_workspace(args) -> index`: the bytes of workspace the buffers need, each at a
+      64-byte aligned offset;
+    - `@<name>_tasks(%phase, args) -> index`: the phase's trip count;
+    - `@<name>_run(%phase, %first, %last, args, %workspace: memref<?xi8>)`: the phase's
+      iterations [first, last) in order, the buffers views of the workspace, stack buffers
+      hoisted to the phase's entry;
+
+    and erases the original. The attnc runtime allocates the workspace once per call and runs
+    each phase's tasks on its thread pool, in ranges, finishing one phase before the next.
 
     The hoisted buffers live on the calling thread's stack while they take at most
     `stack-bytes` together; past that (a head dim in the thousands: 32768 x 48 f32 is 6 MiB)
@@ -39,14 +49,17 @@ def AttnOutlineTasks : Pass<"attn-outline-tasks", "mlir::ModuleOp"> {
 }
 
 def AttnMapTasksToGpu : Pass<"attn-map-tasks-to-gpu", "mlir::ModuleOp"> {
-  let summary = "Runs each kernel's task loop as one GPU thread per task";
+  let summary = "Runs each phase of a kernel as one GPU thread per task";
   let description = [{
-    For each function marked `attn.kernel`, replaces its one-dimensional `scf.forall` over
-    tasks by a `gpu.launch` of ceil(tasks / block-threads) blocks of `block-threads` threads,
-    thread t of block b running task b * block-threads + t when it exists. The CUDA schedule
-    makes one task per query row, so a warp runs 32 consecutive rows of one head, and its
-    lanes read the same keys and values (one broadcast load each). Marks the module as a GPU
-    container and the kernel with a C interface for the bundle's entry.
+    For each function marked `attn.kernel`, replaces each of its one-dimensional `scf.forall`
+    loops over tasks (its phases, such as RoPE's rotations before the attention) by a
+    `gpu.launch` of ceil(tasks / block-threads) blocks of `block-threads` threads, thread t of
+    block b running task b * block-threads + t when it exists; the launches run in order on
+    one stream. The CUDA schedule makes one task per query row, so a warp runs 32 consecutive
+    rows of one head, and its lanes read the same keys and values (one broadcast load each).
+    The workspace buffers beside the phases (`memref.alloc`, `memref.dealloc`) become
+    `gpu.alloc` and `gpu.dealloc` on that stream. Marks the module as a GPU container and the
+    kernel with a C interface for the bundle's entry.
   }];
   let options = [
     Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",

@@ -54,6 +54,11 @@ struct VectorOptions {
 mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::Operation* root,
                                             const VectorOptions& options);
 
+// Lowers an attn.rope to an scf.forall of its own before the op, one task per `rows` rows of a
+// batch, rotating them for every head (a kernel phase that completes before the next).
+mlir::FailureOr<mlir::scf::ForallOp> lowerRope(mlir::RewriterBase& rewriter, RopeOp op,
+                                               int64_t rows);
+
 struct MmaOptions {
   int64_t maxKeySplits = 1; // at most this many blocks share one task's keys (1: never split)
   int64_t fillBlocks = 256; // split until tasks x splits reaches this many blocks

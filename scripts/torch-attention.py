@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch's CPU attention as a peer for attnc bench: softmax(q k^T * scale [+ causal -inf])
 with F.dropout on the weights, then @ v, on [1, H, T, d] f32 tensors, the unfused form PyTorch
-1.13 (Debian's python3-torch, which has no fused CPU attention) users write. Prints the median
-of RUNS timed runs in ms after two warm-up runs, on all of the machine's threads.
-  /usr/bin/python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P]
+1.13 (Debian's python3-torch, which has no fused CPU attention) users write; with --rope, q and
+k rotated first as LLaMA's reference code does (rotate_half, cos/sin tables built once). Prints
+the median of RUNS timed runs in ms after two warm-up runs, on all of the machine's threads.
+  /usr/bin/python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P] [--rope]
 (the peer is not part of the build: `apt-get install python3-torch` first)."""
 import argparse
 import os
@@ -20,14 +21,24 @@ def main():
         parser.add_argument(name, type=int)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--rope", action="store_true")
     a = parser.parse_args()
     torch.set_num_threads(os.cpu_count())  # Debian's build starts with one
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, a.heads, a.t, a.d) for _ in range(3))
     blocked = torch.ones(a.t, a.t, dtype=torch.bool).triu(1) if a.causal else None
+    # RoPE's tables: angle (t, i) = t * 10000^(-2i/d), repeated for the two halves.
+    frequency = 10000.0 ** (-torch.arange(0, a.d, 2, dtype=torch.float32) / a.d)
+    angles = torch.outer(torch.arange(a.t, dtype=torch.float32), frequency).repeat(1, 2)
+    cos, sin = angles.cos(), angles.sin()
+
+    def rotate(x):
+        halves = torch.cat((-x[..., a.d // 2:], x[..., :a.d // 2]), dim=-1)
+        return x * cos + halves * sin
 
     def attention():
-        scores = (q @ k.transpose(-1, -2)) * a.d ** -0.5
+        qr, kr = (rotate(q), rotate(k)) if a.rope else (q, k)
+        scores = (qr @ kr.transpose(-1, -2)) * a.d ** -0.5
         if blocked is not None:
             scores = scores.masked_fill(blocked, float("-inf"))
         weights = F.dropout(scores.softmax(-1), p=a.dropout, training=a.dropout > 0)

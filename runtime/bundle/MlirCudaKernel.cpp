@@ -124,14 +124,15 @@ void* mgpuStreamCreate() {
 
 void mgpuStreamDestroy(void*) {}
 
-// Workspace of split-key kernels (gpu.alloc / gpu.dealloc): stream-ordered, so it costs no
-// synchronization and comes from the driver's pool after the first run.
+// Workspace of split-key kernels and of a kernel's phases (RoPE's rotated q and k; gpu.alloc /
+// gpu.dealloc): stream-ordered, so it costs no synchronization and comes from the driver's pool
+// after the first run.
 void* mgpuMemAlloc(uint64_t bytes, void* stream, bool /*isHostShared: never asked for*/) {
   CUdeviceptr pointer = 0;
   if (bytes == 0) // no tasks: nothing will be launched
     return nullptr;
   if (!check(current->driver->cuMemAllocAsync(&pointer, bytes, static_cast<CUstream>(stream)),
-             "allocating the split-key workspace (cuMemAllocAsync)"))
+             "allocating the kernel's workspace (cuMemAllocAsync)"))
     return nullptr;
   return reinterpret_cast<void*>(pointer);
 }

@@ -58,11 +58,13 @@ LogicalResult decompose(AttentionOp op) {
   Value acc = b.create<memref::AllocOp>(accType, ValueRange{batch, seqQ});
   Value max = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   Value sum = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
-  SmallVector<Value> workspace;
+  // Heap buffers, freed after the finalize: the state (tiling moves it onto the stack) and
+  // RoPE's rotated query and keys (workspace beside the kernel's phases).
+  SmallVector<Value> heapBuffers = {acc, max, sum};
   if (std::optional<StringRef> style = op.getRope()) {
     // RoPE rotates the query rows at their aligned positions and the keys at theirs, each
-    // once per call, into buffers of their type that the update reads instead (allocated
-    // first: workspace beside the kernel's phases).
+    // once per call, into buffers of their type that the update reads instead (both allocated
+    // before either rotation: a kernel's workspace precedes its phases).
     const int64_t dims = op.getRopeDims().value_or(qType.getDimSize(3));
     auto bufferLike = [&](Value rows) {
       auto type = cast<MemRefType>(rows.getType());
@@ -70,9 +72,9 @@ LogicalResult decompose(AttentionOp op) {
       for (int64_t d = 0; d < type.getRank(); ++d)
         if (type.isDynamicDim(d))
           dynamicSizes.push_back(b.create<memref::DimOp>(rows, d));
-      workspace.push_back(b.create<memref::AllocOp>(
+      heapBuffers.push_back(b.create<memref::AllocOp>(
           MemRefType::get(type.getShape(), type.getElementType()), dynamicSizes));
-      return workspace.back();
+      return heapBuffers.back();
     };
     Value rotatedQ = bufferLike(q), rotatedK = bufferLike(k);
     Value queryOffset = op.getCausalAlign() == "bottom_right"
@@ -100,8 +102,7 @@ LogicalResult decompose(AttentionOp op) {
   b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(),
                              storeLse ? storeLse.getDest() : Value(), ValueRange{zero, zero, zero},
                              ValueRange{batch, headsValue, seqQ});
-  workspace.append({acc, max, sum});
-  for (Value buffer : workspace)
+  for (Value buffer : heapBuffers)
     b.create<memref::DeallocOp>(buffer);
 
   // The tensors are gone: erase the stores, the op and the reads nothing else uses.

@@ -18,7 +18,7 @@ module attributes {transform.with_named_sequence} {
 
   // Query rows in vector lanes; register tiles of key_unroll keys (QK^T) and value_split
   // output columns (PV). RoPE's rotations, when the spec has them, run first in tasks of 16
-  // rows (every head).
+  // rows (every head); the weights, when asked for, last, in tasks of a query tile.
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %kernels = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
@@ -27,6 +27,10 @@ module attributes {transform.with_named_sequence} {
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 16 : !transform.any_op
+    %weights = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_weights %weights rows = ${query_tile} vector_width = ${vector_width}
+        key_unroll = ${key_unroll} : !transform.any_op
     transform.yield
   }
 }

@@ -23,6 +23,10 @@ module attributes {transform.with_named_sequence} {
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 1 : !transform.any_op
+    %weights = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_weights %weights rows = 1 vector_width = 1
+        key_unroll = 4 : !transform.any_op
     transform.yield
   }
 }

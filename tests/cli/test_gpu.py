@@ -46,6 +46,11 @@ CASES = [
     # workspace (tensor cores, SIMT).
     "heads=4 kv_heads=2 d_k=64 mask=causal rope=true lse=true dtype=f16",
     "heads=2 d_k=64 rope=true rope_style=interleaved rope_dims=32 mask=causal",
+    # The weights: a launch of their own after the attention's, recomputing the scores against
+    # lse (in device workspace when the spec does not ask for it).
+    "heads=4 kv_heads=2 d_k=64 mask=causal+padding weights=true dtype=f16",
+    'heads=2 d_k=64 aux="doc:i32[B,Tk]" bias=true lse=true weights=true '
+    'mask_mod="doc[b, kv_idx] == doc[b, clamp(q_idx, 0, Tk - 1)]"',
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
@@ -121,9 +126,10 @@ class CudaBundles(CliTestCase):
                         mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
                         self.assertTrue(mma in text, mma)
                         # The single-pass kernel, the split-key kernel and its merge, in one
-                        # PTX module, after RoPE's two rotations.
+                        # PTX module, after RoPE's two rotations and before the weights'.
                         rotations = 2 if "rope=true" in spec else 0
-                        self.assertEqual(text.count(".entry"), 3 + rotations)
+                        weights = 1 if "weights=true" in spec else 0
+                        self.assertEqual(text.count(".entry"), 3 + rotations + weights)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

@@ -186,9 +186,8 @@ class SpecialValues(CliTestCase):
 
     def test_kernels_agree_with_the_reference(self):
         for backend in BUILT_BACKENDS:
-            specs = ["heads=1 d_k=4 lse=true", "heads=1 d_k=4 lse=true softcap=5"]
-            if backend != "mlir":  # it computes no weights yet
-                specs.append("heads=1 d_k=4 weights=true")
+            specs = ["heads=1 d_k=4 lse=true", "heads=1 d_k=4 lse=true softcap=5",
+                     "heads=1 d_k=4 weights=true"]
             for spec in specs:
                 with self.subTest(backend=backend, spec=spec):
                     out = os.path.join(self.tmp, backend + str(len(spec)))

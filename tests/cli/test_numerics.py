@@ -107,6 +107,29 @@ class NumericsMatrix(CliTestCase):
                            backends=["halide", "mlir"])
                 case += 1
 
+    def test_weights_with_empty_and_ragged_rows(self):
+        # The weights recompute every score against the row's lse (in the MLIR kernels, a pass
+        # of their own after the attention's): a batch whose length is 0 keeps nothing (weights
+        # 0), ragged lengths and windows cut the keys that get a score, and every modifier,
+        # mask and expression applies again, on tile-odd shapes with Tq = 1 and Tq > Tk.
+        specs = [
+            "heads=4 kv_heads=2 d_k=16 mask=padding+window window_left=5 window_right=2 "
+            "bias=true alibi=true weights=true layout=bshd",
+            "heads=2 d_k=32 mask=padding+tensor+strided stride=3 softcap=10 rope=true "
+            "weights=true lse=true dtype=bf16",
+            'heads=2 d_k=16 mask=padding+causal causal_align=top_left params="w=0.5" '
+            'score_mod="score * w - kv_idx / 8" mask_mod="kv_idx % 3 != 1" weights=true dtype=f16',
+        ]
+        for spec, backend in ((s, b) for s in specs for b in BUILT_BACKENDS):
+            with self.subTest(spec=spec, backend=backend):
+                self.assertIsNone(verdicts(spec)[backend])
+                r = self.expect(attnc("compile", spec, "--backend", backend, "-o",
+                                      self.tmp + "/" + backend), 0)
+                for batch, tq, tk, lengths in [("3", "13", "29", "0,29,11"),
+                                               ("2", "1", "40", "17,0"), ("2", "33", "5", "5,2")]:
+                    self.expect(attnc("verify", r.stdout.strip(), "--batch", batch, "--seq-q", tq,
+                                      "--seq-k", tk, "--lengths", lengths), 0, "weights ", "PASS")
+
     def test_rope_far_along_the_sequence(self):
         # Positions in the thousands (angles formed and reduced in f64 before f32's cos and
         # sin), Tq != Tk both ways and Tq = 1, both alignments, both pairings, partial rotary

@@ -40,6 +40,44 @@ func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L)
   return
 }
 
+// The weights without lse: an lse buffer in the workspace, written by the finalize and read by
+// attn.weights after it, which gets the masks, attributes and a copy of mask_mod; the update
+// keeps its own.
+// CHECK-LABEL: func.func @weights
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[O:.*]]: memref{{.*}}, %[[W:.*]]: memref
+func.func @weights(%q: !Q, %k: !K, %v: !V, %o: !O,
+                   %w: memref<?x4x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>) {
+  // CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c2
+  // CHECK: %[[TK:.*]] = memref.dim %[[K]], %c2
+  // CHECK: memref.alloc({{.*}}) : memref<?x4x16x?xf32>
+  // CHECK-COUNT-2: memref.alloc({{.*}}) : memref<?x4x?xf32>
+  // CHECK: %[[LSE:.*]] = memref.alloc({{.*}}) : memref<?x4x?xf32>
+  // CHECK: attn.online_update
+  // CHECK: mask_mod
+  // CHECK: attn.online_finalize {{.*}} into %[[O]] lse(%[[LSE]] : memref<?x4x?xf32>)
+  // CHECK: attn.weights %[[Q]], %[[K]] lse %[[LSE]] into %[[W]] at[%c0, %c0, %c0, %c0] sizes[%{{.*}}, %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]] {masks = ["causal"], num_heads = 4 : i64, scale = 1.250000e-01 : f64}
+  // CHECK: mask_mod
+  // CHECK: arith.cmpi sge
+  // CHECK-COUNT-4: memref.dealloc
+  %qt = bufferization.to_tensor %q restrict : !Q
+  %kt = bufferization.to_tensor %k restrict : !K
+  %vt = bufferization.to_tensor %v restrict : !V
+  %out, %p = attn.attention %qt, %kt, %vt {masks = ["causal"], scale = 0.125 : f64}
+      : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
+      -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %c3 = arith.constant 3 : i32
+        %keep = arith.cmpi sge, %j, %c3 : i32
+        gpu.yield %keep : i1
+      }
+  bufferization.materialize_in_destination %out in restrict writable %o
+      : (tensor<?x4x?x16xf32>, !O) -> ()
+  bufferization.materialize_in_destination %p in restrict writable %w
+      : (tensor<?x4x?x?xf32>, memref<?x4x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>) -> ()
+  return
+}
+
 // RoPE: workspace buffers for the rotated query and keys, allocated before the state is used,
 // the query rotated at offset Tk - Tq (bottom_right), the keys at 0; the update reads them, and
 // they are freed with the state.

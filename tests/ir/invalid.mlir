@@ -201,3 +201,35 @@ func.func @rope_dims(%x: memref<?x2x?x8xf32>, %o: index) {
       : memref<?x2x?x8xf32>, memref<?x2x?x8xf32>
   return
 }
+
+// -----
+
+func.func @bad_weights(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x6x16xf32>, %v: tensor<1x2x6x16xf32>) {
+  // expected-error @+1 {{weights must be [B, heads, Tq, Tk]}}
+  %o, %w = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>
+      -> tensor<1x2x4x16xf32> weights tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @weights_heads(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
+                         %lse: memref<?x2x?xf32>, %w: memref<?x4x?x?xf32>, %i: index) {
+  // expected-error @+1 {{lse [B, H, Tq] and weights [B, H, Tq, Tk] need num_heads heads}}
+  attn.weights %q, %k lse %lse into %w at [%i, %i, %i, %i] sizes [%i, %i, %i, %i] seq_q %i
+      {num_heads = 4 : i64, scale = 1.0 : f64}
+      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x2x?xf32>, memref<?x4x?x?xf32>
+  return
+}
+
+// -----
+
+func.func @weights_masks(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
+                         %lse: memref<?x4x?xf32>, %w: memref<?x4x?x?xf32>, %i: index) {
+  // expected-error @+1 {{unknown mask 'triangle'; this op takes causal, padding, window, tensor}}
+  attn.weights %q, %k lse %lse into %w at [%i, %i, %i, %i] sizes [%i, %i, %i, %i] seq_q %i
+      {num_heads = 4 : i64, scale = 1.0 : f64, masks = ["triangle"]}
+      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
+  return
+}

@@ -100,7 +100,8 @@ public:
 // What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
 // d_v != d_k, the masks causal, padding, window and tensor, and the other sparsity patterns
 // (global, strided, dilated, block_sparse, BigBird) as mask expressions; ALiBi, softcap, bias,
-// score_mod and mask_mod; dropout (its factor as an expression region); lse.
+// score_mod and mask_mod; dropout (its factor as an expression region); lse, and the weights
+// (a second pass over the keys in a phase of its own, recomputing the scores).
 // The tile classifier bounds strided's and dilated's residue classes by their span only, so
 // their kernels test every key of it (Halide's gather each class into dense tiles); and it
 // skips key blocks, larger than block_sparse's blocks, so a block_sparse kernel attends the dead
@@ -118,7 +119,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
                        MaskKind::BlockSparse, MaskKind::BigBird},
                       {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Rope,
                        Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod},
-                      {Output::O, Output::Lse},
+                      {Output::O, Output::Lse, Output::Weights},
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
                        MaskKind::BigBird},

@@ -97,6 +97,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   std::optional<expr::Node> mask = masksWithMaskMod(spec, patterns);
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
+  Type weightsType = spec.weights ? Type(tensorOf(byName.at("weights"))) : Type();
   SmallVector<Value> aux;
   std::vector<mlirbackend::AuxOperand> auxOperands;
   auto addAux = [&](const std::string& name) {
@@ -108,8 +109,8 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   if (spec.masks.has(MaskKind::BlockSparse))
     addAux("block_layout");
   auto attention = b.create<attn::AttentionOp>(
-      tensorOf(o), lseType, read("q"), read("k"), read("v"), read("lengths"), read("mask"),
-      read("bias"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
+      tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), read("lengths"),
+      read("mask"), read("bias"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       nativeWindow ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
       nativeWindow ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
@@ -131,6 +132,8 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   store(attention.getOutput(), o);
   if (spec.lse)
     store(attention.getLse(), byName.at("lse"));
+  if (spec.weights)
+    store(attention.getWeights(), byName.at("weights"));
   b.create<func::ReturnOp>();
   return module;
 }

@@ -78,6 +78,22 @@ LogicalResult OnlineUpdateOp::verify() {
   return success();
 }
 
+LogicalResult WeightsOp::verify() {
+  if (failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 4)) ||
+      failed(verifyScoreAttrs(*this)))
+    return failure();
+  MemRefType q = getQuery().getType(), k = getKey().getType();
+  int64_t heads = getNumHeads();
+  if (heads <= 0 || ShapedType::isDynamic(k.getDimSize(1)) || heads % k.getDimSize(1) != 0)
+    return emitOpError() << "num_heads " << heads << " must be a multiple of the key heads "
+                         << k.getDimSize(1);
+  if (q.getDimSize(3) != k.getDimSize(3) || q.getDimSize(1) != heads)
+    return emitOpError() << "query must be [B, num_heads, Tq, d_k] with the key's d_k";
+  if (getLse().getType().getDimSize(1) != heads || getWeights().getType().getDimSize(1) != heads)
+    return emitOpError() << "lse [B, H, Tq] and weights [B, H, Tq, Tk] need num_heads heads";
+  return success();
+}
+
 LogicalResult OnlineFinalizeOp::verify() {
   if (failed(verifyState(*this, getAcc().getType(), getMax().getType(), getSum().getType())) ||
       failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 3)))

@@ -96,7 +96,8 @@ def Attn_RopeOp : Attn_Op<"rope"> {
   let hasVerifier = 1;
 }
 
-def Attn_OnlineUpdateOp : Attn_Op<"online_update", [AttrSizedOperandSegments]> {
+def Attn_OnlineUpdateOp : Attn_Op<"online_update",
+                                    [AttrSizedOperandSegments, Attn_ScoreOpInterface]> {
   let summary = "Folds a range of keys into the online-softmax state";
   let description = [{
     For batches `b0 + [0, nb)`, query heads `h0 + [0, nh)`, query rows `i0 + [0, ni)` and keys
@@ -197,6 +198,59 @@ def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [AttrSizedOperandSegments
     $acc `,` $max `,` $sum `into` $output (`lse` `(` $lse^ `:` type($lse) `)`)?
     `at` `[` $offsets `]` `sizes` `[` $sizes `]`
     attr-dict `:` type($acc) `,` type($max) `,` type($sum) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpInterface]> {
+  let summary = "Writes the normalised attention weights p = exp(s - lse) of a domain";
+  let description = [{
+    For the domain `offsets` = [b0, h0, i0, j0], `sizes` = [nb, nh, ni, nj] and s_ij the score
+    of attn.attention (same operands, masks, modifiers and attributes as attn.online_update):
+
+    ```
+    weights[b, h, i, j] = exp(s_ij - lse[b, h, i])   where the masks keep (i, j)
+                        = 0                          where they do not
+    ```
+
+    with `lse` the attention's finished log-sum-exp (online_finalize writes it), so the weights
+    are the softmax's probabilities before dropout. A row whose lse is NaN (a NaN or +inf
+    score) gets NaN at every kept key. attn.attention's `weights` result becomes one of these
+    after the online ops: a second pass over the keys that recomputes the scores.
+
+    Example:
+
+    ```mlir
+    attn.weights %q, %k lse %lse into %w at [%c0, %c0, %c0, %c0] sizes [%b, %c8, %tq, %tk]
+        seq_q %tq {num_heads = 8 : i64, masks = ["causal"], scale = 0.125 : f64}
+        : memref<?x8x?x64xf32>, memref<?x2x?x64xf32>, memref<?x8x?xf32>, memref<?x8x?x?xf32>
+    ```
+  }];
+  let arguments = !con((ins
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
+    Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
+    Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
+    Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
+    Arg<Optional<MemRefRankOf<[AnyFloat], [4]>>, "bias [B|1, H|1, Tq, Tk]", [MemRead]>:$bias,
+    Arg<Variadic<MemRefRankOf<[I8, I32, F32], [1, 2, 3, 4]>>, "aux tensors", [MemRead]>:$aux,
+    Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
+    Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
+    Variadic<Index>:$offsets,
+    Variadic<Index>:$sizes,
+    Index:$seq_q,
+    I64Attr:$num_heads), Attn_ScoreAttrs);
+  let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod);
+
+  let assemblyFormat = [{
+    $query `,` $key
+    (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`bias` `(` $bias^ `:` type($bias) `)`)?
+    (`aux` `(` $aux^ `:` type($aux) `)`)?
+    `lse` $lse `into` $weights
+    `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
+    attr-dict `:` type($query) `,` type($key) `,` type($lse) `,` type($weights)
+    (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
   let hasVerifier = 1;
 }

@@ -8,6 +8,7 @@
 using namespace mlir;
 using namespace attnc::attn;
 
+#include "attn/IR/AttnInterfaces.cpp.inc"
 #define GET_OP_CLASSES
 #include "attn/IR/AttnOps.cpp.inc"
 
@@ -83,13 +84,19 @@ LogicalResult AttentionOp::verify() {
     if (ls.size() != 3 || !compatible(ls[0], qs[0]) || ls[1] != qs[1] || !compatible(ls[2], qs[2]))
       return emitOpError() << "lse must be [B, heads, Tq]";
   }
+  if (auto weights = getWeights()) {
+    ArrayRef<int64_t> ws = cast<RankedTensorType>(weights.getType()).getShape();
+    if (ws.size() != 4 || !compatible(ws[0], qs[0]) || ws[1] != qs[1] ||
+        !compatible(ws[2], qs[2]) || !compatible(ws[3], ks[2]))
+      return emitOpError() << "weights must be [B, heads, Tq, Tk]";
+  }
   return success();
 }
 
 LogicalResult AuxLoadOp::verify() {
-  Operation* parent = getOperation()->getParentOp(); // one of the two (ParentOneOf)
+  Operation* parent = getOperation()->getParentOp(); // ParentOneOf: a score op
   OperandRange aux = isa<AttentionOp>(parent) ? cast<AttentionOp>(parent).getAux()
-                                              : cast<OnlineUpdateOp>(parent).getAux();
+                                              : cast<ScoreOpInterface>(parent).getAux();
   if (getAux() >= aux.size())
     return emitOpError() << "reads aux tensor " << getAux() << " of an op that has "
                          << aux.size();

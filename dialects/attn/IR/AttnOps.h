@@ -9,6 +9,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 // clang-format off
+#include "attn/IR/AttnInterfaces.h.inc"
 #define GET_OP_CLASSES
 #include "attn/IR/AttnOps.h.inc"
 // clang-format on

@@ -3,6 +3,7 @@
 #define ATTN_OPS_TD
 
 include "AttnBase.td"
+include "AttnInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // The masks and score modifiers every attention op carries, with the same meaning everywhere:
@@ -28,7 +29,8 @@ defvar Attn_ScoreAttrs = (ins
 def Attn_ExpressionRegion : Region<CPred<"$_self.getBlocks().size() <= 1">,
                                    "an empty region or one block">;
 
-def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+def Attn_AttentionOp : Attn_Op<"attention",
+                              [Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
   let summary = "Scaled dot-product attention with masks and score modifiers";
   let description = [{
     For query head h (key/value head g = h / (H / H_kv)), query row i and key j:
@@ -62,6 +64,9 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Expressions); the aux tensors they read are the `aux` operands, read by attn.aux_load
     (i8 ones are unsigned bytes, such as the block_layout a block_sparse mask reads).
 
+    `weights`, when present, holds p_ij = exp(s_ij - lse_i) where the masks keep (i, j) and 0
+    elsewhere ([B, heads, Tq, Tk] in f32): the probabilities before dropout.
+
     `rope` ("half" or "interleaved") rotates q_i at its position (above) and k_j at j before
     the product, pair p of the first `rope_dims` dims (default d_k) by the angle
     pos * rope_theta^(-2p / rope_dims) (attn.rope).
@@ -80,7 +85,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     OptionalAttr<I64Attr>:$rope_dims));
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
-    Optional<RankedTensorOf<[F32]>>:$lse
+    Optional<RankedTensorOf<[F32]>>:$lse,
+    Optional<RankedTensorOf<[F32]>>:$weights
   );
   let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod,
                  Attn_ExpressionRegion:$dropout);
@@ -92,7 +98,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`bias` `(` $bias^ `:` type($bias) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
-    `->` type($output) (`,` type($lse)^)?
+    `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?
   }];
 
@@ -100,7 +106,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [Pure, AttrSizedOperandSegments]> {
 }
 
 def Attn_AuxLoadOp
-    : Attn_Op<"aux_load", [Pure, ParentOneOf<["AttentionOp", "OnlineUpdateOp"]>]> {
+    : Attn_Op<"aux_load", [Pure, ParentOneOf<["AttentionOp", "OnlineUpdateOp", "WeightsOp"]>]> {
   let summary = "Reads an element of an aux tensor of the enclosing attention op";
   let description = [{
     In a score_mod or mask_mod region: element `[indices]` of the enclosing op's aux operand

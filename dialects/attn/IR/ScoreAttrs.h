@@ -10,6 +10,9 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <tuple>
+#include <vector>
+
 namespace attnc::attn {
 
 // The mask names the score ops take, the operands and attributes that go with them, and the
@@ -40,10 +43,12 @@ template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
   if (op.getWindowRight() && !masks.contains("window"))
     return op.emitOpError() << "window_right needs mask 'window'";
   const mlir::Type f32 = mlir::Float32Type::get(op->getContext());
-  for (auto [region, name, result] :
-       {std::tuple{&op.getScoreMod(), "score_mod", f32},
-        {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(op->getContext(), 1)},
-        {&op.getDropout(), "dropout", f32}}) {
+  std::vector<std::tuple<mlir::Region*, const char*, mlir::Type>> regions = {
+      {&op.getScoreMod(), "score_mod", f32},
+      {&op.getMaskMod(), "mask_mod", mlir::IntegerType::get(op->getContext(), 1)}};
+  if constexpr (requires { op.getDropout(); }) // the ops that weight v carry dropout's factor
+    regions.push_back({&op.getDropout(), "dropout", f32});
+  for (auto [region, name, result] : regions) {
     if (region->empty())
       continue;
     // (score: f32, b, h, g, q_idx, kv_idx, qpos, Tq, Tk: i32), as Attn_ExpressionRegion says.

@@ -74,6 +74,20 @@ DiagnosedSilenceableFailure transform::AttnLowerRopeOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure transform::AttnLowerWeightsOp::applyToOne(
+    transform::TransformRewriter& rewriter, Operation* target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  SmallVector<WeightsOp> ops;
+  target->walk([&](WeightsOp op) { ops.push_back(op); });
+  VectorOptions options;
+  options.vectorWidth = getVectorWidthAttr().getInt();
+  options.keyUnroll = getKeyUnrollAttr().getInt();
+  for (WeightsOp op : ops)
+    if (failed(lowerWeights(rewriter, op, getRowsAttr().getInt(), options)))
+      return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerToMmaOp::applyToOne(
     transform::TransformRewriter& rewriter, scf::ForallOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

@@ -108,6 +108,29 @@ def AttnLowerRopeOp : Attn_TransformOp<"lower_rope"> {
   }];
 }
 
+def AttnLowerWeightsOp : Attn_TransformOp<"lower_weights"> {
+  let summary = "Lowers the attn.weights ops under the target to task loops of their own";
+  let description = [{
+    Each attn.weights becomes an scf.forall in its place, after the attention's: one task per
+    `rows` query rows of a batch and head, the rows in `vector_width` lanes, `key_unroll` keys'
+    scores accumulated at once; a phase of the kernel that attn-outline-tasks or
+    attn-map-tasks-to-gpu runs once the attention's has completed.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows,
+                   I64Attr:$vector_width, I64Attr:$key_unroll);
+  let results = (outs);
+  let assemblyFormat = [{
+    $target `rows` `=` $rows `vector_width` `=` $vector_width `key_unroll` `=` $key_unroll
+    attr-dict `:` type($target)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerToMmaOp : Attn_TransformOp<"lower_to_mma"> {
   let summary = "Lowers task loops to tensor-core flash attention in a gpu.launch";
   let description = [{

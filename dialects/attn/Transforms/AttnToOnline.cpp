@@ -2,6 +2,7 @@
 #include "attn/IR/AttnOps.h"
 #include "attn/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 namespace attnc::attn {
@@ -33,7 +34,9 @@ LogicalResult decompose(AttentionOp op) {
   Value q = bufferOf(op.getQuery()), k = bufferOf(op.getKey()), v = bufferOf(op.getValue());
   auto storeO = storeOf(op.getOutput());
   auto storeLse = storeOf(op.getLse());
+  auto storeWeights = storeOf(op.getWeights());
   if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
+      (op.getWeights() && !storeWeights) ||
       (op.getLengths() && !bufferOf(op.getLengths())) ||
       (op.getMask() && !bufferOf(op.getMask())) || (op.getBias() && !bufferOf(op.getBias())) ||
       llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }))
@@ -58,9 +61,15 @@ LogicalResult decompose(AttentionOp op) {
   Value acc = b.create<memref::AllocOp>(accType, ValueRange{batch, seqQ});
   Value max = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   Value sum = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
-  // Heap buffers, freed after the finalize: the state (tiling moves it onto the stack) and
-  // RoPE's rotated query and keys (workspace beside the kernel's phases).
+  // Heap buffers, freed after the finalize: the state (tiling moves it onto the stack), and
+  // workspace beside the kernel's phases: the lse the weights need when the caller did not ask
+  // for it, RoPE's rotated query and keys.
   SmallVector<Value> heapBuffers = {acc, max, sum};
+  Value lse = storeLse ? storeLse.getDest() : Value();
+  if (storeWeights && !lse) {
+    lse = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
+    heapBuffers.push_back(lse);
+  }
   if (std::optional<StringRef> style = op.getRope()) {
     // RoPE rotates the query rows at their aligned positions and the keys at theirs, each
     // once per call, into buffers of their type that the update reads instead (both allocated
@@ -95,13 +104,24 @@ LogicalResult decompose(AttentionOp op) {
       b.getI64IntegerAttr(heads), IntegerAttr(), op.getScaleAttr(), op.getMasksAttr(),
       op.getCausalAlignAttr(), op.getWindowLeftAttr(), op.getWindowRightAttr(), op.getSoftcapAttr(),
       op.getAlibiAttr());
-  // The expressions move over whole: their blocks use only their own arguments.
+  b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(), lse, ValueRange{zero, zero, zero},
+                             ValueRange{batch, headsValue, seqQ});
+  // The weights, a second pass over the keys once lse is known. The expressions are copied
+  // (to the weights) or moved (to the update) whole: their blocks use only their arguments.
+  if (storeWeights) {
+    auto weights = b.create<WeightsOp>(
+        q, k, bufferOf(op.getLengths()), bufferOf(op.getMask()), bufferOf(op.getBias()), aux, lse,
+        storeWeights.getDest(), ValueRange{zero, zero, zero, zero},
+        ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads),
+        op.getScaleAttr(), op.getMasksAttr(), op.getCausalAlignAttr(), op.getWindowLeftAttr(),
+        op.getWindowRightAttr(), op.getSoftcapAttr(), op.getAlibiAttr());
+    IRMapping none;
+    op.getScoreMod().cloneInto(&weights.getScoreMod(), none);
+    op.getMaskMod().cloneInto(&weights.getMaskMod(), none);
+  }
   update.getScoreMod().takeBody(op.getScoreMod());
   update.getMaskMod().takeBody(op.getMaskMod());
   update.getDropout().takeBody(op.getDropout());
-  b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(),
-                             storeLse ? storeLse.getDest() : Value(), ValueRange{zero, zero, zero},
-                             ValueRange{batch, headsValue, seqQ});
   for (Value buffer : heapBuffers)
     b.create<memref::DeallocOp>(buffer);
 
@@ -110,8 +130,9 @@ LogicalResult decompose(AttentionOp op) {
   for (Value operand : op->getOperands())
     reads.push_back(operand.getDefiningOp());
   rewriter.eraseOp(storeO);
-  if (storeLse)
-    rewriter.eraseOp(storeLse);
+  for (Operation* store : {storeLse.getOperation(), storeWeights.getOperation()})
+    if (store)
+      rewriter.eraseOp(store);
   rewriter.eraseOp(op);
   for (Operation* read : reads)
     if (read->use_empty())

@@ -69,8 +69,6 @@ private:
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
   }
-  SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowVectors,
-                                   ArrayRef<Value> scalars, ValueRange acc);
   void emitScores(Value begin, Value end, int64_t unroll);
   // maskModKeepsAll: null, or an i1 that picks the step's copy without the mask_mod region.
   void emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll);
@@ -78,7 +76,6 @@ private:
                                 ScoreTerms::MaskMod maskMod);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
   void emitValues(ArrayRef<Value> alpha);
-  Value gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value key, int64_t r);
 
   ImplicitLocOpBuilder& b;
   OnlineUpdateOp op;
@@ -91,19 +88,6 @@ private:
   Value positions0; // i0 + off + lane, the key positions of the first vector's rows (i32)
   std::optional<ScoreTerms> terms;
 };
-
-// The register tile's rank-1 update: acc[s * R + r] += rowVectors[r] * scalars[s].
-SmallVector<Value> UpdateLowering::rankOneUpdate(ImplicitLocOpBuilder& ib,
-                                                 ArrayRef<Value> rowVectors,
-                                                 ArrayRef<Value> scalars, ValueRange acc) {
-  SmallVector<Value> next(acc.begin(), acc.end());
-  for (auto [s, scalar] : llvm::enumerate(scalars)) {
-    Value splat = ib.create<vector::BroadcastOp>(vector, scalar);
-    for (int64_t r = 0; r < vectors; ++r)
-      next[s * vectors + r] = ib.create<vector::FMAOp>(rowVectors[r], splat, acc[s * vectors + r]);
-  }
-  return next;
-}
 
 // S[j, :] for keys j in [begin, end), `unroll` keys per step (end - begin divisible by it).
 void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
@@ -139,32 +123,6 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
       });
 }
 
-// One lane per query row: buffer[b|0, h|0, row, key] for the R*W rows of vector r, the rows
-// past Tq clamped to the last row (their results are never stored).
-Value UpdateLowering::gatherRow(ImplicitLocOpBuilder& ib, Value buffer, Value key, int64_t r) {
-  auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
-    Value extent = ib.create<memref::DimOp>(buffer, dim);
-    Value single = ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, extent, indexConstant(ib, 1));
-    return ib.create<arith::SelectOp>(single, indexConstant(ib, 0), index);
-  };
-  Value batch = broadcastIndex(0, op.getOffsets()[0]);
-  Value head = broadcastIndex(1, op.getOffsets()[1]);
-  Value lastRow = ib.create<arith::SubIOp>(op.getSeqQ(), indexConstant(ib, 1));
-  Type element = cast<MemRefType>(buffer.getType()).getElementType();
-  bool isFloat = isa<FloatType>(element);
-  Value row = isFloat ? f32Splat(ib, lanes, 0)
-                      : ib.create<arith::ConstantOp>(DenseElementsAttr::get(
-                            VectorType::get({lanes}, element), ib.getIntegerAttr(element, 0)));
-  for (int64_t lane = 0; lane < lanes; ++lane) {
-    Value i = ib.create<arith::AddIOp>(op.getOffsets()[2], indexConstant(ib, r * lanes + lane));
-    i = ib.create<arith::MinSIOp>(i, lastRow);
-    Value x = isFloat ? loadF32(ib, buffer, {batch, head, i, key})
-                      : Value(ib.create<memref::LoadOp>(buffer, ValueRange{batch, head, i, key}));
-    row = ib.create<vector::InsertOp>(x, row, lane);
-  }
-  return row;
-}
-
 // Step 2: masks and modifiers applied in place, and the new running max m'.
 void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll) {
   if (!maskModKeepsAll) {
@@ -196,7 +154,11 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
           s = terms->apply(
               ib, s, rowPositions(ib, r), keys,
-              [&](ImplicitLocOpBuilder& gb, Value buffer) { return gatherRow(gb, buffer, key, r); },
+              [&](ImplicitLocOpBuilder& gb, Value buffer) {
+                Value firstRow = gb.create<arith::AddIOp>(op.getOffsets()[2], column(r));
+                return gatherQueryRows(gb, buffer, op.getOffsets()[0], op.getOffsets()[1],
+                                       firstRow, op.getSeqQ(), key, lanes);
+              },
               maskMod);
           ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));

@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -45,6 +46,43 @@ void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
                          body(inner, i);
                          inner.create<scf::YieldOp>();
                        });
+}
+
+SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
+                                 ArrayRef<Value> scalars, ValueRange acc) {
+  const size_t vectors = rowVectors.size();
+  auto type = cast<VectorType>(rowVectors.front().getType());
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, scalar] : llvm::enumerate(scalars)) {
+    Value splat = b.create<vector::BroadcastOp>(type, scalar);
+    for (size_t r = 0; r < vectors; ++r)
+      next[s * vectors + r] = b.create<vector::FMAOp>(rowVectors[r], splat, acc[s * vectors + r]);
+  }
+  return next;
+}
+
+Value gatherQueryRows(ImplicitLocOpBuilder& b, Value buffer, Value batch, Value head,
+                      Value firstRow, Value seqQ, Value key, int64_t lanes) {
+  auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
+    Value extent = b.create<memref::DimOp>(buffer, dim);
+    Value single = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, extent, indexConstant(b, 1));
+    return b.create<arith::SelectOp>(single, indexConstant(b, 0), index);
+  };
+  Value batchIndex = broadcastIndex(0, batch), headIndex = broadcastIndex(1, head);
+  Value lastRow = b.create<arith::SubIOp>(seqQ, indexConstant(b, 1));
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  const bool isFloat = isa<FloatType>(element);
+  Value row = isFloat ? f32Splat(b, lanes, 0)
+                      : b.create<arith::ConstantOp>(DenseElementsAttr::get(
+                            VectorType::get({lanes}, element), b.getIntegerAttr(element, 0)));
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    Value i = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(firstRow, indexConstant(b, lane)),
+                                       lastRow);
+    const SmallVector<Value, 4> at{batchIndex, headIndex, i, key};
+    Value x = isFloat ? loadF32(b, buffer, at) : Value(b.create<memref::LoadOp>(buffer, at));
+    row = b.create<vector::InsertOp>(x, row, lane);
+  }
+  return row;
 }
 
 } // namespace attnc::attn

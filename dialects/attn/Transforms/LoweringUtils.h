@@ -25,6 +25,21 @@ void storeF32(mlir::ImplicitLocOpBuilder& b, mlir::Value value, mlir::Value buff
 void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
               const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);
 
+// A register tile's rank-1 update: acc[s * R + r] += rowVectors[r] * scalars[s] for the R
+// vectors of query rows and each scalar (a key's or a value's element).
+llvm::SmallVector<mlir::Value> rankOneUpdate(mlir::ImplicitLocOpBuilder& b,
+                                             mlir::ArrayRef<mlir::Value> rowVectors,
+                                             mlir::ArrayRef<mlir::Value> scalars,
+                                             mlir::ValueRange acc);
+
+// buffer[b|0, h|0, i, key] for the `lanes` query rows i = firstRow + lane, as one vector (f32
+// for a float buffer, else its element type): a [B|1, H|1, Tq, Tk] bias or mask read at one
+// key for a column of query rows. Dims of size 1 broadcast; rows past Tq read the last row
+// (their results are never stored).
+mlir::Value gatherQueryRows(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Value batch,
+                            mlir::Value head, mlir::Value firstRow, mlir::Value seqQ,
+                            mlir::Value key, int64_t lanes);
+
 // The lowering of each online op, emitted at the builder's insertion point (before the op).
 void lowerInit(mlir::ImplicitLocOpBuilder& b, OnlineInitOp op);
 void lowerPack(mlir::ImplicitLocOpBuilder& b, PackQueryOp op);

@@ -24,7 +24,7 @@ namespace attnc::attn {
 namespace {
 
 // ALiBi's slope of head h, from a table of all heads' slopes (a constant global).
-Value alibiSlope(ImplicitLocOpBuilder& b, OnlineUpdateOp op, Value head) {
+Value alibiSlope(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value head) {
   const int64_t heads = op.getNumHeads();
   auto module = op->getParentOfType<ModuleOp>();
   std::string name = "attn_alibi_slopes_" + std::to_string(heads);
@@ -54,20 +54,23 @@ Value splatConstant(ImplicitLocOpBuilder& b, VectorType type, double value) {
   return b.create<arith::ConstantOp>(DenseElementsAttr::get(type, scalar));
 }
 
-Value ScoreTerms::positionOffset(ImplicitLocOpBuilder& b, OnlineUpdateOp op) {
+Value ScoreTerms::positionOffset(ImplicitLocOpBuilder& b, ScoreOpInterface op) {
   if (op.getCausalAlign() != "bottom_right")
     return indexConstant(b, 0);
   return b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
 }
 
-ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, OnlineUpdateOp op, Value batchIndex,
+ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batchIndex,
                        Value headIndex)
-    : op(op) {
+    : op(op), dropoutFactor(nullptr) {
+  if (auto update = dyn_cast<OnlineUpdateOp>(op.getOperation());
+      update && !update.getDropout().empty())
+    dropoutFactor = &update.getDropout();
   if (op.getAlibi())
     slope = alibiSlope(b, op, headIndex);
   if (Value lengths = op.getLengths())
     keyLimit = b.create<memref::LoadOp>(lengths, batchIndex);
-  if (op.getScoreMod().empty() && op.getMaskMod().empty() && op.getDropout().empty())
+  if (op.getScoreMod().empty() && op.getMaskMod().empty() && !dropoutFactor)
     return;
   auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };
   const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
@@ -162,8 +165,18 @@ bool ScoreTerms::hasMask(StringRef name) const {
 
 Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
                         Gather gather, MaskMod maskMod) const {
+  s = modified(b, s, queryPos, keyPos, gather);
+  Value keep = kept(b, s, queryPos, keyPos, gather, maskMod);
+  if (!keep)
+    return s;
+  return b.create<arith::SelectOp>(
+      keep, s,
+      splatConstant(b, cast<VectorType>(s.getType()), -std::numeric_limits<double>::infinity()));
+}
+
+Value ScoreTerms::modified(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
+                           Gather gather) const {
   auto type = cast<VectorType>(s.getType());
-  auto typeI32 = cast<VectorType>(queryPos.getType());
   if (double cap = op.getSoftcap().convertToDouble(); cap > 0) {
     Value scaled = b.create<arith::MulFOp>(s, splatConstant(b, type, 1.0 / cap));
     s = b.create<arith::MulFOp>(b.create<math::TanhOp>(scaled), splatConstant(b, type, cap));
@@ -178,7 +191,12 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
     s = b.create<arith::AddFOp>(s, gather(b, bias));
   if (!op.getScoreMod().empty())
     s = expression(b, op.getScoreMod(), s, queryPos, keyPos);
+  return s;
+}
 
+Value ScoreTerms::kept(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
+                       Gather gather, MaskMod maskMod) const {
+  auto typeI32 = cast<VectorType>(queryPos.getType());
   using P = arith::CmpIPredicate;
   Value keep;
   auto both = [&](Value cond) { keep = keep ? b.create<arith::AndIOp>(keep, cond) : cond; };
@@ -200,17 +218,14 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
     both(b.create<arith::CmpIOp>(P::slt, keyPos, b.create<vector::BroadcastOp>(typeI32, keyLimit)));
   if (!op.getMaskMod().empty() && maskMod == MaskMod::Evaluate)
     both(expression(b, op.getMaskMod(), s, queryPos, keyPos));
-  if (!keep)
-    return s;
-  return b.create<arith::SelectOp>(
-      keep, s, splatConstant(b, type, -std::numeric_limits<double>::infinity()));
+  return keep;
 }
 
 Value ScoreTerms::dropout(ImplicitLocOpBuilder& b, Value p, Value queryPos, Value keyPos) const {
-  if (op.getDropout().empty())
+  if (!dropoutFactor)
     return p;
   // The region does not read `score`; p binds it.
-  return b.create<arith::MulFOp>(p, expression(b, op.getDropout(), p, queryPos, keyPos));
+  return b.create<arith::MulFOp>(p, expression(b, *dropoutFactor, p, queryPos, keyPos));
 }
 
 } // namespace attnc::attn

@@ -1,11 +1,11 @@
-//===- ScoreTerms.h - an update's score terms, elementwise ---------------------===//
+//===- ScoreTerms.h - a score op's terms, elementwise --------------------------===//
 //
-// What attn.online_update does to a score s = scale * q.k before the softmax, in the order of
-// attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|), bias, the
-// score_mod region, then the masks (causal, window, tensor mask, padding, the mask_mod region),
-// which make s = -inf; and dropout's factor on a probability. Every lowering of the update
-// applies the terms through this one class, on vectors of any shape; the expression regions'
-// scalar ops are applied to such vectors elementwise.
+// What a score op (attn.online_update, attn.weights) does to a score s = scale * q.k, in the
+// order of attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|),
+// bias, the score_mod region, then the masks (causal, window, tensor mask, padding, the
+// mask_mod region), which make s = -inf; and dropout's factor on a probability. Every lowering
+// of the score ops applies the terms through this one class, on vectors of any shape; the
+// expression regions' scalar ops are applied to such vectors elementwise.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H
@@ -20,7 +20,8 @@ class ScoreTerms {
 public:
   // Emits, at the builder's insertion point, what the terms read once per update of one
   // batch and head: the head's ALiBi slope and the batch's key length (padding).
-  ScoreTerms(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op, mlir::Value batch, mlir::Value head);
+  ScoreTerms(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, mlir::Value batch,
+             mlir::Value head);
 
   // Loads a bias or mask buffer's elements at the positions of the scores being modified, as
   // a vector of their shape (f32 for bias, the mask's element type for a mask).
@@ -30,19 +31,27 @@ public:
   // modified (the tile classifier, ExpressionBounds.h, proved it for the block).
   enum class MaskMod { Evaluate, KeepsAll };
 
-  // s with every term applied. queryPos (i + off) and keyPos (j) are i32 vectors of s's
-  // shape: each score's query row position and key index.
+  // s with every term applied: modified, then -inf where not kept. queryPos (i + off) and
+  // keyPos (j) are i32 vectors of s's shape: each score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                     mlir::Value keyPos, Gather gather, MaskMod maskMod) const;
+  // The modifiers alone: softcap, ALiBi, bias, score_mod.
+  mlir::Value modified(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
+                       mlir::Value keyPos, Gather gather) const;
+  // The masks alone, at the modified scores s: an i1 vector, true where kept, or null when the
+  // op has no mask (mask_mod left out when maskMod is KeepsAll).
+  mlir::Value kept(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
+                   mlir::Value keyPos, Gather gather, MaskMod maskMod) const;
 
   // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
-  // (where p weights v, after the row sums took it); p as it is when the op has no dropout.
+  // (where p weights v, after the row sums took it); p as it is when the op has no dropout
+  // (an update without the region, or attn.weights).
   mlir::Value dropout(mlir::ImplicitLocOpBuilder& b, mlir::Value p, mlir::Value queryPos,
                       mlir::Value keyPos) const;
 
   // off, the key position of query row 0 (index): Tk - Tq when causal_align is bottom_right,
   // else 0.
-  static mlir::Value positionOffset(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op);
+  static mlir::Value positionOffset(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op);
 
 private:
   bool hasMask(llvm::StringRef name) const;
@@ -55,7 +64,8 @@ private:
   mlir::Value gatherAux(mlir::ImplicitLocOpBuilder& b, int64_t aux,
                         mlir::ArrayRef<mlir::Value> indices) const;
 
-  mutable OnlineUpdateOp op; // (op accessors are not const)
+  mutable ScoreOpInterface op;   // (op accessors are not const)
+  mlir::Region* dropoutFactor;  // an update's dropout region, when not empty
   mlir::Value slope;         // f32 ALiBi slope of this head, when alibi
   mlir::Value keyLimit;      // i32 lengths[b], when padding
   // For the expression regions, as i32: b, h, g, off (qpos - q_idx), Tq, Tk.

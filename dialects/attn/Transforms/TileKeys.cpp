@@ -11,20 +11,12 @@ using namespace mlir;
 
 namespace attnc::attn {
 
-FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int64_t block) {
-  if (block <= 0)
-    return update.emitOpError() << "tile_keys: a key block must hold at least one key";
-  ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
-  if (getConstantIntValue(sizes[0]) != 1 || getConstantIntValue(sizes[1]) != 1)
-    return update.emitOpError() << "tile_keys needs an update of one batch and head "
-                                   "(tile_queries first)";
+std::pair<Value, Value> keptKeyRange(ImplicitLocOpBuilder& b, ScoreOpInterface op) {
+  ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
   auto hasMask = [&](StringRef name) {
-    return llvm::any_of(update.getMasks(),
+    return llvm::any_of(op.getMasks(),
                         [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
   };
-
-  rewriter.setInsertionPoint(update);
-  ImplicitLocOpBuilder b(update.getLoc(), rewriter);
   auto constant = [&](int64_t v) -> Value { return b.create<arith::ConstantIndexOp>(v); };
   Value one = constant(1);
   Value lo = offsets[3];
@@ -32,8 +24,8 @@ FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int
 
   // Query row i sits at key position i + off: off = Tk - Tq (bottom right) or 0 (top left).
   Value off = constant(0);
-  if (update.getCausalAlign() == "bottom_right")
-    off = b.create<arith::SubIOp>(b.create<memref::DimOp>(update.getKey(), 2), update.getSeqQ());
+  if (op.getCausalAlign() == "bottom_right")
+    off = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
   Value firstPos = b.create<arith::AddIOp>(offsets[2], off);
   Value lastPos = b.create<arith::SubIOp>(b.create<arith::AddIOp>(firstPos, sizes[2]), one);
   // causal keeps j <= pos; window keeps pos - left <= j <= pos + right; padding j < len[b].
@@ -41,14 +33,29 @@ FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int
     hi = b.create<arith::MinSIOp>(hi, b.create<arith::AddIOp>(lastPos, one));
   if (hasMask("window")) {
     lo = b.create<arith::MaxSIOp>(
-        lo, b.create<arith::SubIOp>(firstPos, constant(*update.getWindowLeft())));
-    Value right = constant(update.getWindowRight().value_or(0) + 1);
+        lo, b.create<arith::SubIOp>(firstPos, constant(*op.getWindowLeft())));
+    Value right = constant(op.getWindowRight().value_or(0) + 1);
     hi = b.create<arith::MinSIOp>(hi, b.create<arith::AddIOp>(lastPos, right));
   }
-  if (Value lengths = update.getLengths()) {
+  if (Value lengths = op.getLengths()) {
     Value length = b.create<memref::LoadOp>(lengths, offsets[0]);
     hi = b.create<arith::MinSIOp>(hi, b.create<arith::IndexCastOp>(b.getIndexType(), length));
   }
+  return {lo, hi};
+}
+
+FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int64_t block) {
+  if (block <= 0)
+    return update.emitOpError() << "tile_keys: a key block must hold at least one key";
+  ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
+  if (getConstantIntValue(sizes[0]) != 1 || getConstantIntValue(sizes[1]) != 1)
+    return update.emitOpError() << "tile_keys needs an update of one batch and head "
+                                   "(tile_queries first)";
+
+  rewriter.setInsertionPoint(update);
+  ImplicitLocOpBuilder b(update.getLoc(), rewriter);
+  auto constant = [&](int64_t v) -> Value { return b.create<arith::ConstantIndexOp>(v); };
+  auto [lo, hi] = keptKeyRange(b, update);
 
   auto loop = b.create<scf::ForOp>(lo, hi, constant(block));
   b.setInsertionPointToStart(loop.getBody());

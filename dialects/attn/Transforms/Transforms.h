@@ -10,6 +10,7 @@
 
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace attnc::attn {
@@ -43,6 +44,11 @@ struct TiledKeys {
 mlir::FailureOr<TiledKeys> tileKeys(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
                                     int64_t block);
 
+// The keys [lo, hi) of a score op's domain (one batch) that causal, window and padding can keep
+// for its rows, from its rows' positions and the batch's length; hi may be below lo (none).
+std::pair<mlir::Value, mlir::Value> keptKeyRange(mlir::ImplicitLocOpBuilder& b,
+                                                 ScoreOpInterface op);
+
 struct VectorOptions {
   int64_t vectorWidth = 16; // f32 lanes per vector: query rows computed side by side
   int64_t keyUnroll = 8;    // keys whose scores are accumulated at once (QK^T register tile)
@@ -53,6 +59,12 @@ struct VectorOptions {
 // vector, memref, arith and math ops. Updates need a packed query and max_keys.
 mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::Operation* root,
                                             const VectorOptions& options);
+
+// Lowers an attn.weights to an scf.forall of its own before the op (a kernel phase after the
+// attention's), one task per `rows` query rows of a batch and head, the rows in vector lanes of
+// options.vectorWidth and options.keyUnroll keys' scores accumulated at once.
+mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, WeightsOp op,
+                                                  int64_t rows, const VectorOptions& options);
 
 // Lowers an attn.rope to an scf.forall of its own before the op, one task per `rows` rows of a
 // batch, rotating them for every head (a kernel phase that completes before the next).

@@ -1,0 +1,69 @@
+//===- AttnInterfaces.td - what every score-computing op offers --------------===//
+//
+// The buffer ops that form the scores s_ij of attn.attention over a domain (online_update,
+// weights) take the same operands, attributes and expression regions; lowerings read them
+// through this interface, so the score terms are written once (ScoreTerms.h).
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTN_INTERFACES_TD
+#define ATTN_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Attn_ScoreOpInterface : OpInterface<"ScoreOpInterface"> {
+  let cppNamespace = "::attnc::attn";
+  let description = [{
+    An op that computes attn.attention's scores over a domain of (batch, query head, query
+    row, key): `offsets` = [b0, h0, i0, j0] and `sizes` = [nb, nh, ni, nj], with the masks,
+    modifiers and expression regions of attn.attention, `num_heads` query heads and `seq_q`
+    query rows.
+  }];
+  let methods = [
+    InterfaceMethod<"The query, whole [B, H, Tq, d_k] or packed [d_k, rows]",
+                    "::mlir::TypedValue<::mlir::MemRefType>", "getQuery", (ins),
+                    [{ return $_op.getQuery(); }]>,
+    InterfaceMethod<"The keys [B, H_kv, Tk, d_k]",
+                    "::mlir::TypedValue<::mlir::MemRefType>", "getKey", (ins),
+                    [{ return $_op.getKey(); }]>,
+    InterfaceMethod<"Key lengths [B] (mask padding), or null",
+                    "::mlir::TypedValue<::mlir::MemRefType>", "getLengths", (ins),
+                    [{ return $_op.getLengths(); }]>,
+    InterfaceMethod<"The mask tensor [B|1, H|1, Tq, Tk] (nonzero keeps), or null",
+                    "::mlir::TypedValue<::mlir::MemRefType>", "getMask", (ins),
+                    [{ return $_op.getMask(); }]>,
+    InterfaceMethod<"The bias tensor [B|1, H|1, Tq, Tk], or null",
+                    "::mlir::TypedValue<::mlir::MemRefType>", "getBias", (ins),
+                    [{ return $_op.getBias(); }]>,
+    InterfaceMethod<"The aux tensors the expression regions read",
+                    "::mlir::Operation::operand_range", "getAux", (ins),
+                    [{ return $_op.getAux(); }]>,
+    InterfaceMethod<"The domain's offsets [b0, h0, i0, j0]",
+                    "::mlir::Operation::operand_range", "getOffsets", (ins),
+                    [{ return $_op.getOffsets(); }]>,
+    InterfaceMethod<"The domain's sizes [nb, nh, ni, nj]",
+                    "::mlir::Operation::operand_range", "getSizes", (ins),
+                    [{ return $_op.getSizes(); }]>,
+    InterfaceMethod<"Tq", "::mlir::TypedValue<::mlir::IndexType>", "getSeqQ", (ins),
+                    [{ return $_op.getSeqQ(); }]>,
+    InterfaceMethod<"H, the query heads", "uint64_t", "getNumHeads", (ins),
+                    [{ return $_op.getNumHeads(); }]>,
+    InterfaceMethod<"The mask names (causal, padding, window, tensor)", "::mlir::ArrayAttr",
+                    "getMasks", (ins), [{ return $_op.getMasks(); }]>,
+    InterfaceMethod<"bottom_right or top_left", "::llvm::StringRef", "getCausalAlign", (ins),
+                    [{ return $_op.getCausalAlign(); }]>,
+    InterfaceMethod<"The window's keys before the query position", "std::optional<uint64_t>",
+                    "getWindowLeft", (ins), [{ return $_op.getWindowLeft(); }]>,
+    InterfaceMethod<"The window's keys after the query position", "std::optional<uint64_t>",
+                    "getWindowRight", (ins), [{ return $_op.getWindowRight(); }]>,
+    InterfaceMethod<"The softcap (0: off)", "::llvm::APFloat", "getSoftcap", (ins),
+                    [{ return $_op.getSoftcap(); }]>,
+    InterfaceMethod<"Whether ALiBi's penalty applies", "bool", "getAlibi", (ins),
+                    [{ return $_op.getAlibi(); }]>,
+    InterfaceMethod<"The score_mod region (empty: none)", "::mlir::Region&", "getScoreMod",
+                    (ins), [{ return $_op.getScoreMod(); }]>,
+    InterfaceMethod<"The mask_mod region (empty: none)", "::mlir::Region&", "getMaskMod",
+                    (ins), [{ return $_op.getMaskMod(); }]>
+  ];
+}
+
+#endif // ATTN_INTERFACES_TD

@@ -111,8 +111,10 @@ class NumericsMatrix(CliTestCase):
         # The weights recompute every score against the row's lse (in the MLIR kernels, a pass
         # of their own after the attention's): a batch whose length is 0 keeps nothing (weights
         # 0), ragged lengths and windows cut the keys that get a score, and every modifier,
-        # mask and expression applies again, on tile-odd shapes with Tq = 1 and Tq > Tk.
+        # mask and expression applies again, on tile-odd shapes with Tq = 1 and Tq > Tk (where
+        # a bottom-right causal mask leaves the first rows nothing to keep).
         specs = [
+            "heads=4 kv_heads=1 d_k=16 mask=causal+padding weights=true",
             "heads=4 kv_heads=2 d_k=16 mask=padding+window window_left=5 window_right=2 "
             "bias=true alibi=true weights=true layout=bshd",
             "heads=2 d_k=32 mask=padding+tensor+strided stride=3 softcap=10 rope=true "

@@ -1,8 +1,8 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
 // transform.attn.lower_weights: a task loop of its own over (batch, head, tile of 8 rows); the
-// tile's query packed and scaled, each lane's lse, then for the keys causal and padding can
-// keep, two keys at a time and then one: QK^T as FMAs of query-row vectors, the masks as
-// selects, exp(s - lse) (0 where lse = -inf or the key is masked), stored lane by lane for the
+// tile's query packed and scaled, each lane's lse (-inf made +inf), then for the keys causal
+// and padding can keep, two keys at a time and then one: QK^T as FMAs of query-row vectors,
+// the masks as selects, exp(s - lse) (0 where the key is masked), stored lane by lane for the
 // tile's rows; the keys on either side get 0 without a score.
 
 // CHECK-LABEL: func.func @weights
@@ -13,8 +13,10 @@
 // CHECK:   %[[ROWS:.*]] = arith.minsi %{{.*}}, %c8
 // CHECK:   memref.store %{{.*}}, %[[PACKED]]
 // CHECK:   memref.load %[[LSE]]
-// CHECK:   %[[LO:.*]] = arith.minsi %[[TK]], %c0
-// CHECK:   %[[HI:.*]] = arith.maxsi %{{.*}}, %[[LO]]
+// CHECK:   arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK:   arith.index_cast %{{.*}} : i32 to index
+// CHECK:   %[[HI:.*]] = arith.maxsi %{{.*}}, %c0
+// CHECK:   %[[LO:.*]] = arith.minsi %[[HI]], %c0
 // CHECK:   %[[REM:.*]] = arith.remui %{{.*}}, %c2
 // CHECK:   %[[WHOLE:.*]] = arith.subi %[[HI]], %[[REM]]
 // CHECK:   scf.for %{{.*}} = %c0 to %[[ROWS]]
@@ -28,8 +30,7 @@
 // CHECK:     arith.cmpi sle
 // CHECK:     arith.cmpi slt
 // CHECK:     %[[P:.*]] = math.exp %{{.*}} : vector<4xf32>
-// CHECK:     %[[LIVE:.*]] = arith.select %{{.*}}, %{{.*}}, %[[P]]
-// CHECK:     %[[KEPT:.*]] = arith.select %{{.*}}, %[[LIVE]], %{{.*}}
+// CHECK:     %[[KEPT:.*]] = arith.select %{{.*}}, %[[P]], %{{.*}}
 // CHECK:     scf.for %[[LANE:.*]] = %c0 to
 // CHECK:       vector.extractelement %[[KEPT]][%[[LANE]] : index]
 // CHECK:       memref.store %{{.*}}, %[[W]][%{{.*}}, %{{.*}}, %{{.*}}, %[[J]]]

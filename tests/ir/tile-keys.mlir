@@ -1,7 +1,8 @@
 // RUN: attn-opt %s -transform-interpreter -cse | FileCheck %s
 // transform.attn.tile_keys: blocks of 64 keys over the range the masks keep for the tile's
 // rows [i, i + n): causal ends at the last row's position + 1, the window (left 8, right 2)
-// starts 8 before the first row's position and ends 3 after the last's, padding at len[b].
+// starts 8 before the first row's position and ends 3 after the last's, padding at len[b]; an
+// empty range starts where it ends, inside the domain.
 
 // CHECK-LABEL: func.func @keys
 // CHECK-SAME: %[[K:[^:]*]]: memref<?x2x?x32xf32>, %{{[^:]*}}: memref<?x2x?x32xf32>, %[[LEN:[^:]*]]: memref<?xi32>, %[[B:[^:]*]]: index, %[[H:[^:]*]]: index, %[[I:[^:]*]]: index, %[[N:[^:]*]]: index, %[[TQ:[^:]*]]: index
@@ -18,8 +19,10 @@
 // CHECK: %[[HI2:.*]] = arith.minsi %[[HI1]], %[[WHI]]
 // CHECK: %[[LENB:.*]] = memref.load %[[LEN]][%[[B]]]
 // CHECK: %[[LENI:.*]] = arith.index_cast %[[LENB]]
-// CHECK: %[[HI:.*]] = arith.minsi %[[HI2]], %[[LENI]]
-// CHECK: scf.for %[[J:.*]] = %[[LO]] to %[[HI]] step %c64
+// CHECK: %[[HI3:.*]] = arith.minsi %[[HI2]], %[[LENI]]
+// CHECK: %[[HI:.*]] = arith.maxsi %[[HI3]], %c0
+// CHECK: %[[FROM:.*]] = arith.minsi %[[LO]], %[[HI]]
+// CHECK: scf.for %[[J:.*]] = %[[FROM]] to %[[HI]] step %c64
 // CHECK:   %[[REST:.*]] = arith.subi %[[HI]], %[[J]]
 // CHECK:   %[[NJ:.*]] = arith.minsi %c64{{.*}}, %[[REST]]
 // CHECK:   attn.online_update {{.*}} at[%[[B]], %[[H]], %[[I]], %[[J]]] sizes[%c1, %c1, %[[N]], %[[NJ]]]

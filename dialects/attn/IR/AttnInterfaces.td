@@ -19,9 +19,6 @@ def Attn_ScoreOpInterface : OpInterface<"ScoreOpInterface"> {
     query rows.
   }];
   let methods = [
-    InterfaceMethod<"The query, whole [B, H, Tq, d_k] or packed [d_k, rows]",
-                    "::mlir::TypedValue<::mlir::MemRefType>", "getQuery", (ins),
-                    [{ return $_op.getQuery(); }]>,
     InterfaceMethod<"The keys [B, H_kv, Tk, d_k]",
                     "::mlir::TypedValue<::mlir::MemRefType>", "getKey", (ins),
                     [{ return $_op.getKey(); }]>,

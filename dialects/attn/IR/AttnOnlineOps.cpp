@@ -25,6 +25,14 @@ LogicalResult verifyDomain(Operation* op, size_t offsets, size_t sizes, size_t r
   return success();
 }
 
+// The query heads of a score op: a positive multiple of the key heads (GQA groups).
+LogicalResult verifyNumHeads(Operation* op, int64_t heads, MemRefType key) {
+  if (heads <= 0 || ShapedType::isDynamic(key.getDimSize(1)) || heads % key.getDimSize(1) != 0)
+    return op->emitOpError() << "num_heads " << heads << " must be a multiple of the key heads "
+                             << key.getDimSize(1);
+  return success();
+}
+
 } // namespace
 
 LogicalResult OnlineInitOp::verify() {
@@ -57,10 +65,9 @@ LogicalResult OnlineUpdateOp::verify() {
       failed(verifyScoreAttrs(*this)))
     return failure();
   MemRefType k = getKey().getType(), v = getValue().getType();
-  int64_t heads = getNumHeads();
-  if (heads <= 0 || ShapedType::isDynamic(k.getDimSize(1)) || heads % k.getDimSize(1) != 0)
-    return emitOpError() << "num_heads " << heads << " must be a multiple of the key heads "
-                         << k.getDimSize(1);
+  const int64_t heads = getNumHeads();
+  if (failed(verifyNumHeads(*this, heads, k)))
+    return failure();
   int64_t dk = k.getDimSize(3);
   if (hasPackedQuery()) {
     if (getQuery().getType().getDimSize(0) != dk)
@@ -83,10 +90,9 @@ LogicalResult WeightsOp::verify() {
       failed(verifyScoreAttrs(*this)))
     return failure();
   MemRefType q = getQuery().getType(), k = getKey().getType();
-  int64_t heads = getNumHeads();
-  if (heads <= 0 || ShapedType::isDynamic(k.getDimSize(1)) || heads % k.getDimSize(1) != 0)
-    return emitOpError() << "num_heads " << heads << " must be a multiple of the key heads "
-                         << k.getDimSize(1);
+  const int64_t heads = getNumHeads();
+  if (failed(verifyNumHeads(*this, heads, k)))
+    return failure();
   if (q.getDimSize(3) != k.getDimSize(3) || q.getDimSize(1) != heads)
     return emitOpError() << "query must be [B, num_heads, Tq, d_k] with the key's d_k";
   if (getLse().getType().getDimSize(1) != heads || getWeights().getType().getDimSize(1) != heads)

@@ -6,7 +6,7 @@
 //
 //   packedQ = scale * Q[rows, :]^T                      once per task (attn.pack_query)
 //   S[j, :] = modifiers(sum_c packedQ[c, :] * K[j, c])  keyUnroll keys at a time (ScoreTerms)
-//   W[:, j] = kept(j) ? exp(S[j, :] - lse[:]) : 0       (0 too where lse = -inf)
+//   W[:, j] = kept(j) ? exp(S[j, :] - lse[:]) : 0       (0 in a row whose lse is -inf)
 //
 // for the keys causal, window and padding can keep (keptKeyRange, as tile_keys visits); the
 // other keys' weights are 0 without a score. W is stored lane by lane: its strides are known
@@ -41,27 +41,61 @@ public:
   void emit();
 
 private:
+  // What a vector of query rows uses at every key, formed once per task.
+  struct RowVector {
+    Value firstRow;  // i0 + r * lanes
+    Value positions; // its rows' key positions i + off (i32)
+    Value lse;       // its rows' lse, -inf made +inf: exp(s - lse) is then 0 in a row that
+                     // kept nothing (every kept s is -inf there), NaN in a NaN row
+    Value liveLanes; // its lanes that are rows of the task: clamp(count - r * lanes, 0, lanes)
+  };
+
   Value batch() { return op.getOffsets()[0]; }
   Value head() { return op.getOffsets()[1]; }
   Value firstRow() { return op.getOffsets()[2]; }
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
+  RowVector rowVector(int64_t r, Value off);
   // Zero weights for keys [begin, end) of every row of the task.
   void emitZeros(Value begin, Value end);
   // The weights of keys [begin, end), `unroll` keys per step (end - begin divisible by it).
   void emitKeys(Value begin, Value end, int64_t unroll);
-  // Stores the lanes of vector r (rows firstRow + r * lanes + lane) that are rows of the task.
-  void storeLanes(ImplicitLocOpBuilder& ib, Value weights, int64_t r, Value key);
+  // Stores the lanes of `weights` that are rows of the task, at `key`.
+  void storeLanes(ImplicitLocOpBuilder& ib, Value weights, const RowVector& v, Value key);
 
   ImplicitLocOpBuilder& b;
   WeightsOp op;
   const int64_t lanes, rows, vectors, keyUnroll;
   VectorType vector, vectorI32;
-  Value packed;             // scale * Q^T: [d_k, rows] f32 on the task's stack
-  Value kvHead;             // h / (H / H_kv)
-  Value positions0;         // i0 + off + lane, the key positions of the first vector's rows
-  SmallVector<Value> lse;   // per vector of rows
+  Value packed; // scale * Q^T: [d_k, rows] f32 on the task's stack
+  Value kvHead; // h / (H / H_kv)
+  SmallVector<RowVector> rowVectors;
   std::optional<ScoreTerms> terms;
 };
+
+WeightsLowering::RowVector WeightsLowering::rowVector(int64_t r, Value off) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  RowVector v;
+  v.firstRow = b.create<arith::AddIOp>(firstRow(), column(r));
+  SmallVector<int32_t> iota(lanes);
+  std::iota(iota.begin(), iota.end(), 0);
+  v.positions = b.create<arith::AddIOp>(
+      b.create<vector::BroadcastOp>(
+          vectorI32, b.create<arith::IndexCastOp>(b.getI32Type(),
+                                                  b.create<arith::AddIOp>(v.firstRow, off))),
+      b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(iota))));
+  Value lse = gatherRows(b, v.firstRow, op.getSeqQ(), lanes, b.getF32Type(),
+                         [&](ImplicitLocOpBuilder& lb, Value i) -> Value {
+                           return lb.create<memref::LoadOp>(op.getLse(),
+                                                            ValueRange{batch(), head(), i});
+                         });
+  Value empty =
+      b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, lse, f32Splat(b, lanes, -kInf));
+  v.lse = b.create<arith::SelectOp>(empty, f32Splat(b, lanes, kInf), lse);
+  Value live = b.create<arith::SubIOp>(op.getSizes()[2], column(r));
+  v.liveLanes = b.create<arith::MaxSIOp>(b.create<arith::MinSIOp>(live, indexConstant(b, lanes)),
+                                     indexConstant(b, 0));
+  return v;
+}
 
 void WeightsLowering::emitZeros(Value begin, Value end) {
   Value zero = f32Constant(b, 0);
@@ -73,23 +107,17 @@ void WeightsLowering::emitZeros(Value begin, Value end) {
   });
 }
 
-void WeightsLowering::storeLanes(ImplicitLocOpBuilder& ib, Value weights, int64_t r, Value key) {
-  // lanes of vector r that are rows of the task: clamp(count - r * lanes, 0, lanes)
-  Value live = ib.create<arith::SubIOp>(op.getSizes()[2], column(r));
-  live = ib.create<arith::MaxSIOp>(ib.create<arith::MinSIOp>(live, indexConstant(ib, lanes)),
-                                   indexConstant(ib, 0));
-  Value first = ib.create<arith::AddIOp>(firstRow(), column(r));
-  forRange(ib, indexConstant(ib, 0), live, [&](ImplicitLocOpBuilder& lb, Value lane) {
+void WeightsLowering::storeLanes(ImplicitLocOpBuilder& ib, Value weights, const RowVector& v,
+                                 Value key) {
+  forRange(ib, indexConstant(ib, 0), v.liveLanes, [&](ImplicitLocOpBuilder& lb, Value lane) {
     Value w = lb.create<vector::ExtractElementOp>(weights, lane);
-    lb.create<memref::StoreOp>(w, op.getWeights(),
-                               ValueRange{batch(), head(), lb.create<arith::AddIOp>(first, lane),
-                                          key});
+    Value row = lb.create<arith::AddIOp>(v.firstRow, lane);
+    lb.create<memref::StoreOp>(w, op.getWeights(), ValueRange{batch(), head(), row, key});
   });
 }
 
 void WeightsLowering::emitKeys(Value begin, Value end, int64_t unroll) {
   const int64_t dk = op.getKey().getType().getDimSize(3);
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   b.create<scf::ForOp>(
       begin, end, indexConstant(b, unroll), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
@@ -114,27 +142,21 @@ void WeightsLowering::emitKeys(Value begin, Value end, int64_t unroll) {
           Value keyPositions = ib.create<vector::BroadcastOp>(
               vectorI32, ib.create<arith::IndexCastOp>(ib.getI32Type(), key));
           for (int64_t r = 0; r < vectors; ++r) {
-            Value rowPositions = ib.create<arith::AddIOp>(
-                positions0, splatConstant(ib, vectorI32, static_cast<double>(r * lanes)));
+            const RowVector& v = rowVectors[r];
             auto gather = [&](ImplicitLocOpBuilder& gb, Value buffer) {
-              return gatherQueryRows(gb, buffer, batch(), head(),
-                                     gb.create<arith::AddIOp>(firstRow(), column(r)),
-                                     op.getSeqQ(), key, lanes);
+              return gatherQueryRows(gb, buffer, batch(), head(), v.firstRow, op.getSeqQ(), key,
+                                     lanes);
             };
-            Value s = terms->modified(ib, dot.getResult(u * vectors + r), rowPositions,
+            Value s = terms->modified(ib, dot.getResult(u * vectors + r), v.positions,
                                       keyPositions, gather);
-            Value keep = terms->kept(ib, s, rowPositions, keyPositions, gather,
+            Value keep = terms->kept(ib, s, v.positions, keyPositions, gather,
                                      ScoreTerms::MaskMod::Evaluate);
-            // p = exp(s - lse) at kept keys, as the reference: NaN in a NaN row (lse NaN) even
-            // where s = -inf, 0 in a row that kept nothing finite (lse = -inf).
-            Value zeros = f32Splat(ib, lanes, 0);
-            Value p = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, lse[r]));
-            Value empty = ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, lse[r],
-                                                   f32Splat(ib, lanes, -kInf));
-            p = ib.create<arith::SelectOp>(empty, zeros, p);
+            // p = exp(s - lse) at kept keys, as the reference: NaN in a NaN row even where
+            // s = -inf, 0 in a row that kept nothing (RowVector::lse).
+            Value p = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, v.lse));
             if (keep)
-              p = ib.create<arith::SelectOp>(keep, p, zeros);
-            storeLanes(ib, p, r, key);
+              p = ib.create<arith::SelectOp>(keep, p, f32Splat(ib, lanes, 0));
+            storeLanes(ib, p, v, key);
           }
         }
         ib.create<scf::YieldOp>();
@@ -155,27 +177,9 @@ void WeightsLowering::emit() {
   const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
   kvHead = b.create<arith::DivUIOp>(head(), indexConstant(b, group));
 
-  // lse of each lane's row, rows past Tq reading the last (never stored).
-  Value lastRow = b.create<arith::SubIOp>(op.getSeqQ(), indexConstant(b, 1));
-  for (int64_t r = 0; r < vectors; ++r) {
-    Value row = f32Splat(b, lanes, 0);
-    for (int64_t lane = 0; lane < lanes; ++lane) {
-      Value i = b.create<arith::MinSIOp>(
-          b.create<arith::AddIOp>(firstRow(), indexConstant(b, r * lanes + lane)), lastRow);
-      row = b.create<vector::InsertOp>(
-          b.create<memref::LoadOp>(op.getLse(), ValueRange{batch(), head(), i}), row, lane);
-    }
-    lse.push_back(row);
-  }
-
   Value off = ScoreTerms::positionOffset(b, op);
-  Value first =
-      b.create<arith::IndexCastOp>(b.getI32Type(), b.create<arith::AddIOp>(firstRow(), off));
-  SmallVector<int32_t> iota(lanes);
-  std::iota(iota.begin(), iota.end(), 0);
-  positions0 = b.create<arith::AddIOp>(
-      b.create<vector::BroadcastOp>(vectorI32, first),
-      b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(iota))));
+  for (int64_t r = 0; r < vectors; ++r)
+    rowVectors.push_back(rowVector(r, off));
   terms.emplace(b, op, batch(), head());
 
   // Scores for the keys the masks can keep, whole groups of keyUnroll keys then one at a time;
@@ -183,8 +187,6 @@ void WeightsLowering::emit() {
   Value keyBegin = op.getOffsets()[3];
   Value keyEnd = b.create<arith::AddIOp>(keyBegin, op.getSizes()[3]);
   auto [lo, hi] = keptKeyRange(b, op);
-  lo = b.create<arith::MinSIOp>(lo, keyEnd);
-  hi = b.create<arith::MaxSIOp>(hi, lo);
   Value unroll = indexConstant(b, keyUnroll);
   Value whole = b.create<arith::SubIOp>(
       hi, b.create<arith::RemUIOp>(b.create<arith::SubIOp>(hi, lo), unroll));
@@ -208,20 +210,7 @@ FailureOr<scf::ForallOp> lowerWeights(RewriterBase& rewriter, WeightsOp op, int6
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
 
-  // One task per (batch, head, tile of `rows` query rows): task = (b * nh + h) * tiles + tile.
-  Value tileRows = indexConstant(b, rows);
-  Value tiles = b.create<arith::CeilDivUIOp>(sizes[2], tileRows);
-  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(sizes[0], sizes[1]), tiles);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
-  b.setInsertionPointToStart(forall.getBody());
-  Value task = forall.getInductionVar(0);
-  Value tile = b.create<arith::RemUIOp>(task, tiles);
-  Value batchHead = b.create<arith::DivUIOp>(task, tiles);
-  Value head = b.create<arith::AddIOp>(offsets[1], b.create<arith::RemUIOp>(batchHead, sizes[1]));
-  Value batch = b.create<arith::AddIOp>(offsets[0], b.create<arith::DivUIOp>(batchHead, sizes[1]));
-  Value row = b.create<arith::AddIOp>(offsets[2], b.create<arith::MulIOp>(tile, tileRows));
-  Value end = b.create<arith::AddIOp>(offsets[2], sizes[2]);
-  Value count = b.create<arith::MinSIOp>(tileRows, b.create<arith::SubIOp>(end, row));
+  auto [forall, batch, head, row, count] = forEachQueryTile(b, op, rows);
 
   // The task's op: the same weights over its batch, head and rows, lowered in place.
   auto taskOp = cast<WeightsOp>(rewriter.clone(*op));

@@ -61,6 +61,18 @@ SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVec
   return next;
 }
 
+Value gatherRows(ImplicitLocOpBuilder& b, Value firstRow, Value seqQ, int64_t lanes, Type element,
+                 function_ref<Value(ImplicitLocOpBuilder&, Value)> load) {
+  Value lastRow = b.create<arith::SubIOp>(seqQ, indexConstant(b, 1));
+  Value rows = b.create<arith::ConstantOp>(b.getZeroAttr(VectorType::get({lanes}, element)));
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    Value i = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(firstRow, indexConstant(b, lane)),
+                                       lastRow);
+    rows = b.create<vector::InsertOp>(load(b, i), rows, lane);
+  }
+  return rows;
+}
+
 Value gatherQueryRows(ImplicitLocOpBuilder& b, Value buffer, Value batch, Value head,
                       Value firstRow, Value seqQ, Value key, int64_t lanes) {
   auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
@@ -69,20 +81,14 @@ Value gatherQueryRows(ImplicitLocOpBuilder& b, Value buffer, Value batch, Value 
     return b.create<arith::SelectOp>(single, indexConstant(b, 0), index);
   };
   Value batchIndex = broadcastIndex(0, batch), headIndex = broadcastIndex(1, head);
-  Value lastRow = b.create<arith::SubIOp>(seqQ, indexConstant(b, 1));
   Type element = cast<MemRefType>(buffer.getType()).getElementType();
   const bool isFloat = isa<FloatType>(element);
-  Value row = isFloat ? f32Splat(b, lanes, 0)
-                      : b.create<arith::ConstantOp>(DenseElementsAttr::get(
-                            VectorType::get({lanes}, element), b.getIntegerAttr(element, 0)));
-  for (int64_t lane = 0; lane < lanes; ++lane) {
-    Value i = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(firstRow, indexConstant(b, lane)),
-                                       lastRow);
-    const SmallVector<Value, 4> at{batchIndex, headIndex, i, key};
-    Value x = isFloat ? loadF32(b, buffer, at) : Value(b.create<memref::LoadOp>(buffer, at));
-    row = b.create<vector::InsertOp>(x, row, lane);
-  }
-  return row;
+  return gatherRows(b, firstRow, seqQ, lanes, isFloat ? b.getF32Type() : element,
+                    [&](ImplicitLocOpBuilder& lb, Value i) -> Value {
+                      const SmallVector<Value, 4> at{batchIndex, headIndex, i, key};
+                      return isFloat ? loadF32(lb, buffer, at)
+                                     : Value(lb.create<memref::LoadOp>(buffer, at));
+                    });
 }
 
 } // namespace attnc::attn

@@ -32,10 +32,16 @@ llvm::SmallVector<mlir::Value> rankOneUpdate(mlir::ImplicitLocOpBuilder& b,
                                              mlir::ArrayRef<mlir::Value> scalars,
                                              mlir::ValueRange acc);
 
-// buffer[b|0, h|0, i, key] for the `lanes` query rows i = firstRow + lane, as one vector (f32
-// for a float buffer, else its element type): a [B|1, H|1, Tq, Tk] bias or mask read at one
-// key for a column of query rows. Dims of size 1 broadcast; rows past Tq read the last row
-// (their results are never stored).
+// load(i) for the `lanes` query rows i = firstRow + lane, as one vector of `element`; rows past
+// Tq read the last row (their results are never stored).
+mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir::Value seqQ,
+                       int64_t lanes, mlir::Type element,
+                       llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value)>
+                           load);
+
+// buffer[b|0, h|0, i, key] for the `lanes` query rows i = firstRow + lane (gatherRows), as one
+// vector (f32 for a float buffer, else its element type): a [B|1, H|1, Tq, Tk] bias or mask
+// read at one key for a column of query rows. Dims of size 1 broadcast.
 mlir::Value gatherQueryRows(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Value batch,
                             mlir::Value head, mlir::Value firstRow, mlir::Value seqQ,
                             mlir::Value key, int64_t lanes);

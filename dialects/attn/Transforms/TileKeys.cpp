@@ -1,4 +1,5 @@
 //===- TileKeys.cpp - key blocks over the range the masks keep ----------------===//
+#include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -22,11 +23,8 @@ std::pair<Value, Value> keptKeyRange(ImplicitLocOpBuilder& b, ScoreOpInterface o
   Value lo = offsets[3];
   Value hi = b.create<arith::AddIOp>(offsets[3], sizes[3]);
 
-  // Query row i sits at key position i + off: off = Tk - Tq (bottom right) or 0 (top left).
-  Value off = constant(0);
-  if (op.getCausalAlign() == "bottom_right")
-    off = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
-  Value firstPos = b.create<arith::AddIOp>(offsets[2], off);
+  // Query row i sits at key position i + off.
+  Value firstPos = b.create<arith::AddIOp>(offsets[2], ScoreTerms::positionOffset(b, op));
   Value lastPos = b.create<arith::SubIOp>(b.create<arith::AddIOp>(firstPos, sizes[2]), one);
   // causal keeps j <= pos; window keeps pos - left <= j <= pos + right; padding j < len[b].
   if (hasMask("causal"))
@@ -41,6 +39,10 @@ std::pair<Value, Value> keptKeyRange(ImplicitLocOpBuilder& b, ScoreOpInterface o
     Value length = b.create<memref::LoadOp>(lengths, offsets[0]);
     hi = b.create<arith::MinSIOp>(hi, b.create<arith::IndexCastOp>(b.getIndexType(), length));
   }
+  // An empty range sits inside the domain, j0 <= lo <= hi <= j0 + nj (rows placed before every
+  // key by a bottom-right alignment with Tq > Tk put lastPos below j0).
+  hi = b.create<arith::MaxSIOp>(hi, offsets[3]);
+  lo = b.create<arith::MinSIOp>(lo, hi);
   return {lo, hi};
 }
 

@@ -59,20 +59,10 @@ Block* taskStackBlock(Operation* op) {
   return op->getBlock();
 }
 
-FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
-  if (rows <= 0)
-    return update.emitOpError() << "tile_queries: the tile must have at least one row";
-  FailureOr<StateOps> state = findStateOps(update);
-  if (failed(state))
-    return failure();
-  const int64_t dv = update.getValue().getType().getDimSize(3);
-  ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
-
+QueryTiles forEachQueryTile(ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_t rows) {
+  ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
   // One task per (batch, head, tile of `rows` query rows): task = (b * nh + h) * tiles + tile.
-  rewriter.setInsertionPoint(state->finalize);
-  ImplicitLocOpBuilder b(update.getLoc(), rewriter);
   Value tileRows = b.create<arith::ConstantIndexOp>(rows);
-  Value one = b.create<arith::ConstantIndexOp>(1);
   Value tiles = b.create<arith::CeilDivUIOp>(sizes[2], tileRows);
   Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(sizes[0], sizes[1]), tiles);
   auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
@@ -86,6 +76,22 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
   Value row = b.create<arith::AddIOp>(offsets[2], b.create<arith::MulIOp>(tile, tileRows));
   Value end = b.create<arith::AddIOp>(offsets[2], sizes[2]);
   Value count = b.create<arith::MinSIOp>(tileRows, b.create<arith::SubIOp>(end, row));
+  return {forall, batch, head, row, count};
+}
+
+FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
+  if (rows <= 0)
+    return update.emitOpError() << "tile_queries: the tile must have at least one row";
+  FailureOr<StateOps> state = findStateOps(update);
+  if (failed(state))
+    return failure();
+  const int64_t dv = update.getValue().getType().getDimSize(3);
+  ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
+
+  rewriter.setInsertionPoint(state->finalize);
+  ImplicitLocOpBuilder b(update.getLoc(), rewriter);
+  auto [forall, batch, head, row, count] = forEachQueryTile(b, update, rows);
+  Value one = b.create<arith::ConstantIndexOp>(1);
 
   auto f32 = b.getF32Type();
   Value acc = b.create<memref::AllocaOp>(MemRefType::get({1, 1, dv, rows}, f32));

@@ -19,6 +19,15 @@ namespace attnc::attn {
 // body (one buffer per task), else of the enclosing function's entry block.
 mlir::Block* taskStackBlock(mlir::Operation* op);
 
+struct QueryTiles {
+  mlir::scf::ForallOp loop;              // one iteration per (batch, head, query tile)
+  mlir::Value batch, head, row, count;   // the iteration's, and its tile's first row and rows
+};
+
+// The task loop over a score op's domain in tiles of `rows` query rows, task = (b * nh + h) *
+// tiles + tile, built at the builder's insertion point, which it leaves at the loop body's start.
+QueryTiles forEachQueryTile(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_t rows);
+
 struct TiledQueries {
   mlir::scf::ForallOp loop; // one iteration per (batch, head, query tile)
   OnlineUpdateOp update;    // the update of one query tile
@@ -45,7 +54,7 @@ mlir::FailureOr<TiledKeys> tileKeys(mlir::RewriterBase& rewriter, OnlineUpdateOp
                                     int64_t block);
 
 // The keys [lo, hi) of a score op's domain (one batch) that causal, window and padding can keep
-// for its rows, from its rows' positions and the batch's length; hi may be below lo (none).
+// for its rows, from its rows' positions and the batch's length; j0 <= lo <= hi <= j0 + nj.
 std::pair<mlir::Value, mlir::Value> keptKeyRange(mlir::ImplicitLocOpBuilder& b,
                                                  ScoreOpInterface op);
 

@@ -13,20 +13,28 @@ func.func @sdpa_causal_gqa(%q: tensor<2x8x?x64xf32>, %k: tensor<2x2x?x64xf32>,
 }
 
 // CHECK-LABEL: func.func @padding_window_bias_lse
+// A bias in the spec's dtype (bf16) is an aux operand that score_mod reads and widens.
 func.func @padding_window_bias_lse(%q: tensor<?x4x?x32xbf16>, %k: tensor<?x4x?x32xbf16>,
                                    %v: tensor<?x4x?x16xbf16>, %len: tensor<?xi32>,
                                    %bias: tensor<1x4x?x?xbf16>)
     -> (tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>) {
-  // CHECK: attn.attention {{.*}} lengths(%{{.*}} : tensor<?xi32>) bias(%{{.*}} : tensor<1x4x?x?xbf16>)
-  // CHECK-SAME: alibi
+  // CHECK: attn.attention {{.*}} lengths(%{{.*}} : tensor<?xi32>) aux(%{{.*}} : tensor<1x4x?x?xbf16>)
   // CHECK-SAME: causal_align = "top_left"
   // CHECK-SAME: window_left = 16
   // CHECK-SAME: -> tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
-  %o, %lse = attn.attention %q, %k, %v lengths(%len : tensor<?xi32>) bias(%bias : tensor<1x4x?x?xbf16>)
-      {masks = ["padding", "window"], window_left = 16, scale = 1.0 : f64, softcap = 30.0 : f64,
-       alibi, causal_align = "top_left"}
+  // CHECK: attn.aux_load 0[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : bf16
+  %o, %lse = attn.attention %q, %k, %v lengths(%len : tensor<?xi32>) aux(%bias : tensor<1x4x?x?xbf16>)
+      {masks = ["padding", "window"], window_left = 16, scale = 1.0 : f64,
+       causal_align = "top_left"}
       : tensor<?x4x?x32xbf16>, tensor<?x4x?x32xbf16>, tensor<?x4x?x16xbf16>
       -> tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
+      score_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %stored = attn.aux_load 0 [%b, %h, %i, %j] : bf16
+        %wide = arith.extf %stored : bf16 to f32
+        %t = arith.addf %s, %wide : f32
+        gpu.yield %t : f32
+      }
   return %o, %lse : tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
 }
 

@@ -26,7 +26,10 @@ class RegionBuilder {
 public:
   RegionBuilder(ImplicitLocOpBuilder& b, Block& block, const Spec& spec,
                 std::span<const AuxOperand> aux)
-      : b_(b), block_(block), spec_(spec), aux_(aux) {}
+      : b_(b), block_(block), spec_(spec), aux_(aux), score_(block.getArgument(0)) {}
+
+  // What `score` reads from now on (the value of the expression applied before).
+  void setScore(Value score) { score_ = score; }
 
   Value operator()(const Node& n) {
     auto arg = [&](size_t i) { return (*this)(n.args[i]); };
@@ -223,6 +226,8 @@ private:
   }
 
   Value variable(const std::string& name) {
+    if (name == "score")
+      return score_;
     const auto& names = attn::kExpressionArgumentNames;
     return block_.getArgument(
         static_cast<unsigned>(std::find(names.begin(), names.end(), name) - names.begin()));
@@ -244,6 +249,8 @@ private:
         tensor->element, b_.getI64IntegerAttr(tensor - aux_.begin()), indices);
     if (tensor->element.isInteger(8))
       return b_.create<arith::ExtUIOp>(b_.getI32Type(), element);
+    if (tensor->element.isF16() || tensor->element.isBF16())
+      return b_.create<arith::ExtFOp>(b_.getF32Type(), element);
     return element;
   }
 
@@ -251,12 +258,13 @@ private:
   Block& block_;
   const Spec& spec_;
   std::span<const AuxOperand> aux_;
+  Value score_;
 };
 
 } // namespace
 
-void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec,
-                           std::span<const AuxOperand> aux) {
+void buildExpressionRegion(Region& region, std::span<const expr::Node* const> trees,
+                           const Spec& spec, std::span<const AuxOperand> aux) {
   MLIRContext* ctx = region.getContext();
   ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
   Block* block = new Block();
@@ -265,10 +273,21 @@ void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& s
   for (size_t i = 1; i < attn::kExpressionArgumentNames.size(); ++i)
     block->addArgument(b.getI32Type(), b.getLoc());
   b.setInsertionPointToEnd(block);
-  Value value = RegionBuilder(b, *block, spec, aux)(tree);
-  if (tree.type == expr::Type::Int) // a score_mod may be an int expression: a float score
-    value = b.create<arith::SIToFPOp>(b.getF32Type(), value);
+  RegionBuilder builder(b, *block, spec, aux);
+  Value value;
+  for (const expr::Node* tree : trees) {
+    value = builder(*tree);
+    if (tree->type == expr::Type::Int) // a score_mod may be an int expression: a float score
+      value = b.create<arith::SIToFPOp>(b.getF32Type(), value);
+    builder.setScore(value);
+  }
   b.create<gpu::YieldOp>(value);
+}
+
+void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec,
+                           std::span<const AuxOperand> aux) {
+  const expr::Node* const trees[] = {&tree};
+  buildExpressionRegion(region, trees, spec, aux);
 }
 
 } // namespace attnc::mlirbackend

@@ -4,7 +4,9 @@
 // (gpu.yield) f32 for a number and i1 for a mask. Ints are 32 bits, as in every kernel
 // (docs/spec.md leaves overflow unspecified); params become constants and aux reads
 // attn.aux_load of the op's aux operands (an i8 element, a u8 input such as block_layout, is
-// zero-extended to an int). The lowerings apply the region to vectors of scores
+// zero-extended to an int; an f16 or bf16 one, the bias in a spec's dtype, widened to f32).
+// Several expressions make one region applied in order, each reading as `score` what the one
+// before gave (the built-in modifiers, then a spec's score_mod). The lowerings apply the region to vectors of scores
 // (dialects/attn/Transforms/ScoreTerms.cpp).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
@@ -24,6 +26,8 @@ struct AuxOperand {
   mlir::Type element;
 };
 
+void buildExpressionRegion(mlir::Region& region, std::span<const expr::Node* const> trees,
+                           const Spec& spec, std::span<const AuxOperand> aux);
 void buildExpressionRegion(mlir::Region& region, const expr::Node& tree, const Spec& spec,
                            std::span<const AuxOperand> aux);
 

@@ -108,19 +108,27 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     addAux(a.name);
   if (spec.masks.has(MaskKind::BlockSparse))
     addAux("block_layout");
+  if (spec.bias)
+    addAux("bias");
   auto attention = b.create<attn::AttentionOp>(
       tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), read("lengths"),
-      read("mask"), read("bias"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
+      read("mask"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       nativeWindow ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
       nativeWindow ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
-      b.getF64FloatAttr(spec.softcap), spec.alibi ? b.getUnitAttr() : UnitAttr(),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")
                 : StringAttr(),
       b.getF64FloatAttr(spec.ropeTheta),
       spec.rope ? b.getI64IntegerAttr(spec.ropeDims) : IntegerAttr());
+  // The score: the built-in modifiers (softcap, ALiBi, bias), then the spec's score_mod.
+  const std::optional<expr::Node> modifiers = modifiersAsExpression(spec);
+  SmallVector<const expr::Node*, 2> scoreTrees;
+  if (modifiers)
+    scoreTrees.push_back(&*modifiers);
   if (spec.scoreMod.tree)
-    buildExpressionRegion(attention.getScoreMod(), *spec.scoreMod.tree, spec, auxOperands);
+    scoreTrees.push_back(&*spec.scoreMod.tree);
+  if (!scoreTrees.empty())
+    buildExpressionRegion(attention.getScoreMod(), scoreTrees, spec, auxOperands);
   if (mask)
     buildExpressionRegion(attention.getMaskMod(), *mask, spec, auxOperands);
   if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))

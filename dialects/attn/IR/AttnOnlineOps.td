@@ -115,7 +115,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
 
     Masked scores are -inf and add nothing; exp(-inf - -inf) is taken as 0. State buffers are
     indexed relative to the domain: `acc[b - b0, h - h0, c, i - i0]`. `num_heads` is the number
-    of query heads H (needed for GQA and ALiBi when the query is a packed tile), `seq_q` the
+    of query heads H (needed for GQA when the query is a packed tile), `seq_q` the
     query length Tq (needed for the causal alignment). The query is either the whole
     `[B, H, Tq, d_k]` tensor or a tile made by `attn.pack_query` for one head and batch, when
     the domain must cover just that head and batch (nb = nh = 1) and scores are not scaled again.
@@ -137,8 +137,8 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     Arg<MemRefRankOf<[AnyFloat], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
     Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
-    Arg<Optional<MemRefRankOf<[AnyFloat], [4]>>, "bias [B|1, H|1, Tq, Tk]", [MemRead]>:$bias,
-    Arg<Variadic<MemRefRankOf<[I8, I32, F32], [1, 2, 3, 4]>>, "aux tensors", [MemRead]>:$aux,
+    Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
+        [MemRead]>:$aux,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,
@@ -154,7 +154,6 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     $query `,` $key `,` $value
     (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`bias` `(` $bias^ `:` type($bias) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     `into` $acc `,` $max `,` $sum
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
@@ -231,8 +230,8 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
     Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
-    Arg<Optional<MemRefRankOf<[AnyFloat], [4]>>, "bias [B|1, H|1, Tq, Tk]", [MemRead]>:$bias,
-    Arg<Variadic<MemRefRankOf<[I8, I32, F32], [1, 2, 3, 4]>>, "aux tensors", [MemRead]>:$aux,
+    Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
+        [MemRead]>:$aux,
     Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
     Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
     Variadic<Index>:$offsets,
@@ -245,7 +244,6 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     $query `,` $key
     (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`bias` `(` $bias^ `:` type($bias) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     `lse` $lse `into` $weights
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q

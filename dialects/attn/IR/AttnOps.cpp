@@ -69,15 +69,13 @@ LogicalResult AttentionOp::verify() {
     if (type.getRank() != 1 || !compatible(type.getDimSize(0), qs[0]))
       return emitOpError() << "lengths must be [B]";
   }
-  for (Value extra : {getMask(), getBias()}) {
-    if (!extra)
-      continue;
-    auto type = cast<RankedTensorType>(extra.getType());
+  if (Value mask = getMask()) {
+    auto type = cast<RankedTensorType>(mask.getType());
     ArrayRef<int64_t> s = type.getShape();
     auto broadcast = [](int64_t size, int64_t full) { return size == 1 || compatible(size, full); };
     if (type.getRank() != 4 || !broadcast(s[0], qs[0]) || !broadcast(s[1], qs[1]) ||
         !compatible(s[2], qs[2]) || !compatible(s[3], ks[2]))
-      return emitOpError() << "mask and bias must be [B|1, heads|1, Tq, Tk]";
+      return emitOpError() << "mask must be [B|1, heads|1, Tq, Tk]";
   }
   if (auto lse = getLse()) {
     ArrayRef<int64_t> ls = cast<RankedTensorType>(lse.getType()).getShape();

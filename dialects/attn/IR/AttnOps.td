@@ -13,9 +13,7 @@ defvar Attn_ScoreAttrs = (ins
   DefaultValuedAttr<StrArrayAttr, "{}">:$masks,
   DefaultValuedAttr<StrAttr, "\"bottom_right\"">:$causal_align,
   OptionalAttr<I64Attr>:$window_left,
-  OptionalAttr<I64Attr>:$window_right,
-  DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-  UnitAttr:$alibi
+  OptionalAttr<I64Attr>:$window_right
 );
 
 // A spec's score_mod or mask_mod, or dropout's factor, as a region: empty when the spec has
@@ -36,7 +34,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
     For query head h (key/value head g = h / (H / H_kv)), query row i and key j:
 
     ```
-    s_ij  = modifiers(scale * q_i . k_j)      // softcap, then ALiBi, then the bias tensor
+    s_ij  = score_mod(scale * q_i . k_j)      // the score_mod region (identity when empty)
     keep  = masks(i, j)                       // constraints intersect, patterns unite
     lse_i = log sum_{j kept} exp(s_ij)
     o_i   = sum_{j kept} d_ij exp(s_ij - lse_i) v_j
@@ -60,9 +58,12 @@ def Attn_AttentionOp : Attn_Op<"attention",
         -> tensor<2x8x?x64xf32>
     ```
 
-    `score_mod` replaces s_ij after the bias and `mask_mod` intersects the masks (docs/spec.md,
-    Expressions); the aux tensors they read are the `aux` operands, read by attn.aux_load
-    (i8 ones are unsigned bytes, such as the block_layout a block_sparse mask reads).
+    `score_mod` gives s_ij from the scaled product and `mask_mod` intersects the masks
+    (docs/spec.md, Expressions); a spec's score modifiers (softcap, ALiBi, the bias tensor)
+    reach the op as its score_mod, composed with the spec's own. The aux tensors the regions
+    read are the `aux` operands, read by attn.aux_load (i8 ones are unsigned bytes, such as the
+    block_layout a block_sparse mask reads; f16 and bf16 ones, such as the bias in the spec's
+    dtype, are read as such and widened by the region).
 
     `weights`, when present, holds p_ij = exp(s_ij - lse_i) where the masks keep (i, j) and 0
     elsewhere ([B, heads, Tq, Tk] in f32): the probabilities before dropout.
@@ -78,8 +79,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
     RankedTensorOf<[AnyFloat]>:$value,
     Optional<RankedTensorOf<[I32]>>:$lengths,
     Optional<RankedTensorOf<[I8, I1]>>:$mask,
-    Optional<RankedTensorOf<[AnyFloat]>>:$bias,
-    Variadic<RankedTensorOf<[I8, I32, F32]>>:$aux), Attn_ScoreAttrs, (ins
+    Variadic<RankedTensorOf<[I8, I32, F16, BF16, F32]>>:$aux), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
     OptionalAttr<I64Attr>:$rope_dims));
@@ -95,7 +95,6 @@ def Attn_AttentionOp : Attn_Op<"attention",
     $query `,` $key `,` $value
     (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
     (`mask` `(` $mask^ `:` type($mask) `)`)?
-    (`bias` `(` $bias^ `:` type($bias) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
@@ -118,7 +117,7 @@ def Attn_AuxLoadOp
     ```
   }];
   let arguments = (ins I64Attr:$aux, Variadic<I32>:$indices);
-  let results = (outs AnyTypeOf<[I8, I32, F32]>:$result);
+  let results = (outs AnyTypeOf<[I8, I32, F16, BF16, F32]>:$result);
   let assemblyFormat = "$aux `[` $indices `]` attr-dict `:` type($result)";
   let hasVerifier = 1;
 }

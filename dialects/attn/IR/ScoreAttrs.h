@@ -20,8 +20,6 @@ namespace attnc::attn {
 template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
   if (op.getScale().convertToDouble() <= 0)
     return op.emitOpError() << "scale must be positive";
-  if (op.getSoftcap().convertToDouble() < 0)
-    return op.emitOpError() << "softcap must be >= 0 (0: off)";
   if (op.getCausalAlign() != "bottom_right" && op.getCausalAlign() != "top_left")
     return op.emitOpError() << "causal_align must be \"bottom_right\" or \"top_left\", got \""
                             << op.getCausalAlign() << "\"";

@@ -147,8 +147,8 @@ void WeightsLowering::emitKeys(Value begin, Value end, int64_t unroll) {
               return gatherQueryRows(gb, buffer, batch(), head(), v.firstRow, op.getSeqQ(), key,
                                      lanes);
             };
-            Value s = terms->modified(ib, dot.getResult(u * vectors + r), v.positions,
-                                      keyPositions, gather);
+            Value s =
+                terms->modified(ib, dot.getResult(u * vectors + r), v.positions, keyPositions);
             Value keep = terms->kept(ib, s, v.positions, keyPositions, gather,
                                      ScoreTerms::MaskMod::Evaluate);
             // p = exp(s - lse) at kept keys, as the reference: NaN in a NaN row even where

@@ -1,18 +1,14 @@
 //===- ScoreTerms.cpp - an update's score terms, elementwise -------------------===//
 #include "attn/Transforms/ScoreTerms.h"
 
-#include "Semantics/Positions.h"
 #include "attn/IR/ExpressionRegion.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -21,31 +17,6 @@
 using namespace mlir;
 
 namespace attnc::attn {
-namespace {
-
-// ALiBi's slope of head h, from a table of all heads' slopes (a constant global).
-Value alibiSlope(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value head) {
-  const int64_t heads = op.getNumHeads();
-  auto module = op->getParentOfType<ModuleOp>();
-  std::string name = "attn_alibi_slopes_" + std::to_string(heads);
-  auto type = MemRefType::get({heads}, b.getF32Type());
-  if (!module.lookupSymbol(name)) {
-    std::vector<float> slopes;
-    for (double s : positions::alibiSlopes(heads))
-      slopes.push_back(static_cast<float>(s));
-    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
-    mb.create<memref::GlobalOp>(
-        b.getLoc(), name, mb.getStringAttr("private"), type,
-        DenseElementsAttr::get(RankedTensorType::get({heads}, b.getF32Type()),
-                               ArrayRef<float>(slopes)),
-        /*constant=*/true, IntegerAttr());
-  }
-  Value table = b.create<memref::GetGlobalOp>(type, name);
-  return b.create<memref::LoadOp>(table, head);
-}
-
-} // namespace
-
 Value splatConstant(ImplicitLocOpBuilder& b, VectorType type, double value) {
   Type element = type.getElementType();
   Attribute scalar = isa<FloatType>(element)
@@ -66,8 +37,6 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batch
   if (auto update = dyn_cast<OnlineUpdateOp>(op.getOperation());
       update && !update.getDropout().empty())
     dropoutFactor = &update.getDropout();
-  if (op.getAlibi())
-    slope = alibiSlope(b, op, headIndex);
   if (Value lengths = op.getLengths())
     keyLimit = b.create<memref::LoadOp>(lengths, batchIndex);
   if (op.getScoreMod().empty() && op.getMaskMod().empty() && !dropoutFactor)
@@ -165,7 +134,7 @@ bool ScoreTerms::hasMask(StringRef name) const {
 
 Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
                         Gather gather, MaskMod maskMod) const {
-  s = modified(b, s, queryPos, keyPos, gather);
+  s = modified(b, s, queryPos, keyPos);
   Value keep = kept(b, s, queryPos, keyPos, gather, maskMod);
   if (!keep)
     return s;
@@ -174,24 +143,10 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
       splatConstant(b, cast<VectorType>(s.getType()), -std::numeric_limits<double>::infinity()));
 }
 
-Value ScoreTerms::modified(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
-                           Gather gather) const {
-  auto type = cast<VectorType>(s.getType());
-  if (double cap = op.getSoftcap().convertToDouble(); cap > 0) {
-    Value scaled = b.create<arith::MulFOp>(s, splatConstant(b, type, 1.0 / cap));
-    s = b.create<arith::MulFOp>(b.create<math::TanhOp>(scaled), splatConstant(b, type, cap));
-  }
-  if (slope) {
-    Value distance = b.create<math::AbsIOp>(b.create<arith::SubIOp>(queryPos, keyPos));
-    Value penalty = b.create<arith::MulFOp>(b.create<arith::SIToFPOp>(type, distance),
-                                            b.create<vector::BroadcastOp>(type, slope));
-    s = b.create<arith::SubFOp>(s, penalty);
-  }
-  if (Value bias = op.getBias())
-    s = b.create<arith::AddFOp>(s, gather(b, bias));
-  if (!op.getScoreMod().empty())
-    s = expression(b, op.getScoreMod(), s, queryPos, keyPos);
-  return s;
+Value ScoreTerms::modified(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos) const {
+  if (op.getScoreMod().empty())
+    return s;
+  return expression(b, op.getScoreMod(), s, queryPos, keyPos);
 }
 
 Value ScoreTerms::kept(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,

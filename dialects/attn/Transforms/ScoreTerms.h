@@ -1,9 +1,9 @@
 //===- ScoreTerms.h - a score op's terms, elementwise --------------------------===//
 //
 // What a score op (attn.online_update, attn.weights) does to a score s = scale * q.k, in the
-// order of attn.attention: softcap (cap * tanh(s / cap)), ALiBi (- slope_h * |i + off - j|),
-// bias, the score_mod region, then the masks (causal, window, tensor mask, padding, the
-// mask_mod region), which make s = -inf; and dropout's factor on a probability. Every lowering
+// order of attn.attention: the score_mod region (a spec's softcap, ALiBi and bias arrive in it,
+// written by Spec/BuiltinExpressions), then the masks (causal, window, tensor mask, padding,
+// the mask_mod region), which make s = -inf; and dropout's factor on a probability. Every lowering
 // of the score ops applies the terms through this one class, on vectors of any shape; the
 // expression regions' scalar ops are applied to such vectors elementwise.
 //
@@ -19,12 +19,12 @@ namespace attnc::attn {
 class ScoreTerms {
 public:
   // Emits, at the builder's insertion point, what the terms read once per update of one
-  // batch and head: the head's ALiBi slope and the batch's key length (padding).
+  // batch and head: the batch's key length (padding) and the regions' scalar arguments.
   ScoreTerms(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, mlir::Value batch,
              mlir::Value head);
 
-  // Loads a bias or mask buffer's elements at the positions of the scores being modified, as
-  // a vector of their shape (f32 for bias, the mask's element type for a mask).
+  // Loads the mask buffer's elements at the positions of the scores being masked, as a vector
+  // of their shape and of the mask's element type.
   using Gather = llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value buffer)>;
 
   // Whether the mask_mod region is evaluated at each score, or known to keep every score
@@ -35,9 +35,9 @@ public:
   // keyPos (j) are i32 vectors of s's shape: each score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                     mlir::Value keyPos, Gather gather, MaskMod maskMod) const;
-  // The modifiers alone: softcap, ALiBi, bias, score_mod.
+  // The modifiers alone: the score_mod region.
   mlir::Value modified(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
-                       mlir::Value keyPos, Gather gather) const;
+                       mlir::Value keyPos) const;
   // The masks alone, at the modified scores s: an i1 vector, true where kept, or null when the
   // op has no mask (mask_mod left out when maskMod is KeepsAll).
   mlir::Value kept(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
@@ -66,7 +66,6 @@ private:
 
   mutable ScoreOpInterface op;   // (op accessors are not const)
   mlir::Region* dropoutFactor;  // an update's dropout region, when not empty
-  mlir::Value slope;         // f32 ALiBi slope of this head, when alibi
   mlir::Value keyLimit;      // i32 lengths[b], when padding
   // For the expression regions, as i32: b, h, g, off (qpos - q_idx), Tq, Tk.
   mlir::Value batch, head, kvHead, offset, seqQ, seqK;

@@ -19,9 +19,11 @@ func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L)
   // CHECK: %[[MAX:.*]] = memref.alloc(%[[B]], %[[TQ]]) : memref<?x4x?xf32>
   // CHECK: %[[SUM:.*]] = memref.alloc(%[[B]], %[[TQ]]) : memref<?x4x?xf32>
   // CHECK: attn.online_init %[[ACC]], %[[MAX]], %[[SUM]]
-  // CHECK: attn.online_update %[[Q]], %[[K]], %[[V]] lengths(%[[LEN]] : memref<?xi32>) into %[[ACC]], %[[MAX]], %[[SUM]]
+  // CHECK: attn.online_update %[[Q]], %[[K]], %[[V]] aux(%[[LEN]] : memref<?xi32>) into %[[ACC]], %[[MAX]], %[[SUM]]
   // CHECK-SAME: sizes[%[[B]], %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]]
-  // CHECK-SAME: masks = ["causal", "padding"], num_heads = 4 : i64
+  // CHECK-SAME: {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
+  // CHECK: mask_mod {
+  // CHECK: attn.aux_load 0[%{{.*}}] : i32
   // CHECK: attn.online_finalize %[[ACC]], %[[MAX]], %[[SUM]] into %[[O]] lse(%[[LSE]]
   // CHECK-COUNT-3: memref.dealloc
   // CHECK-NOT: materialize_in_destination
@@ -29,10 +31,17 @@ func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L)
   %kt = bufferization.to_tensor %k restrict : !K
   %vt = bufferization.to_tensor %v restrict : !V
   %lt = bufferization.to_tensor %len restrict : memref<?xi32>
-  %out, %l = attn.attention %qt, %kt, %vt lengths(%lt : tensor<?xi32>)
-      {masks = ["causal", "padding"], scale = 0.125 : f64}
+  %out, %l = attn.attention %qt, %kt, %vt aux(%lt : tensor<?xi32>) {scale = 0.125 : f64}
       : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
       -> tensor<?x4x?x16xf32>, tensor<?x4x?xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %length = attn.aux_load 0 [%b] : i32
+        %padding = arith.cmpi slt, %j, %length : i32
+        %causal = arith.cmpi sle, %j, %pos : i32
+        %keep = arith.andi %causal, %padding : i1
+        gpu.yield %keep : i1
+      }
   bufferization.materialize_in_destination %out in restrict writable %o
       : (tensor<?x4x?x16xf32>, !O) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse
@@ -41,8 +50,8 @@ func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L)
 }
 
 // The weights without lse: an lse buffer in the workspace, written by the finalize and read by
-// attn.weights after it, which gets the masks, attributes and a copy of mask_mod; the update
-// keeps its own.
+// attn.weights after it, which gets the attributes and a copy of mask_mod; the update keeps its
+// own.
 // CHECK-LABEL: func.func @weights
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[O:.*]]: memref{{.*}}, %[[W:.*]]: memref
 func.func @weights(%q: !Q, %k: !K, %v: !V, %o: !O,
@@ -55,14 +64,14 @@ func.func @weights(%q: !Q, %k: !K, %v: !V, %o: !O,
   // CHECK: attn.online_update
   // CHECK: mask_mod
   // CHECK: attn.online_finalize {{.*}} into %[[O]] lse(%[[LSE]] : memref<?x4x?xf32>)
-  // CHECK: attn.weights %[[Q]], %[[K]] lse %[[LSE]] into %[[W]] at[%c0, %c0, %c0, %c0] sizes[%{{.*}}, %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]] {masks = ["causal"], num_heads = 4 : i64, scale = 1.250000e-01 : f64}
+  // CHECK: attn.weights %[[Q]], %[[K]] lse %[[LSE]] into %[[W]] at[%c0, %c0, %c0, %c0] sizes[%{{.*}}, %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]] {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
   // CHECK: mask_mod
   // CHECK: arith.cmpi sge
   // CHECK-COUNT-4: memref.dealloc
   %qt = bufferization.to_tensor %q restrict : !Q
   %kt = bufferization.to_tensor %k restrict : !K
   %vt = bufferization.to_tensor %v restrict : !V
-  %out, %p = attn.attention %qt, %kt, %vt {masks = ["causal"], scale = 0.125 : f64}
+  %out, %p = attn.attention %qt, %kt, %vt {scale = 0.125 : f64}
       : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
       -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
       mask_mod {
@@ -97,7 +106,7 @@ func.func @rope(%q: !Q, %k: !K, %v: !V, %o: !O) {
   %kt = bufferization.to_tensor %k restrict : !K
   %vt = bufferization.to_tensor %v restrict : !V
   %out = attn.attention %qt, %kt, %vt
-      {masks = ["causal"], scale = 0.125 : f64, rope = "interleaved", rope_theta = 5.0e5 : f64,
+      {scale = 0.125 : f64, rope = "interleaved", rope_theta = 5.0e5 : f64,
        rope_dims = 16 : i64}
       : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
       -> tensor<?x4x?x16xf32>

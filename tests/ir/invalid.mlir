@@ -18,33 +18,6 @@ func.func @head_dims_differ(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x32xf32>, 
 
 // -----
 
-func.func @padding_without_lengths(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
-  // expected-error @+1 {{the lengths operand goes with mask 'padding', and only with it}}
-  %o = attn.attention %q, %k, %v {masks = ["padding"], scale = 0.25 : f64}
-      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
-  return
-}
-
-// -----
-
-func.func @unknown_mask(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
-  // expected-error @+1 {{unknown mask 'triangle'; this op takes causal, padding, window, tensor}}
-  %o = attn.attention %q, %k, %v {masks = ["triangle"], scale = 0.25 : f64}
-      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
-  return
-}
-
-// -----
-
-func.func @window_needs_left(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
-  // expected-error @+1 {{window_left goes with mask 'window', and only with it}}
-  %o = attn.attention %q, %k, %v {masks = ["window"], scale = 0.25 : f64}
-      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
-  return
-}
-
-// -----
-
 func.func @bad_output(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{output must be [B, heads, Tq, d_v] of the query and value}}
   %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
@@ -56,7 +29,7 @@ func.func @bad_output(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: te
 
 func.func @bad_alignment(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) {
   // expected-error @+1 {{causal_align must be "bottom_right" or "top_left", got "middle"}}
-  %o = attn.attention %q, %k, %v {masks = ["causal"], causal_align = "middle", scale = 0.25 : f64}
+  %o = attn.attention %q, %k, %v {causal_align = "middle", scale = 0.25 : f64}
       : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
   return
 }
@@ -225,11 +198,16 @@ func.func @weights_heads(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
 
 // -----
 
-func.func @weights_masks(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
-                         %lse: memref<?x4x?xf32>, %w: memref<?x4x?x?xf32>, %i: index) {
-  // expected-error @+1 {{unknown mask 'triangle'; this op takes causal, padding, window, tensor}}
-  attn.weights %q, %k lse %lse into %w at [%i, %i, %i, %i] sizes [%i, %i, %i, %i] seq_q %i
-      {num_heads = 4 : i64, scale = 1.0 : f64, masks = ["triangle"]}
-      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
+func.func @aux_load_type(%q: tensor<1x2x4x16xbf16>, %k: tensor<1x2x4x16xbf16>, %v: tensor<1x2x4x16xbf16>,
+                         %bias: tensor<1x2x4x4xbf16>) {
+  %o = attn.attention %q, %k, %v aux(%bias : tensor<1x2x4x4xbf16>) {scale = 0.25 : f64}
+      : tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16> -> tensor<1x2x4x16xbf16>
+      score_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        // expected-error @+1 {{result must be the aux tensor's element type, 'bf16'}}
+        %x = attn.aux_load 0 [%b, %h, %i, %j] : f32
+        %t = arith.addf %s, %x : f32
+        gpu.yield %t : f32
+      }
   return
 }

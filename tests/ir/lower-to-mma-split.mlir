@@ -45,9 +45,14 @@ func.func @split(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf16>, %v: memref<
       %nj = arith.minsi %c32, %tk : index
       attn.online_update %q, %k, %v into %acc, %max, %sum at [%c0, %c0, %row, %j]
           sizes [%c1, %c1, %n, %nj] seq_q %tq
-          {num_heads = 4 : i64, scale = 0.125 : f64, masks = ["causal"], max_keys = 32 : i64}
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 32 : i64}
           : memref<?x4x?x32xf16>, memref<?x2x?x32xf16>, memref<?x2x?x16xf16>,
             memref<1x1x16x32xf32>, memref<1x1x32xf32>, memref<1x1x32xf32>
+          mask_mod {
+          ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
+            %causal = arith.cmpi sle, %kv, %p : i32
+            gpu.yield %causal : i1
+          }
     }
     attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]
         : memref<1x1x16x32xf32>, memref<1x1x32xf32>, memref<1x1x32xf32>, memref<?x4x?x16xf16>

@@ -15,9 +15,14 @@
 // CHECK-COUNT-3: vector.load %[[PACKED]]
 // CHECK: vector.broadcast
 // CHECK-COUNT-3: vector.fma
-// Causal: keys after a row's position get -inf.
-// CHECK: arith.cmpi sle
+// Causal (mask_mod): a block it keeps whole skips the region; elsewhere keys after a row's
+// position get -inf.
+// CHECK: scf.if
+// CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : vector<16xi32>
 // CHECK: arith.select
+// CHECK: arith.maximumf
+// CHECK: } else {
+// CHECK-NOT: arith.cmpi
 // CHECK: arith.maximumf
 // CHECK: math.exp
 // PV: 4 columns x 3 vectors.
@@ -44,9 +49,14 @@ func.func @lower(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: memref<
       %nj = arith.minsi %c64, %tk : index
       attn.online_update %packed, %k, %v into %acc, %max, %sum at [%c0, %c0, %row, %j]
           sizes [%c1, %c1, %n, %nj] seq_q %tq
-          {num_heads = 4 : i64, scale = 0.125 : f64, masks = ["causal"], max_keys = 64 : i64}
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
           : memref<32x48xf32>, memref<?x2x?x32xf32>, memref<?x2x?x16xf32>,
             memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+          mask_mod {
+          ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
+            %causal = arith.cmpi sle, %kv, %p : i32
+            gpu.yield %causal : i1
+          }
     }
     attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]
         : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>

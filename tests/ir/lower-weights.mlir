@@ -1,8 +1,8 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
 // transform.attn.lower_weights: a task loop of its own over (batch, head, tile of 8 rows); the
 // tile's query packed and scaled, each lane's lse (-inf made +inf), then for the keys causal
-// and padding can keep, two keys at a time and then one: QK^T as FMAs of query-row vectors,
-// the masks as selects, exp(s - lse) (0 where the key is masked), stored lane by lane for the
+// and padding (mask_mod's affine terms) can keep, two keys at a time and then one: QK^T as FMAs
+// of query-row vectors, the mask_mod region as selects, exp(s - lse) (0 where the key is masked), stored lane by lane for the
 // tile's rows; the keys on either side get 0 without a score.
 
 // CHECK-LABEL: func.func @weights
@@ -47,10 +47,17 @@ func.func @weights(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf16>, %len: mem
   %b = memref.dim %q, %c0 : memref<?x4x?x16xf32>
   %tq = memref.dim %q, %c2 : memref<?x4x?x16xf32>
   %tk = memref.dim %k, %c2 : memref<?x2x?x16xf16>
-  attn.weights %q, %k lengths(%len : memref<?xi32>) lse %lse into %w at [%c0, %c0, %c0, %c0]
-      sizes [%b, %c4, %tq, %tk] seq_q %tq
-      {num_heads = 4 : i64, masks = ["causal", "padding"], scale = 0.25 : f64}
+  attn.weights %q, %k aux(%len : memref<?xi32>) lse %lse into %w at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.25 : f64}
       : memref<?x4x?x16xf32>, memref<?x2x?x16xf16>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
+      mask_mod {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tqi: i32, %tki: i32):
+        %causal = arith.cmpi sle, %j, %p : i32
+        %length = attn.aux_load 0 [%bi] : i32
+        %padding = arith.cmpi slt, %j, %length : i32
+        %keep = arith.andi %causal, %padding : i1
+        gpu.yield %keep : i1
+      }
   return
 }
 

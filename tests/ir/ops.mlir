@@ -2,38 +2,59 @@
 // Round trip: printing and parsing again gives the same ops.
 
 // CHECK-LABEL: func.func @sdpa_causal_gqa
+// The causal mask as the mask_mod region (kv_idx <= qpos).
 func.func @sdpa_causal_gqa(%q: tensor<2x8x?x64xf32>, %k: tensor<2x2x?x64xf32>,
                            %v: tensor<2x2x?x64xf32>) -> tensor<2x8x?x64xf32> {
-  // CHECK: %[[O:.*]] = attn.attention %{{.*}}, %{{.*}}, %{{.*}} {masks = ["causal"], scale = 1.250000e-01 : f64}
+  // CHECK: %[[O:.*]] = attn.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64}
   // CHECK-SAME: -> tensor<2x8x?x64xf32>
-  %o = attn.attention %q, %k, %v {masks = ["causal"], scale = 0.125 : f64}
+  // CHECK: mask_mod {
+  // CHECK: arith.cmpi sle
+  %o = attn.attention %q, %k, %v {scale = 0.125 : f64}
       : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x64xf32> -> tensor<2x8x?x64xf32>
+      mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %causal = arith.cmpi sle, %j, %p : i32
+        gpu.yield %causal : i1
+      }
   // CHECK: return %[[O]]
   return %o : tensor<2x8x?x64xf32>
 }
 
 // CHECK-LABEL: func.func @padding_window_bias_lse
-// A bias in the spec's dtype (bf16) is an aux operand that score_mod reads and widens.
+// The kernel inputs the built-ins read are aux operands: the key lengths (padding) that
+// mask_mod reads beside a window, and a bias in the spec's dtype (bf16) that score_mod reads and
+// widens.
 func.func @padding_window_bias_lse(%q: tensor<?x4x?x32xbf16>, %k: tensor<?x4x?x32xbf16>,
                                    %v: tensor<?x4x?x16xbf16>, %len: tensor<?xi32>,
                                    %bias: tensor<1x4x?x?xbf16>)
     -> (tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>) {
-  // CHECK: attn.attention {{.*}} lengths(%{{.*}} : tensor<?xi32>) aux(%{{.*}} : tensor<1x4x?x?xbf16>)
+  // CHECK: attn.attention {{.*}} aux(%{{.*}}, %{{.*}} : tensor<?xi32>, tensor<1x4x?x?xbf16>)
   // CHECK-SAME: causal_align = "top_left"
-  // CHECK-SAME: window_left = 16
   // CHECK-SAME: -> tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
-  // CHECK: attn.aux_load 0[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : bf16
-  %o, %lse = attn.attention %q, %k, %v lengths(%len : tensor<?xi32>) aux(%bias : tensor<1x4x?x?xbf16>)
-      {masks = ["padding", "window"], window_left = 16, scale = 1.0 : f64,
-       causal_align = "top_left"}
+  // CHECK: attn.aux_load 1[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : bf16
+  // CHECK: mask_mod {
+  // CHECK: attn.aux_load 0[%{{.*}}] : i32
+  %o, %lse = attn.attention %q, %k, %v aux(%len, %bias : tensor<?xi32>, tensor<1x4x?x?xbf16>)
+      {scale = 1.0 : f64, causal_align = "top_left"}
       : tensor<?x4x?x32xbf16>, tensor<?x4x?x32xbf16>, tensor<?x4x?x16xbf16>
       -> tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
       score_mod {
       ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
-        %stored = attn.aux_load 0 [%b, %h, %i, %j] : bf16
+        %stored = attn.aux_load 1 [%b, %h, %i, %j] : bf16
         %wide = arith.extf %stored : bf16 to f32
         %t = arith.addf %s, %wide : f32
         gpu.yield %t : f32
+      } mask_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+        %length = attn.aux_load 0 [%b] : i32
+        %padding = arith.cmpi slt, %j, %length : i32
+        %c16 = arith.constant 16 : i32
+        %left = arith.subi %p, %c16 : i32
+        %inWindow = arith.cmpi sge, %j, %left : i32
+        %notAfter = arith.cmpi sle, %j, %p : i32
+        %window = arith.andi %inWindow, %notAfter : i1
+        %keep = arith.andi %padding, %window : i1
+        gpu.yield %keep : i1
       }
   return %o, %lse : tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
 }
@@ -46,15 +67,15 @@ func.func @weights(%q: tensor<?x4x?x32xf32>, %k: tensor<?x2x?x32xf32>, %v: tenso
                    %lse: memref<?x4x?xf32>, %w: memref<?x4x?x?xf32>, %doc: memref<?xi32>,
                    %n: index) -> tensor<?x4x?x?xf32> {
   // CHECK: attn.attention {{.*}} -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
-  %o, %p = attn.attention %q, %k, %v {masks = ["causal"], scale = 0.125 : f64}
+  %o, %p = attn.attention %q, %k, %v {scale = 0.125 : f64}
       : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
       -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
-  // CHECK: attn.weights %{{.*}}, %{{.*}} aux(%{{.*}} : memref<?xi32>) lse %{{.*}} into %{{.*}} at[{{.*}}] sizes[{{.*}}] seq_q %{{.*}} {masks = ["causal"], num_heads = 4 : i64, scale = 1.250000e-01 : f64}
+  // CHECK: attn.weights %{{.*}}, %{{.*}} aux(%{{.*}} : memref<?xi32>) lse %{{.*}} into %{{.*}} at[{{.*}}] sizes[{{.*}}] seq_q %{{.*}} {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
   // CHECK-SAME: : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
   // CHECK: mask_mod {
   // CHECK: attn.aux_load 0[%{{.*}}] : i32
   attn.weights %qb, %kb aux(%doc : memref<?xi32>) lse %lse into %w at [%n, %n, %n, %n]
-      sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, masks = ["causal"], scale = 0.125 : f64}
+      sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, scale = 0.125 : f64}
       : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
       mask_mod {
       ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):

@@ -80,21 +80,10 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     return b.create<bufferization::ToTensorOp>(tensorOf(it->second), it->second, /*restrict=*/true);
   };
 
-  // The ops take causal, padding and tensor masks, and a window when it is the only sparsity
-  // pattern; the other patterns (and a window beside them, since patterns unite) join mask_mod
-  // as their expressions, block_sparse's reading block_layout as one more aux operand.
-  const bool nativeWindow =
-      spec.masks.has(MaskKind::Window) &&
-      llvm::none_of(kSparsityPatterns, [&](MaskKind k) {
-        return k != MaskKind::Window && spec.masks.has(k);
-      });
-  SmallVector<Attribute> masks;
-  for (MaskKind k : {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor})
-    if (spec.masks.has(k) && (k != MaskKind::Window || nativeWindow))
-      masks.push_back(b.getStringAttr(maskKindName(k)));
-  const std::span<const MaskKind> patterns =
-      nativeWindow ? std::span<const MaskKind>() : std::span<const MaskKind>(kSparsityPatterns);
-  std::optional<expr::Node> mask = masksWithMaskMod(spec, patterns);
+  // Every built-in mask and the spec's mask_mod make the op's mask_mod region; the spec's aux
+  // tensors and the kernel inputs the built-ins read (lengths, mask, bias, block_layout) are
+  // its aux operands.
+  std::optional<expr::Node> mask = masksWithMaskMod(spec, kBuiltinMasks);
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   Type weightsType = spec.weights ? Type(tensorOf(byName.at("weights"))) : Type();
@@ -104,18 +93,12 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     aux.push_back(read(name));
     auxOperands.push_back({name, cast<RankedTensorType>(aux.back().getType()).getElementType()});
   };
-  for (const AuxTensor& a : spec.aux)
-    addAux(a.name);
-  if (spec.masks.has(MaskKind::BlockSparse))
-    addAux("block_layout");
-  if (spec.bias)
-    addAux("bias");
+  for (const ExpressionTensor& tensor : expressionTensors(spec))
+    addAux(tensor.name);
   auto attention = b.create<attn::AttentionOp>(
-      tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), read("lengths"),
-      read("mask"), aux, b.getF64FloatAttr(spec.scale), b.getArrayAttr(masks),
+      tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), aux,
+      b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
-      nativeWindow ? b.getI64IntegerAttr(spec.windowLeft) : IntegerAttr(),
-      nativeWindow ? b.getI64IntegerAttr(spec.windowRight) : IntegerAttr(),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")
                 : StringAttr(),
       b.getF64FloatAttr(spec.ropeTheta),

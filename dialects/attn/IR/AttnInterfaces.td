@@ -14,20 +14,14 @@ def Attn_ScoreOpInterface : OpInterface<"ScoreOpInterface"> {
   let cppNamespace = "::attnc::attn";
   let description = [{
     An op that computes attn.attention's scores over a domain of (batch, query head, query
-    row, key): `offsets` = [b0, h0, i0, j0] and `sizes` = [nb, nh, ni, nj], with the masks,
-    modifiers and expression regions of attn.attention, `num_heads` query heads and `seq_q`
+    row, key): `offsets` = [b0, h0, i0, j0] and `sizes` = [nb, nh, ni, nj], with the
+    attributes and expression regions of attn.attention, `num_heads` query heads and `seq_q`
     query rows.
   }];
   let methods = [
     InterfaceMethod<"The keys [B, H_kv, Tk, d_k]",
                     "::mlir::TypedValue<::mlir::MemRefType>", "getKey", (ins),
                     [{ return $_op.getKey(); }]>,
-    InterfaceMethod<"Key lengths [B] (mask padding), or null",
-                    "::mlir::TypedValue<::mlir::MemRefType>", "getLengths", (ins),
-                    [{ return $_op.getLengths(); }]>,
-    InterfaceMethod<"The mask tensor [B|1, H|1, Tq, Tk] (nonzero keeps), or null",
-                    "::mlir::TypedValue<::mlir::MemRefType>", "getMask", (ins),
-                    [{ return $_op.getMask(); }]>,
     InterfaceMethod<"The aux tensors the expression regions read",
                     "::mlir::Operation::operand_range", "getAux", (ins),
                     [{ return $_op.getAux(); }]>,
@@ -41,14 +35,8 @@ def Attn_ScoreOpInterface : OpInterface<"ScoreOpInterface"> {
                     [{ return $_op.getSeqQ(); }]>,
     InterfaceMethod<"H, the query heads", "uint64_t", "getNumHeads", (ins),
                     [{ return $_op.getNumHeads(); }]>,
-    InterfaceMethod<"The mask names (causal, padding, window, tensor)", "::mlir::ArrayAttr",
-                    "getMasks", (ins), [{ return $_op.getMasks(); }]>,
     InterfaceMethod<"bottom_right or top_left", "::llvm::StringRef", "getCausalAlign", (ins),
                     [{ return $_op.getCausalAlign(); }]>,
-    InterfaceMethod<"The window's keys before the query position", "std::optional<uint64_t>",
-                    "getWindowLeft", (ins), [{ return $_op.getWindowLeft(); }]>,
-    InterfaceMethod<"The window's keys after the query position", "std::optional<uint64_t>",
-                    "getWindowRight", (ins), [{ return $_op.getWindowRight(); }]>,
     InterfaceMethod<"The score_mod region (empty: none)", "::mlir::Region&", "getScoreMod",
                     (ins), [{ return $_op.getScoreMod(); }]>,
     InterfaceMethod<"The mask_mod region (empty: none)", "::mlir::Region&", "getMaskMod",

@@ -102,7 +102,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
   let description = [{
     For batches `b0 + [0, nb)`, query heads `h0 + [0, nh)`, query rows `i0 + [0, ni)` and keys
     `j0 + [0, nj)` (the op's domain: `offsets` = [b0, h0, i0, j0], `sizes` = [nb, nh, ni, nj]),
-    with s_ij the score of attn.attention (same masks, modifiers and attributes):
+    with s_ij the score of attn.attention (same attributes and expression regions):
 
     ```
     m'_i = max(m_i, max_j s_ij)
@@ -126,7 +126,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     ```mlir
     attn.online_update %q, %k, %v into %acc, %max, %sum
         at [%b, %h, %i, %j] sizes [%c1, %c1, %ni, %nj] seq_q %tq
-        {num_heads = 8 : i64, masks = ["causal"], scale = 0.125 : f64}
+        {num_heads = 8 : i64, scale = 0.125 : f64}
         : memref<64x48xf32>, memref<?x2x?x64xf32>, memref<?x2x?x64xf32>,
           memref<1x1x64x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
     ```
@@ -135,8 +135,6 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     Arg<MemRefRankOf<[AnyFloat], [2, 4]>, "query, whole or packed", [MemRead]>:$query,
     Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
     Arg<MemRefRankOf<[AnyFloat], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
-    Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
-    Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
@@ -152,8 +150,6 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
-    (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
-    (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     `into` $acc `,` $max `,` $sum
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
@@ -205,7 +201,7 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
   let summary = "Writes the normalised attention weights p = exp(s - lse) of a domain";
   let description = [{
     For the domain `offsets` = [b0, h0, i0, j0], `sizes` = [nb, nh, ni, nj] and s_ij the score
-    of attn.attention (same operands, masks, modifiers and attributes as attn.online_update):
+    of attn.attention (same operands, attributes and expression regions as attn.online_update):
 
     ```
     weights[b, h, i, j] = exp(s_ij - lse[b, h, i])   where the masks keep (i, j)
@@ -221,15 +217,13 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
 
     ```mlir
     attn.weights %q, %k lse %lse into %w at [%c0, %c0, %c0, %c0] sizes [%b, %c8, %tq, %tk]
-        seq_q %tq {num_heads = 8 : i64, masks = ["causal"], scale = 0.125 : f64}
+        seq_q %tq {num_heads = 8 : i64, scale = 0.125 : f64}
         : memref<?x8x?x64xf32>, memref<?x2x?x64xf32>, memref<?x8x?xf32>, memref<?x8x?x?xf32>
     ```
   }];
   let arguments = !con((ins
     Arg<MemRefRankOf<[AnyFloat], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
     Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
-    Arg<Optional<MemRefRankOf<[I32], [1]>>, "key lengths [B]", [MemRead]>:$lengths,
-    Arg<Optional<MemRefRankOf<[I8, I1], [4]>>, "mask [B|1, H|1, Tq, Tk]", [MemRead]>:$mask,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
     Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
@@ -242,8 +236,6 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
 
   let assemblyFormat = [{
     $query `,` $key
-    (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
-    (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     `lse` $lse `into` $weights
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q

@@ -64,19 +64,6 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (getRopeDims() && !getRope())
     return emitOpError() << "rope_dims needs rope";
-  if (auto lengths = getLengths()) {
-    auto type = cast<RankedTensorType>(lengths.getType());
-    if (type.getRank() != 1 || !compatible(type.getDimSize(0), qs[0]))
-      return emitOpError() << "lengths must be [B]";
-  }
-  if (Value mask = getMask()) {
-    auto type = cast<RankedTensorType>(mask.getType());
-    ArrayRef<int64_t> s = type.getShape();
-    auto broadcast = [](int64_t size, int64_t full) { return size == 1 || compatible(size, full); };
-    if (type.getRank() != 4 || !broadcast(s[0], qs[0]) || !broadcast(s[1], qs[1]) ||
-        !compatible(s[2], qs[2]) || !compatible(s[3], ks[2]))
-      return emitOpError() << "mask must be [B|1, heads|1, Tq, Tk]";
-  }
   if (auto lse = getLse()) {
     ArrayRef<int64_t> ls = cast<RankedTensorType>(lse.getType()).getShape();
     if (ls.size() != 3 || !compatible(ls[0], qs[0]) || ls[1] != qs[1] || !compatible(ls[2], qs[2]))

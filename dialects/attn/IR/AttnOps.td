@@ -10,10 +10,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // see attn.attention.
 defvar Attn_ScoreAttrs = (ins
   F64Attr:$scale,
-  DefaultValuedAttr<StrArrayAttr, "{}">:$masks,
-  DefaultValuedAttr<StrAttr, "\"bottom_right\"">:$causal_align,
-  OptionalAttr<I64Attr>:$window_left,
-  OptionalAttr<I64Attr>:$window_right
+  DefaultValuedAttr<StrAttr, "\"bottom_right\"">:$causal_align
 );
 
 // A spec's score_mod or mask_mod, or dropout's factor, as a region: empty when the spec has
@@ -28,14 +25,14 @@ def Attn_ExpressionRegion : Region<CPred<"$_self.getBlocks().size() <= 1">,
                                    "an empty region or one block">;
 
 def Attn_AttentionOp : Attn_Op<"attention",
-                              [Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
+                              [Pure, AttrSizedResultSegments]> {
   let summary = "Scaled dot-product attention with masks and score modifiers";
   let description = [{
     For query head h (key/value head g = h / (H / H_kv)), query row i and key j:
 
     ```
     s_ij  = score_mod(scale * q_i . k_j)      // the score_mod region (identity when empty)
-    keep  = masks(i, j)                       // constraints intersect, patterns unite
+    keep  = mask_mod(i, j)                    // the mask_mod region (true when empty)
     lse_i = log sum_{j kept} exp(s_ij)
     o_i   = sum_{j kept} d_ij exp(s_ij - lse_i) v_j
     ```
@@ -45,25 +42,30 @@ def Attn_AttentionOp : Attn_Op<"attention",
 
     A row with no kept key gives `o_i = 0` and `lse_i = -inf`. Query row i sits at position
     `i + (Tk - Tq)` among the keys with `causal_align = "bottom_right"` (the default), at `i`
-    with `"top_left"`. `masks` lists the spec's patterns: `causal`, `padding` (key lengths in
-    `lengths`), `window` (`window_left`, `window_right`), `tensor` (the `mask` operand,
-    nonzero keeps). Shapes are `[B, H, Tq, d_k]`, `[B, H_kv, Tk, d_k]`, `[B, H_kv, Tk, d_v]`
+    with `"top_left"` (the region's `qpos`). Shapes are `[B, H, Tq, d_k]`, `[B, H_kv, Tk, d_k]`, `[B, H_kv, Tk, d_v]`
     for q, k, v and `[B, H, Tq, d_v]` for the output; `lse` is `[B, H, Tq]` in f32.
 
     Example:
 
     ```mlir
-    %o = attn.attention %q, %k, %v {masks = ["causal"], scale = 0.125 : f64}
+    %o = attn.attention %q, %k, %v {scale = 0.125 : f64}
         : tensor<2x8x?x64xf32>, tensor<2x2x?x64xf32>, tensor<2x2x?x64xf32>
         -> tensor<2x8x?x64xf32>
+        mask_mod {
+        ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %p: i32, %tq: i32, %tk: i32):
+          %causal = arith.cmpi sle, %j, %p : i32
+          gpu.yield %causal : i1
+        }
     ```
 
-    `score_mod` gives s_ij from the scaled product and `mask_mod` intersects the masks
-    (docs/spec.md, Expressions); a spec's score modifiers (softcap, ALiBi, the bias tensor)
-    reach the op as its score_mod, composed with the spec's own. The aux tensors the regions
-    read are the `aux` operands, read by attn.aux_load (i8 ones are unsigned bytes, such as the
-    block_layout a block_sparse mask reads; f16 and bf16 ones, such as the bias in the spec's
-    dtype, are read as such and widened by the region).
+    The regions are a spec's whole definition of its scores (docs/spec.md, Expressions): its
+    built-in modifiers (softcap, ALiBi, the bias tensor) then its score_mod make `score_mod`,
+    and its built-in masks (causal, padding, window, the tensor mask, the sparsity patterns)
+    with its mask_mod make `mask_mod`, as Spec/BuiltinExpressions writes them. The lowerings
+    classify key blocks from `mask_mod` alone (KeyRange.h, ExpressionBounds.h). The aux tensors
+    the regions read are the `aux` operands, read by attn.aux_load (i8 ones are unsigned bytes,
+    such as the tensor mask and the block_layout a block_sparse mask reads; f16 and bf16 ones,
+    such as the bias in the spec's dtype, are read as such and widened by the region).
 
     `weights`, when present, holds p_ij = exp(s_ij - lse_i) where the masks keep (i, j) and 0
     elsewhere ([B, heads, Tq, Tk] in f32): the probabilities before dropout.
@@ -77,8 +79,6 @@ def Attn_AttentionOp : Attn_Op<"attention",
     RankedTensorOf<[AnyFloat]>:$query,
     RankedTensorOf<[AnyFloat]>:$key,
     RankedTensorOf<[AnyFloat]>:$value,
-    Optional<RankedTensorOf<[I32]>>:$lengths,
-    Optional<RankedTensorOf<[I8, I1]>>:$mask,
     Variadic<RankedTensorOf<[I8, I32, F16, BF16, F32]>>:$aux), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
@@ -93,8 +93,6 @@ def Attn_AttentionOp : Attn_Op<"attention",
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
-    (`lengths` `(` $lengths^ `:` type($lengths) `)`)?
-    (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?

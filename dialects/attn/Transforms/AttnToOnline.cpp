@@ -37,8 +37,6 @@ LogicalResult decompose(AttentionOp op) {
   auto storeWeights = storeOf(op.getWeights());
   if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
       (op.getWeights() && !storeWeights) ||
-      (op.getLengths() && !bufferOf(op.getLengths())) ||
-      (op.getMask() && !bufferOf(op.getMask())) ||
       llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }))
     return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
                                "and results stored with bufferization.materialize_in_destination";
@@ -99,20 +97,18 @@ LogicalResult decompose(AttentionOp op) {
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
   auto update = b.create<OnlineUpdateOp>(
-      q, k, v, bufferOf(op.getLengths()), bufferOf(op.getMask()), aux, acc, max, sum,
-      ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
-      b.getI64IntegerAttr(heads), IntegerAttr(), op.getScaleAttr(), op.getMasksAttr(),
-      op.getCausalAlignAttr(), op.getWindowLeftAttr(), op.getWindowRightAttr());
+      q, k, v, aux, acc, max, sum, ValueRange{zero, zero, zero, zero},
+      ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads), IntegerAttr(),
+      op.getScaleAttr(), op.getCausalAlignAttr());
   b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(), lse, ValueRange{zero, zero, zero},
                              ValueRange{batch, headsValue, seqQ});
   // The weights, a second pass over the keys once lse is known. The expressions are copied
   // (to the weights) or moved (to the update) whole: their blocks use only their arguments.
   if (storeWeights) {
     auto weights = b.create<WeightsOp>(
-        q, k, bufferOf(op.getLengths()), bufferOf(op.getMask()), aux, lse, storeWeights.getDest(),
-        ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
-        b.getI64IntegerAttr(heads), op.getScaleAttr(), op.getMasksAttr(), op.getCausalAlignAttr(),
-        op.getWindowLeftAttr(), op.getWindowRightAttr());
+        q, k, aux, lse, storeWeights.getDest(), ValueRange{zero, zero, zero, zero},
+        ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads),
+        op.getScaleAttr(), op.getCausalAlignAttr());
     IRMapping none;
     op.getScoreMod().cloneInto(&weights.getScoreMod(), none);
     op.getMaskMod().cloneInto(&weights.getMaskMod(), none);

@@ -26,8 +26,13 @@ struct Truth {
   Value canBeTrue, canBeFalse;
 };
 
-// The most elements an aux read's bound scans per domain: past it the read is unbounded.
+// The most elements an aux read's bound scans per domain: past it the read is unbounded. Below
+// that, a read is scanned only when its box has at most kScanPerEdge x (rows + keys) elements:
+// tables indexed per row, per key or per block of them are, while a box that grows with rows x
+// keys (a per-score tensor such as the tensor mask) would cost as much to scan as the kernel's
+// own read of it at every score, and is left unbounded.
 constexpr int64_t kMaxScan = 4096;
+constexpr int64_t kScanPerEdge = 2;
 
 class Bounds {
 public:
@@ -37,6 +42,17 @@ public:
   Truth maskOf(Block& block, const DomainCorners& corners) {
     for (size_t k = index(ExpressionArgument::B); k < block.getNumArguments(); ++k)
       ranges[block.getArgument(k)] = {corners.first[k], corners.last[k]};
+    auto extent = [&](ExpressionArgument argument) {
+      Value span = b.create<arith::SubIOp>(corners.last[index(argument)],
+                                           corners.first[index(argument)]);
+      return b.create<arith::IndexCastOp>(b.getIndexType(), span);
+    };
+    Value edges = b.create<arith::AddIOp>(
+        b.create<arith::AddIOp>(extent(ExpressionArgument::QIdx), extent(ExpressionArgument::KvIdx)),
+        b.create<arith::ConstantIndexOp>(2));
+    scanBudget = b.create<arith::MinSIOp>(
+        b.create<arith::MulIOp>(edges, b.create<arith::ConstantIndexOp>(kScanPerEdge)),
+        b.create<arith::ConstantIndexOp>(kMaxScan));
     for (Operation& op : block.without_terminator())
       bound(op);
     return truth(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());
@@ -94,11 +110,55 @@ private:
       ranges[result] = r;
   }
 
+  // The range of an i32 add, subtract or multiply, its ends formed in i64: the whole i32 range
+  // when an end leaves it, since the kernel's i32 arithmetic wraps there (an unscanned aux
+  // read's range is the whole i32 range, whose negation wraps).
+  Range wrapping(Operation& op, Range x, Range y) {
+    Type narrow = x.lo.getType(), wide = b.getI64Type();
+    auto extend = [&](Value v) { return b.create<arith::ExtSIOp>(wide, v); };
+    auto apply = [&](Value p, Value q) {
+      OperationState state(b.getLoc(), op.getName());
+      state.addOperands({extend(p), extend(q)});
+      state.addTypes(wide);
+      return b.create(state)->getResult(0);
+    };
+    Value lo, hi;
+    if (isa<arith::AddIOp>(op)) {
+      lo = apply(x.lo, y.lo);
+      hi = apply(x.hi, y.hi);
+    } else if (isa<arith::SubIOp>(op)) {
+      lo = apply(x.lo, y.hi);
+      hi = apply(x.hi, y.lo);
+    } else {
+      Value p1 = apply(x.lo, y.lo), p2 = apply(x.lo, y.hi), p3 = apply(x.hi, y.lo),
+            p4 = apply(x.hi, y.hi);
+      lo = minimum(minimum(p1, p2), minimum(p3, p4));
+      hi = maximum(maximum(p1, p2), maximum(p3, p4));
+    }
+    const unsigned width = narrow.getIntOrFloatBitWidth();
+    auto limit = [&](const APInt& v, Type type) {
+      return b.create<arith::ConstantOp>(b.getIntegerAttr(type, v.getSExtValue()));
+    };
+    Value least = limit(APInt::getSignedMinValue(width), wide);
+    Value greatest = limit(APInt::getSignedMaxValue(width), wide);
+    Value wraps = any(less(lo, least), less(greatest, hi));
+    auto truncated = [&](Value v) { return b.create<arith::TruncIOp>(narrow, v); };
+    return {b.create<arith::SelectOp>(wraps, limit(APInt::getSignedMinValue(width), narrow),
+                                      truncated(lo)),
+            b.create<arith::SelectOp>(wraps, limit(APInt::getSignedMaxValue(width), narrow),
+                                      truncated(hi))};
+  }
+
   Range rangeOf(Operation& op) {
     auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
-    if (isa<arith::AddIOp, arith::AddFOp, arith::SubIOp, arith::SubFOp, arith::MulIOp,
-            arith::MulFOp, arith::MinSIOp, arith::MinNumFOp, arith::MaxSIOp, arith::MaxNumFOp>(
-            op)) {
+    if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op)) {
+      Range x = operand(0), y = operand(1);
+      if (!x || !y || !op.getResult(0).getType().isInteger(32))
+        return {};
+      return wrapping(op, x, y);
+    }
+    if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::MinSIOp, arith::MinNumFOp,
+            arith::MaxSIOp, arith::MaxNumFOp>(op)) {
       Range x = operand(0), y = operand(1);
       if (!x || !y)
         return {};
@@ -109,11 +169,11 @@ private:
         state.addTypes(p.getType());
         return b.create(state)->getResult(0);
       };
-      if (isa<arith::AddIOp, arith::AddFOp>(op))
+      if (isa<arith::AddFOp>(op))
         return {apply(x.lo, y.lo), apply(x.hi, y.hi)};
-      if (isa<arith::SubIOp, arith::SubFOp>(op))
+      if (isa<arith::SubFOp>(op))
         return {apply(x.lo, y.hi), apply(x.hi, y.lo)};
-      if (isa<arith::MulIOp, arith::MulFOp>(op)) {
+      if (isa<arith::MulFOp>(op)) {
         Value p1 = apply(x.lo, y.lo), p2 = apply(x.lo, y.hi), p3 = apply(x.hi, y.lo),
               p4 = apply(x.hi, y.hi);
         return {minimum(minimum(p1, p2), minimum(p3, p4)),
@@ -192,7 +252,18 @@ private:
       Value lo = b.create<arith::SelectOp>(
           lessOrEqual(zero, x.lo), x.lo,
           b.create<arith::SelectOp>(lessOrEqual(x.hi, zero), negHi, zero));
-      return {lo, maximum(negLo, x.hi)};
+      Value hi = maximum(negLo, x.hi);
+      if (isFloat(x.lo))
+        return {lo, hi};
+      // The least int is its own absolute value (the negation wraps): then anything.
+      const unsigned width = x.lo.getType().getIntOrFloatBitWidth();
+      auto constant = [&](const APInt& v) {
+        return b.create<arith::ConstantOp>(b.getIntegerAttr(x.lo.getType(), v));
+      };
+      Value least = constant(APInt::getSignedMinValue(width));
+      Value wraps = lessOrEqual(x.lo, least);
+      return {b.create<arith::SelectOp>(wraps, least, lo),
+              b.create<arith::SelectOp>(wraps, constant(APInt::getSignedMaxValue(width)), hi)};
     }
     if (auto remainder = dyn_cast<arith::RemSIOp>(&op)) {
       // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|.
@@ -226,7 +297,7 @@ private:
 
   // The least and greatest element of the aux tensor over the box of its indices' ranges,
   // clamped into the tensor as the kernel's reads are: scanned, one flat loop over the box.
-  // A box of more than kMaxScan elements gives the element type's whole range.
+  // A box of more than scanBudget elements gives the element type's whole range.
   Range auxRange(AuxLoadOp load) {
     Value tensor = aux[load.getAux()];
     auto type = cast<MemRefType>(tensor.getType());
@@ -258,7 +329,7 @@ private:
       return b.create<arith::ConstantOp>(b.getIntegerAttr(
           element, greatest ? APInt::getSignedMaxValue(width) : APInt::getSignedMinValue(width)));
     };
-    Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, constant(kMaxScan));
+    Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, scanBudget);
     Value scanned = b.create<arith::SelectOp>(tooMany, constant(0), count);
     // Starting from the empty range (greatest below least), widened by every element.
     auto loop = b.create<scf::ForOp>(constant(0), scanned, constant(1),
@@ -354,7 +425,8 @@ private:
   }
 
   ImplicitLocOpBuilder& b;
-  ValueRange aux; // the update's aux tensors
+  ValueRange aux;   // the update's aux tensors
+  Value scanBudget; // the most elements an aux read's scan may take (index)
   llvm::DenseMap<Value, Range> ranges;
   llvm::DenseMap<Value, Truth> truths;
 };

@@ -4,12 +4,14 @@
 // any, from interval bounds of its scalar ops over the domain's corners, emitted as code the
 // kernel runs per key block: the lowering skips a block it rules out (an update all of whose
 // scores are masked leaves the state as it was), and does not evaluate the region in a block it
-// keeps whole. Written causal (kv_idx <= qpos) and band masks are ruled out exactly as the
-// built-in masks are. An aux read is bounded by the least and greatest element over the box its
+// keeps whole (the built-in masks are mask_mod too: a causal block below the diagonal skips
+// the region). An aux read is bounded by the least and greatest element over the box its
 // indices span in the domain, scanned from the tensor (a document mask's block is ruled out when
-// the rows' documents and the keys' cannot meet); the scan is a few dozen loads per chunk of
-// keys, against the chunk's rows x keys x d multiply-adds. What has no bound here (bits,
-// transcendental functions, % beyond its divisor's range) is taken as able to be anything.
+// the rows' documents and the keys' cannot meet) when the box is at most twice the domain's rows
+// plus keys: a few dozen loads per chunk of keys, against the chunk's rows x keys x d
+// multiply-adds; a per-score tensor such as the tensor mask is not scanned. What has no bound
+// here (bits, transcendental functions, % beyond its divisor's range, such reads) is taken as
+// able to be anything.
 //
 // The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
 // language leaves overflow unspecified): the float ops used (+, -, *, / by a constant, floor,

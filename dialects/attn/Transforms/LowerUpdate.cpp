@@ -152,14 +152,7 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          s = terms->apply(
-              ib, s, rowPositions(ib, r), keys,
-              [&](ImplicitLocOpBuilder& gb, Value buffer) {
-                Value firstRow = gb.create<arith::AddIOp>(op.getOffsets()[2], column(r));
-                return gatherQueryRows(gb, buffer, op.getOffsets()[0], op.getOffsets()[1],
-                                       firstRow, op.getSeqQ(), key, lanes);
-              },
-              maskMod);
+          s = terms->apply(ib, s, rowPositions(ib, r), keys, maskMod);
           ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
         }
@@ -330,7 +323,10 @@ LogicalResult UpdateLowering::emit() {
   Value maskModKeepsAll;
   if (!op.getMaskMod().empty()) {
     const LiveKeys live = liveKeys(domainCorners(group, off));
-    keyCount = live.count;
+    // The live count is at most nj; saying so (nj is min(max_keys, ...) from tile_keys) lets
+    // LLVM bound the key loops by the block: without the min, a causal kernel (H 8, d 64,
+    // T 2048) ran 1.35x slower.
+    keyCount = b.create<arith::MinUIOp>(live.count, keyCount);
     maskModKeepsAll = live.keepsAll;
     auto attend = b.create<scf::IfOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, keyCount, indexConstant(b, 0)),

@@ -8,11 +8,12 @@
 //   S[j, :] = modifiers(sum_c packedQ[c, :] * K[j, c])  keyUnroll keys at a time (ScoreTerms)
 //   W[:, j] = kept(j) ? exp(S[j, :] - lse[:]) : 0       (0 in a row whose lse is -inf)
 //
-// for the keys causal, window and padding can keep (keptKeyRange, as tile_keys visits); the
-// other keys' weights are 0 without a score. W is stored lane by lane: its strides are known
+// for the keys the mask's affine terms can keep (keptKeyRange, KeyRange.h, as tile_keys
+// visits); the other keys' weights are 0 without a score. W is stored lane by lane: its strides are known
 // only at run time.
 //
 //===---------------------------------------------------------------------------===//
+#include "attn/Transforms/KeyRange.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -143,14 +144,10 @@ void WeightsLowering::emitKeys(Value begin, Value end, int64_t unroll) {
               vectorI32, ib.create<arith::IndexCastOp>(ib.getI32Type(), key));
           for (int64_t r = 0; r < vectors; ++r) {
             const RowVector& v = rowVectors[r];
-            auto gather = [&](ImplicitLocOpBuilder& gb, Value buffer) {
-              return gatherQueryRows(gb, buffer, batch(), head(), v.firstRow, op.getSeqQ(), key,
-                                     lanes);
-            };
             Value s =
                 terms->modified(ib, dot.getResult(u * vectors + r), v.positions, keyPositions);
-            Value keep = terms->kept(ib, s, v.positions, keyPositions, gather,
-                                     ScoreTerms::MaskMod::Evaluate);
+            Value keep =
+                terms->kept(ib, s, v.positions, keyPositions, ScoreTerms::MaskMod::Evaluate);
             // p = exp(s - lse) at kept keys, as the reference: NaN in a NaN row even where
             // s = -inf, 0 in a row that kept nothing (RowVector::lse).
             Value p = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, v.lse));

@@ -73,22 +73,4 @@ Value gatherRows(ImplicitLocOpBuilder& b, Value firstRow, Value seqQ, int64_t la
   return rows;
 }
 
-Value gatherQueryRows(ImplicitLocOpBuilder& b, Value buffer, Value batch, Value head,
-                      Value firstRow, Value seqQ, Value key, int64_t lanes) {
-  auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
-    Value extent = b.create<memref::DimOp>(buffer, dim);
-    Value single = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, extent, indexConstant(b, 1));
-    return b.create<arith::SelectOp>(single, indexConstant(b, 0), index);
-  };
-  Value batchIndex = broadcastIndex(0, batch), headIndex = broadcastIndex(1, head);
-  Type element = cast<MemRefType>(buffer.getType()).getElementType();
-  const bool isFloat = isa<FloatType>(element);
-  return gatherRows(b, firstRow, seqQ, lanes, isFloat ? b.getF32Type() : element,
-                    [&](ImplicitLocOpBuilder& lb, Value i) -> Value {
-                      const SmallVector<Value, 4> at{batchIndex, headIndex, i, key};
-                      return isFloat ? loadF32(lb, buffer, at)
-                                     : Value(lb.create<memref::LoadOp>(buffer, at));
-                    });
-}
-
 } // namespace attnc::attn

@@ -39,13 +39,6 @@ mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir
                        llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value)>
                            load);
 
-// buffer[b|0, h|0, i, key] for the `lanes` query rows i = firstRow + lane (gatherRows), as one
-// vector (f32 for a float buffer, else its element type): a [B|1, H|1, Tq, Tk] bias or mask
-// read at one key for a column of query rows. Dims of size 1 broadcast.
-mlir::Value gatherQueryRows(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Value batch,
-                            mlir::Value head, mlir::Value firstRow, mlir::Value seqQ,
-                            mlir::Value key, int64_t lanes);
-
 // The lowering of each online op, emitted at the builder's insertion point (before the op).
 void lowerInit(mlir::ImplicitLocOpBuilder& b, OnlineInitOp op);
 void lowerPack(mlir::ImplicitLocOpBuilder& b, PackQueryOp op);

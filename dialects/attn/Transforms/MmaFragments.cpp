@@ -117,33 +117,6 @@ SmallVector<Value> MmaFragments::emitScores(ImplicitLocOpBuilder& b) {
   return s;
 }
 
-// The elements of a bias or mask buffer at this lane's C fragment positions of key tile
-// keyBase: rows past Tq and keys past Tk are clamped (those scores are never kept).
-Value MmaFragments::gather(ImplicitLocOpBuilder& b, Value buffer, Value keyBase) {
-  auto type = cast<MemRefType>(buffer.getType());
-  auto broadcastIndex = [&](int64_t dim, Value index) -> Value {
-    Value single = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq,
-                                           b.create<memref::DimOp>(buffer, dim), c(b, 1));
-    return b.create<arith::SelectOp>(single, c(b, 0), index);
-  };
-  Value bb = broadcastIndex(0, batch), hh = broadcastIndex(1, head);
-  bool isFloat = isa<FloatType>(type.getElementType());
-  auto resultType = VectorType::get({2, 2}, isFloat ? b.getF32Type() : type.getElementType());
-  Value result = splatConstant(b, resultType, 0);
-  for (int64_t r = 0; r < 2; ++r) {
-    Value row = b.create<arith::MinUIOp>(myRows[r], lastRow);
-    for (int64_t col = 0; col < 2; ++col) {
-      Value keyIndex =
-          b.create<arith::MinUIOp>(b.create<arith::AddIOp>(keyBase, c(b, col)), lastKey);
-      Value x = isFloat
-                    ? loadF32(b, buffer, {bb, hh, row, keyIndex})
-                    : Value(b.create<memref::LoadOp>(buffer, ValueRange{bb, hh, row, keyIndex}));
-      result = b.create<vector::InsertOp>(x, result, ArrayRef<int64_t>{r, col});
-    }
-  }
-  return result;
-}
-
 Value MmaFragments::keyBase(ImplicitLocOpBuilder& b, Value keyBlock, int64_t j) {
   return b.create<arith::AddIOp>(b.create<arith::AddIOp>(keyBlock, c(b, 8 * j)),
                                  b.create<arith::MulIOp>(t, c(b, 2)));
@@ -163,13 +136,9 @@ void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Va
   Value scale = splatConstant(b, cType, update.getScale().convertToDouble());
   Value end = b.create<vector::BroadcastOp>(cTypeI32, i32(b, keyEnd));
   for (int64_t j = 0; j < block / 8; ++j) {
-    Value base = keyBase(b, keyBlock, j);
-    Value keys = fragmentKeys(b, base);
+    Value keys = fragmentKeys(b, keyBase(b, keyBlock, j));
     Value x = b.create<arith::MulFOp>(s[j], scale);
-    x = terms->apply(
-        b, x, positions, keys,
-        [&](ImplicitLocOpBuilder& gb, Value buffer) { return gather(gb, buffer, base); },
-        ScoreTerms::MaskMod::Evaluate);
+    x = terms->apply(b, x, positions, keys, ScoreTerms::MaskMod::Evaluate);
     Value inBlock = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
     s[j] = b.create<arith::SelectOp>(inBlock, x, splatConstant(b, cType, -kInf));
   }

@@ -85,7 +85,6 @@ private:
   mlir::Value keyBase(mlir::ImplicitLocOpBuilder& b, mlir::Value keyBlock, int64_t j);
   // keyBase + {0, 1} in the C fragment's shape (i32).
   mlir::Value fragmentKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value base);
-  mlir::Value gather(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Value keyBase);
 };
 
 } // namespace attnc::attn

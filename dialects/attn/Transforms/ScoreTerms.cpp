@@ -37,8 +37,6 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batch
   if (auto update = dyn_cast<OnlineUpdateOp>(op.getOperation());
       update && !update.getDropout().empty())
     dropoutFactor = &update.getDropout();
-  if (Value lengths = op.getLengths())
-    keyLimit = b.create<memref::LoadOp>(lengths, batchIndex);
   if (op.getScoreMod().empty() && op.getMaskMod().empty() && !dropoutFactor)
     return;
   auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };
@@ -127,15 +125,10 @@ Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux, ArrayRef<Value
   return result;
 }
 
-bool ScoreTerms::hasMask(StringRef name) const {
-  return llvm::any_of(op.getMasks(),
-                      [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
-}
-
 Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
-                        Gather gather, MaskMod maskMod) const {
+                        MaskMod maskMod) const {
   s = modified(b, s, queryPos, keyPos);
-  Value keep = kept(b, s, queryPos, keyPos, gather, maskMod);
+  Value keep = kept(b, s, queryPos, keyPos, maskMod);
   if (!keep)
     return s;
   return b.create<arith::SelectOp>(
@@ -150,30 +143,10 @@ Value ScoreTerms::modified(ImplicitLocOpBuilder& b, Value s, Value queryPos, Val
 }
 
 Value ScoreTerms::kept(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
-                       Gather gather, MaskMod maskMod) const {
-  auto typeI32 = cast<VectorType>(queryPos.getType());
-  using P = arith::CmpIPredicate;
-  Value keep;
-  auto both = [&](Value cond) { keep = keep ? b.create<arith::AndIOp>(keep, cond) : cond; };
-  if (hasMask("causal"))
-    both(b.create<arith::CmpIOp>(P::sle, keyPos, queryPos));
-  if (hasMask("window")) {
-    Value left = b.create<arith::SubIOp>(queryPos, splatConstant(b, typeI32, *op.getWindowLeft()));
-    Value right = b.create<arith::AddIOp>(
-        queryPos, splatConstant(b, typeI32, op.getWindowRight().value_or(0)));
-    both(b.create<arith::CmpIOp>(P::sge, keyPos, left));
-    both(b.create<arith::CmpIOp>(P::sle, keyPos, right));
-  }
-  if (Value mask = op.getMask()) {
-    Value bits = gather(b, mask);
-    both(b.create<arith::CmpIOp>(P::ne, bits,
-                                 splatConstant(b, cast<VectorType>(bits.getType()), 0)));
-  }
-  if (keyLimit) // padding: j < lengths[b]
-    both(b.create<arith::CmpIOp>(P::slt, keyPos, b.create<vector::BroadcastOp>(typeI32, keyLimit)));
-  if (!op.getMaskMod().empty() && maskMod == MaskMod::Evaluate)
-    both(expression(b, op.getMaskMod(), s, queryPos, keyPos));
-  return keep;
+                       MaskMod maskMod) const {
+  if (op.getMaskMod().empty() || maskMod == MaskMod::KeepsAll)
+    return {};
+  return expression(b, op.getMaskMod(), s, queryPos, keyPos);
 }
 
 Value ScoreTerms::dropout(ImplicitLocOpBuilder& b, Value p, Value queryPos, Value keyPos) const {

@@ -2,8 +2,8 @@
 //
 // What a score op (attn.online_update, attn.weights) does to a score s = scale * q.k, in the
 // order of attn.attention: the score_mod region (a spec's softcap, ALiBi and bias arrive in it,
-// written by Spec/BuiltinExpressions), then the masks (causal, window, tensor mask, padding,
-// the mask_mod region), which make s = -inf; and dropout's factor on a probability. Every lowering
+// written by Spec/BuiltinExpressions), then the mask_mod region (every built-in mask and the
+// spec's mask_mod), whose false makes s = -inf; and dropout's factor on a probability. Every lowering
 // of the score ops applies the terms through this one class, on vectors of any shape; the
 // expression regions' scalar ops are applied to such vectors elementwise.
 //
@@ -18,14 +18,10 @@ namespace attnc::attn {
 
 class ScoreTerms {
 public:
-  // Emits, at the builder's insertion point, what the terms read once per update of one
-  // batch and head: the batch's key length (padding) and the regions' scalar arguments.
+  // Emits, at the builder's insertion point, what the regions read once per update of one
+  // batch and head: their scalar arguments.
   ScoreTerms(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, mlir::Value batch,
              mlir::Value head);
-
-  // Loads the mask buffer's elements at the positions of the scores being masked, as a vector
-  // of their shape and of the mask's element type.
-  using Gather = llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value buffer)>;
 
   // Whether the mask_mod region is evaluated at each score, or known to keep every score
   // modified (the tile classifier, ExpressionBounds.h, proved it for the block).
@@ -34,14 +30,14 @@ public:
   // s with every term applied: modified, then -inf where not kept. queryPos (i + off) and
   // keyPos (j) are i32 vectors of s's shape: each score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
-                    mlir::Value keyPos, Gather gather, MaskMod maskMod) const;
+                    mlir::Value keyPos, MaskMod maskMod) const;
   // The modifiers alone: the score_mod region.
   mlir::Value modified(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                        mlir::Value keyPos) const;
-  // The masks alone, at the modified scores s: an i1 vector, true where kept, or null when the
-  // op has no mask (mask_mod left out when maskMod is KeepsAll).
+  // The mask alone, at the modified scores s: an i1 vector, true where kept, or null when the
+  // op has no mask_mod region or maskMod is KeepsAll.
   mlir::Value kept(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
-                   mlir::Value keyPos, Gather gather, MaskMod maskMod) const;
+                   mlir::Value keyPos, MaskMod maskMod) const;
 
   // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
   // (where p weights v, after the row sums took it); p as it is when the op has no dropout
@@ -54,7 +50,6 @@ public:
   static mlir::Value positionOffset(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op);
 
 private:
-  bool hasMask(llvm::StringRef name) const;
   // The value `region` yields at every element of s's shape (the block arguments come from s,
   // queryPos and keyPos).
   mlir::Value expression(mlir::ImplicitLocOpBuilder& b, mlir::Region& region, mlir::Value s,
@@ -66,7 +61,6 @@ private:
 
   mutable ScoreOpInterface op;   // (op accessors are not const)
   mlir::Region* dropoutFactor;  // an update's dropout region, when not empty
-  mlir::Value keyLimit;      // i32 lengths[b], when padding
   // For the expression regions, as i32: b, h, g, off (qpos - q_idx), Tq, Tk.
   mlir::Value batch, head, kvHead, offset, seqQ, seqK;
 };

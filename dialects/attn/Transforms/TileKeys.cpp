@@ -1,5 +1,5 @@
-//===- TileKeys.cpp - key blocks over the range the masks keep ----------------===//
-#include "attn/Transforms/ScoreTerms.h"
+//===- TileKeys.cpp - key blocks over the range the mask keeps ----------------===//
+#include "attn/Transforms/KeyRange.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -11,40 +11,6 @@
 using namespace mlir;
 
 namespace attnc::attn {
-
-std::pair<Value, Value> keptKeyRange(ImplicitLocOpBuilder& b, ScoreOpInterface op) {
-  ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
-  auto hasMask = [&](StringRef name) {
-    return llvm::any_of(op.getMasks(),
-                        [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
-  };
-  auto constant = [&](int64_t v) -> Value { return b.create<arith::ConstantIndexOp>(v); };
-  Value one = constant(1);
-  Value lo = offsets[3];
-  Value hi = b.create<arith::AddIOp>(offsets[3], sizes[3]);
-
-  // Query row i sits at key position i + off.
-  Value firstPos = b.create<arith::AddIOp>(offsets[2], ScoreTerms::positionOffset(b, op));
-  Value lastPos = b.create<arith::SubIOp>(b.create<arith::AddIOp>(firstPos, sizes[2]), one);
-  // causal keeps j <= pos; window keeps pos - left <= j <= pos + right; padding j < len[b].
-  if (hasMask("causal"))
-    hi = b.create<arith::MinSIOp>(hi, b.create<arith::AddIOp>(lastPos, one));
-  if (hasMask("window")) {
-    lo = b.create<arith::MaxSIOp>(
-        lo, b.create<arith::SubIOp>(firstPos, constant(*op.getWindowLeft())));
-    Value right = constant(op.getWindowRight().value_or(0) + 1);
-    hi = b.create<arith::MinSIOp>(hi, b.create<arith::AddIOp>(lastPos, right));
-  }
-  if (Value lengths = op.getLengths()) {
-    Value length = b.create<memref::LoadOp>(lengths, offsets[0]);
-    hi = b.create<arith::MinSIOp>(hi, b.create<arith::IndexCastOp>(b.getIndexType(), length));
-  }
-  // An empty range sits inside the domain, j0 <= lo <= hi <= j0 + nj (rows placed before every
-  // key by a bottom-right alignment with Tq > Tk put lastPos below j0).
-  hi = b.create<arith::MaxSIOp>(hi, offsets[3]);
-  lo = b.create<arith::MinSIOp>(lo, hi);
-  return {lo, hi};
-}
 
 FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int64_t block) {
   if (block <= 0)

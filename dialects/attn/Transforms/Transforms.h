@@ -48,15 +48,11 @@ struct TiledKeys {
 };
 
 // Tiles an update of one (batch, head) along keys by `block` keys, visiting only the keys its
-// masks can keep for its rows: causal and window bound the range by the rows' positions,
-// padding by the batch's length. Whole blocks outside the range are never touched.
+// mask_mod can keep for its rows (keptKeyRange, KeyRange.h: causal and window bound the range
+// by the rows' positions, padding by the batch's length). Whole blocks outside the range are
+// never touched.
 mlir::FailureOr<TiledKeys> tileKeys(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
                                     int64_t block);
-
-// The keys [lo, hi) of a score op's domain (one batch) that causal, window and padding can keep
-// for its rows, from its rows' positions and the batch's length; j0 <= lo <= hi <= j0 + nj.
-std::pair<mlir::Value, mlir::Value> keptKeyRange(mlir::ImplicitLocOpBuilder& b,
-                                                 ScoreOpInterface op);
 
 struct VectorOptions {
   int64_t vectorWidth = 16; // f32 lanes per vector: query rows computed side by side

@@ -193,10 +193,9 @@ class NumericsMatrix(CliTestCase):
             # or cut by a table entry's edge.
             'heads=2 d_k=16 aux="layout:i32[12,12]" '
             'mask_mod="layout[min(q_idx // 48, 11), min(kv_idx // 48, 11)] != 0"',
-            # A read spanning more elements than the MLIR kernels scan per chunk when Tq = 1: its
-            # range is the whole int range, whose negation must not wrap into an empty one.
-            'heads=2 d_k=16 aux="grid:i32[kv_heads,5,7]" '
-            'mask_mod="-(grid[g, clamp(kv_idx - b, 0, 4), clamp(kv_idx - h, 0, 6)]) >= -3"',
+            # A read spanning more elements than the MLIR kernels scan per chunk (16 keys x 512):
+            # its range is the whole int range, whose negation must not wrap into an empty one.
+            'heads=2 d_k=16 aux="t:i32[Tk,512]" mask_mod="-(t[kv_idx, (q_idx * 7) % 512]) >= -3"',
             # The built-in masks as one mask_mod: the key range from causal, the window and the
             # lengths, the tensor mask elementwise (never scanned).
             'heads=2 kv_heads=1 d_k=16 mask=causal+padding+tensor+window window_left=100 '

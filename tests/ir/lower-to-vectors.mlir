@@ -15,14 +15,11 @@
 // CHECK-COUNT-3: vector.load %[[PACKED]]
 // CHECK: vector.broadcast
 // CHECK-COUNT-3: vector.fma
-// Causal (mask_mod): a block it keeps whole skips the region; elsewhere keys after a row's
-// position get -inf.
-// CHECK: scf.if
+// Causal (mask_mod, no aux read: evaluated in every block): keys after a row's position get
+// -inf.
+// CHECK-NOT: scf.if
 // CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : vector<16xi32>
 // CHECK: arith.select
-// CHECK: arith.maximumf
-// CHECK: } else {
-// CHECK-NOT: arith.cmpi
 // CHECK: arith.maximumf
 // CHECK: math.exp
 // PV: 4 columns x 3 vectors.
@@ -56,6 +53,57 @@ func.func @lower(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: memref<
           ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
             %causal = arith.cmpi sle, %kv, %p : i32
             gpu.yield %causal : i1
+          }
+    }
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>
+  }
+  return
+}
+
+// A mask_mod reading an aux tensor (documents): per block, its bounds over chunks of keys pick
+// between the mask step without the region (a block it keeps whole) and the one with it.
+// CHECK-LABEL: func.func @lower_aux
+// CHECK: scf.forall
+// CHECK: memref.load %{{.*}} : memref<?x?xi32>
+// CHECK: scf.if %{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK: memref.load %{{.*}} : memref<?x?xi32>
+// CHECK: arith.cmpi eq, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK: arith.select
+// CHECK: } else {
+// CHECK-NOT: memref.load
+// CHECK: arith.maximumf
+// CHECK: scf.yield
+func.func @lower_aux(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: memref<?x2x?x16xf32>,
+                     %o: memref<?x4x?x16xf32>, %doc: memref<?x?xi32>, %tasks: index,
+                     %tq: index, %tk: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  scf.forall (%t) in (%tasks) {
+    %packed = memref.alloca() : memref<32x48xf32>
+    %row = arith.muli %t, %c48 : index
+    %n = arith.minsi %c48, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x48xf32>
+    %max = memref.alloca() : memref<1x1x48xf32>
+    %sum = memref.alloca() : memref<1x1x48xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    attn.pack_query %q[%c0, %c0, %row] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x4x?x32xf32>, memref<32x48xf32>
+    scf.for %j = %c0 to %tk step %c64 {
+      %nj = arith.minsi %c64, %tk : index
+      attn.online_update %packed, %k, %v aux(%doc : memref<?x?xi32>) into %acc, %max, %sum
+          at [%c0, %c0, %row, %j] sizes [%c1, %c1, %n, %nj] seq_q %tq
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
+          : memref<32x48xf32>, memref<?x2x?x32xf32>, memref<?x2x?x16xf32>,
+            memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+          mask_mod {
+          ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
+            %qd = attn.aux_load 0 [%b, %i] : i32
+            %kd = attn.aux_load 0 [%b, %kv] : i32
+            %same = arith.cmpi eq, %qd, %kd : i32
+            gpu.yield %same : i1
           }
     }
     attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]

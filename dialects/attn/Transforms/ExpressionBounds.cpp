@@ -26,13 +26,43 @@ struct Truth {
   Value canBeTrue, canBeFalse;
 };
 
-// The most elements an aux read's bound scans per domain: past it the read is unbounded. Below
-// that, a read is scanned only when its box has at most kScanPerEdge x (rows + keys) elements:
-// tables indexed per row, per key or per block of them are, while a box that grows with rows x
-// keys (a per-score tensor such as the tensor mask) would cost as much to scan as the kernel's
-// own read of it at every score, and is left unbounded.
+// The most elements an aux read's bound scans per domain: past it the read is unbounded.
 constexpr int64_t kMaxScan = 4096;
-constexpr int64_t kScanPerEdge = 2;
+
+// The coordinate an aux index follows one to one (the argument plus or minus constants).
+enum class Follows { Nothing, Row, Key };
+Follows follows(Value index) {
+  Operation* def = index.getDefiningOp();
+  if (def && isa<arith::AddIOp, arith::SubIOp>(def)) {
+    for (unsigned i = 0; i < 2; ++i)
+      if (def->getOperand(1 - i).getDefiningOp<arith::ConstantOp>() &&
+          (i == 0 || isa<arith::AddIOp>(def)))
+        return follows(def->getOperand(i));
+    return Follows::Nothing;
+  }
+  auto argument = dyn_cast<BlockArgument>(index);
+  if (!argument)
+    return Follows::Nothing;
+  switch (static_cast<ExpressionArgument>(argument.getArgNumber())) {
+  case ExpressionArgument::QIdx:
+  case ExpressionArgument::QPos: return Follows::Row;
+  case ExpressionArgument::KvIdx: return Follows::Key;
+  default: return Follows::Nothing;
+  }
+}
+
+// Whether a read takes one index following the rows and another following the keys: a
+// per-score tensor (such as the tensor mask), whose box is the domain's rows x keys, as costly
+// to scan as the kernel's own read of it at every score; it is left unbounded.
+bool readsPerScore(AuxLoadOp load) {
+  bool row = false, key = false;
+  for (Value index : load.getIndices()) {
+    const Follows f = follows(index);
+    row |= f == Follows::Row;
+    key |= f == Follows::Key;
+  }
+  return row && key;
+}
 
 class Bounds {
 public:
@@ -42,17 +72,6 @@ public:
   Truth maskOf(Block& block, const DomainCorners& corners) {
     for (size_t k = index(ExpressionArgument::B); k < block.getNumArguments(); ++k)
       ranges[block.getArgument(k)] = {corners.first[k], corners.last[k]};
-    auto extent = [&](ExpressionArgument argument) {
-      Value span = b.create<arith::SubIOp>(corners.last[index(argument)],
-                                           corners.first[index(argument)]);
-      return b.create<arith::IndexCastOp>(b.getIndexType(), span);
-    };
-    Value edges = b.create<arith::AddIOp>(
-        b.create<arith::AddIOp>(extent(ExpressionArgument::QIdx), extent(ExpressionArgument::KvIdx)),
-        b.create<arith::ConstantIndexOp>(2));
-    scanBudget = b.create<arith::MinSIOp>(
-        b.create<arith::MulIOp>(edges, b.create<arith::ConstantIndexOp>(kScanPerEdge)),
-        b.create<arith::ConstantIndexOp>(kMaxScan));
     for (Operation& op : block.without_terminator())
       bound(op);
     return truth(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());
@@ -297,8 +316,10 @@ private:
 
   // The least and greatest element of the aux tensor over the box of its indices' ranges,
   // clamped into the tensor as the kernel's reads are: scanned, one flat loop over the box.
-  // A box of more than scanBudget elements gives the element type's whole range.
+  // A box of more than kMaxScan elements gives the element type's whole range.
   Range auxRange(AuxLoadOp load) {
+    if (readsPerScore(load))
+      return {};
     Value tensor = aux[load.getAux()];
     auto type = cast<MemRefType>(tensor.getType());
     Type element = type.getElementType(), index = b.getIndexType();
@@ -329,7 +350,7 @@ private:
       return b.create<arith::ConstantOp>(b.getIntegerAttr(
           element, greatest ? APInt::getSignedMaxValue(width) : APInt::getSignedMinValue(width)));
     };
-    Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, scanBudget);
+    Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, constant(kMaxScan));
     Value scanned = b.create<arith::SelectOp>(tooMany, constant(0), count);
     // Starting from the empty range (greatest below least), widened by every element.
     auto loop = b.create<scf::ForOp>(constant(0), scanned, constant(1),
@@ -425,8 +446,7 @@ private:
   }
 
   ImplicitLocOpBuilder& b;
-  ValueRange aux;   // the update's aux tensors
-  Value scanBudget; // the most elements an aux read's scan may take (index)
+  ValueRange aux; // the update's aux tensors
   llvm::DenseMap<Value, Range> ranges;
   llvm::DenseMap<Value, Truth> truths;
 };

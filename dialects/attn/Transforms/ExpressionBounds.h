@@ -3,18 +3,18 @@
 // Whether a mask_mod region can keep any score of an update's domain, and whether it can mask
 // any, from interval bounds of its scalar ops over the domain's corners, emitted as code the
 // kernel runs per key block: the lowering skips a block it rules out (an update all of whose
-// scores are masked leaves the state as it was), and does not evaluate the region in a block it
-// keeps whole (the built-in masks are mask_mod too: a causal block below the diagonal skips
-// the region). An aux read is bounded by the least and greatest element over the box its
-// indices span in the domain, scanned from the tensor (a document mask's block is ruled out when
-// the rows' documents and the keys' cannot meet) when the box is at most twice the domain's rows
-// plus keys: a few dozen loads per chunk of keys, against the chunk's rows x keys x d
-// multiply-adds; a per-score tensor such as the tensor mask is not scanned. What has no bound
-// here (bits, transcendental functions, % beyond its divisor's range, such reads) is taken as
-// able to be anything.
+// scores are masked leaves the state as it was), and does not evaluate a region that reads aux
+// tensors in a block it keeps whole (the built-in masks are mask_mod too). An aux read is
+// bounded by the least and greatest element over the box its indices span in the domain,
+// scanned from the tensor (a document mask's block is ruled out when the rows' documents and
+// the keys' cannot meet): a few dozen loads per chunk of keys, against the chunk's rows x keys x
+// d multiply-adds. A per-score read (one index following the rows, another the keys, such as
+// the tensor mask's) is not scanned: its box is the chunk's every score. What has no bound here
+// (bits, transcendental functions, % beyond its divisor's range, such reads, a box of more than
+// 4096 elements) is taken as able to be anything.
 //
-// The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
-// language leaves overflow unspecified): the float ops used (+, -, *, / by a constant, floor,
+// The bounds are sound for the kernel's own wrapping 32-bit arithmetic: int +, -, * and abs
+// are bounded in 64 bits and taken as anything where an end leaves 32; the float ops used (+, -, *, / by a constant, floor,
 // min, max, conversions) are monotone in each operand under rounding, so their values at the
 // corners bound their values inside.
 //

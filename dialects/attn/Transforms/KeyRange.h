@@ -6,10 +6,10 @@
 // values the same at every score of the domain (constants, b, h, g, Tq, Tk, aux reads at
 // such indices) bound the keys any row of the domain can keep:
 //
-//   kv_idx <= qpos                       causal          hi = last row's qpos + 1
-//   kv_idx >= qpos - L && ... <= qpos + R  window          lo = first qpos - L, hi = last + R + 1
-//   qpos - kv_idx <= L                   dilated's span  lo = first qpos - L
-//   kv_idx < lengths[b]                  padding         hi = lengths[b]
+//   kv_idx <= qpos                               causal    hi = last row's qpos + 1
+//   kv_idx >= qpos - L && kv_idx <= qpos + R     window    lo = first qpos - L, hi = last + R + 1
+//   qpos - kv_idx <= L                           dilated   lo = first qpos - L
+//   kv_idx < lengths[b]                          padding   hi = lengths[b]
 //
 // tile_keys loops over the key blocks of that range only and the weights lowering writes zeros
 // outside it; every other term is left to the elementwise region and to the per-block bounds of

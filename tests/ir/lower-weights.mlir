@@ -2,8 +2,9 @@
 // transform.attn.lower_weights: a task loop of its own over (batch, head, tile of 8 rows); the
 // tile's query packed and scaled, each lane's lse (-inf made +inf), then for the keys causal
 // and padding (mask_mod's affine terms) can keep, two keys at a time and then one: QK^T as FMAs
-// of query-row vectors, the mask_mod region as selects, exp(s - lse) (0 where the key is masked), stored lane by lane for the
-// tile's rows; the keys on either side get 0 without a score.
+// of query-row vectors, the mask_mod region as selects, exp(s - lse) (0 where the key is
+// masked), stored lane by lane for the tile's rows; the keys on either side get 0 without a
+// score.
 
 // CHECK-LABEL: func.func @weights
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x16xf32>, %[[K:.*]]: memref<?x2x?x16xf16>, %[[LEN:.*]]: memref<?xi32>, %[[LSE:.*]]: memref<?x4x?xf32>, %[[W:.*]]: memref<?x4x?x?xf32>)

@@ -59,7 +59,8 @@ public:
     case Op::Mul:
       return floats ? Value(b_.create<arith::MulFOp>(as(0, n.type), as(1, n.type)))
                     : Value(b_.create<arith::MulIOp>(arg(0), arg(1)));
-    case Op::Div: return divide(as(0, expr::Type::Float), as(1, expr::Type::Float));
+    case Op::Div:
+      return b_.create<arith::DivFOp>(as(0, expr::Type::Float), as(1, expr::Type::Float));
     case Op::Mod: return floorModulo(arg(0), arg(1));
     case Op::FloorDiv: return floorDivide(arg(0), arg(1));
     case Op::Lt: return compare(n, wide, P::slt, F::OLT);
@@ -108,11 +109,9 @@ private:
   }
 
   Value convert(Value v, expr::Type from, expr::Type to) {
-    if (from != expr::Type::Int || to != expr::Type::Float)
-      return v;
-    if (auto constant = v.getDefiningOp<arith::ConstantIntOp>()) // an int literal: a float one
-      return f32(static_cast<double>(constant.value()));
-    return b_.create<arith::SIToFPOp>(b_.getF32Type(), v);
+    if (from == expr::Type::Int && to == expr::Type::Float)
+      return b_.create<arith::SIToFPOp>(b_.getF32Type(), v);
+    return v;
   }
 
   Value compare(const Node& n, expr::Type wide, P ints, F floats) {
@@ -123,16 +122,6 @@ private:
     if (wide == expr::Type::Float)
       return b_.create<arith::CmpFOp>(floats, a, c);
     return b_.create<arith::CmpIOp>(ints, a, c);
-  }
-
-  // x / y; by a constant, as x times its reciprocal where LLVM forms it (arcp: within an ulp
-  // of the quotient, as f32 kernels round anyway; a divide per score costs what softcap's
-  // tanh does).
-  Value divide(Value x, Value y) {
-    auto quotient = b_.create<arith::DivFOp>(x, y);
-    if (y.getDefiningOp<arith::ConstantOp>())
-      quotient.setFastmath(arith::FastMathFlags::arcp);
-    return quotient;
   }
 
   // fmin and fmax (a NaN operand gives the other), as the reference computes them.

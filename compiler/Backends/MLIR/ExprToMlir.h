@@ -6,8 +6,8 @@
 // attn.aux_load of the op's aux operands (an i8 element, a u8 input such as block_layout, is
 // zero-extended to an int; an f16 or bf16 one, the bias in a spec's dtype, widened to f32).
 // Several expressions make one region applied in order, each reading as `score` what the one
-// before gave (the built-in modifiers, then a spec's score_mod). The lowerings apply the region to vectors of scores
-// (dialects/attn/Transforms/ScoreTerms.cpp).
+// before gave (the built-in modifiers, then a spec's score_mod). The lowerings apply the region
+// to vectors of scores (dialects/attn/Transforms/ScoreTerms.cpp).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_EXPRTOMLIR_H
 

@@ -100,8 +100,8 @@ public:
 // What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
 // d_v != d_k; every built-in mask (causal, padding, window, tensor, global, strided, dilated,
 // block_sparse, BigBird) with mask_mod as the mask expression; ALiBi, softcap and bias with
-// score_mod as the score expression; dropout (its factor as an expression region); lse, and the weights
-// (a second pass over the keys in a phase of its own, recomputing the scores).
+// score_mod as the score expression; dropout (its factor as an expression region); lse, and
+// the weights (a second pass over the keys in a phase of its own, recomputing the scores).
 // The tile classifier bounds strided's and dilated's residue classes by their span only, so
 // their kernels test every key of it (Halide's gather each class into dense tiles); and it
 // skips key blocks, larger than block_sparse's blocks, so a block_sparse kernel attends the dead

@@ -42,8 +42,9 @@ def Attn_AttentionOp : Attn_Op<"attention",
 
     A row with no kept key gives `o_i = 0` and `lse_i = -inf`. Query row i sits at position
     `i + (Tk - Tq)` among the keys with `causal_align = "bottom_right"` (the default), at `i`
-    with `"top_left"` (the region's `qpos`). Shapes are `[B, H, Tq, d_k]`, `[B, H_kv, Tk, d_k]`, `[B, H_kv, Tk, d_v]`
-    for q, k, v and `[B, H, Tq, d_v]` for the output; `lse` is `[B, H, Tq]` in f32.
+    with `"top_left"` (the region's `qpos`). Shapes are `[B, H, Tq, d_k]`, `[B, H_kv, Tk, d_k]`,
+    `[B, H_kv, Tk, d_v]` for q, k, v and `[B, H, Tq, d_v]` for the output; `lse` is `[B, H, Tq]`
+    in f32.
 
     Example:
 

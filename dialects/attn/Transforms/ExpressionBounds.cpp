@@ -2,6 +2,7 @@
 #include "attn/Transforms/ExpressionBounds.h"
 
 #include "attn/IR/AttnOps.h"
+#include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -102,6 +103,12 @@ private:
                       : Value(b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, x, y));
   }
   Value zeroLike(Value x) { return b.create<arith::ConstantOp>(b.getZeroAttr(x.getType())); }
+  // The least or greatest signed int of `type`'s width, as a constant of `type`.
+  Value signedLimit(Type type, bool greatest, unsigned width = 0) {
+    width = width ? width : type.getIntOrFloatBitWidth();
+    const APInt v = greatest ? APInt::getSignedMaxValue(width) : APInt::getSignedMinValue(width);
+    return b.create<arith::ConstantOp>(b.getIntegerAttr(type, v.getSExtValue()));
+  }
 
   // A value defined outside the block (a hoisted constant) or before this op.
   Range range(Value v) {
@@ -155,17 +162,11 @@ private:
       hi = maximum(maximum(p1, p2), maximum(p3, p4));
     }
     const unsigned width = narrow.getIntOrFloatBitWidth();
-    auto limit = [&](const APInt& v, Type type) {
-      return b.create<arith::ConstantOp>(b.getIntegerAttr(type, v.getSExtValue()));
-    };
-    Value least = limit(APInt::getSignedMinValue(width), wide);
-    Value greatest = limit(APInt::getSignedMaxValue(width), wide);
-    Value wraps = any(less(lo, least), less(greatest, hi));
+    Value wraps = any(less(lo, signedLimit(wide, false, width)),
+                      less(signedLimit(wide, true, width), hi));
     auto truncated = [&](Value v) { return b.create<arith::TruncIOp>(narrow, v); };
-    return {b.create<arith::SelectOp>(wraps, limit(APInt::getSignedMinValue(width), narrow),
-                                      truncated(lo)),
-            b.create<arith::SelectOp>(wraps, limit(APInt::getSignedMaxValue(width), narrow),
-                                      truncated(hi))};
+    return {b.create<arith::SelectOp>(wraps, signedLimit(narrow, false), truncated(lo)),
+            b.create<arith::SelectOp>(wraps, signedLimit(narrow, true), truncated(hi))};
   }
 
   Range rangeOf(Operation& op) {
@@ -275,14 +276,10 @@ private:
       if (isFloat(x.lo))
         return {lo, hi};
       // The least int is its own absolute value (the negation wraps): then anything.
-      const unsigned width = x.lo.getType().getIntOrFloatBitWidth();
-      auto constant = [&](const APInt& v) {
-        return b.create<arith::ConstantOp>(b.getIntegerAttr(x.lo.getType(), v));
-      };
-      Value least = constant(APInt::getSignedMinValue(width));
+      Value least = signedLimit(x.lo.getType(), false);
       Value wraps = lessOrEqual(x.lo, least);
       return {b.create<arith::SelectOp>(wraps, least, lo),
-              b.create<arith::SelectOp>(wraps, constant(APInt::getSignedMaxValue(width)), hi)};
+              b.create<arith::SelectOp>(wraps, signedLimit(x.lo.getType(), true), hi)};
     }
     if (auto remainder = dyn_cast<arith::RemSIOp>(&op)) {
       // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|.
@@ -322,7 +319,7 @@ private:
       return {};
     Value tensor = aux[load.getAux()];
     auto type = cast<MemRefType>(tensor.getType());
-    Type element = type.getElementType(), index = b.getIndexType();
+    Type element = type.getElementType();
     auto constant = [&](int64_t v) { return b.create<arith::ConstantIndexOp>(v); };
     SmallVector<Value> first, extent;
     Value count = constant(1);
@@ -331,11 +328,8 @@ private:
       if (!r)
         return {};
       Value last = b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d), constant(1));
-      auto clamped = [&](Value v) {
-        return b.create<arith::MinSIOp>(
-            b.create<arith::MaxSIOp>(b.create<arith::IndexCastOp>(index, v), constant(0)), last);
-      };
-      Value lo = clamped(r.lo), hi = b.create<arith::MaxSIOp>(clamped(r.hi), lo);
+      Value lo = clampIndex(b, r.lo, last);
+      Value hi = b.create<arith::MaxSIOp>(clampIndex(b, r.hi, last), lo);
       first.push_back(lo);
       extent.push_back(b.create<arith::AddIOp>(b.create<arith::SubIOp>(hi, lo), constant(1)));
       count = b.create<arith::MulIOp>(count, extent.back());
@@ -346,9 +340,7 @@ private:
         return b.create<arith::ConstantOp>(b.getFloatAttr(
             element, greatest ? APFloat::getInf(APFloat::IEEEsingle())
                               : APFloat::getInf(APFloat::IEEEsingle(), /*Negative=*/true)));
-      const unsigned width = element.getIntOrFloatBitWidth();
-      return b.create<arith::ConstantOp>(b.getIntegerAttr(
-          element, greatest ? APInt::getSignedMaxValue(width) : APInt::getSignedMinValue(width)));
+      return signedLimit(element, greatest);
     };
     Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, constant(kMaxScan));
     Value scanned = b.create<arith::SelectOp>(tooMany, constant(0), count);

@@ -14,9 +14,9 @@
 // 4096 elements) is taken as able to be anything.
 //
 // The bounds are sound for the kernel's own wrapping 32-bit arithmetic: int +, -, * and abs
-// are bounded in 64 bits and taken as anything where an end leaves 32; the float ops used (+, -, *, / by a constant, floor,
-// min, max, conversions) are monotone in each operand under rounding, so their values at the
-// corners bound their values inside.
+// are bounded in 64 bits and taken as anything where an end leaves 32; the float ops used (+,
+// -, *, / by a constant, floor, min, max, conversions) are monotone in each operand under
+// rounding, so their values at the corners bound their values inside.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H

@@ -2,6 +2,7 @@
 #include "attn/Transforms/KeyRange.h"
 
 #include "attn/IR/ExpressionRegion.h"
+#include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -239,14 +240,10 @@ private:
     Value result;
     if (auto argument = dyn_cast<BlockArgument>(v)) {
       ValueRange offsets = op.getOffsets();
-      const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
       switch (static_cast<ExpressionArgument>(argument.getArgNumber())) {
       case ExpressionArgument::B: result = i32(offsets[0]); break;
       case ExpressionArgument::H: result = i32(offsets[1]); break;
-      case ExpressionArgument::G:
-        result = i32(b.create<arith::DivUIOp>(offsets[1],
-                                              b.create<arith::ConstantIndexOp>(group)));
-        break;
+      case ExpressionArgument::G: result = i32(ScoreTerms::kvHeadOf(b, op, offsets[1])); break;
       case ExpressionArgument::SeqQ: result = i32(op.getSeqQ()); break;
       default: result = i32(b.create<memref::DimOp>(op.getKey(), 2)); break; // Tk
       }
@@ -256,9 +253,7 @@ private:
       for (auto [d, index] : llvm::enumerate(load.getIndices())) {
         Value last = b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d),
                                              b.create<arith::ConstantIndexOp>(1));
-        Value i = b.create<arith::IndexCastOp>(b.getIndexType(), scalar(index));
-        at.push_back(b.create<arith::MinSIOp>(
-            b.create<arith::MaxSIOp>(i, b.create<arith::ConstantIndexOp>(0)), last));
+        at.push_back(clampIndex(b, scalar(index), last));
       }
       result = b.create<memref::LoadOp>(tensor, at);
     } else {

@@ -41,8 +41,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Whether a region only compares sums of its arguments and constants (causal, windows): a few
 // integer ops per score vector, which cost less than a second copy of the mask step for the
 // blocks it keeps whole (causal kernels ran 1.05-1.08x as fast with one copy). A region that
-// reads aux tensors, divides, multiplies or draws (a block table: 1.11x as fast with the copy
-// that leaves it out; BigBird's Philox draws: 1.1-1.2x) gets both copies.
+// reads aux tensors, divides, multiplies or draws gets both copies (a block table ran 1.11x as
+// fast with them; BigBird's Philox draws 0.82-0.90x the previous build's speed with one copy,
+// 1.15-1.17x with both; docs/benchmarks.md).
 bool comparesSums(Region& region) {
   return llvm::all_of(region.front().without_terminator(), [](Operation& op) {
     return isa<arith::ConstantOp, arith::AddIOp, arith::SubIOp, arith::CmpIOp, arith::AndIOp,
@@ -64,7 +65,7 @@ private:
   // The corners of the update's domain, its rows and keys cut at Tq and Tk, for the bounds of
   // mask_mod (ExpressionBounds.h). off is the key position of query row 0
   // (ScoreTerms::positionOffset); kvHead is set.
-  DomainCorners domainCorners(int64_t group, Value off);
+  DomainCorners domainCorners(Value off);
   // From mask_mod's bounds over each chunk of kLiveChunk keys: `count`, the keys the update must
   // attend (up to the last chunk in which the region can keep a score of the domain's rows; 0
   // when it keeps none; the keys past it are all masked, and masked keys leave the state as it
@@ -240,7 +241,7 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
       });
 }
 
-DomainCorners UpdateLowering::domainCorners(int64_t group, Value off) {
+DomainCorners UpdateLowering::domainCorners(Value off) {
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
   Value one = indexConstant(b, 1);
   auto last = [&](int k) {
@@ -257,7 +258,7 @@ DomainCorners UpdateLowering::domainCorners(int64_t group, Value off) {
   };
   set(ExpressionArgument::B, offsets[0], last(0));
   set(ExpressionArgument::H, offsets[1], last(1));
-  set(ExpressionArgument::G, kvHead, b.create<arith::DivUIOp>(last(1), indexConstant(b, group)));
+  set(ExpressionArgument::G, kvHead, ScoreTerms::kvHeadOf(b, op, last(1)));
   set(ExpressionArgument::QIdx, offsets[2], lastRow);
   set(ExpressionArgument::QPos, b.create<arith::AddIOp>(offsets[2], off),
       b.create<arith::AddIOp>(lastRow, off));
@@ -329,16 +330,16 @@ LogicalResult UpdateLowering::emit() {
   }
 
   ValueRange offsets = op.getOffsets();
-  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
-  kvHead = b.create<arith::DivUIOp>(offsets[1], indexConstant(b, group));
+  kvHead = ScoreTerms::kvHeadOf(b, op, offsets[1]);
   Value off = ScoreTerms::positionOffset(b, op);
   keyCount = op.getSizes()[3];
   Value maskModKeepsAll;
   if (!op.getMaskMod().empty()) {
-    const LiveKeys live = liveKeys(domainCorners(group, off));
+    const LiveKeys live = liveKeys(domainCorners(off));
     // The live count is at most nj; saying so (nj is min(max_keys, ...) from tile_keys) lets
     // LLVM bound the key loops by the block: without the min, a causal kernel (H 8, d 64,
-    // T 2048) ran 1.35x slower.
+    // T 2048) ran 1.35x slower; with it, the document mask of docs/benchmarks.md runs about 5%
+    // slower (why is not understood).
     keyCount = b.create<arith::MinUIOp>(live.count, keyCount);
     if (!comparesSums(op.getMaskMod()))
       maskModKeepsAll = live.keepsAll;

@@ -9,8 +9,8 @@
 //   W[:, j] = kept(j) ? exp(S[j, :] - lse[:]) : 0       (0 in a row whose lse is -inf)
 //
 // for the keys the mask's affine terms can keep (keptKeyRange, KeyRange.h, as tile_keys
-// visits); the other keys' weights are 0 without a score. W is stored lane by lane: its strides are known
-// only at run time.
+// visits); the other keys' weights are 0 without a score. W is stored lane by lane: its strides
+// are known only at run time.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/KeyRange.h"
@@ -171,8 +171,7 @@ void WeightsLowering::emit() {
                                     packed, op.getScaleAttr());
   lowerPack(b, pack);
   pack.erase();
-  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
-  kvHead = b.create<arith::DivUIOp>(head(), indexConstant(b, group));
+  kvHead = ScoreTerms::kvHeadOf(b, op, head());
 
   Value off = ScoreTerms::positionOffset(b, op);
   for (int64_t r = 0; r < vectors; ++r)

@@ -24,6 +24,12 @@ Value f32Splat(ImplicitLocOpBuilder& b, int64_t lanes, double value) {
       DenseElementsAttr::get(type, b.getF32FloatAttr(static_cast<float>(value))));
 }
 
+Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {
+  if (!index.getType().isIndex())
+    index = b.create<arith::IndexCastOp>(b.getIndexType(), index);
+  return b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(index, indexConstant(b, 0)), last);
+}
+
 Value loadF32(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
   Value element = b.create<memref::LoadOp>(buffer, indices);
   if (element.getType().isF32())

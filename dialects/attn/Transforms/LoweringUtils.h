@@ -15,6 +15,11 @@ mlir::Value f32Constant(mlir::ImplicitLocOpBuilder& b, double value);
 // A vector of `lanes` f32 lanes all equal to `value`.
 mlir::Value f32Splat(mlir::ImplicitLocOpBuilder& b, int64_t lanes, double value);
 
+// An aux tensor index (i32 or index) clamped into [0, last], as index: how every kernel reads an
+// aux tensor (the spec proved the indices inside it, but rows past Tq are evaluated too), and so
+// how the tile classifiers bound and scan those reads.
+mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::Value last);
+
 // Loads an element of a float buffer as f32 (extending bf16/f16 storage).
 mlir::Value loadF32(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::ValueRange indices);
 // Stores an f32 into a float buffer of any float type (rounding to nearest even).

@@ -87,8 +87,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   ValueRange offsets = update.getOffsets();
   batch = map.lookupOrDefault(offsets[0]);
   head = map.lookupOrDefault(offsets[1]);
-  const int64_t group = update.getNumHeads() / update.getKey().getType().getDimSize(1);
-  kvHead = b.create<arith::DivUIOp>(head, c(b, group));
+  kvHead = ScoreTerms::kvHeadOf(b, update, head);
   Value warpRow = b.create<arith::AddIOp>(
       map.lookupOrDefault(offsets[2]),
       b.create<arith::MulIOp>(b.create<arith::DivUIOp>(tid, c(b, kWarpSize)), c(b, 16)));

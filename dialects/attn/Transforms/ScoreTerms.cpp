@@ -31,6 +31,11 @@ Value ScoreTerms::positionOffset(ImplicitLocOpBuilder& b, ScoreOpInterface op) {
   return b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
 }
 
+Value ScoreTerms::kvHeadOf(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value head) {
+  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
+  return b.create<arith::DivUIOp>(head, indexConstant(b, group));
+}
+
 ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batchIndex,
                        Value headIndex)
     : op(op), dropoutFactor(nullptr) {
@@ -40,10 +45,9 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batch
   if (op.getScoreMod().empty() && op.getMaskMod().empty() && !dropoutFactor)
     return;
   auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };
-  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
   batch = i32(batchIndex);
   head = i32(headIndex);
-  kvHead = i32(b.create<arith::DivUIOp>(headIndex, indexConstant(b, group)));
+  kvHead = i32(kvHeadOf(b, op, headIndex));
   offset = i32(positionOffset(b, op));
   seqQ = i32(op.getSeqQ());
   seqK = i32(b.create<memref::DimOp>(op.getKey(), 2));
@@ -109,17 +113,13 @@ Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux, ArrayRef<Value
   for (int64_t d = 0; d < tensorType.getRank(); ++d)
     last.push_back(
         b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, d), indexConstant(b, 1)));
-  Value zero = indexConstant(b, 0);
   Value result = b.create<arith::ConstantOp>(b.getZeroAttr(type));
   const int64_t count = type.getNumElements();
   for (int64_t flat = 0; flat < count; ++flat) {
     SmallVector<int64_t> position = delinearize(flat, computeStrides(type.getShape()));
     SmallVector<Value> at;
-    for (auto [index, lastIndex] : llvm::zip_equal(indices, last)) {
-      Value i = b.create<arith::IndexCastOp>(
-          b.getIndexType(), b.create<vector::ExtractOp>(index, position));
-      at.push_back(b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(i, zero), lastIndex));
-    }
+    for (auto [index, lastIndex] : llvm::zip_equal(indices, last))
+      at.push_back(clampIndex(b, b.create<vector::ExtractOp>(index, position), lastIndex));
     result = b.create<vector::InsertOp>(b.create<memref::LoadOp>(tensor, at), result, position);
   }
   return result;

@@ -3,9 +3,9 @@
 // What a score op (attn.online_update, attn.weights) does to a score s = scale * q.k, in the
 // order of attn.attention: the score_mod region (a spec's softcap, ALiBi and bias arrive in it,
 // written by Spec/BuiltinExpressions), then the mask_mod region (every built-in mask and the
-// spec's mask_mod), whose false makes s = -inf; and dropout's factor on a probability. Every lowering
-// of the score ops applies the terms through this one class, on vectors of any shape; the
-// expression regions' scalar ops are applied to such vectors elementwise.
+// spec's mask_mod), whose false makes s = -inf; and dropout's factor on a probability. Every
+// lowering of the score ops applies the terms through this one class, on vectors of any shape;
+// the expression regions' scalar ops are applied to such vectors elementwise.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_SCORETERMS_H
@@ -48,6 +48,9 @@ public:
   // off, the key position of query row 0 (index): Tk - Tq when causal_align is bottom_right,
   // else 0.
   static mlir::Value positionOffset(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op);
+  // g, the key/value head of query head `head` (index): head / (H / H_kv).
+  static mlir::Value kvHeadOf(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op,
+                              mlir::Value head);
 
 private:
   // The value `region` yields at every element of s's shape (the block arguments come from s,

@@ -64,8 +64,8 @@ enum class Op {
   Bit, // bit(x, i): bit i of int x (two's complement, 64 bits); false for i outside [0, 63]
   // philox(c0, c1, c2, c3, n): word n mod 4 of Philox4x32-10 (Semantics/Random.h) at counter
   // (c0, c1, c2, c3), each taken mod 2^32, under the key in intValue (key0 | key1 << 32), read
-  // as a signed 32-bit int so that 32-bit kernels hold it exactly. The built-in masks' random
-  // draws (BigBird's blocks); a spec's own expressions cannot call it yet.
+  // as a signed 32-bit int so that 32-bit kernels hold it exactly. The built-ins' random draws
+  // (BigBird's blocks, dropout's keeps) and a spec's own, each under its stream's key.
   Philox,
 };
 

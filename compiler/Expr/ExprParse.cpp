@@ -322,8 +322,7 @@ private:
       return make(Op::Bit, Type::Bool, column, std::move(args));
     case Op::Philox: {
       if (!scope_.philoxKey)
-        fail(start, "philox is the built-in masks' random draw; a spec's expressions cannot "
-                    "call it");
+        fail(start, "philox draws under the spec's seed; add seed=N");
       for (const Node& a : args)
         requireType(a, a.type == Type::Int, "philox takes ints: philox(c0, c1, c2, c3, word)");
       Node draw = make(Op::Philox, Type::Int, column, std::move(args));
@@ -417,6 +416,19 @@ private:
 
 Node parseExpr(std::string_view key, std::string_view text, Role role, const Scope& scope) {
   return Parser(key, text, role, scope).parse();
+}
+
+bool mentionsName(std::string_view text, std::string_view name) {
+  auto partOfName = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  for (size_t at = text.find(name); at != std::string_view::npos;
+       at = text.find(name, at + 1)) {
+    const size_t end = at + name.size();
+    if ((at == 0 || !partOfName(text[at - 1])) && (end == text.size() || !partOfName(text[end])))
+      return true;
+  }
+  return false;
 }
 
 bool isLanguageName(std::string_view name) {

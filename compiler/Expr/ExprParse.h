@@ -35,7 +35,8 @@ struct Scope {
   };
   std::vector<Param> params;
   std::vector<AuxTensor> aux;
-  // The Philox key philox(...) draws under (Op::Philox); without one philox is refused.
+  // The Philox key philox(...) draws under (Op::Philox); without one (a spec without seed)
+  // philox is refused.
   std::optional<uint64_t> philoxKey;
 };
 
@@ -44,6 +45,10 @@ struct Scope {
 // unknown name (with the names allowed), a type mismatch, a wrong number of arguments or
 // indices, `score` in a mask, or a result of the wrong type for `role`.
 Node parseExpr(std::string_view key, std::string_view text, Role role, const Scope& scope);
+
+// Whether `text` names function `name` (a whole word: the language's names cannot be a param's
+// or an aux tensor's, so in a valid expression it is a call), without parsing it.
+bool mentionsName(std::string_view text, std::string_view name);
 
 // Whether `name` is the language's own (a variable, function, true or false), so a param or aux
 // tensor cannot take it.

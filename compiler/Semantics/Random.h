@@ -7,6 +7,8 @@
 //   dropout:  key (seed_lo, seed_hi),          counter (j / 4, i, h, b), word j % 4
 //   bigbird:  key (seed_lo, seed_hi ^ kBigBird), counter (r / 4, query block, h, 0), word r % 4
 //   favor:    key (seed_lo, seed_hi ^ kFavor),   counter (n, 0, 0, 0), all four words
+//   score_mod and mask_mod: key (seed_lo, seed_hi ^ kExpression), the counter and word their
+//             philox(c0, c1, c2, c3, word) calls give
 // Tools drawing random inputs use their own stream tag and put the tensor's index in the
 // counter (GaussianStream's lane), so no two tensors share numbers.
 #ifndef ATTNC_COMPILER_SEMANTICS_RANDOM_H
@@ -24,6 +26,7 @@ using Block = std::array<uint32_t, 4>;
 inline constexpr uint32_t kDropoutStream = 0;
 inline constexpr uint32_t kBigBirdStream = 0xB16B1D5Eu;
 inline constexpr uint32_t kFavorStream = 0xFA7012AEu;
+inline constexpr uint32_t kExpressionStream = 0xE8A12E55u;
 
 inline constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
 inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;

@@ -60,7 +60,9 @@ expr::Scope builtinScope(std::optional<uint64_t> philoxKey) {
   return scope;
 }
 
-// masks::bigbirdStructured on the blocks of (q_idx, kv_idx), or one of the random key blocks
+// BigBird's structured blocks (docs/spec.md: a window of window_blocks centred on the query
+// block, the first ceil(g/2) and last floor(g/2) block rows and columns global) on the blocks
+// of (q_idx, kv_idx), or one of the random key blocks
 // random::bigbirdRandomBlock draws: the unsigned Philox word mod the key blocks K, from the
 // signed word philox() gives as (w mod K + [w < 0] (2^32 mod K)) mod K, with 2^32 mod K
 // written so that no term leaves 32 bits.

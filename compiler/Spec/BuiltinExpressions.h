@@ -1,9 +1,8 @@
 // The built-in masks and modifiers written in the expression language (docs/spec.md,
-// Expressions), with the spec's parameters as literals: the definitions the f64 reference
-// evaluates, and what a code generator with no lowering of its own for one compiles through its
-// expression path. Each agrees with its definition in Semantics/ (Masks.h, which the Halide
-// backend's dedicated mask lowerings instantiate; the ALiBi slopes; random::dropoutKeeps)
-// element for element: tests/unit/BuiltinExpressionsTest.cpp.
+// Expressions), with the spec's parameters as literals: the one definition the f64 reference
+// evaluates and every code generator compiles through its expression translator. Each agrees with its definition written apart (tests/unit/MaskPredicates.h;
+// the ALiBi slopes; random::dropoutKeeps) element for element:
+// tests/unit/BuiltinExpressionsTest.cpp.
 //
 // They read the kernel's own inputs as aux tensors of the same names: `lengths` [B] (padding),
 // `mask` [B|1, H|1, Tq, Tk] (the tensor mask, nonzero keeps), `bias` [B|1, H|1, Tq, Tk] and

@@ -1,5 +1,6 @@
 #include "Spec/Spec.h"
 
+#include "Expr/ExprParse.h"
 #include "Spec/SpecKeys.h"
 #include "attnc/Hash.hpp"
 
@@ -15,9 +16,14 @@ bool MaskSet::hasSparsityPattern() const {
   return false;
 }
 
+bool SpecExpression::draws() const {
+  return expr::mentionsName(text, "philox");
+}
+
 bool Spec::needsSeed() const {
   return dropout > 0 || (masks.has(MaskKind::BigBird) && randomBlocks > 0) ||
-         (variant == Variant::Linear && featureMap == FeatureMap::Favor);
+         (variant == Variant::Linear && featureMap == FeatureMap::Favor) || scoreMod.draws() ||
+         maskMod.draws();
 }
 
 bool Spec::usesAlignment() const {

@@ -84,6 +84,8 @@ struct SpecExpression {
   std::string text;
   std::shared_ptr<const expr::Node> tree;
   bool given() const { return !text.empty(); }
+  // Whether it calls philox(), which draws under the spec's seed (random::kExpressionStream).
+  bool draws() const;
 };
 
 struct Spec {

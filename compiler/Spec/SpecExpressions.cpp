@@ -4,6 +4,7 @@
 #include "Expr/ExprIndexCheck.h"
 #include "Expr/ExprParse.h"
 #include "Expr/ExprPrint.h"
+#include "Semantics/Random.h"
 #include "Spec/SpecKeys.h"
 
 #include <algorithm>
@@ -198,6 +199,8 @@ void resolveExpressions(Spec& s) {
                         "' is already an argument of this kernel; choose another name");
   }
   expr::Scope scope;
+  if (s.seed)
+    scope.philoxKey = random::streamKey(*s.seed, random::kExpressionStream);
   expr::IndexFacts facts;
   facts.heads = s.heads;
   facts.kvHeads = s.kvHeads;

@@ -164,9 +164,9 @@ SpecKey seedKey() {
   return {"seed",
           ValueKind::Integer,
           allowed,
-          "dropout > 0, bigbird random blocks, or favor",
-          "key of the counter-based RNG: dropout masks, BigBird random blocks; for favor, the "
-          "tools draw the omega tensor from it",
+          "dropout > 0, bigbird random blocks, favor, or philox() in score_mod/mask_mod",
+          "key of the counter-based RNG: dropout masks, BigBird random blocks, the expressions' "
+          "philox() draws; for favor, the tools draw the omega tensor from it",
           [](const Spec& s) { return s.needsSeed(); },
           [=](Spec& s, std::string_view value) {
             uint64_t v = 0;

@@ -144,9 +144,12 @@ void validate(const Spec& s) {
 
   if (s.needsSeed() && !s.seed) {
     std::string why = s.dropout > 0 ? "dropout=" + findSpecKey("dropout")->print(s)
-                      : s.variant == Variant::Linear
+                      : s.variant == Variant::Linear && s.featureMap == FeatureMap::Favor
                           ? std::string("feature_map=favor")
-                          : std::string("mask=bigbird with random_blocks > 0");
+                      : s.masks.has(MaskKind::BigBird) && s.randomBlocks > 0
+                          ? std::string("mask=bigbird with random_blocks > 0")
+                          : std::string(s.scoreMod.draws() ? "score_mod" : "mask_mod") +
+                                " calling philox()";
     fail(why + " needs seed=N: the random numbers come from a counter-based RNG keyed by seed");
   }
   if (s.rope) {

@@ -9,7 +9,8 @@ verify's tolerance, so a disagreement is a code generator's bug, not rounding:
 - floor and % see only ints and exact values, for the same reason;
 - score_mods stay within a few tens (softmax turns a score's relative rounding error into an
   absolute one), and log and sqrt see only non-negative arguments, so no NaN appears;
-- ints stay far inside 32 bits (the language leaves overflow unspecified);
+- ints stay far inside 32 bits (the language leaves overflow unspecified): a philox() draw,
+  which takes any 32-bit value, is only ever taken % a small number;
 - every aux index is provably in bounds (clamp, % by the extent, or the variable that ranges
   over the dimension), as the spec requires.
 """
@@ -55,6 +56,7 @@ class ExpressionGenerator:
         self.kv_heads = int(kv[1].split()[0]) if len(kv) > 1 else self.heads
         self.params = {}  # name -> literal text
         self.aux_used = []
+        self.draws = False  # a philox() call, which needs seed
         parts = [base]
         which = self.random.choice(["score", "mask", "both", "both"])
         if which in ("score", "both"):
@@ -64,6 +66,8 @@ class ExpressionGenerator:
         if self.params:
             parts.append('params="%s"' % " ".join(
                 "%s=%s" % (name, value) for name, value in sorted(self.params.items())))
+        if self.draws:
+            parts.append("seed=%d" % self.random.randint(0, 2**64 - 1))
         if self.aux_used:
             parts.append('aux="%s"' % " ".join(
                 "%s:%s[%s]" % (name, kind, ",".join(dims))
@@ -99,6 +103,11 @@ class ExpressionGenerator:
             return "%s // %d" % (self.wrapped(a), r.choice([-3, 0, 2, 3, 5, 16, 64]))
         if choice == 8:
             return "where(%s, %s, %s)" % (self.boolean(depth - 1), a, self.integer(depth - 1))
+        if r.random() < 0.3:
+            self.draws = True
+            counter = [a] + [self.integer(depth - 1) for _ in range(3)]
+            return "philox(%s, %s) %% %d" % (", ".join(counter), self.int_leaf(),
+                                             r.choice([2, 3, 4, 7, 16]))
         return "-%s" % self.wrapped(a)
 
     def int_leaf(self):

@@ -196,6 +196,13 @@ class NumericsMatrix(CliTestCase):
             # A read spanning more elements than the MLIR kernels scan per chunk (16 keys x 512):
             # its range is the whole int range, whose negation must not wrap into an empty one.
             'heads=2 d_k=16 aux="t:i32[Tk,512]" mask_mod="-(t[kv_idx, (q_idx * 7) % 512]) >= -3"',
+            # Random blocks drawn with philox(): per pair of blocks (a draw reading the keys), and
+            # one key block per query block (a draw reading none, which the Halide kernels table
+            # once per call and classify tiles by).
+            'heads=2 d_k=16 seed=5 mask_mod="kv_idx <= qpos && (q_idx // 32 == kv_idx // 32 || '
+            'philox(q_idx // 32, kv_idx // 32, h, 0, 1) % 3 == 0)"',
+            'heads=2 kv_heads=1 d_k=16 seed=7 lse=true mask_mod="kv_idx // 32 == q_idx // 32 || '
+            'kv_idx // 32 == philox(0, q_idx // 32, h, 0, 2) % 10"',
             # The built-in masks as one mask_mod: the key range from causal, the window and the
             # lengths, the tensor mask elementwise (never scanned).
             'heads=2 kv_heads=1 d_k=16 mask=causal+padding+tensor+window window_left=100 '

@@ -1,8 +1,9 @@
 // The built-in masks and modifiers written in the expression language (Spec/BuiltinExpressions)
-// agree with their definitions in Semantics/ (Masks.h, the ALiBi slopes of Positions.h,
-// random::bigbirdRandomBlock and random::dropoutKeeps), under both alignments and with Tq != Tk.
+// agree with their definitions written apart (MaskPredicates.h, the ALiBi slopes of
+// Semantics/Positions.h, random::bigbirdRandomBlock and random::dropoutKeeps), under both
+// alignments and with Tq != Tk.
 #include "Expr/ExprEval.h"
-#include "Semantics/Masks.h"
+#include "MaskPredicates.h"
 #include "Semantics/Positions.h"
 #include "Semantics/Random.h"
 #include "Spec/BuiltinExpressions.h"

@@ -1,8 +1,11 @@
 // The README's expression examples, run by the f64 reference, against the same attention written
 // in this test: each mask_mod against mask=tensor with the mask built here from its definition,
 // the relative bias against bias=true with the bias tensor built here, and the written softcap
-// against softcap=. Shapes are off every tile: Tq != Tk, a fully masked row, ragged documents.
+// against softcap=, and a random block mask drawn with philox() against Philox called here.
+// Shapes are off every tile: Tq != Tk, a fully masked row, ragged documents.
 #include "TestSupport.h"
+
+#include "Semantics/Random.h"
 
 #include <cmath>
 #include <functional>
@@ -137,6 +140,27 @@ TEST(ReferenceExpressions, WrittenSoftcapIsTheBuiltInSoftcap) {
       kCommon + "scale=4 params=\"cap=3\" score_mod=\"cap * tanh(score / cap)\"", kB, kTq, kTk);
   tools::Call builtIn = randomCall(kCommon + "scale=4 softcap=3", kB, kTq, kTk);
   expectSameOutputs(written, builtIn);
+}
+
+TEST(ReferenceExpressions, RandomBlocksFromPhiloxUnderTheExpressionsStream) {
+  // Causal, with the diagonal blocks of 4 and a random third of the others kept (word 1 of
+  // Philox at (q_idx // 4, kv_idx // 4, h, 0) under (seed_lo, seed_hi ^ 0xE8A12E55), read as a
+  // signed int, floor mod 3), and row 2 masked whole.
+  const uint64_t seed = 0x123456789abcdefULL;
+  const uint64_t key = seed ^ (uint64_t{0xE8A12E55u} << 32);
+  expectMaskOf("seed=" + std::to_string(seed) +
+                   " mask_mod=\"q_idx != 2 && kv_idx <= qpos && (q_idx // 4 == kv_idx // 4 || "
+                   "philox(q_idx // 4, kv_idx // 4, h, 0, 1) % 3 == 0)\"",
+               [](tools::Call&) {},
+               [&](int64_t, int64_t h, int64_t i, int64_t j) {
+                 const random::Block word = random::philox4x32(
+                     {static_cast<uint32_t>(i / 4), static_cast<uint32_t>(j / 4),
+                      static_cast<uint32_t>(h), 0},
+                     static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+                 const int64_t drawn = static_cast<int32_t>(word[1]);
+                 return i != 2 && j <= i + kOffset &&
+                        (i / 4 == j / 4 || ((drawn % 3) + 3) % 3 == 0);
+               });
 }
 
 TEST(ReferenceExpressions, WrittenCausalIsTheBuiltInCausal) {

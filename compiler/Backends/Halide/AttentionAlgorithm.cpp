@@ -108,7 +108,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   if (s.softcap > 0) // a +inf product is cap there, as in the reference; a NaN one poisons
     poisoned = poisoned || isNaN(raw);
   a.masked(row, jj, kb, tile, h, b) =
-      select(terms.keep(queryRow, key, h, b, a.order.has_value()),
+      select(terms.keep(queryRow, key, h, b, a.order ? a.order->period() : 0),
              select(poisoned, kPoisoned(), max(modified, kLowest())), kLowest());
 
   a.inKey = RDom(0, keyBlock, "in_key");

@@ -62,13 +62,24 @@ void varyingReads(const Node& n, std::set<std::pair<std::string, int>>& reads) {
     reads.insert({n.name, varying});
 }
 
+// How a node reads the rows and keys when it reads them only as blocks: q_idx // rowBlock and
+// kv_idx // keyBlock, one block size each (0: not read), and never qpos or score. Its value is
+// then one per pair of blocks.
+struct BlockReads {
+  int64_t rowBlock = 0, keyBlock = 0;
+  bool readsOrDraws = false; // an aux read or a philox() draw, which intervals bound loosely
+};
+
 class TileBounds {
 public:
   TileBounds(const TileRanges& tile, const Spec& spec, const std::map<std::string, ImageParam>& aux,
-             const AuxSummaries& summaries)
-      : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries) {}
+             const AuxSummaries& summaries, const RowDraws& rowDraws)
+      : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries), rowDraws_(rowDraws) {}
 
   Truth truth(const Node& n) const {
+    if (n.op != Op::BoolLiteral)
+      if (const std::optional<Truth> exact = perBlockPair(n))
+        return *exact;
     switch (n.op) {
     case Op::BoolLiteral: return {cast<bool>(n.intValue != 0), cast<bool>(n.intValue == 0)};
     case Op::Not: {
@@ -99,6 +110,73 @@ public:
   }
 
 private:
+  // Whether `n` reads the rows and keys only as blocks, recording how in `reads`; draws only
+  // inside the tabled parts (`tabled`: under one), whose tables are read at a row of the block.
+  bool readsBlocks(const Node& n, BlockReads& reads, bool tabled = false) const {
+    if (!tabled && !rowDraws_.empty() && rowDraws_.count(drawIdentity(n))) {
+      reads.readsOrDraws = true;
+      tabled = true;
+    }
+    if (n.op == Op::FloorDiv && n.args[0].op == Op::Variable &&
+        (n.args[0].name == "q_idx" || n.args[0].name == "kv_idx")) {
+      const std::optional<double> size = constantOf(n.args[1]);
+      if (!size || *size < 1)
+        return false;
+      int64_t& block = n.args[0].name == "q_idx" ? reads.rowBlock : reads.keyBlock;
+      if (block != 0 && block != static_cast<int64_t>(*size))
+        return false;
+      block = static_cast<int64_t>(*size);
+      return true;
+    }
+    if (n.op == Op::Variable &&
+        (n.name == "q_idx" || n.name == "kv_idx" || n.name == "qpos" || n.name == "score"))
+      return false;
+    if (n.op == Op::Philox && !tabled)
+      return false;
+    if (n.op == Op::Aux)
+      reads.readsOrDraws = true;
+    return std::all_of(n.args.begin(), n.args.end(),
+                       [&](const Node& a) { return readsBlocks(a, reads, tabled); });
+  }
+
+  // A bool that reads the rows and keys only as blocks and reads a tensor or draws, evaluated
+  // at one row and one key of each pair of blocks the tile overlaps: at most (span / block + 2)
+  // blocks along each side. nullopt for any other node, or past kMaxLookups pairs.
+  std::optional<Truth> perBlockPair(const Node& n) const {
+    BlockReads reads;
+    if (!readsBlocks(n, reads) || !reads.readsOrDraws ||
+        (reads.rowBlock == 0 && reads.keyBlock == 0))
+      return std::nullopt;
+    auto blocksAlong = [](int64_t block, int extent) {
+      return block == 0 ? int64_t{1} : (extent - 1) / block + 2;
+    };
+    const int64_t rowBlocks = blocksAlong(reads.rowBlock, tile_.maxRows);
+    const int64_t keyBlocks = blocksAlong(reads.keyBlock, tile_.maxKeys);
+    if (rowBlocks * keyBlocks > kMaxLookups)
+      return std::nullopt;
+    // The c-th block from the first one's start, inside [first, last]: past the last block it
+    // repeats the last.
+    auto member = [](Expr first, Expr last, int64_t block, int64_t c) {
+      if (block == 0)
+        return first;
+      const int size = static_cast<int>(block);
+      return clamp((first / size + static_cast<int>(c)) * size, first, last);
+    };
+    const Expr offset = tile_.firstPos - tile_.firstRow;
+    Expr canBeTrue = cast<bool>(false), canBeFalse = cast<bool>(false);
+    for (int64_t r = 0; r < rowBlocks; ++r)
+      for (int64_t c = 0; c < keyBlocks; ++c) {
+        const Expr row = member(tile_.firstRow, tile_.lastRow, reads.rowBlock, r);
+        const Expr key = member(tile_.firstKey, tile_.lastKey, reads.keyBlock, c);
+        const ExprPoint point{tile_.b,  tile_.h,  tile_.g,  row,   key,
+                              row + offset, tile_.tq, tile_.tk, Expr()};
+        const Expr value = translate(n, point, spec_, aux_, rowDraws_);
+        canBeTrue = canBeTrue || value;
+        canBeFalse = canBeFalse || !value;
+      }
+    return Truth{canBeTrue, canBeFalse};
+  }
+
   Truth compared(const Node& n) const {
     if (n.args[0].type == expr::Type::Bool) // bool == bool: bounded only through its operands
       return either();
@@ -422,15 +500,17 @@ private:
   const Spec& spec_;
   const std::map<std::string, ImageParam>& aux_;
   const AuxSummaries& summaries_;
+  const RowDraws& rowDraws_;
 };
 
 } // namespace
 
-AuxSummaries::AuxSummaries(const Spec& spec, const std::map<std::string, ImageParam>& aux) {
-  if (!spec.maskMod.tree)
+AuxSummaries::AuxSummaries(const std::optional<Node>& mask,
+                           const std::map<std::string, ImageParam>& aux) {
+  if (!mask)
     return;
   std::set<std::pair<std::string, int>> reads;
-  varyingReads(*spec.maskMod.tree, reads);
+  varyingReads(*mask, reads);
   for (const auto& [name, varying] : reads) {
     const ImageParam& tensor = aux.at(name);
     const int rank = tensor.dimensions(), dim = rank - 1 - varying; // Halide's order
@@ -463,8 +543,9 @@ std::vector<Func> AuxSummaries::funcs() const {
 }
 
 Expr maskMayKeep(const Node& mask, const TileRanges& tile, const Spec& spec,
-                 const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries) {
-  return TileBounds(tile, spec, aux, summaries).truth(mask).canBeTrue;
+                 const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries,
+                 const RowDraws& rowDraws) {
+  return TileBounds(tile, spec, aux, summaries, rowDraws).truth(mask).canBeTrue;
 }
 
 } // namespace attnc::halide

@@ -5,6 +5,11 @@
 // predicate, which Halide turns into loop bounds when it is affine (kv_idx <= qpos becomes the
 // causal bound) and into a per-block test otherwise.
 //
+// A part of the mask that reads the rows and keys only as blocks (q_idx // 64, kv_idx // 64) and
+// reads an aux tensor or draws from Philox (block_sparse's layout, BigBird's random blocks, a
+// written block table) is evaluated exactly at each pair of blocks the tile overlaps, when they
+// are few: FlexAttention's block mask, computed from the expression itself.
+//
 // An aux read whose indices vary over the tile along one dimension, by a span known when the
 // kernel is built (q_idx + 3, kv_idx / 2, ...: at most the tile's rows or keys), is bounded by
 // the least and greatest element over the index's range. The kernel reads them from a summary
@@ -24,10 +29,12 @@
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
 
+#include "Backends/Halide/ExprToHalide.h"
 #include "Spec/Spec.h"
 
 #include <Halide.h>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,7 +51,7 @@ struct TileRanges {
 // The indices a summary entry covers along its dimension.
 inline constexpr int kSummaryChunk = 16;
 
-// For each aux tensor and each dimension along which a mask_mod read of it varies over a tile,
+// For each aux tensor and each dimension along which a mask's read of it varies over a tile,
 // the least and greatest element of every chunk of kSummaryChunk indices along that dimension
 // (the others indexed as the tensor is).
 class AuxSummaries {
@@ -52,7 +59,8 @@ public:
   struct Summary {
     Halide::Func least, greatest;
   };
-  AuxSummaries(const Spec& spec, const std::map<std::string, Halide::ImageParam>& aux);
+  AuxSummaries(const std::optional<expr::Node>& mask,
+               const std::map<std::string, Halide::ImageParam>& aux);
   const Summary* find(const std::string& tensor, int dimension) const;
   // The schedule computes them once per call, with the other small tables.
   std::vector<Halide::Func> funcs() const;
@@ -61,10 +69,12 @@ private:
   std::map<std::pair<std::string, int>, Summary> summaries_;
 };
 
-// False only when `mask` is false at every element of the tile; `aux` holds the aux tensors.
+// False only when `mask` is false at every element of the tile; `aux` holds the aux tensors,
+// `rowDraws` the mask's tabled draws (a part that draws anything else is not evaluated per pair
+// of blocks: unrolled Philox rounds in the predicate take Halide minutes to compile).
 Halide::Expr maskMayKeep(const expr::Node& mask, const TileRanges& tile, const Spec& spec,
                          const std::map<std::string, Halide::ImageParam>& aux,
-                         const AuxSummaries& summaries);
+                         const AuxSummaries& summaries, const RowDraws& rowDraws);
 
 } // namespace attnc::halide
 

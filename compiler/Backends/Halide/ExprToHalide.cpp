@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 
 namespace attnc::halide {
 namespace {
@@ -23,11 +24,14 @@ Type halideType(expr::Type type) {
 class Translator {
 public:
   Translator(const ExprPoint& point, const Spec& spec,
-             const std::map<std::string, ImageParam>& aux)
-      : point_(point), spec_(spec), aux_(aux) {}
+             const std::map<std::string, ImageParam>& aux, const RowDraws& rowDraws)
+      : point_(point), spec_(spec), aux_(aux), rowDraws_(rowDraws) {}
 
   Expr operator()(const expr::Node& n) const {
     using expr::Op;
+    if (!rowDraws_.empty())
+      if (const auto table = rowDraws_.find(drawIdentity(n)); table != rowDraws_.end())
+        return table->second(point_.qIdx, point_.h, point_.b);
     auto arg = [&](size_t i) { return (*this)(n.args[i]); };
     // An operand in the node's own numeric type (ints promote to float beside a float).
     auto as = [&](size_t i, expr::Type type) { return cast(halideType(type), arg(i)); };
@@ -143,12 +147,11 @@ private:
     const auto literal = [](const expr::Node& m, auto test) {
       return m.op == Op::IntLiteral && test(m.intValue);
     };
-    // The two x's compare by their text; a philox() call prints without its key, but every
-    // expression draws under one key (the spec's seed in one stream), so equal text is equal x.
+    // The two x's compare by their text with their draws' keys.
     if (below.op != Op::Lt || above.op != Op::Ge || below.args[0].type != expr::Type::Int ||
         !literal(below.args[1], [](int64_t v) { return v == 0; }) ||
         !literal(above.args[1], [](int64_t v) { return v >= 0 && v <= INT32_MAX; }) ||
-        expr::print(below.args[0]) != expr::print(above.args[0]))
+        drawIdentity(below.args[0]) != drawIdentity(above.args[0]))
       return Expr();
     return cast<uint32_t>((*this)(below.args[0])) >=
            Expr(static_cast<uint32_t>(above.args[1].intValue));
@@ -179,9 +182,22 @@ private:
   const ExprPoint& point_;
   const Spec& spec_;
   const std::map<std::string, ImageParam>& aux_;
+  const RowDraws& rowDraws_;
 };
 
 } // namespace
+
+std::string drawIdentity(const expr::Node& part) {
+  std::string keys;
+  const std::function<void(const expr::Node&)> collect = [&](const expr::Node& n) {
+    if (n.op == expr::Op::Philox)
+      keys += " #" + std::to_string(n.intValue);
+    for (const expr::Node& a : n.args)
+      collect(a);
+  };
+  collect(part);
+  return expr::print(part) + keys;
+}
 
 std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint32_t key0, uint32_t key1) {
   return random::philoxRounds<Expr>(
@@ -199,8 +215,8 @@ Expr philoxWord(const std::array<Expr, 4>& block, Expr index) {
 }
 
 Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
-               const std::map<std::string, ImageParam>& aux) {
-  return Translator(point, spec, aux)(node);
+               const std::map<std::string, ImageParam>& aux, const RowDraws& rowDraws) {
+  return Translator(point, spec, aux, rowDraws)(node);
 }
 
 } // namespace attnc::halide

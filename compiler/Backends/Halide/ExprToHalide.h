@@ -9,6 +9,7 @@
 #include <Halide.h>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -27,10 +28,24 @@ std::array<Halide::Expr, 4> philox(std::array<Halide::Expr, 4> counter, uint32_t
 // Word `index % 4` of a Philox block.
 Halide::Expr philoxWord(const std::array<Halide::Expr, 4>& block, Halide::Expr index);
 
+// Parts of an expression that draw from Philox and read no key, tabled per query row, head and
+// batch once per call: by the part's drawIdentity, the table's value at (q_idx, h, b), read with
+// each index clamped into the table. Read
+// instead of ten Philox rounds per score, and instead of rounds that Halide's passes over a
+// block loop's predicate expand (BigBird's drawn key blocks).
+using RowDraws =
+    std::map<std::string, std::function<Halide::Expr(Halide::Expr, Halide::Expr, Halide::Expr)>>;
+
+// A part's canonical text with the key of each of its philox() draws, which print() leaves out
+// (a mask joins the built-ins' draws, under BigBird's stream, and mask_mod's, under the
+// expressions' stream): equal only for parts that compute the same values.
+std::string drawIdentity(const expr::Node& part);
+
 // `aux` holds the spec's aux tensors by name; their reads are clamped to the buffer's extent,
 // which the spec's check proved they never leave, so Halide's bounds inference sees the region.
 Halide::Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
-                       const std::map<std::string, Halide::ImageParam>& aux);
+                       const std::map<std::string, Halide::ImageParam>& aux,
+                       const RowDraws& rowDraws = {});
 
 } // namespace attnc::halide
 

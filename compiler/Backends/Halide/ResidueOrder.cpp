@@ -1,7 +1,5 @@
 #include "Backends/Halide/ResidueOrder.h"
 
-#include "Semantics/Masks.h"
-
 namespace attnc::halide {
 
 using namespace Halide;
@@ -42,9 +40,10 @@ ResidueOrder::ResidueOrder(int period, Expr seqQ, Expr seqK, Expr offset, int qu
       keysPerClass_(classLength(seqK, period, keyBlock)), offset_(std::move(offset)) {}
 
 // Class c holds the rows whose position i + offset is c mod s: i = (c - offset) mod s + m s.
+// (Halide's % by a positive number is never negative: the floor modulo.)
 Expr ResidueOrder::row(Expr slot) const {
   Expr c = slot / rowsPerClass_, m = slot % rowsPerClass_;
-  return masks::floorMod<Expr>(c - offset_, period_) + m * period_;
+  return (c - offset_) % period_ + m * period_;
 }
 
 Expr ResidueOrder::key(Expr slot) const {
@@ -53,7 +52,7 @@ Expr ResidueOrder::key(Expr slot) const {
 
 // Row i is the (i / s)-th of its class, since (c - offset) mod s = i mod s.
 Expr ResidueOrder::slotOfRow(Expr i) const {
-  return masks::floorMod<Expr>(i + offset_, period_) * rowsPerClass_ + i / period_;
+  return (i + offset_) % period_ * rowsPerClass_ + i / period_;
 }
 
 Expr ResidueOrder::blockLive(const ScoreRegion& slots,

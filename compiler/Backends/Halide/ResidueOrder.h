@@ -12,7 +12,7 @@
 // Positions in the sorted order are slots. Each class gets ceil(T/s) slots rounded up to whole
 // query tiles (rows) and key blocks (keys), so every tile and block lies in one class: a live
 // block pairs rows and keys of the same class, where the pattern's residue test always holds
-// (ScoreTerms::keep drops it). Slots past a class's share of the sequence are phantom rows
+// (ScoreTerms::keep leaves it out). Slots past a class's share of the sequence are phantom rows
 // (computed only in tiles that hold real rows, never read) and phantom keys (masked, as keys
 // past Tk always are).
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_RESIDUEORDER_H
@@ -35,6 +35,8 @@ public:
                                              Halide::Expr seqK, Halide::Expr offset,
                                              int queryTile, int keyBlock);
 
+  // The stride or dilation: a live block's query and key positions agree mod it.
+  int period() const { return period_; }
   Halide::Expr rowSlots() const { return rowsPerClass_ * period_; }
   Halide::Expr keySlots() const { return keysPerClass_ * period_; }
   // The sequence position in a slot (past the sequence for phantom slots; below rowSlots and
@@ -46,8 +48,8 @@ public:
 
   // Whether the key slots of `slots` (one key block) can matter to its row slots (one query
   // tile): never when their classes differ or either holds only phantoms; within one class, as
-  // `positionsLive` (the mask's predicate on a region of positions: causal, padding, the dilated
-  // window) says of the positions they hold.
+  // `positionsLive` (the mask's classification over a region of positions: causal, padding, the
+  // dilated window) says of the positions they hold.
   Halide::Expr blockLive(const ScoreRegion& slots,
                          const std::function<Halide::Expr(const ScoreRegion&)>& positionsLive) const;
 

@@ -3,11 +3,10 @@
 #include "Abi/Arguments.h"
 #include "Spec/BuiltinExpressions.h"
 
-#include "Semantics/Masks.h"
 #include "Semantics/Positions.h"
-#include "Semantics/Random.h"
 
-#include <cmath>
+#include <algorithm>
+#include <cstdint>
 
 namespace attnc::halide {
 namespace {
@@ -31,19 +30,71 @@ ImageParam headParam(const Spec& s, const char* name, int64_t dim, int64_t heads
   return p;
 }
 
-// Index into a dimension that is either full or broadcast (extent 1).
-Expr broadcastIndex(const ImageParam& p, int dim, Expr index) {
-  return min(index, p.dim(dim).extent() - 1);
+// `mask` where the caller guarantees (qpos - kv_idx) % period == 0: each test
+// (qpos - kv_idx) % m == 0 (or of kv_idx - qpos) with m dividing the period is true.
+expr::Node withinResidueClass(const expr::Node& mask, int period) {
+  using expr::Op;
+  auto is = [](const expr::Node& n, const char* name) {
+    return n.op == Op::Variable && n.name == name;
+  };
+  auto positionDifference = [&](const expr::Node& n) {
+    return n.op == Op::Sub && ((is(n.args[0], "qpos") && is(n.args[1], "kv_idx")) ||
+                               (is(n.args[0], "kv_idx") && is(n.args[1], "qpos")));
+  };
+  if (mask.op == Op::Eq && mask.args[1].op == Op::IntLiteral && mask.args[1].intValue == 0) {
+    const expr::Node& residue = mask.args[0];
+    if (residue.op == Op::Mod && positionDifference(residue.args[0]) &&
+        residue.args[1].op == Op::IntLiteral && residue.args[1].intValue != 0 &&
+        period % residue.args[1].intValue == 0)
+      return expr::Node{Op::BoolLiteral, expr::Type::Bool, 1, 0, "", {}, mask.column};
+  }
+  expr::Node rewritten = mask;
+  for (expr::Node& a : rewritten.args)
+    a = withinResidueClass(a, period);
+  return rewritten;
 }
 
-Expr u32(Expr x) {
-  return cast<uint32_t>(x);
+// The largest parts of `n` that read no key (nor the score) and draw from Philox, by their
+// drawIdentity: one value per query row, head and batch.
+void keyFreeDraws(const expr::Node& n, std::map<std::string, const expr::Node*>& draws) {
+  const std::function<bool(const expr::Node&, expr::Op)> has = [&](const expr::Node& m,
+                                                                   expr::Op op) {
+    return m.op == op || std::any_of(m.args.begin(), m.args.end(),
+                                     [&](const expr::Node& a) { return has(a, op); });
+  };
+  const std::function<bool(const expr::Node&)> readsKey = [&](const expr::Node& m) {
+    if (m.op == expr::Op::Variable && (m.name == "kv_idx" || m.name == "score"))
+      return true;
+    return std::any_of(m.args.begin(), m.args.end(), readsKey);
+  };
+  if (has(n, expr::Op::Philox) && !readsKey(n)) {
+    draws.emplace(drawIdentity(n), &n);
+    return;
+  }
+  for (const expr::Node& a : n.args)
+    keyFreeDraws(a, draws);
 }
 
-// Philox under the spec's seed, in stream `stream` (Semantics/Random.h).
-std::array<Expr, 4> philox(std::array<Expr, 4> counter, uint64_t seed, uint32_t stream) {
-  const uint64_t key = random::streamKey(seed, stream);
-  return halide::philox(counter, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+// B when every read of the rows under `n` is q_idx // B for one literal B > 0: n then has one
+// value per block of B rows. 1 otherwise (it reads q_idx or qpos as they are, or no row).
+int64_t rowBlockOf(const expr::Node& n) {
+  int64_t block = 0;
+  bool plain = false;
+  const std::function<void(const expr::Node&)> visit = [&](const expr::Node& m) {
+    if (m.op == expr::Op::FloorDiv && m.args[0].op == expr::Op::Variable &&
+        m.args[0].name == "q_idx" && m.args[1].op == expr::Op::IntLiteral &&
+        m.args[1].intValue > 0 && m.args[1].intValue <= INT32_MAX &&
+        (block == 0 || block == m.args[1].intValue)) {
+      block = m.args[1].intValue;
+      return;
+    }
+    if (m.op == expr::Op::Variable && (m.name == "q_idx" || m.name == "qpos"))
+      plain = true;
+    for (const expr::Node& a : m.args)
+      visit(a);
+  };
+  visit(n);
+  return plain || block == 0 ? 1 : block;
 }
 
 } // namespace
@@ -59,37 +110,31 @@ Type storageType(DType dtype) {
 
 ScoreTerms::ScoreTerms(const Spec& s)
     : spec_(s), q_(headParam(s, "q", s.dQ, s.heads)), k_(headParam(s, "k", s.dK, s.kvHeads)),
-      v_(headParam(s, "v", s.dV, s.kvHeads)), lengths_(Int(32), 1, "lengths"),
-      mask_(UInt(8), 4, "mask"), bias_(storageType(s.dtype), 4, "bias"),
-      layout_(UInt(8), 3, "block_layout") {
+      v_(headParam(s, "v", s.dV, s.kvHeads)), lengths_(Int(32), 1, "lengths") {
   // Manifest order (Abi/Arguments.cpp): q, k, v, lengths, mask, block_layout, bias, aux.
   inputs_ = {q_, k_, v_};
-  if (s.masks.has(MaskKind::Padding))
-    inputs_.push_back(lengths_);
-  if (s.masks.has(MaskKind::Tensor)) {
-    mask_.dim(0).set_stride(Expr());
-    inputs_.push_back(mask_);
-  }
-  if (s.masks.has(MaskKind::BlockSparse)) {
-    layout_.dim(0).set_stride(Expr());
-    inputs_.push_back(layout_);
-  }
-  if (s.bias) {
-    bias_.dim(0).set_stride(Expr());
-    inputs_.push_back(bias_);
-  }
-  for (const AuxTensor& a : s.aux) {
-    ImageParam p(a.elementType == expr::Type::Int ? Int(32) : Float(32),
-                 static_cast<int>(a.dims.size()), a.name);
+  auto declare = [&](ImageParam p) {
     p.dim(0).set_stride(Expr());
-    aux_.emplace(a.name, p);
+    tensors_.emplace(p.name(), p);
     inputs_.push_back(p);
+  };
+  if (s.masks.has(MaskKind::Padding)) {
+    tensors_.emplace("lengths", lengths_);
+    inputs_.push_back(lengths_);
   }
-  auxSummaries_ = std::make_unique<AuxSummaries>(s, aux_);
-  modifiers_ = modifiersAsExpression(s);
-  dropout_ = dropoutAsExpression(s);
+  if (s.masks.has(MaskKind::Tensor))
+    declare(ImageParam(UInt(8), 4, "mask"));
+  if (s.masks.has(MaskKind::BlockSparse))
+    declare(ImageParam(UInt(8), 3, "block_layout"));
   if (s.bias)
-    builtinInputs_.emplace("bias", bias_);
+    declare(ImageParam(storageType(s.dtype), 4, "bias"));
+  for (const AuxTensor& a : s.aux)
+    declare(ImageParam(a.elementType == expr::Type::Int ? Int(32) : Float(32),
+                       static_cast<int>(a.dims.size()), a.name));
+  modifiers_ = modifiersAsExpression(s);
+  mask_ = masksWithMaskMod(s, kBuiltinMasks);
+  dropout_ = dropoutAsExpression(s);
+  auxSummaries_ = std::make_unique<AuxSummaries>(mask_, tensors_);
   // The variant's parameters (w_q, w1, e, omega, ...), as the manifest declares them; constant
   // extents are bounds Halide can use, Tk (Linformer's E and F) is known at run time.
   for (const Argument& a : kernelArguments(s)) {
@@ -108,15 +153,8 @@ ScoreTerms::ScoreTerms(const Spec& s)
   keys_ = s.variant == Variant::Linformer ? Expr(static_cast<int>(s.projLen)) : seqK_;
   offset_ = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : Expr(0);
 
-  Var r("r"), qb("qb"), h("h"), pair("pair"), pos("pos");
-  if (s.masks.has(MaskKind::BigBird)) {
-    // random::bigbirdRandomBlock: word r % 4 at counter (r / 4, qb, h, 0), mod the key blocks.
-    Expr keyBlocks = u32((seqK_ + static_cast<int>(s.block) - 1) / static_cast<int>(s.block));
-    auto x =
-        philox({u32(r / 4), u32(qb), u32(h), Expr(uint32_t{0})}, *s.seed, random::kBigBirdStream);
-    bigbirdRandom_ = Func("bigbird_random");
-    bigbirdRandom_(r, qb, h) = cast<int>(philoxWord(x, r) % keyBlocks);
-  }
+  tableRowDraws();
+  Var pair("pair"), pos("pos");
   if (s.rope) {
     // The angle pos * theta^(-2p/rope_dims) in f64, as the reference computes it, then f32.
     Buffer<double> frequency(static_cast<int>(s.ropeDims / 2), "rope_frequency");
@@ -128,11 +166,36 @@ ScoreTerms::ScoreTerms(const Spec& s)
   }
 }
 
+void ScoreTerms::tableRowDraws() {
+  if (!mask_)
+    return;
+  std::map<std::string, const expr::Node*> draws;
+  keyFreeDraws(*mask_, draws);
+  const Expr heads = static_cast<int>(spec_.heads);
+  const Expr batches = q_.dim(q_.dimensions() - 1).extent();
+  Var rows("rows"), h("h"), b("b");
+  for (const auto& [text, draw] : draws) {
+    // One entry per block of rows when the part reads rows only as blocks (BigBird's q_idx //
+    // block), else one per row.
+    const int block = static_cast<int>(rowBlockOf(*draw));
+    const Expr row = rows * block, g = h / static_cast<int>(spec_.groupSize());
+    Func table("row_draw_" + std::to_string(drawTables_.size()));
+    table(rows, h, b) = translate(
+        *draw, {b, h, g, row, Expr(0), position(row), seqQ_, seqK_, Expr()}, spec_, tensors_);
+    drawTables_.push_back(table);
+    const Expr seqQ = seqQ_;
+    rowDraws_.emplace(text, [=](Expr r, Expr hr, Expr br) {
+      return table(clamp(r, 0, seqQ - 1) / block, clamp(hr, 0, heads - 1),
+                   clamp(br, 0, batches - 1));
+    });
+  }
+}
+
 std::vector<Func> ScoreTerms::tables() const {
   std::vector<Func> defined;
-  for (const Func& f : {bigbirdRandom_, rope_})
-    if (f.defined())
-      defined.push_back(f);
+  if (rope_.defined())
+    defined.push_back(rope_);
+  defined.insert(defined.end(), drawTables_.begin(), drawTables_.end());
   for (const Func& f : auxSummaries_->funcs())
     defined.push_back(f);
   return defined;
@@ -150,150 +213,51 @@ Expr ScoreTerms::validKeys(Expr b) const {
 
 Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const {
   if (modifiers_)
-    x = translate(*modifiers_, expressionPoint(queryRow, key, h, b, x), spec_, builtinInputs_);
+    x = translate(*modifiers_, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
   if (spec_.scoreMod.tree)
-    x = translate(*spec_.scoreMod.tree, expressionPoint(queryRow, key, h, b, x), spec_, aux_);
+    x = translate(*spec_.scoreMod.tree, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
   return x;
 }
 
 ExprPoint ScoreTerms::expressionPoint(Expr queryRow, Expr key, Expr h, Expr b, Expr score) const {
-  const Expr rowIn = clamp(queryRow, 0, seqQ_ - 1), keyIn = clamp(key, 0, seqK_ - 1);
+  // Left unclamped, a vector of keys stays a ramp, which Halide compares and divides cheaply.
   const Expr g = h / static_cast<int>(spec_.groupSize());
-  return {b, h, g, rowIn, keyIn, position(rowIn), seqQ_, seqK_, score};
+  return {b, h, g, queryRow, key, position(queryRow), seqQ_, seqK_, score};
 }
 
-Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b, bool sameResidueClass) const {
-  const Spec& s = spec_;
-  const MaskSet m = s.masks;
-  const Expr qpos = position(queryRow);
-  const Expr keyIn = min(key, seqK_ - 1), rowIn = min(queryRow, seqQ_ - 1);
+Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b, int residuePeriod) const {
   // Linformer's padding acted in the projection: every projected key is kept, unless the batch
   // has no valid key at all.
-  if (s.variant == Variant::Linformer)
+  if (spec_.variant == Variant::Linformer)
     return key < keys_ && validKeys(b) > 0;
-  // Constraints intersect; sparsity patterns unite (docs/spec.md).
-  Expr keep = key < seqK_;
-  if (m.has(MaskKind::Causal))
-    keep = keep && masks::causal(qpos, key);
-  if (m.has(MaskKind::Padding))
-    keep = keep && key < lengths_(b);
-  if (m.has(MaskKind::Tensor))
-    keep =
-        keep && mask_(keyIn, rowIn, broadcastIndex(mask_, 2, h), broadcastIndex(mask_, 3, b)) != 0;
-  if (s.maskMod.tree)
-    keep = keep &&
-           translate(*s.maskMod.tree, expressionPoint(queryRow, key, h, b, Expr()), s, aux_);
-  if (!m.hasSparsityPattern())
-    return keep;
-  Expr any = cast<bool>(false);
-  const Expr left = static_cast<int>(s.windowLeft), right = static_cast<int>(s.windowRight);
-  if (m.has(MaskKind::Window))
-    any = any || masks::window(qpos, key, left, right);
-  if (m.has(MaskKind::Global))
-    any = any || masks::global(qpos, key, Expr(static_cast<int>(s.globalTokens)));
-  const Expr stride = static_cast<int>(s.stride), dilation = static_cast<int>(s.dilation);
-  if (m.has(MaskKind::Strided))
-    any = any || (sameResidueClass ? cast<bool>(true) : masks::strided(qpos, key, stride));
-  if (m.has(MaskKind::Dilated))
-    any = any || (sameResidueClass ? masks::window(qpos, key, left * dilation, right * dilation)
-                                   : masks::dilated(qpos, key, left, right, dilation));
-  const Expr block = static_cast<int>(s.block);
-  if (m.has(MaskKind::BlockSparse))
-    any = any || layout_(keyIn / block, rowIn / block, broadcastIndex(layout_, 2, h)) != 0;
-  if (m.has(MaskKind::BigBird))
-    any = any || bigbirdDrawn(rowIn / block, keyIn / block, h);
-  return keep && any;
+  if (!mask_)
+    return key < seqK_;
+  const expr::Node mask = residuePeriod ? withinResidueClass(*mask_, residuePeriod) : *mask_;
+  return key < seqK_ && translate(mask, expressionPoint(queryRow, key, h, b, Expr()), spec_,
+                                  tensors_, rowDraws_);
 }
 
 Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
-  const MaskSet m = spec_.masks;
   if (spec_.variant == Variant::Linformer)
     return validKeys(b) > 0;
-  const Expr firstKey = region.firstKey, lastKey = region.lastKey;
-  Expr live = cast<bool>(true);
-  if (m.has(MaskKind::Causal))
-    live = live && firstKey <= position(region.lastRow);
-  if (m.has(MaskKind::Padding))
-    live = live && firstKey < lengths_(b);
-  if (spec_.maskMod.tree) {
-    // Halide solves the block loop's predicate for every variable in it, and narrowing the
-    // batch or head loops by it (kv_idx < 1 - b) leaves their buffers sized for fewer heads or
-    // batches than the loops visit: b and h reach the predicate through a call it cannot
-    // invert, so only the row tile and key block are solved for.
-    const Expr opaqueB = unsafe_promise_clamped(b, 0, b.type().max());
-    const Expr opaqueH = unsafe_promise_clamped(h, 0, h.type().max());
-    const Expr lastRow = min(region.lastRow, seqQ_ - 1);
-    const Expr g = opaqueH / static_cast<int>(spec_.groupSize());
-    const TileRanges tile{region.firstRow, lastRow, firstKey, min(lastKey, seqK_ - 1),
-                          position(region.firstRow), position(lastRow), opaqueB, opaqueH, g,
-                          seqQ_, seqK_, region.maxRows, region.maxKeys};
-    live = live && maskMayKeep(*spec_.maskMod.tree, tile, spec_, aux_, *auxSummaries_);
-  }
-  if (!m.hasSparsityPattern())
-    return live;
-  // Sparsity patterns unite, so the region is live when any pattern can reach it; strided is
-  // not bounded at this level (ResidueOrder gathers it when it is the only pattern).
-  const Expr firstPos = position(region.firstRow), lastPos = position(region.lastRow);
-  auto within = [&](int64_t left, int64_t right) { // some key in [pos - left, pos + right]
-    return lastKey >= firstPos - static_cast<int>(left) &&
-           firstKey <= lastPos + static_cast<int>(right);
-  };
-  Expr any = cast<bool>(false);
-  if (m.has(MaskKind::Window))
-    any = any || within(spec_.windowLeft, spec_.windowRight);
-  if (m.has(MaskKind::Dilated))
-    any = any || within(spec_.windowLeft * spec_.dilation, spec_.windowRight * spec_.dilation);
-  if (m.has(MaskKind::Global)) {
-    const Expr n = static_cast<int>(spec_.globalTokens);
-    any = any || firstPos < n || firstKey < n;
-  }
-  if (m.has(MaskKind::Strided))
-    any = cast<bool>(true);
-  if (m.has(MaskKind::BlockSparse))
-    any = any || somePatternBlock(region, [&](Expr qb, Expr kb) {
-            return layout_(kb, qb, broadcastIndex(layout_, 2, h)) != 0;
-          });
-  if (m.has(MaskKind::BigBird))
-    any = any || somePatternBlock(region, [&](Expr qb, Expr kb) { return bigbirdDrawn(qb, kb, h); });
-  return live && any;
-}
-
-Expr ScoreTerms::somePatternBlock(const ScoreRegion& region,
-                                  const std::function<Expr(Expr, Expr)>& drawn) const {
-  // The pattern's blocks the region overlaps: at most ceil(span / block) + 1 along each side,
-  // a count known here, so the test unrolls into a fixed expression. Past 64 pairs the region
-  // is taken as live (the schedule's tiles are then far larger than the pattern's blocks).
-  const int block = static_cast<int>(spec_.block);
-  const int rowBlocks = (region.maxRows + block - 1) / block + 1;
-  const int keyBlocks = (region.maxKeys + block - 1) / block + 1;
-  if (rowBlocks * keyBlocks > 64)
+  if (!mask_)
     return cast<bool>(true);
-  const Expr firstQb = region.firstRow / block, lastQb = min(region.lastRow, seqQ_ - 1) / block;
-  const Expr firstKb = region.firstKey / block, lastKb = min(region.lastKey, seqK_ - 1) / block;
-  Expr any = cast<bool>(false);
-  for (int a = 0; a < rowBlocks; ++a)
-    for (int c = 0; c < keyBlocks; ++c)
-      any = any || drawn(min(firstQb + a, lastQb), min(firstKb + c, lastKb));
-  return any;
-}
-
-Expr ScoreTerms::bigbirdDrawn(Expr qb, Expr kb, Expr h) const {
-  const Expr block = static_cast<int>(spec_.block);
-  Expr queryBlocks = (seqQ_ + block - 1) / block, keyBlocks = (seqK_ + block - 1) / block;
-  Expr drawn = masks::bigbirdStructured(qb, kb, queryBlocks, keyBlocks,
-                                        Expr(static_cast<int>(spec_.windowBlocks)),
-                                        Expr(static_cast<int>(spec_.globalBlocks)));
-  for (int r = 0; r < spec_.randomBlocks; ++r)
-    drawn = drawn || bigbirdRandom_(r, qb, h) == kb;
-  return drawn;
+  // Halide solves the block loop's predicate for every variable in it, and narrowing the
+  // batch or head loops by it (kv_idx < 1 - b) leaves their buffers sized for fewer heads or
+  // batches than the loops visit: b and h reach the predicate through a call it cannot
+  // invert, so only the row tile and key block are solved for.
+  const Expr opaqueB = unsafe_promise_clamped(b, 0, b.type().max());
+  const Expr opaqueH = unsafe_promise_clamped(h, 0, h.type().max());
+  const Expr lastRow = min(region.lastRow, seqQ_ - 1);
+  const Expr g = opaqueH / static_cast<int>(spec_.groupSize());
+  const TileRanges tile{region.firstRow, lastRow, region.firstKey, min(region.lastKey, seqK_ - 1),
+                        position(region.firstRow), position(lastRow), opaqueB, opaqueH, g,
+                        seqQ_, seqK_, region.maxRows, region.maxKeys};
+  return maskMayKeep(*mask_, tile, spec_, tensors_, *auxSummaries_, rowDraws_);
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {
-  // The expression reads no tensor, so the row and key need no clamping into them: left as
-  // they are, a vector of keys stays a ramp Halide divides and selects words on cheaply.
-  const Expr g = h / static_cast<int>(spec_.groupSize());
-  const ExprPoint point{b, h, g, queryRow, key, position(queryRow), seqQ_, seqK_, Expr()};
-  return translate(*dropout_, point, spec_, aux_);
+  return translate(*dropout_, expressionPoint(queryRow, key, h, b, Expr()), spec_, tensors_);
 }
 
 Expr ScoreTerms::rotated(const std::function<Expr(Expr)>& element, Expr d, Expr pos) const {

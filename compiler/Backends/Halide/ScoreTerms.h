@@ -1,8 +1,9 @@
 // Everything in a score element beyond q . k, as Halide Exprs: the run-time inputs the spec
 // needs (lengths, mask, bias, block layout, aux tensors), the modifiers (softcap, ALiBi, bias,
-// score_mod), the masks (with mask_mod),
-// block liveness from the mask's form, dropout, and RoPE. Shared by the streaming pass and the
-// weights pass, so both see one definition.
+// score_mod), the masks (every built-in with mask_mod), block liveness from the mask's
+// expression, dropout, and RoPE. The modifiers, masks and dropout are the expressions of
+// Spec/BuiltinExpressions translated by ExprToHalide: this backend has no copy of its own.
+// Shared by the streaming pass and the weights pass, so both see one definition.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_SCORETERMS_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_SCORETERMS_H
 
@@ -57,22 +58,21 @@ public:
   // then score_mod, on a scaled score.
   Halide::Expr modified(Halide::Expr score, Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                         Halide::Expr b) const;
-  // Whether the masks and mask_mod keep (queryRow, key); false for keys past Tk. With
-  // `sameResidueClass` the caller guarantees (ResidueOrder) that query and key positions agree
-  // mod the stride or dilation, so that test of strided and dilated is left out.
+  // Whether the masks and mask_mod keep (queryRow, key); false for keys past Tk. A nonzero
+  // `residuePeriod` is the caller's guarantee (ResidueOrder) that query and key positions agree
+  // mod it, so the mask's tests (qpos - kv_idx) % m == 0 for m dividing it are left out.
   Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b,
-                    bool sameResidueClass = false) const;
-  // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all,
-  // from the mask's symbolic form (causal, padding, mask_mod's bounds over the region, and the
-  // union of window, dilated's window, global tokens and the blocks block_sparse's layout and
-  // BigBird draw); true when the form does not rule it out.
+                    int residuePeriod = 0) const;
+  // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all:
+  // the mask's expression classified over the region (ExprTileBounds); true when its bounds do
+  // not rule the region out.
   Halide::Expr blockLive(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
   // The factor dropout puts on prob(queryRow, key): its expression (Spec/BuiltinExpressions),
   // 1 / (1 - p) when kept, 0 when dropped. Only for a spec with dropout.
   Halide::Expr dropFactor(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                           Halide::Expr b) const;
-  // Small tables the terms read (BigBird's drawn blocks, RoPE's cos/sin, aux summaries): the
-  // schedule computes them once per call.
+  // Small tables the terms read (RoPE's cos/sin, aux summaries, the mask's draws per row):
+  // the schedule computes them once per call.
   std::vector<Halide::Func> tables() const;
 
   // Element d of x rotated by RoPE at `position`, where element(e) gives x's element e.
@@ -80,26 +80,27 @@ public:
                        Halide::Expr position) const;
 
 private:
-  // Whether drawn(qb, kb) holds for some pattern block (qb, kb) the region overlaps.
-  Halide::Expr somePatternBlock(const ScoreRegion& region,
-                                const std::function<Halide::Expr(Halide::Expr, Halide::Expr)>& drawn) const;
-  // The expressions' variables at (queryRow, key), with the tail of a tile clamped inside.
+  // The mask's philox() draws that read no key, as tables per row, head and batch (RowDraws).
+  void tableRowDraws();
+  // The expressions' variables at (queryRow, key). Rows and keys of a tile's tail are left as
+  // they are: the masks drop them, and every aux read is clamped into its tensor.
   ExprPoint expressionPoint(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
                             Halide::Expr b, Halide::Expr score) const;
-  // BigBird's structured and random blocks.
-  Halide::Expr bigbirdDrawn(Halide::Expr qb, Halide::Expr kb, Halide::Expr h) const;
 
   const Spec& spec_;
-  Halide::ImageParam q_, k_, v_, lengths_, mask_, bias_, layout_;
+  Halide::ImageParam q_, k_, v_, lengths_;
   std::vector<Halide::ImageParam> inputs_;
   std::map<std::string, Halide::ImageParam> params_;
-  std::map<std::string, Halide::ImageParam> aux_; // the expressions' aux tensors
-  std::unique_ptr<AuxSummaries> auxSummaries_;     // for mask_mod's block liveness
-  std::optional<expr::Node> modifiers_, dropout_;  // Spec/BuiltinExpressions.h
-  std::map<std::string, Halide::ImageParam> builtinInputs_; // what they read: the bias
+  // What the expressions read by name (Spec/BuiltinExpressions' expressionTensors): the spec's
+  // aux tensors and the kernel inputs the built-ins read (lengths, mask, bias, block_layout).
+  std::map<std::string, Halide::ImageParam> tensors_;
+  // Spec/BuiltinExpressions.h: the modifiers, every mask with mask_mod, dropout's factor.
+  std::optional<expr::Node> modifiers_, mask_, dropout_;
+  std::unique_ptr<AuxSummaries> auxSummaries_; // for the mask's block liveness
+  RowDraws rowDraws_;                          // the mask's draws that read no key
+  std::vector<Halide::Func> drawTables_;       // their tables
   Halide::Expr seqQ_, seqK_, keys_, offset_;
-  Halide::Func bigbirdRandom_;        // (r, query block, h): the drawn key blocks
-  Halide::Func rope_;                 // (pair, position): Tuple(cos, sin)
+  Halide::Func rope_; // (pair, position): Tuple(cos, sin)
 };
 
 } // namespace attnc::halide

@@ -1,12 +1,13 @@
-// The symbolic mask patterns, written once over an integer-like type so the reference (int64_t)
-// and code generators (Halide Expr, IR builders) instantiate the same definitions. Every
-// argument has that one type, so an Expr instantiation never mixes in host integers.
+// The built-in masks' patterns written a second time, in C++ over an integer type and
+// independently of their expressions: what tests/unit/BuiltinExpressionsTest.cpp checks
+// Spec/BuiltinExpressions' expressions against element for element (the kernels and the
+// reference compile and evaluate only the expressions).
 //
 // Positions: query row i sits at qpos = i + offset among the keys, where offset is 0 for
 // top-left alignment and Tk - Tq for bottom-right (Positions.h). Key j sits at j. Block patterns
 // (block_sparse, bigbird) tile the raw (i, j) grid in blocks of `block` rows and columns.
-#ifndef ATTNC_COMPILER_SEMANTICS_MASKS_H
-#define ATTNC_COMPILER_SEMANTICS_MASKS_H
+#ifndef ATTNC_TESTS_UNIT_MASKPREDICATES_H
+#define ATTNC_TESTS_UNIT_MASKPREDICATES_H
 
 namespace attnc::masks {
 
@@ -48,4 +49,4 @@ auto bigbirdStructured(Int qb, Int kb, Int numQueryBlocks, Int numKeyBlocks, Int
 
 } // namespace attnc::masks
 
-#endif // ATTNC_COMPILER_SEMANTICS_MASKS_H
+#endif // ATTNC_TESTS_UNIT_MASKPREDICATES_H

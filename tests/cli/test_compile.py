@@ -130,6 +130,20 @@ class CompileCommand(CliTestCase):
                               "--mlir-print-ir-after-all"), 0)
         self.assertIn("IR Dump After", r.stderr)
 
+    @needs_backends("mlir")
+    def test_key_range_reads_the_masks_constants(self):
+        # The key loop of a query tile starts at the window's left edge (40 keys before the
+        # first row) and ends 3 past the last row, and dilated's span bounds it too: constants
+        # the tile classifier reads in the backend library itself (where a matcher that relied
+        # on a trait's type id once read none of them, so every block from key 0 was visited).
+        r = self.expect(attnc("explain", "heads=2 d_k=16 mask=window window_left=40 "
+                              "window_right=3", "--stage", "tiled"), 0)
+        self.assertRegex(r.stdout, r"arith\.addi %\w+, %c-40 : index")
+        self.assertRegex(r.stdout, r"arith\.addi %\w+, %c3 : index")
+        r = self.expect(attnc("explain", "heads=2 d_k=16 mask=dilated window_left=5 dilation=3",
+                              "--stage", "tiled"), 0)
+        self.assertRegex(r.stdout, r"arith\.addi %\w+, %c-15 : index")
+
     def test_link_failure_leaves_nothing_behind(self):
         fresh = os.path.join(self.tmp, "fresh")
         self.expect(attnc("compile", "d_k=8", "--backend", "reference",

@@ -9,7 +9,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -179,9 +178,11 @@ private:
   }
 
   std::optional<Affine> readAffine(Value v) {
-    APInt constant;
-    if (matchPattern(v, m_ConstantInt(&constant)))
-      return Affine{0, 0, constant.getSExtValue(), std::nullopt, {}};
+    // getConstantIntValue, not m_ConstantInt: inside libattnc_mlir.so (hidden visibility) the
+    // ConstantLike trait's TypeID is this library's own, so m_ConstantInt matched no constant
+    // and every bound with a constant (a window's left edge, dilated's span) was dropped.
+    if (std::optional<int64_t> constant = getConstantIntValue(v))
+      return Affine{0, 0, *constant, std::nullopt, {}};
     if (!inBlock(v))
       return std::nullopt;
     if (auto argument = dyn_cast<BlockArgument>(v)) {

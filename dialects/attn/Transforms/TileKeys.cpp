@@ -24,8 +24,11 @@ FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int
   ImplicitLocOpBuilder b(update.getLoc(), rewriter);
   auto constant = [&](int64_t v) -> Value { return b.create<arith::ConstantIndexOp>(v); };
   auto [lo, hi] = keptKeyRange(b, update);
+  // Blocks start at multiples of the block from the domain's first key, whatever lo is.
+  Value first = b.create<arith::SubIOp>(
+      lo, b.create<arith::RemUIOp>(b.create<arith::SubIOp>(lo, offsets[3]), constant(block)));
 
-  auto loop = b.create<scf::ForOp>(lo, hi, constant(block));
+  auto loop = b.create<scf::ForOp>(first, hi, constant(block));
   b.setInsertionPointToStart(loop.getBody());
   Value key = loop.getInductionVar();
   Value count = b.create<arith::MinSIOp>(constant(block), b.create<arith::SubIOp>(hi, key));

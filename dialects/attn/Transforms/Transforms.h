@@ -50,7 +50,8 @@ struct TiledKeys {
 // Tiles an update of one (batch, head) along keys by `block` keys, visiting only the keys its
 // mask_mod can keep for its rows (keptKeyRange, KeyRange.h: causal and window bound the range
 // by the rows' positions, padding by the batch's length). Whole blocks outside the range are
-// never touched.
+// never touched; the blocks start at multiples of `block` from the update's first key (the
+// first one may begin before the range, whose keys the mask then drops).
 mlir::FailureOr<TiledKeys> tileKeys(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
                                     int64_t block);
 

@@ -103,7 +103,7 @@ class ExpressionGenerator:
             return "%s // %d" % (self.wrapped(a), r.choice([-3, 0, 2, 3, 5, 16, 64]))
         if choice == 8:
             return "where(%s, %s, %s)" % (self.boolean(depth - 1), a, self.integer(depth - 1))
-        if r.random() < 0.3:
+        if r.random() < 0.6:
             self.draws = True
             counter = [a] + [self.integer(depth - 1) for _ in range(3)]
             return "philox(%s, %s) %% %d" % (", ".join(counter), self.int_leaf(),

@@ -312,6 +312,8 @@ void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParam
   a.queryRows.specialize(a.q.dim(0).stride() == 1);
   for (Func table : a.tables)
     table.compute_root();
+  for (Func table : a.perTaskTables)
+    table.compute_at(taskLevel);
   if (spec.rope) // keys rotated once per call, not once per query tile
     a.rotatedKeys.compute_root().vectorize(d, lanes, guard).parallel(b);
   // Products once per call (K, V projections): parallel register-tiled GEMMs. Per query tile

@@ -58,10 +58,11 @@ struct AttentionStages {
   Halide::Var j{"j"};
 
   // What the stages read that a schedule places too: the inputs (their strides pick the
-  // specialised loads), small tables computed once per call, the variant's GEMM-shaped
+  // specialised loads), small tables computed once per call or once per task (query tile,
+  // head, batch: the tests of the block loop's predicate read them), the variant's GEMM-shaped
   // products (once per call, or per query tile), and the keys rotated by RoPE (only with RoPE).
   Halide::ImageParam q, k, v;
-  std::vector<Halide::Func> tables;
+  std::vector<Halide::Func> tables, perTaskTables;
   std::vector<Projection> perCall, perQueryTile;
   Halide::Func rotatedKeys;
   // Rows and keys stream in residue order (strided, dilated): rowPosition and keyPosition are

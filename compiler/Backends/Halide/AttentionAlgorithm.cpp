@@ -36,7 +36,7 @@ Expr quietNaN() {
 
 AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bool gatherSparse) {
   AttentionAlgorithm a;
-  a.terms = std::make_shared<ScoreTerms>(s);
+  a.terms = std::make_shared<ScoreTerms>(s, gatherSparse);
   const ScoreTerms& terms = *a.terms;
   a.operands = defineOperands(s, terms);
   const VariantOperands& ops = a.operands;
@@ -246,6 +246,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   a.k = terms.k();
   a.v = terms.v();
   a.tables = terms.tables();
+  a.perTaskTables = terms.perTaskTables();
   a.tables.insert(a.tables.end(), ops.tables.begin(), ops.tables.end());
   a.perCall = ops.perCall;
   a.perQueryTile = ops.perQueryTile;

@@ -44,7 +44,8 @@ struct AttentionAlgorithm : AttentionStages {
 
 // Builds the algorithm for `spec` with tiles of `queryTile` query rows and blocks of `keyBlock`
 // keys (the granularities of skipping and streaming, chosen by the schedule parameters); with
-// `gatherSparse`, strided and dilated attention stream in residue order. Throws UsageError for
+// `gatherSparse` (a CPU schedule), strided and dilated attention stream in residue order and
+// the mask's draws per pair of blocks are tabled once per task for the block tests. Throws UsageError for
 // what this backend cannot compute yet, naming it.
 AttentionAlgorithm buildAttention(const Spec& spec, int queryTile, int keyBlock,
                                   bool gatherSparse);

@@ -73,8 +73,8 @@ struct BlockReads {
 class TileBounds {
 public:
   TileBounds(const TileRanges& tile, const Spec& spec, const std::map<std::string, ImageParam>& aux,
-             const AuxSummaries& summaries, const RowDraws& rowDraws)
-      : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries), rowDraws_(rowDraws) {}
+             const AuxSummaries& summaries, const TabledDraws& draws)
+      : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries), draws_(draws) {}
 
   Truth truth(const Node& n) const {
     if (n.op != Op::BoolLiteral)
@@ -113,7 +113,7 @@ private:
   // Whether `n` reads the rows and keys only as blocks, recording how in `reads`; draws only
   // inside the tabled parts (`tabled`: under one), whose tables are read at a row of the block.
   bool readsBlocks(const Node& n, BlockReads& reads, bool tabled = false) const {
-    if (!tabled && !rowDraws_.empty() && rowDraws_.count(drawIdentity(n))) {
+    if (!tabled && !draws_.empty() && draws_.count(drawIdentity(n))) {
       reads.readsOrDraws = true;
       tabled = true;
     }
@@ -170,7 +170,7 @@ private:
         const Expr key = member(tile_.firstKey, tile_.lastKey, reads.keyBlock, c);
         const ExprPoint point{tile_.b,  tile_.h,  tile_.g,  row,   key,
                               row + offset, tile_.tq, tile_.tk, Expr()};
-        const Expr value = translate(n, point, spec_, aux_, rowDraws_);
+        const Expr value = translate(n, point, spec_, aux_, draws_);
         canBeTrue = canBeTrue || value;
         canBeFalse = canBeFalse || !value;
       }
@@ -500,7 +500,7 @@ private:
   const Spec& spec_;
   const std::map<std::string, ImageParam>& aux_;
   const AuxSummaries& summaries_;
-  const RowDraws& rowDraws_;
+  const TabledDraws& draws_;
 };
 
 } // namespace
@@ -544,8 +544,8 @@ std::vector<Func> AuxSummaries::funcs() const {
 
 Expr maskMayKeep(const Node& mask, const TileRanges& tile, const Spec& spec,
                  const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries,
-                 const RowDraws& rowDraws) {
-  return TileBounds(tile, spec, aux, summaries, rowDraws).truth(mask).canBeTrue;
+                 const TabledDraws& draws) {
+  return TileBounds(tile, spec, aux, summaries, draws).truth(mask).canBeTrue;
 }
 
 } // namespace attnc::halide

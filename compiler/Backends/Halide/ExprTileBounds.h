@@ -70,11 +70,11 @@ private:
 };
 
 // False only when `mask` is false at every element of the tile; `aux` holds the aux tensors,
-// `rowDraws` the mask's tabled draws (a part that draws anything else is not evaluated per pair
+// `draws` the mask's tabled draws (a part that draws anything else is not evaluated per pair
 // of blocks: unrolled Philox rounds in the predicate take Halide minutes to compile).
 Halide::Expr maskMayKeep(const expr::Node& mask, const TileRanges& tile, const Spec& spec,
                          const std::map<std::string, Halide::ImageParam>& aux,
-                         const AuxSummaries& summaries, const RowDraws& rowDraws);
+                         const AuxSummaries& summaries, const TabledDraws& draws);
 
 } // namespace attnc::halide
 

@@ -24,14 +24,14 @@ Type halideType(expr::Type type) {
 class Translator {
 public:
   Translator(const ExprPoint& point, const Spec& spec,
-             const std::map<std::string, ImageParam>& aux, const RowDraws& rowDraws)
-      : point_(point), spec_(spec), aux_(aux), rowDraws_(rowDraws) {}
+             const std::map<std::string, ImageParam>& aux, const TabledDraws& draws)
+      : point_(point), spec_(spec), aux_(aux), draws_(draws) {}
 
   Expr operator()(const expr::Node& n) const {
     using expr::Op;
-    if (!rowDraws_.empty())
-      if (const auto table = rowDraws_.find(drawIdentity(n)); table != rowDraws_.end())
-        return table->second(point_.qIdx, point_.h, point_.b);
+    if (!draws_.empty())
+      if (const auto table = draws_.find(drawIdentity(n)); table != draws_.end())
+        return table->second(point_.qIdx, point_.kvIdx, point_.h, point_.b);
     auto arg = [&](size_t i) { return (*this)(n.args[i]); };
     // An operand in the node's own numeric type (ints promote to float beside a float).
     auto as = [&](size_t i, expr::Type type) { return cast(halideType(type), arg(i)); };
@@ -182,7 +182,7 @@ private:
   const ExprPoint& point_;
   const Spec& spec_;
   const std::map<std::string, ImageParam>& aux_;
-  const RowDraws& rowDraws_;
+  const TabledDraws& draws_;
 };
 
 } // namespace
@@ -215,8 +215,8 @@ Expr philoxWord(const std::array<Expr, 4>& block, Expr index) {
 }
 
 Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
-               const std::map<std::string, ImageParam>& aux, const RowDraws& rowDraws) {
-  return Translator(point, spec, aux, rowDraws)(node);
+               const std::map<std::string, ImageParam>& aux, const TabledDraws& draws) {
+  return Translator(point, spec, aux, draws)(node);
 }
 
 } // namespace attnc::halide

@@ -28,13 +28,13 @@ std::array<Halide::Expr, 4> philox(std::array<Halide::Expr, 4> counter, uint32_t
 // Word `index % 4` of a Philox block.
 Halide::Expr philoxWord(const std::array<Halide::Expr, 4>& block, Halide::Expr index);
 
-// Parts of an expression that draw from Philox and read no key, tabled per query row, head and
-// batch once per call: by the part's drawIdentity, the table's value at (q_idx, h, b), read with
-// each index clamped into the table. Read
-// instead of ten Philox rounds per score, and instead of rounds that Halide's passes over a
-// block loop's predicate expand (BigBird's drawn key blocks).
-using RowDraws =
-    std::map<std::string, std::function<Halide::Expr(Halide::Expr, Halide::Expr, Halide::Expr)>>;
+// Parts of an expression that draw from Philox, tabled: by the part's drawIdentity, the table's
+// value at (q_idx, kv_idx, h, b), each index clamped into the table. Read instead of ten Philox
+// rounds per score, and instead of rounds that Halide's passes over a block loop's predicate
+// expand (BigBird's drawn key blocks; ScoreTerms says which parts are tabled, and how).
+using TabledDraws = std::map<
+    std::string,
+    std::function<Halide::Expr(Halide::Expr, Halide::Expr, Halide::Expr, Halide::Expr)>>;
 
 // A part's canonical text with the key of each of its philox() draws, which print() leaves out
 // (a mask joins the built-ins' draws, under BigBird's stream, and mask_mod's, under the
@@ -45,7 +45,7 @@ std::string drawIdentity(const expr::Node& part);
 // which the spec's check proved they never leave, so Halide's bounds inference sees the region.
 Halide::Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
                        const std::map<std::string, Halide::ImageParam>& aux,
-                       const RowDraws& rowDraws = {});
+                       const TabledDraws& draws = {});
 
 } // namespace attnc::halide
 

@@ -75,26 +75,45 @@ void keyFreeDraws(const expr::Node& n, std::map<std::string, const expr::Node*>&
     keyFreeDraws(a, draws);
 }
 
-// B when every read of the rows under `n` is q_idx // B for one literal B > 0: n then has one
-// value per block of B rows. 1 otherwise (it reads q_idx or qpos as they are, or no row).
-int64_t rowBlockOf(const expr::Node& n) {
+// B when every read of `index` (q_idx, with qpos as a read of it, or kv_idx) under `n` is
+// index // B for one literal B > 0; 1 when some read is plain; 0 when `n` reads none.
+int64_t blockOf(const expr::Node& n, const std::string& index) {
   int64_t block = 0;
   bool plain = false;
   const std::function<void(const expr::Node&)> visit = [&](const expr::Node& m) {
     if (m.op == expr::Op::FloorDiv && m.args[0].op == expr::Op::Variable &&
-        m.args[0].name == "q_idx" && m.args[1].op == expr::Op::IntLiteral &&
+        m.args[0].name == index && m.args[1].op == expr::Op::IntLiteral &&
         m.args[1].intValue > 0 && m.args[1].intValue <= INT32_MAX &&
         (block == 0 || block == m.args[1].intValue)) {
       block = m.args[1].intValue;
       return;
     }
-    if (m.op == expr::Op::Variable && (m.name == "q_idx" || m.name == "qpos"))
+    if (m.op == expr::Op::Variable && (m.name == index || (index == "q_idx" && m.name == "qpos")))
       plain = true;
     for (const expr::Node& a : m.args)
       visit(a);
   };
   visit(n);
-  return plain || block == 0 ? 1 : block;
+  return plain ? 1 : block;
+}
+
+// The smallest block a draw per pair of blocks may have: a task's table then holds at most
+// Tk / 16 entries per block of its rows.
+constexpr int64_t kMinDrawBlock = 16;
+
+// The largest parts of `n` that draw from Philox and read the keys, and the rows if at all,
+// only as blocks of kMinDrawBlock or more, by their drawIdentity: one value per pair of blocks.
+void blockPairDraws(const expr::Node& n, std::map<std::string, const expr::Node*>& draws) {
+  const std::function<bool(const expr::Node&)> drawsAny = [&](const expr::Node& m) {
+    return m.op == expr::Op::Philox || std::any_of(m.args.begin(), m.args.end(), drawsAny);
+  };
+  const int64_t rows = blockOf(n, "q_idx"), keys = blockOf(n, "kv_idx");
+  if (drawsAny(n) && keys >= kMinDrawBlock && (rows == 0 || rows >= kMinDrawBlock)) {
+    draws.emplace(drawIdentity(n), &n);
+    return;
+  }
+  for (const expr::Node& a : n.args)
+    blockPairDraws(a, draws);
 }
 
 } // namespace
@@ -108,7 +127,7 @@ Type storageType(DType dtype) {
   return Float(32);
 }
 
-ScoreTerms::ScoreTerms(const Spec& s)
+ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
     : spec_(s), q_(headParam(s, "q", s.dQ, s.heads)), k_(headParam(s, "k", s.dK, s.kvHeads)),
       v_(headParam(s, "v", s.dV, s.kvHeads)), lengths_(Int(32), 1, "lengths") {
   // Manifest order (Abi/Arguments.cpp): q, k, v, lengths, mask, block_layout, bias, aux.
@@ -153,7 +172,7 @@ ScoreTerms::ScoreTerms(const Spec& s)
   keys_ = s.variant == Variant::Linformer ? Expr(static_cast<int>(s.projLen)) : seqK_;
   offset_ = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : Expr(0);
 
-  tableRowDraws();
+  tableDraws(tablesPerTask);
   Var pair("pair"), pos("pos");
   if (s.rope) {
     // The angle pos * theta^(-2p/rope_dims) in f64, as the reference computes it, then f32.
@@ -166,28 +185,43 @@ ScoreTerms::ScoreTerms(const Spec& s)
   }
 }
 
-void ScoreTerms::tableRowDraws() {
+void ScoreTerms::tableDraws(bool perTask) {
   if (!mask_)
     return;
   std::map<std::string, const expr::Node*> draws;
   keyFreeDraws(*mask_, draws);
   const Expr heads = static_cast<int>(spec_.heads);
   const Expr batches = q_.dim(q_.dimensions() - 1).extent();
-  Var rows("rows"), h("h"), b("b");
+  const Expr seqQ = seqQ_, seqK = seqK_;
+  Var rows("rows"), keys("keys"), h("h"), b("b");
+  const Expr g = h / static_cast<int>(spec_.groupSize());
   for (const auto& [text, draw] : draws) {
     // One entry per block of rows when the part reads rows only as blocks (BigBird's q_idx //
     // block), else one per row.
-    const int block = static_cast<int>(rowBlockOf(*draw));
-    const Expr row = rows * block, g = h / static_cast<int>(spec_.groupSize());
+    const int block = static_cast<int>(std::max<int64_t>(blockOf(*draw, "q_idx"), 1));
+    const Expr row = rows * block;
     Func table("row_draw_" + std::to_string(drawTables_.size()));
     table(rows, h, b) = translate(
         *draw, {b, h, g, row, Expr(0), position(row), seqQ_, seqK_, Expr()}, spec_, tensors_);
     drawTables_.push_back(table);
-    const Expr seqQ = seqQ_;
-    rowDraws_.emplace(text, [=](Expr r, Expr hr, Expr br) {
+    rowDraws_.emplace(text, [=](Expr r, Expr, Expr hr, Expr br) {
       return table(clamp(r, 0, seqQ - 1) / block, clamp(hr, 0, heads - 1),
                    clamp(br, 0, batches - 1));
     });
+  }
+  if (!perTask)
+    return;
+  draws.clear();
+  blockPairDraws(*mask_, draws);
+  for (const auto& [text, draw] : draws) {
+    const int rowBlock = static_cast<int>(blockOf(*draw, "q_idx"));
+    const int keyBlock = static_cast<int>(blockOf(*draw, "kv_idx"));
+    const Expr row = rows * std::max(rowBlock, 1), key = keys * keyBlock;
+    Func table("pair_draw_" + std::to_string(perTaskTables_.size()));
+    table(keys, rows, h, b) = translate(
+        *draw, {b, h, g, row, key, position(row), seqQ_, seqK_, Expr()}, spec_, tensors_);
+    perTaskTables_.push_back(table);
+    pairDraws_.emplace(text, PairDraw{table, rowBlock, keyBlock});
   }
 }
 
@@ -225,6 +259,20 @@ ExprPoint ScoreTerms::expressionPoint(Expr queryRow, Expr key, Expr h, Expr b, E
   return {b, h, g, queryRow, key, position(queryRow), seqQ_, seqK_, score};
 }
 
+TabledDraws ScoreTerms::drawsInTask(Expr h, Expr b) const {
+  // The draws per pair of blocks are read at the task's own head and batch, so that its table
+  // holds only theirs (through a call, which the block loop's solver does not invert either).
+  TabledDraws draws = rowDraws_;
+  for (const auto& [text, pair] : pairDraws_) {
+    const Expr seqQ = seqQ_, seqK = seqK_;
+    draws.emplace(text, [pair, seqQ, seqK, h, b](Expr q, Expr kv, Expr, Expr) {
+      const Expr row = pair.rowBlock ? clamp(q, 0, seqQ - 1) / pair.rowBlock : Expr(0);
+      return pair.table(clamp(kv, 0, seqK - 1) / pair.keyBlock, row, h, b);
+    });
+  }
+  return draws;
+}
+
 Expr ScoreTerms::keep(Expr queryRow, Expr key, Expr h, Expr b, int residuePeriod) const {
   // Linformer's padding acted in the projection: every projected key is kept, unless the batch
   // has no valid key at all.
@@ -253,7 +301,7 @@ Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
   const TileRanges tile{region.firstRow, lastRow, region.firstKey, min(region.lastKey, seqK_ - 1),
                         position(region.firstRow), position(lastRow), opaqueB, opaqueH, g,
                         seqQ_, seqK_, region.maxRows, region.maxKeys};
-  return maskMayKeep(*mask_, tile, spec_, tensors_, *auxSummaries_, rowDraws_);
+  return maskMayKeep(*mask_, tile, spec_, tensors_, *auxSummaries_, drawsInTask(h, b));
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {

@@ -32,8 +32,10 @@ struct ScoreRegion {
 
 class ScoreTerms {
 public:
-  // Declares q, k, v and the spec's other inputs as ImageParams, in manifest order.
-  explicit ScoreTerms(const Spec& spec);
+  // Declares q, k, v and the spec's other inputs as ImageParams, in manifest order. With
+  // `tablesPerTask` the mask's draws per pair of blocks are tabled for the block tests, in
+  // perTaskTables() (a schedule that computes them once per task).
+  explicit ScoreTerms(const Spec& spec, bool tablesPerTask = false);
 
   const std::vector<Halide::ImageParam>& inputs() const { return inputs_; }
   const Halide::ImageParam& q() const { return q_; }
@@ -61,6 +63,8 @@ public:
   // Whether the masks and mask_mod keep (queryRow, key); false for keys past Tk. A nonzero
   // `residuePeriod` is the caller's guarantee (ResidueOrder) that query and key positions agree
   // mod it, so the mask's tests (qpos - kv_idx) % m == 0 for m dividing it are left out.
+  // A draw per pair of blocks is made at each score: read from its table per task instead (a
+  // gather per score vector) the random block mask of docs/spec.md ran 1.6x slower.
   Halide::Expr keep(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h, Halide::Expr b,
                     int residuePeriod = 0) const;
   // Whether keys [firstKey, lastKey] can matter to rows [firstRow, lastRow] of head h at all:
@@ -74,14 +78,22 @@ public:
   // Small tables the terms read (RoPE's cos/sin, aux summaries, the mask's draws per row):
   // the schedule computes them once per call.
   std::vector<Halide::Func> tables() const;
+  // Tables blockLive reads at the task's query tile, head and batch (the mask's draws per pair
+  // of blocks: (key block, query block, h, b)): the schedule computes them once per task.
+  const std::vector<Halide::Func>& perTaskTables() const { return perTaskTables_; }
 
   // Element d of x rotated by RoPE at `position`, where element(e) gives x's element e.
   Halide::Expr rotated(const std::function<Halide::Expr(Halide::Expr)>& element, Halide::Expr d,
                        Halide::Expr position) const;
 
 private:
-  // The mask's philox() draws that read no key, as tables per row, head and batch (RowDraws).
-  void tableRowDraws();
+  // The mask's draws as tables (TabledDraws): those that read no key per row (or block of rows),
+  // head and batch, once per call; with `perTask`, those that read keys and rows only as blocks
+  // per pair of blocks, once per task.
+  void tableDraws(bool perTask);
+  // Every tabled draw, those per pair of blocks read at the task's head h and batch b (for the
+  // block tests).
+  TabledDraws drawsInTask(Halide::Expr h, Halide::Expr b) const;
   // The expressions' variables at (queryRow, key). Rows and keys of a tile's tail are left as
   // they are: the masks drop them, and every aux read is clamped into its tensor.
   ExprPoint expressionPoint(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
@@ -97,8 +109,16 @@ private:
   // Spec/BuiltinExpressions.h: the modifiers, every mask with mask_mod, dropout's factor.
   std::optional<expr::Node> modifiers_, mask_, dropout_;
   std::unique_ptr<AuxSummaries> auxSummaries_; // for the mask's block liveness
-  RowDraws rowDraws_;                          // the mask's draws that read no key
+  TabledDraws rowDraws_;                       // the mask's draws that read no key
   std::vector<Halide::Func> drawTables_;       // their tables
+  // The draws per pair of blocks, by drawIdentity: their tables and block sizes (rows 0: the
+  // part reads no row).
+  struct PairDraw {
+    Halide::Func table;
+    int rowBlock, keyBlock;
+  };
+  std::map<std::string, PairDraw> pairDraws_;
+  std::vector<Halide::Func> perTaskTables_;
   Halide::Expr seqQ_, seqK_, keys_, offset_;
   Halide::Func rope_; // (pair, position): Tuple(cos, sin)
 };

@@ -10,6 +10,11 @@
 namespace attnc::expr {
 namespace {
 
+// A character a name may hold after its first: letters, digits and '_'.
+bool partOfName(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+
 constexpr std::array<std::string_view, 8> kIntVariables{"b",      "h",    "g",  "q_idx",
                                                         "kv_idx", "qpos", "Tq", "Tk"};
 
@@ -236,8 +241,7 @@ private:
       return number();
     if (!std::isalpha(static_cast<unsigned char>(c)) && c != '_')
       fail(at_, "expected a value, found '" + std::string(1, c) + "'");
-    while (at_ < text_.size() &&
-           (std::isalnum(static_cast<unsigned char>(text_[at_])) || text_[at_] == '_'))
+    while (at_ < text_.size() && partOfName(text_[at_]))
       ++at_;
     const std::string name(text_.substr(start, at_ - start));
     if (name == "true" || name == "false") {
@@ -419,9 +423,6 @@ Node parseExpr(std::string_view key, std::string_view text, Role role, const Sco
 }
 
 bool mentionsName(std::string_view text, std::string_view name) {
-  auto partOfName = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-  };
   for (size_t at = text.find(name); at != std::string_view::npos;
        at = text.find(name, at + 1)) {
     const size_t end = at + name.size();

@@ -1,7 +1,10 @@
 #include "Backends/Halide/ExprTileBounds.h"
 
+#include "Expr/ExprQueries.h"
+
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <set>
 #include <vector>
@@ -39,11 +42,10 @@ constexpr int64_t kMaxLookups = 64;
 // Whether a node's value can change inside a tile: it reads q_idx, kv_idx, qpos or an aux
 // tensor (whose indices might).
 bool varies(const Node& n) {
-  if (n.op == Op::Variable && (n.name == "q_idx" || n.name == "kv_idx" || n.name == "qpos"))
-    return true;
-  if (n.op == Op::Aux)
-    return true;
-  return std::any_of(n.args.begin(), n.args.end(), varies);
+  return expr::contains(n, [](const Node& m) {
+    return m.op == Op::Aux ||
+           (m.op == Op::Variable && (m.name == "q_idx" || m.name == "kv_idx" || m.name == "qpos"));
+  });
 }
 
 // The reads of aux tensors under `n` that vary along exactly one dimension: (tensor, dimension).
@@ -110,33 +112,26 @@ public:
   }
 
 private:
-  // Whether `n` reads the rows and keys only as blocks, recording how in `reads`; draws only
-  // inside the tabled parts (`tabled`: under one), whose tables are read at a row of the block.
-  bool readsBlocks(const Node& n, BlockReads& reads, bool tabled = false) const {
-    if (!tabled && !draws_.empty() && draws_.count(drawIdentity(n))) {
-      reads.readsOrDraws = true;
-      tabled = true;
-    }
-    if (n.op == Op::FloorDiv && n.args[0].op == Op::Variable &&
-        (n.args[0].name == "q_idx" || n.args[0].name == "kv_idx")) {
-      const std::optional<double> size = constantOf(n.args[1]);
-      if (!size || *size < 1)
-        return false;
-      int64_t& block = n.args[0].name == "q_idx" ? reads.rowBlock : reads.keyBlock;
-      if (block != 0 && block != static_cast<int64_t>(*size))
-        return false;
-      block = static_cast<int64_t>(*size);
-      return true;
-    }
-    if (n.op == Op::Variable &&
-        (n.name == "q_idx" || n.name == "kv_idx" || n.name == "qpos" || n.name == "score"))
+  // Whether `n` reads the rows and keys only as blocks (expr::blockOf), recording how in
+  // `reads`, and draws only inside the tabled parts, whose tables are read at a row and key of
+  // the block.
+  bool readsBlocks(const Node& n, BlockReads& reads) const {
+    reads.rowBlock = expr::blockOf(n, "q_idx");
+    reads.keyBlock = expr::blockOf(n, "kv_idx");
+    if (reads.rowBlock == 1 || reads.keyBlock == 1)
       return false;
-    if (n.op == Op::Philox && !tabled)
+    const auto tabled = [&](const Node& m) {
+      return !draws_.empty() && draws_.count(drawIdentity(m)) != 0;
+    };
+    const std::function<bool(const Node&)> drawsOutsideTables = [&](const Node& m) {
+      return !tabled(m) && (m.op == Op::Philox ||
+                            std::any_of(m.args.begin(), m.args.end(), drawsOutsideTables));
+    };
+    if (drawsOutsideTables(n))
       return false;
-    if (n.op == Op::Aux)
-      reads.readsOrDraws = true;
-    return std::all_of(n.args.begin(), n.args.end(),
-                       [&](const Node& a) { return readsBlocks(a, reads, tabled); });
+    reads.readsOrDraws =
+        expr::contains(n, [&](const Node& m) { return m.op == Op::Aux || tabled(m); });
+    return true;
   }
 
   // A bool that reads the rows and keys only as blocks and reads a tensor or draws, evaluated

@@ -1,6 +1,7 @@
 #include "Backends/Halide/ScoreTerms.h"
 
 #include "Abi/Arguments.h"
+#include "Expr/ExprQueries.h"
 #include "Spec/BuiltinExpressions.h"
 
 #include "Semantics/Positions.h"
@@ -54,67 +55,20 @@ expr::Node withinResidueClass(const expr::Node& mask, int period) {
   return rewritten;
 }
 
-// The largest parts of `n` that read no key (nor the score) and draw from Philox, by their
-// drawIdentity: one value per query row, head and batch.
-void keyFreeDraws(const expr::Node& n, std::map<std::string, const expr::Node*>& draws) {
-  const std::function<bool(const expr::Node&, expr::Op)> has = [&](const expr::Node& m,
-                                                                   expr::Op op) {
-    return m.op == op || std::any_of(m.args.begin(), m.args.end(),
-                                     [&](const expr::Node& a) { return has(a, op); });
-  };
-  const std::function<bool(const expr::Node&)> readsKey = [&](const expr::Node& m) {
-    if (m.op == expr::Op::Variable && (m.name == "kv_idx" || m.name == "score"))
-      return true;
-    return std::any_of(m.args.begin(), m.args.end(), readsKey);
-  };
-  if (has(n, expr::Op::Philox) && !readsKey(n)) {
-    draws.emplace(drawIdentity(n), &n);
+// The largest parts of `n` that draw from Philox and pass `fits`, by their drawIdentity.
+void drawingParts(const expr::Node& n, const std::function<bool(const expr::Node&)>& fits,
+                  std::map<std::string, const expr::Node*>& parts) {
+  if (fits(n) && expr::contains(n, [](const expr::Node& m) { return m.op == expr::Op::Philox; })) {
+    parts.emplace(drawIdentity(n), &n);
     return;
   }
   for (const expr::Node& a : n.args)
-    keyFreeDraws(a, draws);
-}
-
-// B when every read of `index` (q_idx, with qpos as a read of it, or kv_idx) under `n` is
-// index // B for one literal B > 0; 1 when some read is plain; 0 when `n` reads none.
-int64_t blockOf(const expr::Node& n, const std::string& index) {
-  int64_t block = 0;
-  bool plain = false;
-  const std::function<void(const expr::Node&)> visit = [&](const expr::Node& m) {
-    if (m.op == expr::Op::FloorDiv && m.args[0].op == expr::Op::Variable &&
-        m.args[0].name == index && m.args[1].op == expr::Op::IntLiteral &&
-        m.args[1].intValue > 0 && m.args[1].intValue <= INT32_MAX &&
-        (block == 0 || block == m.args[1].intValue)) {
-      block = m.args[1].intValue;
-      return;
-    }
-    if (m.op == expr::Op::Variable && (m.name == index || (index == "q_idx" && m.name == "qpos")))
-      plain = true;
-    for (const expr::Node& a : m.args)
-      visit(a);
-  };
-  visit(n);
-  return plain ? 1 : block;
+    drawingParts(a, fits, parts);
 }
 
 // The smallest block a draw per pair of blocks may have: a task's table then holds at most
 // Tk / 16 entries per block of its rows.
 constexpr int64_t kMinDrawBlock = 16;
-
-// The largest parts of `n` that draw from Philox and read the keys, and the rows if at all,
-// only as blocks of kMinDrawBlock or more, by their drawIdentity: one value per pair of blocks.
-void blockPairDraws(const expr::Node& n, std::map<std::string, const expr::Node*>& draws) {
-  const std::function<bool(const expr::Node&)> drawsAny = [&](const expr::Node& m) {
-    return m.op == expr::Op::Philox || std::any_of(m.args.begin(), m.args.end(), drawsAny);
-  };
-  const int64_t rows = blockOf(n, "q_idx"), keys = blockOf(n, "kv_idx");
-  if (drawsAny(n) && keys >= kMinDrawBlock && (rows == 0 || rows >= kMinDrawBlock)) {
-    draws.emplace(drawIdentity(n), &n);
-    return;
-  }
-  for (const expr::Node& a : n.args)
-    blockPairDraws(a, draws);
-}
 
 } // namespace
 
@@ -188,8 +142,9 @@ ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
 void ScoreTerms::tableDraws(bool perTask) {
   if (!mask_)
     return;
+  // Draws that read no key: one value per query row, head and batch.
   std::map<std::string, const expr::Node*> draws;
-  keyFreeDraws(*mask_, draws);
+  drawingParts(*mask_, [](const expr::Node& n) { return !expr::reads(n, "kv_idx"); }, draws);
   const Expr heads = static_cast<int>(spec_.heads);
   const Expr batches = q_.dim(q_.dimensions() - 1).extent();
   const Expr seqQ = seqQ_, seqK = seqK_;
@@ -198,7 +153,7 @@ void ScoreTerms::tableDraws(bool perTask) {
   for (const auto& [text, draw] : draws) {
     // One entry per block of rows when the part reads rows only as blocks (BigBird's q_idx //
     // block), else one per row.
-    const int block = static_cast<int>(std::max<int64_t>(blockOf(*draw, "q_idx"), 1));
+    const int block = static_cast<int>(std::max<int64_t>(expr::blockOf(*draw, "q_idx"), 1));
     const Expr row = rows * block;
     Func table("row_draw_" + std::to_string(drawTables_.size()));
     table(rows, h, b) = translate(
@@ -211,11 +166,19 @@ void ScoreTerms::tableDraws(bool perTask) {
   }
   if (!perTask)
     return;
+  // Draws that read keys, and rows if at all, only as blocks of kMinDrawBlock or more: one
+  // value per pair of blocks.
   draws.clear();
-  blockPairDraws(*mask_, draws);
+  drawingParts(
+      *mask_,
+      [](const expr::Node& n) {
+        const int64_t rows = expr::blockOf(n, "q_idx"), keys = expr::blockOf(n, "kv_idx");
+        return keys >= kMinDrawBlock && (rows == 0 || rows >= kMinDrawBlock);
+      },
+      draws);
   for (const auto& [text, draw] : draws) {
-    const int rowBlock = static_cast<int>(blockOf(*draw, "q_idx"));
-    const int keyBlock = static_cast<int>(blockOf(*draw, "kv_idx"));
+    const int rowBlock = static_cast<int>(expr::blockOf(*draw, "q_idx"));
+    const int keyBlock = static_cast<int>(expr::blockOf(*draw, "kv_idx"));
     const Expr row = rows * std::max(rowBlock, 1), key = keys * keyBlock;
     Func table("pair_draw_" + std::to_string(perTaskTables_.size()));
     table(keys, rows, h, b) = translate(

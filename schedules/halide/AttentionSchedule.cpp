@@ -274,6 +274,9 @@ void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParam
       .unroll(row)
       .unroll(keyInTile);
   a.score.compute_at(a.masked, keyTile).vectorize(row, lanes).unroll(row).unroll(jj);
+  // The elementwise mask of the blocks not wholly kept: a pass over the stored block.
+  if (a.maskedKeys.defined())
+    a.masked.update().reorder(row, a.maskedKeys.x).vectorize(row, lanes).unroll(row);
   a.score.update().reorder(row, jj, a.dot.x).vectorize(row, lanes).unroll(row).unroll(jj);
   // Block statistics: vector operations across rows.
   a.blockMax.compute_at(a.state, block).vectorize(row, lanes);

@@ -26,6 +26,9 @@ struct AttentionStages {
   Halide::RDom dot;    // over the head dim, in scores
   Halide::RDom inKey;  // over the keys of a block
   Halide::RDom blocks; // over key blocks, in the streaming merge (predicated by the mask's form)
+  // Over a block's keys, in masked's update: the elementwise mask, for the blocks the tile
+  // classifier cannot prove wholly kept. Undefined when it proves none (masked is then pure).
+  Halide::RDom maskedKeys;
 
   // Named stages, in data-flow order (they name the loops in stmt dumps). Rows of a query tile
   // are the innermost dimension of the score stages, so a vector holds one key's scores for

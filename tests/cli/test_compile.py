@@ -71,6 +71,19 @@ class CompileCommand(CliTestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "arm2")))
 
     @needs_backends("halide")
+    def test_halide_blocks_kept_whole_skip_the_elementwise_mask(self):
+        # Causal: the mask is an update of `masked` over the block's keys, under a test of the
+        # block hoisted out of its loop. The tensor mask, which no bound pins down, stays inline.
+        def stmt(spec, name):
+            r = self.expect(attnc("compile", spec, "--backend", "halide", "--emit", "stmt",
+                                  "-o", os.path.join(self.tmp, name)), 0)
+            with open(r.stdout.strip()) as f:
+                return f.read()
+        causal = stmt("heads=2 d_k=32 mask=causal", "causal")
+        self.assertRegex(causal, r"if \(.*\) \{\n *(let .*\n *)*for \(masked\.s1\.masked_keys")
+        self.assertNotIn("masked.s1", stmt("heads=2 d_k=32 mask=tensor", "tensor"))
+
+    @needs_backends("halide")
     def test_halide_autoscheduler_schedules_the_algorithm(self):
         # Mullapudi2016 (the quickest of Halide 14's three to compile) schedules the whole
         # algorithm; the kernel is checked against the reference on an odd shape.

@@ -107,9 +107,30 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   Expr poisoned = isNaNOrPositiveInf(modified);
   if (s.softcap > 0) // a +inf product is cap there, as in the reference; a NaN one poisons
     poisoned = poisoned || isNaN(raw);
-  a.masked(row, jj, kb, tile, h, b) =
-      select(terms.keep(queryRow, key, h, b, a.order ? a.order->period() : 0),
-             select(poisoned, kPoisoned(), max(modified, kLowest())), kLowest());
+  const Expr value = select(poisoned, kPoisoned(), max(modified, kLowest()));
+  const int period = a.order ? a.order->period() : 0;
+  // A block the tile classifier proves wholly kept skips the elementwise mask: the scores are
+  // stored as they are, and the other blocks mask theirs in a pass of their own over the block's
+  // keys, whose predicate is the block's test. (In residue order a block is a tile of slots,
+  // which the classifier does not bound.)
+  const Expr full =
+      a.order ? Expr()
+              : terms.blockFull({kb * keyBlock, kb * keyBlock + keyBlock - 1, tile * queryTile,
+                                 min(tile * queryTile + queryTile, rowSlots) - 1, queryTile,
+                                 keyBlock},
+                                h, b);
+  if (!full.defined()) {
+    a.masked(row, jj, kb, tile, h, b) =
+        select(terms.keep(queryRow, key, h, b, period), value, kLowest());
+  } else {
+    a.masked(row, jj, kb, tile, h, b) = value;
+    a.maskedKeys = RDom(0, keyBlock, "masked_keys");
+    a.maskedKeys.where(!full);
+    const RVar k = a.maskedKeys.x;
+    a.masked(row, k, kb, tile, h, b) =
+        select(terms.keep(queryRow, keyAt(k), h, b, period), a.masked(row, k, kb, tile, h, b),
+               kLowest());
+  }
 
   a.inKey = RDom(0, keyBlock, "in_key");
   a.blockMax = Func("block_max");

@@ -13,7 +13,8 @@
 // Query rows come in tiles of `queryTile` rows (row, tile), and key blocks a whole tile cannot
 // use, by the mask's form, are excluded by the block loop's predicate, from which Halide trims
 // the loop: causal, window and padding tiles are never computed. Blocks a tile uses are
-// computed for all of its rows, and rows a block partly covers are masked element by element.
+// computed for all of its rows; those the mask keeps whole (by the same classifier) skip the
+// elementwise mask, and the others are masked element by element.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_ATTENTIONALGORITHM_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_ATTENTIONALGORITHM_H
 

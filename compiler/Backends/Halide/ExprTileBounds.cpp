@@ -537,10 +537,11 @@ std::vector<Func> AuxSummaries::funcs() const {
   return all;
 }
 
-Expr maskMayKeep(const Node& mask, const TileRanges& tile, const Spec& spec,
-                 const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries,
-                 const TabledDraws& draws) {
-  return TileBounds(tile, spec, aux, summaries, draws).truth(mask).canBeTrue;
+TileClass classifyMask(const Node& mask, const TileRanges& tile, const Spec& spec,
+                       const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries,
+                       const TabledDraws& draws) {
+  const Truth truth = TileBounds(tile, spec, aux, summaries, draws).truth(mask);
+  return {truth.canBeTrue, truth.canBeFalse};
 }
 
 } // namespace attnc::halide

@@ -1,9 +1,10 @@
 // The tile classifier of the Halide backend: whether a mask expression can keep any element of a
-// query tile x key block, from interval bounds of the expression over the tile's coordinates,
-// computed by the kernel from the tile's corners (so it holds for every sequence length). A
-// block it rules out is never visited: ScoreTerms::blockLive puts it in the block loop's
-// predicate, which Halide turns into loop bounds when it is affine (kv_idx <= qpos becomes the
-// causal bound) and into a per-block test otherwise.
+// query tile x key block, and whether it can drop any, from interval bounds of the expression
+// over the tile's coordinates, computed by the kernel from the tile's corners (so it holds for
+// every sequence length). A block it rules out is never visited: ScoreTerms::blockLive puts it
+// in the block loop's predicate, which Halide turns into loop bounds when it is affine
+// (kv_idx <= qpos becomes the causal bound) and into a per-block test otherwise. A block it
+// proves wholly kept skips the elementwise mask (AttentionAlgorithm.h).
 //
 // A part of the mask that reads the rows and keys only as blocks (q_idx // 64, kv_idx // 64) and
 // reads an aux tensor or draws from Philox (block_sparse's layout, BigBird's random blocks, a
@@ -69,12 +70,17 @@ private:
   std::map<std::pair<std::string, int>, Summary> summaries_;
 };
 
-// False only when `mask` is false at every element of the tile; `aux` holds the aux tensors,
-// `draws` the mask's tabled draws (a part that draws anything else is not evaluated per pair
-// of blocks: unrolled Philox rounds in the predicate take Halide minutes to compile).
-Halide::Expr maskMayKeep(const expr::Node& mask, const TileRanges& tile, const Spec& spec,
-                         const std::map<std::string, Halide::ImageParam>& aux,
-                         const AuxSummaries& summaries, const TabledDraws& draws);
+// What `mask` can be over a tile: mayKeep is false only when it is false at every element (the
+// tile is never visited), mayDrop only when it is true at every element (the tile skips the
+// elementwise mask). `aux` holds the aux tensors, `draws` the mask's tabled draws (a part that
+// draws anything else is not evaluated per pair of blocks: unrolled Philox rounds in the
+// predicate take Halide minutes to compile).
+struct TileClass {
+  Halide::Expr mayKeep, mayDrop;
+};
+TileClass classifyMask(const expr::Node& mask, const TileRanges& tile, const Spec& spec,
+                       const std::map<std::string, Halide::ImageParam>& aux,
+                       const AuxSummaries& summaries, const TabledDraws& draws);
 
 } // namespace attnc::halide
 

@@ -253,6 +253,20 @@ Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
     return validKeys(b) > 0;
   if (!mask_)
     return cast<bool>(true);
+  return classified(region, h, b).mayKeep;
+}
+
+Expr ScoreTerms::blockFull(const ScoreRegion& region, Expr h, Expr b) const {
+  if (spec_.variant == Variant::Linformer || !mask_)
+    return Expr();
+  // Simplified to find the masks whose bounds never rule a drop out (a tensor mask, a draw per
+  // element): those blocks all take the elementwise mask, with no test.
+  const Expr full =
+      Internal::simplify(region.lastKey < seqK_ && !classified(region, h, b).mayDrop);
+  return Internal::is_const_zero(full) ? Expr() : full;
+}
+
+TileClass ScoreTerms::classified(const ScoreRegion& region, Expr h, Expr b) const {
   // Halide solves the block loop's predicate for every variable in it, and narrowing the
   // batch or head loops by it (kv_idx < 1 - b) leaves their buffers sized for fewer heads or
   // batches than the loops visit: b and h reach the predicate through a call it cannot
@@ -264,7 +278,7 @@ Expr ScoreTerms::blockLive(const ScoreRegion& region, Expr h, Expr b) const {
   const TileRanges tile{region.firstRow, lastRow, region.firstKey, min(region.lastKey, seqK_ - 1),
                         position(region.firstRow), position(lastRow), opaqueB, opaqueH, g,
                         seqQ_, seqK_, region.maxRows, region.maxKeys};
-  return maskMayKeep(*mask_, tile, spec_, tensors_, *auxSummaries_, drawsInTask(h, b));
+  return classifyMask(*mask_, tile, spec_, tensors_, *auxSummaries_, drawsInTask(h, b));
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {

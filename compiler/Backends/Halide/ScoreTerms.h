@@ -71,6 +71,10 @@ public:
   // the mask's expression classified over the region (ExprTileBounds); true when its bounds do
   // not rule the region out.
   Halide::Expr blockLive(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
+  // Whether the masks and mask_mod keep every element of the region, keys past Tk included
+  // (there are none): the mask's expression classified over it. Undefined when no region can be
+  // proven so (no mask, or one the bounds never pin down), so the kernel tests nothing.
+  Halide::Expr blockFull(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
   // The factor dropout puts on prob(queryRow, key): its expression (Spec/BuiltinExpressions),
   // 1 / (1 - p) when kept, 0 when dropped. Only for a spec with dropout.
   Halide::Expr dropFactor(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
@@ -94,6 +98,9 @@ private:
   // Every tabled draw, those per pair of blocks read at the task's head h and batch b (for the
   // block tests).
   TabledDraws drawsInTask(Halide::Expr h, Halide::Expr b) const;
+  // The mask's expression classified over the region (ExprTileBounds), for blockLive and
+  // blockFull.
+  TileClass classified(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
   // The expressions' variables at (queryRow, key). Rows and keys of a tile's tail are left as
   // they are: the masks drop them, and every aux read is clamped into its tensor.
   ExprPoint expressionPoint(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,

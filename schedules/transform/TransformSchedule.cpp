@@ -13,6 +13,9 @@ namespace {
 constexpr const char* kCpuScript =
 #include "transform/CpuSchedule.inc"
     ;
+constexpr const char* kCpuDecodeScript =
+#include "transform/CpuDecodeSchedule.inc"
+    ;
 constexpr const char* kCudaScript =
 #include "transform/CudaSchedule.inc"
     ;
@@ -36,6 +39,12 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
       {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
       {"key_unroll", {1, 2, 4, 6, 8}, "keys per QK^T register tile"},
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile"},
+      {"decode",
+       {0, 1},
+       "1: the decode kernel (few query rows: vectors along keys and the head dim, a GQA "
+       "group's heads in one task, keys split over tasks and merged)"},
+      {"decode_rows", {1, 2, 4, 8, 16}, "decode: query rows of each head per task"},
+      {"split_keys", {256, 512, 1024, 2048, 4096}, "decode: keys per split of a task's keys"},
   };
   static const std::vector<ParamSpace> cuda{
       {"key_block", {16, 32, 64, 128, 256}, "keys per online-softmax step"},
@@ -64,8 +73,11 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
 
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   std::vector<ParamSpace> tuned;
+  // The decode kernel is picked by the shape dispatch, not searched with the prefill kernel's
+  // parameters.
   for (const ParamSpace& p : mlirParamSpace(family))
-    if (p.name != "vector_width")
+    if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
+        p.name != "split_keys")
       tuned.push_back(p);
   return tuned;
 }
@@ -80,7 +92,10 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_block", 128},
                            {"vector_width", 16},
                            {"key_unroll", 8},
-                           {"value_split", 8}},
+                           {"value_split", 8},
+                           {"decode", 0},
+                           {"decode_rows", 4},
+                           {"split_keys", 512}},
                           "register budget of 32 zmm; key_block 128 keeps S (24 KiB) in L1");
   if (family == ScheduleFamily::X86Avx2)
     return ScheduleParams("mlir",
@@ -88,7 +103,10 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_block", 128},
                            {"vector_width", 8},
                            {"key_unroll", 6},
-                           {"value_split", 4}},
+                           {"value_split", 4},
+                           {"decode", 0},
+                           {"decode_rows", 4},
+                           {"split_keys", 512}},
                           "register budget of 16 ymm");
   if (family == ScheduleFamily::CudaMma) {
     // A thread holds O (d_v / 2 floats), Q's fragments (d_k / 4 registers) and S (key_block
@@ -113,7 +131,10 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                          {"key_block", 128},
                          {"vector_width", 4},
                          {"key_unroll", 8},
-                         {"value_split", 8}},
+                         {"value_split", 8},
+                         {"decode", 0},
+                         {"decode_rows", 4},
+                         {"split_keys", 512}},
                         "register budget of 32 NEON q registers (not measured)");
 }
 
@@ -141,6 +162,7 @@ std::string instantiateSchedule(ScheduleFamily family, const ScheduleParams& par
   static const std::regex placeholder(R"(\$\{([a-z_]+)\})");
   std::string script = family == ScheduleFamily::CudaMma ? kCudaMmaScript
                        : family == ScheduleFamily::Cuda  ? kCudaScript
+                       : params.get("decode") == 1       ? kCpuDecodeScript
                                                          : kCpuScript;
   std::string out;
   auto end = std::sregex_iterator();

@@ -5,7 +5,7 @@ covers is its rows of the capability table: a spec it does not cover must be ref
 and the table's reason, which the test checks too, so nothing is skipped silently."""
 import unittest
 
-from common import BUILT_BACKENDS, CliTestCase, attnc, verdicts, write_npy
+from common import BUILT_BACKENDS, CliTestCase, attnc, needs_backends, verdicts, write_npy
 
 
 # Sizes that are multiples of no tile: Tq != Tk both ways, decode (Tq = 1), batch > 1.
@@ -106,6 +106,37 @@ class NumericsMatrix(CliTestCase):
                 self.check(spec, [sizes[case % len(sizes)], sizes[(case + 2) % len(sizes)]],
                            backends=["halide", "mlir"])
                 case += 1
+
+    @needs_backends("mlir")
+    def test_decode_kernel(self):
+        # The MLIR decode kernel (LowerDecode.cpp: a GQA group's heads and rows in one task,
+        # keys split over tasks and merged), forced with decode=1 so every shape runs it: Tq 1,
+        # 3 and 16 (rows per task 4: whole, partial and several tiles of them), key counts off
+        # every block and split (512 keys per split: 1, 2 and 5 splits), ragged lengths with
+        # 0 and 1, GQA ratios 1, 4 and 8, head dims off the vector width, every dtype, masks,
+        # modifiers, expressions and dropout through the same terms as the prefill kernel.
+        specs = [
+            "heads=4 kv_heads=1 d_k=32 mask=causal+padding lse=true",
+            "heads=8 kv_heads=1 d_k=40 d_v=24 mask=padding lse=true dtype=f16",
+            "heads=2 d_k=24 mask=causal+window window_left=300 lse=true dtype=bf16",
+            "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
+            "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
+            "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",
+            'heads=4 kv_heads=2 d_k=16 aux="q_doc:i32[B,Tq] kv_doc:i32[B,Tk]" '
+            'mask_mod="q_doc[b, q_idx] == kv_doc[b, kv_idx] && kv_idx <= qpos" lse=true',
+        ]
+        shapes = [("3", "1", "700", "0,1,700"), ("2", "3", "1100", "1100,517"),
+                  ("2", "16", "2100", "2100,3"), ("1", "5", "1", "1"), ("2", "1", "29", "29,0")]
+        for spec in specs:
+            with self.subTest(spec=spec):
+                out = self.tmp + "/decode"
+                r = self.expect(attnc("compile", spec, "--backend", "mlir", "--schedule",
+                                      "decode=1", "-o", out), 0)
+                bundle = r.stdout.strip()
+                for batch, tq, tk, lengths in shapes:
+                    extra = ["--lengths", lengths] if "padding" in spec else []
+                    self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
+                                      "--seq-k", tk, "--seed", tq, *extra), 0, "PASS")
 
     def test_weights_with_empty_and_ragged_rows(self):
         # The weights recompute every score against the row's lse (in the MLIR kernels, a pass

@@ -241,6 +241,37 @@ TEST_F(TensorChecks, StridedInputsGiveTheSameResult) {
   EXPECT_EQ(compact.tensor("o").values(), strided.tensor("o").values());
 }
 
+TEST_F(TensorChecks, DecodeKernelReadsKeysAndValuesOfAnyStride) {
+  // The MLIR decode kernel loads K and V rows as vectors when their head dim is dense, and
+  // element by element otherwise: K and V here keep every other element of a wider tensor.
+  if (!ATTNC_HAS_MLIR)
+    GTEST_SKIP() << "attnc was built without the mlir backend";
+  const std::string spec = "heads=4 kv_heads=2 d_k=16 mask=causal lse=true";
+  KernelRequest kernel;
+  kernel.backend = "mlir";
+  kernel.schedule = {{"decode", 1}};
+  runtime::Bundle bundle =
+      runtime::Bundle::open(compileKernel(parseSpec(spec), kernel, {Emit::So}, dir_).primary);
+  tools::Call dense = test::randomCall(spec, 2, 3, 300);
+  tools::Call strided = test::randomCall(spec, 2, 3, 300);
+  std::vector<HostTensor> wide;
+  std::array<int64_t, 4> strides{2 * 300 * 32, 300 * 32, 32, 2};
+  for (const char* name : {"k", "v"}) {
+    std::vector<double> values = dense.tensor(name).values(), spread(values.size() * 2, 0.0);
+    for (size_t e = 0; e < values.size(); ++e)
+      spread[2 * e] = values[e];
+    wide.emplace_back(dense.tensor(name).dtype(), std::vector<int64_t>{2, 2, 300, 32});
+    wide.back().assign(spread);
+    strided.tensor(name).dl()->data = wide.back().data();
+    strided.tensor(name).dl()->strides = strides.data();
+  }
+  std::vector<attnc_named_tensor> a = dense.named(), b = strided.named();
+  bundle.run(a);
+  bundle.run(b);
+  EXPECT_EQ(dense.tensor("o").values(), strided.tensor("o").values());
+  EXPECT_EQ(dense.tensor("lse").values(), strided.tensor("lse").values());
+}
+
 TEST_F(RuntimeLoader, ManyThreadsRunOneBundle) {
   const std::string spec = "heads=2 d_k=8 mask=causal dropout=0.2 seed=4";
   runtime::Bundle bundle = runtime::Bundle::open(compile(spec));

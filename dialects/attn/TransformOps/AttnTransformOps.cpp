@@ -63,6 +63,16 @@ DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure transform::AttnLowerDecodeOp::applyToOne(
+    transform::TransformRewriter& rewriter, OnlineUpdateOp target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  const DecodeOptions options{getVectorWidthAttr().getInt(), getKeyBlockAttr().getInt(),
+                              getRowsAttr().getInt(), getSplitKeysAttr().getInt()};
+  if (failed(lowerDecode(rewriter, target, options)))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerRopeOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

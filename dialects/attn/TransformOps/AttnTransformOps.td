@@ -90,6 +90,30 @@ def AttnLowerToVectorsOp : Attn_TransformOp<"lower_to_vectors"> {
   }];
 }
 
+def AttnLowerDecodeOp : Attn_TransformOp<"lower_decode"> {
+  let summary = "Lowers whole-attention online updates to the decode kernel";
+  let description = [{
+    The target is the whole attention's attn.online_update (before tile_queries). It becomes
+    two phases: tasks of one batch entry, KV head, `rows` query rows of each of the group's
+    heads and one split of the keys (ceil(Tk / `split_keys`) splits), vectorised along keys and
+    the head dim with `vector_width` lanes, folding `key_block` keys per step into partial
+    states in a workspace; then their merge per query row (flash-decoding).
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$vector_width,
+                   I64Attr:$key_block, I64Attr:$rows, I64Attr:$split_keys);
+  let results = (outs);
+  let assemblyFormat = [{
+    $target `vector_width` `=` $vector_width `key_block` `=` $key_block `rows` `=` $rows
+    `split_keys` `=` $split_keys attr-dict `:` type($target)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::attnc::attn::OnlineUpdateOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerRopeOp : Attn_TransformOp<"lower_rope"> {
   let summary = "Lowers the attn.rope ops under the target to task loops of their own";
   let description = [{

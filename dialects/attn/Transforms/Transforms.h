@@ -77,6 +77,20 @@ mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, 
 mlir::FailureOr<mlir::scf::ForallOp> lowerRope(mlir::RewriterBase& rewriter, RopeOp op,
                                                int64_t rows);
 
+struct DecodeOptions {
+  int64_t vectorWidth = 16; // f32 lanes per vector, along keys and the head dim
+  int64_t keyBlock = 128;   // keys per online-softmax step
+  int64_t rows = 4;         // query rows of each head per task
+  int64_t splitKeys = 512;  // keys per split: a task's keys are split ceil(Tk / splitKeys) ways
+};
+
+// Lowers the whole attention's online_update (before tiling), with its state's init and
+// finalize, to the decode kernel (LowerDecode.cpp): a phase of tasks, one per batch entry, KV
+// head, `rows` query rows of the group's heads and split of the keys, vectorised along keys and
+// the head dim, writing partial states to a workspace; and a phase merging them per row.
+mlir::LogicalResult lowerDecode(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
+                                const DecodeOptions& options);
+
 struct MmaOptions {
   int64_t maxKeySplits = 1; // at most this many blocks share one task's keys (1: never split)
   int64_t fillBlocks = 256; // split until tasks x splits reaches this many blocks

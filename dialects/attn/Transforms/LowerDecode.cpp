@@ -1,0 +1,629 @@
+//===- LowerDecode.cpp - few query rows against many keys (flash-decoding) -----===//
+//
+// Decoding attends one to a few query rows per head against thousands of keys, so the prefill
+// kernel's tiles (query rows in vector lanes) would use 1/16 of each vector, and each query
+// head of a GQA group would read the shared keys and values again. Here a task is one batch
+// entry, one KV head g, `rows` query rows of each of the group's G query heads (R = G x rows
+// rows) and one split of the keys; vectors run along the head dim, and every K and V row the
+// task reads from memory serves all R rows:
+//
+//   1. S[r, j] = q_r . k_j     per key group of W keys: W accumulators of W lanes along d,
+//                              reduced to one vector of W scores by a transposing add tree
+//   2. S[r, :] = mask(modifiers(S[r, :])), W keys per vector (ScoreTerms, at the row's head)
+//      m'_r = max(m_r, max_j S[r, j]),  P[r, j] = exp(S[r, j] - m'_r - c)
+//      l'_r = e^(m_r - m'_r) l_r + sum_j P[r, j]                     (c: OnlineSoftmax.h)
+//   3. A[r, :] = e^(m_r - m'_r) A[r, :] + sum_j D[r, j] P[r, j] v_j  (D: dropout's factor)
+//                              register tiles of kPvRows rows x the head dim's vectors
+//
+// over the key blocks of the task's split of the range its mask can keep (KeyRange.h). Each
+// split writes its unnormalised (m, l, A) to a workspace, and a second phase merges the splits
+// of each row: M = max_s m_s, w_s = e^(m_s - M), L = sum_s w_s l_s, o = sum_s w_s A_s / L,
+// lse = M + c + log L. The split count is ceil(Tk / split_keys), at most kMaxSplits.
+//
+//===---------------------------------------------------------------------------===//
+#include "Semantics/OnlineSoftmax.h"
+#include "attn/Transforms/KeyRange.h"
+#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Transforms/ScoreTerms.h"
+#include "attn/Transforms/Transforms.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+#include <numeric>
+
+using namespace mlir;
+
+namespace attnc::attn {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Rows per register tile of PV: kPvRows x (d_v / W) accumulators.
+constexpr int64_t kPvRows = 2;
+// At most this many splits share one task's keys: the merge reads them all per row.
+constexpr int64_t kMaxSplits = 64;
+
+int64_t roundUp(int64_t x, int64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+// The ops around the whole-domain update: its state's allocations, init, finalize, deallocs.
+struct StateOps {
+  SmallVector<Operation*> allocs, deallocs;
+  OnlineInitOp init;
+  OnlineFinalizeOp finalize;
+};
+
+FailureOr<StateOps> findState(OnlineUpdateOp update) {
+  StateOps ops;
+  for (Value state : {update.getAcc(), update.getMax(), update.getSum()}) {
+    auto alloc = state.getDefiningOp<memref::AllocOp>();
+    if (!alloc)
+      return update.emitOpError() << "lower_decode needs state buffers made by memref.alloc";
+    ops.allocs.push_back(alloc);
+    for (Operation* user : alloc->getUsers()) {
+      if (auto init = dyn_cast<OnlineInitOp>(user))
+        ops.init = init;
+      else if (auto finalize = dyn_cast<OnlineFinalizeOp>(user))
+        ops.finalize = finalize;
+      else if (isa<memref::DeallocOp>(user))
+        ops.deallocs.push_back(user);
+      else if (user != update.getOperation())
+        return update.emitOpError() << "lower_decode: the state is also used by "
+                                    << user->getName();
+    }
+  }
+  if (!ops.init || !ops.finalize)
+    return update.emitOpError() << "lower_decode needs the state's online_init and finalize";
+  for (Value offset : update.getOffsets())
+    if (getConstantIntValue(offset) != 0)
+      return update.emitOpError() << "lower_decode needs the whole attention (before tiling)";
+  return ops;
+}
+
+// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32. With
+// `contiguous` (unit innermost stride) one vector load; else, or where the row ends before the
+// last lane (`rowLength`), element by element with the column clamped into the row.
+Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t lanes,
+              bool contiguous, int64_t rowLength) {
+  auto f32Vector = VectorType::get({lanes}, b.getF32Type());
+  Type element = cast<MemRefType>(buffer.getType()).getElementType();
+  SmallVector<Value> at(indices.begin(), indices.end());
+  std::optional<int64_t> first = getConstantIntValue(at.back());
+  const bool whole = first && *first + lanes <= rowLength;
+  if (contiguous && whole) {
+    Value row = b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at);
+    return element.isF32() ? row : b.create<arith::ExtFOp>(f32Vector, row);
+  }
+  Value result = f32Splat(b, lanes, 0);
+  Value base = at.back();
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    at.back() = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(base, indexConstant(b, lane)),
+                                         indexConstant(b, rowLength - 1));
+    result = b.create<vector::InsertOp>(loadF32(b, buffer, at), result, lane);
+  }
+  return result;
+}
+
+// The vector whose lane u is the sum of the lanes of vectors[u] (W vectors of W lanes): pairs
+// of vectors halve their partial sums at each level, 3 (W - 1) shuffles and adds in all.
+Value transposeReduce(ImplicitLocOpBuilder& b, SmallVector<Value> vectors) {
+  const int64_t lanes = cast<VectorType>(vectors.front().getType()).getNumElements();
+  // Each vector holds `sources` sources of `partials` partial sums each, in order.
+  for (int64_t partials = lanes; partials > 1; partials /= 2) {
+    const int64_t sources = lanes / partials, half = partials / 2;
+    SmallVector<int64_t> low, high;
+    for (int64_t from : {int64_t{0}, lanes})
+      for (int64_t s = 0; s < sources; ++s)
+        for (int64_t p = 0; p < half; ++p) {
+          low.push_back(from + s * partials + p);
+          high.push_back(from + s * partials + half + p);
+        }
+    SmallVector<Value> next;
+    for (size_t v = 0; v + 1 < vectors.size(); v += 2) {
+      Value lo = b.create<vector::ShuffleOp>(vectors[v], vectors[v + 1], low);
+      Value hi = b.create<vector::ShuffleOp>(vectors[v], vectors[v + 1], high);
+      next.push_back(b.create<arith::AddFOp>(lo, hi));
+    }
+    vectors = next;
+  }
+  return vectors.front();
+}
+
+class DecodeLowering {
+public:
+  DecodeLowering(RewriterBase& rewriter, OnlineUpdateOp op, const DecodeOptions& options)
+      : rewriter(rewriter), op(op), lanes(options.vectorWidth), keyBlock(options.keyBlock),
+        rowsPerHead(options.rows), splitKeys(options.splitKeys),
+        heads(static_cast<int64_t>(op.getNumHeads())),
+        kvHeads(op.getKey().getType().getDimSize(1)), group(heads / kvHeads),
+        dk(op.getKey().getType().getDimSize(3)), dv(op.getValue().getType().getDimSize(3)),
+        dkPadded(roundUp(dk, lanes)), dvPadded(roundUp(dv, lanes)),
+        taskRows(roundUp(group * rowsPerHead, kPvRows)),
+        vector(VectorType::get({lanes}, rewriter.getF32Type())),
+        vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
+
+  LogicalResult emit();
+
+private:
+  // The task loop's body: one (batch, KV head, query rows, split).
+  void emitPartial(ImplicitLocOpBuilder& b, Value task);
+  // One key block [j0, j0 + count) folded into the task's state, K and V read with vector loads
+  // when `contiguous`.
+  void emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous);
+  void emitScores(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous);
+  void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count);
+  void emitValues(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous);
+  // The merge phase's body: the splits of every query row of one batch entry and head.
+  void emitMerge(ImplicitLocOpBuilder& b, Value task);
+  // Row r of the task (0 <= r < taskRows): its head and query row; rows past the task's last
+  // repeat it (their results are never stored).
+  std::pair<Value, Value> rowAt(ImplicitLocOpBuilder& b, Value r);
+  Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
+    return b.create<arith::AddIOp>(
+        b.create<arith::MulIOp>(
+            b.create<arith::AddIOp>(b.create<arith::MulIOp>(batch, indexConstant(b, heads)), head),
+            seqQ),
+        i);
+  }
+  Value i32(ImplicitLocOpBuilder& b, Value index) {
+    return b.create<arith::IndexCastOp>(b.getI32Type(), index);
+  }
+  Value iota(ImplicitLocOpBuilder& b) {
+    SmallVector<int32_t> lanesIota(lanes);
+    std::iota(lanesIota.begin(), lanesIota.end(), 0);
+    return b.create<arith::ConstantOp>(
+        DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(lanesIota)));
+  }
+
+  RewriterBase& rewriter;
+  OnlineUpdateOp op;
+  const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
+      dkPadded, dvPadded, taskRows;
+  VectorType vector, vectorI32;
+
+  // Kernel-level values.
+  Value seqQ, seqK, queryTiles, splits, contiguousKv, keyView, valueView;
+  Value workAcc, workMax, workSum;
+  // The task's.
+  Value batch, kvHead, firstRow, headRows, rowCount, split;
+  OnlineFinalizeOp finalize; // the whole attention's, whose output and lse the merge writes
+  OnlineUpdateOp taskOp; // the update over the task's domain, read by KeyRange and ScoreTerms
+  Value query, scores, acc, rowMax, rowSum, alpha;
+};
+
+std::pair<Value, Value> DecodeLowering::rowAt(ImplicitLocOpBuilder& b, Value r) {
+  Value row = b.create<arith::MinUIOp>(r, b.create<arith::SubIOp>(rowCount, indexConstant(b, 1)));
+  Value head = b.create<arith::AddIOp>(b.create<arith::MulIOp>(kvHead, indexConstant(b, group)),
+                                       b.create<arith::DivUIOp>(row, headRows));
+  Value i = b.create<arith::AddIOp>(firstRow, b.create<arith::RemUIOp>(row, headRows));
+  return {head, i};
+}
+
+void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
+                                bool contiguous) {
+  Value kv = contiguous ? keyView : op.getKey();
+  Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
+  Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, lanes));
+  forRange(b, indexConstant(b, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
+    Value firstKey = gb.create<arith::AddIOp>(
+        j0, gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, lanes)));
+    SmallVector<Value> keys;
+    for (int64_t u = 0; u < lanes; ++u)
+      keys.push_back(gb.create<arith::MinUIOp>(
+          gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), lastKey));
+    forRange(gb, indexConstant(gb, 0), rowCount, [&](ImplicitLocOpBuilder& rb, Value r) {
+      // acc[u] accumulates q_r * k_u along the head dim, a chunk of W elements at a time.
+      SmallVector<Value> sums(lanes, f32Splat(rb, lanes, 0));
+      for (int64_t c = 0; c < dkPadded; c += lanes) {
+        Value column = indexConstant(rb, c);
+        Value q = rb.create<vector::LoadOp>(vector, query, ValueRange{r, column});
+        for (int64_t u = 0; u < lanes; ++u) {
+          Value k = loadRow(rb, kv, {batch, kvHead, keys[u], column}, lanes, contiguous, dk);
+          sums[u] = rb.create<vector::FMAOp>(q, k, sums[u]);
+        }
+      }
+      Value s = transposeReduce(rb, sums);
+      rb.create<vector::StoreOp>(
+          s, scores, ValueRange{r, rb.create<arith::MulIOp>(keyGroup, indexConstant(rb, lanes))});
+    });
+  });
+}
+
+void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count) {
+  Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, lanes));
+  Value off = ScoreTerms::positionOffset(b, taskOp);
+  Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
+  const float shift = static_cast<float>(attnc::softmax::kProbabilityShift);
+  forRange(b, indexConstant(b, 0), rowCount, [&](ImplicitLocOpBuilder& rb, Value r) {
+    auto [head, i] = rowAt(rb, r);
+    ScoreTerms terms(rb, taskOp, batch, head);
+    Value position = rb.create<vector::BroadcastOp>(
+        vectorI32, i32(rb, rb.create<arith::AddIOp>(i, off)));
+    Value lanesIota = iota(rb);
+    // Key group g of the block: its first column in S, and the lanes' keys within the block
+    // and in the sequence (i32).
+    struct KeyLanes {
+      Value first, inBlock, key;
+    };
+    auto keysOf = [&](ImplicitLocOpBuilder& kb, Value keyGroup) {
+      Value first = kb.create<arith::MulIOp>(keyGroup, indexConstant(kb, lanes));
+      Value inBlock = kb.create<arith::AddIOp>(
+          kb.create<vector::BroadcastOp>(vectorI32, i32(kb, first)), lanesIota);
+      Value key = kb.create<arith::AddIOp>(
+          kb.create<vector::BroadcastOp>(vectorI32, i32(kb, j0)), inBlock);
+      return KeyLanes{first, inBlock, key};
+    };
+    Value countI32 = rb.create<vector::BroadcastOp>(vectorI32, i32(rb, count));
+    // The terms, -inf past the block's keys, and the block's row max.
+    auto masked = rb.create<scf::ForOp>(
+        indexConstant(rb, 0), groups, indexConstant(rb, 1), ValueRange{negInf},
+        [&](OpBuilder& nested, Location loc, Value keyGroup, ValueRange running) {
+          ImplicitLocOpBuilder kb(loc, nested);
+          const KeyLanes keys = keysOf(kb, keyGroup);
+          Value s = kb.create<vector::LoadOp>(vector, scores, ValueRange{r, keys.first});
+          s = terms.apply(kb, s, position, keys.key, ScoreTerms::MaskMod::Evaluate);
+          Value inside =
+              kb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys.inBlock, countI32);
+          s = kb.create<arith::SelectOp>(inside, s, negInf);
+          kb.create<vector::StoreOp>(s, scores, ValueRange{r, keys.first});
+          kb.create<scf::YieldOp>(ValueRange{kb.create<arith::MaximumFOp>(running[0], s)});
+        });
+    Value blockMax =
+        rb.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, masked.getResult(0));
+    Value oldMax = rb.create<memref::LoadOp>(rowMax, ValueRange{r});
+    Value newMax = rb.create<arith::MaximumFOp>(oldMax, blockMax);
+    using P = arith::CmpFPredicate;
+    Value empty = rb.create<arith::CmpFOp>(P::OEQ, newMax, f32Constant(rb, -kInf));
+    Value safeMax = rb.create<arith::SelectOp>(empty, f32Constant(rb, 0), newMax);
+    Value wasEmpty = rb.create<arith::CmpFOp>(P::OEQ, oldMax, f32Constant(rb, -kInf));
+    Value rescale = rb.create<arith::SelectOp>(
+        wasEmpty, f32Constant(rb, 0), rb.create<math::ExpOp>(rb.create<arith::SubFOp>(oldMax, safeMax)));
+    Value shifted = rb.create<vector::BroadcastOp>(
+        vector, rb.create<arith::AddFOp>(safeMax, f32Constant(rb, shift)));
+    // P = exp(S - m' - c), 0 where masked; dropout's factor weights P for PV only.
+    auto summed = rb.create<scf::ForOp>(
+        indexConstant(rb, 0), groups, indexConstant(rb, 1), ValueRange{zeros},
+        [&](OpBuilder& nested, Location loc, Value keyGroup, ValueRange running) {
+          ImplicitLocOpBuilder kb(loc, nested);
+          const KeyLanes keys = keysOf(kb, keyGroup);
+          Value s = kb.create<vector::LoadOp>(vector, scores, ValueRange{r, keys.first});
+          Value isMasked = kb.create<arith::CmpFOp>(P::OEQ, s, negInf);
+          Value p = kb.create<math::ExpOp>(kb.create<arith::SubFOp>(s, shifted));
+          p = kb.create<arith::SelectOp>(isMasked, zeros, p);
+          Value sum = kb.create<arith::AddFOp>(running[0], p);
+          p = terms.dropout(kb, p, position, keys.key);
+          kb.create<vector::StoreOp>(p, scores, ValueRange{r, keys.first});
+          kb.create<scf::YieldOp>(ValueRange{sum});
+        });
+    Value blockSum =
+        rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, summed.getResult(0));
+    Value oldSum = rb.create<memref::LoadOp>(rowSum, ValueRange{r});
+    rb.create<memref::StoreOp>(newMax, rowMax, ValueRange{r});
+    rb.create<memref::StoreOp>(rb.create<math::FmaOp>(rescale, oldSum, blockSum), rowSum,
+                               ValueRange{r});
+    rb.create<memref::StoreOp>(rescale, alpha, ValueRange{r});
+  });
+}
+
+void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
+                                bool contiguous) {
+  Value kv = contiguous ? valueView : op.getValue();
+  const int64_t chunks = dvPadded / lanes;
+  // Whole register tiles of rows: a tile's rows past the task's compute on whatever their
+  // scores hold and are never stored.
+  b.create<scf::ForOp>(
+      indexConstant(b, 0), rowCount, indexConstant(b, kPvRows), std::nullopt,
+      [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
+        ImplicitLocOpBuilder rb(loc, nested);
+        SmallVector<Value> rows, start;
+        for (int64_t rr = 0; rr < kPvRows; ++rr)
+          rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
+        for (int64_t c = 0; c < chunks; ++c)
+          for (int64_t rr = 0; rr < kPvRows; ++rr) {
+            Value a = rb.create<vector::LoadOp>(vector, acc,
+                                                ValueRange{rows[rr], indexConstant(rb, c * lanes)});
+            Value scale = rb.create<vector::BroadcastOp>(
+                vector, rb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
+            start.push_back(rb.create<arith::MulFOp>(a, scale));
+          }
+        auto loop = rb.create<scf::ForOp>(
+            indexConstant(rb, 0), count, indexConstant(rb, 1), start,
+            [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
+              ImplicitLocOpBuilder jb(l2, n2);
+              Value key = jb.create<arith::AddIOp>(j0, j);
+              SmallVector<Value> p;
+              for (int64_t rr = 0; rr < kPvRows; ++rr)
+                p.push_back(jb.create<vector::BroadcastOp>(
+                    vector, jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j})));
+              SmallVector<Value> next(running.begin(), running.end());
+              for (int64_t c = 0; c < chunks; ++c) {
+                Value v = loadRow(jb, kv, {batch, kvHead, key, indexConstant(jb, c * lanes)},
+                                  lanes, contiguous, dv);
+                for (int64_t rr = 0; rr < kPvRows; ++rr)
+                  next[c * kPvRows + rr] =
+                      jb.create<vector::FMAOp>(p[rr], v, running[c * kPvRows + rr]);
+              }
+              jb.create<scf::YieldOp>(next);
+            });
+        for (int64_t c = 0; c < chunks; ++c)
+          for (int64_t rr = 0; rr < kPvRows; ++rr)
+            rb.create<vector::StoreOp>(loop.getResult(c * kPvRows + rr), acc,
+                                       ValueRange{rows[rr], indexConstant(rb, c * lanes)});
+        rb.create<scf::YieldOp>();
+      });
+}
+
+void DecodeLowering::emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous) {
+  emitScores(b, j0, count, contiguous);
+  emitSoftmax(b, j0, count);
+  emitValues(b, j0, count, contiguous);
+}
+
+void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
+  split = b.create<arith::RemUIOp>(task, splits);
+  Value rest = b.create<arith::DivUIOp>(task, splits);
+  Value queryTile = b.create<arith::RemUIOp>(rest, queryTiles);
+  rest = b.create<arith::DivUIOp>(rest, queryTiles);
+  kvHead = b.create<arith::RemUIOp>(rest, indexConstant(b, kvHeads));
+  batch = b.create<arith::DivUIOp>(rest, indexConstant(b, kvHeads));
+  firstRow = b.create<arith::MulIOp>(queryTile, indexConstant(b, rowsPerHead));
+  headRows = b.create<arith::MinUIOp>(indexConstant(b, rowsPerHead),
+                                      b.create<arith::SubIOp>(seqQ, firstRow));
+  rowCount = b.create<arith::MulIOp>(headRows, indexConstant(b, group));
+
+  // The update over the task's domain: its heads, rows and every key, for the key range and
+  // the terms; erased once the task is emitted.
+  taskOp = cast<OnlineUpdateOp>(rewriter.clone(*op));
+  rewriter.moveOpBefore(taskOp, b.getInsertionBlock(), b.getInsertionPoint());
+  Value firstHead = b.create<arith::MulIOp>(kvHead, indexConstant(b, group));
+  rewriter.modifyOpInPlace(taskOp, [&] {
+    taskOp.getOffsetsMutable().assign({batch, firstHead, firstRow, indexConstant(b, 0)});
+    taskOp.getSizesMutable().assign(
+        {indexConstant(b, 1), indexConstant(b, group), headRows, seqK});
+  });
+
+  // The task's stack: the rows' scaled queries, scores, state and the block's rescale factors.
+  auto f32 = b.getF32Type();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(taskStackBlock(taskOp));
+    query = b.create<memref::AllocaOp>(MemRefType::get({taskRows, dkPadded}, f32));
+    scores = b.create<memref::AllocaOp>(MemRefType::get({taskRows, roundUp(keyBlock, lanes)}, f32));
+    acc = b.create<memref::AllocaOp>(MemRefType::get({taskRows, dvPadded}, f32));
+    rowMax = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
+    rowSum = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
+    alpha = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
+  }
+  const float scale = static_cast<float>(op.getScale().convertToDouble());
+  forRange(b, indexConstant(b, 0), indexConstant(b, taskRows),
+           [&](ImplicitLocOpBuilder& rb, Value r) {
+             auto [head, i] = rowAt(rb, r);
+             for (int64_t c = 0; c < dkPadded; ++c) {
+               Value value = c < dk ? rb.create<arith::MulFOp>(
+                                          loadF32(rb, op.getQuery(),
+                                                  {batch, head, i, indexConstant(rb, c)}),
+                                          f32Constant(rb, scale))
+                                    : f32Constant(rb, 0);
+               rb.create<memref::StoreOp>(value, query, ValueRange{r, indexConstant(rb, c)});
+             }
+             for (int64_t c = 0; c < dvPadded; c += lanes)
+               rb.create<vector::StoreOp>(f32Splat(rb, lanes, 0), acc,
+                                          ValueRange{r, indexConstant(rb, c)});
+             rb.create<memref::StoreOp>(f32Constant(rb, -kInf), rowMax, ValueRange{r});
+             rb.create<memref::StoreOp>(f32Constant(rb, 0), rowSum, ValueRange{r});
+             rb.create<memref::StoreOp>(f32Constant(rb, 0), alpha, ValueRange{r});
+           });
+
+  // This split's whole key blocks of the range the mask can keep for the task's rows.
+  auto [lo, hi] = keptKeyRange(b, taskOp);
+  Value block = indexConstant(b, keyBlock);
+  Value span = b.create<arith::SubIOp>(hi, lo);
+  Value per = b.create<arith::MulIOp>(
+      b.create<arith::CeilDivUIOp>(b.create<arith::CeilDivUIOp>(span, block), splits), block);
+  Value first = b.create<arith::MinUIOp>(
+      b.create<arith::AddIOp>(lo, b.create<arith::MulIOp>(split, per)), hi);
+  Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, per), hi);
+  auto blocks = b.create<scf::ForOp>(first, last, block);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(blocks.getBody()->getTerminator());
+    Value j0 = blocks.getInductionVar();
+    Value count = b.create<arith::MinUIOp>(block, b.create<arith::SubIOp>(last, j0));
+    auto layout = b.create<scf::IfOp>(contiguousKv, /*withElseRegion=*/true);
+    b.setInsertionPoint(layout.thenBlock()->getTerminator());
+    emitBlock(b, j0, count, /*contiguous=*/true);
+    b.setInsertionPoint(layout.elseBlock()->getTerminator());
+    emitBlock(b, j0, count, /*contiguous=*/false);
+  }
+
+  // The split's unnormalised state of the task's rows into the workspace.
+  forRange(b, indexConstant(b, 0), rowCount, [&](ImplicitLocOpBuilder& rb, Value r) {
+    auto [head, i] = rowAt(rb, r);
+    Value row = workspaceRow(rb, batch, head, i);
+    rb.create<memref::StoreOp>(rb.create<memref::LoadOp>(rowMax, ValueRange{r}), workMax,
+                               ValueRange{split, row});
+    rb.create<memref::StoreOp>(rb.create<memref::LoadOp>(rowSum, ValueRange{r}), workSum,
+                               ValueRange{split, row});
+    for (int64_t c = 0; c < dvPadded; c += lanes) {
+      Value column = indexConstant(rb, c);
+      rb.create<vector::StoreOp>(rb.create<vector::LoadOp>(vector, acc, ValueRange{r, column}),
+                                 workAcc, ValueRange{split, row, column});
+    }
+  });
+  rewriter.eraseOp(taskOp);
+}
+
+void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
+  Value batchIndex = b.create<arith::DivUIOp>(task, indexConstant(b, heads));
+  Value head = b.create<arith::RemUIOp>(task, indexConstant(b, heads));
+  Value output = finalize.getOutput(), lse = finalize.getLse();
+  const float shift = static_cast<float>(attnc::softmax::kProbabilityShift);
+  using P = arith::CmpFPredicate;
+  Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+  forRange(b, zero, seqQ, [&](ImplicitLocOpBuilder& ib, Value i) {
+    Value row = workspaceRow(ib, batchIndex, head, i);
+    auto overSplits = [&](ImplicitLocOpBuilder& at, ValueRange init,
+                          function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value,
+                                                          ValueRange)>
+                              body) {
+      auto loop = at.create<scf::ForOp>(
+          zero, splits, one, init, [&](OpBuilder& nested, Location loc, Value s, ValueRange run) {
+            ImplicitLocOpBuilder sb(loc, nested);
+            sb.create<scf::YieldOp>(body(sb, s, run));
+          });
+      return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
+    };
+    // M = max_s m_s.
+    Value maxAll = overSplits(ib, {f32Constant(ib, -kInf)},
+                              [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
+                                Value m = sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
+                                return SmallVector<Value>{sb.create<arith::MaximumFOp>(run[0], m)};
+                              })[0];
+    Value empty = ib.create<arith::CmpFOp>(P::OEQ, maxAll, f32Constant(ib, -kInf));
+    Value safeMax = ib.create<arith::SelectOp>(empty, f32Constant(ib, 0), maxAll);
+    // w_s = exp(m_s - M), 0 for a split that kept nothing; L = sum_s w_s l_s; O = sum_s w_s A_s.
+    auto weightOf = [&](ImplicitLocOpBuilder& sb, Value s) {
+      Value m = sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
+      Value none = sb.create<arith::CmpFOp>(P::OEQ, m, f32Constant(sb, -kInf));
+      return sb.create<arith::SelectOp>(none, f32Constant(sb, 0),
+                                        sb.create<math::ExpOp>(sb.create<arith::SubFOp>(m, safeMax)));
+    };
+    Value total = overSplits(ib, {f32Constant(ib, 0)},
+                             [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
+                               Value l = sb.create<memref::LoadOp>(workSum, ValueRange{s, row});
+                               return SmallVector<Value>{
+                                   sb.create<math::FmaOp>(weightOf(sb, s), l, run[0])};
+                             })[0];
+    Value none = ib.create<arith::CmpFOp>(P::OEQ, total, f32Constant(ib, 0));
+    Value inverse = ib.create<arith::SelectOp>(
+        none, f32Constant(ib, 0), ib.create<arith::DivFOp>(f32Constant(ib, 1), total));
+    for (int64_t c0 = 0; c0 < dvPadded; c0 += lanes) {
+      Value column = indexConstant(ib, c0);
+      Value o = overSplits(ib, {f32Splat(ib, lanes, 0)},
+                           [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
+                             Value w = sb.create<vector::BroadcastOp>(vector, weightOf(sb, s));
+                             Value a = sb.create<vector::LoadOp>(vector, workAcc,
+                                                                 ValueRange{s, row, column});
+                             return SmallVector<Value>{sb.create<vector::FMAOp>(w, a, run[0])};
+                           })[0];
+      o = ib.create<arith::MulFOp>(o, ib.create<vector::BroadcastOp>(vector, inverse));
+      for (int64_t lane = 0; lane < lanes && c0 + lane < dv; ++lane)
+        storeF32(ib, ib.create<vector::ExtractOp>(o, lane), output,
+                 {batchIndex, head, i, indexConstant(ib, c0 + lane)});
+    }
+    if (lse) {
+      // lse = M + c + log L (-inf for a row with no key kept).
+      Value value = ib.create<arith::AddFOp>(ib.create<arith::AddFOp>(maxAll, f32Constant(ib, shift)),
+                                             ib.create<math::LogOp>(total));
+      value = ib.create<arith::SelectOp>(none, f32Constant(ib, -kInf), value);
+      ib.create<memref::StoreOp>(value, lse, ValueRange{batchIndex, head, i});
+    }
+  });
+}
+
+LogicalResult DecodeLowering::emit() {
+  if (lanes <= 1 || (lanes & (lanes - 1)) != 0)
+    return op.emitOpError() << "lower_decode: vector_width must be a power of two above 1";
+  if (keyBlock <= 0 || rowsPerHead <= 0 || splitKeys <= 0)
+    return op.emitOpError() << "lower_decode: key_block, rows and split_keys must be positive";
+  if (op.hasPackedQuery() || ShapedType::isDynamic(kvHeads) || heads % kvHeads != 0)
+    return op.emitOpError() << "lower_decode needs the whole query and static KV heads";
+  FailureOr<StateOps> state = findState(op);
+  if (failed(state))
+    return failure();
+
+  finalize = state->finalize;
+
+  // The workspace and its sizes where the state was allocated: before every phase, RoPE's
+  // included (attn-outline-tasks).
+  rewriter.setInsertionPoint(state->allocs.front());
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  ValueRange sizes = op.getSizes();
+  Value batches = sizes[0];
+  seqQ = sizes[2];
+  seqK = sizes[3];
+  Value one = indexConstant(b, 1);
+  queryTiles = b.create<arith::CeilDivUIOp>(seqQ, indexConstant(b, rowsPerHead));
+  splits = b.create<arith::MaxUIOp>(
+      one, b.create<arith::MinUIOp>(
+               b.create<arith::CeilDivUIOp>(seqK, indexConstant(b, splitKeys)),
+               indexConstant(b, kMaxSplits)));
+  Value workRows = b.create<arith::MulIOp>(
+      b.create<arith::MulIOp>(batches, indexConstant(b, heads)), seqQ);
+  auto f32 = b.getF32Type();
+  const int64_t dyn = ShapedType::kDynamic;
+  workAcc = b.create<memref::AllocOp>(MemRefType::get({dyn, dyn, dvPadded}, f32),
+                                      ValueRange{splits, workRows});
+  workMax = b.create<memref::AllocOp>(MemRefType::get({dyn, dyn}, f32), ValueRange{splits, workRows});
+  workSum = b.create<memref::AllocOp>(MemRefType::get({dyn, dyn}, f32), ValueRange{splits, workRows});
+
+  // K and V with their innermost stride stated as 1, read by vector loads when it is.
+  auto unitInnermost = [&](Value buffer, Value& view) {
+    auto type = cast<MemRefType>(buffer.getType());
+    auto metadata = b.create<memref::ExtractStridedMetadataOp>(buffer);
+    SmallVector<int64_t> staticStrides(4, dyn);
+    staticStrides[3] = 1;
+    auto layout = StridedLayoutAttr::get(b.getContext(), dyn, staticStrides);
+    auto viewType = MemRefType::get(type.getShape(), type.getElementType(), layout);
+    SmallVector<OpFoldResult> viewSizes, viewStrides;
+    for (int d = 0; d < 4; ++d) {
+      viewSizes.push_back(metadata.getSizes()[d]);
+      viewStrides.push_back(d == 3 ? OpFoldResult(b.getIndexAttr(1))
+                                   : OpFoldResult(metadata.getStrides()[d]));
+    }
+    view = b.create<memref::ReinterpretCastOp>(viewType, metadata.getBaseBuffer(),
+                                               OpFoldResult(metadata.getOffset()), viewSizes,
+                                               viewStrides);
+    return b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, metadata.getStrides()[3], one);
+  };
+  contiguousKv = b.create<arith::AndIOp>(unitInnermost(op.getKey(), keyView),
+                                         unitInnermost(op.getValue(), valueView));
+
+  // Phase 1: the splits' partial states; phase 2: their merge, where the update was.
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder at(op.getLoc(), rewriter);
+  Value tasks = at.create<arith::MulIOp>(
+      at.create<arith::MulIOp>(at.create<arith::MulIOp>(batches, indexConstant(at, kvHeads)),
+                               queryTiles),
+      splits);
+  auto partial =
+      at.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
+  {
+    OpBuilder::InsertionGuard guard(at);
+    at.setInsertionPoint(partial.getBody()->getTerminator());
+    emitPartial(at, partial.getInductionVar(0));
+  }
+  Value rowsOfHeads = at.create<arith::MulIOp>(batches, indexConstant(at, heads));
+  auto merge =
+      at.create<scf::ForallOp>(ArrayRef<OpFoldResult>{rowsOfHeads}, ValueRange{}, std::nullopt);
+  {
+    OpBuilder::InsertionGuard guard(at);
+    at.setInsertionPoint(merge.getBody()->getTerminator());
+    emitMerge(at, merge.getInductionVar(0));
+  }
+  for (Value buffer : {workAcc, workMax, workSum})
+    at.create<memref::DeallocOp>(buffer);
+
+  for (Operation* dead : state->deallocs)
+    rewriter.eraseOp(dead);
+  rewriter.eraseOp(state->finalize);
+  rewriter.eraseOp(op);
+  rewriter.eraseOp(state->init);
+  for (Operation* alloc : state->allocs)
+    rewriter.eraseOp(alloc);
+  return success();
+}
+
+} // namespace
+
+LogicalResult lowerDecode(RewriterBase& rewriter, OnlineUpdateOp update,
+                          const DecodeOptions& options) {
+  return DecodeLowering(rewriter, update, options).emit();
+}
+
+} // namespace attnc::attn

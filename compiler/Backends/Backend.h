@@ -80,6 +80,13 @@ public:
   // driver makes those of several compiles). Throws UsageError for what it refuses, JobError
   // when building fails.
   virtual CompileResult compile(const Spec& spec, const CompileOptions& options) const = 0;
+  // The schedule parameters that make its decode kernel for `spec` on `target` (few query
+  // rows against many keys: vectors along keys, a GQA group per task, keys split over tasks),
+  // or nullopt when it has none. The driver puts it beside the prefill kernel in one bundle.
+  virtual std::optional<std::map<std::string, int64_t>> decodeSchedule(const Spec& spec,
+                                                                       const Target& target) const {
+    return std::nullopt;
+  }
 
   // Why it cannot build `spec` for `target` (an unknown target, or the table's first gap, with
   // the row and the reason), or nullopt when it can.

@@ -91,6 +91,11 @@ CompileResult compileBundle(const Spec& spec, const CompileRequest& request) {
 
 CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const EmitSet& emit,
                             const std::filesystem::path& outDir) {
+  if (std::vector<ShapeSchedule> shapes = decodingSchedules(spec, kernel, emit); !shapes.empty()) {
+    KernelRequest withDecode = kernel;
+    withDecode.shapeSchedules = std::move(shapes);
+    return compileShapeDispatch(spec, withDecode, emit, outDir);
+  }
   if (kernel.shapeSchedules.size() > 1)
     return compileShapeDispatch(spec, kernel, emit, outDir);
   const CompileOptions options{kernel.backend, kernel.target,   outDir,

@@ -12,12 +12,15 @@
 
 namespace attnc {
 
-// A tuned schedule for a range of sequence lengths (both ends included).
+// A kernel's schedule for a range of sequence lengths (both ends included): a tuned one, or the
+// decode kernel's.
 struct ShapeSchedule {
   int64_t seqQLo, seqQHi, seqKLo, seqKHi;
   std::string backend;
   std::map<std::string, int64_t> schedule;
   std::string provenance;
+  // Run only for shapes inside the ranges, never as the nearest kernel (the decode kernel).
+  bool onlyInside = false;
 };
 
 // One target's kernel in a compile request.
@@ -31,6 +34,10 @@ struct KernelRequest {
   // Two or more: a kernel per range of sequence lengths, each with its own backend and
   // schedule, picked per call (ShapeDispatch.h); backend and schedule above are then unused.
   std::vector<ShapeSchedule> shapeSchedules;
+  // Short queries (Tq <= kDecodeRows) run a decode kernel when a backend the request allows has
+  // one: the bundle holds it beside the others and picks per call (ShapeDispatch.h). False: the
+  // schedule asked for, alone (attnc compile --schedule).
+  bool withDecode = true;
 };
 
 // What a compile writes, and of which kernels.

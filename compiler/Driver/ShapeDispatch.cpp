@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 
 namespace attnc {
 namespace {
@@ -53,8 +54,8 @@ std::string tableAssembly(const std::vector<ShapeSchedule>& shapes,
   for (size_t i = 0; i < shapes.size(); ++i) {
     const ShapeSchedule& b = shapes[i];
     s += "  .quad " + std::to_string(b.seqQLo) + ", " + std::to_string(b.seqQHi) + ", " +
-         std::to_string(b.seqKLo) + ", " + std::to_string(b.seqKHi) + "\n  .quad " + runners[i] +
-         "\n";
+         std::to_string(b.seqKLo) + ", " + std::to_string(b.seqKHi) + ", " +
+         std::to_string(b.onlyInside ? 1 : 0) + "\n  .quad " + runners[i] + "\n";
     for (size_t k = 0; k < ATTNC_KERNEL_SYMBOLS; ++k)
       s += "  .quad " + (k < kernels[i].size() ? kernels[i][k] : std::string("0")) + "\n";
   }
@@ -85,6 +86,38 @@ std::optional<std::string> useTunedSchedules(KernelRequest& kernel, const EmitSe
          "(--tuned-for TQ[,TK] picks one)";
 }
 
+std::vector<ShapeSchedule> decodingSchedules(const Spec& spec, const KernelRequest& kernel,
+                                             const EmitSet& emit) {
+  if (!kernel.withDecode || kernel.target.isCuda() ||
+      (emit != EmitSet{Emit::So} && emit != EmitSet{Emit::SealedBundle}))
+    return {};
+  // The request's backend decodes too, when it can: auto's choice covers the spec best.
+  const Backend& decoder = kernel.backend == "auto" ? fastestBackendFor(spec, kernel.target)
+                                                    : backendNamed(kernel.backend);
+  const std::optional<std::map<std::string, int64_t>> decodeSchedule =
+      decoder.decodeSchedule(spec, kernel.target);
+  if (!decodeSchedule)
+    return {};
+  constexpr int64_t kLongest = std::numeric_limits<int64_t>::max();
+  std::vector<ShapeSchedule> shapes;
+  for (ShapeSchedule s : kernel.shapeSchedules)
+    if (s.seqQHi > kDecodeRows) {
+      s.seqQLo = std::max(s.seqQLo, kDecodeRows + 1);
+      shapes.push_back(s);
+    }
+  if (shapes.empty()) {
+    // The request's own schedule, unless its shape schedules were all for short queries.
+    const bool own = kernel.shapeSchedules.empty();
+    shapes.push_back({kDecodeRows + 1, kLongest, 1, kLongest, std::string(decoder.name()),
+                      own ? kernel.schedule : std::map<std::string, int64_t>{},
+                      own ? kernel.scheduleProvenance : std::string()});
+  }
+  shapes.push_back({1, kDecodeRows, 1, kLongest, std::string(decoder.name()), *decodeSchedule,
+                    "the decode kernel, for Tq <= " + std::to_string(kDecodeRows),
+                    /*onlyInside=*/true});
+  return shapes;
+}
+
 CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel,
                                    const EmitSet& emit, const fs::path& outDir) {
   if (emit != EmitSet{Emit::So} && emit != EmitSet{Emit::SealedBundle})
@@ -109,7 +142,8 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
   uint64_t workspace = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const ShapeSchedule& shape = shapes[i];
-    const KernelRequest part{shape.backend, kernel.target, shape.schedule, shape.provenance, {}};
+    const KernelRequest part{shape.backend,   kernel.target, shape.schedule,
+                             shape.provenance, {},            /*withDecode=*/false};
     const CompileResult compiled = compileKernel(spec, part, {Emit::BundlePart},
                                                  scratch / ("part" + std::to_string(i)));
     const fs::path partJson =
@@ -132,6 +166,7 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
     workspace = std::max(workspace, m.value("workspace_bytes", uint64_t{0}));
     buckets.push_back({{"seq_q", {shape.seqQLo, shape.seqQHi}},
                        {"seq_k", {shape.seqKLo, shape.seqKHi}},
+                       {"only_inside", shape.onlyInside},
                        {"backend", shape.backend},
                        {"schedule", m.at("schedule")}});
     if (m.contains("shared_runtime"))
@@ -169,7 +204,9 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
   request.linkInputs = objects;
   request.linkInputs.push_back(table);
   request.linkInputs.insert(request.linkInputs.end(), archives.begin(), archives.end());
-  request.stem = bundleStem(spec, "shapes") +
+  // Named after its backend when it has one (an MLIR bundle with its decode kernel is still
+  // *_mlir.so), else after its shapes.
+  request.stem = bundleStem(spec, backendNames.size() == 1 ? *backendNames.begin() : "shapes") +
                  (kernel.target.name == "host" ? "" : "_" + kernel.target.name);
   request.abiVersion = ATTNC_ABI_VERSION;
   request.sharedExports = {sharedExports.begin(), sharedExports.end()};

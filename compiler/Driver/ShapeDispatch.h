@@ -25,6 +25,18 @@ namespace attnc {
 std::optional<std::string> useTunedSchedules(KernelRequest& kernel, const EmitSet& emit,
                                              std::vector<ShapeSchedule> tuned);
 
+// The longest query the decode kernel of a bundle runs; longer ones run its other kernels.
+// Chosen by the measured crossover (docs/benchmarks.md, "Decode").
+inline constexpr int64_t kDecodeRows = 16;
+
+// The kernels of a bundle that decodes too: `kernel`'s own (its shape schedules, or its backend
+// and schedule) for Tq > kDecodeRows, tuned buckets of shorter queries left out, and the decode
+// kernel of the request's backend (auto: the one it picks) for Tq <= kDecodeRows, when that
+// backend has one for the spec and target (Backend::decodeSchedule). Empty when there is no
+// such kernel, when kernel.withDecode is false, or when `emit` asks for more than the bundle.
+std::vector<ShapeSchedule> decodingSchedules(const Spec& spec, const KernelRequest& kernel,
+                                             const EmitSet& emit);
+
 // Throws UsageError for what cannot be a shape-dispatch bundle (emit other than so, a CUDA
 // target, parts whose arguments differ), JobError when a tool fails.
 CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel,

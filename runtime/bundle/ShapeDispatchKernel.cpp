@@ -3,10 +3,12 @@
 //
 // ShapeDispatch.cpp generates the table in each bundle (hidden, so bundles never share it):
 //   attnc_shape_count: int64; attnc_shape_entries: per kernel 8-byte words,
-//     Tq lo, Tq hi, Tk lo, Tk hi, runner (KernelRunner.h), kernels[0 .. ATTNC_KERNEL_SYMBOLS)
+//     Tq lo, Tq hi, Tk lo, Tk hi, only inside (0 or 1), runner (KernelRunner.h),
+//     kernels[0 .. ATTNC_KERNEL_SYMBOLS)
 // The pick: the entry whose ranges hold (Tq, Tk); else the nearest on a log scale, where an
 // entry's distance is |log2 Tq - log2 clamp(Tq, lo, hi)| + the same for Tk (a tile that suits
-// 1024 keys suits 1500 better than 16); ties go to the earlier entry, and entries come longest
+// 1024 keys suits 1500 better than 16), among the entries not marked "only inside" (the decode
+// kernel runs short queries only); ties go to the earlier entry, and entries come longest
 // first. With ATTNC_TRACE_DISPATCH set, each pick is printed on stderr.
 #include "KernelRunner.h"
 
@@ -18,7 +20,7 @@
 namespace {
 
 struct ShapeEntry {
-  int64_t seqQLo, seqQHi, seqKLo, seqKHi;
+  int64_t seqQLo, seqQHi, seqKLo, seqKHi, onlyInside;
   attnc_kernel_runner runner;
   void* kernels[ATTNC_KERNEL_SYMBOLS];
 };
@@ -41,6 +43,8 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
     const ShapeEntry& e = attnc_shape_entries[i];
     const double d =
         distance(call->seq_q, e.seqQLo, e.seqQHi) + distance(call->seq_k, e.seqKLo, e.seqKHi);
+    if (e.onlyInside && d > 0)
+      continue;
     if (d < nearest) {
       nearest = d;
       pick = &e;

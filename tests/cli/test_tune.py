@@ -30,6 +30,20 @@ def manifest_in(out):
     return json.loads(read(glob.glob(os.path.join(out, "*.json"))[0]))
 
 
+def long_schedule(manifest):
+    """The schedule of the kernel for long queries: an MLIR bundle holds the decode kernel for
+    Tq <= 16 beside it (a shape-dispatch bundle), a Halide one that kernel alone."""
+    schedule = manifest["schedule"]
+    if "shape_dispatch" not in schedule:
+        return schedule
+    buckets = schedule["shape_dispatch"]
+    decode = [b for b in buckets if b["seq_q"] == [1, 16]]
+    assert len(decode) == 1 and decode[0]["schedule"]["params"]["decode"] == 1, buckets
+    longer = [b for b in buckets if b["seq_q"][0] > 16]
+    assert len(longer) == 1, buckets
+    return longer[0]["schedule"]
+
+
 def trial_count(db):
     with sqlite3.connect(db) as c:
         return c.execute("SELECT count(*) FROM trials").fetchone()[0]
@@ -82,18 +96,18 @@ class Tune(CliTestCase):
         manifest = manifest_in(out)
         backend, *items = best["candidate"].split()
         self.assertEqual(manifest["backend"], backend)
-        self.assertEqual(manifest["schedule"]["params"],
-                         {k: int(v) for k, v in (i.split("=") for i in items)})
-        self.assertTrue(manifest["schedule"]["provenance"].startswith("tuned: trial "))
+        tuned = long_schedule(manifest)
+        self.assertEqual(tuned["params"], {k: int(v) for k, v in (i.split("=") for i in items)})
+        self.assertTrue(tuned["provenance"].startswith("tuned: trial "))
         with sqlite3.connect(self.db) as c:
             uids = [r[0] for r in c.execute("SELECT uid FROM trials")]
-        self.assertIn(manifest["schedule"]["provenance"].split()[2], uids)
+        self.assertIn(tuned["provenance"].split()[2], uids)
         # --no-tuning keeps the default; another shape bucket has no record.
         for flags in (["--no-tuning"], ["--tuned-for", "4096"]):
             out = os.path.join(self.tmp, "default" + flags[0])
             self.expect(attnc("compile", SPEC, "--backend", "mlir", *flags, "-o", out, env=env), 0)
-            manifest = manifest_in(out)
-            self.assertFalse(manifest["schedule"]["provenance"].startswith("tuned"), flags)
+            self.assertFalse(long_schedule(manifest_in(out))["provenance"].startswith("tuned"),
+                             flags)
 
     def test_tuned_shape_buckets_share_one_bundle(self):
         # Two buckets: Tq = Tk = 64 (both backends' defaults) and 300 (Halide only).
@@ -105,24 +119,29 @@ class Tune(CliTestCase):
         self.expect(attnc("compile", SPEC, "--backend", "auto", "-o", out, env=env), 0)
         manifest = manifest_in(out)
         buckets = manifest["schedule"]["shape_dispatch"]
+        # With auto's backend's (MLIR's) decode kernel for Tq <= 16, last.
+        longest = 2 ** 63 - 1
         self.assertEqual([(b["seq_q"], b["seq_k"]) for b in buckets],
-                         [([256, 511], [256, 511]), ([64, 127], [64, 127])])
+                         [([256, 511], [256, 511]), ([64, 127], [64, 127]),
+                          ([1, 16], [1, longest])])
         self.assertEqual(buckets[0]["backend"], "halide")
-        for b in buckets:
+        for b in buckets[:2]:
             self.assertTrue(b["schedule"]["provenance"].startswith("tuned: trial "))
+        self.assertEqual(buckets[2]["schedule"]["params"]["decode"], 1)
         # Each call runs the kernel of its bucket (the nearest one outside them all), and every
         # one is right.
         bundle = glob.glob(os.path.join(out, "*.so"))[0]
         trace = {"ATTNC_TRACE_DISPATCH": "1"}
-        for (tq, tk), kernel in (((37, 53), 1), ((300, 270), 0), ((2000, 1500), 0), ((5, 3), 1)):
+        for (tq, tk), kernel in (((37, 53), 1), ((300, 270), 0), ((2000, 1500), 0), ((5, 3), 2),
+                                 ((17, 3), 1)):
             r = self.expect(attnc("verify", bundle, "--batch", "2", "--seq-q", str(tq),
                                   "--seq-k", str(tk), env=trace), 0, "PASS")
-            self.assertIn("Tq=%d Tk=%d runs kernel %d of 2" % (tq, tk, kernel), r.stderr)
+            self.assertIn("Tq=%d Tk=%d runs kernel %d of 3" % (tq, tk, kernel), r.stderr)
         # --tuned-for takes one bucket; other artifacts than a bundle take the longest, and say so.
         one = os.path.join(self.tmp, "one")
         self.expect(attnc("compile", SPEC, "--backend", "auto", "--tuned-for", "64", "-o", one,
                           env=env), 0)
-        self.assertIn("of Tq 64-127", manifest_in(one)["schedule"]["provenance"])
+        self.assertIn("of Tq 64-127", long_schedule(manifest_in(one))["provenance"])
         asm = os.path.join(self.tmp, "asm")
         self.expect(attnc("compile", SPEC, "--backend", "halide", "--emit", "so,asm", "-o", asm,
                           env=env), 0, "2 shape buckets are tuned")

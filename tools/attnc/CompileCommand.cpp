@@ -43,6 +43,9 @@ struct CompileCommandOptions {
 KernelRequest kernelFor(const Spec& spec, const CompileCommandOptions& o, const Target& target,
                         const EmitSet& emit) {
   KernelRequest kernel{o.backend, target, parseScheduleOverrides(o.schedule), "", {}};
+  // A schedule given is compiled alone; tuned and default ones get the decode kernel beside
+  // them (decodingSchedules).
+  kernel.withDecode = kernel.schedule.empty();
   if (o.backend == "reference" || !kernel.schedule.empty() || o.noTuning)
     return kernel;
   std::optional<std::pair<int64_t, int64_t>> shape;

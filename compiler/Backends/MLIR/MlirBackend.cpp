@@ -95,6 +95,13 @@ public:
   std::string explain(const Spec& spec, const CompileOptions& options, const std::string& stage,
                       bool printIrAfterAll) const override;
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
+  // CPU targets: the decode kernel of schedules/transform/cpu-decode.mlir.
+  std::optional<std::map<std::string, int64_t>> decodeSchedule(const Spec& spec,
+                                                               const Target& target) const override {
+    if (target.isCuda() || unsupported(spec, target))
+      return std::nullopt;
+    return std::map<std::string, int64_t>{{"decode", 1}};
+  }
 };
 
 // What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and

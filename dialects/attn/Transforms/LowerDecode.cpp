@@ -7,13 +7,14 @@
 // rows) and one split of the keys; vectors run along the head dim, and every K and V row the
 // task reads from memory serves all R rows:
 //
-//   1. S[r, j] = q_r . k_j     per key group of W keys: W accumulators of W lanes along d,
-//                              reduced to one vector of W scores by a transposing add tree
+//   1. S[r, j] = q_r . k_j     register tiles of R' rows x W / R' keys (R' = min(G, 4)): W
+//                              accumulators of W lanes along d, reduced to one vector of W
+//                              scores by a transposing add tree
 //   2. S[r, :] = mask(modifiers(S[r, :])), W keys per vector (ScoreTerms, at the row's head)
 //      m'_r = max(m_r, max_j S[r, j]),  P[r, j] = exp(S[r, j] - m'_r - c)
 //      l'_r = e^(m_r - m'_r) l_r + sum_j P[r, j]                     (c: OnlineSoftmax.h)
 //   3. A[r, :] = e^(m_r - m'_r) A[r, :] + sum_j D[r, j] P[r, j] v_j  (D: dropout's factor)
-//                              register tiles of kPvRows rows x the head dim's vectors
+//                              register tiles of 2 rows (1 without GQA) x 8 vectors of d_v
 //
 // over the key blocks of the task's split of the range its mask can keep (KeyRange.h). Each
 // split writes its unnormalised (m, l, A) to a workspace, and a second phase merges the splits
@@ -33,6 +34,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <bit>
 #include <limits>
 #include <numeric>
 
@@ -42,8 +44,13 @@ namespace attnc::attn {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// Rows per register tile of PV: kPvRows x (d_v / W) accumulators.
+// Register tiles are sized by the GQA group G, not by Tq (a step of one row is the common
+// case): QK^T takes min(G, kMaxScoreRows) rows x W / rows keys (more rows would leave too few
+// keys per tile for the shuffles to pay); PV kPvRows rows (1 without GQA) x up to kPvVectors
+// vectors of d_v.
+constexpr int64_t kMaxScoreRows = 4;
 constexpr int64_t kPvRows = 2;
+constexpr int64_t kPvVectors = 8;
 // At most this many splits share one task's keys: the merge reads them all per row.
 constexpr int64_t kMaxSplits = 64;
 
@@ -85,16 +92,15 @@ FailureOr<StateOps> findState(OnlineUpdateOp update) {
   return ops;
 }
 
-// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32. With
-// `contiguous` (unit innermost stride) one vector load; else, or where the row ends before the
-// last lane (`rowLength`), element by element with the column clamped into the row.
+// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32: one
+// vector load when the chunk is `whole` (inside the row) and the buffer `contiguous` (unit
+// innermost stride), else element by element with the column clamped into the row of
+// `rowLength`.
 Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t lanes,
-              bool contiguous, int64_t rowLength) {
+              bool contiguous, bool whole, int64_t rowLength) {
   auto f32Vector = VectorType::get({lanes}, b.getF32Type());
   Type element = cast<MemRefType>(buffer.getType()).getElementType();
   SmallVector<Value> at(indices.begin(), indices.end());
-  std::optional<int64_t> first = getConstantIntValue(at.back());
-  const bool whole = first && *first + lanes <= rowLength;
   if (contiguous && whole) {
     Value row = b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at);
     return element.isF32() ? row : b.create<arith::ExtFOp>(f32Vector, row);
@@ -107,6 +113,36 @@ Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t
     result = b.create<vector::InsertOp>(loadF32(b, buffer, at), result, lane);
   }
   return result;
+}
+
+// body(i, carried) for i in [0, count), each returning the next carried values: unrolled up to
+// kUnrolledChunks iterations (the head dims of real models), an scf.for past them (so a head dim
+// of 32768 compiles in seconds).
+constexpr int64_t kUnrolledChunks = 16;
+SmallVector<Value> overChunks(
+    ImplicitLocOpBuilder& b, int64_t count, ValueRange init,
+    function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value, ValueRange)> body) {
+  SmallVector<Value> carried(init.begin(), init.end());
+  if (count <= kUnrolledChunks) {
+    for (int64_t i = 0; i < count; ++i)
+      carried = body(b, indexConstant(b, i), carried);
+    return carried;
+  }
+  auto loop = b.create<scf::ForOp>(
+      indexConstant(b, 0), indexConstant(b, count), indexConstant(b, 1), init,
+      [&](OpBuilder& nested, Location loc, Value i, ValueRange running) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        ib.create<scf::YieldOp>(body(ib, i, running));
+      });
+  return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
+}
+
+// The largest divisor of n up to `most` (at least 1).
+int64_t divisorUpTo(int64_t n, int64_t most) {
+  for (int64_t d = std::min(n, most); d > 1; --d)
+    if (n % d == 0)
+      return d;
+  return 1;
 }
 
 // The vector whose lane u is the sum of the lanes of vectors[u] (W vectors of W lanes): pairs
@@ -143,7 +179,11 @@ public:
         kvHeads(op.getKey().getType().getDimSize(1)), group(heads / kvHeads),
         dk(op.getKey().getType().getDimSize(3)), dv(op.getValue().getType().getDimSize(3)),
         dkPadded(roundUp(dk, lanes)), dvPadded(roundUp(dv, lanes)),
-        taskRows(roundUp(group * rowsPerHead, kPvRows)),
+        scoreRows(std::min<int64_t>({kMaxScoreRows, lanes,
+                                     static_cast<int64_t>(std::bit_floor(
+                                         static_cast<uint64_t>(group)))})),
+        pvRows(group == 1 ? 1 : kPvRows),
+        taskRows(roundUp(group * rowsPerHead, std::max(pvRows, scoreRows))),
         vector(VectorType::get({lanes}, rewriter.getF32Type())),
         vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
 
@@ -183,7 +223,7 @@ private:
   RewriterBase& rewriter;
   OnlineUpdateOp op;
   const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
-      dkPadded, dvPadded, taskRows;
+      dkPadded, dvPadded, scoreRows, pvRows, taskRows;
   VectorType vector, vectorI32;
 
   // Kernel-level values.
@@ -208,29 +248,61 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                 bool contiguous) {
   Value kv = contiguous ? keyView : op.getKey();
   Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
-  Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, lanes));
+  // A register tile: scoreRows rows x keysPerTile keys, W accumulators in all, so each K chunk
+  // loaded (and widened) serves scoreRows rows.
+  const int64_t keysPerTile = lanes / scoreRows;
+  Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
   forRange(b, indexConstant(b, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
-    Value firstKey = gb.create<arith::AddIOp>(
-        j0, gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, lanes)));
+    Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, keysPerTile));
+    Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
     SmallVector<Value> keys;
-    for (int64_t u = 0; u < lanes; ++u)
+    for (int64_t u = 0; u < keysPerTile; ++u)
       keys.push_back(gb.create<arith::MinUIOp>(
           gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), lastKey));
-    forRange(gb, indexConstant(gb, 0), rowCount, [&](ImplicitLocOpBuilder& rb, Value r) {
-      // acc[u] accumulates q_r * k_u along the head dim, a chunk of W elements at a time.
-      SmallVector<Value> sums(lanes, f32Splat(rb, lanes, 0));
-      for (int64_t c = 0; c < dkPadded; c += lanes) {
-        Value column = indexConstant(rb, c);
-        Value q = rb.create<vector::LoadOp>(vector, query, ValueRange{r, column});
-        for (int64_t u = 0; u < lanes; ++u) {
-          Value k = loadRow(rb, kv, {batch, kvHead, keys[u], column}, lanes, contiguous, dk);
-          sums[u] = rb.create<vector::FMAOp>(q, k, sums[u]);
-        }
-      }
-      Value s = transposeReduce(rb, sums);
-      rb.create<vector::StoreOp>(
-          s, scores, ValueRange{r, rb.create<arith::MulIOp>(keyGroup, indexConstant(rb, lanes))});
-    });
+    gb.create<scf::ForOp>(
+        indexConstant(gb, 0), rowCount, indexConstant(gb, scoreRows), std::nullopt,
+        [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
+          ImplicitLocOpBuilder rb(loc, nested);
+          SmallVector<Value> rows;
+          for (int64_t rr = 0; rr < scoreRows; ++rr)
+            rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
+          // sums[rr * keysPerTile + u] accumulates q_rr * k_u along the head dim, a chunk of W
+          // elements at a time: the whole chunks, then the one the head dim ends in (q is zero
+          // past d_k).
+          auto chunk = [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running, bool whole) {
+            Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, lanes));
+            SmallVector<Value> q;
+            for (Value row : rows)
+              q.push_back(cb.create<vector::LoadOp>(vector, query, ValueRange{row, column}));
+            SmallVector<Value> next(running.begin(), running.end());
+            for (int64_t u = 0; u < keysPerTile; ++u) {
+              Value k =
+                  loadRow(cb, kv, {batch, kvHead, keys[u], column}, lanes, contiguous, whole, dk);
+              for (int64_t rr = 0; rr < scoreRows; ++rr)
+                next[rr * keysPerTile + u] =
+                    cb.create<vector::FMAOp>(q[rr], k, running[rr * keysPerTile + u]);
+            }
+            return next;
+          };
+          SmallVector<Value> sums = overChunks(
+              rb, dk / lanes, SmallVector<Value>(lanes, f32Splat(rb, lanes, 0)),
+              [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
+                return chunk(cb, c, running, /*whole=*/true);
+              });
+          if (dk % lanes != 0)
+            sums = chunk(rb, indexConstant(rb, dk / lanes), sums, /*whole=*/false);
+          // Lanes [rr * keysPerTile, (rr + 1) * keysPerTile) hold row rr's scores.
+          Value s = transposeReduce(rb, sums);
+          for (int64_t rr = 0; rr < scoreRows; ++rr) {
+            Value part = scoreRows == 1 ? s
+                                        : rb.create<vector::ExtractStridedSliceOp>(
+                                              s, ArrayRef<int64_t>{rr * keysPerTile},
+                                              ArrayRef<int64_t>{keysPerTile},
+                                              ArrayRef<int64_t>{1});
+            rb.create<vector::StoreOp>(part, scores, ValueRange{rows[rr], firstColumn});
+          }
+          rb.create<scf::YieldOp>();
+        });
   });
 }
 
@@ -313,47 +385,61 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
 void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
                                 bool contiguous) {
   Value kv = contiguous ? valueView : op.getValue();
-  const int64_t chunks = dvPadded / lanes;
+  // Register tiles of pvRows rows x `width` vectors of columns: the whole vectors of d_v in
+  // groups of up to kPvVectors, then the vector d_v ends in.
+  auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value firstVector, int64_t width,
+                  bool whole) {
+    SmallVector<Value> rows, columns, start;
+    for (int64_t rr = 0; rr < pvRows; ++rr)
+      rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
+    for (int64_t c = 0; c < width; ++c)
+      columns.push_back(tb.create<arith::MulIOp>(
+          tb.create<arith::AddIOp>(firstVector, indexConstant(tb, c)), indexConstant(tb, lanes)));
+    for (int64_t c = 0; c < width; ++c)
+      for (int64_t rr = 0; rr < pvRows; ++rr) {
+        Value a = tb.create<vector::LoadOp>(vector, acc, ValueRange{rows[rr], columns[c]});
+        Value scale = tb.create<vector::BroadcastOp>(
+            vector, tb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
+        start.push_back(tb.create<arith::MulFOp>(a, scale));
+      }
+    auto loop = tb.create<scf::ForOp>(
+        indexConstant(tb, 0), count, indexConstant(tb, 1), start,
+        [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
+          ImplicitLocOpBuilder jb(l2, n2);
+          Value key = jb.create<arith::AddIOp>(j0, j);
+          SmallVector<Value> p;
+          for (int64_t rr = 0; rr < pvRows; ++rr)
+            p.push_back(jb.create<vector::BroadcastOp>(
+                vector, jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j})));
+          SmallVector<Value> next(running.begin(), running.end());
+          for (int64_t c = 0; c < width; ++c) {
+            Value v = loadRow(jb, kv, {batch, kvHead, key, columns[c]}, lanes, contiguous, whole, dv);
+            for (int64_t rr = 0; rr < pvRows; ++rr)
+              next[c * pvRows + rr] = jb.create<vector::FMAOp>(p[rr], v, running[c * pvRows + rr]);
+          }
+          jb.create<scf::YieldOp>(next);
+        });
+    for (int64_t c = 0; c < width; ++c)
+      for (int64_t rr = 0; rr < pvRows; ++rr)
+        tb.create<vector::StoreOp>(loop.getResult(c * pvRows + rr), acc,
+                                   ValueRange{rows[rr], columns[c]});
+  };
+  const int64_t wholeVectors = dv / lanes, width = divisorUpTo(wholeVectors, kPvVectors);
   // Whole register tiles of rows: a tile's rows past the task's compute on whatever their
   // scores hold and are never stored.
   b.create<scf::ForOp>(
-      indexConstant(b, 0), rowCount, indexConstant(b, kPvRows), std::nullopt,
+      indexConstant(b, 0), rowCount, indexConstant(b, pvRows), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
         ImplicitLocOpBuilder rb(loc, nested);
-        SmallVector<Value> rows, start;
-        for (int64_t rr = 0; rr < kPvRows; ++rr)
-          rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
-        for (int64_t c = 0; c < chunks; ++c)
-          for (int64_t rr = 0; rr < kPvRows; ++rr) {
-            Value a = rb.create<vector::LoadOp>(vector, acc,
-                                                ValueRange{rows[rr], indexConstant(rb, c * lanes)});
-            Value scale = rb.create<vector::BroadcastOp>(
-                vector, rb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
-            start.push_back(rb.create<arith::MulFOp>(a, scale));
-          }
-        auto loop = rb.create<scf::ForOp>(
-            indexConstant(rb, 0), count, indexConstant(rb, 1), start,
-            [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
-              ImplicitLocOpBuilder jb(l2, n2);
-              Value key = jb.create<arith::AddIOp>(j0, j);
-              SmallVector<Value> p;
-              for (int64_t rr = 0; rr < kPvRows; ++rr)
-                p.push_back(jb.create<vector::BroadcastOp>(
-                    vector, jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j})));
-              SmallVector<Value> next(running.begin(), running.end());
-              for (int64_t c = 0; c < chunks; ++c) {
-                Value v = loadRow(jb, kv, {batch, kvHead, key, indexConstant(jb, c * lanes)},
-                                  lanes, contiguous, dv);
-                for (int64_t rr = 0; rr < kPvRows; ++rr)
-                  next[c * kPvRows + rr] =
-                      jb.create<vector::FMAOp>(p[rr], v, running[c * kPvRows + rr]);
-              }
-              jb.create<scf::YieldOp>(next);
-            });
-        for (int64_t c = 0; c < chunks; ++c)
-          for (int64_t rr = 0; rr < kPvRows; ++rr)
-            rb.create<vector::StoreOp>(loop.getResult(c * kPvRows + rr), acc,
-                                       ValueRange{rows[rr], indexConstant(rb, c * lanes)});
+        if (wholeVectors > 0)
+          overChunks(rb, wholeVectors / width, {},
+                     [&](ImplicitLocOpBuilder& gb, Value group, ValueRange) {
+                       tile(gb, r0, gb.create<arith::MulIOp>(group, indexConstant(gb, width)),
+                            width, /*whole=*/true);
+                       return SmallVector<Value>{};
+                     });
+        if (dv % lanes != 0)
+          tile(rb, r0, indexConstant(rb, wholeVectors), 1, /*whole=*/false);
         rb.create<scf::YieldOp>();
       });
 }
@@ -403,17 +489,24 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
   forRange(b, indexConstant(b, 0), indexConstant(b, taskRows),
            [&](ImplicitLocOpBuilder& rb, Value r) {
              auto [head, i] = rowAt(rb, r);
-             for (int64_t c = 0; c < dkPadded; ++c) {
-               Value value = c < dk ? rb.create<arith::MulFOp>(
-                                          loadF32(rb, op.getQuery(),
-                                                  {batch, head, i, indexConstant(rb, c)}),
-                                          f32Constant(rb, scale))
-                                    : f32Constant(rb, 0);
-               rb.create<memref::StoreOp>(value, query, ValueRange{r, indexConstant(rb, c)});
-             }
-             for (int64_t c = 0; c < dvPadded; c += lanes)
-               rb.create<vector::StoreOp>(f32Splat(rb, lanes, 0), acc,
-                                          ValueRange{r, indexConstant(rb, c)});
+             forRange(rb, indexConstant(rb, 0), indexConstant(rb, dkPadded),
+                      [&](ImplicitLocOpBuilder& cb, Value c) {
+                        Value inside = cb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, c,
+                                                                indexConstant(cb, dk));
+                        Value element = loadF32(
+                            cb, op.getQuery(),
+                            {batch, head, i, cb.create<arith::MinUIOp>(c, indexConstant(cb, dk - 1))});
+                        Value value = cb.create<arith::SelectOp>(
+                            inside, cb.create<arith::MulFOp>(element, f32Constant(cb, scale)),
+                            f32Constant(cb, 0));
+                        cb.create<memref::StoreOp>(value, query, ValueRange{r, c});
+                      });
+             forRange(rb, indexConstant(rb, 0), indexConstant(rb, dvPadded / lanes),
+                      [&](ImplicitLocOpBuilder& cb, Value c) {
+                        cb.create<vector::StoreOp>(
+                            f32Splat(cb, lanes, 0), acc,
+                            ValueRange{r, cb.create<arith::MulIOp>(c, indexConstant(cb, lanes))});
+                      });
              rb.create<memref::StoreOp>(f32Constant(rb, -kInf), rowMax, ValueRange{r});
              rb.create<memref::StoreOp>(f32Constant(rb, 0), rowSum, ValueRange{r});
              rb.create<memref::StoreOp>(f32Constant(rb, 0), alpha, ValueRange{r});
@@ -449,11 +542,13 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
                                ValueRange{split, row});
     rb.create<memref::StoreOp>(rb.create<memref::LoadOp>(rowSum, ValueRange{r}), workSum,
                                ValueRange{split, row});
-    for (int64_t c = 0; c < dvPadded; c += lanes) {
-      Value column = indexConstant(rb, c);
-      rb.create<vector::StoreOp>(rb.create<vector::LoadOp>(vector, acc, ValueRange{r, column}),
-                                 workAcc, ValueRange{split, row, column});
-    }
+    forRange(rb, indexConstant(rb, 0), indexConstant(rb, dvPadded / lanes),
+             [&](ImplicitLocOpBuilder& cb, Value c) {
+               Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, lanes));
+               cb.create<vector::StoreOp>(
+                   cb.create<vector::LoadOp>(vector, acc, ValueRange{r, column}), workAcc,
+                   ValueRange{split, row, column});
+             });
   });
   rewriter.eraseOp(taskOp);
 }
@@ -502,20 +597,25 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
     Value none = ib.create<arith::CmpFOp>(P::OEQ, total, f32Constant(ib, 0));
     Value inverse = ib.create<arith::SelectOp>(
         none, f32Constant(ib, 0), ib.create<arith::DivFOp>(f32Constant(ib, 1), total));
-    for (int64_t c0 = 0; c0 < dvPadded; c0 += lanes) {
-      Value column = indexConstant(ib, c0);
-      Value o = overSplits(ib, {f32Splat(ib, lanes, 0)},
+    // o = sum_s w_s A_s / L, a vector of columns at a time, stored element by element (o has
+    // any strides) up to d_v.
+    forRange(ib, zero, indexConstant(ib, dvPadded / lanes), [&](ImplicitLocOpBuilder& cb, Value c) {
+      Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, lanes));
+      Value o = overSplits(cb, {f32Splat(cb, lanes, 0)},
                            [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
                              Value w = sb.create<vector::BroadcastOp>(vector, weightOf(sb, s));
                              Value a = sb.create<vector::LoadOp>(vector, workAcc,
                                                                  ValueRange{s, row, column});
                              return SmallVector<Value>{sb.create<vector::FMAOp>(w, a, run[0])};
                            })[0];
-      o = ib.create<arith::MulFOp>(o, ib.create<vector::BroadcastOp>(vector, inverse));
-      for (int64_t lane = 0; lane < lanes && c0 + lane < dv; ++lane)
-        storeF32(ib, ib.create<vector::ExtractOp>(o, lane), output,
-                 {batchIndex, head, i, indexConstant(ib, c0 + lane)});
-    }
+      o = cb.create<arith::MulFOp>(o, cb.create<vector::BroadcastOp>(vector, inverse));
+      Value lanesHere = cb.create<arith::MinUIOp>(
+          indexConstant(cb, lanes), cb.create<arith::SubIOp>(indexConstant(cb, dv), column));
+      forRange(cb, zero, lanesHere, [&](ImplicitLocOpBuilder& lb, Value lane) {
+        storeF32(lb, lb.create<vector::ExtractOp>(o, OpFoldResult(lane)), output,
+                 {batchIndex, head, i, lb.create<arith::AddIOp>(column, lane)});
+      });
+    });
     if (lse) {
       // lse = M + c + log L (-inf for a row with no key kept).
       Value value = ib.create<arith::AddFOp>(ib.create<arith::AddFOp>(maxAll, f32Constant(ib, shift)),

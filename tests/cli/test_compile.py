@@ -70,6 +70,29 @@ class CompileCommand(CliTestCase):
                     "cross target")
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "arm2")))
 
+    @needs_backends("mlir")
+    def test_mlir_bundles_run_their_decode_kernel_for_short_queries(self):
+        # The bundle holds the prefill kernel (Tq > 16) and the decode kernel (Tq <= 16, taken
+        # only there); a --schedule compiles what it names alone.
+        out = os.path.join(self.tmp, "both")
+        spec = "heads=4 kv_heads=2 d_k=32 mask=causal lse=true"
+        bundle = self.expect(attnc("compile", spec, "--backend", "mlir", "-o", out), 0).stdout.strip()
+        self.assertTrue(bundle.endswith("_mlir.so"), bundle)
+        with open(bundle[:-3] + ".json") as f:
+            buckets = json.load(f)["schedule"]["shape_dispatch"]
+        self.assertEqual([(b["seq_q"], b["only_inside"], b["schedule"]["params"]["decode"])
+                          for b in buckets], [([17, 2 ** 63 - 1], False, 0), ([1, 16], True, 1)])
+        trace = {"ATTNC_TRACE_DISPATCH": "1"}
+        for tq, tk, kernel in ((1, 300, 1), (16, 5, 1), (17, 300, 0), (40, 3, 0)):
+            r = self.expect(attnc("verify", bundle, "--batch", "2", "--seq-q", str(tq),
+                                  "--seq-k", str(tk), env=trace), 0, "PASS")
+            self.assertIn("Tq=%d Tk=%d runs kernel %d of 2" % (tq, tk, kernel), r.stderr)
+        alone = os.path.join(self.tmp, "alone")
+        bundle = self.expect(attnc("compile", spec, "--backend", "mlir", "--schedule", "decode=1",
+                                   "-o", alone), 0).stdout.strip()
+        with open(bundle[:-3] + ".json") as f:
+            self.assertEqual(json.load(f)["schedule"]["params"]["decode"], 1)
+
     @needs_backends("halide")
     def test_halide_blocks_kept_whole_skip_the_elementwise_mask(self):
         # Causal: the mask is an update of `masked` over the block's keys, under a test of the

@@ -95,12 +95,14 @@ public:
   std::string explain(const Spec& spec, const CompileOptions& options, const std::string& stage,
                       bool printIrAfterAll) const override;
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
-  // CPU targets: the decode kernel of schedules/transform/cpu-decode.mlir.
+  // CPU targets: the decode kernel of schedules/transform/cpu-decode.mlir, with key blocks of
+  // 256 and splits of 2048 keys (H 32/8 and 8, d 128, f16, Tk 16384 on the 2-core EPYC: 1.1-1.3x
+  // as fast as blocks of 128 and splits of 512; docs/benchmarks.md, "Decode").
   std::optional<std::map<std::string, int64_t>> decodeSchedule(const Spec& spec,
                                                                const Target& target) const override {
     if (target.isCuda() || unsupported(spec, target))
       return std::nullopt;
-    return std::map<std::string, int64_t>{{"decode", 1}};
+    return std::map<std::string, int64_t>{{"decode", 1}, {"key_block", 256}, {"split_keys", 2048}};
   }
 };
 

@@ -19,7 +19,8 @@
 // over the key blocks of the task's split of the range its mask can keep (KeyRange.h). Each
 // split writes its unnormalised (m, l, A) to a workspace, and a second phase merges the splits
 // of each row: M = max_s m_s, w_s = e^(m_s - M), L = sum_s w_s l_s, o = sum_s w_s A_s / L,
-// lse = M + c + log L. The split count is ceil(Tk / split_keys), at most kMaxSplits.
+// lse = M + c + log L. The split count is ceil(Tk / split_keys), raised to make kMinTasks
+// tasks, at most kMaxSplits and the key blocks of Tk.
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
@@ -53,6 +54,9 @@ constexpr int64_t kPvRows = 2;
 constexpr int64_t kPvVectors = 8;
 // At most this many splits share one task's keys: the merge reads them all per row.
 constexpr int64_t kMaxSplits = 64;
+// Splits are raised until the tasks are at least this many, so a batch of one sequence with
+// few KV heads keeps every core of a server busy.
+constexpr int64_t kMinTasks = 32;
 
 int64_t roundUp(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
@@ -649,10 +653,18 @@ LogicalResult DecodeLowering::emit() {
   seqK = sizes[3];
   Value one = indexConstant(b, 1);
   queryTiles = b.create<arith::CeilDivUIOp>(seqQ, indexConstant(b, rowsPerHead));
-  splits = b.create<arith::MaxUIOp>(
-      one, b.create<arith::MinUIOp>(
-               b.create<arith::CeilDivUIOp>(seqK, indexConstant(b, splitKeys)),
-               indexConstant(b, kMaxSplits)));
+  // splits = ceil(Tk / split_keys), raised to make kMinTasks tasks when the batch and heads are
+  // few, within [1, min(kMaxSplits, key blocks of Tk)].
+  Value tasksUnsplit = b.create<arith::MulIOp>(
+      b.create<arith::MulIOp>(batches, indexConstant(b, kvHeads)), queryTiles);
+  Value wanted = b.create<arith::MaxUIOp>(
+      b.create<arith::CeilDivUIOp>(seqK, indexConstant(b, splitKeys)),
+      b.create<arith::CeilDivUIOp>(indexConstant(b, kMinTasks),
+                                   b.create<arith::MaxUIOp>(tasksUnsplit, one)));
+  Value most = b.create<arith::MinUIOp>(
+      indexConstant(b, kMaxSplits),
+      b.create<arith::CeilDivUIOp>(seqK, indexConstant(b, keyBlock)));
+  splits = b.create<arith::MaxUIOp>(one, b.create<arith::MinUIOp>(wanted, most));
   Value workRows = b.create<arith::MulIOp>(
       b.create<arith::MulIOp>(batches, indexConstant(b, heads)), seqQ);
   auto f32 = b.getF32Type();

@@ -62,40 +62,6 @@ int64_t roundUp(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-// The ops around the whole-domain update: its state's allocations, init, finalize, deallocs.
-struct StateOps {
-  SmallVector<Operation*> allocs, deallocs;
-  OnlineInitOp init;
-  OnlineFinalizeOp finalize;
-};
-
-FailureOr<StateOps> findState(OnlineUpdateOp update) {
-  StateOps ops;
-  for (Value state : {update.getAcc(), update.getMax(), update.getSum()}) {
-    auto alloc = state.getDefiningOp<memref::AllocOp>();
-    if (!alloc)
-      return update.emitOpError() << "lower_decode needs state buffers made by memref.alloc";
-    ops.allocs.push_back(alloc);
-    for (Operation* user : alloc->getUsers()) {
-      if (auto init = dyn_cast<OnlineInitOp>(user))
-        ops.init = init;
-      else if (auto finalize = dyn_cast<OnlineFinalizeOp>(user))
-        ops.finalize = finalize;
-      else if (isa<memref::DeallocOp>(user))
-        ops.deallocs.push_back(user);
-      else if (user != update.getOperation())
-        return update.emitOpError() << "lower_decode: the state is also used by "
-                                    << user->getName();
-    }
-  }
-  if (!ops.init || !ops.finalize)
-    return update.emitOpError() << "lower_decode needs the state's online_init and finalize";
-  for (Value offset : update.getOffsets())
-    if (getConstantIntValue(offset) != 0)
-      return update.emitOpError() << "lower_decode needs the whole attention (before tiling)";
-  return ops;
-}
-
 // `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32: one
 // vector load when the chunk is `whole` (inside the row) and the buffer `contiguous` (unit
 // innermost stride), else element by element with the column clamped into the row of
@@ -335,22 +301,29 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
       return KeyLanes{first, inBlock, key};
     };
     Value countI32 = rb.create<vector::BroadcastOp>(vectorI32, i32(rb, count));
+    // body(kb, keys, s, running) over the block's key groups, s the group's scores of row r;
+    // the value it returns is carried to the next group, and out of the last.
+    auto overKeyGroups = [&](Value init, auto body) {
+      auto loop = rb.create<scf::ForOp>(
+          indexConstant(rb, 0), groups, indexConstant(rb, 1), ValueRange{init},
+          [&](OpBuilder& nested, Location loc, Value keyGroup, ValueRange running) {
+            ImplicitLocOpBuilder kb(loc, nested);
+            const KeyLanes keys = keysOf(kb, keyGroup);
+            Value s = kb.create<vector::LoadOp>(vector, scores, ValueRange{r, keys.first});
+            kb.create<scf::YieldOp>(ValueRange{body(kb, keys, s, running[0])});
+          });
+      return loop.getResult(0);
+    };
     // The terms, -inf past the block's keys, and the block's row max.
-    auto masked = rb.create<scf::ForOp>(
-        indexConstant(rb, 0), groups, indexConstant(rb, 1), ValueRange{negInf},
-        [&](OpBuilder& nested, Location loc, Value keyGroup, ValueRange running) {
-          ImplicitLocOpBuilder kb(loc, nested);
-          const KeyLanes keys = keysOf(kb, keyGroup);
-          Value s = kb.create<vector::LoadOp>(vector, scores, ValueRange{r, keys.first});
-          s = terms.apply(kb, s, position, keys.key, ScoreTerms::MaskMod::Evaluate);
-          Value inside =
-              kb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys.inBlock, countI32);
-          s = kb.create<arith::SelectOp>(inside, s, negInf);
-          kb.create<vector::StoreOp>(s, scores, ValueRange{r, keys.first});
-          kb.create<scf::YieldOp>(ValueRange{kb.create<arith::MaximumFOp>(running[0], s)});
-        });
-    Value blockMax =
-        rb.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, masked.getResult(0));
+    Value maxima = overKeyGroups(negInf, [&](ImplicitLocOpBuilder& kb, const KeyLanes& keys,
+                                             Value s, Value running) -> Value {
+      s = terms.apply(kb, s, position, keys.key, ScoreTerms::MaskMod::Evaluate);
+      Value inside = kb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys.inBlock, countI32);
+      s = kb.create<arith::SelectOp>(inside, s, negInf);
+      kb.create<vector::StoreOp>(s, scores, ValueRange{r, keys.first});
+      return kb.create<arith::MaximumFOp>(running, s);
+    });
+    Value blockMax = rb.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, maxima);
     Value oldMax = rb.create<memref::LoadOp>(rowMax, ValueRange{r});
     Value newMax = rb.create<arith::MaximumFOp>(oldMax, blockMax);
     using P = arith::CmpFPredicate;
@@ -362,22 +335,17 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
     Value shifted = rb.create<vector::BroadcastOp>(
         vector, rb.create<arith::AddFOp>(safeMax, f32Constant(rb, shift)));
     // P = exp(S - m' - c), 0 where masked; dropout's factor weights P for PV only.
-    auto summed = rb.create<scf::ForOp>(
-        indexConstant(rb, 0), groups, indexConstant(rb, 1), ValueRange{zeros},
-        [&](OpBuilder& nested, Location loc, Value keyGroup, ValueRange running) {
-          ImplicitLocOpBuilder kb(loc, nested);
-          const KeyLanes keys = keysOf(kb, keyGroup);
-          Value s = kb.create<vector::LoadOp>(vector, scores, ValueRange{r, keys.first});
-          Value isMasked = kb.create<arith::CmpFOp>(P::OEQ, s, negInf);
-          Value p = kb.create<math::ExpOp>(kb.create<arith::SubFOp>(s, shifted));
-          p = kb.create<arith::SelectOp>(isMasked, zeros, p);
-          Value sum = kb.create<arith::AddFOp>(running[0], p);
-          p = terms.dropout(kb, p, position, keys.key);
-          kb.create<vector::StoreOp>(p, scores, ValueRange{r, keys.first});
-          kb.create<scf::YieldOp>(ValueRange{sum});
-        });
-    Value blockSum =
-        rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, summed.getResult(0));
+    Value sums = overKeyGroups(zeros, [&](ImplicitLocOpBuilder& kb, const KeyLanes& keys,
+                                          Value s, Value running) -> Value {
+      Value isMasked = kb.create<arith::CmpFOp>(P::OEQ, s, negInf);
+      Value p = kb.create<math::ExpOp>(kb.create<arith::SubFOp>(s, shifted));
+      p = kb.create<arith::SelectOp>(isMasked, zeros, p);
+      Value sum = kb.create<arith::AddFOp>(running, p);
+      p = terms.dropout(kb, p, position, keys.key);
+      kb.create<vector::StoreOp>(p, scores, ValueRange{r, keys.first});
+      return sum;
+    });
+    Value blockSum = rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, sums);
     Value oldSum = rb.create<memref::LoadOp>(rowSum, ValueRange{r});
     rb.create<memref::StoreOp>(newMax, rowMax, ValueRange{r});
     rb.create<memref::StoreOp>(rb.create<math::FmaOp>(rescale, oldSum, blockSum), rowSum,
@@ -637,7 +605,10 @@ LogicalResult DecodeLowering::emit() {
     return op.emitOpError() << "lower_decode: key_block, rows and split_keys must be positive";
   if (op.hasPackedQuery() || ShapedType::isDynamic(kvHeads) || heads % kvHeads != 0)
     return op.emitOpError() << "lower_decode needs the whole query and static KV heads";
-  FailureOr<StateOps> state = findState(op);
+  for (Value offset : op.getOffsets())
+    if (getConstantIntValue(offset) != 0)
+      return op.emitOpError() << "lower_decode needs the whole attention (before tiling)";
+  FailureOr<StateOps> state = findStateOps(op, "lower_decode");
   if (failed(state))
     return failure();
 
@@ -726,7 +697,7 @@ LogicalResult DecodeLowering::emit() {
   rewriter.eraseOp(state->finalize);
   rewriter.eraseOp(op);
   rewriter.eraseOp(state->init);
-  for (Operation* alloc : state->allocs)
+  for (memref::AllocOp alloc : state->allocs)
     rewriter.eraseOp(alloc);
   return success();
 }

@@ -9,48 +9,6 @@
 using namespace mlir;
 
 namespace attnc::attn {
-namespace {
-
-// The ops around an update's state: the allocations, their init, finalize and deallocations.
-struct StateOps {
-  SmallVector<memref::AllocOp> allocs;
-  OnlineInitOp init;
-  OnlineFinalizeOp finalize;
-  SmallVector<Operation*> deallocs;
-};
-
-FailureOr<StateOps> findStateOps(OnlineUpdateOp update) {
-  StateOps ops;
-  for (Value state : {update.getAcc(), update.getMax(), update.getSum()}) {
-    auto alloc = state.getDefiningOp<memref::AllocOp>();
-    if (!alloc)
-      return update.emitOpError() << "tile_queries needs state buffers made by memref.alloc";
-    ops.allocs.push_back(alloc);
-    for (Operation* user : alloc->getUsers()) {
-      if (auto init = dyn_cast<OnlineInitOp>(user))
-        ops.init = init;
-      else if (auto finalize = dyn_cast<OnlineFinalizeOp>(user))
-        ops.finalize = finalize;
-      else if (isa<memref::DeallocOp>(user))
-        ops.deallocs.push_back(user);
-      else if (user != update.getOperation())
-        return update.emitOpError()
-               << "tile_queries: the state is also used by " << user->getName();
-    }
-  }
-  if (!ops.init || !ops.finalize || ops.init->getBlock() != update->getBlock() ||
-      ops.finalize->getBlock() != update->getBlock())
-    return update.emitOpError()
-           << "tile_queries needs the state's online_init and online_finalize beside the update";
-  for (unsigned d = 0; d < 3; ++d)
-    if (ops.finalize.getOffsets()[d] != update.getOffsets()[d] ||
-        ops.finalize.getSizes()[d] != update.getSizes()[d])
-      return update.emitOpError() << "tile_queries: online_finalize covers another domain";
-  return ops;
-}
-
-} // namespace
-
 Block* taskStackBlock(Operation* op) {
   if (auto forall = op->getParentOfType<scf::ForallOp>())
     return forall.getBody();
@@ -79,10 +37,40 @@ QueryTiles forEachQueryTile(ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_
   return {forall, batch, head, row, count};
 }
 
+FailureOr<StateOps> findStateOps(OnlineUpdateOp update, StringRef step) {
+  StateOps ops;
+  for (Value state : {update.getAcc(), update.getMax(), update.getSum()}) {
+    auto alloc = state.getDefiningOp<memref::AllocOp>();
+    if (!alloc)
+      return update.emitOpError() << step << " needs state buffers made by memref.alloc";
+    ops.allocs.push_back(alloc);
+    for (Operation* user : alloc->getUsers()) {
+      if (auto init = dyn_cast<OnlineInitOp>(user))
+        ops.init = init;
+      else if (auto finalize = dyn_cast<OnlineFinalizeOp>(user))
+        ops.finalize = finalize;
+      else if (isa<memref::DeallocOp>(user))
+        ops.deallocs.push_back(user);
+      else if (user != update.getOperation())
+        return update.emitOpError() << step << ": the state is also used by " << user->getName();
+    }
+  }
+  if (!ops.init || !ops.finalize || ops.init->getBlock() != update->getBlock() ||
+      ops.finalize->getBlock() != update->getBlock())
+    return update.emitOpError() << step
+                                << " needs the state's online_init and online_finalize beside the "
+                                   "update";
+  for (unsigned d = 0; d < 3; ++d)
+    if (ops.finalize.getOffsets()[d] != update.getOffsets()[d] ||
+        ops.finalize.getSizes()[d] != update.getSizes()[d])
+      return update.emitOpError() << step << ": online_finalize covers another domain";
+  return ops;
+}
+
 FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
   if (rows <= 0)
     return update.emitOpError() << "tile_queries: the tile must have at least one row";
-  FailureOr<StateOps> state = findStateOps(update);
+  FailureOr<StateOps> state = findStateOps(update, "tile_queries");
   if (failed(state))
     return failure();
   const int64_t dv = update.getValue().getType().getDimSize(3);

@@ -9,6 +9,7 @@
 #define ATTNC_DIALECTS_ATTN_TRANSFORMS_TRANSFORMS_H
 
 #include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
@@ -18,6 +19,19 @@ namespace attnc::attn {
 // Where the stack buffers of the task running `op` go: the start of the enclosing scf.forall's
 // body (one buffer per task), else of the enclosing function's entry block.
 mlir::Block* taskStackBlock(mlir::Operation* op);
+
+// The ops around a whole-domain update's state (attn-to-online's form): the allocations, their
+// online_init and online_finalize beside the update, over its domain, and the deallocations.
+struct StateOps {
+  llvm::SmallVector<mlir::memref::AllocOp> allocs;
+  OnlineInitOp init;
+  OnlineFinalizeOp finalize;
+  llvm::SmallVector<mlir::Operation*> deallocs;
+};
+
+// The update's StateOps, or an error on the update naming `step` (the rewrite that needs them)
+// and what is missing.
+mlir::FailureOr<StateOps> findStateOps(OnlineUpdateOp update, llvm::StringRef step);
 
 struct QueryTiles {
   mlir::scf::ForallOp loop;              // one iteration per (batch, head, query tile)

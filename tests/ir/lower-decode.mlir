@@ -1,0 +1,59 @@
+// RUN: attn-opt %s -transform-interpreter -cse | FileCheck %s
+// transform.attn.lower_decode: the whole attention (attn-to-online's form) becomes a workspace of
+// partial states per split, a phase of tasks (batch, KV head, rows of the group's heads, split)
+// reading K and V by vector loads when their head dim is dense (else element by element), with
+// QK^T reduced by shuffles, and a phase merging the splits into o; no online op is left.
+
+// CHECK-LABEL: func.func @decode
+// CHECK-NOT: attn.online
+// CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?x32xf32>
+// CHECK: %[[MAX:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// CHECK: %[[SUM:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x?xf32>
+// CHECK: memref.extract_strided_metadata %arg1
+// CHECK: memref.reinterpret_cast {{.*}} to memref<?x2x?x32xf16, strided<[?, ?, ?, 1], offset: ?>>
+// CHECK: scf.forall
+// CHECK:   scf.if
+// CHECK:     vector.load {{.*}} : memref<?x2x?x32xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf16>
+// CHECK:     vector.shuffle
+// CHECK:   } else {
+// CHECK:     memref.load %arg1
+// CHECK:   vector.store {{.*}}, %[[ACC]]
+// CHECK: scf.forall
+// CHECK:   memref.load %[[MAX]]
+// CHECK:   memref.store {{.*}}, %arg3
+// CHECK: memref.dealloc %[[ACC]]
+// CHECK-NOT: attn.online
+// CHECK: return
+func.func @decode(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf16>, %v: memref<?x2x?x32xf16>,
+                  %o: memref<?x4x?x32xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x32xf16>
+  %acc = memref.alloc(%b, %tq) : memref<?x4x32x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x?x32xf16>, memref<?x2x?x32xf16>,
+        memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x32xf16>
+  memref.dealloc %acc : memref<?x4x32x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %update = transform.structured.match ops{["attn.online_update"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_decode %update vector_width = 16 key_block = 64 rows = 2
+        split_keys = 256 : !transform.any_op
+    transform.yield
+  }
+}

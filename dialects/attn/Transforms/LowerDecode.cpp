@@ -326,18 +326,14 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
     Value blockMax = rb.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, maxima);
     Value oldMax = rb.create<memref::LoadOp>(rowMax, ValueRange{r});
     Value newMax = rb.create<arith::MaximumFOp>(oldMax, blockMax);
-    using P = arith::CmpFPredicate;
-    Value empty = rb.create<arith::CmpFOp>(P::OEQ, newMax, f32Constant(rb, -kInf));
-    Value safeMax = rb.create<arith::SelectOp>(empty, f32Constant(rb, 0), newMax);
-    Value wasEmpty = rb.create<arith::CmpFOp>(P::OEQ, oldMax, f32Constant(rb, -kInf));
-    Value rescale = rb.create<arith::SelectOp>(
-        wasEmpty, f32Constant(rb, 0), rb.create<math::ExpOp>(rb.create<arith::SubFOp>(oldMax, safeMax)));
+    Value safeMax = finiteMax(rb, newMax);
+    Value rescale = rescaleFactor(rb, oldMax, safeMax);
     Value shifted = rb.create<vector::BroadcastOp>(
         vector, rb.create<arith::AddFOp>(safeMax, f32Constant(rb, shift)));
     // P = exp(S - m' - c), 0 where masked; dropout's factor weights P for PV only.
     Value sums = overKeyGroups(zeros, [&](ImplicitLocOpBuilder& kb, const KeyLanes& keys,
                                           Value s, Value running) -> Value {
-      Value isMasked = kb.create<arith::CmpFOp>(P::OEQ, s, negInf);
+      Value isMasked = kb.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, negInf);
       Value p = kb.create<math::ExpOp>(kb.create<arith::SubFOp>(s, shifted));
       p = kb.create<arith::SelectOp>(isMasked, zeros, p);
       Value sum = kb.create<arith::AddFOp>(running, p);
@@ -529,8 +525,6 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
   Value batchIndex = b.create<arith::DivUIOp>(task, indexConstant(b, heads));
   Value head = b.create<arith::RemUIOp>(task, indexConstant(b, heads));
   Value output = finalize.getOutput(), lse = finalize.getLse();
-  const float shift = static_cast<float>(attnc::softmax::kProbabilityShift);
-  using P = arith::CmpFPredicate;
   Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
   forRange(b, zero, seqQ, [&](ImplicitLocOpBuilder& ib, Value i) {
     Value row = workspaceRow(ib, batchIndex, head, i);
@@ -551,14 +545,10 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
                                 Value m = sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
                                 return SmallVector<Value>{sb.create<arith::MaximumFOp>(run[0], m)};
                               })[0];
-    Value empty = ib.create<arith::CmpFOp>(P::OEQ, maxAll, f32Constant(ib, -kInf));
-    Value safeMax = ib.create<arith::SelectOp>(empty, f32Constant(ib, 0), maxAll);
+    Value safeMax = finiteMax(ib, maxAll);
     // w_s = exp(m_s - M), 0 for a split that kept nothing; L = sum_s w_s l_s; O = sum_s w_s A_s.
     auto weightOf = [&](ImplicitLocOpBuilder& sb, Value s) {
-      Value m = sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
-      Value none = sb.create<arith::CmpFOp>(P::OEQ, m, f32Constant(sb, -kInf));
-      return sb.create<arith::SelectOp>(none, f32Constant(sb, 0),
-                                        sb.create<math::ExpOp>(sb.create<arith::SubFOp>(m, safeMax)));
+      return rescaleFactor(sb, sb.create<memref::LoadOp>(workMax, ValueRange{s, row}), safeMax);
     };
     Value total = overSplits(ib, {f32Constant(ib, 0)},
                              [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
@@ -566,9 +556,7 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
                                return SmallVector<Value>{
                                    sb.create<math::FmaOp>(weightOf(sb, s), l, run[0])};
                              })[0];
-    Value none = ib.create<arith::CmpFOp>(P::OEQ, total, f32Constant(ib, 0));
-    Value inverse = ib.create<arith::SelectOp>(
-        none, f32Constant(ib, 0), ib.create<arith::DivFOp>(f32Constant(ib, 1), total));
+    Value inverse = inverseSum(ib, total);
     // o = sum_s w_s A_s / L, a vector of columns at a time, stored element by element (o has
     // any strides) up to d_v.
     forRange(ib, zero, indexConstant(ib, dvPadded / lanes), [&](ImplicitLocOpBuilder& cb, Value c) {
@@ -588,13 +576,9 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
                  {batchIndex, head, i, lb.create<arith::AddIOp>(column, lane)});
       });
     });
-    if (lse) {
-      // lse = M + c + log L (-inf for a row with no key kept).
-      Value value = ib.create<arith::AddFOp>(ib.create<arith::AddFOp>(maxAll, f32Constant(ib, shift)),
-                                             ib.create<math::LogOp>(total));
-      value = ib.create<arith::SelectOp>(none, f32Constant(ib, -kInf), value);
-      ib.create<memref::StoreOp>(value, lse, ValueRange{batchIndex, head, i});
-    }
+    if (lse)
+      ib.create<memref::StoreOp>(finishedLse(ib, maxAll, total), lse,
+                                 ValueRange{batchIndex, head, i});
   });
 }
 

@@ -4,10 +4,8 @@
 // update, so they lower to plain scalar loops that work for any domain.
 //
 //===---------------------------------------------------------------------------===//
-#include "Semantics/OnlineSoftmax.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <limits>
@@ -80,21 +78,14 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
         Value head = ib.create<arith::AddIOp>(offsets[1], nh);
         Value row = ib.create<arith::AddIOp>(offsets[2], r);
         Value sum = ib.create<memref::LoadOp>(op.getSum(), ValueRange{nb, nh, r});
-        Value empty = ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sum, f32Constant(ib, 0));
-        Value inverse = ib.create<arith::SelectOp>(
-            empty, f32Constant(ib, 0), ib.create<arith::DivFOp>(f32Constant(ib, 1), sum));
+        Value inverse = inverseSum(ib, sum);
         forRange(ib, zero, dv, [&](ImplicitLocOpBuilder& ic, Value c) {
           Value a = ic.create<memref::LoadOp>(op.getAcc(), ValueRange{nb, nh, c, r});
           storeF32(ic, ic.create<arith::MulFOp>(a, inverse), op.getOutput(), {batch, head, row, c});
         });
         if (Value lse = op.getLse()) {
-          // lse = m + c + log l: l sums probabilities scaled by e^-c (Semantics/OnlineSoftmax.h).
           Value max = ib.create<memref::LoadOp>(op.getMax(), ValueRange{nb, nh, r});
-          Value shift = f32Constant(ib, static_cast<float>(attnc::softmax::kProbabilityShift));
-          Value value = ib.create<arith::AddFOp>(ib.create<arith::AddFOp>(max, shift),
-                                                 ib.create<math::LogOp>(sum));
-          value = ib.create<arith::SelectOp>(empty, f32Constant(ib, -kInf), value);
-          ib.create<memref::StoreOp>(value, lse, ValueRange{batch, head, row});
+          ib.create<memref::StoreOp>(finishedLse(ib, max, sum), lse, ValueRange{batch, head, row});
         }
       });
     });

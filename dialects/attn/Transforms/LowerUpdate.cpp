@@ -374,15 +374,10 @@ LogicalResult UpdateLowering::emit() {
   }
   SmallVector<Value> newMax = oldMax;
   emitMaskAndMax(newMax, maskModKeepsAll);
-  Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
   SmallVector<Value> safeMax, alpha;
   for (int64_t r = 0; r < vectors; ++r) {
-    using P = arith::CmpFPredicate;
-    Value empty = b.create<arith::CmpFOp>(P::OEQ, newMax[r], negInf);
-    safeMax.push_back(b.create<arith::SelectOp>(empty, zeros, newMax[r]));
-    Value wasEmpty = b.create<arith::CmpFOp>(P::OEQ, oldMax[r], negInf);
-    Value a = b.create<math::ExpOp>(b.create<arith::SubFOp>(oldMax[r], safeMax[r]));
-    alpha.push_back(b.create<arith::SelectOp>(wasEmpty, zeros, a));
+    safeMax.push_back(finiteMax(b, newMax[r]));
+    alpha.push_back(rescaleFactor(b, oldMax[r], safeMax[r]));
   }
   // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
   // (Semantics/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').

@@ -1,10 +1,14 @@
 //===- LoweringUtils.cpp - helpers shared by the vector lowerings -------------===//
 #include "attn/Transforms/LoweringUtils.h"
 
+#include "Semantics/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -22,6 +26,44 @@ Value f32Splat(ImplicitLocOpBuilder& b, int64_t lanes, double value) {
   auto type = VectorType::get({lanes}, b.getF32Type());
   return b.create<arith::ConstantOp>(
       DenseElementsAttr::get(type, b.getF32FloatAttr(static_cast<float>(value))));
+}
+
+namespace {
+
+// `value` in the f32 shape of `like` (a scalar or a vector).
+Value constantLike(ImplicitLocOpBuilder& b, Value like, double value) {
+  if (auto vector = dyn_cast<VectorType>(like.getType()))
+    return b.create<arith::ConstantOp>(
+        DenseElementsAttr::get(vector, b.getF32FloatAttr(static_cast<float>(value))));
+  return f32Constant(b, value);
+}
+
+Value equals(ImplicitLocOpBuilder& b, Value x, double value) {
+  return b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, x, constantLike(b, x, value));
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+} // namespace
+
+Value finiteMax(ImplicitLocOpBuilder& b, Value m) {
+  return b.create<arith::SelectOp>(equals(b, m, -kInf), constantLike(b, m, 0), m);
+}
+
+Value rescaleFactor(ImplicitLocOpBuilder& b, Value from, Value to) {
+  return b.create<arith::SelectOp>(equals(b, from, -kInf), constantLike(b, from, 0),
+                                   b.create<math::ExpOp>(b.create<arith::SubFOp>(from, to)));
+}
+
+Value inverseSum(ImplicitLocOpBuilder& b, Value l) {
+  return b.create<arith::SelectOp>(equals(b, l, 0), constantLike(b, l, 0),
+                                   b.create<arith::DivFOp>(constantLike(b, l, 1), l));
+}
+
+Value finishedLse(ImplicitLocOpBuilder& b, Value m, Value l) {
+  Value shift = constantLike(b, m, static_cast<float>(attnc::softmax::kProbabilityShift));
+  Value lse = b.create<arith::AddFOp>(b.create<arith::AddFOp>(m, shift), b.create<math::LogOp>(l));
+  return b.create<arith::SelectOp>(equals(b, l, 0), constantLike(b, l, -kInf), lse);
 }
 
 Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {

@@ -15,6 +15,18 @@ mlir::Value f32Constant(mlir::ImplicitLocOpBuilder& b, double value);
 // A vector of `lanes` f32 lanes all equal to `value`.
 mlir::Value f32Splat(mlir::ImplicitLocOpBuilder& b, int64_t lanes, double value);
 
+// The online softmax's state arithmetic (Semantics/OnlineSoftmax.h), on f32 scalars and vectors
+// alike: every lowering of the state ops builds it here.
+// m, or 0 where m is -inf (nothing kept yet): the max a block's probabilities are taken against.
+mlir::Value finiteMax(mlir::ImplicitLocOpBuilder& b, mlir::Value m);
+// e^(from - to), or 0 where `from` is -inf (a state that kept nothing): the factor that carries
+// a state kept against the max `from` over to the finite max `to`.
+mlir::Value rescaleFactor(mlir::ImplicitLocOpBuilder& b, mlir::Value from, mlir::Value to);
+// 1 / l, or 0 where l is 0 (a row that kept nothing gives o = 0).
+mlir::Value inverseSum(mlir::ImplicitLocOpBuilder& b, mlir::Value l);
+// lse = m + c + log l (l sums probabilities scaled by e^-c), or -inf where l is 0.
+mlir::Value finishedLse(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l);
+
 // An aux tensor index (i32 or index) clamped into [0, last], as index: how every kernel reads an
 // aux tensor (the spec proved the indices inside it, but rows past Tq are evaluated too), and so
 // how the tile classifiers bound and scan those reads.

@@ -122,6 +122,10 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   case Variant::Sdpa: break;
   }
 
+  if (s.sinks)
+    add("sinks", ArgumentRole::Param, {"f32"}, {c(H)}, ArgumentFill::Normal,
+        "attention sink logit per head: in every row's softmax denominator, with no value");
+
   const int64_t keysSeen = s.variant == Variant::Linformer ? s.projLen : 0;
   if (s.variant == Variant::Mha)
     add("o", ArgumentRole::Output, data, {kB, kTq, c(s.dModel)}, ArgumentFill::None, "output");

@@ -9,7 +9,7 @@ namespace {
 
 constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifier::Bias,
                                    Modifier::Rope,    Modifier::Dropout,  Modifier::ScoreMod,
-                                   Modifier::MaskMod};
+                                   Modifier::MaskMod, Modifier::Sinks};
 constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
@@ -32,6 +32,7 @@ std::string_view modifierName(Modifier m) {
   case Modifier::Dropout: return "dropout";
   case Modifier::ScoreMod: return "score_mod";
   case Modifier::MaskMod: return "mask_mod";
+  case Modifier::Sinks: return "sinks";
   }
   return "?";
 }
@@ -61,6 +62,8 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
     used.push_back(Modifier::ScoreMod);
   if (s.maskMod.given())
     used.push_back(Modifier::MaskMod);
+  if (s.sinks)
+    used.push_back(Modifier::Sinks);
   return used;
 }
 

@@ -81,6 +81,7 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
   // has no valid key at all, when its rows are fully masked like any other.
   const bool linformer = s.variant == Variant::Linformer;
   const std::vector<int64_t> lengths = keyLengths(t);
+  const std::vector<double> sinks = s.sinks ? t.dense("sinks") : std::vector<double>();
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   // Every kernel forms scores in f32 (as PyTorch does for f32 inputs): one past its range is
@@ -99,9 +100,12 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
     const ScoreFunction score(t, in, b, h);
     std::vector<double> row(keys);
     std::vector<char> kept(keys);
+    // The sink joins every row as one more logit whose value is 0: in the max, the special
+    // values and the denominator, but in no weight and no product with v.
+    const double sink = s.sinks ? sinks[h] : kNegInf;
     for (int64_t i = 0; i < seqQ; ++i) {
-      double rowMax = kNegInf;
-      bool rowNaN = false;
+      double rowMax = sink;
+      bool rowNaN = std::isnan(sink);
       for (int64_t j = 0; j < keys; ++j) {
         kept[j] = linformer ? lengths[b] > 0 : mask.allowed(b, h, i, j);
         if (!kept[j])
@@ -136,9 +140,9 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
         continue;
       }
       if (rowMax == kNegInf)
-        continue; // fully masked: o = 0, lse = -inf, weights = 0
-      // lse = m + log(sum_j exp(s_j - m)); p_j = exp(s_j - lse).
-      double sum = 0;
+        continue; // no kept key and no sink: o = 0, lse = -inf, weights = 0
+      // lse = m + log(exp(sink - m) + sum_j exp(s_j - m)); p_j = exp(s_j - lse).
+      double sum = std::exp(sink - rowMax);
       for (int64_t j = 0; j < keys; ++j)
         if (kept[j])
           sum += std::exp(row[j] - rowMax);

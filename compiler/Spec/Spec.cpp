@@ -38,7 +38,7 @@ bool Spec::usesAlignment() const {
 std::string Spec::canonical() const {
   std::string text;
   for (const SpecKey& key : specKeys())
-    if (key.applies(*this))
+    if (listed(key, *this))
       text += (text.empty() ? "" : " ") + std::string(key.name) + "=" +
               (key.kind == ValueKind::Text ? "\"" + key.print(*this) + "\"" : key.print(*this));
   return text;
@@ -47,7 +47,7 @@ std::string Spec::canonical() const {
 nlohmann::json Spec::toJson() const {
   nlohmann::json object = nlohmann::json::object();
   for (const SpecKey& key : specKeys()) {
-    if (!key.applies(*this))
+    if (!listed(key, *this))
       continue;
     std::string text = key.print(*this);
     switch (key.kind) {

@@ -124,6 +124,9 @@ struct Spec {
   int64_t projLen = 0;
   bool lse = false;
   bool weights = false;
+  // Attention sinks (gpt-oss): a learned logit per query head, sinks[h], in every row's softmax
+  // denominator; no value is attached to it.
+  bool sinks = false;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
   // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in

@@ -98,6 +98,11 @@ SpecKey booleanKey(std::string_view name, bool Spec::*field, std::string_view wh
           [=](const Spec& s) { return std::string(s.*field ? "true" : "false"); }};
 }
 
+SpecKey listedOnlyWhenSet(SpecKey key) {
+  key.listedOnlyWhenSet = true;
+  return key;
+}
+
 template <class E>
 SpecKey nameKey(std::string_view name, E Spec::*field, NameTable<E> table, std::string_view when,
                 Applies applies, std::string_view help) {
@@ -312,6 +317,10 @@ std::vector<SpecKey> buildKeys() {
                     "a number expression that may read score (docs/spec.md, Expressions)",
                     "replaces each score after scale, softcap, ALiBi and bias"),
       seedKey(),
+      listedOnlyWhenSet(booleanKey(
+          "sinks", &Spec::sinks, "variant other than linear",
+          [](const Spec& s) { return s.variant != Variant::Linear; },
+          "a learned logit per head, sinks [heads] f32, in every row's softmax denominator")),
       realKey(
           "softcap", &Spec::softcap, kMinF32, true, kMaxF32, "0 (off) or " + f32Range,
           "variant other than linear", [](const Spec& s) { return s.variant != Variant::Linear; },
@@ -354,6 +363,10 @@ const SpecKey* findSpecKey(std::string_view name) {
     if (key.name == name)
       return &key;
   return nullptr;
+}
+
+bool listed(const SpecKey& key, const Spec& spec) {
+  return key.applies(spec) && (!key.listedOnlyWhenSet || key.print(spec) != key.print(Spec()));
 }
 
 std::vector<std::string_view> specWords(std::string_view text) {

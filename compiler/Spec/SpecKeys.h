@@ -29,7 +29,14 @@ struct SpecKey {
   std::function<bool(const Spec&)> applies;
   std::function<void(Spec&, std::string_view)> parse; // throws SpecError
   std::function<std::string(const Spec&)> print;
+  // Listed in the canonical form and JSON only when its value is not the default's: a key added
+  // after spec hashes were pinned (tuning databases and artifact names hold them), so a spec
+  // that does not use it keeps the hash it had before the key existed.
+  bool listedOnlyWhenSet = false;
 };
+
+// Whether the canonical form and JSON list `key` for `spec`.
+bool listed(const SpecKey& key, const Spec& spec);
 
 // Sorted by name; the canonical form follows this order.
 std::span<const SpecKey> specKeys();

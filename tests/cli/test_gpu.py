@@ -51,6 +51,10 @@ CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal+padding weights=true dtype=f16",
     'heads=2 d_k=64 aux="doc:i32[B,Tk]" bias=true lse=true weights=true '
     'mask_mod="doc[b, kv_idx] == doc[b, clamp(q_idx, 0, Tk - 1)]"',
+    # Attention sinks, folded in by the finalize and by the split-key merge (tensor cores), and
+    # by the SIMT finalize, the weights reading the lse that counts them.
+    "heads=4 kv_heads=2 d_k=64 mask=causal+padding sinks=true lse=true dtype=bf16",
+    "heads=2 d_k=64 sinks=true lse=true weights=true",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,

@@ -31,6 +31,10 @@ FEATURES = [
     "heads=2 kv_heads=1 d_k=16 mask=causal dropout=0.6 seed=5 lse=true",
     "heads=2 d_k=16 mask=padding dropout=0.5 seed=8",
     "heads=2 d_k=16 layout=bshd mask=causal",
+    # Attention sinks: a logit per head in every denominator, rows with no kept key included.
+    "heads=4 kv_heads=2 d_k=16 mask=padding+causal sinks=true lse=true weights=true",
+    "variant=additive heads=2 d_q=6 d_k=10 d_v=4 d_attn=8 mask=causal sinks=true lse=true "
+    "dtype=bf16",
     "heads=2 d_k=32 dtype=f16 mask=causal lse=true",
     "heads=2 d_k=32 dtype=bf16 mask=causal",
     "variant=mha heads=2 d_k=8 pe=sinusoidal mask=causal lse=true",
@@ -114,11 +118,13 @@ class NumericsMatrix(CliTestCase):
         # 3 and 16 (rows per task 4: whole, partial and several tiles of them), key counts off
         # every block and split (512 keys per split: 1, 2 and 5 splits), ragged lengths with
         # 0 and 1, GQA ratios 1, 4 and 8, head dims off the vector width, every dtype, masks,
-        # modifiers, expressions and dropout through the same terms as the prefill kernel.
+        # modifiers, expressions and dropout through the same terms as the prefill kernel, and
+        # sinks through the merge of the splits.
         specs = [
             "heads=4 kv_heads=1 d_k=32 mask=causal+padding lse=true",
             "heads=8 kv_heads=1 d_k=40 d_v=24 mask=padding lse=true dtype=f16",
             "heads=2 d_k=24 mask=causal+window window_left=300 lse=true dtype=bf16",
+            "heads=8 kv_heads=2 d_k=24 mask=padding sinks=true lse=true dtype=f16",
             "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
             "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
             "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",

@@ -114,3 +114,21 @@ func.func @rope(%q: !Q, %k: !K, %v: !V, %o: !O) {
       : (tensor<?x4x?x16xf32>, !O) -> ()
   return
 }
+
+// Attention sinks: the [heads] buffer goes to the finalize, which folds each head's sink into its
+// rows' state.
+// CHECK-LABEL: func.func @sinks
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[S:.*]]: memref<4xf32>, %[[O:.*]]: memref
+func.func @sinks(%q: !Q, %k: !K, %v: !V, %s: memref<4xf32>, %o: !O) {
+  // CHECK: attn.online_finalize %{{.*}}, %{{.*}}, %{{.*}} into %[[O]] sinks(%[[S]] : memref<4xf32>)
+  %qt = bufferization.to_tensor %q restrict : !Q
+  %kt = bufferization.to_tensor %k restrict : !K
+  %vt = bufferization.to_tensor %v restrict : !V
+  %st = bufferization.to_tensor %s restrict : memref<4xf32>
+  %out = attn.attention %qt, %kt, %vt sinks(%st : tensor<4xf32>) {scale = 0.125 : f64}
+      : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
+      -> tensor<?x4x?x16xf32>
+  bufferization.materialize_in_destination %out in restrict writable %o
+      : (tensor<?x4x?x16xf32>, !O) -> ()
+  return
+}

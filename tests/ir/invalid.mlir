@@ -46,6 +46,16 @@ func.func @bad_lse(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tenso
 
 // -----
 
+func.func @bad_sinks(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>,
+                     %s: tensor<3xf32>) {
+  // expected-error @+1 {{sinks must be [heads] (2)}}
+  %o = attn.attention %q, %k, %v sinks(%s : tensor<3xf32>) {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @update_domain_rank(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
                               %acc: memref<1x1x32x16xf32>, %m: memref<1x1x16xf32>, %i: index) {
   // expected-error @+1 {{needs 4 offsets and 4 sizes, got 3 and 4}}
@@ -209,5 +219,19 @@ func.func @aux_load_type(%q: tensor<1x2x4x16xbf16>, %k: tensor<1x2x4x16xbf16>, %
         %t = arith.addf %s, %x : f32
         gpu.yield %t : f32
       }
+  return
+}
+
+// -----
+
+func.func @finalize_bad_sinks(%acc: memref<1x1x16x8xf32>, %max: memref<1x1x8xf32>,
+                              %sum: memref<1x1x8xf32>, %o: memref<?x4x?x16xf32>,
+                              %s: memref<2xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-error @+1 {{sinks must have one element per head of the output}}
+  attn.online_finalize %acc, %max, %sum into %o sinks(%s : memref<2xf32>)
+      at [%c0, %c0, %c0] sizes [%c1, %c1, %n]
+      : memref<1x1x16x8xf32>, memref<1x1x8xf32>, memref<1x1x8xf32>, memref<?x4x?x16xf32>
   return
 }

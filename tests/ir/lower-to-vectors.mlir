@@ -112,6 +112,24 @@ func.func @lower_aux(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: mem
   return
 }
 
+// The finalize with sinks: each row's sink (sinks[h]) folded into its max and sum before o and
+// lse are formed.
+// CHECK-LABEL: func.func @lower_sinks
+// CHECK: memref.load %{{.*}} : memref<4xf32>
+// CHECK: arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK: math.exp
+// CHECK: math.log
+func.func @lower_sinks(%acc: memref<1x1x16x8xf32>, %max: memref<1x1x8xf32>,
+                       %sum: memref<1x1x8xf32>, %o: memref<?x4x?x16xf32>,
+                       %lse: memref<?x4x?xf32>, %s: memref<4xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  attn.online_finalize %acc, %max, %sum into %o lse(%lse : memref<?x4x?xf32>)
+      sinks(%s : memref<4xf32>) at [%c0, %c1, %c0] sizes [%c1, %c1, %n]
+      : memref<1x1x16x8xf32>, memref<1x1x8xf32>, memref<1x1x8xf32>, memref<?x4x?x16xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root

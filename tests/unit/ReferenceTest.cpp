@@ -26,6 +26,37 @@ TEST(Reference, HandComputedSoftmax) {
   EXPECT_NEAR(out.lse[0], std::log(std::exp(1.0) + std::exp(3.0)), 1e-14);
 }
 
+// The same row with a sink logit of 2: softmax over (1, 3, 2) with the sink's share dropped, so
+// the weights sum to less than one and lse counts the sink.
+TEST(Reference, HandComputedSink) {
+  tools::Call call = randomCall("d_k=1 lse=true weights=true sinks=true", 1, 1, 2);
+  call.tensor("q").assign({1.0});
+  call.tensor("k").assign({1.0, 3.0});
+  call.tensor("v").assign({10.0, 20.0});
+  call.tensor("sinks").assign({2.0});
+  test::Outputs out = runReferenceOn(call);
+  const double denominator = std::exp(1.0) + std::exp(3.0) + std::exp(2.0);
+  const double p0 = std::exp(1.0) / denominator, p1 = std::exp(3.0) / denominator;
+  EXPECT_NEAR(out.weights[0], p0, 1e-15);
+  EXPECT_NEAR(out.weights[1], p1, 1e-15);
+  EXPECT_NEAR(out.o[0], 10 * p0 + 20 * p1, 1e-13);
+  EXPECT_NEAR(out.lse[0], std::log(denominator), 1e-14);
+}
+
+// A row with no kept key and a sink: o = 0 (the sink has no value) and lse = the sink.
+TEST(Reference, FullyMaskedRowWithSinkHasTheSinkAsLse) {
+  tools::Call call = randomCall("heads=2 d_k=4 mask=padding lse=true sinks=true", 1, 2, 3);
+  call.tensor("lengths").assign({0});
+  call.tensor("sinks").assign({-1.5, 4.0});
+  test::Outputs out = runReferenceOn(call);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(out.lse[h * 2 + i], h == 0 ? -1.5 : 4.0);
+      for (int e = 0; e < 4; ++e)
+        EXPECT_EQ(out.o[at4(2, 2, 4, 0, h, i, e)], 0.0);
+    }
+}
+
 TEST(Reference, HandComputedCausalBottomRight) {
   // Tq = 1, Tk = 3, bottom-right: the query sits at position 2 and sees every key.
   tools::Call call = randomCall("d_k=1 mask=causal weights=true", 1, 1, 3);

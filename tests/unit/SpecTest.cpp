@@ -131,6 +131,19 @@ TEST(Spec, HashIsStableAndDistinguishesSpecs) {
   EXPECT_EQ(parseSpec("preset=gpt2").hash(), "67c5c965b3699789");
 }
 
+// A key added after the hashes were pinned (sinks) is listed only when set, so specs without it
+// keep their hash; when set, it is in the canonical form, the JSON and the hash.
+TEST(Spec, KeysListedOnlyWhenSetKeepOlderHashes) {
+  EXPECT_EQ(parseSpec("preset=gpt2 sinks=false").hash(), "67c5c965b3699789");
+  EXPECT_EQ(parseSpec("d_k=8 sinks=false").canonical().find("sinks"), std::string::npos);
+  const Spec withSinks = parseSpec("d_k=8 sinks=true");
+  EXPECT_NE(withSinks.canonical().find("sinks=true"), std::string::npos);
+  EXPECT_EQ(withSinks.toJson().at("sinks"), true);
+  EXPECT_NE(withSinks.hash(), parseSpec("d_k=8").hash());
+  EXPECT_EQ(parseSpec(withSinks.canonical()).hash(), withSinks.hash());
+  EXPECT_THROW(parseSpec("variant=linear d_k=8 sinks=true"), SpecError);
+}
+
 TEST(Spec, PresetKeysYieldToOverridesAndDropWhenMoot) {
   Spec s = parseSpec("preset=mistral-7b dtype=bf16 mask=causal");
   EXPECT_EQ(s.dtype, DType::BF16);

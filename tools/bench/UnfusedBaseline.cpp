@@ -252,17 +252,20 @@ void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b,
              x = kNegInf;
          });
   // P = softmax(S) row by row over the keys causal and padding leave (a fully masked row
-  // stays 0).
+  // stays 0), with the head's sink, when the spec has sinks, as one more logit in each row's
+  // max and denominator.
+  const float sink = s.sinks ? params_.at("sinks")[h] : kNegInf;
   for (int64_t i = 0; i < seqQ_; ++i) {
     float* row = &scores[i * keys];
     int64_t end = linformer ? (valid > 0 ? keys : 0) : valid;
     if (s.masks.has(MaskKind::Causal))
       end = std::clamp<int64_t>(i + offset + 1, 0, end);
-    float m = kNegInf, sum = 0;
+    float m = sink;
     for (int64_t j = 0; j < end; ++j)
       m = std::max(m, row[j]);
     if (m == kNegInf)
       end = 0;
+    float sum = m == kNegInf ? 0.0f : std::exp(sink - m);
     for (int64_t j = 0; j < end; ++j)
       sum += row[j] = std::exp(row[j] - m);
     for (int64_t j = 0; j < keys; ++j)

@@ -169,7 +169,16 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   // The streaming merge: state = (M, L, A), one A per head-dim element (M and L repeat along d
   // so the three share one loop nest; their exp is per row per block, a small cost).
   a.state = Func("state");
-  a.state(d, row, tile, h, b) = Tuple(kLowest(), 0.0f, 0.0f);
+  if (s.sinks) {
+    // The sink enters the state before any key, as a logit whose value is 0: M = sink,
+    // L = e^(sink - M - c) = e^-c, A = 0 (a NaN or +inf sink poisons the row, as a score would).
+    Expr sink = terms.param("sinks")(h);
+    a.state(d, row, tile, h, b) =
+        Tuple(select(isNaNOrPositiveInf(sink), kPoisoned(), max(sink, kLowest())),
+              select(sink > kLowest(), exp(-shift), 0.0f), 0.0f);
+  } else {
+    a.state(d, row, tile, h, b) = Tuple(kLowest(), 0.0f, 0.0f);
+  }
   {
     FuncRef current = a.state(d, row, tile, h, b);
     Expr M = current[0], L = current[1], A = current[2];

@@ -108,12 +108,14 @@ ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
   mask_ = masksWithMaskMod(s, kBuiltinMasks);
   dropout_ = dropoutAsExpression(s);
   auxSummaries_ = std::make_unique<AuxSummaries>(mask_, tensors_);
-  // The variant's parameters (w_q, w1, e, omega, ...), as the manifest declares them; constant
-  // extents are bounds Halide can use, Tk (Linformer's E and F) is known at run time.
+  // The parameters (w_q, w1, e, omega, ..., in the spec's dtype; sinks in f32), as the manifest
+  // declares them; constant extents are bounds Halide can use, Tk (Linformer's E and F) is
+  // known at run time.
   for (const Argument& a : kernelArguments(s)) {
     if (a.role != ArgumentRole::Param)
       continue;
-    ImageParam p(storageType(s.dtype), static_cast<int>(a.shape.size()), a.name);
+    const Type element = a.dtypes.front() == "f32" ? Float(32) : storageType(s.dtype);
+    ImageParam p(element, static_cast<int>(a.shape.size()), a.name);
     for (size_t k = 0; k < a.shape.size(); ++k)
       if (!a.shape[k].symbol)
         p.dim(static_cast<int>(a.shape.size() - 1 - k)).set_bounds(0, static_cast<int>(a.shape[k].value));

@@ -109,7 +109,8 @@ public:
 // What attn.attention expresses (SpecToAttn.cpp), the same on CPUs and CUDA: sdpa with GQA and
 // d_v != d_k; every built-in mask (causal, padding, window, tensor, global, strided, dilated,
 // block_sparse, BigBird) with mask_mod as the mask expression; ALiBi, softcap and bias with
-// score_mod as the score expression; dropout (its factor as an expression region); lse, and
+// score_mod as the score expression; dropout (its factor as an expression region); attention
+// sinks (folded into each row's state by online_finalize and the split merges); lse, and
 // the weights (a second pass over the keys in a phase of its own, recomputing the scores).
 // The tile classifier bounds strided's and dilated's residue classes by their span only, so
 // their kernels test every key of it (Halide's gather each class into dense tiles); and it
@@ -127,7 +128,8 @@ std::span<const Coverage> MlirBackend::coverage() const {
                        MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
                        MaskKind::BlockSparse, MaskKind::BigBird},
                       {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Rope,
-                       Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod},
+                       Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod,
+                       Modifier::Sinks},
                       {Output::O, Output::Lse, Output::Weights},
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,

@@ -96,7 +96,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (const ExpressionTensor& tensor : expressionTensors(spec))
     addAux(tensor.name);
   auto attention = b.create<attn::AttentionOp>(
-      tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), aux,
+      tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), aux, read("sinks"),
       b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")

@@ -106,5 +106,8 @@ LogicalResult OnlineFinalizeOp::verify() {
     return failure();
   if (getOutput().getType().getDimSize(3) != getAcc().getType().getDimSize(2))
     return emitOpError() << "output d_v must match acc [nb, nh, d_v, rows]";
+  if (Value sinks = getSinks(); sinks && cast<MemRefType>(sinks.getType()).getDimSize(0) !=
+                                             getOutput().getType().getDimSize(1))
+    return emitOpError() << "sinks must have one element per head of the output";
   return success();
 }

@@ -172,6 +172,11 @@ def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [AttrSizedOperandSegments
     `lse[b, h, i] = max[...] + c + log(sum[...])` (c = ln 2^31, the state's scale), converted to the output's element type. A row
     whose sum is 0 (nothing kept) gives `o = 0` and `lse = -inf`.
 
+    With `sinks` ([heads] f32), each row's state first takes in its head's sink, a logit with
+    no value: `m' = max(m, sink)`, `sum' = sum e^(m - m') + e^(sink - m' - c)`,
+    `acc' = acc e^(m - m')`, and o and lse are formed from those (a row that kept nothing gives
+    `o = 0`, `lse = sink`).
+
     Example:
 
     ```mlir
@@ -186,11 +191,13 @@ def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [AttrSizedOperandSegments
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead]>:$sum,
     Arg<MemRefRankOf<[AnyFloat], [4]>, "output [B, H, Tq, d_v]", [MemWrite]>:$output,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "lse [B, H, Tq]", [MemWrite]>:$lse,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "attention sinks [H]", [MemRead]>:$sinks,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes
   );
   let assemblyFormat = [{
     $acc `,` $max `,` $sum `into` $output (`lse` `(` $lse^ `:` type($lse) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `at` `[` $offsets `]` `sizes` `[` $sizes `]`
     attr-dict `:` type($acc) `,` type($max) `,` type($sum) `,` type($output)
   }];

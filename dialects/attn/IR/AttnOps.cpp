@@ -69,6 +69,11 @@ LogicalResult AttentionOp::verify() {
     if (ls.size() != 3 || !compatible(ls[0], qs[0]) || ls[1] != qs[1] || !compatible(ls[2], qs[2]))
       return emitOpError() << "lse must be [B, heads, Tq]";
   }
+  if (Value sinks = getSinks()) {
+    ArrayRef<int64_t> ss = cast<RankedTensorType>(sinks.getType()).getShape();
+    if (ss.size() != 1 || ss[0] != qs[1])
+      return emitOpError() << "sinks must be [heads] (" << qs[1] << ")";
+  }
   if (auto weights = getWeights()) {
     ArrayRef<int64_t> ws = cast<RankedTensorType>(weights.getType()).getShape();
     if (ws.size() != 4 || !compatible(ws[0], qs[0]) || ws[1] != qs[1] ||

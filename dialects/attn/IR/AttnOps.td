@@ -25,7 +25,7 @@ def Attn_ExpressionRegion : Region<CPred<"$_self.getBlocks().size() <= 1">,
                                    "an empty region or one block">;
 
 def Attn_AttentionOp : Attn_Op<"attention",
-                              [Pure, AttrSizedResultSegments]> {
+                              [Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
   let summary = "Scaled dot-product attention with masks and score modifiers";
   let description = [{
     For query head h (key/value head g = h / (H / H_kv)), query row i and key j:
@@ -74,13 +74,20 @@ def Attn_AttentionOp : Attn_Op<"attention",
     `rope` ("half" or "interleaved") rotates q_i at its position (above) and k_j at j before
     the product, pair p of the first `rope_dims` dims (default d_k) by the angle
     pos * rope_theta^(-2p / rope_dims) (attn.rope).
+
+    `sinks` ([heads] f32), when present, holds each head's attention sink: a logit that joins
+    every row's softmax denominator with no value, so
+    `o_i = sum_{j kept} d_ij exp(s_ij - lse_i) v_j` with
+    `lse_i = log(exp(sinks[h]) + sum_{j kept} exp(s_ij))` (a row with no kept key gives `o_i = 0`,
+    `lse_i = sinks[h]`).
   }];
 
   let arguments = !con((ins
     RankedTensorOf<[AnyFloat]>:$query,
     RankedTensorOf<[AnyFloat]>:$key,
     RankedTensorOf<[AnyFloat]>:$value,
-    Variadic<RankedTensorOf<[I8, I32, F16, BF16, F32]>>:$aux), Attn_ScoreAttrs, (ins
+    Variadic<RankedTensorOf<[I8, I32, F16, BF16, F32]>>:$aux,
+    Optional<RankedTensorOf<[F32]>>:$sinks), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
     OptionalAttr<I64Attr>:$rope_dims));
@@ -95,6 +102,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`aux` `(` $aux^ `:` type($aux) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?

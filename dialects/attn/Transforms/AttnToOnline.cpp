@@ -37,7 +37,8 @@ LogicalResult decompose(AttentionOp op) {
   auto storeWeights = storeOf(op.getWeights());
   if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
       (op.getWeights() && !storeWeights) ||
-      llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }))
+      llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }) ||
+      (op.getSinks() && !bufferOf(op.getSinks())))
     return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
                                "and results stored with bufferization.materialize_in_destination";
 
@@ -100,8 +101,9 @@ LogicalResult decompose(AttentionOp op) {
       q, k, v, aux, acc, max, sum, ValueRange{zero, zero, zero, zero},
       ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads), IntegerAttr(),
       op.getScaleAttr(), op.getCausalAlignAttr());
-  b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(), lse, ValueRange{zero, zero, zero},
-                             ValueRange{batch, headsValue, seqQ});
+  Value sinks = op.getSinks() ? bufferOf(op.getSinks()) : Value();
+  b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(), lse, sinks,
+                             ValueRange{zero, zero, zero}, ValueRange{batch, headsValue, seqQ});
   // The weights, a second pass over the keys once lse is known. The expressions are copied
   // (to the weights) or moved (to the update) whole: their blocks use only their arguments.
   if (storeWeights) {

@@ -539,8 +539,11 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
           });
       return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
     };
-    // M = max_s m_s.
-    Value maxAll = overSplits(ib, {f32Constant(ib, -kInf)},
+    // M = max_s m_s; a sink joins as one more split (m = sink, l = e^-c, acc = 0).
+    Value sink = finalize.getSinks()
+                     ? ib.create<memref::LoadOp>(finalize.getSinks(), ValueRange{head}).getResult()
+                     : Value();
+    Value maxAll = overSplits(ib, {sink ? sink : f32Constant(ib, -kInf)},
                               [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
                                 Value m = sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
                                 return SmallVector<Value>{sb.create<arith::MaximumFOp>(run[0], m)};
@@ -550,7 +553,7 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
     auto weightOf = [&](ImplicitLocOpBuilder& sb, Value s) {
       return rescaleFactor(sb, sb.create<memref::LoadOp>(workMax, ValueRange{s, row}), safeMax);
     };
-    Value total = overSplits(ib, {f32Constant(ib, 0)},
+    Value total = overSplits(ib, {sink ? sinkShare(ib, sink, safeMax) : f32Constant(ib, 0)},
                              [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
                                Value l = sb.create<memref::LoadOp>(workSum, ValueRange{s, row});
                                return SmallVector<Value>{

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 
@@ -66,7 +67,8 @@ void lowerPack(ImplicitLocOpBuilder& b, PackQueryOp op) {
   });
 }
 
-// o = acc / sum and lse = max + log(sum); a row with sum = 0 kept nothing: o = 0, lse = -inf.
+// o = acc / sum and lse = max + c + log(sum); a row with sum = 0 kept nothing: o = 0,
+// lse = -inf. With sinks, the row's sink is folded into (max, sum, acc) first.
 void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
   Value zero = indexConstant(b, 0);
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
@@ -78,15 +80,22 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
         Value head = ib.create<arith::AddIOp>(offsets[1], nh);
         Value row = ib.create<arith::AddIOp>(offsets[2], r);
         Value sum = ib.create<memref::LoadOp>(op.getSum(), ValueRange{nb, nh, r});
+        Value max = ib.create<memref::LoadOp>(op.getMax(), ValueRange{nb, nh, r});
+        Value accFactor;
+        if (Value sinks = op.getSinks()) {
+          SinkFold folded =
+              foldSink(ib, max, sum, ib.create<memref::LoadOp>(sinks, ValueRange{head}));
+          std::tie(max, sum, accFactor) = std::tuple(folded.max, folded.sum, folded.accFactor);
+        }
         Value inverse = inverseSum(ib, sum);
+        if (accFactor)
+          inverse = ib.create<arith::MulFOp>(accFactor, inverse);
         forRange(ib, zero, dv, [&](ImplicitLocOpBuilder& ic, Value c) {
           Value a = ic.create<memref::LoadOp>(op.getAcc(), ValueRange{nb, nh, c, r});
           storeF32(ic, ic.create<arith::MulFOp>(a, inverse), op.getOutput(), {batch, head, row, c});
         });
-        if (Value lse = op.getLse()) {
-          Value max = ib.create<memref::LoadOp>(op.getMax(), ValueRange{nb, nh, r});
+        if (Value lse = op.getLse())
           ib.create<memref::StoreOp>(finishedLse(ib, max, sum), lse, ValueRange{batch, head, row});
-        }
       });
     });
   });

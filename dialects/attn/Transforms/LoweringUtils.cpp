@@ -1,7 +1,6 @@
 //===- LoweringUtils.cpp - helpers shared by the vector lowerings -------------===//
 #include "attn/Transforms/LoweringUtils.h"
 
-#include "Semantics/OnlineSoftmax.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -64,6 +63,19 @@ Value finishedLse(ImplicitLocOpBuilder& b, Value m, Value l) {
   Value shift = constantLike(b, m, static_cast<float>(attnc::softmax::kProbabilityShift));
   Value lse = b.create<arith::AddFOp>(b.create<arith::AddFOp>(m, shift), b.create<math::LogOp>(l));
   return b.create<arith::SelectOp>(equals(b, l, 0), constantLike(b, l, -kInf), lse);
+}
+
+Value sinkShare(ImplicitLocOpBuilder& b, Value sink, Value to, double shift) {
+  return rescaleFactor(b, sink, b.create<arith::AddFOp>(to, constantLike(b, to, shift)));
+}
+
+SinkFold foldSink(ImplicitLocOpBuilder& b, Value m, Value l, Value sink, double shift) {
+  Value max = b.create<arith::MaximumFOp>(m, sink);
+  Value to = finiteMax(b, max);
+  Value accFactor = rescaleFactor(b, m, to);
+  Value sum = b.create<arith::AddFOp>(b.create<arith::MulFOp>(l, accFactor),
+                                      sinkShare(b, sink, to, shift));
+  return {max, sum, accFactor};
 }
 
 Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {

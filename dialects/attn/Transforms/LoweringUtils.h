@@ -4,6 +4,7 @@
 
 #include "attn/IR/AttnOps.h"
 #include "attn/Transforms/Transforms.h"
+#include "Semantics/OnlineSoftmax.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <functional>
@@ -26,6 +27,19 @@ mlir::Value rescaleFactor(mlir::ImplicitLocOpBuilder& b, mlir::Value from, mlir:
 mlir::Value inverseSum(mlir::ImplicitLocOpBuilder& b, mlir::Value l);
 // lse = m + c + log l (l sums probabilities scaled by e^-c), or -inf where l is 0.
 mlir::Value finishedLse(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l);
+
+// The attention sink (online_finalize's `sinks`) as a partial state of its own: a logit with no
+// value, m = sink, l = e^-c, acc = 0. Carried over to the finite max `to`, its share of the sum
+// is e^(sink - to - c), or 0 where the sink is -inf. `shift` is the state's c.
+mlir::Value sinkShare(mlir::ImplicitLocOpBuilder& b, mlir::Value sink, mlir::Value to,
+                      double shift = attnc::softmax::kProbabilityShift);
+// A finished row state (m, l) with the sink taken in: m' = max(m, sink) (NaN stays NaN),
+// l' = l e^(m - m') + e^(sink - m' - c), and accFactor = e^(m - m'), which acc is scaled by.
+struct SinkFold {
+  mlir::Value max, sum, accFactor;
+};
+SinkFold foldSink(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l, mlir::Value sink,
+                  double shift = attnc::softmax::kProbabilityShift);
 
 // An aux tensor index (i32 or index) clamped into [0, last], as index: how every kernel reads an
 // aux tensor (the spec proved the indices inside it, but rows past Tq are evaluated too), and so

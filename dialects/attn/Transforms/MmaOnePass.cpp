@@ -213,7 +213,8 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   acc.assign(loop.getResults().begin() + 4, loop.getResults().end());
 }
 
-// O = acc / l (0 where l = 0) and lse = m + c + log l (-inf where l = 0), for the rows < Tq.
+// O = acc / l (0 where l = 0) and lse = m + c + log l (-inf where l = 0), for the rows < Tq;
+// with sinks, the head's sink folded into (m, l, acc) first.
 void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value rowEnd = b.create<arith::AddIOp>(map.lookupOrDefault(finalize.getOffsets()[2]),
@@ -221,11 +222,21 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
   Type outElement = cast<MemRefType>(output.getType()).getElementType();
   auto outPair = VectorType::get({2}, outElement);
   Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
+  Value sinks = finalize.getSinks() ? map.lookupOrDefault(finalize.getSinks()) : Value();
+  Value sink = sinks ? b.create<memref::LoadOp>(sinks, ValueRange{head}).getResult() : Value();
   for (int64_t r = 0; r < 2; ++r) {
     Value sum = quadReduce(b, sumRow[r], /*max=*/false);
+    Value max = maxRow[r];
+    Value inverse;
+    if (sink) {
+      SinkFold folded = foldSink(b, max, sum, sink, probabilityShift);
+      max = folded.max;
+      sum = folded.sum;
+      inverse = b.create<arith::MulFOp>(folded.accFactor, inverseSum(b, sum));
+    } else {
+      inverse = inverseSum(b, sum);
+    }
     Value empty = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sum, f32Constant(b, 0));
-    Value inverse = b.create<arith::SelectOp>(empty, f32Constant(b, 0),
-                                              b.create<arith::DivFOp>(f32Constant(b, 1), sum));
     Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, myRows[r], rowEnd);
     auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
@@ -243,7 +254,7 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
       auto ifFirst = b.create<scf::IfOp>(first, /*withElseRegion=*/false);
       b.setInsertionPointToStart(ifFirst.thenBlock());
       Value x = b.create<arith::AddFOp>(
-          b.create<arith::AddFOp>(maxRow[r], f32Constant(b, probabilityShift)),
+          b.create<arith::AddFOp>(max, f32Constant(b, probabilityShift)),
           b.create<math::LogOp>(sum));
       x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
       b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batch, head, myRows[r]});

@@ -101,7 +101,8 @@ void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
 
 // The merge of the splits, one thread per row of the tile: M = max_s m_s, w_s = exp(m_s - M)
 // (0 for a split that kept nothing), L = sum_s w_s l_s, O = sum_s w_s acc_s / L (0 when L = 0),
-// lse = M + c + log L (-inf when L = 0).
+// lse = M + c + log L (-inf when L = 0). A sink joins as one more split: m = sink, l = e^-c,
+// acc = 0.
 void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value batchIndex = map.lookupOrDefault(finalize.getOffsets()[0]);
@@ -124,7 +125,10 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
                             })
         .getResult(0);
   };
-  Value max = overSplits(b, f32Constant(b, -kInf), [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
+  Value sink;
+  if (Value sinks = finalize.getSinks())
+    sink = b.create<memref::LoadOp>(map.lookupOrDefault(sinks), ValueRange{headIndex});
+  Value max = overSplits(b, sink ? sink : f32Constant(b, -kInf), [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
     return ib.create<arith::MaximumFOp>(m,
                                         ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow}));
   });
@@ -138,7 +142,8 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
     Value empty = ib.create<arith::CmpFOp>(P::OEQ, m, f32Constant(ib, -kInf));
     return ib.create<arith::SelectOp>(empty, f32Constant(ib, 0), w);
   };
-  Value sum = overSplits(b, f32Constant(b, 0), [&](ImplicitLocOpBuilder& ib, Value s, Value l) {
+  Value sinkSum = sink ? sinkShare(b, sink, safe, probabilityShift) : f32Constant(b, 0);
+  Value sum = overSplits(b, sinkSum, [&](ImplicitLocOpBuilder& ib, Value s, Value l) {
     Value ls = ib.create<memref::LoadOp>(workSum, ValueRange{s, workRow});
     return ib.create<arith::AddFOp>(l, ib.create<arith::MulFOp>(weight(ib, s), ls));
   });

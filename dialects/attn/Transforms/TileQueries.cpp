@@ -97,7 +97,8 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
 
   OnlineFinalizeOp finalize = state->finalize;
   b.create<OnlineFinalizeOp>(acc, max, sum, finalize.getOutput(), finalize.getLse(),
-                             ValueRange{batch, head, row}, ValueRange{one, one, count});
+                             finalize.getSinks(), ValueRange{batch, head, row},
+                             ValueRange{one, one, count});
 
   for (Operation* dead : state->deallocs)
     rewriter.eraseOp(dead);

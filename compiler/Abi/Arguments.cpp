@@ -51,11 +51,28 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   } else {
     add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal,
         "queries");
-    add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal,
-        "keys");
-    add("v", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dV), ArgumentFill::Normal,
-        "values");
+    if (s.kvCache == KvCache::Paged) {
+      // vLLM's and FlashInfer's page layout: [pages, page_size, kv_heads, d].
+      const DimExpr pages = DimExpr::of(SizeSymbol::Pages);
+      add("k_pages", ArgumentRole::Input, data, {pages, c(s.pageSize), c(Hkv), c(s.dK)},
+          ArgumentFill::Normal, "key cache pages");
+      add("v_pages", ArgumentRole::Input, data, {pages, c(s.pageSize), c(Hkv), c(s.dV)},
+          ArgumentFill::Normal, "value cache pages");
+    } else {
+      add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal,
+          s.cached() ? "key cache, filled to seq_lens[b]" : "keys");
+      add("v", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dV), ArgumentFill::Normal,
+          s.cached() ? "value cache, filled to seq_lens[b]" : "values");
+    }
   }
+  if (s.cached())
+    add("seq_lens", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
+        "keys per sequence, at most Tk; the query rows are its last Tq positions");
+  if (s.kvCache == KvCache::Paged)
+    add("block_table", ArgumentRole::Input, {"i32"}, {kB, DimExpr::exactDiv(SizeSymbol::SeqK, s.pageSize)},
+        ArgumentFill::BlockTable,
+        "the page holding each sequence's positions [p page_size, (p + 1) page_size); "
+        "entries past its length are not read");
   if (s.masks.has(MaskKind::Padding))
     add("lengths", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
         "valid keys per batch: key j is masked when j >= lengths[b]");

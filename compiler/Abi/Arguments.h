@@ -19,6 +19,7 @@ enum class ArgumentFill {
   Normal,        // standard normal
   ScaledNormal,  // normal with variance 1/fan_in (fan_in: the last dimension), for weights
   Lengths,       // per-batch key lengths, uniform in [0, Tk]
+  BlockTable,    // a paged cache's block table: distinct pages in shuffled order
   MaskBits,      // 0/1, mostly 1
   BlockLayout,   // 0/1 per block, half of them 1
   FavorFeatures, // FAVOR+ orthogonal features drawn from the spec's seed

@@ -9,7 +9,8 @@ namespace {
 
 constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifier::Bias,
                                    Modifier::Rope,    Modifier::Dropout,  Modifier::ScoreMod,
-                                   Modifier::MaskMod, Modifier::Sinks};
+                                   Modifier::MaskMod, Modifier::Sinks,
+                                   Modifier::ContiguousKvCache, Modifier::PagedKvCache};
 constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
@@ -33,6 +34,8 @@ std::string_view modifierName(Modifier m) {
   case Modifier::ScoreMod: return "score_mod";
   case Modifier::MaskMod: return "mask_mod";
   case Modifier::Sinks: return "sinks";
+  case Modifier::ContiguousKvCache: return "kv_cache=contiguous";
+  case Modifier::PagedKvCache: return "kv_cache=paged";
   }
   return "?";
 }
@@ -64,6 +67,10 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
     used.push_back(Modifier::MaskMod);
   if (s.sinks)
     used.push_back(Modifier::Sinks);
+  if (s.kvCache == KvCache::Contiguous)
+    used.push_back(Modifier::ContiguousKvCache);
+  if (s.kvCache == KvCache::Paged)
+    used.push_back(Modifier::PagedKvCache);
   return used;
 }
 

@@ -17,8 +17,20 @@
 namespace attnc {
 
 // Score modifiers and outputs as the spec names them (alibi=, softcap=, ..., the expressions
-// score_mod= and mask_mod=, the softmax's sinks=; lse=, weights=).
-enum class Modifier { Alibi, Softcap, Bias, Rope, Dropout, ScoreMod, MaskMod, Sinks };
+// score_mod= and mask_mod=, the softmax's sinks=, where keys live: kv_cache=contiguous or
+// kv_cache=paged; lse=, weights=).
+enum class Modifier {
+  Alibi,
+  Softcap,
+  Bias,
+  Rope,
+  Dropout,
+  ScoreMod,
+  MaskMod,
+  Sinks,
+  ContiguousKvCache,
+  PagedKvCache
+};
 enum class Output { O, Lse, Weights };
 
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its

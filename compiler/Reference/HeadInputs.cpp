@@ -1,8 +1,11 @@
 #include "Reference/HeadInputs.h"
 
 #include "Semantics/Positions.h"
+#include "Support/Errors.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 namespace attnc {
 namespace {
@@ -59,6 +62,36 @@ Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t pr
   return out;
 }
 
+// A paged cache's keys or values as [B, H_kv, Tk, d]: position j of sequence b is row j % P of
+// page block_table[b, j / P] (P = page_size), for j < seq_lens[b]; later positions stay 0 and
+// their block table entries are not read. The runtime refused a length or a page out of range
+// before the kernel ran; the reference checks again, as it would read out of bounds otherwise.
+Array4 gatherPages(const KernelTensors& t, std::string_view name, int64_t dim) {
+  const Spec& s = t.spec();
+  const DLTensor& pages = t.tensor(name);
+  const std::vector<double> values = t.dense(name), lengths = t.dense("seq_lens"),
+                            table = t.dense("block_table");
+  const int64_t pageCount = pages.shape[0], perSequence = t.seqK() / s.pageSize;
+  Array4 out(t.batch(), s.kvHeads, t.seqK(), dim);
+  for (int64_t b = 0; b < t.batch(); ++b) {
+    const auto length = static_cast<int64_t>(lengths[b]);
+    if (length < 0 || length > t.seqK())
+      throw JobError("seq_lens[" + std::to_string(b) + "] = " + std::to_string(length) +
+                     " is outside [0, Tk=" + std::to_string(t.seqK()) + "]");
+    for (int64_t j = 0; j < length; ++j) {
+      const auto page = static_cast<int64_t>(table[b * perSequence + j / s.pageSize]);
+      if (page < 0 || page >= pageCount)
+        throw JobError("block_table[" + std::to_string(b) + ", " +
+                       std::to_string(j / s.pageSize) + "] = " + std::to_string(page) +
+                       " names no page of " + std::string(name));
+      for (int64_t g = 0; g < s.kvHeads; ++g)
+        for (int64_t e = 0; e < dim; ++e)
+          out(b, g, j, e) = values[((page * s.pageSize + j % s.pageSize) * s.kvHeads + g) * dim + e];
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<int64_t> keyLengths(const KernelTensors& t) {
@@ -87,6 +120,10 @@ HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallel
                           parallelFor);
     in.v = projectToHeads(xv, t.batch(), t.seqK(), s.dModel, t.dense("w_v"), s.kvHeads, s.dV,
                           parallelFor);
+  } else if (s.kvCache == KvCache::Paged) {
+    in.q = t.headMajor("q");
+    in.k = gatherPages(t, "k_pages", s.dK);
+    in.v = gatherPages(t, "v_pages", s.dV);
   } else {
     in.q = t.headMajor("q");
     in.k = t.headMajor("k");

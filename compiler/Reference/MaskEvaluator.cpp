@@ -8,7 +8,7 @@ namespace attnc {
 MaskEvaluator::MaskEvaluator(const KernelTensors& t)
     : spec_(t.spec()), seqQ_(t.seqQ()), seqK_(t.seqK()),
       offset_(positions::alignmentOffset(t.spec(), t.seqQ(), t.seqK())), expressions_(t),
-      masks_(masksAsExpression(t.spec(), kBuiltinMasks)),
+      masks_(masksWithMaskMod(t.spec(), kBuiltinMasks)), scoreMod_(scoreModAsExpression(t.spec())),
       modifiers_(modifiersAsExpression(t.spec())), dropout_(dropoutAsExpression(t.spec())) {}
 
 expr::Point MaskEvaluator::point(int64_t b, int64_t h, int64_t i, int64_t j, double score) const {
@@ -17,10 +17,7 @@ expr::Point MaskEvaluator::point(int64_t b, int64_t h, int64_t i, int64_t j, dou
 
 bool MaskEvaluator::allowed(int64_t b, int64_t h, int64_t i, int64_t j) const {
   const expr::Environment& environment = expressions_.environment();
-  if (masks_ && !expr::evaluate(*masks_, point(b, h, i, j), environment).truth())
-    return false;
-  return !spec_.maskMod.tree ||
-         expr::evaluate(*spec_.maskMod.tree, point(b, h, i, j), environment).truth();
+  return !masks_ || expr::evaluate(*masks_, point(b, h, i, j), environment).truth();
 }
 
 double MaskEvaluator::modified(int64_t b, int64_t h, int64_t i, int64_t j, double score) const {
@@ -28,6 +25,12 @@ double MaskEvaluator::modified(int64_t b, int64_t h, int64_t i, int64_t j, doubl
     return score;
   return expr::evaluate(*modifiers_, point(b, h, i, j, score), expressions_.environment())
       .number();
+}
+
+double MaskEvaluator::scoreModded(int64_t b, int64_t h, int64_t i, int64_t j, double x) const {
+  if (!scoreMod_)
+    return x;
+  return expr::evaluate(*scoreMod_, point(b, h, i, j, x), expressions_.environment()).number();
 }
 
 double MaskEvaluator::dropFactor(int64_t b, int64_t h, int64_t i, int64_t j) const {

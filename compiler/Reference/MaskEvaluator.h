@@ -21,6 +21,9 @@ public:
   bool allowed(int64_t b, int64_t h, int64_t i, int64_t j) const;
   // The scaled score with softcap, ALiBi and the bias tensor applied (score_mod comes after).
   double modified(int64_t b, int64_t h, int64_t i, int64_t j, double score) const;
+  // score_mod at the modified score x; x without one.
+  double scoreModded(int64_t b, int64_t h, int64_t i, int64_t j, double x) const;
+  bool hasScoreMod() const { return scoreMod_.has_value(); }
   // Dropout's factor on the probability where it weights v_j: 1 / (1 - p) or 0; 1 without.
   double dropFactor(int64_t b, int64_t h, int64_t i, int64_t j) const;
 
@@ -33,7 +36,7 @@ private:
   const Spec& spec_;
   int64_t seqQ_, seqK_, offset_;
   ExpressionInputs expressions_;
-  std::optional<expr::Node> masks_, modifiers_, dropout_; // BuiltinExpressions.h
+  std::optional<expr::Node> masks_, scoreMod_, modifiers_, dropout_; // BuiltinExpressions.h
 };
 
 } // namespace attnc

@@ -114,10 +114,8 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
         if (std::fabs(x) > kMaxScore)
           x = std::copysign(std::numeric_limits<double>::infinity(), x);
         x = mask.modified(b, h, i, j, x);
-        if (s.scoreMod.tree) {
-          x = expr::evaluate(*s.scoreMod.tree, mask.point(b, h, i, j, x),
-                             mask.expressionEnvironment())
-                  .number();
+        if (mask.hasScoreMod()) {
+          x = mask.scoreModded(b, h, i, j, x);
           if (std::fabs(x) > kMaxScore)
             x = std::copysign(std::numeric_limits<double>::infinity(), x);
         }

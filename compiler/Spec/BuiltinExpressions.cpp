@@ -7,6 +7,7 @@
 #include "Support/Errors.h"
 
 #include <algorithm>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,7 +51,8 @@ constexpr BuiltinInput kBuiltinInputs[] = {
     {"mask", expr::Type::Int, 4, [](const Spec& s) { return s.masks.has(MaskKind::Tensor); }},
     {"bias", expr::Type::Float, 4, [](const Spec& s) { return s.bias; }},
     {"block_layout", expr::Type::Int, 3,
-     [](const Spec& s) { return s.masks.has(MaskKind::BlockSparse); }}};
+     [](const Spec& s) { return s.masks.has(MaskKind::BlockSparse); }},
+    {"seq_lens", expr::Type::Int, 1, [](const Spec& s) { return s.cached(); }}};
 
 // The kernel inputs the built-ins read as aux tensors, and the key philox() draws under.
 expr::Scope builtinScope(std::optional<uint64_t> philoxKey) {
@@ -118,6 +120,36 @@ std::string maskText(const Spec& s, MaskKind kind) {
   throw JobError("no expression for mask " + std::string(maskKindName(kind)));
 }
 
+// With a KV cache, batch entry b's sequence holds seq_lens[b] keys and its Tq query rows are the
+// last Tq positions (docs/spec.md, "KV caches"): every expression, built-in or written, reads
+// Tk as seq_lens[b] and qpos as q_idx + seq_lens[b] - Tq. The one rewrite here gives every
+// code generator the cache's positions, and their tile classifiers bound them as they bound any
+// aux read.
+expr::Node withCachePositions(const Spec& spec, expr::Node node) {
+  if (!spec.cached())
+    return node;
+  static const expr::Node keys =
+      expr::parseExpr("kv_cache", "seq_lens[b]", expr::Role::Score, builtinScope(std::nullopt));
+  static const expr::Node position = expr::parseExpr(
+      "kv_cache", "q_idx + seq_lens[b] - Tq", expr::Role::Score, builtinScope(std::nullopt));
+  std::function<void(expr::Node&)> rewrite = [&](expr::Node& n) {
+    if (n.op == expr::Op::Variable && (n.name == "Tk" || n.name == "qpos")) {
+      n = n.name == "Tk" ? keys : position;
+      return;
+    }
+    for (expr::Node& arg : n.args)
+      rewrite(arg);
+  };
+  rewrite(node);
+  return node;
+}
+
+std::optional<expr::Node> withCachePositions(const Spec& spec, std::optional<expr::Node> node) {
+  if (!node)
+    return node;
+  return withCachePositions(spec, *std::move(node));
+}
+
 } // namespace
 
 std::vector<ExpressionTensor> expressionTensors(const Spec& spec) {
@@ -138,6 +170,8 @@ std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const Ma
           .push_back("(" + maskText(spec, kind) + ")");
   if (!patterns.empty())
     constraints.push_back(anyOf(patterns));
+  if (spec.cached()) // the keys of the sequence (Tk is seq_lens[b] after the rewrite)
+    constraints.push_back("(kv_idx < Tk)");
   if (constraints.empty())
     return std::nullopt;
   std::string text = constraints.front();
@@ -146,16 +180,23 @@ std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const Ma
   const std::optional<uint64_t> key =
       spec.seed ? std::optional(random::streamKey(*spec.seed, random::kBigBirdStream))
                 : std::nullopt;
-  return expr::parseExpr("mask", text, expr::Role::Mask, builtinScope(key));
+  return withCachePositions(spec, expr::parseExpr("mask", text, expr::Role::Mask, builtinScope(key)));
 }
 
 std::optional<expr::Node> masksWithMaskMod(const Spec& spec, std::span<const MaskKind> kinds) {
   std::optional<expr::Node> masks = masksAsExpression(spec, kinds);
   if (!spec.maskMod.tree)
     return masks;
+  expr::Node maskMod = withCachePositions(spec, *spec.maskMod.tree);
   if (!masks)
-    return *spec.maskMod.tree;
-  return expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*masks, *spec.maskMod.tree}};
+    return maskMod;
+  return expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {*masks, std::move(maskMod)}};
+}
+
+std::optional<expr::Node> scoreModAsExpression(const Spec& spec) {
+  if (!spec.scoreMod.tree)
+    return std::nullopt;
+  return withCachePositions(spec, *spec.scoreMod.tree);
 }
 
 std::optional<expr::Node> modifiersAsExpression(const Spec& spec) {
@@ -172,7 +213,8 @@ std::optional<expr::Node> modifiersAsExpression(const Spec& spec) {
   }
   if (spec.bias)
     score = "(" + score + ") + bias[b, h, q_idx, kv_idx]";
-  return expr::parseExpr("score", score, expr::Role::Score, builtinScope(std::nullopt));
+  return withCachePositions(
+      spec, expr::parseExpr("score", score, expr::Role::Score, builtinScope(std::nullopt)));
 }
 
 std::optional<expr::Node> dropoutAsExpression(const Spec& spec) {
@@ -192,8 +234,9 @@ std::optional<expr::Node> dropoutAsExpression(const Spec& spec) {
     keep = word + " < 0 && " + word + " >= " + std::to_string(threshold - 2 * kHalf);
   const std::string text =
       "where(" + keep + ", " + floatLiteral(1.0 / (1.0 - spec.dropout)) + ", 0.0)";
-  return expr::parseExpr("dropout", text, expr::Role::Score,
-                         builtinScope(random::streamKey(*spec.seed, random::kDropoutStream)));
+  return withCachePositions(
+      spec, expr::parseExpr("dropout", text, expr::Role::Score,
+                            builtinScope(random::streamKey(*spec.seed, random::kDropoutStream))));
 }
 
 } // namespace attnc

@@ -5,6 +5,7 @@
 // tests/unit/BuiltinExpressionsTest.cpp.
 //
 // They read the kernel's own inputs as aux tensors of the same names: `lengths` [B] (padding),
+// `seq_lens` [B] (a KV cache's keys per sequence),
 // `mask` [B|1, H|1, Tq, Tk] (the tensor mask, nonzero keeps), `bias` [B|1, H|1, Tq, Tk] and
 // `block_layout` [H|1, ceil(Tq/block), ceil(Tk/block)] (block_sparse); a dimension of extent 1
 // broadcasts (the reference reads index 0 there; kernels clamp every aux index). BigBird draws
@@ -42,13 +43,20 @@ struct ExpressionTensor {
 // bias, block_layout).
 std::vector<ExpressionTensor> expressionTensors(const Spec& spec);
 
+// Every function below gives its expression with a KV cache's positions (kv_cache=): Tk read as
+// seq_lens[b] and qpos as q_idx + seq_lens[b] - Tq, for built-ins and written expressions alike.
+
 // The spec's masks among `kinds` as one mask: its constraints among them intersected with the
-// union of its sparsity patterns among them; nullopt when it has none of them.
+// union of its sparsity patterns among them (and, with a KV cache, kv_idx < seq_lens[b]);
+// nullopt when it has none of them.
 std::optional<expr::Node> masksAsExpression(const Spec& spec, std::span<const MaskKind> kinds);
 
 // The spec's masks among `kinds` and its mask_mod, a score kept where both keep it; nullopt
 // when it has neither.
 std::optional<expr::Node> masksWithMaskMod(const Spec& spec, std::span<const MaskKind> kinds);
+
+// The spec's score_mod; nullopt without one.
+std::optional<expr::Node> scoreModAsExpression(const Spec& spec);
 
 // softcap (cap * tanh(score / cap)), then ALiBi (score - slope_h * |qpos - kv_idx|), then the
 // bias tensor (score + bias[b, h, q_idx, kv_idx]), on the scaled score; nullopt with none.

@@ -24,6 +24,11 @@ namespace attnc {
 enum class Variant { Sdpa, Mha, Additive, Bilinear, Linear, Linformer };
 enum class DType { F32, F16, BF16 };
 enum class Layout { Bhsd, Bshd };
+// Where keys and values live when the queries decode against a KV cache (docs/spec.md, "KV
+// caches"): the plain k and v of one sequence each (none), per-sequence buffers [B, H_kv, Tk, d]
+// filled to seq_lens[b] (contiguous), or pages of page_size rows that a block table maps each
+// sequence's positions to (paged, vLLM's layout).
+enum class KvCache { None, Contiguous, Paged };
 // Where query row i sits among the keys when Tq != Tk: top-left puts it at position i,
 // bottom-right at i + Tk - Tq (so the last query sees the last key, as in decoding).
 enum class CausalAlign { TopLeft, BottomRight };
@@ -127,6 +132,8 @@ struct Spec {
   // Attention sinks (gpt-oss): a learned logit per query head, sinks[h], in every row's softmax
   // denominator; no value is attached to it.
   bool sinks = false;
+  KvCache kvCache = KvCache::None;
+  int64_t pageSize = 0; // paged: rows per page, required
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
   // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in
@@ -137,6 +144,7 @@ struct Spec {
 
   // Derived facts the reference and backends share.
   int64_t groupSize() const { return heads / kvHeads; } // query heads per kv head
+  bool cached() const { return kvCache != KvCache::None; }
   bool needsSeed() const;
   // True when some feature depends on where query rows sit among the keys.
   bool usesAlignment() const;

@@ -273,6 +273,9 @@ std::vector<SpecKey> buildKeys() {
                  hasMask(MaskKind::Global),
                  "queries with qpos < N attend to every key, and keys j < N to every query"),
       integerKey("heads", &Spec::heads, 1, kMaxHeads, "always", always, "query heads"),
+      listedOnlyWhenSet(nameKey(
+          "kv_cache", &Spec::kvCache, kvCacheNames(), "variant=sdpa", is(Variant::Sdpa),
+          "keys and values in a KV cache: seq_lens [B] keys per sequence, queries at its end")),
       integerKey("kv_heads", &Spec::kvHeads, 1, kMaxHeads, "always", always,
                  "key/value heads (GQA/MQA); must divide heads"),
       nameKey(
@@ -285,6 +288,9 @@ std::vector<SpecKey> buildKeys() {
       maskKey(),
       expressionKey("mask_mod", &Spec::maskMod, "a bool expression (docs/spec.md, Expressions)",
                     "keep score (b, h, q_idx, kv_idx) where true; intersects mask"),
+      integerKey("page_size", &Spec::pageSize, 1, 65536, "kv_cache=paged",
+                 [](const Spec& s) { return s.kvCache == KvCache::Paged; },
+                 "rows per page of k_pages and v_pages"),
       {"params", ValueKind::Text, "name=number ... (an integer within 32 bits or a real)",
        "score_mod or mask_mod", "named scalars the expressions read",
        [](const Spec& s) { return readByExpressions(s) && !s.params.empty(); },

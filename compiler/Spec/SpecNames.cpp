@@ -14,6 +14,9 @@ constexpr std::array kVariants{
 constexpr std::array kDTypes{std::pair{"f32"sv, DType::F32}, std::pair{"f16"sv, DType::F16},
                              std::pair{"bf16"sv, DType::BF16}};
 constexpr std::array kLayouts{std::pair{"bhsd"sv, Layout::Bhsd}, std::pair{"bshd"sv, Layout::Bshd}};
+constexpr std::array kKvCaches{std::pair{"none"sv, KvCache::None},
+                               std::pair{"contiguous"sv, KvCache::Contiguous},
+                               std::pair{"paged"sv, KvCache::Paged}};
 constexpr std::array kAligns{std::pair{"top_left"sv, CausalAlign::TopLeft},
                              std::pair{"bottom_right"sv, CausalAlign::BottomRight}};
 constexpr std::array kFeatureMaps{std::pair{"elu1"sv, FeatureMap::Elu1},
@@ -45,6 +48,9 @@ NameTable<DType> dtypeNames() {
 }
 NameTable<Layout> layoutNames() {
   return kLayouts;
+}
+NameTable<KvCache> kvCacheNames() {
+  return kKvCaches;
 }
 NameTable<CausalAlign> causalAlignNames() {
   return kAligns;

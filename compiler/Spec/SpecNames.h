@@ -17,6 +17,7 @@ template <class E> using NameTable = std::span<const std::pair<std::string_view,
 NameTable<Variant> variantNames();
 NameTable<DType> dtypeNames();
 NameTable<Layout> layoutNames();
+NameTable<KvCache> kvCacheNames();
 NameTable<CausalAlign> causalAlignNames();
 NameTable<FeatureMap> featureMapNames();
 NameTable<RopeStyle> ropeStyleNames();

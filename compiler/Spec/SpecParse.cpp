@@ -161,6 +161,20 @@ void validate(const Spec& s) {
     fail("pe=sinusoidal needs an even d_model; d_model=" + std::to_string(s.dModel));
   if (s.variant == Variant::Linformer && s.projLen == 0)
     fail("variant=linformer needs proj_len=N (the projected sequence length)");
+  if (s.cached()) {
+    const std::string cache = "kv_cache=" + std::string(nameOf(kvCacheNames(), s.kvCache));
+    if (s.kvCache == KvCache::Paged && s.pageSize == 0)
+      fail(cache + " needs page_size=N (rows per page, as 16 in vLLM)");
+    if (s.masks.has(MaskKind::Padding))
+      fail(cache + " with mask=" + maskText(s) +
+           ": seq_lens already gives each sequence's keys; drop padding");
+    if (s.causalAlign == CausalAlign::TopLeft)
+      fail(cache + " puts each sequence's query rows at its end (bottom_right); causal_align="
+                   "top_left does not apply");
+    if (s.rope)
+      fail(cache + " with rope=true is not supported yet: the cached keys would be rotated "
+                   "again at every step; rotate them once before they enter the cache");
+  }
 }
 
 Spec buildSpec(Entries entries) {

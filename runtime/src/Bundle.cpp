@@ -1,6 +1,7 @@
 // The C API: opening bundles, checking them against this host, and running them.
 #include "ElfCheck.h"
 #include "HostCpu.h"
+#include "KvCacheCheck.h"
 #include "RuntimeManifest.h"
 #include "TensorCheck.h"
 #include "ThreadPool.h"
@@ -307,6 +308,9 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   attnc::RunSizes sizes;
   if (auto problem = attnc::runtime::checkTensors(bundle->manifest, bundle->target->device, ordered, sizes))
     return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);
+  if (auto problem =
+          attnc::runtime::checkKvCache(bundle->manifest, bundle->target->device, ordered, sizes))
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
 
   int32_t threads = options && options->num_threads > 0
                         ? options->num_threads

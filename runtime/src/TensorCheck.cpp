@@ -77,10 +77,11 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t,
     return name + " " + *problem;
   for (int d = 0; d < t.ndim; ++d)
     if (arg.shape[d].binds() && sizes[*arg.shape[d].symbol] == 0) {
-      if (t.shape[d] < 1)
+      const std::optional<int64_t> size = arg.shape[d].boundSize(t.shape[d]);
+      if (t.shape[d] < 1 || !size)
         return name + " has extent " + std::to_string(t.shape[d]) + " for " + arg.shape[d].str() +
-               "; sizes must be at least 1";
-      sizes[*arg.shape[d].symbol] = t.shape[d];
+               "; sizes must be at least 1 and fit in 64 bits";
+      sizes[*arg.shape[d].symbol] = *size;
     }
   for (int d = 0; d < t.ndim; ++d) {
     std::optional<int64_t> want = arg.shape[d].evaluate(sizes);

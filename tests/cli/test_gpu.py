@@ -55,6 +55,10 @@ CASES = [
     # by the SIMT finalize, the weights reading the lse that counts them.
     "heads=4 kv_heads=2 d_k=64 mask=causal+padding sinks=true lse=true dtype=bf16",
     "heads=2 d_k=64 sinks=true lse=true weights=true",
+    # KV caches: seq_lens read by the mask and the positions (both backends), pages through the
+    # block table (Halide).
+    "heads=4 kv_heads=2 d_k=64 kv_cache=contiguous mask=causal lse=true dtype=f16",
+    "heads=4 kv_heads=1 d_k=64 kv_cache=paged page_size=16 mask=causal lse=true dtype=f16",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,

@@ -35,6 +35,14 @@ FEATURES = [
     "heads=4 kv_heads=2 d_k=16 mask=padding+causal sinks=true lse=true weights=true",
     "variant=additive heads=2 d_q=6 d_k=10 d_v=4 d_attn=8 mask=causal sinks=true lse=true "
     "dtype=bf16",
+    # KV caches (random seq_lens in [0, Tk], pages in shuffled order): each sequence's rows at
+    # its end, with positions (causal, window, ALiBi) and written expressions read there.
+    "heads=4 kv_heads=2 d_k=24 kv_cache=contiguous mask=causal lse=true sinks=true",
+    "heads=8 kv_heads=1 d_k=40 kv_cache=paged page_size=16 mask=causal+window window_left=7 "
+    "lse=true dtype=f16",
+    "heads=2 d_k=16 kv_cache=paged page_size=5 alibi=true layout=bshd weights=true dtype=bf16",
+    'heads=4 kv_heads=2 d_k=16 kv_cache=contiguous aux="tree:i32[Tq]" '
+    'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))" lse=true',
     "heads=2 d_k=32 dtype=f16 mask=causal lse=true",
     "heads=2 d_k=32 dtype=bf16 mask=causal",
     "variant=mha heads=2 d_k=8 pe=sinusoidal mask=causal lse=true",
@@ -125,6 +133,7 @@ class NumericsMatrix(CliTestCase):
             "heads=8 kv_heads=1 d_k=40 d_v=24 mask=padding lse=true dtype=f16",
             "heads=2 d_k=24 mask=causal+window window_left=300 lse=true dtype=bf16",
             "heads=8 kv_heads=2 d_k=24 mask=padding sinks=true lse=true dtype=f16",
+            "heads=8 kv_heads=2 d_k=32 kv_cache=contiguous mask=causal sinks=true lse=true",
             "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
             "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
             "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",
@@ -140,7 +149,8 @@ class NumericsMatrix(CliTestCase):
                                       "decode=1", "-o", out), 0)
                 bundle = r.stdout.strip()
                 for batch, tq, tk, lengths in shapes:
-                    extra = ["--lengths", lengths] if "padding" in spec else []
+                    extra = (["--lengths", lengths]
+                             if "padding" in spec or "kv_cache" in spec else [])
                     self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
                                       "--seq-k", tk, "--seed", tq, *extra), 0, "PASS")
 

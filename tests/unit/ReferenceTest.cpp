@@ -57,6 +57,73 @@ TEST(Reference, FullyMaskedRowWithSinkHasTheSinkAsLse) {
     }
 }
 
+// A KV cache, contiguous or paged, computes for each sequence b the attention of its last Tq
+// positions over its own seq_lens[b] keys: the plain spec on those keys alone (Tk = seq_lens[b]),
+// causal aligned to the sequence's end, with the sliding window and ALiBi at its positions. A
+// sequence shorter than Tq has rows before its start, which see nothing under causal.
+TEST(Reference, KvCachesAttendEachSequenceOverItsOwnKeys) {
+  const std::string features = "heads=4 kv_heads=2 d_k=8 mask=causal+window window_left=5 "
+                               "alibi=true lse=true";
+  const int64_t B = 3, Tq = 3, Tk = 20, page = 4, H = 4, Hkv = 2, d = 8;
+  const std::vector<double> lengths = {13, 20, 2};
+  tools::Call contiguous =
+      randomCall(features + " kv_cache=contiguous", B, Tq, Tk, /*seed=*/3);
+  contiguous.tensor("seq_lens").assign(lengths);
+  tools::Call paged = randomCall(features + " kv_cache=paged page_size=4", B, Tq, Tk, 3);
+  paged.tensor("seq_lens").assign(lengths);
+  // The contiguous cache's rows spread over the pages in the paged call's shuffled order.
+  const std::vector<double> table = paged.tensor("block_table").values();
+  paged.tensor("q").assign(contiguous.tensor("q").values());
+  for (const char* name : {"k", "v"}) {
+    const std::vector<double> rows = contiguous.tensor(name).values();
+    std::vector<double> pages = paged.tensor(std::string(name) + "_pages").values();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t g = 0; g < Hkv; ++g)
+        for (int64_t j = 0; j < Tk; ++j) {
+          const auto p = static_cast<int64_t>(table[b * (Tk / page) + j / page]);
+          for (int64_t e = 0; e < d; ++e)
+            pages[((p * page + j % page) * Hkv + g) * d + e] = rows[at4(Hkv, Tk, d, b, g, j, e)];
+        }
+    paged.tensor(std::string(name) + "_pages").assign(pages);
+  }
+  const test::Outputs fromContiguous = runReferenceOn(contiguous), fromPages = runReferenceOn(paged);
+  EXPECT_EQ(fromContiguous.o, fromPages.o);
+  EXPECT_EQ(fromContiguous.lse, fromPages.lse);
+
+  for (int64_t b = 0; b < B; ++b) {
+    const auto n = static_cast<int64_t>(lengths[b]);
+    tools::Call alone = randomCall(features, 1, Tq, n);
+    std::vector<double> q(H * Tq * d), k(Hkv * n * d), v(Hkv * n * d);
+    const std::vector<double> cq = contiguous.tensor("q").values(),
+                              ck = contiguous.tensor("k").values(),
+                              cv = contiguous.tensor("v").values();
+    std::copy_n(cq.begin() + b * H * Tq * d, H * Tq * d, q.begin());
+    for (int64_t g = 0; g < Hkv; ++g)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t e = 0; e < d; ++e) {
+          k[at4(Hkv, n, d, 0, g, j, e)] = ck[at4(Hkv, Tk, d, b, g, j, e)];
+          v[at4(Hkv, n, d, 0, g, j, e)] = cv[at4(Hkv, Tk, d, b, g, j, e)];
+        }
+    alone.tensor("q").assign(q);
+    alone.tensor("k").assign(k);
+    alone.tensor("v").assign(v);
+    const test::Outputs expected = runReferenceOn(alone);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Tq; ++i) {
+        const double lse = fromContiguous.lse[(b * H + h) * Tq + i], want = expected.lse[h * Tq + i];
+        if (std::isinf(want))
+          EXPECT_EQ(lse, want) << "b=" << b << " h=" << h << " i=" << i;
+        else
+          EXPECT_NEAR(lse, want, 1e-12) << "b=" << b << " h=" << h << " i=" << i;
+        for (int64_t e = 0; e < d; ++e)
+          EXPECT_NEAR(fromContiguous.o[at4(H, Tq, d, b, h, i, e)], expected.o[at4(H, Tq, d, 0, h, i, e)],
+                      1e-12);
+      }
+  }
+  // Sequence 2 holds 2 keys: its first query row sits at position -1 and keeps none.
+  EXPECT_EQ(fromContiguous.lse[(2 * H) * Tq], -std::numeric_limits<double>::infinity());
+}
+
 TEST(Reference, HandComputedCausalBottomRight) {
   // Tq = 1, Tk = 3, bottom-right: the query sits at position 2 and sees every key.
   tools::Call call = randomCall("d_k=1 mask=causal weights=true", 1, 1, 3);

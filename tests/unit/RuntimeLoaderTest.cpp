@@ -241,6 +241,34 @@ TEST_F(TensorChecks, StridedInputsGiveTheSameResult) {
   EXPECT_EQ(compact.tensor("o").values(), strided.tensor("o").values());
 }
 
+// A KV cache's lengths and block table, checked before any kernel reads through them; the
+// entries past a sequence's last page are not read, whatever they hold.
+TEST_F(TensorChecks, KvCacheLengthsAndBlockTablesAreCheckedBeforeTheKernel) {
+  const std::string paged = "heads=2 d_k=8 kv_cache=paged page_size=4";
+  auto call = [&](std::vector<double> lengths, std::vector<double> table) {
+    tools::Call c = test::randomCall(paged, 2, 1, 12); // 3 pages per sequence, 7 in the cache
+    c.tensor("seq_lens").assign(lengths);
+    c.tensor("block_table").assign(table);
+    return c;
+  };
+  tools::Call fine = call({12, 5}, {0, 1, 2, 3, 4, -1});
+  runtime::Bundle bundle = runtime::Bundle::open(compile(paged));
+  std::vector<attnc_named_tensor> named = fine.named();
+  bundle.run(named);
+  tools::Call farPage = call({12, 5}, {0, 1, 2, 3, 7, -1});
+  expectRunFails(farPage, ATTNC_ERROR_INVALID_ARGUMENT,
+                 "block_table[1, 1] = 7 names no page: k_pages and v_pages have 7");
+  tools::Call negativePage = call({12, 9}, {0, 1, 2, 3, 4, -1});
+  expectRunFails(negativePage, ATTNC_ERROR_INVALID_ARGUMENT, "block_table[1, 2] = -1 names no page");
+  tools::Call tooLong = call({13, 5}, {0, 1, 2, 3, 4, 5});
+  expectRunFails(tooLong, ATTNC_ERROR_INVALID_ARGUMENT, "seq_lens[0] = 13 is outside [0, Tk=12]");
+  tools::Call negative = call({12, -1}, {0, 1, 2, 3, 4, 5});
+  expectRunFails(negative, ATTNC_ERROR_INVALID_ARGUMENT, "seq_lens[1] = -1 is outside [0, Tk=12]");
+  tools::Call contiguous = test::randomCall("heads=2 d_k=8 kv_cache=contiguous", 2, 1, 12);
+  contiguous.tensor("seq_lens").assign({3, 20});
+  expectRunFails(contiguous, ATTNC_ERROR_INVALID_ARGUMENT, "seq_lens[1] = 20 is outside [0, Tk=12]");
+}
+
 TEST_F(TensorChecks, DecodeKernelReadsKeysAndValuesOfAnyStride) {
   // The MLIR decode kernel loads K and V rows as vectors when their head dim is dense, and
   // element by element otherwise: K and V here keep every other element of a wider tensor.

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/core.h>
+#include <numeric>
 #include <sstream>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ void bindFromFile(const Argument& arg, const HostTensor& t, RunSizes& sizes,
                      "' needs rank " + std::to_string(arg.shape.size()));
   for (size_t d = 0; d < arg.shape.size(); ++d)
     if (arg.shape[d].binds() && sizes[*arg.shape[d].symbol] == 0)
-      sizes[*arg.shape[d].symbol] = t.shape()[d];
+      sizes[*arg.shape[d].symbol] = arg.shape[d].boundSize(t.shape()[d]).value_or(0);
 }
 
 void applyFlag(RunSizes& sizes, SizeSymbol s, std::optional<int64_t> flag, const char* option) {
@@ -102,6 +103,16 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
     for (double& v : values)
       v = words.next() % (sizes[SizeSymbol::SeqK] + 1);
     break;
+  case ArgumentFill::BlockTable: {
+    // Distinct pages, shuffled (Fisher-Yates), so that no sequence's pages are in order.
+    std::vector<int64_t> pages(sizes[SizeSymbol::Pages]);
+    std::iota(pages.begin(), pages.end(), 0);
+    for (size_t k = pages.size(); k > 1; --k)
+      std::swap(pages[k - 1], pages[words.next() % k]);
+    for (size_t e = 0; e < values.size(); ++e)
+      values[e] = static_cast<double>(pages[e]);
+    break;
+  }
   case ArgumentFill::MaskBits:
     for (double& v : values)
       v = words.next() % 5 != 0; // 80% kept
@@ -260,11 +271,13 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
     }
     loaded.emplace(name, npy::read(path));
   }
+  // --lengths fills the padding mask's lengths, or a KV cache's seq_lens.
+  const std::string lengthsName = spec.cached() ? "seq_lens" : "lengths";
   bool lengthsFile = !flags.lengths.empty() && flags.lengths.ends_with(".npy");
-  if (!flags.lengths.empty() && !spec.masks.has(MaskKind::Padding))
-    throw UsageError("--lengths: this bundle has no padding mask");
+  if (!flags.lengths.empty() && !spec.masks.has(MaskKind::Padding) && !spec.cached())
+    throw UsageError("--lengths: this bundle has no padding mask and no KV cache");
   if (lengthsFile)
-    loaded.emplace("lengths", npy::read(flags.lengths));
+    loaded.emplace(lengthsName, npy::read(flags.lengths));
 
   for (const Argument& arg : call.arguments)
     if (auto it = loaded.find(arg.name); it != loaded.end())
@@ -281,6 +294,14 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
     sizes[SizeSymbol::SeqQ] = 128;
   if (sizes[SizeSymbol::SeqK] == 0)
     sizes[SizeSymbol::SeqK] = sizes[SizeSymbol::SeqQ];
+  if (spec.kvCache == KvCache::Paged) {
+    // Tk, each sequence's capacity, is whole pages; the cache has a spare page besides the
+    // batch's, which no block table entry names.
+    const int64_t page = spec.pageSize, keys = sizes[SizeSymbol::SeqK];
+    sizes[SizeSymbol::SeqK] = (keys / page + (keys % page != 0)) * page;
+    if (sizes[SizeSymbol::Pages] == 0)
+      sizes[SizeSymbol::Pages] = sizes[SizeSymbol::Batch] * (sizes[SizeSymbol::SeqK] / page) + 1;
+  }
   checkCallFits(call.arguments, sizes);
 
   for (size_t i = 0; i < call.arguments.size(); ++i) {
@@ -295,7 +316,7 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
       tensor = convertInput(arg, it->second, path);
       if (arg.fill == ArgumentFill::Lengths)
         checkLengths(tensor, sizes[SizeSymbol::SeqK], path);
-    } else if (arg.name == "lengths" && !flags.lengths.empty()) {
+    } else if (arg.name == lengthsName && !flags.lengths.empty()) {
       tensor = lengthsFromList(flags.lengths, sizes[SizeSymbol::Batch], sizes[SizeSymbol::SeqK]);
     } else if (arg.role != ArgumentRole::Output) {
       tensor.assign(randomValues(spec, arg, shape, sizes, flags.seed, static_cast<uint32_t>(i)));

@@ -122,6 +122,9 @@ const Coverage& UnfusedBaseline::coverage() {
     Coverage row = fullCoverage(Device::Cpu);
     row.variants = {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
                     Variant::Linformer};
+    // Its causal rows end at a position common to the batch; a cache's differ per sequence.
+    std::erase(row.modifiers, Modifier::ContiguousKvCache);
+    std::erase(row.modifiers, Modifier::PagedKvCache);
     return row;
   }();
   return row;
@@ -141,7 +144,8 @@ std::string UnfusedBaseline::describe(const Spec& s) {
   std::string steps = variantSteps(s);
   if (s.rope)
     steps += "; RoPE from cos and sin tables";
-  if (evaluatedMasks(s) || modifiersAsExpression(s) || s.scoreMod.tree || dropoutAsExpression(s))
+  if (evaluatedMasks(s) || modifiersAsExpression(s) || scoreModAsExpression(s) ||
+      dropoutAsExpression(s))
     steps += "; masks and modifiers as elementwise passes over the scores, as eager PyTorch";
   return steps;
 }
@@ -198,6 +202,7 @@ UnfusedBaseline::UnfusedBaseline(const Call& call)
   }
   masks_ = evaluatedMasks(s);
   modifiers_ = modifiersAsExpression(s);
+  scoreMod_ = scoreModAsExpression(s);
   dropout_ = dropoutAsExpression(s);
   expressionInputs_ = expressionInputs(call);
   const int64_t H = s.heads;
@@ -241,7 +246,7 @@ void UnfusedBaseline::softmaxTimesValues(float* scores, int64_t keys, int64_t b,
   };
   // S = score_mod(modifiers(S)), each a new matrix; masked entries -inf.
   for (const expr::Node* scoreExpression : {modifiers_ ? &*modifiers_ : nullptr,
-                                            s.scoreMod.tree.get()})
+                                            scoreMod_ ? &*scoreMod_ : nullptr})
     if (scoreExpression)
       each(evaluateEagerly(*scoreExpression, grid, expressionInputs_),
            [](float& x, const EagerArray& a, int64_t i, int64_t j) { x = a.number(i, j); });

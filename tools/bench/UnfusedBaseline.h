@@ -86,7 +86,7 @@ private:
   std::vector<float> ropeQuery_, ropeKey_; // [T, rope_dims / 2, (cos, sin)] at the rows' positions
   // The expressions evaluated over a head's scores: the built-in modifiers, the masks past
   // causal and padding (which bound each row's keys) with mask_mod, dropout's factor.
-  std::optional<expr::Node> modifiers_, masks_, dropout_;
+  std::optional<expr::Node> modifiers_, scoreMod_, masks_, dropout_;
   EagerInputs expressionInputs_;
   const runtime::Bundle* attention_ = nullptr;
 };

@@ -25,6 +25,13 @@ ImageParam headParam(const Spec& s, const char* name, int64_t dim, int64_t heads
     return p;
   }
   ImageParam p(storageType(s.dtype), 4, name);
+  if (s.kvCache == KvCache::Paged && name[0] != 'q') {
+    // A page of the cache, [pages, page_size, kv_heads, d]: (d, g, row, page) here.
+    p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(dim));
+    p.dim(1).set_bounds(0, static_cast<int>(heads));
+    p.dim(2).set_bounds(0, static_cast<int>(s.pageSize));
+    return p;
+  }
   const int headDim = s.layout == Layout::Bhsd ? 2 : 1;
   p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(dim));
   p.dim(headDim).set_bounds(0, static_cast<int>(heads));
@@ -82,15 +89,24 @@ Type storageType(DType dtype) {
 }
 
 ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
-    : spec_(s), q_(headParam(s, "q", s.dQ, s.heads)), k_(headParam(s, "k", s.dK, s.kvHeads)),
-      v_(headParam(s, "v", s.dV, s.kvHeads)), lengths_(Int(32), 1, "lengths") {
-  // Manifest order (Abi/Arguments.cpp): q, k, v, lengths, mask, block_layout, bias, aux.
+    : spec_(s), q_(headParam(s, "q", s.dQ, s.heads)),
+      k_(headParam(s, s.kvCache == KvCache::Paged ? "k_pages" : "k", s.dK, s.kvHeads)),
+      v_(headParam(s, s.kvCache == KvCache::Paged ? "v_pages" : "v", s.dV, s.kvHeads)),
+      lengths_(Int(32), 1, "lengths") {
+  // Manifest order (Abi/Arguments.cpp): q, k, v (or k_pages, v_pages), seq_lens, block_table,
+  // lengths, mask, block_layout, bias, aux.
   inputs_ = {q_, k_, v_};
   auto declare = [&](ImageParam p) {
     p.dim(0).set_stride(Expr());
     tensors_.emplace(p.name(), p);
     inputs_.push_back(p);
   };
+  if (s.cached())
+    declare(ImageParam(Int(32), 1, "seq_lens"));
+  if (s.kvCache == KvCache::Paged) {
+    blockTable_ = ImageParam(Int(32), 2, "block_table");
+    declare(blockTable_);
+  }
   if (s.masks.has(MaskKind::Padding)) {
     tensors_.emplace("lengths", lengths_);
     inputs_.push_back(lengths_);
@@ -105,6 +121,7 @@ ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
     declare(ImageParam(a.elementType == expr::Type::Int ? Int(32) : Float(32),
                        static_cast<int>(a.dims.size()), a.name));
   modifiers_ = modifiersAsExpression(s);
+  scoreMod_ = scoreModAsExpression(s);
   mask_ = masksWithMaskMod(s, kBuiltinMasks);
   dropout_ = dropoutAsExpression(s);
   auxSummaries_ = std::make_unique<AuxSummaries>(mask_, tensors_);
@@ -124,7 +141,9 @@ ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
   }
   const int seqDim = s.layout == Layout::Bhsd || s.variant == Variant::Mha ? 1 : 2;
   seqQ_ = q_.dim(seqDim).extent();
-  seqK_ = k_.dim(seqDim).extent();
+  // A paged cache's Tk is its block table's pages per sequence, whole.
+  seqK_ = s.kvCache == KvCache::Paged ? blockTable_.dim(0).extent() * static_cast<int>(s.pageSize)
+                                      : k_.dim(seqDim).extent();
   keys_ = s.variant == Variant::Linformer ? Expr(static_cast<int>(s.projLen)) : seqK_;
   offset_ = s.causalAlign == CausalAlign::BottomRight ? seqK_ - seqQ_ : Expr(0);
 
@@ -203,18 +222,29 @@ std::vector<Func> ScoreTerms::tables() const {
 Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const {
   if (spec_.variant == Variant::Mha)
     return p(d, t, b);
+  if (spec_.kvCache == KvCache::Paged && p.name() != q_.name()) {
+    // Position t of sequence b: row t % P of page block_table[b, t / P]. The runtime checked
+    // the entries of each sequence's keys; the others (a partial block's tail) are clamped
+    // into the cache, and their scores masked.
+    const Expr page = static_cast<int>(spec_.pageSize);
+    const Expr entry = blockTable_(clamp(t / page, 0, blockTable_.dim(0).extent() - 1),
+                                   clamp(b, 0, blockTable_.dim(1).extent() - 1));
+    return p(d, h, t % page, clamp(entry, 0, p.dim(3).extent() - 1));
+  }
   return spec_.layout == Layout::Bhsd ? p(d, t, h, b) : p(d, h, t, b);
 }
 
 Expr ScoreTerms::validKeys(Expr b) const {
+  if (spec_.cached())
+    return clamp(tensors_.at("seq_lens")(b), 0, seqK_);
   return spec_.masks.has(MaskKind::Padding) ? clamp(lengths_(b), 0, seqK_) : seqK_;
 }
 
 Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const {
   if (modifiers_)
     x = translate(*modifiers_, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
-  if (spec_.scoreMod.tree)
-    x = translate(*spec_.scoreMod.tree, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
+  if (scoreMod_)
+    x = translate(*scoreMod_, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
   return x;
 }
 

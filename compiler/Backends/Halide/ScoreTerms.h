@@ -47,7 +47,8 @@ public:
   Halide::Expr seqK() const { return seqK_; }
   // The keys the softmax runs over: Tk, or Linformer's proj_len projected keys.
   Halide::Expr keys() const { return keys_; }
-  // Keys of batch b that carry data: lengths[b] with a padding mask, else Tk.
+  // Keys of batch b that carry data: lengths[b] with a padding mask, seq_lens[b] with a KV cache,
+  // else Tk.
   Halide::Expr validKeys(Halide::Expr b) const;
   // q, k or v at (head-dim element, sequence position, head, batch), whatever the layout; mha's
   // [B, T, d_model] inputs ignore the head.
@@ -108,13 +109,14 @@ private:
 
   const Spec& spec_;
   Halide::ImageParam q_, k_, v_, lengths_;
+  Halide::ImageParam blockTable_; // a paged cache's
   std::vector<Halide::ImageParam> inputs_;
   std::map<std::string, Halide::ImageParam> params_;
   // What the expressions read by name (Spec/BuiltinExpressions' expressionTensors): the spec's
   // aux tensors and the kernel inputs the built-ins read (lengths, mask, bias, block_layout).
   std::map<std::string, Halide::ImageParam> tensors_;
   // Spec/BuiltinExpressions.h: the modifiers, every mask with mask_mod, dropout's factor.
-  std::optional<expr::Node> modifiers_, mask_, dropout_;
+  std::optional<expr::Node> modifiers_, scoreMod_, mask_, dropout_;
   std::unique_ptr<AuxSummaries> auxSummaries_; // for the mask's block liveness
   TabledDraws rowDraws_;                       // the mask's draws that read no key
   std::vector<Halide::Func> drawTables_;       // their tables

@@ -108,8 +108,9 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   SmallVector<const expr::Node*, 2> scoreTrees;
   if (modifiers)
     scoreTrees.push_back(&*modifiers);
-  if (spec.scoreMod.tree)
-    scoreTrees.push_back(&*spec.scoreMod.tree);
+  const std::optional<expr::Node> scoreMod = scoreModAsExpression(spec);
+  if (scoreMod)
+    scoreTrees.push_back(&*scoreMod);
   if (!scoreTrees.empty())
     buildExpressionRegion(attention.getScoreMod(), scoreTrees, spec, auxOperands);
   if (mask)

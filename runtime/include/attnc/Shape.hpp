@@ -1,9 +1,11 @@
 // Symbolic tensor dimensions of a manifest argument.
 //
-// A dimension is a constant ("64"), a run-time size ("B", "Tq", "Tk"), or a ceiling division
-// of one ("ceil(Tq/64)", the number of 64-row blocks). A trailing "|1" marks a dimension that
-// may also be 1 and is then broadcast ("B|1" for a mask shared by the whole batch). The compiler
-// writes these strings and the runtime evaluates them, both through this header.
+// A dimension is a constant ("64"), a run-time size ("B", "Tq", "Tk", "pages": a paged KV
+// cache's page count), a ceiling division of one ("ceil(Tq/64)", the number of 64-row blocks),
+// or an exact one ("Tk/16": a block table's pages per sequence, which binds Tk = 16 x extent).
+// A trailing "|1" marks a dimension that may also be 1 and is then broadcast ("B|1" for a mask
+// shared by the whole batch). The compiler writes these strings and the runtime evaluates them,
+// both through this header.
 #ifndef ATTNC_SHAPE_HPP
 #define ATTNC_SHAPE_HPP
 
@@ -15,12 +17,13 @@
 
 namespace attnc {
 
-enum class SizeSymbol { Batch, SeqQ, SeqK };
+enum class SizeSymbol { Batch, SeqQ, SeqK, Pages };
 
-inline constexpr std::string_view kSizeSymbolNames[] = {"B", "Tq", "Tk"};
+inline constexpr std::string_view kSizeSymbolNames[] = {"B", "Tq", "Tk", "pages"};
+inline constexpr int kSizeSymbols = 4;
 
 inline std::optional<SizeSymbol> parseSizeSymbol(std::string_view text) {
-  for (int s = 0; s < 3; ++s)
+  for (int s = 0; s < kSizeSymbols; ++s)
     if (kSizeSymbolNames[s] == text)
       return static_cast<SizeSymbol>(s);
   return std::nullopt;
@@ -28,46 +31,58 @@ inline std::optional<SizeSymbol> parseSizeSymbol(std::string_view text) {
 
 // The run-time sizes; 0 while not yet bound.
 struct RunSizes {
-  int64_t value[3] = {0, 0, 0};
+  int64_t value[kSizeSymbols] = {0, 0, 0, 0};
   int64_t& operator[](SizeSymbol s) { return value[static_cast<int>(s)]; }
   int64_t operator[](SizeSymbol s) const { return value[static_cast<int>(s)]; }
 };
 
 struct DimExpr {
   std::optional<SizeSymbol> symbol; // empty: a constant
-  int64_t value = 0;                // the constant, or the divisor of a ceil() (1: plain symbol)
+  int64_t value = 0;                // the constant, or the divisor of a division (1: plain symbol)
   bool broadcastable = false;
+  bool exact = false; // symbol / value with the symbol a multiple of value, else its ceiling
 
-  static DimExpr constant(int64_t v) { return {std::nullopt, v, false}; }
-  static DimExpr of(SizeSymbol s) { return {s, 1, false}; }
-  static DimExpr ceilDiv(SizeSymbol s, int64_t d) { return {s, d, false}; }
+  static DimExpr constant(int64_t v) { return {std::nullopt, v, false, false}; }
+  static DimExpr of(SizeSymbol s) { return {s, 1, false, false}; }
+  static DimExpr ceilDiv(SizeSymbol s, int64_t d) { return {s, d, false, false}; }
+  static DimExpr exactDiv(SizeSymbol s, int64_t d) { return {s, d, false, true}; }
   DimExpr orOne() const {
     DimExpr e = *this;
     e.broadcastable = true;
     return e;
   }
-  // A plain symbol, which binds a run-time size from the first tensor that has it.
-  bool binds() const { return symbol && value == 1 && !broadcastable; }
+  // A plain symbol or an exact division, which binds a run-time size from the first tensor that
+  // has it.
+  bool binds() const { return symbol && (value == 1 || exact) && !broadcastable; }
+  // The size an extent of this dimension binds its symbol to (extent x divisor), or empty when
+  // that overflows.
+  std::optional<int64_t> boundSize(int64_t extent) const {
+    if (extent > INT64_MAX / value)
+      return std::nullopt;
+    return extent * value;
+  }
 
-  // Empty while a symbol it needs is not bound yet.
+  // Empty while a symbol it needs is not bound yet, or when an exact division does not divide.
   std::optional<int64_t> evaluate(const RunSizes& sizes) const {
     if (!symbol)
       return value;
     int64_t s = sizes[*symbol];
-    if (s == 0)
+    if (s == 0 || (exact && s % value != 0))
       return std::nullopt;
     return s / value + (s % value != 0); // ceil(s / value), without overflowing s + value - 1
   }
 
   std::string str() const {
     std::string text;
+    const std::string name(kSizeSymbolNames[static_cast<int>(symbol.value_or(SizeSymbol::Batch))]);
     if (!symbol)
       text = std::to_string(value);
     else if (value == 1)
-      text = std::string(kSizeSymbolNames[static_cast<int>(*symbol)]);
+      text = name;
+    else if (exact)
+      text = name + "/" + std::to_string(value);
     else
-      text = "ceil(" + std::string(kSizeSymbolNames[static_cast<int>(*symbol)]) + "/" +
-             std::to_string(value) + ")";
+      text = "ceil(" + name + "/" + std::to_string(value) + ")";
     return broadcastable ? text + "|1" : text;
   }
 
@@ -100,6 +115,16 @@ struct DimExpr {
         return std::nullopt;
       e.symbol = symbol;
       e.value = *divisor;
+      return e;
+    }
+    if (std::size_t slash = text.find('/'); slash != std::string_view::npos) {
+      auto symbol = parseSizeSymbol(text.substr(0, slash));
+      auto divisor = parseInt(text.substr(slash + 1));
+      if (!symbol || !divisor)
+        return std::nullopt;
+      e.symbol = symbol;
+      e.value = *divisor;
+      e.exact = true;
       return e;
     }
     auto v = parseInt(text);

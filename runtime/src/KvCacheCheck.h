@@ -1,0 +1,26 @@
+// The run-time checks of a KV cache's index tensors, before any kernel reads through them.
+#ifndef ATTNC_RUNTIME_KVCACHECHECK_H
+#define ATTNC_RUNTIME_KVCACHECHECK_H
+
+#include "RuntimeManifest.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnc::runtime {
+
+// For a bundle with a KV cache (a `seq_lens` argument; docs/spec.md, "KV caches"): every
+// seq_lens[b] in [0, Tk], and every block_table entry a sequence's keys use ([b, p] for
+// p < ceil(seq_lens[b] / page_size)) naming a page of k_pages; the entries past a sequence's
+// end are not read, so they may hold anything (vLLM pads with -1 or 0). O(B + pages). The
+// tensors, already checked against the manifest, are in manifest order; in device memory
+// (device "cuda") they are copied to the host first. Returns the first problem, naming the
+// tensor, the index, the value and what is allowed.
+std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const std::string& device,
+                                        const std::vector<DLTensor*>& tensors,
+                                        const RunSizes& sizes);
+
+} // namespace attnc::runtime
+
+#endif // ATTNC_RUNTIME_KVCACHECHECK_H

@@ -33,7 +33,8 @@ template <class Arguments> std::string shapeContract(const Arguments& arguments)
 }
 
 // Why the call's tensors break `contract` with the call's B, Tq and Tk, or empty when they
-// keep it.
+// keep it. A paged cache's page count, which the call does not carry, binds from the first
+// tensor that has it.
 inline std::optional<std::string> contractProblem(std::string_view contract,
                                                   const attnc_kernel_call& call) {
   RunSizes sizes;
@@ -60,6 +61,9 @@ inline std::optional<std::string> contractProblem(std::string_view contract,
       std::string_view dim = dims.substr(0, dims.find(','));
       dims.remove_prefix(std::min(dims.size(), dim.size() + 1));
       const std::optional<DimExpr> expr = DimExpr::parse(dim);
+      if (expr && expr->symbol == SizeSymbol::Pages && expr->binds() &&
+          sizes[SizeSymbol::Pages] == 0)
+        sizes[SizeSymbol::Pages] = t.shape[rank];
       const std::optional<int64_t> want = expr ? expr->evaluate(sizes) : std::nullopt;
       if (!want)
         return expr ? "the call gives no size for dimension '" + std::string(dim) + "' of " + what

@@ -2,9 +2,13 @@
 // placeholder (a parameter name in braces after a dollar sign) with its ScheduleParams value
 // (TransformSchedule.cpp) and runs @tile for the "tiled" stage, @vectorize for "vector".
 module attributes {transform.with_named_sequence} {
-  // One task per (batch, head, query tile); the tile's queries packed once, transposed and
-  // scaled; keys visited in blocks over the range the masks can keep.
+  // A paged KV cache gathered into per-sequence buffers first (a phase of tasks of 64
+  // positions); then one task per (batch, head, query tile); the tile's queries packed once,
+  // transposed and scaled; keys visited in blocks over the range the masks can keep.
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
+    %paged = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.gather_pages %paged rows = 64 : !transform.any_op
     %update = transform.structured.match ops{["attn.online_update"]} in %root
         : (!transform.any_op) -> !transform.any_op
     %tasks, %tile = transform.attn.tile_queries %update rows = ${query_tile}

@@ -55,8 +55,8 @@ CASES = [
     # by the SIMT finalize, the weights reading the lse that counts them.
     "heads=4 kv_heads=2 d_k=64 mask=causal+padding sinks=true lse=true dtype=bf16",
     "heads=2 d_k=64 sinks=true lse=true weights=true",
-    # KV caches: seq_lens read by the mask and the positions (both backends), pages through the
-    # block table (Halide).
+    # KV caches: seq_lens read by the mask and the positions, pages through the block table
+    # (Halide) or gathered into per-sequence buffers by a launch of their own (MLIR).
     "heads=4 kv_heads=2 d_k=64 kv_cache=contiguous mask=causal lse=true dtype=f16",
     "heads=4 kv_heads=1 d_k=64 kv_cache=paged page_size=16 mask=causal lse=true dtype=f16",
 ]
@@ -134,10 +134,12 @@ class CudaBundles(CliTestCase):
                         mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
                         self.assertTrue(mma in text, mma)
                         # The single-pass kernel, the split-key kernel and its merge, in one
-                        # PTX module, after RoPE's two rotations and before the weights'.
+                        # PTX module, after RoPE's two rotations or a paged cache's gather and
+                        # before the weights'.
                         rotations = 2 if "rope=true" in spec else 0
+                        gather = 1 if "kv_cache=paged" in spec else 0
                         weights = 1 if "weights=true" in spec else 0
-                        self.assertEqual(text.count(".entry"), 3 + rotations + weights)
+                        self.assertEqual(text.count(".entry"), 3 + rotations + gather + weights)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

@@ -126,14 +126,18 @@ class NumericsMatrix(CliTestCase):
         # 3 and 16 (rows per task 4: whole, partial and several tiles of them), key counts off
         # every block and split (512 keys per split: 1, 2 and 5 splits), ragged lengths with
         # 0 and 1, GQA ratios 1, 4 and 8, head dims off the vector width, every dtype, masks,
-        # modifiers, expressions and dropout through the same terms as the prefill kernel, and
-        # sinks through the merge of the splits.
+        # modifiers, expressions and dropout through the same terms as the prefill kernel,
+        # sinks through the merge of the splits, and KV caches (pages of 16 and 7 rows read
+        # through the block table; lengths 0 and 1 among them).
         specs = [
             "heads=4 kv_heads=1 d_k=32 mask=causal+padding lse=true",
             "heads=8 kv_heads=1 d_k=40 d_v=24 mask=padding lse=true dtype=f16",
             "heads=2 d_k=24 mask=causal+window window_left=300 lse=true dtype=bf16",
             "heads=8 kv_heads=2 d_k=24 mask=padding sinks=true lse=true dtype=f16",
             "heads=8 kv_heads=2 d_k=32 kv_cache=contiguous mask=causal sinks=true lse=true",
+            "heads=8 kv_heads=2 d_k=40 kv_cache=paged page_size=16 mask=causal lse=true "
+            "dtype=f16",
+            "heads=4 kv_heads=1 d_k=24 kv_cache=paged page_size=7 sinks=true weights=true",
             "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
             "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
             "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",

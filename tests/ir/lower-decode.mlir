@@ -48,6 +48,47 @@ func.func @decode(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf16>, %v: memref
   return
 }
 
+// A paged cache ([pages, H_kv, page_size, d]): each key's row is read from the page its sequence's
+// block table names, clamped into the cache; the keys run to the block table's width in pages.
+// CHECK-LABEL: func.func @decode_paged
+// CHECK: memref.reinterpret_cast {{.*}} to memref<?x2x16x32xf16, strided<[?, ?, ?, 1], offset: ?>>
+// CHECK: scf.forall
+// CHECK:   memref.load %arg3[%{{.*}}, %{{.*}}] : memref<?x?xi32>
+// CHECK:   arith.maxsi
+// CHECK:   arith.minsi
+// CHECK:   vector.load {{.*}} : memref<?x2x16x32xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf16>
+// CHECK: scf.forall
+// CHECK-NOT: attn.online
+// CHECK: return
+func.func @decode_paged(%q: memref<?x4x?x32xf16>, %k: memref<?x2x16x32xf16>,
+                        %v: memref<?x2x16x32xf16>, %table: memref<?x?xi32>, %lens: memref<?xi32>,
+                        %o: memref<?x4x?x32xf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %pages = memref.dim %table, %c1 : memref<?x?xi32>
+  %tk = arith.muli %pages, %c16 : index
+  %acc = memref.alloc(%b, %tq) : memref<?x4x32x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v pages(%table, %lens : memref<?x?xi32>, memref<?xi32>)
+      into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x16x32xf16>, memref<?x2x16x32xf16>,
+        memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x32xf16>
+  memref.dealloc %acc : memref<?x4x32x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %update = transform.structured.match ops{["attn.online_update"]} in %root

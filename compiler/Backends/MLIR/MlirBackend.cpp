@@ -129,7 +129,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
                        MaskKind::BlockSparse, MaskKind::BigBird},
                       {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Rope,
                        Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod,
-                       Modifier::Sinks, Modifier::ContiguousKvCache},
+                       Modifier::Sinks, Modifier::ContiguousKvCache, Modifier::PagedKvCache},
                       {Output::O, Output::Lse, Output::Weights},
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,

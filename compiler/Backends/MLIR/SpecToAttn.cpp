@@ -67,8 +67,10 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
     Value v = value;
     // [B, T, H, d] tensors are viewed as [B, H, T, d]: the attention is always written BHSD.
-    if (spec.layout == Layout::Bshd &&
-        (arg.name == "q" || arg.name == "k" || arg.name == "v" || arg.name == "o"))
+    // A paged cache's [pages, page_size, H_kv, d] likewise, as [pages, H_kv, page_size, d].
+    if ((spec.layout == Layout::Bshd &&
+         (arg.name == "q" || arg.name == "k" || arg.name == "v" || arg.name == "o")) ||
+        arg.name == "k_pages" || arg.name == "v_pages")
       v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
                                                ArrayRef<unsigned>{0, 2, 1, 3}, &ctx)));
     byName[arg.name] = v;
@@ -96,7 +98,10 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (const ExpressionTensor& tensor : expressionTensors(spec))
     addAux(tensor.name);
   auto attention = b.create<attn::AttentionOp>(
-      tensorOf(o), lseType, weightsType, read("q"), read("k"), read("v"), aux, read("sinks"),
+      tensorOf(o), lseType, weightsType, read("q"),
+      read(spec.kvCache == KvCache::Paged ? "k_pages" : "k"),
+      read(spec.kvCache == KvCache::Paged ? "v_pages" : "v"), aux, read("sinks"),
+      read("block_table"), spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(),
       b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")

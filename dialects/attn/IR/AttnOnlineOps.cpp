@@ -33,6 +33,13 @@ LogicalResult verifyNumHeads(Operation* op, int64_t heads, MemRefType key) {
   return success();
 }
 
+// A paged cache's block table [B, Tk / page_size] and lengths [B] come together.
+LogicalResult verifyPages(Operation* op, Value blockTable, Value seqLens) {
+  if (!blockTable != !seqLens)
+    return op->emitOpError() << "a paged cache needs both block_table and seq_lens";
+  return success();
+}
+
 } // namespace
 
 LogicalResult OnlineInitOp::verify() {
@@ -62,7 +69,7 @@ LogicalResult RopeOp::verify() {
 LogicalResult OnlineUpdateOp::verify() {
   if (failed(verifyState(*this, getAcc().getType(), getMax().getType(), getSum().getType())) ||
       failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 4)) ||
-      failed(verifyScoreAttrs(*this)))
+      failed(verifyScoreAttrs(*this)) || failed(verifyPages(*this, getBlockTable(), getSeqLens())))
     return failure();
   MemRefType k = getKey().getType(), v = getValue().getType();
   const int64_t heads = getNumHeads();
@@ -87,7 +94,7 @@ LogicalResult OnlineUpdateOp::verify() {
 
 LogicalResult WeightsOp::verify() {
   if (failed(verifyDomain(*this, getOffsets().size(), getSizes().size(), 4)) ||
-      failed(verifyScoreAttrs(*this)))
+      failed(verifyScoreAttrs(*this)) || failed(verifyPages(*this, getBlockTable(), getSeqLens())))
     return failure();
   MemRefType q = getQuery().getType(), k = getKey().getType();
   const int64_t heads = getNumHeads();

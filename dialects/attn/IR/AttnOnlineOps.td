@@ -120,6 +120,9 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     `[B, H, Tq, d_k]` tensor or a tile made by `attn.pack_query` for one head and batch, when
     the domain must cover just that head and batch (nb = nh = 1) and scores are not scaled again.
     `max_keys`, when present, bounds `nj` (tiling along keys sets it).
+    With `pages(block_table, seq_lens)` key and value are a paged KV cache, as attn.attention
+    defines it; only the decode lowering reads them so, every other lowering needs
+    `transform.attn.gather_pages` first.
 
     Example:
 
@@ -137,6 +140,10 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     Arg<MemRefRankOf<[AnyFloat], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
+    Arg<Optional<MemRefRankOf<[I32], [2]>>, "paged cache: block table [B, Tk / page_size]",
+        [MemRead]>:$block_table,
+    Arg<Optional<MemRefRankOf<[I32], [1]>>, "paged cache: keys per sequence [B]",
+        [MemRead]>:$seq_lens,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,
@@ -151,6 +158,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`aux` `(` $aux^ `:` type($aux) `)`)?
+    (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     `into` $acc `,` $max `,` $sum
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
@@ -233,6 +241,10 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
+    Arg<Optional<MemRefRankOf<[I32], [2]>>, "paged cache: block table [B, Tk / page_size]",
+        [MemRead]>:$block_table,
+    Arg<Optional<MemRefRankOf<[I32], [1]>>, "paged cache: keys per sequence [B]",
+        [MemRead]>:$seq_lens,
     Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
     Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
     Variadic<Index>:$offsets,
@@ -244,6 +256,7 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
   let assemblyFormat = [{
     $query `,` $key
     (`aux` `(` $aux^ `:` type($aux) `)`)?
+    (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     `lse` $lse `into` $weights
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($lse) `,` type($weights)

@@ -53,7 +53,9 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "query d_k " << qs[3] << " differs from key d_k " << ks[3];
   if (qs[1] % ks[1] != 0)
     return emitOpError() << "key/value heads " << ks[1] << " must divide query heads " << qs[1];
-  if (!compatible(qs[0], ks[0]) || !compatible(os[0], qs[0]) || os[1] != qs[1] ||
+  // A paged cache's keys are [pages, H_kv, page_size, d]: no batch dim to match.
+  if ((!getBlockTable() && !compatible(qs[0], ks[0])) || !compatible(os[0], qs[0]) ||
+      os[1] != qs[1] ||
       !compatible(os[2], qs[2]) || os[3] != vs[3])
     return emitOpError() << "output must be [B, heads, Tq, d_v] of the query and value";
   if (failed(verifyScoreAttrs(*this)))
@@ -69,6 +71,10 @@ LogicalResult AttentionOp::verify() {
     if (ls.size() != 3 || !compatible(ls[0], qs[0]) || ls[1] != qs[1] || !compatible(ls[2], qs[2]))
       return emitOpError() << "lse must be [B, heads, Tq]";
   }
+  if (!getBlockTable() != !getSeqLens())
+    return emitOpError() << "a paged cache needs both block_table and seq_lens";
+  if (Value table = getBlockTable(); table && cast<RankedTensorType>(table.getType()).getRank() != 2)
+    return emitOpError() << "block_table must be [B, Tk / page_size]";
   if (Value sinks = getSinks()) {
     ArrayRef<int64_t> ss = cast<RankedTensorType>(sinks.getType()).getShape();
     if (ss.size() != 1 || ss[0] != qs[1])
@@ -77,7 +83,7 @@ LogicalResult AttentionOp::verify() {
   if (auto weights = getWeights()) {
     ArrayRef<int64_t> ws = cast<RankedTensorType>(weights.getType()).getShape();
     if (ws.size() != 4 || !compatible(ws[0], qs[0]) || ws[1] != qs[1] ||
-        !compatible(ws[2], qs[2]) || !compatible(ws[3], ks[2]))
+        !compatible(ws[2], qs[2]) || (!getBlockTable() && !compatible(ws[3], ks[2])))
       return emitOpError() << "weights must be [B, heads, Tq, Tk]";
   }
   return success();

@@ -80,6 +80,11 @@ def Attn_AttentionOp : Attn_Op<"attention",
     `o_i = sum_{j kept} d_ij exp(s_ij - lse_i) v_j` with
     `lse_i = log(exp(sinks[h]) + sum_{j kept} exp(s_ij))` (a row with no kept key gives `o_i = 0`,
     `lse_i = sinks[h]`).
+
+    `pages(block_table, seq_lens)`, when present, makes key and value a paged KV cache viewed
+    as [pages, H_kv, page_size, d]: key j of batch b is row j mod page_size of page
+    block_table[b, j / page_size] (block_table [B, Tk / page_size] i32, so Tk is its width
+    times page_size), for j < seq_lens[b] ([B] i32); the masks (mask_mod) keep no later key.
   }];
 
   let arguments = !con((ins
@@ -87,7 +92,9 @@ def Attn_AttentionOp : Attn_Op<"attention",
     RankedTensorOf<[AnyFloat]>:$key,
     RankedTensorOf<[AnyFloat]>:$value,
     Variadic<RankedTensorOf<[I8, I32, F16, BF16, F32]>>:$aux,
-    Optional<RankedTensorOf<[F32]>>:$sinks), Attn_ScoreAttrs, (ins
+    Optional<RankedTensorOf<[F32]>>:$sinks,
+    Optional<RankedTensorOf<[I32]>>:$block_table,
+    Optional<RankedTensorOf<[I32]>>:$seq_lens), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
     OptionalAttr<I64Attr>:$rope_dims));
@@ -103,6 +110,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
     $query `,` $key `,` $value
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?

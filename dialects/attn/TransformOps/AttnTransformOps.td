@@ -114,6 +114,26 @@ def AttnLowerDecodeOp : Attn_TransformOp<"lower_decode"> {
   }];
 }
 
+def AttnGatherPagesOp : Attn_TransformOp<"gather_pages"> {
+  let summary = "Copies a paged KV cache into per-sequence buffers the ops under the target read";
+  let description = [{
+    The attn.online_update and attn.weights ops under the target that read a paged cache
+    (`pages(block_table, seq_lens)`) read buffers [B, H_kv, Tk, d] instead, filled by an
+    scf.forall of their own at the start of the kernel (a phase), one task per `rows`
+    positions of a sequence; positions past seq_lens[b] are zero. Every lowering but
+    lower_decode needs it; without paged ops it does nothing.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
+  let results = (outs);
+  let assemblyFormat = "$target `rows` `=` $rows attr-dict `:` type($target)";
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerRopeOp : Attn_TransformOp<"lower_rope"> {
   let summary = "Lowers the attn.rope ops under the target to task loops of their own";
   let description = [{

@@ -38,7 +38,8 @@ LogicalResult decompose(AttentionOp op) {
   if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
       (op.getWeights() && !storeWeights) ||
       llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }) ||
-      (op.getSinks() && !bufferOf(op.getSinks())))
+      (op.getSinks() && !bufferOf(op.getSinks())) ||
+      (op.getBlockTable() && (!bufferOf(op.getBlockTable()) || !bufferOf(op.getSeqLens()))))
     return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
                                "and results stored with bufferization.materialize_in_destination";
 
@@ -51,7 +52,12 @@ LogicalResult decompose(AttentionOp op) {
   Value batch = b.create<memref::DimOp>(q, 0);
   Value headsValue = b.create<arith::ConstantIndexOp>(heads);
   Value seqQ = b.create<memref::DimOp>(q, 2);
+  // A paged cache's keys [pages, H_kv, page_size, d]: Tk is the block table's width in pages.
+  Value blockTable = op.getBlockTable() ? bufferOf(op.getBlockTable()) : Value();
+  Value seqLens = op.getSeqLens() ? bufferOf(op.getSeqLens()) : Value();
   Value seqK = b.create<memref::DimOp>(k, 2);
+  if (blockTable)
+    seqK = b.create<arith::MulIOp>(b.create<memref::DimOp>(blockTable, 1), seqK);
 
   // State over the whole domain, rows innermost: acc [B, H, d_v, Tq], max and sum [B, H, Tq].
   const int64_t dyn = ShapedType::kDynamic;
@@ -98,7 +104,7 @@ LogicalResult decompose(AttentionOp op) {
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
   auto update = b.create<OnlineUpdateOp>(
-      q, k, v, aux, acc, max, sum, ValueRange{zero, zero, zero, zero},
+      q, k, v, aux, blockTable, seqLens, acc, max, sum, ValueRange{zero, zero, zero, zero},
       ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads), IntegerAttr(),
       op.getScaleAttr(), op.getCausalAlignAttr());
   Value sinks = op.getSinks() ? bufferOf(op.getSinks()) : Value();
@@ -108,7 +114,8 @@ LogicalResult decompose(AttentionOp op) {
   // (to the weights) or moved (to the update) whole: their blocks use only their arguments.
   if (storeWeights) {
     auto weights = b.create<WeightsOp>(
-        q, k, aux, lse, storeWeights.getDest(), ValueRange{zero, zero, zero, zero},
+        q, k, aux, blockTable, seqLens, lse, storeWeights.getDest(),
+        ValueRange{zero, zero, zero, zero},
         ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads),
         op.getScaleAttr(), op.getCausalAlignAttr());
     IRMapping none;

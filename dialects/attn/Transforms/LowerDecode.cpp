@@ -173,6 +173,11 @@ private:
   // Row r of the task (0 <= r < taskRows): its head and query row; rows past the task's last
   // repeat it (their results are never stored).
   std::pair<Value, Value> rowAt(ImplicitLocOpBuilder& b, Value r);
+  // Where the task's key `key` lies in K and V: the first and third of their indices
+  // [outer, kvHead, row, column], (batch, key), or in a paged cache (page, key mod page_size)
+  // with page = block_table[batch, key / page_size] clamped into the cache (the keys of a
+  // chunk past the sequence's end read some page; the mask drops their scores).
+  std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
         b.create<arith::MulIOp>(
@@ -206,6 +211,21 @@ private:
   Value query, scores, acc, rowMax, rowSum, alpha;
 };
 
+std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key) {
+  Value table = op.getBlockTable();
+  if (!table)
+    return {batch, key};
+  Value pageSize = indexConstant(b, op.getKey().getType().getDimSize(2));
+  Value lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 0),
+                                           indexConstant(b, 1));
+  Value entry = b.create<arith::IndexCastOp>(
+      b.getIndexType(), b.create<memref::LoadOp>(
+                            table, ValueRange{batch, b.create<arith::DivUIOp>(key, pageSize)}));
+  Value page = b.create<arith::MinSIOp>(
+      b.create<arith::MaxSIOp>(entry, indexConstant(b, 0)), lastPage);
+  return {page, b.create<arith::RemUIOp>(key, pageSize)};
+}
+
 std::pair<Value, Value> DecodeLowering::rowAt(ImplicitLocOpBuilder& b, Value r) {
   Value row = b.create<arith::MinUIOp>(r, b.create<arith::SubIOp>(rowCount, indexConstant(b, 1)));
   Value head = b.create<arith::AddIOp>(b.create<arith::MulIOp>(kvHead, indexConstant(b, group)),
@@ -225,10 +245,11 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   forRange(b, indexConstant(b, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
     Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, keysPerTile));
     Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
-    SmallVector<Value> keys;
+    SmallVector<std::pair<Value, Value>> keys;
     for (int64_t u = 0; u < keysPerTile; ++u)
-      keys.push_back(gb.create<arith::MinUIOp>(
-          gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), lastKey));
+      keys.push_back(keyAt(gb, gb.create<arith::MinUIOp>(
+                                   gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
+                                   lastKey)));
     gb.create<scf::ForOp>(
         indexConstant(gb, 0), rowCount, indexConstant(gb, scoreRows), std::nullopt,
         [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
@@ -246,8 +267,8 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
               q.push_back(cb.create<vector::LoadOp>(vector, query, ValueRange{row, column}));
             SmallVector<Value> next(running.begin(), running.end());
             for (int64_t u = 0; u < keysPerTile; ++u) {
-              Value k =
-                  loadRow(cb, kv, {batch, kvHead, keys[u], column}, lanes, contiguous, whole, dk);
+              Value k = loadRow(cb, kv, {keys[u].first, kvHead, keys[u].second, column}, lanes,
+                                contiguous, whole, dk);
               for (int64_t rr = 0; rr < scoreRows; ++rr)
                 next[rr * keysPerTile + u] =
                     cb.create<vector::FMAOp>(q[rr], k, running[rr * keysPerTile + u]);
@@ -374,14 +395,14 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         indexConstant(tb, 0), count, indexConstant(tb, 1), start,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
-          Value key = jb.create<arith::AddIOp>(j0, j);
+          auto [outer, row] = keyAt(jb, jb.create<arith::AddIOp>(j0, j));
           SmallVector<Value> p;
           for (int64_t rr = 0; rr < pvRows; ++rr)
             p.push_back(jb.create<vector::BroadcastOp>(
                 vector, jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j})));
           SmallVector<Value> next(running.begin(), running.end());
           for (int64_t c = 0; c < width; ++c) {
-            Value v = loadRow(jb, kv, {batch, kvHead, key, columns[c]}, lanes, contiguous, whole, dv);
+            Value v = loadRow(jb, kv, {outer, kvHead, row, columns[c]}, lanes, contiguous, whole, dv);
             for (int64_t rr = 0; rr < pvRows; ++rr)
               next[c * pvRows + rr] = jb.create<vector::FMAOp>(p[rr], v, running[c * pvRows + rr]);
           }

@@ -145,6 +145,10 @@ LogicalResult MmaLowering::emit() {
 
 LogicalResult lowerTasksToMma(RewriterBase& rewriter, scf::ForallOp tasks,
                               const MmaOptions& options) {
+  // A phase with no update is not the attention's (a paged cache's gather): left as it is.
+  if (!tasks.getBody()->walk([](OnlineUpdateOp) { return WalkResult::interrupt(); })
+           .wasInterrupted())
+    return success();
   FailureOr<TaskOps> ops = matchTask(tasks);
   if (failed(ops))
     return failure();

@@ -86,6 +86,13 @@ mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::
 mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, WeightsOp op,
                                                   int64_t rows, const VectorOptions& options);
 
+// Makes the online_update and weights ops under `root` that read a paged KV cache (pages(...))
+// read buffers [B, H_kv, Tk, d] instead, which a phase of their own at the start of the kernel
+// fills, one task per `rows` positions of a sequence (GatherPages.cpp): every lowering but the
+// decode kernel's needs it.
+mlir::LogicalResult gatherPages(mlir::RewriterBase& rewriter, mlir::Operation* root,
+                                int64_t rows);
+
 // Lowers an attn.rope to an scf.forall of its own before the op, one task per `rows` rows of a
 // batch, rotating them for every head (a kernel phase that completes before the next).
 mlir::FailureOr<mlir::scf::ForallOp> lowerRope(mlir::RewriterBase& rewriter, RopeOp op,
@@ -114,7 +121,8 @@ struct MmaOptions {
 // a gpu.launch of one block per task running flash attention on tensor cores: 16 query rows
 // per warp, K and V tiles of max_keys keys staged in shared memory by cp.async, QK^T and PV as
 // nvgpu.mma.sync m16n8k16 with f32 accumulators, the online softmax in registers. With
-// maxKeySplits > 1, few long tasks (decoding) split their keys over blocks and merge.
+// maxKeySplits > 1, few long tasks (decoding) split their keys over blocks and merge. A task
+// loop with no online_update (another phase, such as a paged cache's gather) is left as it is.
 mlir::LogicalResult lowerTasksToMma(mlir::RewriterBase& rewriter, mlir::scf::ForallOp tasks,
                                     const MmaOptions& options);
 

@@ -52,12 +52,18 @@ std::vector<Argument> kernelArguments(const Spec& s) {
     add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal,
         "queries");
     if (s.kvCache == KvCache::Paged) {
-      // vLLM's and FlashInfer's page layout: [pages, page_size, kv_heads, d].
+      // [pages, page_size, kv_heads, d] (nhd: vLLM's and FlashInfer's default) or
+      // [pages, kv_heads, page_size, d] (hnd).
       const DimExpr pages = DimExpr::of(SizeSymbol::Pages);
-      add("k_pages", ArgumentRole::Input, data, {pages, c(s.pageSize), c(Hkv), c(s.dK)},
-          ArgumentFill::Normal, "key cache pages");
-      add("v_pages", ArgumentRole::Input, data, {pages, c(s.pageSize), c(Hkv), c(s.dV)},
-          ArgumentFill::Normal, "value cache pages");
+      auto page = [&](int64_t dim) {
+        return s.pageLayout == PageLayout::Nhd
+                   ? std::vector<DimExpr>{pages, c(s.pageSize), c(Hkv), c(dim)}
+                   : std::vector<DimExpr>{pages, c(Hkv), c(s.pageSize), c(dim)};
+      };
+      add("k_pages", ArgumentRole::Input, data, page(s.dK), ArgumentFill::Normal,
+          "key cache pages");
+      add("v_pages", ArgumentRole::Input, data, page(s.dV), ArgumentFill::Normal,
+          "value cache pages");
     } else {
       add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal,
           s.cached() ? "key cache, filled to seq_lens[b]" : "keys");

@@ -63,7 +63,7 @@ Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t pr
 }
 
 // A paged cache's keys or values as [B, H_kv, Tk, d]: position j of sequence b is row j % P of
-// page block_table[b, j / P] (P = page_size), for j < seq_lens[b]; later positions stay 0 and
+// page block_table[b, j / P] (in either page layout) (P = page_size), for j < seq_lens[b]; later positions stay 0 and
 // their block table entries are not read. The runtime refused a length or a page out of range
 // before the kernel ran; the reference checks again, as it would read out of bounds otherwise.
 Array4 gatherPages(const KernelTensors& t, std::string_view name, int64_t dim) {
@@ -86,7 +86,12 @@ Array4 gatherPages(const KernelTensors& t, std::string_view name, int64_t dim) {
                        " names no page of " + std::string(name));
       for (int64_t g = 0; g < s.kvHeads; ++g)
         for (int64_t e = 0; e < dim; ++e)
-          out(b, g, j, e) = values[((page * s.pageSize + j % s.pageSize) * s.kvHeads + g) * dim + e];
+          out(b, g, j, e) =
+              values[(s.pageLayout == PageLayout::Nhd
+                           ? (page * s.pageSize + j % s.pageSize) * s.kvHeads + g
+                           : (page * s.kvHeads + g) * s.pageSize + j % s.pageSize) *
+                         dim +
+                     e];
     }
   }
   return out;

@@ -29,6 +29,9 @@ enum class Layout { Bhsd, Bshd };
 // filled to seq_lens[b] (contiguous), or pages of page_size rows that a block table maps each
 // sequence's positions to (paged, vLLM's layout).
 enum class KvCache { None, Contiguous, Paged };
+// A page's dimension order (FlashInfer's names): [page_size, H_kv, d] (NHD, vLLM's and
+// FlashInfer's default) or [H_kv, page_size, d] (HND: each head's rows of a page contiguous).
+enum class PageLayout { Nhd, Hnd };
 // Where query row i sits among the keys when Tq != Tk: top-left puts it at position i,
 // bottom-right at i + Tk - Tq (so the last query sees the last key, as in decoding).
 enum class CausalAlign { TopLeft, BottomRight };
@@ -134,6 +137,7 @@ struct Spec {
   bool sinks = false;
   KvCache kvCache = KvCache::None;
   int64_t pageSize = 0; // paged: rows per page, required
+  PageLayout pageLayout = PageLayout::Nhd;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
   // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in

@@ -17,6 +17,8 @@ constexpr std::array kLayouts{std::pair{"bhsd"sv, Layout::Bhsd}, std::pair{"bshd
 constexpr std::array kKvCaches{std::pair{"none"sv, KvCache::None},
                                std::pair{"contiguous"sv, KvCache::Contiguous},
                                std::pair{"paged"sv, KvCache::Paged}};
+constexpr std::array kPageLayouts{std::pair{"nhd"sv, PageLayout::Nhd},
+                                  std::pair{"hnd"sv, PageLayout::Hnd}};
 constexpr std::array kAligns{std::pair{"top_left"sv, CausalAlign::TopLeft},
                              std::pair{"bottom_right"sv, CausalAlign::BottomRight}};
 constexpr std::array kFeatureMaps{std::pair{"elu1"sv, FeatureMap::Elu1},
@@ -51,6 +53,9 @@ NameTable<Layout> layoutNames() {
 }
 NameTable<KvCache> kvCacheNames() {
   return kKvCaches;
+}
+NameTable<PageLayout> pageLayoutNames() {
+  return kPageLayouts;
 }
 NameTable<CausalAlign> causalAlignNames() {
   return kAligns;

@@ -18,6 +18,7 @@ NameTable<Variant> variantNames();
 NameTable<DType> dtypeNames();
 NameTable<Layout> layoutNames();
 NameTable<KvCache> kvCacheNames();
+NameTable<PageLayout> pageLayoutNames();
 NameTable<CausalAlign> causalAlignNames();
 NameTable<FeatureMap> featureMapNames();
 NameTable<RopeStyle> ropeStyleNames();

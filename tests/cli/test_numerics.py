@@ -41,6 +41,7 @@ FEATURES = [
     "heads=8 kv_heads=1 d_k=40 kv_cache=paged page_size=16 mask=causal+window window_left=7 "
     "lse=true dtype=f16",
     "heads=2 d_k=16 kv_cache=paged page_size=5 alibi=true layout=bshd weights=true dtype=bf16",
+    "heads=4 kv_heads=2 d_k=24 kv_cache=paged page_size=4 page_layout=hnd mask=causal lse=true",
     'heads=4 kv_heads=2 d_k=16 kv_cache=contiguous aux="tree:i32[Tq]" '
     'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))" lse=true',
     "heads=2 d_k=32 dtype=f16 mask=causal lse=true",
@@ -138,6 +139,8 @@ class NumericsMatrix(CliTestCase):
             "heads=8 kv_heads=2 d_k=40 kv_cache=paged page_size=16 mask=causal lse=true "
             "dtype=f16",
             "heads=4 kv_heads=1 d_k=24 kv_cache=paged page_size=7 sinks=true weights=true",
+            "heads=8 kv_heads=1 d_k=32 kv_cache=paged page_size=64 page_layout=hnd "
+            "mask=causal lse=true dtype=bf16",
             "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
             "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
             "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",

@@ -26,10 +26,12 @@ ImageParam headParam(const Spec& s, const char* name, int64_t dim, int64_t heads
   }
   ImageParam p(storageType(s.dtype), 4, name);
   if (s.kvCache == KvCache::Paged && name[0] != 'q') {
-    // A page of the cache, [pages, page_size, kv_heads, d]: (d, g, row, page) here.
+    // A page of the cache, [pages, page_size, kv_heads, d] (d, g, row, page here) or
+    // [pages, kv_heads, page_size, d] (d, row, g, page).
+    const bool nhd = s.pageLayout == PageLayout::Nhd;
     p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(dim));
-    p.dim(1).set_bounds(0, static_cast<int>(heads));
-    p.dim(2).set_bounds(0, static_cast<int>(s.pageSize));
+    p.dim(nhd ? 1 : 2).set_bounds(0, static_cast<int>(heads));
+    p.dim(nhd ? 2 : 1).set_bounds(0, static_cast<int>(s.pageSize));
     return p;
   }
   const int headDim = s.layout == Layout::Bhsd ? 2 : 1;
@@ -229,7 +231,8 @@ Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const
     const Expr page = static_cast<int>(spec_.pageSize);
     const Expr entry = blockTable_(clamp(t / page, 0, blockTable_.dim(0).extent() - 1),
                                    clamp(b, 0, blockTable_.dim(1).extent() - 1));
-    return p(d, h, t % page, clamp(entry, 0, p.dim(3).extent() - 1));
+    const Expr at = clamp(entry, 0, p.dim(3).extent() - 1);
+    return spec_.pageLayout == PageLayout::Nhd ? p(d, h, t % page, at) : p(d, t % page, h, at);
   }
   return spec_.layout == Layout::Bhsd ? p(d, t, h, b) : p(d, h, t, b);
 }

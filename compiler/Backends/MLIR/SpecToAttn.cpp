@@ -67,10 +67,11 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
     Value v = value;
     // [B, T, H, d] tensors are viewed as [B, H, T, d]: the attention is always written BHSD.
-    // A paged cache's [pages, page_size, H_kv, d] likewise, as [pages, H_kv, page_size, d].
+    // A paged cache's nhd pages [pages, page_size, H_kv, d] likewise, as the hnd
+    // [pages, H_kv, page_size, d] the ops take.
     if ((spec.layout == Layout::Bshd &&
          (arg.name == "q" || arg.name == "k" || arg.name == "v" || arg.name == "o")) ||
-        arg.name == "k_pages" || arg.name == "v_pages")
+        (spec.pageLayout == PageLayout::Nhd && (arg.name == "k_pages" || arg.name == "v_pages")))
       v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
                                                ArrayRef<unsigned>{0, 2, 1, 3}, &ctx)));
     byName[arg.name] = v;

@@ -140,6 +140,9 @@ Value transposeReduce(ImplicitLocOpBuilder& b, SmallVector<Value> vectors) {
   return vectors.front();
 }
 
+// How far ahead a paged cache's rows are prefetched, in keys.
+constexpr int64_t kPrefetchKeys = 64;
+
 class DecodeLowering {
 public:
   DecodeLowering(RewriterBase& rewriter, OnlineUpdateOp op, const DecodeOptions& options)
@@ -178,6 +181,10 @@ private:
   // with page = block_table[batch, key / page_size] clamped into the cache (the keys of a
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
+  // Prefetches the K and V rows of `count` keys kPrefetchKeys past `firstKey` (clamped to
+  // `lastKey`): a paged cache's next page lies anywhere, where the hardware's prefetchers,
+  // which follow a stream within a 4 KiB memory page, do not look.
+  void prefetchPages(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey, int64_t count);
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
         b.create<arith::MulIOp>(
@@ -226,6 +233,22 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   return {page, b.create<arith::RemUIOp>(key, pageSize)};
 }
 
+void DecodeLowering::prefetchPages(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey,
+                                   int64_t count) {
+  for (int64_t u = 0; u < count; ++u) {
+    auto [page, row] = keyAt(
+        b, b.create<arith::MinUIOp>(
+               b.create<arith::AddIOp>(firstKey, indexConstant(b, kPrefetchKeys + u)), lastKey));
+    for (Value buffer : {op.getKey(), op.getValue()}) {
+      auto type = cast<MemRefType>(buffer.getType());
+      const int64_t perLine = 64 * 8 / type.getElementTypeBitWidth(), length = type.getDimSize(3);
+      for (int64_t column = 0; column < length; column += perLine)
+        b.create<memref::PrefetchOp>(buffer, ValueRange{page, kvHead, row, indexConstant(b, column)},
+                                     /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+    }
+  }
+}
+
 std::pair<Value, Value> DecodeLowering::rowAt(ImplicitLocOpBuilder& b, Value r) {
   Value row = b.create<arith::MinUIOp>(r, b.create<arith::SubIOp>(rowCount, indexConstant(b, 1)));
   Value head = b.create<arith::AddIOp>(b.create<arith::MulIOp>(kvHead, indexConstant(b, group)),
@@ -250,6 +273,8 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
       keys.push_back(keyAt(gb, gb.create<arith::MinUIOp>(
                                    gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
                                    lastKey)));
+    if (op.getBlockTable())
+      prefetchPages(gb, firstKey, lastKey, keysPerTile);
     gb.create<scf::ForOp>(
         indexConstant(gb, 0), rowCount, indexConstant(gb, scoreRows), std::nullopt,
         [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {

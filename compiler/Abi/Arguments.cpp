@@ -51,6 +51,10 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   } else {
     add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal,
         "queries");
+    // An int8 cache's rows, and each position's scale per KV head: k = k_scale * k_int8.
+    const bool int8 = s.kvDtype == KvDType::Int8;
+    const std::vector<std::string> cacheData = int8 ? std::vector<std::string>{"i8"} : data;
+    const ArgumentFill cacheFill = int8 ? ArgumentFill::Int8Values : ArgumentFill::Normal;
     if (s.kvCache == KvCache::Paged) {
       // [pages, page_size, kv_heads, d] (nhd: vLLM's and FlashInfer's default) or
       // [pages, kv_heads, page_size, d] (hnd).
@@ -60,15 +64,29 @@ std::vector<Argument> kernelArguments(const Spec& s) {
                    ? std::vector<DimExpr>{pages, c(s.pageSize), c(Hkv), c(dim)}
                    : std::vector<DimExpr>{pages, c(Hkv), c(s.pageSize), c(dim)};
       };
-      add("k_pages", ArgumentRole::Input, data, page(s.dK), ArgumentFill::Normal,
-          "key cache pages");
-      add("v_pages", ArgumentRole::Input, data, page(s.dV), ArgumentFill::Normal,
-          "value cache pages");
+      add("k_pages", ArgumentRole::Input, cacheData, page(s.dK), cacheFill, "key cache pages");
+      add("v_pages", ArgumentRole::Input, cacheData, page(s.dV), cacheFill, "value cache pages");
+      if (int8) {
+        std::vector<DimExpr> scales = page(1);
+        scales.pop_back();
+        add("k_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+            "each key row's scale, as k_pages without d");
+        add("v_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+            "each value row's scale, as v_pages without d");
+      }
     } else {
-      add("k", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dK), ArgumentFill::Normal,
+      add("k", ArgumentRole::Input, cacheData, headTensor(s, kTk, Hkv, s.dK), cacheFill,
           s.cached() ? "key cache, filled to seq_lens[b]" : "keys");
-      add("v", ArgumentRole::Input, data, headTensor(s, kTk, Hkv, s.dV), ArgumentFill::Normal,
+      add("v", ArgumentRole::Input, cacheData, headTensor(s, kTk, Hkv, s.dV), cacheFill,
           s.cached() ? "value cache, filled to seq_lens[b]" : "values");
+      if (int8) {
+        std::vector<DimExpr> scales = headTensor(s, kTk, Hkv, 1);
+        scales.pop_back();
+        add("k_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+            "each key row's scale, as k without d");
+        add("v_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+            "each value row's scale, as v without d");
+      }
     }
   }
   if (s.cached())

@@ -10,7 +10,8 @@ namespace {
 constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifier::Bias,
                                    Modifier::Rope,    Modifier::Dropout,  Modifier::ScoreMod,
                                    Modifier::MaskMod, Modifier::Sinks,
-                                   Modifier::ContiguousKvCache, Modifier::PagedKvCache};
+                                   Modifier::ContiguousKvCache, Modifier::PagedKvCache,
+                                   Modifier::Int8KvCache};
 constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
@@ -36,6 +37,7 @@ std::string_view modifierName(Modifier m) {
   case Modifier::Sinks: return "sinks";
   case Modifier::ContiguousKvCache: return "kv_cache=contiguous";
   case Modifier::PagedKvCache: return "kv_cache=paged";
+  case Modifier::Int8KvCache: return "kv_dtype=int8";
   }
   return "?";
 }
@@ -71,6 +73,8 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
     used.push_back(Modifier::ContiguousKvCache);
   if (s.kvCache == KvCache::Paged)
     used.push_back(Modifier::PagedKvCache);
+  if (s.kvDtype == KvDType::Int8)
+    used.push_back(Modifier::Int8KvCache);
   return used;
 }
 

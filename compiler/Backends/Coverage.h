@@ -18,7 +18,7 @@ namespace attnc {
 
 // Score modifiers and outputs as the spec names them (alibi=, softcap=, ..., the expressions
 // score_mod= and mask_mod=, the softmax's sinks=, where keys live: kv_cache=contiguous or
-// kv_cache=paged; lse=, weights=).
+// kv_cache=paged, and kv_dtype=int8; lse=, weights=).
 enum class Modifier {
   Alibi,
   Softcap,
@@ -29,7 +29,8 @@ enum class Modifier {
   MaskMod,
   Sinks,
   ContiguousKvCache,
-  PagedKvCache
+  PagedKvCache,
+  Int8KvCache
 };
 enum class Output { O, Lse, Weights };
 

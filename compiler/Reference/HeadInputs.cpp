@@ -62,15 +62,19 @@ Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t pr
   return out;
 }
 
-// A paged cache's keys or values as [B, H_kv, Tk, d]: position j of sequence b is row j % P of
-// page block_table[b, j / P] (in either page layout) (P = page_size), for j < seq_lens[b]; later positions stay 0 and
-// their block table entries are not read. The runtime refused a length or a page out of range
-// before the kernel ran; the reference checks again, as it would read out of bounds otherwise.
-Array4 gatherPages(const KernelTensors& t, std::string_view name, int64_t dim) {
+// A paged cache's keys or values as [B, H_kv, Tk, d]: position j of sequence b is row j % P
+// (P = page_size) of page block_table[b, j / P], in either page layout, times its scale in
+// `scales` (an int8 cache's k_scale or v_scale; "" for none), for j < seq_lens[b]; later
+// positions stay 0 and their block table entries are not read. The runtime refused a length
+// or a page out of range before the kernel ran; the reference checks again, as it would read
+// out of bounds otherwise.
+Array4 gatherPages(const KernelTensors& t, std::string_view name, std::string_view scales,
+                   int64_t dim) {
   const Spec& s = t.spec();
   const DLTensor& pages = t.tensor(name);
   const std::vector<double> values = t.dense(name), lengths = t.dense("seq_lens"),
-                            table = t.dense("block_table");
+                            table = t.dense("block_table"),
+                            scale = scales.empty() ? std::vector<double>() : t.dense(scales);
   const int64_t pageCount = pages.shape[0], perSequence = t.seqK() / s.pageSize;
   Array4 out(t.batch(), s.kvHeads, t.seqK(), dim);
   for (int64_t b = 0; b < t.batch(); ++b) {
@@ -84,17 +88,32 @@ Array4 gatherPages(const KernelTensors& t, std::string_view name, int64_t dim) {
         throw JobError("block_table[" + std::to_string(b) + ", " +
                        std::to_string(j / s.pageSize) + "] = " + std::to_string(page) +
                        " names no page of " + std::string(name));
-      for (int64_t g = 0; g < s.kvHeads; ++g)
+      for (int64_t g = 0; g < s.kvHeads; ++g) {
+        const int64_t row = s.pageLayout == PageLayout::Nhd
+                                ? (page * s.pageSize + j % s.pageSize) * s.kvHeads + g
+                                : (page * s.kvHeads + g) * s.pageSize + j % s.pageSize;
+        const double factor = scale.empty() ? 1.0 : scale[row];
         for (int64_t e = 0; e < dim; ++e)
-          out(b, g, j, e) =
-              values[(s.pageLayout == PageLayout::Nhd
-                           ? (page * s.pageSize + j % s.pageSize) * s.kvHeads + g
-                           : (page * s.kvHeads + g) * s.pageSize + j % s.pageSize) *
-                         dim +
-                     e];
+          out(b, g, j, e) = factor * values[row * dim + e];
+      }
     }
   }
   return out;
+}
+
+// An int8 contiguous cache's rows [B, H_kv, Tk, d] times their scales, [B, H_kv, Tk] (bhsd) or
+// [B, Tk, H_kv] (bshd) dense.
+void dequantize(Array4& rows, const std::vector<double>& scale, Layout layout) {
+  const int64_t heads = rows.dims[1], seq = rows.dims[2], dim = rows.dims[3];
+  for (int64_t b = 0; b < rows.dims[0]; ++b)
+    for (int64_t g = 0; g < heads; ++g)
+      for (int64_t j = 0; j < seq; ++j) {
+        const double factor = scale[layout == Layout::Bhsd ? (b * heads + g) * seq + j
+                                                           : (b * seq + j) * heads + g];
+        double* row = rows.row(b, g, j);
+        for (int64_t e = 0; e < dim; ++e)
+          row[e] *= factor;
+      }
 }
 
 } // namespace
@@ -127,12 +146,17 @@ HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallel
                           parallelFor);
   } else if (s.kvCache == KvCache::Paged) {
     in.q = t.headMajor("q");
-    in.k = gatherPages(t, "k_pages", s.dK);
-    in.v = gatherPages(t, "v_pages", s.dV);
+    const bool int8 = s.kvDtype == KvDType::Int8;
+    in.k = gatherPages(t, "k_pages", int8 ? "k_scale" : "", s.dK);
+    in.v = gatherPages(t, "v_pages", int8 ? "v_scale" : "", s.dV);
   } else {
     in.q = t.headMajor("q");
     in.k = t.headMajor("k");
     in.v = t.headMajor("v");
+    if (s.kvDtype == KvDType::Int8) {
+      dequantize(in.k, t.dense("k_scale"), s.layout);
+      dequantize(in.v, t.dense("v_scale"), s.layout);
+    }
   }
   if (s.rope) {
     applyRopeToAll(in.q, offset, s);

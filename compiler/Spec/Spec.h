@@ -32,6 +32,9 @@ enum class KvCache { None, Contiguous, Paged };
 // A page's dimension order (FlashInfer's names): [page_size, H_kv, d] (NHD, vLLM's and
 // FlashInfer's default) or [H_kv, page_size, d] (HND: each head's rows of a page contiguous).
 enum class PageLayout { Nhd, Hnd };
+// A cache's element type: the spec's dtype, or int8 with one f32 scale per position and KV head
+// (symmetric: k = k_scale * k_int8).
+enum class KvDType { Same, Int8 };
 // Where query row i sits among the keys when Tq != Tk: top-left puts it at position i,
 // bottom-right at i + Tk - Tq (so the last query sees the last key, as in decoding).
 enum class CausalAlign { TopLeft, BottomRight };
@@ -138,6 +141,7 @@ struct Spec {
   KvCache kvCache = KvCache::None;
   int64_t pageSize = 0; // paged: rows per page, required
   PageLayout pageLayout = PageLayout::Nhd;
+  KvDType kvDtype = KvDType::Same;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
   // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in

@@ -276,6 +276,11 @@ std::vector<SpecKey> buildKeys() {
       listedOnlyWhenSet(nameKey(
           "kv_cache", &Spec::kvCache, kvCacheNames(), "variant=sdpa", is(Variant::Sdpa),
           "keys and values in a KV cache: seq_lens [B] keys per sequence, queries at its end")),
+      listedOnlyWhenSet(nameKey(
+          "kv_dtype", &Spec::kvDtype, kvDTypeNames(), "kv_cache=contiguous|paged",
+          [](const Spec& s) { return s.cached(); },
+          "the cache's elements: the spec's dtype (same), or int8 with k_scale, v_scale f32 per "
+          "position and KV head")),
       integerKey("kv_heads", &Spec::kvHeads, 1, kMaxHeads, "always", always,
                  "key/value heads (GQA/MQA); must divide heads"),
       nameKey(

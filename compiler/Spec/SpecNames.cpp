@@ -19,6 +19,8 @@ constexpr std::array kKvCaches{std::pair{"none"sv, KvCache::None},
                                std::pair{"paged"sv, KvCache::Paged}};
 constexpr std::array kPageLayouts{std::pair{"nhd"sv, PageLayout::Nhd},
                                   std::pair{"hnd"sv, PageLayout::Hnd}};
+constexpr std::array kKvDTypes{std::pair{"same"sv, KvDType::Same},
+                               std::pair{"int8"sv, KvDType::Int8}};
 constexpr std::array kAligns{std::pair{"top_left"sv, CausalAlign::TopLeft},
                              std::pair{"bottom_right"sv, CausalAlign::BottomRight}};
 constexpr std::array kFeatureMaps{std::pair{"elu1"sv, FeatureMap::Elu1},
@@ -56,6 +58,9 @@ NameTable<KvCache> kvCacheNames() {
 }
 NameTable<PageLayout> pageLayoutNames() {
   return kPageLayouts;
+}
+NameTable<KvDType> kvDTypeNames() {
+  return kKvDTypes;
 }
 NameTable<CausalAlign> causalAlignNames() {
   return kAligns;

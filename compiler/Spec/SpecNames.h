@@ -19,6 +19,7 @@ NameTable<DType> dtypeNames();
 NameTable<Layout> layoutNames();
 NameTable<KvCache> kvCacheNames();
 NameTable<PageLayout> pageLayoutNames();
+NameTable<KvDType> kvDTypeNames();
 NameTable<CausalAlign> causalAlignNames();
 NameTable<FeatureMap> featureMapNames();
 NameTable<RopeStyle> ropeStyleNames();

@@ -81,6 +81,8 @@ std::vector<double> readDense(const DLTensor& t) {
     read([](const char* q) { return static_cast<double>(loadRaw<int64_t>(q)); });
   else if (sameDType(d, *parseDType("i32")))
     read([](const char* q) { return static_cast<double>(loadRaw<int32_t>(q)); });
+  else if (sameDType(d, *parseDType("i8")))
+    read([](const char* q) { return static_cast<double>(loadRaw<int8_t>(q)); });
   else if (sameDType(d, *parseDType("u8")))
     read([](const char* q) { return static_cast<double>(loadRaw<uint8_t>(q)); });
   else
@@ -109,6 +111,8 @@ void writeDense(DLTensor& t, const std::vector<double>& values) {
     write([](char* q, double v) { storeRaw<uint16_t>(q, doubleToBfloat16(v)); });
   else if (sameDType(d, *parseDType("i32")))
     write([](char* q, double v) { storeRaw<int32_t>(q, static_cast<int32_t>(v)); });
+  else if (sameDType(d, *parseDType("i8")))
+    write([](char* q, double v) { storeRaw<int8_t>(q, static_cast<int8_t>(v)); });
   else if (sameDType(d, *parseDType("u8")))
     write([](char* q, double v) { storeRaw<uint8_t>(q, static_cast<uint8_t>(v)); });
   else

@@ -20,7 +20,7 @@ module attributes {transform.with_named_sequence} {
     transform.attn.lower_rope %rotations rows = 16 : !transform.any_op
     %paged = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
-    transform.attn.gather_pages %paged rows = 64 : !transform.any_op
+    transform.attn.gather_cache %paged rows = 64 : !transform.any_op
     %weights = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_weights %weights rows = ${vector_width} vector_width = ${vector_width}

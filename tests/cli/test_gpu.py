@@ -56,9 +56,11 @@ CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal+padding sinks=true lse=true dtype=bf16",
     "heads=2 d_k=64 sinks=true lse=true weights=true",
     # KV caches: seq_lens read by the mask and the positions, pages through the block table
-    # (Halide) or gathered into per-sequence buffers by a launch of their own (MLIR).
+    # (Halide) or gathered into per-sequence buffers by a launch of their own (MLIR), int8
+    # rows dequantised as they are read (Halide) or by that gather (MLIR).
     "heads=4 kv_heads=2 d_k=64 kv_cache=contiguous mask=causal lse=true dtype=f16",
     "heads=4 kv_heads=1 d_k=64 kv_cache=paged page_size=16 mask=causal lse=true dtype=f16",
+    "heads=4 kv_heads=2 d_k=64 kv_cache=paged page_size=16 kv_dtype=int8 lse=true dtype=bf16",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
@@ -137,7 +139,7 @@ class CudaBundles(CliTestCase):
                         # PTX module, after RoPE's two rotations or a paged cache's gather and
                         # before the weights'.
                         rotations = 2 if "rope=true" in spec else 0
-                        gather = 1 if "kv_cache=paged" in spec else 0
+                        gather = 1 if "kv_cache=paged" in spec or "int8" in spec else 0
                         weights = 1 if "weights=true" in spec else 0
                         self.assertEqual(text.count(".entry"), 3 + rotations + gather + weights)
                     if assembler:

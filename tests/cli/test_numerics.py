@@ -42,6 +42,14 @@ FEATURES = [
     "lse=true dtype=f16",
     "heads=2 d_k=16 kv_cache=paged page_size=5 alibi=true layout=bshd weights=true dtype=bf16",
     "heads=4 kv_heads=2 d_k=24 kv_cache=paged page_size=4 page_layout=hnd mask=causal lse=true",
+    # int8 caches (k = k_scale k_int8 per position and KV head), dequantised by the reference
+    # first.
+    "heads=4 kv_heads=2 d_k=24 kv_cache=contiguous kv_dtype=int8 mask=causal lse=true "
+    "dtype=f16",
+    "heads=2 d_k=40 kv_cache=paged page_size=8 kv_dtype=int8 layout=bshd weights=true "
+    "sinks=true",
+    "heads=4 kv_heads=1 d_k=16 kv_cache=paged page_size=4 page_layout=hnd kv_dtype=int8 "
+    "dtype=bf16 lse=true",
     'heads=4 kv_heads=2 d_k=16 kv_cache=contiguous aux="tree:i32[Tq]" '
     'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))" lse=true',
     "heads=2 d_k=32 dtype=f16 mask=causal lse=true",
@@ -128,8 +136,9 @@ class NumericsMatrix(CliTestCase):
         # every block and split (512 keys per split: 1, 2 and 5 splits), ragged lengths with
         # 0 and 1, GQA ratios 1, 4 and 8, head dims off the vector width, every dtype, masks,
         # modifiers, expressions and dropout through the same terms as the prefill kernel,
-        # sinks through the merge of the splits, and KV caches (pages of 16 and 7 rows read
-        # through the block table; lengths 0 and 1 among them).
+        # sinks through the merge of the splits, and KV caches (pages of 16, 7 and 64 rows read
+        # through the block table, int8 rows dequantised as they are read; lengths 0 and 1
+        # among them).
         specs = [
             "heads=4 kv_heads=1 d_k=32 mask=causal+padding lse=true",
             "heads=8 kv_heads=1 d_k=40 d_v=24 mask=padding lse=true dtype=f16",
@@ -141,6 +150,9 @@ class NumericsMatrix(CliTestCase):
             "heads=4 kv_heads=1 d_k=24 kv_cache=paged page_size=7 sinks=true weights=true",
             "heads=8 kv_heads=1 d_k=32 kv_cache=paged page_size=64 page_layout=hnd "
             "mask=causal lse=true dtype=bf16",
+            "heads=8 kv_heads=2 d_k=40 kv_cache=paged page_size=16 kv_dtype=int8 mask=causal "
+            "lse=true dtype=f16",
+            "heads=4 d_k=24 kv_cache=contiguous kv_dtype=int8 layout=bshd weights=true",
             "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
             "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
             "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",

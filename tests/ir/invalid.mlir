@@ -241,9 +241,19 @@ func.func @finalize_bad_sinks(%acc: memref<1x1x16x8xf32>, %max: memref<1x1x8xf32
 func.func @pages_without_lengths(%q: tensor<1x2x4x16xf32>, %k: tensor<3x2x4x16xf32>,
                                  %v: tensor<3x2x4x16xf32>, %t: tensor<1x2xi32>) {
   // expected-error @+1 {{a paged cache needs both block_table and seq_lens}}
-  %o = "attn.attention"(%q, %k, %v, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>,
+  %o = "attn.attention"(%q, %k, %v, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0>,
       resultSegmentSizes = array<i32: 1, 0, 0>, scale = 0.25 : f64}> ({}, {}, {})
       : (tensor<1x2x4x16xf32>, tensor<3x2x4x16xf32>, tensor<3x2x4x16xf32>, tensor<1x2xi32>)
       -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @int8_key_without_scales(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xi8>,
+                                   %v: tensor<1x2x4x16xi8>) {
+  // expected-error @+1 {{the key is int8 exactly when it has scales}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xi8>, tensor<1x2x4x16xi8> -> tensor<1x2x4x16xf32>
   return
 }

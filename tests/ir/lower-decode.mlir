@@ -89,6 +89,42 @@ func.func @decode_paged(%q: memref<?x4x?x32xf16>, %k: memref<?x2x16x32xf16>,
   return
 }
 
+// An int8 cache: each chunk of a key row widened from i8 by sitofp, each key's dot product
+// times its k_scale, each probability times its value's v_scale.
+// CHECK-LABEL: func.func @decode_int8
+// CHECK: scf.forall
+// CHECK:   memref.load %arg3[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x2x?xf32>
+// CHECK:   vector.from_elements
+// CHECK:   vector.load {{.*}} : memref<?x2x?x32xi8, strided<[?, ?, ?, 1], offset: ?>>, vector<16xi8>
+// CHECK:   arith.sitofp {{.*}} : vector<16xi8> to vector<16xf32>
+// CHECK:   memref.load %arg4[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x2x?xf32>
+// CHECK: scf.forall
+// CHECK: return
+func.func @decode_int8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>, %v: memref<?x2x?x32xi8>,
+                       %ks: memref<?x2x?xf32>, %vs: memref<?x2x?xf32>, %o: memref<?x4x?x32xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x32xi8>
+  %acc = memref.alloc(%b, %tq) : memref<?x4x32x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v scales(%ks, %vs : memref<?x2x?xf32>, memref<?x2x?xf32>)
+      into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x?x32xi8>, memref<?x2x?x32xi8>,
+        memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x32xf16>
+  memref.dealloc %acc : memref<?x4x32x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %update = transform.structured.match ops{["attn.online_update"]} in %root

@@ -124,6 +124,30 @@ TEST(Reference, KvCachesAttendEachSequenceOverItsOwnKeys) {
   EXPECT_EQ(fromContiguous.lse[(2 * H) * Tq], -std::numeric_limits<double>::infinity());
 }
 
+// An int8 cache is its rows times their scales: the same spec on a float cache holding those
+// products gives the same outputs, for contiguous bshd scales [B, Tk, H_kv].
+TEST(Reference, Int8CachesAreTheirRowsTimesTheirScales) {
+  const std::string features = "heads=2 kv_heads=2 d_k=4 mask=causal layout=bshd lse=true "
+                               "kv_cache=contiguous";
+  tools::Call quantised = randomCall(features + " kv_dtype=int8", 1, 2, 5, 4);
+  tools::Call plain = randomCall(features, 1, 2, 5, 4);
+  quantised.tensor("seq_lens").assign({4});
+  plain.tensor("seq_lens").assign({4});
+  plain.tensor("q").assign(quantised.tensor("q").values());
+  for (const char* name : {"k", "v"}) {
+    std::vector<double> rows = quantised.tensor(name).values();
+    const std::vector<double> scale = quantised.tensor(std::string(name) + "_scale").values();
+    for (size_t e = 0; e < rows.size(); ++e)
+      rows[e] *= scale[e / 4]; // [B, Tk, H_kv, d]: one scale per d elements
+    plain.tensor(name).assign(rows);
+  }
+  const test::Outputs a = runReferenceOn(quantised), b = runReferenceOn(plain);
+  for (size_t e = 0; e < a.o.size(); ++e)
+    EXPECT_NEAR(a.o[e], b.o[e], 1e-6); // the plain cache holds the products rounded to f32
+  for (size_t e = 0; e < a.lse.size(); ++e)
+    EXPECT_NEAR(a.lse[e], b.lse[e], 1e-6);
+}
+
 TEST(Reference, HandComputedCausalBottomRight) {
   // Tq = 1, Tk = 3, bottom-right: the query sits at position 2 and sees every key.
   tools::Call call = randomCall("d_k=1 mask=causal weights=true", 1, 1, 3);

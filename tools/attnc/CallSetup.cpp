@@ -113,6 +113,14 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
       values[e] = static_cast<double>(pages[e]);
     break;
   }
+  case ArgumentFill::Int8Values:
+    for (double& v : values)
+      v = static_cast<double>(words.next() % 255) - 127;
+    break;
+  case ArgumentFill::Int8Scales:
+    for (double& v : values)
+      v = (1.0 + (words.next() % 1024) / 512.0) / 256.0;
+    break;
   case ArgumentFill::MaskBits:
     for (double& v : values)
       v = words.next() % 5 != 0; // 80% kept

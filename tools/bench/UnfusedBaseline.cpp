@@ -125,6 +125,7 @@ const Coverage& UnfusedBaseline::coverage() {
     // Its causal rows end at a position common to the batch; a cache's differ per sequence.
     std::erase(row.modifiers, Modifier::ContiguousKvCache);
     std::erase(row.modifiers, Modifier::PagedKvCache);
+    std::erase(row.modifiers, Modifier::Int8KvCache);
     return row;
   }();
   return row;

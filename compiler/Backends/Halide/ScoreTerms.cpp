@@ -24,8 +24,9 @@ ImageParam headParam(const Spec& s, const char* name, int64_t dim, int64_t heads
     p.dim(0).set_stride(Expr()).set_bounds(0, static_cast<int>(s.dModel));
     return p;
   }
-  ImageParam p(storageType(s.dtype), 4, name);
-  if (s.kvCache == KvCache::Paged && name[0] != 'q') {
+  const bool cache = name[0] != 'q';
+  ImageParam p(cache && s.kvDtype == KvDType::Int8 ? Int(8) : storageType(s.dtype), 4, name);
+  if (s.kvCache == KvCache::Paged && cache) {
     // A page of the cache, [pages, page_size, kv_heads, d] (d, g, row, page here) or
     // [pages, kv_heads, page_size, d] (d, row, g, page).
     const bool nhd = s.pageLayout == PageLayout::Nhd;
@@ -103,6 +104,9 @@ ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)
     tensors_.emplace(p.name(), p);
     inputs_.push_back(p);
   };
+  if (s.kvDtype == KvDType::Int8)
+    for (const char* scale : {"k_scale", "v_scale"})
+      declare(ImageParam(Float(32), 3, scale));
   if (s.cached())
     declare(ImageParam(Int(32), 1, "seq_lens"));
   if (s.kvCache == KvCache::Paged) {
@@ -224,17 +228,33 @@ std::vector<Func> ScoreTerms::tables() const {
 Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const {
   if (spec_.variant == Variant::Mha)
     return p(d, t, b);
-  if (spec_.kvCache == KvCache::Paged && p.name() != q_.name()) {
+  const bool cache = p.name() != q_.name();
+  // An int8 cache's element times its row's scale (k_scale or v_scale, as the rows without d).
+  const bool int8 = cache && spec_.kvDtype == KvDType::Int8;
+  const std::string scaleName = p.name() == k_.name() ? "k_scale" : "v_scale";
+  if (spec_.kvCache == KvCache::Paged && cache) {
     // Position t of sequence b: row t % P of page block_table[b, t / P]. The runtime checked
     // the entries of each sequence's keys; the others (a partial block's tail) are clamped
     // into the cache, and their scores masked.
     const Expr page = static_cast<int>(spec_.pageSize);
     const Expr entry = blockTable_(clamp(t / page, 0, blockTable_.dim(0).extent() - 1),
                                    clamp(b, 0, blockTable_.dim(1).extent() - 1));
-    const Expr at = clamp(entry, 0, p.dim(3).extent() - 1);
-    return spec_.pageLayout == PageLayout::Nhd ? p(d, h, t % page, at) : p(d, t % page, h, at);
+    const Expr at = clamp(entry, 0, p.dim(3).extent() - 1), row = t % page;
+    const bool nhd = spec_.pageLayout == PageLayout::Nhd;
+    Expr value = nhd ? p(d, h, row, at) : p(d, row, h, at);
+    if (int8) {
+      const ImageParam& scale = tensors_.at(scaleName);
+      value = cast<float>(value) * (nhd ? scale(h, row, at) : scale(row, h, at));
+    }
+    return value;
   }
-  return spec_.layout == Layout::Bhsd ? p(d, t, h, b) : p(d, h, t, b);
+  const bool bhsd = spec_.layout == Layout::Bhsd;
+  Expr value = bhsd ? p(d, t, h, b) : p(d, h, t, b);
+  if (int8) {
+    const ImageParam& scale = tensors_.at(scaleName);
+    value = cast<float>(value) * (bhsd ? scale(t, h, b) : scale(h, t, b));
+  }
+  return value;
 }
 
 Expr ScoreTerms::validKeys(Expr b) const {

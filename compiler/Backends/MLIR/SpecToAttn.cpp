@@ -27,7 +27,7 @@ Type elementType(MLIRContext& ctx, const std::string& dtype) {
     return b.getBF16Type();
   if (dtype == "i32")
     return b.getI32Type();
-  if (dtype == "u8")
+  if (dtype == "u8" || dtype == "i8") // signless: the ops that read them say which
     return b.getI8Type();
   throw JobError("mlir backend: no MLIR type for dtype " + dtype);
 }
@@ -68,12 +68,19 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     Value v = value;
     // [B, T, H, d] tensors are viewed as [B, H, T, d]: the attention is always written BHSD.
     // A paged cache's nhd pages [pages, page_size, H_kv, d] likewise, as the hnd
-    // [pages, H_kv, page_size, d] the ops take.
+    // [pages, H_kv, page_size, d] the ops take, and an int8 cache's scales, as those rows
+    // without d.
+    const bool positionsFirst = spec.kvCache == KvCache::Paged
+                                    ? spec.pageLayout == PageLayout::Nhd
+                                    : spec.layout == Layout::Bshd;
     if ((spec.layout == Layout::Bshd &&
          (arg.name == "q" || arg.name == "k" || arg.name == "v" || arg.name == "o")) ||
         (spec.pageLayout == PageLayout::Nhd && (arg.name == "k_pages" || arg.name == "v_pages")))
       v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
                                                ArrayRef<unsigned>{0, 2, 1, 3}, &ctx)));
+    if (positionsFirst && (arg.name == "k_scale" || arg.name == "v_scale"))
+      v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
+                                               ArrayRef<unsigned>{0, 2, 1}, &ctx)));
     byName[arg.name] = v;
   }
   auto read = [&](const std::string& name) -> Value {
@@ -103,6 +110,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       read(spec.kvCache == KvCache::Paged ? "k_pages" : "k"),
       read(spec.kvCache == KvCache::Paged ? "v_pages" : "v"), aux, read("sinks"),
       read("block_table"), spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(),
+      read("k_scale"), read("v_scale"),
       b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")

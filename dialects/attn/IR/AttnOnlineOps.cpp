@@ -40,6 +40,13 @@ LogicalResult verifyPages(Operation* op, Value blockTable, Value seqLens) {
   return success();
 }
 
+// Int8 rows come with their scales, float rows without.
+LogicalResult verifyScales(Operation* op, MemRefType rows, Value scale, const char* what) {
+  if (rows.getElementType().isInteger(8) != static_cast<bool>(scale))
+    return op->emitOpError() << what << " is int8 exactly when it has scales";
+  return success();
+}
+
 } // namespace
 
 LogicalResult OnlineInitOp::verify() {
@@ -73,7 +80,9 @@ LogicalResult OnlineUpdateOp::verify() {
     return failure();
   MemRefType k = getKey().getType(), v = getValue().getType();
   const int64_t heads = getNumHeads();
-  if (failed(verifyNumHeads(*this, heads, k)))
+  if (failed(verifyNumHeads(*this, heads, k)) ||
+      failed(verifyScales(*this, k, getKeyScale(), "the key")) ||
+      failed(verifyScales(*this, v, getValueScale(), "the value")))
     return failure();
   int64_t dk = k.getDimSize(3);
   if (hasPackedQuery()) {
@@ -98,7 +107,8 @@ LogicalResult WeightsOp::verify() {
     return failure();
   MemRefType q = getQuery().getType(), k = getKey().getType();
   const int64_t heads = getNumHeads();
-  if (failed(verifyNumHeads(*this, heads, k)))
+  if (failed(verifyNumHeads(*this, heads, k)) ||
+      failed(verifyScales(*this, k, getKeyScale(), "the key")))
     return failure();
   if (q.getDimSize(3) != k.getDimSize(3) || q.getDimSize(1) != heads)
     return emitOpError() << "query must be [B, num_heads, Tq, d_k] with the key's d_k";

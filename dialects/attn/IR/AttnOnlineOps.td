@@ -120,9 +120,10 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     `[B, H, Tq, d_k]` tensor or a tile made by `attn.pack_query` for one head and batch, when
     the domain must cover just that head and batch (nb = nh = 1) and scores are not scaled again.
     `max_keys`, when present, bounds `nj` (tiling along keys sets it).
-    With `pages(block_table, seq_lens)` key and value are a paged KV cache, as attn.attention
-    defines it; only the decode lowering reads them so, every other lowering needs
-    `transform.attn.gather_pages` first.
+    With `pages(block_table, seq_lens)` key and value are a paged KV cache, and with
+    `scales(key_scale, value_scale)` an int8 one, as attn.attention defines them; only the
+    decode lowering reads them so, every other lowering needs `transform.attn.gather_cache`
+    first.
 
     Example:
 
@@ -136,14 +137,17 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
   }];
   let arguments = !con((ins
     Arg<MemRefRankOf<[AnyFloat], [2, 4]>, "query, whole or packed", [MemRead]>:$query,
-    Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
-    Arg<MemRefRankOf<[AnyFloat], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
+    Arg<MemRefRankOf<[AnyFloat, I8], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
+    Arg<MemRefRankOf<[AnyFloat, I8], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
     Arg<Optional<MemRefRankOf<[I32], [2]>>, "paged cache: block table [B, Tk / page_size]",
         [MemRead]>:$block_table,
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "paged cache: keys per sequence [B]",
         [MemRead]>:$seq_lens,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "int8 cache: key rows' scales", [MemRead]>:$key_scale,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "int8 cache: value rows' scales",
+        [MemRead]>:$value_scale,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,
@@ -159,6 +163,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     $query `,` $key `,` $value
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
+    (`scales` `(` $key_scale^ `,` $value_scale `:` type($key_scale) `,` type($value_scale) `)`)?
     `into` $acc `,` $max `,` $sum
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
@@ -238,13 +243,14 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
   }];
   let arguments = !con((ins
     Arg<MemRefRankOf<[AnyFloat], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
-    Arg<MemRefRankOf<[AnyFloat], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
+    Arg<MemRefRankOf<[AnyFloat, I8], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
     Arg<Optional<MemRefRankOf<[I32], [2]>>, "paged cache: block table [B, Tk / page_size]",
         [MemRead]>:$block_table,
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "paged cache: keys per sequence [B]",
         [MemRead]>:$seq_lens,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "int8 cache: key rows' scales", [MemRead]>:$key_scale,
     Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
     Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
     Variadic<Index>:$offsets,
@@ -257,6 +263,7 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     $query `,` $key
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
+    (`scales` `(` $key_scale^ `:` type($key_scale) `)`)?
     `lse` $lse `into` $weights
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($lse) `,` type($weights)

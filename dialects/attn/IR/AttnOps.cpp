@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace attnc::attn;
 
@@ -71,6 +73,11 @@ LogicalResult AttentionOp::verify() {
     if (ls.size() != 3 || !compatible(ls[0], qs[0]) || ls[1] != qs[1] || !compatible(ls[2], qs[2]))
       return emitOpError() << "lse must be [B, heads, Tq]";
   }
+  for (auto [rows, scale, what] : {std::tuple{getKey(), getKeyScale(), "key"},
+                                   std::tuple{getValue(), getValueScale(), "value"}})
+    if (cast<RankedTensorType>(rows.getType()).getElementType().isInteger(8) !=
+        static_cast<bool>(scale))
+      return emitOpError() << "the " << what << " is int8 exactly when it has scales";
   if (!getBlockTable() != !getSeqLens())
     return emitOpError() << "a paged cache needs both block_table and seq_lens";
   if (Value table = getBlockTable(); table && cast<RankedTensorType>(table.getType()).getRank() != 2)

@@ -85,16 +85,22 @@ def Attn_AttentionOp : Attn_Op<"attention",
     as [pages, H_kv, page_size, d]: key j of batch b is row j mod page_size of page
     block_table[b, j / page_size] (block_table [B, Tk / page_size] i32, so Tk is its width
     times page_size), for j < seq_lens[b] ([B] i32); the masks (mask_mod) keep no later key.
+
+    `scales(key_scale, value_scale)`, when present, makes key and value an int8 cache: row j
+    of KV head g is key_scale[., g, j] times its int8 elements (the scales shaped as key and
+    value without d: [B, H_kv, Tk], or [pages, H_kv, page_size] with pages).
   }];
 
   let arguments = !con((ins
     RankedTensorOf<[AnyFloat]>:$query,
-    RankedTensorOf<[AnyFloat]>:$key,
-    RankedTensorOf<[AnyFloat]>:$value,
+    RankedTensorOf<[AnyFloat, I8]>:$key,
+    RankedTensorOf<[AnyFloat, I8]>:$value,
     Variadic<RankedTensorOf<[I8, I32, F16, BF16, F32]>>:$aux,
     Optional<RankedTensorOf<[F32]>>:$sinks,
     Optional<RankedTensorOf<[I32]>>:$block_table,
-    Optional<RankedTensorOf<[I32]>>:$seq_lens), Attn_ScoreAttrs, (ins
+    Optional<RankedTensorOf<[I32]>>:$seq_lens,
+    Optional<RankedTensorOf<[F32]>>:$key_scale,
+    Optional<RankedTensorOf<[F32]>>:$value_scale), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
     OptionalAttr<I64Attr>:$rope_dims));
@@ -111,6 +117,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
+    (`scales` `(` $key_scale^ `,` $value_scale `:` type($key_scale) `,` type($value_scale) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?

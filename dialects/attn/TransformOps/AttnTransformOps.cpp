@@ -73,10 +73,10 @@ DiagnosedSilenceableFailure transform::AttnLowerDecodeOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
-DiagnosedSilenceableFailure transform::AttnGatherPagesOp::applyToOne(
+DiagnosedSilenceableFailure transform::AttnGatherCacheOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
-  if (failed(gatherPages(rewriter, target, getRowsAttr().getInt())))
+  if (failed(gatherCache(rewriter, target, getRowsAttr().getInt())))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
 }

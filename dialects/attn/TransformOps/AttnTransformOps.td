@@ -114,14 +114,15 @@ def AttnLowerDecodeOp : Attn_TransformOp<"lower_decode"> {
   }];
 }
 
-def AttnGatherPagesOp : Attn_TransformOp<"gather_pages"> {
-  let summary = "Copies a paged KV cache into per-sequence buffers the ops under the target read";
+def AttnGatherCacheOp : Attn_TransformOp<"gather_cache"> {
+  let summary = "Copies a paged or int8 KV cache into plain buffers the ops under the target read";
   let description = [{
     The attn.online_update and attn.weights ops under the target that read a paged cache
-    (`pages(block_table, seq_lens)`) read buffers [B, H_kv, Tk, d] instead, filled by an
-    scf.forall of their own at the start of the kernel (a phase), one task per `rows`
-    positions of a sequence; positions past seq_lens[b] are zero. Every lowering but
-    lower_decode needs it; without paged ops it does nothing.
+    (`pages(block_table, seq_lens)`) or an int8 one (`scales(...)`) read buffers
+    [B, H_kv, Tk, d] instead (of the query's type for int8, the rows times their scales),
+    filled by an scf.forall of their own at the start of the kernel (a phase), one task per
+    `rows` positions of a sequence; a paged sequence's positions past seq_lens[b] are zero.
+    Every lowering but lower_decode needs it; without such ops it does nothing.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
   let results = (outs);

@@ -39,7 +39,8 @@ LogicalResult decompose(AttentionOp op) {
       (op.getWeights() && !storeWeights) ||
       llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }) ||
       (op.getSinks() && !bufferOf(op.getSinks())) ||
-      (op.getBlockTable() && (!bufferOf(op.getBlockTable()) || !bufferOf(op.getSeqLens()))))
+      (op.getBlockTable() && (!bufferOf(op.getBlockTable()) || !bufferOf(op.getSeqLens()))) ||
+      (op.getKeyScale() && (!bufferOf(op.getKeyScale()) || !bufferOf(op.getValueScale()))))
     return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
                                "and results stored with bufferization.materialize_in_destination";
 
@@ -55,6 +56,8 @@ LogicalResult decompose(AttentionOp op) {
   // A paged cache's keys [pages, H_kv, page_size, d]: Tk is the block table's width in pages.
   Value blockTable = op.getBlockTable() ? bufferOf(op.getBlockTable()) : Value();
   Value seqLens = op.getSeqLens() ? bufferOf(op.getSeqLens()) : Value();
+  Value keyScale = op.getKeyScale() ? bufferOf(op.getKeyScale()) : Value();
+  Value valueScale = op.getValueScale() ? bufferOf(op.getValueScale()) : Value();
   Value seqK = b.create<memref::DimOp>(k, 2);
   if (blockTable)
     seqK = b.create<arith::MulIOp>(b.create<memref::DimOp>(blockTable, 1), seqK);
@@ -104,7 +107,8 @@ LogicalResult decompose(AttentionOp op) {
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
   auto update = b.create<OnlineUpdateOp>(
-      q, k, v, aux, blockTable, seqLens, acc, max, sum, ValueRange{zero, zero, zero, zero},
+      q, k, v, aux, blockTable, seqLens, keyScale, valueScale, acc, max, sum,
+      ValueRange{zero, zero, zero, zero},
       ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads), IntegerAttr(),
       op.getScaleAttr(), op.getCausalAlignAttr());
   Value sinks = op.getSinks() ? bufferOf(op.getSinks()) : Value();
@@ -114,7 +118,7 @@ LogicalResult decompose(AttentionOp op) {
   // (to the weights) or moved (to the update) whole: their blocks use only their arguments.
   if (storeWeights) {
     auto weights = b.create<WeightsOp>(
-        q, k, aux, blockTable, seqLens, lse, storeWeights.getDest(),
+        q, k, aux, blockTable, seqLens, keyScale, lse, storeWeights.getDest(),
         ValueRange{zero, zero, zero, zero},
         ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads),
         op.getScaleAttr(), op.getCausalAlignAttr());

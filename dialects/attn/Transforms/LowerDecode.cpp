@@ -62,10 +62,10 @@ int64_t roundUp(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32: one
-// vector load when the chunk is `whole` (inside the row) and the buffer `contiguous` (unit
-// innermost stride), else element by element with the column clamped into the row of
-// `rowLength`.
+// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32 (an int8
+// cache's as signed integers): one vector load when the chunk is `whole` (inside the row) and
+// the buffer `contiguous` (unit innermost stride), else element by element with the column
+// clamped into the row of `rowLength`.
 Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t lanes,
               bool contiguous, bool whole, int64_t rowLength) {
   auto f32Vector = VectorType::get({lanes}, b.getF32Type());
@@ -73,7 +73,11 @@ Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t
   SmallVector<Value> at(indices.begin(), indices.end());
   if (contiguous && whole) {
     Value row = b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at);
-    return element.isF32() ? row : b.create<arith::ExtFOp>(f32Vector, row);
+    if (element.isF32())
+      return row;
+    if (isa<IntegerType>(element))
+      return b.create<arith::SIToFPOp>(f32Vector, row);
+    return b.create<arith::ExtFOp>(f32Vector, row);
   }
   Value result = f32Splat(b, lanes, 0);
   Value base = at.back();
@@ -275,6 +279,15 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                    lastKey)));
     if (op.getBlockTable())
       prefetchPages(gb, firstKey, lastKey, keysPerTile);
+    // An int8 cache's keys: s_u = k_scale[u] (q . k_int8[u]), the scale applied to the sums.
+    Value keyScales;
+    if (Value scale = op.getKeyScale()) {
+      SmallVector<Value> perKey;
+      for (auto [outer, row] : keys)
+        perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
+      keyScales = gb.create<vector::FromElementsOp>(
+          VectorType::get({keysPerTile}, gb.getF32Type()), perKey);
+    }
     gb.create<scf::ForOp>(
         indexConstant(gb, 0), rowCount, indexConstant(gb, scoreRows), std::nullopt,
         [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
@@ -315,6 +328,8 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                               s, ArrayRef<int64_t>{rr * keysPerTile},
                                               ArrayRef<int64_t>{keysPerTile},
                                               ArrayRef<int64_t>{1});
+            if (keyScales)
+              part = rb.create<arith::MulFOp>(part, keyScales);
             rb.create<vector::StoreOp>(part, scores, ValueRange{rows[rr], firstColumn});
           }
           rb.create<scf::YieldOp>();
@@ -421,10 +436,17 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
           auto [outer, row] = keyAt(jb, jb.create<arith::AddIOp>(j0, j));
+          // An int8 cache's values: p v_j = (p v_scale[j]) v_int8[j].
+          Value valueScale;
+          if (Value scale = op.getValueScale())
+            valueScale = jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row});
           SmallVector<Value> p;
-          for (int64_t rr = 0; rr < pvRows; ++rr)
-            p.push_back(jb.create<vector::BroadcastOp>(
-                vector, jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j})));
+          for (int64_t rr = 0; rr < pvRows; ++rr) {
+            Value weight = jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j});
+            if (valueScale)
+              weight = jb.create<arith::MulFOp>(weight, valueScale);
+            p.push_back(jb.create<vector::BroadcastOp>(vector, weight));
+          }
           SmallVector<Value> next(running.begin(), running.end());
           for (int64_t c = 0; c < width; ++c) {
             Value v = loadRow(jb, kv, {outer, kvHead, row, columns[c]}, lanes, contiguous, whole, dv);

@@ -202,9 +202,9 @@ FailureOr<scf::ForallOp> lowerWeights(RewriterBase& rewriter, WeightsOp op, int6
                             << options.vectorWidth;
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_weights: key_unroll must be positive";
-  if (op.getBlockTable())
-    return op.emitOpError() << "lower_weights: a paged cache's keys need "
-                               "transform.attn.gather_pages first";
+  if (op.getBlockTable() || op.getKeyScale())
+    return op.emitOpError() << "lower_weights: a paged or int8 cache needs "
+                               "transform.attn.gather_cache first";
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();

@@ -88,6 +88,8 @@ Value loadF32(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
   Value element = b.create<memref::LoadOp>(buffer, indices);
   if (element.getType().isF32())
     return element;
+  if (isa<IntegerType>(element.getType()))
+    return b.create<arith::SIToFPOp>(b.getF32Type(), element);
   return b.create<arith::ExtFOp>(b.getF32Type(), element);
 }
 

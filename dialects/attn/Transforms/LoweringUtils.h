@@ -46,7 +46,8 @@ SinkFold foldSink(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l, m
 // how the tile classifiers bound and scan those reads.
 mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::Value last);
 
-// Loads an element of a float buffer as f32 (extending bf16/f16 storage).
+// Loads an element of a float buffer as f32 (extending bf16/f16 storage), or of an int8 cache's
+// as its signed value.
 mlir::Value loadF32(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::ValueRange indices);
 // Stores an f32 into a float buffer of any float type (rounding to nearest even).
 void storeF32(mlir::ImplicitLocOpBuilder& b, mlir::Value value, mlir::Value buffer,

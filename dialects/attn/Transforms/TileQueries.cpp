@@ -70,9 +70,9 @@ FailureOr<StateOps> findStateOps(OnlineUpdateOp update, StringRef step) {
 FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
   if (rows <= 0)
     return update.emitOpError() << "tile_queries: the tile must have at least one row";
-  if (update.getBlockTable())
-    return update.emitOpError() << "tile_queries: a paged cache's keys need "
-                                   "transform.attn.gather_pages first";
+  if (update.getBlockTable() || update.getKeyScale())
+    return update.emitOpError() << "tile_queries: a paged or int8 cache needs "
+                                   "transform.attn.gather_cache first";
   FailureOr<StateOps> state = findStateOps(update, "tile_queries");
   if (failed(state))
     return failure();

@@ -18,7 +18,7 @@ struct NamedDType {
 inline constexpr NamedDType kNamedDTypes[] = {
     {"f64", {kDLFloat, 64, 1}},   {"f32", {kDLFloat, 32, 1}}, {"f16", {kDLFloat, 16, 1}},
     {"bf16", {kDLBfloat, 16, 1}}, {"i64", {kDLInt, 64, 1}},   {"i32", {kDLInt, 32, 1}},
-    {"u8", {kDLUInt, 8, 1}},
+    {"i8", {kDLInt, 8, 1}},       {"u8", {kDLUInt, 8, 1}},
 };
 
 inline bool sameDType(DLDataType a, DLDataType b) {

@@ -1,5 +1,5 @@
 // RUN: attn-opt %s -transform-interpreter -cse | FileCheck %s
-// transform.attn.gather_pages: an update reading a paged cache ([pages, H_kv, page_size, d] with
+// transform.attn.gather_cache: an update reading a paged cache ([pages, H_kv, page_size, d] with
 // a block table and the sequences' lengths) reads buffers [B, H_kv, Tk, d] instead, allocated
 // with the workspace and filled by a phase of its own before the attention's: a task per 64
 // positions of a sequence, each position read through the block table when it is inside the
@@ -56,11 +56,52 @@ func.func @gather(%q: memref<?x4x?x32xf32>, %k: memref<?x2x16x32xf32>, %v: memre
   return
 }
 
+// An int8 contiguous cache: every position's rows, times their scales, into buffers of the
+// query's type (no block table, so no lengths are read).
+// CHECK-LABEL: func.func @dequantize
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf16>, %[[K:.*]]: memref<?x2x?x32xi8>, %[[V:.*]]: memref<?x2x?x32xi8>, %[[KS:.*]]: memref<?x2x?xf32>, %[[VS:.*]]: memref<?x2x?xf32>
+// CHECK: %[[KB:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x32xf16>
+// CHECK: %[[VB:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x32xf16>
+// CHECK: scf.forall
+// CHECK-NOT: scf.if
+// CHECK:   memref.load %[[KS]]
+// CHECK:   memref.load %[[K]]
+// CHECK:   arith.sitofp
+// CHECK:   arith.mulf
+// CHECK:   arith.truncf
+// CHECK:   memref.store {{.*}}, %[[KB]]
+// CHECK: attn.online_update %[[Q]], %[[KB]], %[[VB]] into
+// CHECK-NOT: scales
+func.func @dequantize(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>, %v: memref<?x2x?x32xi8>,
+                      %ks: memref<?x2x?xf32>, %vs: memref<?x2x?xf32>, %o: memref<?x4x?x32xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x32xi8>
+  %acc = memref.alloc(%b, %tq) : memref<?x4x32x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v scales(%ks, %vs : memref<?x2x?xf32>, memref<?x2x?xf32>)
+      into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x?x32xi8>, memref<?x2x?x32xi8>,
+        memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x32xf16>
+  memref.dealloc %acc : memref<?x4x32x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
-    transform.attn.gather_pages %f rows = 64 : !transform.any_op
+    transform.attn.gather_cache %f rows = 64 : !transform.any_op
     transform.yield
   }
 }

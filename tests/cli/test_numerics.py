@@ -173,6 +173,39 @@ class NumericsMatrix(CliTestCase):
                     self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
                                       "--seq-k", tk, "--seed", tq, *extra), 0, "PASS")
 
+    def test_kv_caches_on_every_backend(self):
+        # KV caches on every backend whose rows cover them: Tq 1, 3 and 16 rows at each
+        # sequence's end, lengths 0 and 1 among longer ones, pages of 16 and 64 rows in
+        # shuffled order (attnc's random block tables), GQA ratios 1, 4 and 8, head dims off the
+        # vector width, f16 and bf16 queries over f16, bf16 and int8 caches, sinks.
+        specs = [
+            "heads=2 d_k=40 kv_cache=paged page_size=16 mask=causal sinks=true lse=true "
+            "dtype=f16",
+            "heads=8 kv_heads=2 d_k=24 kv_cache=paged page_size=64 page_layout=hnd mask=causal "
+            "lse=true dtype=bf16",
+            "heads=8 kv_heads=1 d_k=32 kv_cache=paged page_size=16 kv_dtype=int8 mask=causal "
+            "sinks=true dtype=f16",
+            "heads=4 kv_heads=1 d_k=24 kv_cache=contiguous kv_dtype=int8 mask=causal lse=true "
+            "dtype=bf16",
+        ]
+        shapes = [("3", "1", "700", "0,1,700"), ("2", "3", "130", "130,1"),
+                  ("3", "16", "200", "17,0,200")]
+        for spec in specs:
+            for backend in BUILT_BACKENDS:
+                with self.subTest(backend=backend, spec=spec):
+                    out = self.tmp + "/" + backend
+                    reason = verdicts(spec)[backend]
+                    if reason:
+                        self.expect(attnc("compile", spec, "--backend", backend, "-o", out), 2,
+                                    reason)
+                        continue
+                    r = self.expect(attnc("compile", spec, "--backend", backend, "-o", out), 0)
+                    bundle = r.stdout.strip()
+                    for batch, tq, tk, lengths in shapes:
+                        self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
+                                          "--seq-k", tk, "--lengths", lengths, "--seed", tq), 0,
+                                    "PASS")
+
     def test_weights_with_empty_and_ragged_rows(self):
         # The weights recompute every score against the row's lse (in the MLIR kernels, a pass
         # of their own after the attention's): a batch whose length is 0 keeps nothing (weights

@@ -229,32 +229,31 @@ Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const
   if (spec_.variant == Variant::Mha)
     return p(d, t, b);
   const bool cache = p.name() != q_.name();
-  // An int8 cache's element times its row's scale (k_scale or v_scale, as the rows without d).
-  const bool int8 = cache && spec_.kvDtype == KvDType::Int8;
-  const std::string scaleName = p.name() == k_.name() ? "k_scale" : "v_scale";
+  // The element's coordinates after d, innermost first.
+  Expr at[3];
   if (spec_.kvCache == KvCache::Paged && cache) {
     // Position t of sequence b: row t % P of page block_table[b, t / P]. The runtime checked
     // the entries of each sequence's keys; the others (a partial block's tail) are clamped
     // into the cache, and their scores masked.
-    const Expr page = static_cast<int>(spec_.pageSize);
-    const Expr entry = blockTable_(clamp(t / page, 0, blockTable_.dim(0).extent() - 1),
+    const Expr pageRows = static_cast<int>(spec_.pageSize);
+    const Expr entry = blockTable_(clamp(t / pageRows, 0, blockTable_.dim(0).extent() - 1),
                                    clamp(b, 0, blockTable_.dim(1).extent() - 1));
-    const Expr at = clamp(entry, 0, p.dim(3).extent() - 1), row = t % page;
-    const bool nhd = spec_.pageLayout == PageLayout::Nhd;
-    Expr value = nhd ? p(d, h, row, at) : p(d, row, h, at);
-    if (int8) {
-      const ImageParam& scale = tensors_.at(scaleName);
-      value = cast<float>(value) * (nhd ? scale(h, row, at) : scale(row, h, at));
-    }
+    const Expr page = clamp(entry, 0, p.dim(3).extent() - 1), row = t % pageRows;
+    if (spec_.pageLayout == PageLayout::Nhd)
+      at[0] = h, at[1] = row, at[2] = page;
+    else
+      at[0] = row, at[1] = h, at[2] = page;
+  } else if (spec_.layout == Layout::Bhsd) {
+    at[0] = t, at[1] = h, at[2] = b;
+  } else {
+    at[0] = h, at[1] = t, at[2] = b;
+  }
+  const Expr value = p(d, at[0], at[1], at[2]);
+  if (!cache || spec_.kvDtype != KvDType::Int8)
     return value;
-  }
-  const bool bhsd = spec_.layout == Layout::Bhsd;
-  Expr value = bhsd ? p(d, t, h, b) : p(d, h, t, b);
-  if (int8) {
-    const ImageParam& scale = tensors_.at(scaleName);
-    value = cast<float>(value) * (bhsd ? scale(t, h, b) : scale(h, t, b));
-  }
-  return value;
+  // An int8 cache's element times its row's scale (k_scale or v_scale: the rows without d).
+  const ImageParam& scale = tensors_.at(p.name() == k_.name() ? "k_scale" : "v_scale");
+  return cast<float>(value) * scale(at[0], at[1], at[2]);
 }
 
 Expr ScoreTerms::validKeys(Expr b) const {

@@ -104,8 +104,8 @@ struct DimExpr {
       e.value = 1;
       return e;
     }
-    if (text.starts_with("ceil(") && text.ends_with(")")) {
-      std::string_view inner = text.substr(5, text.size() - 6);
+    // "S/N" (exact) or "ceil(S/N)".
+    auto division = [&](std::string_view inner, bool exact) -> std::optional<DimExpr> {
       std::size_t slash = inner.find('/');
       if (slash == std::string_view::npos)
         return std::nullopt;
@@ -115,18 +115,13 @@ struct DimExpr {
         return std::nullopt;
       e.symbol = symbol;
       e.value = *divisor;
+      e.exact = exact;
       return e;
-    }
-    if (std::size_t slash = text.find('/'); slash != std::string_view::npos) {
-      auto symbol = parseSizeSymbol(text.substr(0, slash));
-      auto divisor = parseInt(text.substr(slash + 1));
-      if (!symbol || !divisor)
-        return std::nullopt;
-      e.symbol = symbol;
-      e.value = *divisor;
-      e.exact = true;
-      return e;
-    }
+    };
+    if (text.starts_with("ceil(") && text.ends_with(")"))
+      return division(text.substr(5, text.size() - 6), /*exact=*/false);
+    if (text.find('/') != std::string_view::npos)
+      return division(text, /*exact=*/true);
     auto v = parseInt(text);
     if (!v)
       return std::nullopt;

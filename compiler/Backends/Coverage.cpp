@@ -116,6 +116,7 @@ Coverage fullCoverage(Device device) {
           {std::begin(kOutputs), std::end(kOutputs)},
           everyValue(dtypeNames()),
           {},
+          "",
           ""};
 }
 
@@ -160,6 +161,8 @@ nlohmann::json coverageJson(const Coverage& row) {
     json["elementwise_masks"] = names(row.elementwiseMasks, maskKindName);
   if (!row.gapReason.empty())
     json["gap_reason"] = row.gapReason;
+  if (!row.decode.empty())
+    json["decode"] = row.decode;
   return json;
 }
 

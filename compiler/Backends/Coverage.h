@@ -49,6 +49,9 @@ struct Coverage {
   std::vector<MaskKind> elementwiseMasks;
   // Why what is missing is missing, when one reason covers it ("" otherwise).
   std::string_view gapReason;
+  // How its kernels run decode steps (Tq <= 16 rows against a long Tk), for `attnc backends`:
+  // a kernel of their own, or the prefill kernel and what that costs ("" for a reference).
+  std::string_view decode;
 };
 
 // Everything: a row for a code generator with no gaps on `device`.

@@ -135,7 +135,12 @@ std::span<const Coverage> MlirBackend::coverage() const {
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
                        MaskKind::BigBird},
-                      ""});
+                      "",
+                      device == Device::Cpu
+                          ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
+                            "rows in one task, keys split over tasks and merged by their LSE)"
+                          : "the prefill kernel, its keys split over thread blocks and merged "
+                            "when tasks are few (tensor cores, f16 and bf16)"});
     return rows;
   }();
   return rows;

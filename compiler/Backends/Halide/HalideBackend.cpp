@@ -81,9 +81,9 @@ std::span<const Coverage> HalideBackend::coverage() const {
     cuda.dtypes = {DType::F32, DType::F16};
     cuda.gapReason = "its CUDA schedule covers sdpa, and LLVM 14's NVPTX code generator inside "
                      "Halide 14 aborts on bf16 values";
-    // Query rows fill the vector lanes: a one-row step uses 1/16 of each AVX-512 vector and
-    // reads K/V once per query head (31.6 ms against MLIR's 2.1 at H 8 d 128 f16 Tk 16k,
-    // docs/benchmarks.md), so --backend auto takes MLIR's decode kernel wherever it covers.
+    // Query rows fill the vector lanes: a one-row step uses 1/16 of each AVX-512 vector (12.8
+    // ms against MLIR's 2.0 at H 8 d 128 f16 Tk 16k, docs/benchmarks.md "Decode"), so
+    // --backend auto takes MLIR's decode kernel wherever it covers.
     Coverage cpu = fullCoverage(Device::Cpu);
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "
                  "Tq <= 16; auto prefers MLIR's)";

@@ -217,6 +217,7 @@ private:
   Value workAcc, workMax, workSum;
   // The task's.
   Value batch, kvHead, firstRow, headRows, rowCount, split;
+  Value lastPage; // a paged cache's last page, where keyAt clamps block table entries
   OnlineFinalizeOp finalize; // the whole attention's, whose output and lse the merge writes
   OnlineUpdateOp taskOp; // the update over the task's domain, read by KeyRange and ScoreTerms
   Value query, scores, acc, rowMax, rowSum, alpha;
@@ -227,8 +228,6 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   if (!table)
     return {batch, key};
   Value pageSize = indexConstant(b, op.getKey().getType().getDimSize(2));
-  Value lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 0),
-                                           indexConstant(b, 1));
   Value entry = b.create<arith::IndexCastOp>(
       b.getIndexType(), b.create<memref::LoadOp>(
                             table, ValueRange{batch, b.create<arith::DivUIOp>(key, pageSize)}));
@@ -497,6 +496,9 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
   headRows = b.create<arith::MinUIOp>(indexConstant(b, rowsPerHead),
                                       b.create<arith::SubIOp>(seqQ, firstRow));
   rowCount = b.create<arith::MulIOp>(headRows, indexConstant(b, group));
+  if (op.getBlockTable())
+    lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 0),
+                                       indexConstant(b, 1));
 
   // The update over the task's domain: its heads, rows and every key, for the key range and
   // the terms; erased once the task is emitted.

@@ -9,7 +9,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <limits>
-#include <tuple>
 
 using namespace mlir;
 
@@ -85,7 +84,9 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
         if (Value sinks = op.getSinks()) {
           SinkFold folded =
               foldSink(ib, max, sum, ib.create<memref::LoadOp>(sinks, ValueRange{head}));
-          std::tie(max, sum, accFactor) = std::tuple(folded.max, folded.sum, folded.accFactor);
+          max = folded.max;
+          sum = folded.sum;
+          accFactor = folded.accFactor;
         }
         Value inverse = inverseSum(ib, sum);
         if (accFactor)

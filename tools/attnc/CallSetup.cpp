@@ -104,13 +104,14 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
       v = words.next() % (sizes[SizeSymbol::SeqK] + 1);
     break;
   case ArgumentFill::BlockTable: {
-    // Distinct pages, shuffled (Fisher-Yates), so that no sequence's pages are in order.
+    // Distinct pages, shuffled (Fisher-Yates), so that no sequence's pages are in order; with
+    // fewer pages than entries (a k_pages file), they repeat.
     std::vector<int64_t> pages(sizes[SizeSymbol::Pages]);
     std::iota(pages.begin(), pages.end(), 0);
     for (size_t k = pages.size(); k > 1; --k)
       std::swap(pages[k - 1], pages[words.next() % k]);
     for (size_t e = 0; e < values.size(); ++e)
-      values[e] = static_cast<double>(pages[e]);
+      values[e] = static_cast<double>(pages[e % pages.size()]);
     break;
   }
   case ArgumentFill::Int8Values:

@@ -66,21 +66,22 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   std::map<std::string, Value> byName;
   for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
     Value v = value;
-    // [B, T, H, d] tensors are viewed as [B, H, T, d]: the attention is always written BHSD.
-    // A paged cache's nhd pages [pages, page_size, H_kv, d] likewise, as the hnd
-    // [pages, H_kv, page_size, d] the ops take, and an int8 cache's scales, as those rows
-    // without d.
+    // Tensors whose positions come before their heads ([B, T, H, d] with bshd, a paged cache's
+    // nhd pages [pages, page_size, H_kv, d], and the int8 scales of either, without d) are
+    // viewed heads first, as the ops take them: the attention is always written BHSD.
+    const bool query = arg.name == "q" || arg.name == "o";
+    const bool cacheRows = arg.name == "k" || arg.name == "v" || arg.name == "k_pages" ||
+                           arg.name == "v_pages" || arg.name == "k_scale" ||
+                           arg.name == "v_scale";
     const bool positionsFirst = spec.kvCache == KvCache::Paged
                                     ? spec.pageLayout == PageLayout::Nhd
                                     : spec.layout == Layout::Bshd;
-    if ((spec.layout == Layout::Bshd &&
-         (arg.name == "q" || arg.name == "k" || arg.name == "v" || arg.name == "o")) ||
-        (spec.pageLayout == PageLayout::Nhd && (arg.name == "k_pages" || arg.name == "v_pages")))
-      v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
-                                               ArrayRef<unsigned>{0, 2, 1, 3}, &ctx)));
-    if (positionsFirst && (arg.name == "k_scale" || arg.name == "v_scale"))
-      v = b.create<memref::TransposeOp>(v, AffineMapAttr::get(AffineMap::getPermutationMap(
-                                               ArrayRef<unsigned>{0, 2, 1}, &ctx)));
+    if ((query && spec.layout == Layout::Bshd) || (cacheRows && positionsFirst)) {
+      SmallVector<unsigned> order = {0, 2, 1, 3};
+      order.resize(cast<MemRefType>(v.getType()).getRank());
+      v = b.create<memref::TransposeOp>(
+          v, AffineMapAttr::get(AffineMap::getPermutationMap(order, &ctx)));
+    }
     byName[arg.name] = v;
   }
   auto read = [&](const std::string& name) -> Value {

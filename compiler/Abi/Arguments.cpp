@@ -11,6 +11,7 @@ DimExpr c(int64_t v) {
 const DimExpr kB = DimExpr::of(SizeSymbol::Batch);
 const DimExpr kTq = DimExpr::of(SizeSymbol::SeqQ);
 const DimExpr kTk = DimExpr::of(SizeSymbol::SeqK);
+const DimExpr kRows = DimExpr::of(SizeSymbol::QueryRows);
 
 // [B, heads, T, dim] or [B, T, heads, dim] as the layout orders them.
 std::vector<DimExpr> headTensor(const Spec& s, DimExpr seq, int64_t heads, int64_t dim) {
@@ -48,9 +49,14 @@ std::vector<Argument> kernelArguments(const Spec& s) {
     add("k", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal, "key input");
     add("v", ArgumentRole::Input, data, {kB, kTk, c(s.dModel)}, ArgumentFill::Normal,
         "value input");
+  } else if (s.raggedQueries) {
+    add("q", ArgumentRole::Input, data, {kRows, c(H), c(s.dQ)}, ArgumentFill::Normal,
+        "every sequence's query rows, packed");
   } else {
     add("q", ArgumentRole::Input, data, headTensor(s, kTq, H, s.dQ), ArgumentFill::Normal,
         "queries");
+  }
+  if (s.variant != Variant::Mha) {
     // An int8 cache's rows, and each position's scale per KV head: k = k_scale * k_int8.
     const bool int8 = s.kvDtype == KvDType::Int8;
     const std::vector<std::string> cacheData = int8 ? std::vector<std::string>{"i8"} : data;
@@ -92,6 +98,11 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   if (s.cached())
     add("seq_lens", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
         "keys per sequence, at most Tk; the query rows are its last Tq positions");
+  if (s.raggedQueries)
+    add("cu_seqlens_q", ArgumentRole::Input, {"i32"}, {DimExpr::plusConstant(SizeSymbol::Batch, 1)},
+        ArgumentFill::QueryOffsets,
+        "sequence b's query rows are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and o; "
+        "0 first, never decreasing, total_q last");
   if (s.kvCache == KvCache::Paged)
     add("block_table", ArgumentRole::Input, {"i32"}, {kB, DimExpr::exactDiv(SizeSymbol::SeqK, s.pageSize)},
         ArgumentFill::BlockTable,
@@ -170,11 +181,16 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   const int64_t keysSeen = s.variant == Variant::Linformer ? s.projLen : 0;
   if (s.variant == Variant::Mha)
     add("o", ArgumentRole::Output, data, {kB, kTq, c(s.dModel)}, ArgumentFill::None, "output");
+  else if (s.raggedQueries)
+    add("o", ArgumentRole::Output, data, {kRows, c(H), c(s.dV)}, ArgumentFill::None,
+        "output, packed as q");
   else
     add("o", ArgumentRole::Output, data, headTensor(s, kTq, H, s.dV), ArgumentFill::None, "output");
+  // FlashAttention's varlen order for a ragged batch: [H, total_q].
   if (s.lse)
-    add("lse", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq}, ArgumentFill::None,
-        "log-sum-exp of each score row (-inf when fully masked)");
+    add("lse", ArgumentRole::Output, {"f32"},
+        s.raggedQueries ? std::vector<DimExpr>{c(H), kRows} : std::vector<DimExpr>{kB, c(H), kTq},
+        ArgumentFill::None, "log-sum-exp of each score row (-inf when fully masked)");
   if (s.weights)
     add("weights", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk},
         ArgumentFill::None, "normalised attention weights, before dropout");

@@ -20,6 +20,7 @@ enum class ArgumentFill {
   ScaledNormal,  // normal with variance 1/fan_in (fan_in: the last dimension), for weights
   Lengths,       // per-batch key lengths, uniform in [0, Tk]
   BlockTable,    // a paged cache's block table: distinct pages in shuffled order
+  QueryOffsets,  // a ragged batch's cu_seqlens_q: its first sequence Tq rows, others [0, Tq]
   Int8Values,    // an int8 cache's rows: uniform in [-127, 127]
   Int8Scales,    // their scales: uniform in [1/256, 3/256], so rows are about unit size
   MaskBits,      // 0/1, mostly 1

@@ -98,9 +98,16 @@ CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const
   }
   if (kernel.shapeSchedules.size() > 1)
     return compileShapeDispatch(spec, kernel, emit, outDir);
-  const CompileOptions options{kernel.backend, kernel.target,   outDir,
-                               emit,           kernel.schedule, kernel.scheduleProvenance};
-  return checkedBackend(spec, options).compile(spec, options);
+  CompileOptions options{kernel.backend,  kernel.target,
+                         outDir,          emit,
+                         kernel.schedule, kernel.scheduleProvenance,
+                         /*raggedSpec=*/std::nullopt};
+  if (!spec.raggedQueries)
+    return checkedBackend(spec, options).compile(spec, options);
+  // A ragged batch's kernel computes one sequence; the runtime runs it once per sequence.
+  options.raggedSpec = spec;
+  const Spec sequence = spec.perSequence();
+  return checkedBackend(sequence, options).compile(sequence, options);
 }
 
 std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target) {
@@ -115,7 +122,9 @@ std::string explainStages(const Spec& spec, const CompileOptions& options, const
                           bool printIrAfterAll) {
   if (options.backend == "mlir" && !ATTNC_HAS_MLIR)
     throw UsageError("explain shows the MLIR pipeline; this attnc was built without it");
-  return checkedBackend(spec, options).explain(spec, options, stage, printIrAfterAll);
+  // A ragged batch's kernel is its one sequence's.
+  const Spec kernelSpec = spec.perSequence();
+  return checkedBackend(kernelSpec, options).explain(kernelSpec, options, stage, printIrAfterAll);
 }
 
 } // namespace attnc

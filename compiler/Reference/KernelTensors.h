@@ -22,6 +22,9 @@ public:
   int64_t seqQ() const { return seqQ_; }
   int64_t seqK() const { return seqK_; }
 
+  const std::vector<Argument>& arguments() const { return arguments_; }
+  const std::vector<DLTensor*>& tensors() const { return tensors_; }
+
   bool has(std::string_view name) const;
   DLTensor& tensor(std::string_view name) const; // throws std::out_of_range when absent
 

@@ -1,6 +1,7 @@
 #include "Reference/Reference.h"
 
 #include "Reference/Attention.h"
+#include "attnc/SequenceViews.hpp"
 
 namespace attnc {
 
@@ -11,8 +12,35 @@ ParallelFor serialFor() {
   };
 }
 
+namespace {
+
+// A ragged batch, one sequence at a time on views of its tensors (attnc/SequenceViews.hpp), each
+// the plain spec's computation on its own rows.
+void runRagged(const KernelTensors& t, const ParallelFor& parallelFor) {
+  const Spec sequence = t.spec().perSequence();
+  std::vector<std::vector<DimExpr>> dims;
+  for (const Argument& a : t.arguments())
+    dims.push_back(a.shape);
+  SequenceViews views(dims, t.tensors());
+  const std::vector<double> offsets = t.dense("cu_seqlens_q");
+  for (size_t b = 0; b + 1 < offsets.size(); ++b) {
+    const auto first = static_cast<int64_t>(offsets[b]), end = static_cast<int64_t>(offsets[b + 1]);
+    if (end == first)
+      continue;
+    KernelTensors one(sequence, views.select(static_cast<int64_t>(b), first, end), 1, end - first,
+                      t.seqK());
+    runReference(one, parallelFor);
+  }
+}
+
+} // namespace
+
 void runReference(const KernelTensors& t, const ParallelFor& parallelFor) {
   const Spec& s = t.spec();
+  if (s.raggedQueries) {
+    runRagged(t, parallelFor);
+    return;
+  }
   HeadInputs in = prepareHeadInputs(t, parallelFor);
   AttentionResult r = s.variant == Variant::Linear ? linearAttention(t, in, parallelFor)
                                                    : softmaxAttention(t, in, parallelFor);

@@ -144,12 +144,6 @@ expr::Node withCachePositions(const Spec& spec, expr::Node node) {
   return node;
 }
 
-std::optional<expr::Node> withCachePositions(const Spec& spec, std::optional<expr::Node> node) {
-  if (!node)
-    return node;
-  return withCachePositions(spec, *std::move(node));
-}
-
 } // namespace
 
 std::vector<ExpressionTensor> expressionTensors(const Spec& spec) {

@@ -35,6 +35,12 @@ bool Spec::usesAlignment() const {
          scoreMod.given() || maskMod.given(); // qpos
 }
 
+Spec Spec::perSequence() const {
+  Spec one = *this;
+  one.raggedQueries = false;
+  return one;
+}
+
 std::string Spec::canonical() const {
   std::string text;
   for (const SpecKey& key : specKeys())

@@ -142,6 +142,10 @@ struct Spec {
   int64_t pageSize = 0; // paged: rows per page, required
   PageLayout pageLayout = PageLayout::Nhd;
   KvDType kvDtype = KvDType::Same;
+  // Ragged queries (with a KV cache): sequence b's query rows are rows [cu_seqlens_q[b],
+  // cu_seqlens_q[b + 1]) of q [total_q, H, d_k] and o, its own Tq; the kernel compiled is the
+  // spec without it (perSequence), run once per sequence by the runtime.
+  bool raggedQueries = false;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
   // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in
@@ -153,6 +157,9 @@ struct Spec {
   // Derived facts the reference and backends share.
   int64_t groupSize() const { return heads / kvHeads; } // query heads per kv head
   bool cached() const { return kvCache != KvCache::None; }
+  // The spec one sequence of a ragged batch computes: this one with its queries not ragged
+  // (q, o [1, Tq, H, d], Tq the sequence's rows).
+  Spec perSequence() const;
   bool needsSeed() const;
   // True when some feature depends on where query rows sit among the keys.
   bool usesAlignment() const;

@@ -186,6 +186,29 @@ std::string printAux(const std::vector<AuxTensor>& aux) {
   return text;
 }
 
+namespace {
+
+// With ragged queries each sequence runs as its own call (batch entry 0 there), so `b` may only
+// pick an aux tensor's row along its first dimension B, which the runtime hands each call.
+void checkBatchReads(std::string_view key, const std::string& text, const expr::Node& node,
+                     const Spec& s, const expr::Node* parent = nullptr, size_t index = 0) {
+  if (node.op == expr::Op::Variable && node.name == "b") {
+    const bool auxRow = parent && parent->op == expr::Op::Aux && index == 0 &&
+                        std::any_of(s.aux.begin(), s.aux.end(), [&](const AuxTensor& t) {
+                          return t.name == parent->name && t.dims.front() == "B";
+                        });
+    if (!auxRow)
+      throw SpecError(std::string(key) + "=\"" + text + "\" at column " +
+                      std::to_string(node.column) +
+                      ": with ragged_q=true, b may only be the first index of an aux tensor "
+                      "whose first dimension is B (each sequence runs as its own call)");
+  }
+  for (size_t a = 0; a < node.args.size(); ++a)
+    checkBatchReads(key, text, node.args[a], s, &node, a);
+}
+
+} // namespace
+
 void resolveExpressions(Spec& s) {
   for (const SpecParam& p : s.params)
     for (const AuxTensor& t : s.aux)
@@ -210,6 +233,14 @@ void resolveExpressions(Spec& s) {
     facts.params[p.name] = p.value;
   }
   for (const AuxTensor& t : s.aux) {
+    // A ragged batch's sequences each run as their own call, seeing their own rows of every
+    // tensor whose first dimension is B (Spec::perSequence).
+    for (size_t d = 0; d < t.dims.size() && s.raggedQueries; ++d)
+      if (t.dims[d] == "Tq" || (t.dims[d] == "B" && d > 0))
+        throw SpecError("aux=\"" + printAux(s.aux) + "\": '" + t.name + "' has " + t.dims[d] +
+                        " as dimension " + std::to_string(d) +
+                        "; with ragged_q=true an aux tensor takes B only as its first dimension "
+                        "and no Tq (each sequence has its own)");
     scope.aux.push_back({t.name, t.elementType, static_cast<int>(t.dims.size())});
     std::vector<expr::Affine>& shape = facts.auxShapes[t.name];
     for (const std::string& dim : t.dims)
@@ -227,6 +258,8 @@ void resolveExpressions(Spec& s) {
     try {
       auto tree = std::make_shared<expr::Node>(expr::parseExpr(key, e.text, role, scope));
       expr::checkAuxIndices(key, e.text, *tree, facts);
+      if (s.raggedQueries)
+        checkBatchReads(key, e.text, *tree, s);
       e.text = expr::print(*tree);
       e.tree = std::move(tree);
     } catch (const expr::ExprError& error) {

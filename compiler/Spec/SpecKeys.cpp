@@ -310,6 +310,11 @@ std::vector<SpecKey> buildKeys() {
                  is(Variant::Linformer), "Linformer's projected sequence length k"),
       integerKey("random_blocks", &Spec::randomBlocks, 0, 4096, "mask includes bigbird", bigbird,
                  "BigBird random key blocks per query block (needs seed)"),
+      listedOnlyWhenSet(booleanKey(
+          "ragged_q", &Spec::raggedQueries, "kv_cache=contiguous|paged",
+          [](const Spec& s) { return s.cached(); },
+          "queries packed: q, o [total_q, heads, d] with cu_seqlens_q [B+1] i32, sequence b's "
+          "rows [cu_seqlens_q[b], cu_seqlens_q[b+1]) at the end of its seq_lens[b] keys")),
       booleanKey(
           "rope", &Spec::rope, "variant=sdpa|mha",
           [](const Spec& s) { return s.variant == Variant::Sdpa || s.variant == Variant::Mha; },

@@ -175,6 +175,28 @@ void validate(const Spec& s) {
       fail(cache + " with rope=true is not supported yet: the cached keys would be rotated "
                    "again at every step; rotate them once before they enter the cache");
   }
+  if (s.raggedQueries) {
+    // Each sequence runs as its own call of the kernel (Spec::perSequence), which sees batch
+    // entry 0: what reads the batch index or the query rows of the whole batch has no meaning
+    // there.
+    if (s.layout != Layout::Bshd)
+      fail("ragged_q=true packs query rows positions first (q [total_q, heads, d_k]); it needs "
+           "layout=bshd, which orders a contiguous cache [B, Tk, kv_heads, d] the same way");
+    if (s.weights)
+      fail("ragged_q=true with weights=true is not supported: the weights [B, H, Tq, Tk] have no "
+           "packed form yet");
+    if (s.dropout > 0)
+      fail("ragged_q=true with dropout is not supported: its draws read the batch index b");
+    if (s.bias)
+      fail("ragged_q=true with bias=true is not supported: bias [B, H, Tq, Tk] has no packed "
+           "form; write the bias as score_mod reading an aux tensor");
+    for (MaskKind kind : {MaskKind::Tensor, MaskKind::BlockSparse})
+      if (s.masks.has(kind))
+        fail("ragged_q=true with mask=" + maskText(s) + ": the " +
+             std::string(kind == MaskKind::Tensor ? "mask" : "block_layout") +
+             " tensor is shaped by Tq, which differs per sequence; masks allowed: causal, window, "
+             "global, strided, dilated, bigbird, or mask_mod");
+  }
 }
 
 Spec buildSpec(Entries entries) {

@@ -6,6 +6,7 @@
 #include "TensorCheck.h"
 #include "ThreadPool.h"
 #include "attnc/CudaDriver.hpp"
+#include "attnc/SequenceViews.hpp"
 #include "attnc/attnc.h"
 
 #include <algorithm>
@@ -311,6 +312,13 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   if (auto problem =
           attnc::runtime::checkKvCache(bundle->manifest, bundle->target->device, ordered, sizes))
     return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
+  const bool ragged = std::any_of(args.begin(), args.end(),
+                                  [](const auto& a) { return attnc::isQueryOffsets(a.shape); });
+  std::vector<int64_t> offsets;
+  if (ragged)
+    if (auto problem = attnc::runtime::readQueryOffsets(bundle->manifest, bundle->target->device,
+                                                        ordered, sizes, &offsets))
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
 
   int32_t threads = options && options->num_threads > 0
                         ? options->num_threads
@@ -342,8 +350,28 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   call.workspace_bytes = workspaceBytes;
   call.stream = options ? options->stream : nullptr;
   char message[sizeof(attnc_error::message)] = "";
-  if (bundle->run(&call, message, sizeof(message)) != 0)
-    return fail(error, ATTNC_ERROR_KERNEL, std::string("kernel failed: ") + message);
+  if (!ragged) {
+    if (bundle->run(&call, message, sizeof(message)) != 0)
+      return fail(error, ATTNC_ERROR_KERNEL, std::string("kernel failed: ") + message);
+    return succeed(error);
+  }
+  // A ragged batch: the kernel computes one sequence per call (attnc/SequenceViews.hpp), each
+  // call on every thread; a sequence without query rows has nothing to compute.
+  std::vector<std::vector<attnc::DimExpr>> dims;
+  for (const auto& a : args)
+    dims.push_back(a.shape);
+  attnc::SequenceViews views(dims, ordered);
+  call.num_args = static_cast<uint32_t>(ordered.size() - 1);
+  call.batch = 1;
+  for (size_t b = 0; b + 1 < offsets.size(); ++b) {
+    if (offsets[b + 1] == offsets[b])
+      continue;
+    call.args = views.select(static_cast<int64_t>(b), offsets[b], offsets[b + 1]).data();
+    call.seq_q = offsets[b + 1] - offsets[b];
+    if (bundle->run(&call, message, sizeof(message)) != 0)
+      return fail(error, ATTNC_ERROR_KERNEL,
+                  "kernel failed on sequence " + std::to_string(b) + ": " + message);
+  }
   return succeed(error);
 }
 

@@ -92,4 +92,31 @@ std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const s
   return std::nullopt;
 }
 
+std::optional<std::string> readQueryOffsets(const RuntimeManifest& manifest,
+                                            const std::string& device,
+                                            const std::vector<DLTensor*>& tensors,
+                                            const RunSizes& sizes, std::vector<int64_t>* offsets) {
+  const DLTensor* cu = argument(manifest, tensors, "cu_seqlens_q");
+  std::string problem;
+  const std::vector<int32_t> values = readInts(*cu, device, "cu_seqlens_q", &problem);
+  if (!problem.empty())
+    return problem;
+  const int64_t rows = sizes[SizeSymbol::QueryRows];
+  auto at = [](size_t i, int64_t v) {
+    return "cu_seqlens_q[" + std::to_string(i) + "] = " + std::to_string(v);
+  };
+  if (values.front() != 0)
+    return at(0, values.front()) + "; the first sequence's rows start at 0";
+  for (size_t b = 1; b < values.size(); ++b)
+    if (values[b] < values[b - 1])
+      return at(b, values[b]) + " is less than " + at(b - 1, values[b - 1]) +
+             "; the offsets never decrease (sequence " + std::to_string(b - 1) +
+             " would have a negative row count)";
+  if (values.back() != rows)
+    return at(values.size() - 1, values.back()) + " is not total_q = " + std::to_string(rows) +
+           ", the rows of q and o; the last offset ends the last sequence";
+  offsets->assign(values.begin(), values.end());
+  return std::nullopt;
+}
+
 } // namespace attnc::runtime

@@ -21,6 +21,14 @@ std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const s
                                         const std::vector<DLTensor*>& tensors,
                                         const RunSizes& sizes);
 
+// For a ragged batch (a `cu_seqlens_q` argument): cu_seqlens_q[0] = 0, never decreasing, and
+// cu_seqlens_q[B] = total_q, q's rows. O(B). Fills *offsets with its B + 1 values when they
+// hold; else returns the first problem, naming the index, the value and what is allowed.
+std::optional<std::string> readQueryOffsets(const RuntimeManifest& manifest,
+                                            const std::string& device,
+                                            const std::vector<DLTensor*>& tensors,
+                                            const RunSizes& sizes, std::vector<int64_t>* offsets);
+
 } // namespace attnc::runtime
 
 #endif // ATTNC_RUNTIME_KVCACHECHECK_H

@@ -195,6 +195,37 @@ class NumericsMatrix(CliTestCase):
         for spec in specs:
             self.check(spec, shapes)
 
+    def test_ragged_batches_on_every_backend(self):
+        # Ragged queries (ragged_q): each sequence's own rows of the packed q and o, drawn so a
+        # batch mixes a sequence of Tq rows with ones of 0, 1 and a few, at the end of caches of
+        # ragged lengths (0 and 1 among them); with Tq = 20 one call runs the MLIR decode kernel
+        # for its short sequences and the prefill kernel for its long ones.
+        specs = [
+            "heads=4 kv_heads=1 d_k=40 layout=bshd kv_cache=paged page_size=16 ragged_q=true "
+            "mask=causal sinks=true lse=true dtype=f16",
+            "heads=8 kv_heads=2 d_k=24 layout=bshd kv_cache=contiguous kv_dtype=int8 "
+            "ragged_q=true mask=causal+window window_left=9 lse=true dtype=bf16",
+        ]
+        shapes = [("4", "20", "130", "130,1,0,77"), ("3", "1", "300", "0,1,300"),
+                  ("2", "3", "64", "64,2")]
+        for spec in specs:
+            self.check(spec, shapes)
+
+    def test_ragged_offsets_from_a_file_are_checked(self):
+        spec = "heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=causal"
+        bundle = self.expect(attnc("compile", spec, "--backend", "reference", "-o", self.tmp), 0)
+        bundle = bundle.stdout.strip()
+        offsets = self.tmp + "/cu.npy"
+        write_npy(offsets, [0, 3, 3, 5], [4], "<i4")
+        self.expect(attnc("verify", bundle, "--seq-k", "9", "--param",
+                          "cu_seqlens_q=" + offsets), 0, "B=3 total_q=5", "PASS")
+        write_npy(offsets, [0, 3, 2, 5], [4], "<i4")
+        self.expect(attnc("run", bundle, "--seq-k", "9", "--param", "cu_seqlens_q=" + offsets),
+                    2, "cu_seqlens_q[2] = 2 is less than cu_seqlens_q[1] = 3")
+        write_npy(offsets, [0, 0, 0, 0], [4], "<i4")
+        self.expect(attnc("run", bundle, "--seq-k", "9", "--param", "cu_seqlens_q=" + offsets),
+                    2, "cu_seqlens_q ends at 0", "at least one query row")
+
     def test_weights_with_empty_and_ragged_rows(self):
         # The weights recompute every score against the row's lse (in the MLIR kernels, a pass
         # of their own after the attention's): a batch whose length is 0 keeps nothing (weights

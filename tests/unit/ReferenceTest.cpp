@@ -124,6 +124,42 @@ TEST(Reference, KvCachesAttendEachSequenceOverItsOwnKeys) {
   EXPECT_EQ(fromContiguous.lse[(2 * H) * Tq], -std::numeric_limits<double>::infinity());
 }
 
+// A ragged batch (ragged_q) computes each sequence b on its own: rows [cu[b], cu[b+1]) of the
+// packed q, o and lse [H, total_q], against batch entry b of the cache, with its own Tq; a
+// sequence of no rows writes nothing. Sequences of 5, 0, 1 and 3 rows.
+TEST(Reference, RaggedBatchesComputeEachSequenceOnItsOwn) {
+  const std::string features = "heads=4 kv_heads=2 d_k=8 mask=causal+window window_left=5 "
+                               "alibi=true lse=true layout=bshd kv_cache=contiguous";
+  const int64_t B = 4, Tq = 5, Tk = 12, H = 4, Hkv = 2, d = 8;
+  tools::Call ragged = randomCall(features + " ragged_q=true", B, Tq, Tk, /*seed=*/2);
+  const std::vector<double> cu = {0, 5, 5, 6, 9}, lengths = {12, 7, 3, 1};
+  ASSERT_EQ(ragged.tensor("cu_seqlens_q").values().back(), cu.back()); // q's rows
+  ragged.tensor("cu_seqlens_q").assign(cu);
+  ragged.tensor("seq_lens").assign(lengths);
+  const test::Outputs out = runReferenceOn(ragged);
+  const int64_t rows = static_cast<int64_t>(cu.back());
+  const std::vector<double> q = ragged.tensor("q").values(), k = ragged.tensor("k").values(),
+                            v = ragged.tensor("v").values();
+  for (int64_t b = 0; b < B; ++b) {
+    const auto first = static_cast<int64_t>(cu[b]), n = static_cast<int64_t>(cu[b + 1]) - first;
+    if (n == 0)
+      continue;
+    tools::Call alone = randomCall(features, 1, n, Tk);
+    alone.tensor("q").assign({q.begin() + first * H * d, q.begin() + (first + n) * H * d});
+    alone.tensor("k").assign({k.begin() + b * Tk * Hkv * d, k.begin() + (b + 1) * Tk * Hkv * d});
+    alone.tensor("v").assign({v.begin() + b * Tk * Hkv * d, v.begin() + (b + 1) * Tk * Hkv * d});
+    alone.tensor("seq_lens").assign({lengths[b]});
+    const test::Outputs expected = runReferenceOn(alone);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < H; ++h) {
+        EXPECT_EQ(out.lse[h * rows + first + i], expected.lse[h * n + i])
+            << "b=" << b << " h=" << h << " i=" << i;
+        for (int64_t e = 0; e < d; ++e)
+          EXPECT_EQ(out.o[((first + i) * H + h) * d + e], expected.o[(i * H + h) * d + e]);
+      }
+  }
+}
+
 // An int8 cache is its rows times their scales: the same spec on a float cache holding those
 // products gives the same outputs, for contiguous bshd scales [B, Tk, H_kv].
 TEST(Reference, Int8CachesAreTheirRowsTimesTheirScales) {

@@ -269,6 +269,33 @@ TEST_F(TensorChecks, KvCacheLengthsAndBlockTablesAreCheckedBeforeTheKernel) {
   expectRunFails(contiguous, ATTNC_ERROR_INVALID_ARGUMENT, "seq_lens[1] = 20 is outside [0, Tk=12]");
 }
 
+// A ragged batch's row offsets, checked before the kernel runs on any sequence: 0 first, never
+// decreasing, q's rows last.
+TEST_F(TensorChecks, RaggedRowOffsetsAreCheckedBeforeTheKernel) {
+  const std::string ragged = "heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(ragged));
+  auto call = [&](std::vector<double> offsets) {
+    tools::Call c = test::randomCall(ragged, 3, 4, 12);
+    EXPECT_EQ(c.tensor("cu_seqlens_q").values().back(), 10); // q's rows, as drawn
+    c.tensor("cu_seqlens_q").assign(offsets);
+    return c;
+  };
+  tools::Call fine = call({0, 4, 4, 10});
+  std::vector<attnc_named_tensor> named = fine.named();
+  bundle.run(named);
+  tools::Call late = call({1, 4, 4, 10});
+  expectRunFails(late, ATTNC_ERROR_INVALID_ARGUMENT,
+                 "cu_seqlens_q[0] = 1; the first sequence's rows start at 0");
+  tools::Call decreasing = call({0, 5, 3, 10});
+  expectRunFails(decreasing, ATTNC_ERROR_INVALID_ARGUMENT,
+                 "cu_seqlens_q[2] = 3 is less than cu_seqlens_q[1] = 5");
+  tools::Call overrun = call({0, 4, 4, 11});
+  expectRunFails(overrun, ATTNC_ERROR_INVALID_ARGUMENT,
+                 "cu_seqlens_q[3] = 11 is not total_q = 10, the rows of q and o");
+  tools::Call endsEarly = call({0, 4, 4, 9});
+  expectRunFails(endsEarly, ATTNC_ERROR_INVALID_ARGUMENT, "cu_seqlens_q[3] = 9 is not total_q = 10");
+}
+
 TEST_F(TensorChecks, DecodeKernelReadsKeysAndValuesOfAnyStride) {
   // The MLIR decode kernel loads K and V rows as vectors when their head dim is dense, and
   // element by element otherwise: K and V here keep every other element of a wider tensor.

@@ -147,6 +147,28 @@ const BadSpec kBadSpecs[] = {
     {"variant=linformer d_k=64 proj_len=8 mask=causal", {"not supported by variant=linformer"}},
     {"variant=linformer d_k=64 proj_len=8 alibi=true", {"alibi=true does not apply"}},
     {"preset=gpt5", {"preset=gpt5", "unknown preset", "llama3-8b"}},
+    // Ragged queries: each sequence runs as its own call, so what reads the batch index or the
+    // whole batch's query rows is refused.
+    {"heads=2 d_k=8 ragged_q=true", {"ragged_q=true does not apply", "kv_cache=contiguous|paged"}},
+    {"heads=2 d_k=8 kv_cache=paged page_size=16 ragged_q=true", {"ragged_q=true", "layout=bshd"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true weights=true",
+     {"ragged_q=true with weights=true"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true dropout=0.1 seed=1",
+     {"ragged_q=true with dropout", "batch index b"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true bias=true",
+     {"ragged_q=true with bias=true", "score_mod"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=causal+tensor",
+     {"mask=causal+tensor", "shaped by Tq", "mask_mod"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=block_sparse block=16",
+     {"block_layout", "shaped by Tq"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true aux=\"x:f32[Tq,Tk]\" "
+     "mask_mod=\"x[q_idx, kv_idx] > 0\"",
+     {"'x' has Tq as dimension 0", "B only as its first dimension"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true aux=\"x:f32[heads,B]\" "
+     "score_mod=\"score + x[h, b]\"",
+     {"'x' has B as dimension 1"}},
+    {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true score_mod=\"score + b\"",
+     {"score_mod=\"score + b\" at column 9", "b may only be the first index"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Spec, BadSpecs, ::testing::ValuesIn(kBadSpecs));

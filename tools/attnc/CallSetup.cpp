@@ -114,6 +114,8 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
       values[e] = static_cast<double>(pages[e % pages.size()]);
     break;
   }
+  case ArgumentFill::QueryOffsets: // prepareCall draws them first: they size q and o
+    break;
   case ArgumentFill::Int8Values:
     for (double& v : values)
       v = static_cast<double>(words.next() % 255) - 127;
@@ -240,9 +242,44 @@ void checkLengths(const HostTensor& lengths, int64_t seqK, const std::string& pa
                                    values[b], b, seqK));
 }
 
+// A ragged batch's cu_seqlens_q, and total_q bound from it: the file's (its last offset), or
+// drawn from the seed: the first sequence Tq rows (Tq the longest), each other uniform in
+// [0, Tq], so batches mix empty, one-row (decode) and longer (prefill) sequences.
+HostTensor raggedOffsets(Call& call, const std::map<std::string, HostTensor>& loaded,
+                         const CallFlags& flags) {
+  RunSizes& sizes = call.sizes;
+  const int64_t batch = sizes[SizeSymbol::Batch], longest = sizes[SizeSymbol::SeqQ];
+  HostTensor offsets(*parseDType("i32"), {batch + 1});
+  if (auto it = loaded.find("cu_seqlens_q"); it != loaded.end()) {
+    offsets = convertInput(*std::find_if(call.arguments.begin(), call.arguments.end(),
+                                         [](const Argument& a) { return a.name == "cu_seqlens_q"; }),
+                           it->second, flags.inputFiles.at("cu_seqlens_q"));
+  } else {
+    constexpr uint32_t kRowCounts = 0x5E0; // apart from the arguments' streams (their indices)
+    Words words(flags.seed, kRowCounts);
+    std::vector<double> values = {0};
+    for (int64_t b = 0; b < batch; ++b)
+      values.push_back(values.back() +
+                       static_cast<double>(b == 0 ? longest : words.next() % (longest + 1)));
+    offsets.assign(values);
+  }
+  const std::vector<double> values = offsets.values();
+  const auto rows = static_cast<int64_t>(values.back());
+  if (rows < 1)
+    throw UsageError(fmt::format("cu_seqlens_q ends at {}: a ragged batch needs at least one "
+                                 "query row",
+                                 rows));
+  if (sizes[SizeSymbol::QueryRows] == 0)
+    sizes[SizeSymbol::QueryRows] = rows;
+  return offsets;
+}
+
 } // namespace
 
 std::string sizesText(const RunSizes& z) {
+  if (z[SizeSymbol::QueryRows] != 0)
+    return fmt::format("B={} total_q={} Tk={}", z[SizeSymbol::Batch], z[SizeSymbol::QueryRows],
+                       z[SizeSymbol::SeqK]);
   return fmt::format("B={} Tq={} Tk={}", z[SizeSymbol::Batch], z[SizeSymbol::SeqQ],
                      z[SizeSymbol::SeqK]);
 }
@@ -311,6 +348,9 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
     if (sizes[SizeSymbol::Pages] == 0)
       sizes[SizeSymbol::Pages] = sizes[SizeSymbol::Batch] * (sizes[SizeSymbol::SeqK] / page) + 1;
   }
+  std::optional<HostTensor> queryOffsets;
+  if (spec.raggedQueries)
+    queryOffsets = raggedOffsets(call, loaded, flags);
   checkCallFits(call.arguments, sizes);
 
   for (size_t i = 0; i < call.arguments.size(); ++i) {
@@ -325,6 +365,8 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
       tensor = convertInput(arg, it->second, path);
       if (arg.fill == ArgumentFill::Lengths)
         checkLengths(tensor, sizes[SizeSymbol::SeqK], path);
+    } else if (arg.fill == ArgumentFill::QueryOffsets) {
+      tensor = std::move(*queryOffsets);
     } else if (arg.name == lengthsName && !flags.lengths.empty()) {
       tensor = lengthsFromList(flags.lengths, sizes[SizeSymbol::Batch], sizes[SizeSymbol::SeqK]);
     } else if (arg.role != ArgumentRole::Output) {
@@ -371,6 +413,9 @@ bool scoresAreMasked(const Spec& s) { return !s.masks.empty() && s.variant != Va
 } // namespace
 
 double maskDensity(Call& call) {
+  if (call.spec.raggedQueries)
+    throw UsageError("--mask-density: a ragged batch (ragged_q=true) has no one Tq to count "
+                     "its scores over");
   if (!scoresAreMasked(call.spec))
     return 1.0;
   const int64_t B = call.sizes[SizeSymbol::Batch], H = call.spec.heads,

@@ -61,8 +61,10 @@ std::vector<double> timedRuns(const runtime::Bundle& bundle, Call& call, int32_t
 }
 
 double attentionFlops(const Spec& s, const RunSizes& z) {
-  double flops = 2.0 * z[SizeSymbol::Batch] * s.heads * z[SizeSymbol::SeqQ] * z[SizeSymbol::SeqK] *
-                 static_cast<double>(s.dK + s.dV);
+  // Every sequence's rows: B x Tq, or a ragged batch's total_q.
+  const double rows = s.raggedQueries ? static_cast<double>(z[SizeSymbol::QueryRows])
+                                      : static_cast<double>(z[SizeSymbol::Batch] * z[SizeSymbol::SeqQ]);
+  double flops = 2.0 * rows * s.heads * z[SizeSymbol::SeqK] * static_cast<double>(s.dK + s.dV);
   return s.masks.has(MaskKind::Causal) ? flops / 2 : flops;
 }
 

@@ -249,12 +249,13 @@ CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& opt
   const halide::HalideTarget target = halide::resolveHalideTarget(options.target);
   checkEmit(options.emit, target);
   BuiltPipeline built = buildPipeline(spec, options, target);
-  const std::string stem = stemFor(spec, options.target);
+  const std::string stem = stemFor(options.describedSpec(spec), options.target);
   OutputStaging staging(options.outDir);
   std::vector<std::string> files;
   try {
     if (emitsKernel(options.emit))
-      files = writeBundleKernel(built, spec, target, options.emit, stem, staging);
+      files = writeBundleKernel(built, options.describedSpec(spec), target, options.emit, stem,
+                                staging);
     std::map<Emit, std::string> artifacts =
         writeHalideArtifacts(built, spec, target, options.emit, stem, staging.scratch());
     if (options.emit.count(Emit::Ptx))

@@ -194,14 +194,15 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
       mlirbackend::translateToLLVM(*module, target, llvmContext);
   embedShapeContract(*llvmModule, spec);
 
-  const std::string stem = stemFor(spec, options.target);
+  const std::string stem = stemFor(options.describedSpec(spec), options.target);
   OutputStaging staging(options.outDir);
   const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
   if (emitsKernel(emit)) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
     BundleRequest request;
-    request.manifest = buildManifest(spec, "mlir", params.toJson(), target.needs, 0);
+    request.manifest =
+        buildManifest(options.describedSpec(spec), "mlir", params.toJson(), target.needs, 0);
     request.linkInputs = {scratch / "kernel.o",
                           findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
     request.stem = stem;

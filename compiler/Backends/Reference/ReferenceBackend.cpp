@@ -34,10 +34,10 @@ CompileResult ReferenceBackend::compile(const Spec& spec, const CompileOptions& 
   if (!options.schedule.empty())
     throw UsageError("--schedule: the reference backend has no schedule parameters");
   BundleRequest request;
-  request.manifest = buildManifest(spec, "reference", nlohmann::json::object(),
-                                   {parseTarget("host"), {}}, 0);
+  request.manifest = buildManifest(options.describedSpec(spec), "reference",
+                                   nlohmann::json::object(), {parseTarget("host"), {}}, 0);
   request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};
-  request.stem = bundleStem(spec, "reference");
+  request.stem = bundleStem(options.describedSpec(spec), "reference");
   request.abiVersion = ATTNC_ABI_VERSION;
   OutputStaging staging(options.outDir);
   const std::vector<std::filesystem::path> written =

@@ -1,5 +1,6 @@
 // The kernel entry of reference bundles: binds the call's tensors to the spec embedded in the
-// bundle's manifest and runs the f64 reference on the runtime's thread pool.
+// bundle's manifest (one sequence's, for a ragged batch) and runs the f64 reference on the
+// runtime's thread pool.
 #include "Abi/Manifest.h"
 #include "Reference/Reference.h"
 #include "attnc/attnc.h"
@@ -17,8 +18,10 @@ attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSiz
 
 namespace {
 
+// The spec of one call: a ragged batch's (ragged_q) is run by the runtime one sequence per call.
 const attnc::Spec& bundleSpec() {
-  static const attnc::Spec spec = attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest));
+  static const attnc::Spec spec =
+      attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest)).perSequence();
   return spec;
 }
 

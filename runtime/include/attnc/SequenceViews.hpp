@@ -1,0 +1,105 @@
+// A ragged batch (the spec key ragged_q) taken one sequence at a time.
+//
+// A ragged bundle's kernel computes one sequence per call (B = 1, Tq its rows), and the runtime
+// runs it once per sequence of the call on views of the call's tensors; the f64 reference takes
+// the batch apart the same way. Sequence b sees:
+//   - rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of each tensor with a "total_q" dimension
+//     (q and o [total_q, H, d] become [1, rows, H, d]; lse [H, total_q] becomes [1, H, rows]);
+//   - entry b of each tensor whose first dimension is "B" (seq_lens, a contiguous cache, the
+//     block table, aux tensors), as a first dimension of extent 1;
+//   - every other tensor whole (the pages, sinks);
+// and not the offsets themselves (the one tensor shaped "B+1"), which the kernel never takes.
+// Compiler and runtime share this header, so both split a batch the same way.
+#ifndef ATTNC_SEQUENCEVIEWS_HPP
+#define ATTNC_SEQUENCEVIEWS_HPP
+
+#include "attnc/DType.hpp"
+#include "attnc/Shape.hpp"
+
+#include <cstdint>
+#include <dlpack/dlpack.h>
+#include <vector>
+
+namespace attnc {
+
+// True for the offsets tensor of a ragged batch: one dimension, B+1.
+inline bool isQueryOffsets(const std::vector<DimExpr>& dims) {
+  return dims.size() == 1 && dims[0].symbol == SizeSymbol::Batch && dims[0].plus == 1;
+}
+
+// Views of every tensor but the offsets, in argument order, for one sequence at a time.
+class SequenceViews {
+public:
+  // `dims[a]`: argument a's manifest dimensions; `tensors[a]`: its tensor, already checked
+  // against them. Both outlive this object.
+  SequenceViews(const std::vector<std::vector<DimExpr>>& dims,
+                const std::vector<DLTensor*>& tensors) {
+    for (size_t a = 0; a < dims.size(); ++a) {
+      if (isQueryOffsets(dims[a]))
+        continue;
+      Part part{tensors[a], -1, false, {}, {}};
+      for (size_t d = 0; d < dims[a].size(); ++d)
+        if (dims[a][d].symbol == SizeSymbol::QueryRows)
+          part.rowsDim = static_cast<int>(d);
+      part.batchFirst = part.rowsDim < 0 && !dims[a].empty() &&
+                        dims[a][0].symbol == SizeSymbol::Batch && dims[a][0].plus == 0 &&
+                        tensors[a]->shape[0] > 1;
+      // Element strides, compact row-major where the tensor has none.
+      const DLTensor& t = *tensors[a];
+      part.strides.resize(static_cast<size_t>(t.ndim));
+      for (int64_t d = t.ndim - 1, running = 1; d >= 0; --d) {
+        part.strides[d] = t.strides ? t.strides[d] : running;
+        running *= t.shape[d];
+      }
+      parts_.push_back(std::move(part));
+    }
+    views_.resize(parts_.size());
+    pointers_.resize(parts_.size());
+    for (size_t p = 0; p < parts_.size(); ++p)
+      pointers_[p] = &views_[p];
+  }
+
+  // Sequence b, whose rows are [first, end) of the packed tensors (end > first). The pointers
+  // stay valid, and change meaning, until the next call.
+  const std::vector<DLTensor*>& select(int64_t b, int64_t first, int64_t end) {
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      Part& part = parts_[p];
+      const DLTensor& whole = *part.tensor;
+      DLTensor& view = views_[p];
+      view = whole;
+      part.shape.assign(whole.shape, whole.shape + whole.ndim);
+      std::vector<int64_t> strides = part.strides;
+      const auto bytes = static_cast<int64_t>(dtypeBytes(whole.dtype));
+      if (part.rowsDim >= 0) {
+        view.byte_offset += static_cast<uint64_t>(first * strides[part.rowsDim] * bytes);
+        part.shape[part.rowsDim] = end - first;
+        part.shape.insert(part.shape.begin(), 1);
+        strides.insert(strides.begin(), strides.front() * whole.shape[0]);
+        view.ndim = whole.ndim + 1;
+      } else if (part.batchFirst) {
+        view.byte_offset += static_cast<uint64_t>(b * strides[0] * bytes);
+        part.shape[0] = 1;
+      }
+      part.viewStrides = std::move(strides);
+      view.shape = part.shape.data();
+      view.strides = part.viewStrides.data();
+    }
+    return pointers_;
+  }
+
+private:
+  struct Part {
+    DLTensor* tensor;
+    int rowsDim;     // the total_q dimension, or -1
+    bool batchFirst; // an entry per sequence along dimension 0
+    std::vector<int64_t> strides, shape;
+    std::vector<int64_t> viewStrides = {};
+  };
+  std::vector<Part> parts_;
+  std::vector<DLTensor> views_;
+  std::vector<DLTensor*> pointers_;
+};
+
+} // namespace attnc
+
+#endif // ATTNC_SEQUENCEVIEWS_HPP

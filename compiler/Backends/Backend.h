@@ -37,7 +37,7 @@ struct CompileOptions {
   // Where those come from, for the manifest (a tuning record); empty: the command line.
   std::string scheduleProvenance;
   // The ragged spec (ragged_q) whose sequences the kernel computes one per call, when the kernel's
-  // spec is its perSequence(): the bundle's name and manifest describe it, and the runtime splits
+  // spec is its unragged(): the bundle's name and manifest describe it, and the runtime splits
   // each call of the bundle into the kernel's. Empty otherwise.
   std::optional<Spec> raggedSpec;
   // The spec the bundle's name and manifest describe.

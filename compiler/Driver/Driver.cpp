@@ -104,9 +104,10 @@ CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const
                          /*raggedSpec=*/std::nullopt};
   if (!spec.raggedQueries)
     return checkedBackend(spec, options).compile(spec, options);
-  // A ragged batch's kernel computes one sequence; the runtime runs it once per sequence.
+  // A ragged batch's kernel is the plain spec's; the runtime runs it once per run of sequences
+  // with the same number of rows.
   options.raggedSpec = spec;
-  const Spec sequence = spec.perSequence();
+  const Spec sequence = spec.unragged();
   return checkedBackend(sequence, options).compile(sequence, options);
 }
 
@@ -122,8 +123,8 @@ std::string explainStages(const Spec& spec, const CompileOptions& options, const
                           bool printIrAfterAll) {
   if (options.backend == "mlir" && !ATTNC_HAS_MLIR)
     throw UsageError("explain shows the MLIR pipeline; this attnc was built without it");
-  // A ragged batch's kernel is its one sequence's.
-  const Spec kernelSpec = spec.perSequence();
+  // A ragged batch's kernel is the plain spec's.
+  const Spec kernelSpec = spec.unragged();
   return checkedBackend(kernelSpec, options).explain(kernelSpec, options, stage, printIrAfterAll);
 }
 

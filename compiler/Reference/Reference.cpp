@@ -14,23 +14,22 @@ ParallelFor serialFor() {
 
 namespace {
 
-// A ragged batch, one sequence at a time on views of its tensors (attnc/SequenceViews.hpp), each
-// the plain spec's computation on its own rows.
+// A ragged batch, a run of sequences with the same number of rows at a time, on views of its
+// tensors (attnc/SequenceViews.hpp), each the plain spec's computation on its own rows.
 void runRagged(const KernelTensors& t, const ParallelFor& parallelFor) {
-  const Spec sequence = t.spec().perSequence();
+  const Spec plain = t.spec().unragged();
   std::vector<std::vector<DimExpr>> dims;
   for (const Argument& a : t.arguments())
     dims.push_back(a.shape);
   SequenceViews views(dims, t.tensors());
-  const std::vector<double> offsets = t.dense("cu_seqlens_q");
-  for (size_t b = 0; b + 1 < offsets.size(); ++b) {
-    const auto first = static_cast<int64_t>(offsets[b]), end = static_cast<int64_t>(offsets[b + 1]);
-    if (end == first)
-      continue;
-    KernelTensors one(sequence, views.select(static_cast<int64_t>(b), first, end), 1, end - first,
-                      t.seqK());
-    runReference(one, parallelFor);
-  }
+  std::vector<int64_t> offsets;
+  for (double offset : t.dense("cu_seqlens_q"))
+    offsets.push_back(static_cast<int64_t>(offset));
+  forEachRun(offsets, [&](int64_t b, int64_t sequences, int64_t first, int64_t rows) {
+    KernelTensors run(plain, views.select(b, sequences, first, rows), sequences, rows, t.seqK());
+    runReference(run, parallelFor);
+    return 0;
+  });
 }
 
 } // namespace

@@ -35,7 +35,7 @@ bool Spec::usesAlignment() const {
          scoreMod.given() || maskMod.given(); // qpos
 }
 
-Spec Spec::perSequence() const {
+Spec Spec::unragged() const {
   Spec one = *this;
   one.raggedQueries = false;
   return one;

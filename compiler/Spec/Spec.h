@@ -144,7 +144,7 @@ struct Spec {
   KvDType kvDtype = KvDType::Same;
   // Ragged queries (with a KV cache): sequence b's query rows are rows [cu_seqlens_q[b],
   // cu_seqlens_q[b + 1]) of q [total_q, H, d_k] and o, its own Tq; the kernel compiled is the
-  // spec without it (perSequence), run once per sequence by the runtime.
+  // spec without it (unragged), run by the runtime once per run of sequences with the same rows.
   bool raggedQueries = false;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
@@ -157,9 +157,9 @@ struct Spec {
   // Derived facts the reference and backends share.
   int64_t groupSize() const { return heads / kvHeads; } // query heads per kv head
   bool cached() const { return kvCache != KvCache::None; }
-  // The spec one sequence of a ragged batch computes: this one with its queries not ragged
-  // (q, o [1, Tq, H, d], Tq the sequence's rows).
-  Spec perSequence() const;
+  // The spec a run of a ragged batch's sequences with the same number of rows computes: this
+  // one with its queries not packed (q, o [B, Tq, H, d], B the run's sequences, Tq their rows).
+  Spec unragged() const;
   bool needsSeed() const;
   // True when some feature depends on where query rows sit among the keys.
   bool usesAlignment() const;

@@ -188,7 +188,7 @@ std::string printAux(const std::vector<AuxTensor>& aux) {
 
 namespace {
 
-// With ragged queries each sequence runs as its own call (batch entry 0 there), so `b` may only
+// With ragged queries sequences run in calls of their own (b counts from the call's first), so `b` may only
 // pick an aux tensor's row along its first dimension B, which the runtime hands each call.
 void checkBatchReads(std::string_view key, const std::string& text, const expr::Node& node,
                      const Spec& s, const expr::Node* parent = nullptr, size_t index = 0) {
@@ -201,7 +201,7 @@ void checkBatchReads(std::string_view key, const std::string& text, const expr::
       throw SpecError(std::string(key) + "=\"" + text + "\" at column " +
                       std::to_string(node.column) +
                       ": with ragged_q=true, b may only be the first index of an aux tensor "
-                      "whose first dimension is B (each sequence runs as its own call)");
+                      "whose first dimension is B (sequences run in calls of their own)");
   }
   for (size_t a = 0; a < node.args.size(); ++a)
     checkBatchReads(key, text, node.args[a], s, &node, a);
@@ -233,8 +233,8 @@ void resolveExpressions(Spec& s) {
     facts.params[p.name] = p.value;
   }
   for (const AuxTensor& t : s.aux) {
-    // A ragged batch's sequences each run as their own call, seeing their own rows of every
-    // tensor whose first dimension is B (Spec::perSequence).
+    // A ragged batch's sequences run in calls of their own, each seeing its own rows of every
+    // tensor whose first dimension is B (Spec::unragged).
     for (size_t d = 0; d < t.dims.size() && s.raggedQueries; ++d)
       if (t.dims[d] == "Tq" || (t.dims[d] == "B" && d > 0))
         throw SpecError("aux=\"" + printAux(s.aux) + "\": '" + t.name + "' has " + t.dims[d] +

@@ -176,9 +176,9 @@ void validate(const Spec& s) {
                    "again at every step; rotate them once before they enter the cache");
   }
   if (s.raggedQueries) {
-    // Each sequence runs as its own call of the kernel (Spec::perSequence), which sees batch
-    // entry 0: what reads the batch index or the query rows of the whole batch has no meaning
-    // there.
+    // Sequences run in calls of the kernel of their own (Spec::unragged), where the batch index
+    // counts from the call's first sequence: what reads the batch index or the query rows of
+    // the whole batch has no meaning there.
     if (s.layout != Layout::Bshd)
       fail("ragged_q=true packs query rows positions first (q [total_q, heads, d_k]); it needs "
            "layout=bshd, which orders a contiguous cache [B, Tk, kv_heads, d] the same way");

@@ -355,23 +355,27 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
       return fail(error, ATTNC_ERROR_KERNEL, std::string("kernel failed: ") + message);
     return succeed(error);
   }
-  // A ragged batch: the kernel computes one sequence per call (attnc/SequenceViews.hpp), each
-  // call on every thread; a sequence without query rows has nothing to compute.
+  // A ragged batch: the kernel runs once per run of sequences with the same number of rows
+  // (attnc/SequenceViews.hpp), each call on every thread.
   std::vector<std::vector<attnc::DimExpr>> dims;
   for (const auto& a : args)
     dims.push_back(a.shape);
   attnc::SequenceViews views(dims, ordered);
   call.num_args = static_cast<uint32_t>(ordered.size() - 1);
-  call.batch = 1;
-  for (size_t b = 0; b + 1 < offsets.size(); ++b) {
-    if (offsets[b + 1] == offsets[b])
-      continue;
-    call.args = views.select(static_cast<int64_t>(b), offsets[b], offsets[b + 1]).data();
-    call.seq_q = offsets[b + 1] - offsets[b];
-    if (bundle->run(&call, message, sizeof(message)) != 0)
-      return fail(error, ATTNC_ERROR_KERNEL,
-                  "kernel failed on sequence " + std::to_string(b) + ": " + message);
-  }
+  int64_t runStart = 0, runEnd = 0;
+  const int failed =
+      attnc::forEachRun(offsets, [&](int64_t b, int64_t sequences, int64_t first, int64_t rows) {
+        call.args = views.select(b, sequences, first, rows).data();
+        call.batch = sequences;
+        call.seq_q = rows;
+        runStart = b;
+        runEnd = b + sequences;
+        return static_cast<int>(bundle->run(&call, message, sizeof(message)));
+      });
+  if (failed != 0)
+    return fail(error, ATTNC_ERROR_KERNEL,
+                "kernel failed on sequences " + std::to_string(runStart) + " to " +
+                    std::to_string(runEnd - 1) + ": " + message);
   return succeed(error);
 }
 

@@ -126,14 +126,15 @@ TEST(Reference, KvCachesAttendEachSequenceOverItsOwnKeys) {
 
 // A ragged batch (ragged_q) computes each sequence b on its own: rows [cu[b], cu[b+1]) of the
 // packed q, o and lse [H, total_q], against batch entry b of the cache, with its own Tq; a
-// sequence of no rows writes nothing. Sequences of 5, 0, 1 and 3 rows.
+// sequence of no rows writes nothing. Sequences of 5, 0, 2, 2 and 3 rows (the two of 2 run as one
+// batch), the second of 2 rows over 1 key (its first row sees none).
 TEST(Reference, RaggedBatchesComputeEachSequenceOnItsOwn) {
   const std::string features = "heads=4 kv_heads=2 d_k=8 mask=causal+window window_left=5 "
                                "alibi=true lse=true layout=bshd kv_cache=contiguous";
-  const int64_t B = 4, Tq = 5, Tk = 12, H = 4, Hkv = 2, d = 8;
-  tools::Call ragged = randomCall(features + " ragged_q=true", B, Tq, Tk, /*seed=*/2);
-  const std::vector<double> cu = {0, 5, 5, 6, 9}, lengths = {12, 7, 3, 1};
-  ASSERT_EQ(ragged.tensor("cu_seqlens_q").values().back(), cu.back()); // q's rows
+  const int64_t B = 5, Tq = 5, Tk = 12, H = 4, Hkv = 2, d = 8;
+  tools::Call ragged = randomCall(features + " ragged_q=true", B, Tq, Tk, /*seed=*/12);
+  const std::vector<double> cu = {0, 5, 5, 7, 9, 12}, lengths = {12, 7, 3, 1, 9};
+  ASSERT_EQ(ragged.tensor("cu_seqlens_q").values().back(), cu.back()); // q's rows, as drawn
   ragged.tensor("cu_seqlens_q").assign(cu);
   ragged.tensor("seq_lens").assign(lengths);
   const test::Outputs out = runReferenceOn(ragged);

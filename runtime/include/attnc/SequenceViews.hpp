@@ -1,12 +1,14 @@
-// A ragged batch (the spec key ragged_q) taken one sequence at a time.
+// A ragged batch (the spec key ragged_q) taken a run of sequences at a time.
 //
-// A ragged bundle's kernel computes one sequence per call (B = 1, Tq its rows), and the runtime
-// runs it once per sequence of the call on views of the call's tensors; the f64 reference takes
-// the batch apart the same way. Sequence b sees:
-//   - rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of each tensor with a "total_q" dimension
-//     (q and o [total_q, H, d] become [1, rows, H, d]; lse [H, total_q] becomes [1, H, rows]);
-//   - entry b of each tensor whose first dimension is "B" (seq_lens, a contiguous cache, the
-//     block table, aux tensors), as a first dimension of extent 1;
+// A ragged bundle's kernel is the plain spec's, and the runtime runs it on views of the call's
+// tensors, once per run of consecutive sequences with the same number of query rows (a decode
+// batch is one run; a sequence without rows is none): the packed rows of such a run are a
+// regular [sequences, rows, H, d] tensor. The f64 reference takes the batch apart the same way.
+// The run of sequences [b, b + m), n rows each from packed row `first`, sees:
+//   - rows [first, first + m n) of each tensor with a "total_q" dimension, as [m, n, ...] (q and
+//     o [total_q, H, d] become [m, n, H, d]; lse [H, total_q] becomes [m, H, n]);
+//   - entries [b, b + m) of each tensor whose first dimension is "B" (seq_lens, a contiguous
+//     cache, the block table, aux tensors);
 //   - every other tensor whole (the pages, sinks);
 // and not the offsets themselves (the one tensor shaped "B+1"), which the kernel never takes.
 // Compiler and runtime share this header, so both split a batch the same way.
@@ -27,7 +29,25 @@ inline bool isQueryOffsets(const std::vector<DimExpr>& dims) {
   return dims.size() == 1 && dims[0].symbol == SizeSymbol::Batch && dims[0].plus == 1;
 }
 
-// Views of every tensor but the offsets, in argument order, for one sequence at a time.
+// Calls run(b, m, first, n) for each run of consecutive sequences [b, b + m) with n > 0 rows
+// each, its rows starting at packed row `first`, given the B + 1 offsets; stops at and returns
+// the first nonzero result, else 0.
+template <class Offsets, class Run> int forEachRun(const Offsets& offsets, Run run) {
+  const int64_t batch = static_cast<int64_t>(offsets.size()) - 1;
+  for (int64_t b = 0; b < batch;) {
+    const int64_t rows = offsets[b + 1] - offsets[b];
+    int64_t end = b + 1;
+    while (end < batch && offsets[end + 1] - offsets[end] == rows)
+      ++end;
+    if (rows > 0)
+      if (int result = run(b, end - b, static_cast<int64_t>(offsets[b]), rows))
+        return result;
+    b = end;
+  }
+  return 0;
+}
+
+// Views of every tensor but the offsets, in argument order, for one run of sequences at a time.
 class SequenceViews {
 public:
   // `dims[a]`: argument a's manifest dimensions; `tensors[a]`: its tensor, already checked
@@ -59,9 +79,10 @@ public:
       pointers_[p] = &views_[p];
   }
 
-  // Sequence b, whose rows are [first, end) of the packed tensors (end > first). The pointers
-  // stay valid, and change meaning, until the next call.
-  const std::vector<DLTensor*>& select(int64_t b, int64_t first, int64_t end) {
+  // The run of `sequences` sequences from b, `rows` rows each from packed row `first`. The
+  // pointers stay valid, and change meaning, until the next call.
+  const std::vector<DLTensor*>& select(int64_t b, int64_t sequences, int64_t first,
+                                       int64_t rows) {
     for (size_t p = 0; p < parts_.size(); ++p) {
       Part& part = parts_[p];
       const DLTensor& whole = *part.tensor;
@@ -71,14 +92,15 @@ public:
       std::vector<int64_t> strides = part.strides;
       const auto bytes = static_cast<int64_t>(dtypeBytes(whole.dtype));
       if (part.rowsDim >= 0) {
-        view.byte_offset += static_cast<uint64_t>(first * strides[part.rowsDim] * bytes);
-        part.shape[part.rowsDim] = end - first;
-        part.shape.insert(part.shape.begin(), 1);
-        strides.insert(strides.begin(), strides.front() * whole.shape[0]);
+        const int64_t rowStride = strides[part.rowsDim];
+        view.byte_offset += static_cast<uint64_t>(first * rowStride * bytes);
+        part.shape[part.rowsDim] = rows;
+        part.shape.insert(part.shape.begin(), sequences);
+        strides.insert(strides.begin(), rows * rowStride);
         view.ndim = whole.ndim + 1;
       } else if (part.batchFirst) {
         view.byte_offset += static_cast<uint64_t>(b * strides[0] * bytes);
-        part.shape[0] = 1;
+        part.shape[0] = sequences;
       }
       part.viewStrides = std::move(strides);
       view.shape = part.shape.data();

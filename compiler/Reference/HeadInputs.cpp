@@ -38,11 +38,13 @@ void addSinusoidal(std::vector<double>& x, int64_t batch, int64_t seq, int64_t d
         x[(b * seq + t) * dModel + m] += positions::sinusoidal(t + offset, m, dModel);
 }
 
-void applyRopeToAll(Array4& x, int64_t offset, const Spec& s) {
+// Row t of batch b rotated at position t + offsets[b].
+void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& s) {
   for (int64_t b = 0; b < x.dims[0]; ++b)
     for (int64_t h = 0; h < x.dims[1]; ++h)
       for (int64_t t = 0; t < x.dims[2]; ++t)
-        positions::applyRope(x.row(b, h, t), t + offset, s.ropeDims, s.ropeTheta, s.ropeStyle);
+        positions::applyRope(x.row(b, h, t), t + offsets[b], s.ropeDims, s.ropeTheta,
+                             s.ropeStyle);
 }
 
 // E [H_kv, proj_len, Tk] applied along the sequence: out[b, g, p] = sum_{j < len_b} E[g, p, j] x[b,
@@ -158,9 +160,16 @@ HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallel
       dequantize(in.v, t.dense("v_scale"), s.layout);
     }
   }
-  if (s.rope) {
-    applyRopeToAll(in.q, offset, s);
-    applyRopeToAll(in.k, 0, s);
+  if (s.rope && s.cached()) {
+    // A cache holds its keys rotated already (docs/spec.md, "KV caches"): only the queries
+    // rotate, at their positions at the end of each sequence.
+    std::vector<int64_t> offsets;
+    for (double length : t.dense("seq_lens"))
+      offsets.push_back(static_cast<int64_t>(length) - t.seqQ());
+    applyRopeToAll(in.q, offsets, s);
+  } else if (s.rope) {
+    applyRopeToAll(in.q, std::vector<int64_t>(t.batch(), offset), s);
+    applyRopeToAll(in.k, std::vector<int64_t>(t.batch(), 0), s);
   }
   if (s.variant == Variant::Linformer) {
     std::vector<int64_t> lengths = keyLengths(t);

@@ -171,9 +171,6 @@ void validate(const Spec& s) {
     if (s.causalAlign == CausalAlign::TopLeft)
       fail(cache + " puts each sequence's query rows at its end (bottom_right); causal_align="
                    "top_left does not apply");
-    if (s.rope)
-      fail(cache + " with rope=true is not supported yet: the cached keys would be rotated "
-                   "again at every step; rotate them once before they enter the cache");
   }
   if (s.raggedQueries) {
     // Sequences run in calls of the kernel of their own (Spec::unragged), where the batch index

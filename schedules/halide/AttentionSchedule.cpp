@@ -317,7 +317,7 @@ void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParam
     table.compute_root();
   for (Func table : a.perTaskTables)
     table.compute_at(taskLevel);
-  if (spec.rope) // keys rotated once per call, not once per query tile
+  if (a.rotatedKeys.defined()) // keys rotated once per call, not once per query tile
     a.rotatedKeys.compute_root().vectorize(d, lanes, guard).parallel(b);
   // Products once per call (K, V projections): parallel register-tiled GEMMs. Per query tile
   // (the query's projection): in the task, before the tile's first key block; the weights pass

@@ -75,7 +75,7 @@ void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleP
     a.query.compute_at(a.state, tile).reorder(d, row);
     stageOnThreads(a.query, d, row, rows);
   }
-  if (spec.rope)
+  if (a.rotatedKeys.defined())
     a.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
                                   8);
   for (Func table : a.tables)

@@ -61,6 +61,8 @@ CASES = [
     "heads=4 kv_heads=2 d_k=64 kv_cache=contiguous mask=causal lse=true dtype=f16",
     "heads=4 kv_heads=1 d_k=64 kv_cache=paged page_size=16 mask=causal lse=true dtype=f16",
     "heads=4 kv_heads=2 d_k=64 kv_cache=paged page_size=16 kv_dtype=int8 lse=true dtype=bf16",
+    # RoPE over a cache: the queries rotated at each sequence's end (seq_lens), the keys not.
+    "heads=4 kv_heads=2 d_k=64 kv_cache=paged page_size=16 rope=true mask=causal dtype=bf16",
     # A ragged batch: the kernel launched once per run of sequences with the same number of
     # rows, on device views of the packed rows.
     "heads=4 kv_heads=1 d_k=64 layout=bshd kv_cache=paged page_size=16 ragged_q=true "

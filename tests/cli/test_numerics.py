@@ -211,6 +211,21 @@ class NumericsMatrix(CliTestCase):
         for spec in specs:
             self.check(spec, shapes)
 
+    def test_rope_over_kv_caches(self):
+        # RoPE with a cache: the queries rotate at their positions at each sequence's end (far
+        # along it, past 4k), the cached keys are read as stored; both pairings, partial rotary
+        # dims, GQA, an int8 cache and a ragged batch.
+        specs = [
+            "heads=4 kv_heads=2 d_k=40 rope=true mask=causal lse=true kv_cache=contiguous",
+            "heads=8 kv_heads=2 d_k=64 rope=true rope_style=interleaved rope_dims=32 "
+            "rope_theta=500000 mask=causal lse=true kv_cache=paged page_size=16 dtype=f16",
+            "heads=4 kv_heads=1 d_k=32 rope=true mask=causal lse=true layout=bshd "
+            "kv_cache=paged page_size=64 page_layout=hnd kv_dtype=int8 ragged_q=true dtype=bf16",
+        ]
+        shapes = [("3", "1", "4500", "0,1,4500"), ("2", "20", "130", "130,33")]
+        for spec in specs:
+            self.check(spec, shapes)
+
     def test_ragged_offsets_from_a_file_are_checked(self):
         spec = "heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=causal"
         bundle = self.expect(attnc("compile", spec, "--backend", "reference", "-o", self.tmp), 0)

@@ -115,6 +115,31 @@ func.func @rope(%q: !Q, %k: !K, %v: !V, %o: !O) {
   return
 }
 
+// RoPE over a KV cache (query_ends: seq_lens): only the query rotates, at offset -Tq from each
+// batch's end; the cache's keys are read as they are.
+// CHECK-LABEL: func.func @rope_over_a_cache
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[ENDS:.*]]: memref<?xi32>, %[[O:.*]]: memref
+func.func @rope_over_a_cache(%q: !Q, %k: !K, %v: !V, %ends: memref<?xi32>, %o: !O) {
+  // CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c2
+  // CHECK: %[[RQ:.*]] = memref.alloc({{.*}}) : memref<?x4x?x32xf32>
+  // CHECK-NOT: memref.alloc({{.*}}) : memref<?x2x?x32xf32>
+  // CHECK: %[[OFFSET:.*]] = arith.subi %c0, %[[TQ]]
+  // CHECK: attn.rope %[[Q]] into %[[RQ]] offset %[[OFFSET]] ends %[[ENDS]] {dims = 32 : i64, style = "half", theta = 1.000000e+04 : f64}
+  // CHECK-NOT: attn.rope
+  // CHECK: attn.online_update %[[RQ]], %[[K]], %[[V]] into
+  %qt = bufferization.to_tensor %q restrict : !Q
+  %kt = bufferization.to_tensor %k restrict : !K
+  %vt = bufferization.to_tensor %v restrict : !V
+  %et = bufferization.to_tensor %ends restrict : memref<?xi32>
+  %out = attn.attention %qt, %kt, %vt query_ends(%et : tensor<?xi32>)
+      {scale = 0.125 : f64, rope = "half", rope_dims = 32 : i64}
+      : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
+      -> tensor<?x4x?x16xf32>
+  bufferization.materialize_in_destination %out in restrict writable %o
+      : (tensor<?x4x?x16xf32>, !O) -> ()
+  return
+}
+
 // Attention sinks: the [heads] buffer goes to the finalize, which folds each head's sink into its
 // rows' state.
 // CHECK-LABEL: func.func @sinks

@@ -178,6 +178,16 @@ func.func @rope_style(%x: memref<?x2x?x8xf32>, %o: index) {
 
 // -----
 
+func.func @query_ends_without_rope(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x6x16xf32>,
+                                   %v: tensor<1x2x6x16xf32>, %ends: tensor<1xi32>) {
+  // expected-error @+1 {{query_ends places the rotated queries; it needs rope}}
+  %o = attn.attention %q, %k, %v query_ends(%ends : tensor<1xi32>) {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @rope_dims(%x: memref<?x2x?x8xf32>, %o: index) {
   // expected-error @+1 {{rope dims must be even and in [2, 8], got 5}}
   attn.rope %x into %x offset %o {style = "half", theta = 1.0e4 : f64, dims = 5 : i64}
@@ -241,7 +251,7 @@ func.func @finalize_bad_sinks(%acc: memref<1x1x16x8xf32>, %max: memref<1x1x8xf32
 func.func @pages_without_lengths(%q: tensor<1x2x4x16xf32>, %k: tensor<3x2x4x16xf32>,
                                  %v: tensor<3x2x4x16xf32>, %t: tensor<1x2xi32>) {
   // expected-error @+1 {{a paged cache needs both block_table and seq_lens}}
-  %o = "attn.attention"(%q, %k, %v, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0>,
+  %o = "attn.attention"(%q, %k, %v, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 0>,
       resultSegmentSizes = array<i32: 1, 0, 0>, scale = 0.25 : f64}> ({}, {}, {})
       : (tensor<1x2x4x16xf32>, tensor<3x2x4x16xf32>, tensor<3x2x4x16xf32>, tensor<1x2xi32>)
       -> tensor<1x2x4x16xf32>

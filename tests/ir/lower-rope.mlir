@@ -43,6 +43,24 @@ func.func @rotate(%in: memref<?x2x?x8xf16>, %out: memref<?x2x?x8xf16>, %offset: 
   return
 }
 
+// With ends (a KV cache's seq_lens), batch b's rows sit at row + offset + ends[b]: the task
+// reads its batch's end once.
+// CHECK-LABEL: func.func @rotate_at_the_ends
+// CHECK-SAME: (%[[IN:.*]]: memref<?x2x?x8xf16>, %[[OUT:.*]]: memref<?x2x?x8xf16>, %[[OFFSET:.*]]: index, %[[ENDS:.*]]: memref<?xi32>)
+// CHECK: scf.forall (%{{.*}}) in
+// CHECK: %[[END:.*]] = memref.load %[[ENDS]][%{{.*}}] : memref<?xi32>
+// CHECK: %[[ENDINDEX:.*]] = arith.index_cast %[[END]] : i32 to index
+// CHECK: %[[BATCHOFFSET:.*]] = arith.addi %[[OFFSET]], %[[ENDINDEX]]
+// CHECK: scf.for %[[ROW:.*]] =
+// CHECK:   arith.addi %[[ROW]], %[[BATCHOFFSET]]
+func.func @rotate_at_the_ends(%in: memref<?x2x?x8xf16>, %out: memref<?x2x?x8xf16>, %offset: index,
+                              %ends: memref<?xi32>) {
+  attn.rope %in into %out offset %offset ends %ends
+      {style = "half", theta = 1.0e4 : f64, dims = 4 : i64}
+      : memref<?x2x?x8xf16>, memref<?x2x?x8xf16>, memref<?xi32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root

@@ -1,6 +1,8 @@
 // The f64 reference against hand-computed values and the identities of softmax attention.
 #include "TestSupport.h"
 
+#include "Semantics/Positions.h"
+
 #include <cmath>
 #include <gtest/gtest.h>
 #include <limits>
@@ -157,6 +159,51 @@ TEST(Reference, RaggedBatchesComputeEachSequenceOnItsOwn) {
             << "b=" << b << " h=" << h << " i=" << i;
         for (int64_t e = 0; e < d; ++e)
           EXPECT_EQ(out.o[((first + i) * H + h) * d + e], expected.o[(i * H + h) * d + e]);
+      }
+  }
+}
+
+// RoPE over a KV cache rotates only the queries, at their positions at the end of each
+// sequence; the cache holds its keys rotated at their own positions already. So a cache of
+// rotated keys gives what the plain spec gives on the sequence's unrotated keys alone.
+TEST(Reference, RopeOverACacheRotatesTheQueriesAtTheSequencesEnd) {
+  const std::string features = "heads=2 d_k=8 rope=true rope_dims=6 mask=causal lse=true";
+  const int64_t B = 2, Tq = 3, Tk = 10, H = 2, d = 8;
+  const std::vector<double> lengths = {10, 4};
+  tools::Call cached = randomCall(features + " kv_cache=contiguous", B, Tq, Tk, /*seed=*/5);
+  cached.tensor("seq_lens").assign(lengths);
+  const std::vector<double> q = cached.tensor("q").values(), k = cached.tensor("k").values(),
+                            v = cached.tensor("v").values();
+  std::vector<double> rotated = k;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < Tk; ++j)
+        positions::applyRope(&rotated[at4(H, Tk, d, b, h, j, 0)], j, 6, 10000, RopeStyle::Half);
+  cached.tensor("k").assign(rotated);
+  const test::Outputs out = runReferenceOn(cached);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto n = static_cast<int64_t>(lengths[b]);
+    tools::Call alone = randomCall(features, 1, Tq, n);
+    std::vector<double> qb(H * Tq * d), kb(H * n * d), vb(H * n * d);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < Tq * d; ++i)
+        qb[h * Tq * d + i] = q[at4(H, Tq, d, b, h, 0, 0) + i];
+      for (int64_t i = 0; i < n * d; ++i) {
+        kb[h * n * d + i] = k[at4(H, Tk, d, b, h, 0, 0) + i];
+        vb[h * n * d + i] = v[at4(H, Tk, d, b, h, 0, 0) + i];
+      }
+    }
+    alone.tensor("q").assign(qb);
+    alone.tensor("k").assign(kb);
+    alone.tensor("v").assign(vb);
+    const test::Outputs expected = runReferenceOn(alone);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Tq; ++i) {
+        // The cache's keys were rounded to f32 after rotating.
+        EXPECT_NEAR(out.lse[(b * H + h) * Tq + i], expected.lse[h * Tq + i], 1e-5);
+        for (int64_t e = 0; e < d; ++e)
+          EXPECT_NEAR(out.o[at4(H, Tq, d, b, h, i, e)], expected.o[at4(H, Tq, d, 0, h, i, e)],
+                      1e-5);
       }
   }
 }

@@ -256,6 +256,10 @@ Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const
   return cast<float>(value) * scale(at[0], at[1], at[2]);
 }
 
+Expr ScoreTerms::queryPosition(Expr queryRow, Expr b) const {
+  return spec_.cached() ? queryRow + validKeys(b) - seqQ_ : position(queryRow);
+}
+
 Expr ScoreTerms::validKeys(Expr b) const {
   if (spec_.cached())
     return clamp(tensors_.at("seq_lens")(b), 0, seqK_);

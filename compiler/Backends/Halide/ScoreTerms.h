@@ -56,6 +56,9 @@ public:
                     Halide::Expr b) const;
   // The query row's position among the keys.
   Halide::Expr position(Halide::Expr queryRow) const { return queryRow + offset_; }
+  // Where query row `queryRow` of batch b sits for RoPE: position(queryRow), or with a KV cache
+  // its position at the end of the sequence's seq_lens[b] keys.
+  Halide::Expr queryPosition(Halide::Expr queryRow, Halide::Expr b) const;
 
   // softcap, then ALiBi, then the bias tensor (their expressions, Spec/BuiltinExpressions),
   // then score_mod, on a scaled score.

@@ -123,17 +123,20 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
   case Variant::Linear: throw UsageError("defineOperands: linear attention has no softmax operands");
   }
 
-  // RoPE rotates queries and keys at their positions; keys once per call.
+  // RoPE rotates queries and keys at their positions; keys once per call, except a KV cache's,
+  // which it holds rotated already.
   if (s.rope) {
+    query = [&terms, query](Expr x, Expr row, Expr head, Expr batch) {
+      return terms.rotated([&](Expr y) { return query(y, row, head, batch); }, x,
+                           terms.queryPosition(row, batch));
+    };
+  }
+  if (s.rope && !s.cached()) {
     Func rotatedKeys("key");
     Var d("d"), t("t"), g("g");
     rotatedKeys(d, t, g, b) =
         terms.rotated([&](Expr y) { return key(y, t, g * group, b); }, d, t);
     ops.rotatedKeys = rotatedKeys;
-    query = [&terms, query](Expr x, Expr row, Expr head, Expr batch) {
-      return terms.rotated([&](Expr y) { return query(y, row, head, batch); }, x,
-                           terms.position(row));
-    };
     key = [rotatedKeys, group](Expr x, Expr t, Expr head, Expr batch) {
       return rotatedKeys(x, t, head / group, batch);
     };

@@ -111,7 +111,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       read(spec.kvCache == KvCache::Paged ? "k_pages" : "k"),
       read(spec.kvCache == KvCache::Paged ? "v_pages" : "v"), aux, read("sinks"),
       read("block_table"), spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(),
-      read("k_scale"), read("v_scale"),
+      read("k_scale"), read("v_scale"), spec.rope && spec.cached() ? read("seq_lens") : Value(),
       b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")

@@ -73,7 +73,9 @@ def Attn_RopeOp : Attn_Op<"rope"> {
     the dims past `dims` are copied. The angle is formed and reduced modulo 2 pi in f64, so
     positions far along the sequence keep f32's accuracy; the output is rounded to its type.
     attn.attention's `rope` becomes one of these for the query (offset: its alignment) and one
-    for the keys (offset 0), into workspace buffers the online ops then read.
+    for the keys (offset 0), into workspace buffers the online ops then read. With `ends`
+    (a KV cache's seq_lens), row t of batch b sits at t + offset + ends[b]: the queries, with
+    offset -Tq, at the end of each sequence; a cache's keys are rotated already.
 
     Example:
 
@@ -86,12 +88,14 @@ def Attn_RopeOp : Attn_Op<"rope"> {
     Arg<MemRefRankOf<[AnyFloat], [4]>, "rows [B, heads, T, d]", [MemRead]>:$input,
     Arg<MemRefRankOf<[AnyFloat], [4]>, "rotated rows [B, heads, T, d]", [MemWrite]>:$output,
     Index:$offset,
+    Optional<MemRefRankOf<[I32], [1]>>:$ends,
     StrAttr:$style,
     F64Attr:$theta,
     I64Attr:$dims
   );
   let assemblyFormat = [{
-    $input `into` $output `offset` $offset attr-dict `:` type($input) `,` type($output)
+    $input `into` $output `offset` $offset (`ends` $ends^)? attr-dict `:` type($input) `,`
+    type($output) (`,` type($ends)^)?
   }];
   let hasVerifier = 1;
 }

@@ -44,6 +44,8 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << name << " must be rank 4 ([B, heads, T, d]), got rank "
                            << type.getRank();
   ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape(), os = o.getShape();
+  if (getQueryEnds() && !getRope())
+    return emitOpError() << "query_ends places the rotated queries; it needs rope";
   // Head counts and head dims are compile-time constants; B, Tq and Tk may be dynamic.
   for (auto [name, size] :
        {std::pair{"query heads", qs[1]}, {"key heads", ks[1]}, {"d_k", qs[3]}, {"d_v", vs[3]}})

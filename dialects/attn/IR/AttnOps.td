@@ -73,7 +73,9 @@ def Attn_AttentionOp : Attn_Op<"attention",
 
     `rope` ("half" or "interleaved") rotates q_i at its position (above) and k_j at j before
     the product, pair p of the first `rope_dims` dims (default d_k) by the angle
-    pos * rope_theta^(-2p / rope_dims) (attn.rope).
+    pos * rope_theta^(-2p / rope_dims) (attn.rope). With `query_ends` ([B] i32, a KV cache's
+    seq_lens) it rotates q_i of batch b at i + query_ends[b] - Tq, the end of its sequence,
+    and not the keys: a cache holds them rotated already.
 
     `sinks` ([heads] f32), when present, holds each head's attention sink: a logit that joins
     every row's softmax denominator with no value, so
@@ -100,7 +102,8 @@ def Attn_AttentionOp : Attn_Op<"attention",
     Optional<RankedTensorOf<[I32]>>:$block_table,
     Optional<RankedTensorOf<[I32]>>:$seq_lens,
     Optional<RankedTensorOf<[F32]>>:$key_scale,
-    Optional<RankedTensorOf<[F32]>>:$value_scale), Attn_ScoreAttrs, (ins
+    Optional<RankedTensorOf<[F32]>>:$value_scale,
+    Optional<RankedTensorOf<[I32]>>:$query_ends), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
     OptionalAttr<I64Attr>:$rope_dims));
@@ -118,6 +121,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     (`scales` `(` $key_scale^ `,` $value_scale `:` type($key_scale) `,` type($value_scale) `)`)?
+    (`query_ends` `(` $query_ends^ `:` type($query_ends) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?

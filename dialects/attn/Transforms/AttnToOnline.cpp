@@ -81,7 +81,8 @@ LogicalResult decompose(AttentionOp op) {
   if (std::optional<StringRef> style = op.getRope()) {
     // RoPE rotates the query rows at their aligned positions and the keys at theirs, each
     // once per call, into buffers of their type that the update reads instead (both allocated
-    // before either rotation: a kernel's workspace precedes its phases).
+    // before either rotation: a kernel's workspace precedes its phases). A KV cache holds its
+    // keys rotated already; its queries sit at the end of each sequence's seq_lens[b] keys.
     const int64_t dims = op.getRopeDims().value_or(qType.getDimSize(3));
     auto bufferLike = [&](Value rows) {
       auto type = cast<MemRefType>(rows.getType());
@@ -93,16 +94,23 @@ LogicalResult decompose(AttentionOp op) {
           MemRefType::get(type.getShape(), type.getElementType()), dynamicSizes));
       return heapBuffers.back();
     };
-    Value rotatedQ = bufferLike(q), rotatedK = bufferLike(k);
-    Value queryOffset = op.getCausalAlign() == "bottom_right"
-                            ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
-                            : zero;
-    for (auto [rows, rotated, offset] :
-         {std::tuple{q, rotatedQ, queryOffset}, std::tuple{k, rotatedK, zero}})
-      b.create<RopeOp>(rows, rotated, offset, b.getStringAttr(*style), op.getRopeThetaAttr(),
-                       b.getI64IntegerAttr(dims));
+    Value ends = op.getQueryEnds() ? bufferOf(op.getQueryEnds()) : Value();
+    Value rotatedQ = bufferLike(q), rotatedK = ends ? Value() : bufferLike(k);
+    auto rotate = [&](Value rows, Value rotated, Value offset, Value ends) {
+      b.create<RopeOp>(rows, rotated, offset, ends, b.getStringAttr(*style),
+                       op.getRopeThetaAttr(), b.getI64IntegerAttr(dims));
+    };
+    if (ends) {
+      rotate(q, rotatedQ, b.create<arith::SubIOp>(zero, seqQ), ends);
+    } else {
+      Value queryOffset = op.getCausalAlign() == "bottom_right"
+                              ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
+                              : zero;
+      rotate(q, rotatedQ, queryOffset, Value());
+      rotate(k, rotatedK, zero, Value());
+      k = rotatedK;
+    }
     q = rotatedQ;
-    k = rotatedK;
   }
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);

@@ -65,6 +65,12 @@ FailureOr<scf::ForallOp> lowerRope(RewriterBase& rewriter, RopeOp op, int64_t ro
   Value batchIndex = b.create<arith::DivUIOp>(task, chunks);
   Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, chunks), tileRows);
   Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, tileRows), length);
+  // The rows' position offset in this batch: offset, plus ends[b] when given.
+  Value offset = op.getOffset();
+  if (Value ends = op.getEnds())
+    offset = b.create<arith::AddIOp>(
+        offset, b.create<arith::IndexCastOp>(
+                    b.getIndexType(), b.create<memref::LoadOp>(ends, ValueRange{batchIndex})));
 
   // The frequencies theta^(-2p/dims) as the reference computes them (f64), and the row's
   // cosines and sines, in stack buffers.
@@ -81,7 +87,7 @@ FailureOr<scf::ForallOp> lowerRope(RewriterBase& rewriter, RopeOp op, int64_t ro
   forRange(b, first, last, [&](ImplicitLocOpBuilder& rb, Value t) {
     Value position = rb.create<arith::SIToFPOp>(
         rb.getF64Type(), rb.create<arith::IndexCastOp>(
-                             rb.getI64Type(), rb.create<arith::AddIOp>(t, op.getOffset())));
+                             rb.getI64Type(), rb.create<arith::AddIOp>(t, offset)));
     forRange(rb, zero, pairCount, [&](ImplicitLocOpBuilder& pb, Value p) {
       Value angle = pb.create<arith::MulFOp>(
           position, pb.create<memref::LoadOp>(frequency, ValueRange{p}));

@@ -95,6 +95,17 @@ std::vector<Argument> kernelArguments(const Spec& s) {
       }
     }
   }
+  if (s.kvAppend) {
+    // A row per query row, shaped as q with the KV heads.
+    auto rows = [&](int64_t dim) {
+      return s.raggedQueries ? std::vector<DimExpr>{kRows, c(Hkv), c(dim)}
+                             : headTensor(s, kTq, Hkv, dim);
+    };
+    add("k_new", ArgumentRole::Input, data, rows(s.dK), ArgumentFill::Normal,
+        "the step's new keys, written into the cache at the query rows' positions");
+    add("v_new", ArgumentRole::Input, data, rows(s.dV), ArgumentFill::Normal,
+        "the step's new values, written as k_new");
+  }
   if (s.cached())
     add("seq_lens", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
         "keys per sequence, at most Tk; the query rows are its last Tq positions");

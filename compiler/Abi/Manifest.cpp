@@ -26,6 +26,17 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
   };
   if (needs.target.isCuda())
     m["target"]["cuda_arch"] = needs.target.cudaArch();
+  if (spec.kvAppend) {
+    // What the runtime needs to write k_new and v_new into the cache (runtime/src/KvAppend.h).
+    m["kv_append"] = {
+        {"order", spec.kvCache == KvCache::Paged
+                      ? (spec.pageLayout == PageLayout::Nhd ? "nhd" : "hnd")
+                      : (spec.layout == Layout::Bshd ? "bshd" : "bhsd")},
+        {"rows_order", spec.raggedQueries ? "packed" : spec.layout == Layout::Bshd ? "bshd" : "bhsd"},
+        {"rope_dims", spec.rope ? spec.ropeDims : 0},
+        {"rope_theta", spec.ropeTheta},
+        {"rope_interleaved", spec.ropeStyle == RopeStyle::Interleaved}};
+  }
   m.update(extra);
   stampContentHash(m);
   return m;

@@ -36,13 +36,13 @@ struct CompileOptions {
   std::map<std::string, int64_t> schedule;
   // Where those come from, for the manifest (a tuning record); empty: the command line.
   std::string scheduleProvenance;
-  // The ragged spec (ragged_q) whose sequences the kernel computes one per call, when the kernel's
-  // spec is its unragged(): the bundle's name and manifest describe it, and the runtime splits
-  // each call of the bundle into the kernel's. Empty otherwise.
-  std::optional<Spec> raggedSpec;
+  // The spec whose calls the runtime prepares (a ragged batch, new rows for the cache) when the
+  // kernel's is its kernelSpec(): the bundle's name and manifest describe it, and the runtime
+  // turns each call of the bundle into the kernel's. Empty otherwise.
+  std::optional<Spec> preparedSpec;
   // The spec the bundle's name and manifest describe.
   const Spec& describedSpec(const Spec& kernelSpec) const {
-    return raggedSpec ? *raggedSpec : kernelSpec;
+    return preparedSpec ? *preparedSpec : kernelSpec;
   }
 };
 

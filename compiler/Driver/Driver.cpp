@@ -101,14 +101,18 @@ CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const
   CompileOptions options{kernel.backend,  kernel.target,
                          outDir,          emit,
                          kernel.schedule, kernel.scheduleProvenance,
-                         /*raggedSpec=*/std::nullopt};
-  if (!spec.raggedQueries)
+                         /*preparedSpec=*/std::nullopt};
+  if (!spec.preparedByRuntime())
     return checkedBackend(spec, options).compile(spec, options);
-  // A ragged batch's kernel is the plain spec's; the runtime runs it once per run of sequences
-  // with the same number of rows.
-  options.raggedSpec = spec;
-  const Spec sequence = spec.unragged();
-  return checkedBackend(sequence, options).compile(sequence, options);
+  // The runtime runs the kernel once per run of a ragged batch's sequences with the same number
+  // of rows, after writing the new rows into the cache on the host.
+  if (spec.kvAppend && kernel.target.isCuda())
+    throw UsageError("kv_append=true: the runtime writes the new rows into the cache on the "
+                     "host, so it takes CPU targets only for now (write them with your own "
+                     "kernel on CUDA)");
+  options.preparedSpec = spec;
+  const Spec kernelSpec = spec.kernelSpec();
+  return checkedBackend(kernelSpec, options).compile(kernelSpec, options);
 }
 
 std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target) {
@@ -123,8 +127,8 @@ std::string explainStages(const Spec& spec, const CompileOptions& options, const
                           bool printIrAfterAll) {
   if (options.backend == "mlir" && !ATTNC_HAS_MLIR)
     throw UsageError("explain shows the MLIR pipeline; this attnc was built without it");
-  // A ragged batch's kernel is the plain spec's.
-  const Spec kernelSpec = spec.unragged();
+  // The kernel the runtime prepares calls for.
+  const Spec kernelSpec = spec.kernelSpec();
   return checkedBackend(kernelSpec, options).explain(kernelSpec, options, stage, printIrAfterAll);
 }
 

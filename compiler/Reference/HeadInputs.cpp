@@ -2,8 +2,10 @@
 
 #include "Semantics/Positions.h"
 #include "Support/Errors.h"
+#include "attnc/Float16.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -120,6 +122,51 @@ void dequantize(Array4& rows, const std::vector<double>& scale, Layout layout) {
 
 } // namespace
 
+// kv_append: positions [n_b - Tq, n_b) of sequence b (n_b = seq_lens[b]) hold k_new's and
+// v_new's rows as the call writes them: the keys rotated there by RoPE (a cache's keys are
+// stored rotated), every row rounded to the cache's elements: the spec's dtype, or int8 as
+// s round(x / s) with s = max|x| / 127 in f32.
+void appendNewRows(const KernelTensors& t, HeadInputs& in) {
+  const Spec& s = t.spec();
+  const Array4 keys = t.headMajor("k_new"), values = t.headMajor("v_new");
+  const std::vector<double> lengths = t.dense("seq_lens");
+  auto stored = [&](double x) {
+    switch (s.dtype) {
+    case DType::F16: return halfToDouble(doubleToHalf(x));
+    case DType::BF16: return bfloat16ToDouble(doubleToBfloat16(x));
+    default: return static_cast<double>(static_cast<float>(x));
+    }
+  };
+  for (int64_t b = 0; b < t.batch(); ++b) {
+    const auto n = static_cast<int64_t>(lengths[b]);
+    if (n < t.seqQ())
+      throw JobError("seq_lens[" + std::to_string(b) + "] = " + std::to_string(n) +
+                     " is less than the " + std::to_string(t.seqQ()) + " new rows of kv_append");
+    for (int64_t g = 0; g < s.kvHeads; ++g)
+      for (int64_t i = 0; i < t.seqQ(); ++i) {
+        const int64_t position = n - t.seqQ() + i;
+        for (auto [from, to] : {std::pair{&keys, &in.k}, std::pair{&values, &in.v}}) {
+          const int64_t dim = from->dims[3];
+          std::vector<double> x(from->row(b, g, i), from->row(b, g, i) + dim);
+          if (from == &keys && s.rope)
+            positions::applyRope(x.data(), position, s.ropeDims, s.ropeTheta, s.ropeStyle);
+          if (s.kvDtype == KvDType::Int8) {
+            double largest = 0;
+            for (double v : x)
+              largest = std::max(largest, std::fabs(v));
+            const double scale = static_cast<float>(largest / 127);
+            for (double& v : x)
+              v = scale > 0 ? scale * std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
+          } else {
+            for (double& v : x)
+              v = stored(v);
+          }
+          std::copy(x.begin(), x.end(), to->row(b, g, position));
+        }
+      }
+  }
+}
+
 std::vector<int64_t> keyLengths(const KernelTensors& t) {
   if (!t.spec().masks.has(MaskKind::Padding))
     return std::vector<int64_t>(t.batch(), t.seqK());
@@ -160,6 +207,8 @@ HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallel
       dequantize(in.v, t.dense("v_scale"), s.layout);
     }
   }
+  if (s.kvAppend)
+    appendNewRows(t, in);
   if (s.rope && s.cached()) {
     // A cache holds its keys rotated already (docs/spec.md, "KV caches"): only the queries
     // rotate, at their positions at the end of each sequence.

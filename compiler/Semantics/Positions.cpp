@@ -1,5 +1,7 @@
 #include "Semantics/Positions.h"
 
+#include "attnc/Rope.hpp"
+
 #include <cmath>
 
 namespace attnc::positions {
@@ -26,25 +28,15 @@ std::vector<double> alibiSlopes(int64_t heads) {
 }
 
 double ropeAngle(int64_t pos, int64_t pair, int64_t rotaryDims, double theta) {
-  return static_cast<double>(pos) *
-         std::pow(theta, -2.0 * static_cast<double>(pair) / static_cast<double>(rotaryDims));
+  return rope::angle(pos, pair, rotaryDims, theta);
 }
 
 std::pair<int64_t, int64_t> ropePairDims(int64_t pair, int64_t rotaryDims, RopeStyle style) {
-  if (style == RopeStyle::Half)
-    return {pair, pair + rotaryDims / 2};
-  return {2 * pair, 2 * pair + 1};
+  return rope::pairDims(pair, rotaryDims, style == RopeStyle::Interleaved);
 }
 
 void applyRope(double* x, int64_t pos, int64_t rotaryDims, double theta, RopeStyle style) {
-  for (int64_t p = 0; p < rotaryDims / 2; ++p) {
-    const double angle = ropeAngle(pos, p, rotaryDims, theta);
-    const double c = std::cos(angle), s = std::sin(angle);
-    const auto [a, b] = ropePairDims(p, rotaryDims, style);
-    const double xa = x[a], xb = x[b];
-    x[a] = xa * c - xb * s;
-    x[b] = xa * s + xb * c;
-  }
+  rope::apply(x, pos, rotaryDims, theta, style == RopeStyle::Interleaved);
 }
 
 double sinusoidal(int64_t pos, int64_t dim, int64_t dModel) {

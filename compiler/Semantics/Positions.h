@@ -22,7 +22,7 @@ std::vector<double> alibiSlopes(int64_t heads);
 
 // RoPE (Su et al. 2021) on the first rotaryDims dims of x, at position pos: pair p rotates by
 // the angle pos * theta^(-2p / rotaryDims). Half style pairs (x_p, x_{p + rotaryDims/2});
-// interleaved pairs (x_{2p}, x_{2p+1}).
+// interleaved pairs (x_{2p}, x_{2p+1}). The spec's terms for attnc/Rope.hpp, the one definition.
 void applyRope(double* x, int64_t pos, int64_t rotaryDims, double theta, RopeStyle style);
 // Pair p's angle at position pos, and the two dims it rotates (x_a, x_b) -> (x_a c - x_b s,
 // x_a s + x_b c): what applyRope does, for code that tabulates the angles.

@@ -41,6 +41,12 @@ Spec Spec::unragged() const {
   return one;
 }
 
+Spec Spec::kernelSpec() const {
+  Spec kernel = unragged();
+  kernel.kvAppend = false;
+  return kernel;
+}
+
 std::string Spec::canonical() const {
   std::string text;
   for (const SpecKey& key : specKeys())

@@ -146,6 +146,10 @@ struct Spec {
   // cu_seqlens_q[b + 1]) of q [total_q, H, d_k] and o, its own Tq; the kernel compiled is the
   // spec without it (unragged), run by the runtime once per run of sequences with the same rows.
   bool raggedQueries = false;
+  // The step's new keys and values (k_new, v_new, one row per query row) written into the cache
+  // at the query rows' positions before attending: rotated by RoPE, quantised for an int8
+  // cache. The runtime writes them (the kernel is kernelSpec()'s).
+  bool kvAppend = false;
   DType dtype = DType::F32;
   Layout layout = Layout::Bhsd;
   // Attention expressions (docs/spec.md, "Expressions"): score_mod applies after the built-in
@@ -160,6 +164,11 @@ struct Spec {
   // The spec a run of a ragged batch's sequences with the same number of rows computes: this
   // one with its queries not packed (q, o [B, Tq, H, d], B the run's sequences, Tq their rows).
   Spec unragged() const;
+  // The spec the bundle's kernel computes: unragged, and with the new rows already in the cache
+  // (the runtime splits a ragged batch into runs and writes the new rows before calling it).
+  Spec kernelSpec() const;
+  // Whether the bundle's kernel computes another spec than this one.
+  bool preparedByRuntime() const { return raggedQueries || kvAppend; }
   bool needsSeed() const;
   // True when some feature depends on where query rows sit among the keys.
   bool usesAlignment() const;

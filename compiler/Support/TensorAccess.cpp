@@ -1,6 +1,6 @@
 #include "Support/TensorAccess.h"
 
-#include "Support/Float16.h"
+#include "attnc/Float16.hpp"
 #include "attnc/DType.hpp"
 #include "attnc/TensorSpan.hpp"
 

@@ -1,6 +1,7 @@
 // The C API: opening bundles, checking them against this host, and running them.
 #include "ElfCheck.h"
 #include "HostCpu.h"
+#include "KvAppend.h"
 #include "KvCacheCheck.h"
 #include "RuntimeManifest.h"
 #include "TensorCheck.h"
@@ -336,10 +337,21 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
                   "cannot allocate the kernel's workspace of " + std::to_string(workspaceBytes) +
                       " bytes");
   }
+  // The new rows into the cache first (kv_append); the kernel takes every argument but them.
+  if (bundle->manifest.kvAppend)
+    if (auto problem = attnc::runtime::appendNewRows(bundle->manifest, ordered, sizes, offsets))
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
+  std::vector<DLTensor*> kernelArgs;
+  std::vector<std::vector<attnc::DimExpr>> kernelDims;
+  for (size_t a = 0; a < args.size(); ++a)
+    if (attnc::runtime::kernelTakes(bundle->manifest, args[a].name)) {
+      kernelArgs.push_back(ordered[a]);
+      kernelDims.push_back(args[a].shape);
+    }
   attnc_kernel_call call{};
   call.abi_version = ATTNC_ABI_VERSION;
-  call.num_args = static_cast<uint32_t>(ordered.size());
-  call.args = ordered.data();
+  call.num_args = static_cast<uint32_t>(kernelArgs.size());
+  call.args = kernelArgs.data();
   call.batch = sizes[attnc::SizeSymbol::Batch];
   call.seq_q = sizes[attnc::SizeSymbol::SeqQ];
   call.seq_k = sizes[attnc::SizeSymbol::SeqK];
@@ -357,11 +369,8 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   }
   // A ragged batch: the kernel runs once per run of sequences with the same number of rows
   // (attnc/SequenceViews.hpp), each call on every thread.
-  std::vector<std::vector<attnc::DimExpr>> dims;
-  for (const auto& a : args)
-    dims.push_back(a.shape);
-  attnc::SequenceViews views(dims, ordered);
-  call.num_args = static_cast<uint32_t>(ordered.size() - 1);
+  attnc::SequenceViews views(kernelDims, kernelArgs);
+  call.num_args = static_cast<uint32_t>(kernelArgs.size() - 1);
   int64_t runStart = 0, runEnd = 0;
   const int failed =
       attnc::forEachRun(offsets, [&](int64_t b, int64_t sequences, int64_t first, int64_t rows) {

@@ -105,6 +105,20 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
     m.arguments.push_back(parseArgument(entry));
   if (root.contains("shared_runtime"))
     m.sharedRuntime = field(root, "shared_runtime", json::value_t::string).get<std::string>();
+  if (root.contains("kv_append")) {
+    const json& append = field(root, "kv_append", json::value_t::object);
+    KvAppend a;
+    a.order = field(append, "order", json::value_t::string).get<std::string>();
+    a.rowsOrder = field(append, "rows_order", json::value_t::string).get<std::string>();
+    a.ropeDims = field(append, "rope_dims", json::value_t::number_unsigned).get<int64_t>();
+    a.ropeTheta = field(append, "rope_theta", json::value_t::number_float).get<double>();
+    a.ropeInterleaved = field(append, "rope_interleaved", json::value_t::boolean).get<bool>();
+    for (const std::string& order : {a.order, a.rowsOrder})
+      if (order != "bshd" && order != "bhsd" && order != "nhd" && order != "hnd" &&
+          order != "packed")
+        fail("kv_append names the unknown order '" + order + "'");
+    m.kvAppend = a;
+  }
   return m;
 }
 

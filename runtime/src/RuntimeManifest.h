@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <dlpack/dlpack.h>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,16 @@ struct TargetSpec {
   std::vector<std::string> cpuFeatures; // /proc/cpuinfo flag names the code needs
 };
 
+// How the runtime writes a call's new keys and values (k_new, v_new) into its KV cache before the
+// kernel runs (the spec key kv_append).
+struct KvAppend {
+  std::string order;     // the cache's: "bshd", "bhsd" (contiguous), "nhd", "hnd" (paged)
+  std::string rowsOrder; // k_new's: "bshd", "bhsd", or "packed" [total_q, H_kv, d]
+  int64_t ropeDims = 0;  // 0: no RoPE
+  double ropeTheta = 10000;
+  bool ropeInterleaved = false;
+};
+
 struct RuntimeManifest {
   uint32_t abiVersion = 0;
   // A fat bundle's "targets", best first; else the one "target".
@@ -38,6 +49,7 @@ struct RuntimeManifest {
   std::vector<ArgumentSpec> arguments;
   // A runtime the bundle's code shares with other bundles ("halide-14"); empty when none.
   std::string sharedRuntime;
+  std::optional<KvAppend> kvAppend;
 };
 
 // Throws std::runtime_error naming the field that is missing or malformed.

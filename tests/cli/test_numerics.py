@@ -226,6 +226,25 @@ class NumericsMatrix(CliTestCase):
         for spec in specs:
             self.check(spec, shapes)
 
+    def test_new_rows_written_into_kv_caches(self):
+        # kv_append: the runtime writes k_new and v_new at the query rows' positions (rotated by
+        # RoPE, quantised for int8) and the kernel then reads them from the cache; the reference
+        # computes with the rows as written. Contiguous both layouts, paged both page orders, a
+        # ragged batch, Tq 1 and 20 (decode and prefill kernels).
+        specs = [
+            "heads=4 kv_heads=2 d_k=40 mask=causal lse=true kv_cache=contiguous kv_append=true",
+            "heads=8 kv_heads=2 d_k=64 rope=true rope_style=interleaved rope_dims=32 mask=causal "
+            "kv_cache=paged page_size=16 dtype=f16 kv_append=true",
+            "heads=4 kv_heads=1 d_k=32 rope=true mask=causal layout=bshd kv_cache=paged "
+            "page_size=16 page_layout=hnd kv_dtype=int8 ragged_q=true lse=true kv_append=true",
+            "heads=4 kv_heads=2 d_k=24 mask=causal layout=bshd kv_cache=contiguous kv_dtype=int8 "
+            "dtype=bf16 kv_append=true",
+        ]
+        for spec in specs:
+            self.check(spec, [("3", "1", "300"), ("2", "20", "100")])
+        self.expect(attnc("compile", specs[0], "--target", "cuda-sm_80", "-o", self.tmp + "/gpu"),
+                    2, "kv_append=true", "CPU targets only")
+
     def test_ragged_offsets_from_a_file_are_checked(self):
         spec = "heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=causal"
         bundle = self.expect(attnc("compile", spec, "--backend", "reference", "-o", self.tmp), 0)

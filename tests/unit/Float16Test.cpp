@@ -1,4 +1,4 @@
-#include "Support/Float16.h"
+#include "attnc/Float16.hpp"
 
 #include <cmath>
 #include <gtest/gtest.h>

@@ -296,6 +296,40 @@ TEST_F(TensorChecks, RaggedRowOffsetsAreCheckedBeforeTheKernel) {
   expectRunFails(endsEarly, ATTNC_ERROR_INVALID_ARGUMENT, "cu_seqlens_q[3] = 9 is not total_q = 10");
 }
 
+// kv_append: the runtime writes row i of k_new and v_new at position seq_lens[b] - Tq + i of
+// each sequence before the kernel runs, and leaves every other position alone; a sequence
+// holding fewer keys than the new rows is refused before anything is written.
+TEST_F(TensorChecks, NewRowsAreWrittenIntoTheCacheBeforeTheKernel) {
+  const std::string spec = "heads=2 d_k=4 mask=causal kv_cache=contiguous kv_append=true";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  const int64_t B = 2, Tq = 2, Tk = 6, H = 2, d = 4;
+  tools::Call call = test::randomCall(spec, B, Tq, Tk);
+  call.tensor("seq_lens").assign({6, 3});
+  const std::vector<double> k = call.tensor("k").values(), v = call.tensor("v").values(),
+                            kNew = call.tensor("k_new").values(),
+                            vNew = call.tensor("v_new").values();
+  std::vector<attnc_named_tensor> named = call.named();
+  bundle.run(named);
+  const std::vector<double> kAfter = call.tensor("k").values(), vAfter = call.tensor("v").values();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t g = 0; g < H; ++g)
+      for (int64_t j = 0; j < Tk; ++j) {
+        const int64_t first = b == 0 ? 4 : 1, i = j - first; // the new rows' positions
+        for (int64_t e = 0; e < d; ++e) {
+          const int64_t at = test::at4(H, Tk, d, b, g, j, e);
+          const bool fresh = i >= 0 && i < Tq;
+          EXPECT_EQ(kAfter[at], fresh ? kNew[test::at4(H, Tq, d, b, g, i, e)] : k[at]);
+          EXPECT_EQ(vAfter[at], fresh ? vNew[test::at4(H, Tq, d, b, g, i, e)] : v[at]);
+        }
+      }
+  tools::Call tooShort = test::randomCall(spec, B, Tq, Tk);
+  tooShort.tensor("seq_lens").assign({6, 1});
+  const std::vector<double> before = tooShort.tensor("k").values();
+  expectRunFails(tooShort, ATTNC_ERROR_INVALID_ARGUMENT,
+                 "seq_lens[1] = 1 is less than the 2 new rows of sequence 1");
+  EXPECT_EQ(tooShort.tensor("k").values(), before);
+}
+
 TEST_F(TensorChecks, DecodeKernelReadsKeysAndValuesOfAnyStride) {
   // The MLIR decode kernel loads K and V rows as vectors when their head dim is dense, and
   // element by element otherwise: K and V here keep every other element of a wider tensor.

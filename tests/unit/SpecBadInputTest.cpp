@@ -150,6 +150,7 @@ const BadSpec kBadSpecs[] = {
     // Ragged queries: each sequence runs as its own call, so what reads the batch index or the
     // whole batch's query rows is refused.
     {"heads=2 d_k=8 ragged_q=true", {"ragged_q=true does not apply", "kv_cache=contiguous|paged"}},
+    {"heads=2 d_k=8 kv_append=true", {"kv_append=true does not apply", "kv_cache=contiguous|paged"}},
     {"heads=2 d_k=8 kv_cache=paged page_size=16 ragged_q=true", {"ragged_q=true", "layout=bshd"}},
     {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true weights=true",
      {"ragged_q=true with weights=true"}},

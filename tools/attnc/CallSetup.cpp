@@ -274,6 +274,25 @@ HostTensor raggedOffsets(Call& call, const std::map<std::string, HostTensor>& lo
   return offsets;
 }
 
+// kv_append writes each sequence's new rows at its last positions: drawn lengths are raised to
+// at least its rows (Tq, or a ragged batch's own).
+void holdNewRows(Call& call) {
+  const int64_t batch = call.sizes[SizeSymbol::Batch], capacity = call.sizes[SizeSymbol::SeqK];
+  std::vector<double> lengths = call.tensor("seq_lens").values(), offsets;
+  if (call.spec.raggedQueries)
+    offsets = call.tensor("cu_seqlens_q").values();
+  for (int64_t b = 0; b < batch; ++b) {
+    const double rows = offsets.empty() ? static_cast<double>(call.sizes[SizeSymbol::SeqQ])
+                                        : offsets[b + 1] - offsets[b];
+    if (rows > static_cast<double>(capacity))
+      throw UsageError(fmt::format("kv_append: sequence {} has {} new rows, more than the "
+                                   "cache's Tk={}",
+                                   b, rows, capacity));
+    lengths[b] = std::max(lengths[b], rows);
+  }
+  call.tensor("seq_lens").assign(lengths);
+}
+
 } // namespace
 
 std::string sizesText(const RunSizes& z) {
@@ -374,6 +393,8 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
     }
     call.tensors.push_back(std::move(tensor));
   }
+  if (spec.kvAppend && !loaded.count("seq_lens") && flags.lengths.empty())
+    holdNewRows(call);
   return call;
 }
 

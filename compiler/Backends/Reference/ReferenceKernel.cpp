@@ -1,5 +1,5 @@
 // The kernel entry of reference bundles: binds the call's tensors to the spec embedded in the
-// bundle's manifest (unragged, for a ragged batch) and runs the f64 reference on the
+// bundle's manifest (its kernelSpec) and runs the f64 reference on the
 // runtime's thread pool.
 #include "Abi/Manifest.h"
 #include "Reference/Reference.h"
@@ -18,11 +18,10 @@ attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSiz
 
 namespace {
 
-// The spec of one call: a ragged batch's (ragged_q) is run by the runtime a run of sequences
-// with the same number of rows per call.
+// The spec of one call: the runtime prepares a ragged batch's and new rows' (kernelSpec).
 const attnc::Spec& bundleSpec() {
   static const attnc::Spec spec =
-      attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest)).unragged();
+      attnc::manifestSpec(nlohmann::json::parse(attnc_kernel_manifest)).kernelSpec();
   return spec;
 }
 

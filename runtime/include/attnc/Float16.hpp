@@ -1,16 +1,22 @@
-#include "Support/Float16.h"
+// IEEE binary16 and bfloat16 to and from double, rounding to nearest even in one step: the
+// compiler's reference and tools, and the runtime where it writes a cache's rows, convert
+// through these.
+#ifndef ATTNC_FLOAT16_HPP
+#define ATTNC_FLOAT16_HPP
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace attnc {
-namespace {
+namespace float16_detail {
 
 // x rounded to a binary format with `precision` significand bits (implicit bit included),
 // smallest normal exponent minExponent and largest finite value maxFinite. Dividing by a power
 // of two is exact in double, and nearbyint rounds ties to even, so rounding happens once.
-double roundToFormat(double x, int precision, int minExponent, double maxFinite) {
+inline double roundToFormat(double x, int precision, int minExponent, double maxFinite) {
   if (!std::isfinite(x) || x == 0)
     return x;
   int exponent = std::max(std::ilogb(x), minExponent);
@@ -22,7 +28,7 @@ double roundToFormat(double x, int precision, int minExponent, double maxFinite)
 }
 
 // Encodes a float that is exactly representable in binary16.
-uint16_t exactFloatToHalf(float f) {
+inline uint16_t exactFloatToHalf(float f) {
   uint32_t bits = std::bit_cast<uint32_t>(f);
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   if (std::isnan(f))
@@ -39,9 +45,9 @@ uint16_t exactFloatToHalf(float f) {
   return sign | static_cast<uint16_t>((exponent + 15) << 10) | mantissa;
 }
 
-} // namespace
+} // namespace float16_detail
 
-double halfToDouble(uint16_t bits) {
+inline double halfToDouble(uint16_t bits) {
   double sign = (bits & 0x8000u) ? -1.0 : 1.0;
   int exponent = (bits >> 10) & 0x1F;
   int mantissa = bits & 0x3FF;
@@ -53,22 +59,25 @@ double halfToDouble(uint16_t bits) {
   return sign * std::ldexp(1024 + mantissa, exponent - 25);
 }
 
-double bfloat16ToDouble(uint16_t bits) {
+inline double bfloat16ToDouble(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
-uint16_t doubleToHalf(double x) {
+inline uint16_t doubleToHalf(double x) {
   if (std::isnan(x))
     return 0x7E00u;
-  return exactFloatToHalf(static_cast<float>(roundToFormat(x, 11, -14, 65504.0)));
+  return float16_detail::exactFloatToHalf(
+      static_cast<float>(float16_detail::roundToFormat(x, 11, -14, 65504.0)));
 }
 
-uint16_t doubleToBfloat16(double x) {
+inline uint16_t doubleToBfloat16(double x) {
   if (std::isnan(x))
     return 0x7FC0u;
   double maxFinite = std::ldexp(255.0, 120); // (2 - 2^-7) * 2^127
-  float f = static_cast<float>(roundToFormat(x, 8, -126, maxFinite));
+  float f = static_cast<float>(float16_detail::roundToFormat(x, 8, -126, maxFinite));
   return static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16);
 }
 
 } // namespace attnc
+
+#endif // ATTNC_FLOAT16_HPP

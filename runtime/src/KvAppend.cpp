@@ -1,0 +1,160 @@
+#include "KvAppend.h"
+
+#include "attnc/Float16.hpp"
+#include "attnc/Rope.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+namespace attnc::runtime {
+namespace {
+
+DLTensor* named(const RuntimeManifest& manifest, const std::vector<DLTensor*>& tensors,
+                const std::string& name) {
+  for (size_t a = 0; a < manifest.arguments.size(); ++a)
+    if (manifest.arguments[a].name == name)
+      return tensors[a];
+  return nullptr;
+}
+
+// The element offset of `index` in t, through its strides (compact row-major without them).
+int64_t elementAt(const DLTensor& t, std::initializer_list<int64_t> index) {
+  int64_t offset = 0, running = 1;
+  const int64_t* i = index.end();
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    offset += *--i * (t.strides ? t.strides[d] : running);
+    running *= t.shape[d];
+  }
+  return offset;
+}
+
+char* elementPointer(const DLTensor& t, int64_t element) {
+  return static_cast<char*>(t.data) + t.byte_offset + element * ((t.dtype.bits + 7) / 8);
+}
+
+double readElement(const DLTensor& t, int64_t element) {
+  const char* p = elementPointer(t, element);
+  if (t.dtype.code == kDLInt) {
+    int32_t v = 0;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  if (t.dtype.bits == 32) {
+    float v = 0;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  uint16_t bits = 0;
+  std::memcpy(&bits, p, sizeof bits);
+  return t.dtype.code == kDLBfloat ? bfloat16ToDouble(bits) : halfToDouble(bits);
+}
+
+void writeElement(const DLTensor& t, int64_t element, double value) {
+  char* p = elementPointer(t, element);
+  if (t.dtype.code == kDLInt) { // an int8 cache's element, already rounded and clamped
+    const auto v = static_cast<int8_t>(value);
+    std::memcpy(p, &v, sizeof v);
+  } else if (t.dtype.bits == 32) {
+    const auto v = static_cast<float>(value);
+    std::memcpy(p, &v, sizeof v);
+  } else {
+    const uint16_t bits = t.dtype.code == kDLBfloat ? doubleToBfloat16(value) : doubleToHalf(value);
+    std::memcpy(p, &bits, sizeof bits);
+  }
+}
+
+} // namespace
+
+bool kernelTakes(const RuntimeManifest& manifest, const std::string& name) {
+  return !manifest.kvAppend || (name != "k_new" && name != "v_new");
+}
+
+std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
+                                         const std::vector<DLTensor*>& tensors,
+                                         const RunSizes& sizes,
+                                         const std::vector<int64_t>& offsets) {
+  const KvAppend& a = *manifest.kvAppend;
+  const bool paged = a.order == "nhd" || a.order == "hnd";
+  const DLTensor& seqLens = *named(manifest, tensors, "seq_lens");
+  const int64_t batch = sizes[SizeSymbol::Batch];
+  auto rowsOf = [&](int64_t b) {
+    return offsets.empty() ? sizes[SizeSymbol::SeqQ] : offsets[b + 1] - offsets[b];
+  };
+  std::vector<int64_t> lengths(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    lengths[b] = static_cast<int64_t>(readElement(seqLens, elementAt(seqLens, {b})));
+    if (lengths[b] < rowsOf(b))
+      return "seq_lens[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
+             " is less than the " + std::to_string(rowsOf(b)) + " new rows of sequence " +
+             std::to_string(b) +
+             " (kv_append writes them at its last positions, so seq_lens counts them)";
+  }
+
+  const DLTensor* table = paged ? named(manifest, tensors, "block_table") : nullptr;
+  struct Part {
+    const DLTensor *rows, *cache, *scale;
+    bool rotated;
+  };
+  const Part parts[] = {
+      {named(manifest, tensors, "k_new"), named(manifest, tensors, paged ? "k_pages" : "k"),
+       named(manifest, tensors, "k_scale"), a.ropeDims > 0},
+      {named(manifest, tensors, "v_new"), named(manifest, tensors, paged ? "v_pages" : "v"),
+       named(manifest, tensors, "v_scale"), false}};
+  const DLTensor& keys = *parts[0].rows;
+  const int64_t kvHeads = a.rowsOrder == "bshd" ? keys.shape[2] : keys.shape[1];
+  const int64_t pageSize = !paged ? 0 : a.order == "nhd" ? parts[0].cache->shape[1]
+                                                         : parts[0].cache->shape[2];
+  std::vector<double> x;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < rowsOf(b); ++i) {
+      const int64_t position = lengths[b] - rowsOf(b) + i;
+      // The cache's outer index and row of this position.
+      int64_t outer = b, row = position;
+      if (paged) {
+        outer = static_cast<int64_t>(
+            readElement(*table, elementAt(*table, {b, position / pageSize})));
+        row = position % pageSize;
+      }
+      for (int64_t g = 0; g < kvHeads; ++g)
+        for (const Part& part : parts) {
+          const DLTensor& rows = *part.rows;
+          const int64_t dim = rows.shape[rows.ndim - 1];
+          auto source = [&](int64_t e) {
+            if (a.rowsOrder == "packed")
+              return elementAt(rows, {offsets[b] + i, g, e});
+            return a.rowsOrder == "bshd" ? elementAt(rows, {b, i, g, e})
+                                         : elementAt(rows, {b, g, i, e});
+          };
+          auto target = [&](const DLTensor& t, std::initializer_list<int64_t> rest) {
+            // [outer, row, g] (bshd, nhd) or [outer, g, row] (bhsd, hnd), then rest.
+            const bool rowFirst = a.order == "bshd" || a.order == "nhd";
+            if (rest.size() == 0)
+              return rowFirst ? elementAt(t, {outer, row, g}) : elementAt(t, {outer, g, row});
+            const int64_t e = *rest.begin();
+            return rowFirst ? elementAt(t, {outer, row, g, e}) : elementAt(t, {outer, g, row, e});
+          };
+          x.resize(static_cast<size_t>(dim));
+          for (int64_t e = 0; e < dim; ++e)
+            x[e] = readElement(rows, source(e));
+          if (part.rotated)
+            rope::apply(x.data(), position, a.ropeDims, a.ropeTheta, a.ropeInterleaved);
+          if (part.scale) {
+            // Symmetric int8: x ~ scale * round(x / scale), scale = max|x| / 127 in f32.
+            double largest = 0;
+            for (double v : x)
+              largest = std::max(largest, std::fabs(v));
+            const auto scale = static_cast<float>(largest / 127);
+            writeElement(*part.scale, target(*part.scale, {}), scale);
+            for (double& v : x)
+              v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
+          }
+          for (int64_t e = 0; e < dim; ++e)
+            writeElement(*part.cache, target(*part.cache, {e}), x[e]);
+        }
+    }
+  return std::nullopt;
+}
+
+} // namespace attnc::runtime

@@ -127,13 +127,16 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
             return a.rowsOrder == "bshd" ? elementAt(rows, {b, i, g, e})
                                          : elementAt(rows, {b, g, i, e});
           };
-          auto target = [&](const DLTensor& t, std::initializer_list<int64_t> rest) {
-            // [outer, row, g] (bshd, nhd) or [outer, g, row] (bhsd, hnd), then rest.
-            const bool rowFirst = a.order == "bshd" || a.order == "nhd";
-            if (rest.size() == 0)
-              return rowFirst ? elementAt(t, {outer, row, g}) : elementAt(t, {outer, g, row});
-            const int64_t e = *rest.begin();
-            return rowFirst ? elementAt(t, {outer, row, g, e}) : elementAt(t, {outer, g, row, e});
+          // The cache's element e of the position's row ([outer, row, g, e] for bshd and nhd,
+          // [outer, g, row, e] for bhsd and hnd), and its scale (the same without e).
+          const bool rowFirst = a.order == "bshd" || a.order == "nhd";
+          auto cacheAt = [&](int64_t e) {
+            return rowFirst ? elementAt(*part.cache, {outer, row, g, e})
+                            : elementAt(*part.cache, {outer, g, row, e});
+          };
+          auto scaleAt = [&] {
+            return rowFirst ? elementAt(*part.scale, {outer, row, g})
+                            : elementAt(*part.scale, {outer, g, row});
           };
           x.resize(static_cast<size_t>(dim));
           for (int64_t e = 0; e < dim; ++e)
@@ -146,12 +149,12 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
             for (double v : x)
               largest = std::max(largest, std::fabs(v));
             const auto scale = static_cast<float>(largest / 127);
-            writeElement(*part.scale, target(*part.scale, {}), scale);
+            writeElement(*part.scale, scaleAt(), scale);
             for (double& v : x)
               v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
           }
           for (int64_t e = 0; e < dim; ++e)
-            writeElement(*part.cache, target(*part.cache, {e}), x[e]);
+            writeElement(*part.cache, cacheAt(e), x[e]);
         }
     }
   return std::nullopt;

@@ -142,9 +142,9 @@ class CudaBundles(CliTestCase):
                         mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
                         self.assertTrue(mma in text, mma)
                         # The single-pass kernel, the split-key kernel and its merge, in one
-                        # PTX module, after RoPE's two rotations or a paged cache's gather and
-                        # before the weights'.
-                        rotations = 2 if "rope=true" in spec else 0
+                        # PTX module, after RoPE's rotations (the queries', and the keys' but
+                        # over a cache) or a paged cache's gather and before the weights'.
+                        rotations = 0 if "rope=true" not in spec else 1 if "kv_cache" in spec else 2
                         gather = 1 if "kv_cache=paged" in spec or "int8" in spec else 0
                         weights = 1 if "weights=true" in spec else 0
                         self.assertEqual(text.count(".entry"), 3 + rotations + gather + weights)

@@ -5,10 +5,11 @@
 // start): prompts are prefilled in chunks of at most kChunk rows, and a sequence whose prompt is
 // in the cache generates one token per call, greedily, so calls mix chunked prefills, decode
 // steps and, once a sequence is full, sequences with no rows. The application owns the cache, as
-// inference engines do: it takes pages from a shuffled free list as sequences grow, writes each
-// step's keys and values into them, and fills the block table and seq_lens. Every attention call
-// is checked against an f64 attention over each sequence's own keys, written here. Exit 0 when
-// every call is within 1e-4, 1 otherwise, 2 when the kernel cannot run here.
+// inference engines do: it takes pages from a shuffled free list as sequences grow and fills the
+// block table and seq_lens; each call writes the step's keys and values (k_new, v_new) into the
+// pages before attending (kv_append). Every attention call is checked against an f64 attention
+// over each sequence's own keys, written here. Exit 0 when every call is within 1e-4, 1
+// otherwise, 2 when the kernel cannot run here.
 #include <paged_attention.h>
 
 #include <algorithm>
@@ -85,18 +86,15 @@ struct PagedCache {
     std::shuffle(freePages.begin(), freePages.end(), rng);
   }
 
-  // Appends position lengths[b]'s key and value rows [kKvHeads * kHeadDim] to sequence b,
-  // taking a page from the free list when the position starts one.
-  void append(int64_t b, const std::vector<float>& key, const std::vector<float>& value) {
+  // Makes room for position lengths[b] of sequence b, taking a page from the free list when the
+  // position starts one; the next call writes its key and value there.
+  void grow(int64_t b) {
     const int64_t position = lengths[b]++;
     int32_t& page = blockTable[b * kPagesPerSequence + position / kPageSize];
     if (page < 0) {
       page = freePages.back();
       freePages.pop_back();
     }
-    const int64_t row = (page * kPageSize + position % kPageSize) * kKvHeads * kHeadDim;
-    std::copy(key.begin(), key.end(), keys.begin() + row);
-    std::copy(value.begin(), value.end(), values.begin() + row);
   }
 };
 
@@ -157,6 +155,7 @@ int run() {
                             static_cast<int64_t>(tokens[b].size()) - cached[b], kChunk)));
     const int64_t rows = offsets.back();
     Matrix q(rows * kHeads * kHeadDim, 0.0f), o(q.size(), 0.0f);
+    Matrix newKeys(rows * kKvHeads * kHeadDim), newValues(newKeys.size());
     for (int64_t b = 0; b < kBatch; ++b)
       for (int64_t row = offsets[b]; row < offsets[b + 1]; ++row) {
         const int64_t position = cached[b] + row - offsets[b];
@@ -165,17 +164,23 @@ int run() {
         std::copy(query.begin(), query.end(), q.begin() + row * kHeads * kHeadDim);
         keys[b].push_back(times(x, model.wk, kKvHeads * kHeadDim));
         values[b].push_back(times(x, model.wv, kKvHeads * kHeadDim));
-        cache.append(b, keys[b].back(), values[b].back());
+        std::copy(keys[b].back().begin(), keys[b].back().end(),
+                  newKeys.begin() + row * kKvHeads * kHeadDim);
+        std::copy(values[b].back().begin(), values[b].back().end(),
+                  newValues.begin() + row * kKvHeads * kHeadDim);
+        cache.grow(b);
       }
 
     attnc::runtime::TensorView qv(q.data(), {rows, kHeads, kHeadDim});
     attnc::runtime::TensorView ov(o.data(), {rows, kHeads, kHeadDim});
     attnc::runtime::TensorView kp(cache.keys.data(), {kPagePool, kPageSize, kKvHeads, kHeadDim});
     attnc::runtime::TensorView vp(cache.values.data(), {kPagePool, kPageSize, kKvHeads, kHeadDim});
+    attnc::runtime::TensorView kn(newKeys.data(), {rows, kKvHeads, kHeadDim});
+    attnc::runtime::TensorView vn(newValues.data(), {rows, kKvHeads, kHeadDim});
     attnc::runtime::TensorView lengths(cache.lengths.data(), {kBatch});
     attnc::runtime::TensorView starts(offsets.data(), {kBatch + 1});
     attnc::runtime::TensorView table(cache.blockTable.data(), {kBatch, kPagesPerSequence});
-    attention(qv, kp, vp, lengths, starts, table, ov);
+    attention(qv, kp, vp, kn, vn, lengths, starts, table, ov);
 
     for (int64_t b = 0; b < kBatch; ++b) {
       for (int64_t row = offsets[b]; row < offsets[b + 1]; ++row) {

@@ -108,7 +108,8 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   }
   if (s.cached())
     add("seq_lens", ArgumentRole::Input, {"i32"}, {kB}, ArgumentFill::Lengths,
-        "keys per sequence, at most Tk; the query rows are its last Tq positions");
+        "keys per sequence, at most Tk; the query rows (Tq, or a ragged batch's own) are its last "
+        "positions");
   if (s.raggedQueries)
     add("cu_seqlens_q", ArgumentRole::Input, {"i32"}, {DimExpr::plusConstant(SizeSymbol::Batch, 1)},
         ArgumentFill::QueryOffsets,

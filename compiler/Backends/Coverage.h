@@ -30,7 +30,8 @@ enum class Modifier {
   Sinks,
   ContiguousKvCache,
   PagedKvCache,
-  Int8KvCache
+  Int8KvCache,
+  KvAppend // the runtime writes the new rows into a host cache
 };
 enum class Output { O, Lse, Weights };
 

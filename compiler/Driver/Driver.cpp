@@ -105,14 +105,11 @@ CompileResult compileKernel(const Spec& spec, const KernelRequest& kernel, const
   if (!spec.preparedByRuntime())
     return checkedBackend(spec, options).compile(spec, options);
   // The runtime runs the kernel once per run of a ragged batch's sequences with the same number
-  // of rows, after writing the new rows into the cache on the host.
-  if (spec.kvAppend && kernel.target.isCuda())
-    throw UsageError("kv_append=true: the runtime writes the new rows into the cache on the "
-                     "host, so it takes CPU targets only for now (write them with your own "
-                     "kernel on CUDA)");
+  // of rows, after writing the new rows into the cache on the host; the capability rows judge
+  // the spec itself (kv_append takes CPU rows only).
   options.preparedSpec = spec;
-  const Spec kernelSpec = spec.kernelSpec();
-  return checkedBackend(kernelSpec, options).compile(kernelSpec, options);
+  const Backend& backend = checkedBackend(spec, options);
+  return backend.compile(spec.kernelSpec(), options);
 }
 
 std::vector<TuningSpace> tuningSpaces(const Spec& spec, const Target& target) {

@@ -122,6 +122,8 @@ void dequantize(Array4& rows, const std::vector<double>& scale, Layout layout) {
 
 } // namespace
 
+namespace {
+
 // kv_append: positions [n_b - Tq, n_b) of sequence b (n_b = seq_lens[b]) hold k_new's and
 // v_new's rows as the call writes them: the keys rotated there by RoPE (a cache's keys are
 // stored rotated), every row rounded to the cache's elements: the spec's dtype, or int8 as
@@ -166,6 +168,8 @@ void appendNewRows(const KernelTensors& t, HeadInputs& in) {
       }
   }
 }
+
+} // namespace
 
 std::vector<int64_t> keyLengths(const KernelTensors& t) {
   if (!t.spec().masks.has(MaskKind::Padding))

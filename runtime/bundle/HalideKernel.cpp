@@ -64,7 +64,7 @@ std::optional<std::string> beyondInt32(const DLTensor& t, uint32_t index) {
   }
   if (largest <= kLimit)
     return std::nullopt;
-  return "argument " + std::to_string(index) + " (in manifest order) spans " +
+  return "kernel argument " + std::to_string(index) + " spans " +
          std::to_string(largest) + " elements; Halide kernels index with 32 bits, up to " +
          std::to_string(kLimit) + " (the mlir backend indexes with 64)";
 }

@@ -86,7 +86,7 @@ bool alignedForMma(const attnc_kernel_call& call, char* message, size_t messageS
       ok = ok && (k + 1 == t.ndim ? t.strides[k] == 1 : t.strides[k] * bytes % align == 0);
     if (!ok) {
       std::snprintf(message, messageSize,
-                    "argument %u: this tensor-core kernel needs the head dimension contiguous "
+                    "kernel argument %u: this tensor-core kernel needs the head dimension contiguous "
                     "(stride 1), the other strides multiples of %lld bytes and the data "
                     "%lld-byte aligned",
                     a, static_cast<long long>(align), static_cast<long long>(align));

@@ -11,14 +11,6 @@
 namespace attnc::runtime {
 namespace {
 
-DLTensor* named(const RuntimeManifest& manifest, const std::vector<DLTensor*>& tensors,
-                const std::string& name) {
-  for (size_t a = 0; a < manifest.arguments.size(); ++a)
-    if (manifest.arguments[a].name == name)
-      return tensors[a];
-  return nullptr;
-}
-
 // The element offset of `index` in t, through its strides (compact row-major without them).
 int64_t elementAt(const DLTensor& t, std::initializer_list<int64_t> index) {
   int64_t offset = 0, running = 1;
@@ -77,7 +69,7 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
                                          const std::vector<int64_t>& offsets) {
   const KvAppend& a = *manifest.kvAppend;
   const bool paged = a.order == "nhd" || a.order == "hnd";
-  const DLTensor& seqLens = *named(manifest, tensors, "seq_lens");
+  const DLTensor& seqLens = *argumentNamed(manifest, tensors, "seq_lens");
   const int64_t batch = sizes[SizeSymbol::Batch];
   auto rowsOf = [&](int64_t b) {
     return offsets.empty() ? sizes[SizeSymbol::SeqQ] : offsets[b + 1] - offsets[b];
@@ -92,16 +84,16 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
              " (kv_append writes them at its last positions, so seq_lens counts them)";
   }
 
-  const DLTensor* table = paged ? named(manifest, tensors, "block_table") : nullptr;
+  const DLTensor* table = paged ? argumentNamed(manifest, tensors, "block_table") : nullptr;
   struct Part {
     const DLTensor *rows, *cache, *scale;
     bool rotated;
   };
   const Part parts[] = {
-      {named(manifest, tensors, "k_new"), named(manifest, tensors, paged ? "k_pages" : "k"),
-       named(manifest, tensors, "k_scale"), a.ropeDims > 0},
-      {named(manifest, tensors, "v_new"), named(manifest, tensors, paged ? "v_pages" : "v"),
-       named(manifest, tensors, "v_scale"), false}};
+      {argumentNamed(manifest, tensors, "k_new"), argumentNamed(manifest, tensors, paged ? "k_pages" : "k"),
+       argumentNamed(manifest, tensors, "k_scale"), a.ropeDims > 0},
+      {argumentNamed(manifest, tensors, "v_new"), argumentNamed(manifest, tensors, paged ? "v_pages" : "v"),
+       argumentNamed(manifest, tensors, "v_scale"), false}};
   const DLTensor& keys = *parts[0].rows;
   const int64_t kvHeads = a.rowsOrder == "bshd" ? keys.shape[2] : keys.shape[1];
   const int64_t pageSize = !paged ? 0 : a.order == "nhd" ? parts[0].cache->shape[1]

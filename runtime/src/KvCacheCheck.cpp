@@ -43,20 +43,12 @@ std::vector<int32_t> readInts(const DLTensor& t, const std::string& device, cons
   return values;
 }
 
-const DLTensor* argument(const RuntimeManifest& manifest, const std::vector<DLTensor*>& tensors,
-                         const std::string& name) {
-  for (size_t a = 0; a < manifest.arguments.size(); ++a)
-    if (manifest.arguments[a].name == name)
-      return tensors[a];
-  return nullptr;
-}
-
 } // namespace
 
 std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const std::string& device,
                                         const std::vector<DLTensor*>& tensors,
                                         const RunSizes& sizes) {
-  const DLTensor* seqLens = argument(manifest, tensors, "seq_lens");
+  const DLTensor* seqLens = argumentNamed(manifest, tensors, "seq_lens");
   if (!seqLens)
     return std::nullopt;
   std::string problem;
@@ -70,10 +62,10 @@ std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const s
              " is outside [0, Tk=" + std::to_string(capacity) +
              "]: a sequence holds at most the cache's Tk keys";
 
-  const DLTensor* table = argument(manifest, tensors, "block_table");
+  const DLTensor* table = argumentNamed(manifest, tensors, "block_table");
   if (!table)
     return std::nullopt;
-  const DLTensor* pages = argument(manifest, tensors, "k_pages");
+  const DLTensor* pages = argumentNamed(manifest, tensors, "k_pages");
   const int64_t perSequence = table->shape[1], pageSize = capacity / perSequence,
                 pageCount = pages->shape[0];
   const std::vector<int32_t> entries = readInts(*table, device, "block_table", &problem);
@@ -96,7 +88,7 @@ std::optional<std::string> readQueryOffsets(const RuntimeManifest& manifest,
                                             const std::string& device,
                                             const std::vector<DLTensor*>& tensors,
                                             const RunSizes& sizes, std::vector<int64_t>* offsets) {
-  const DLTensor* cu = argument(manifest, tensors, "cu_seqlens_q");
+  const DLTensor* cu = argumentNamed(manifest, tensors, "cu_seqlens_q");
   std::string problem;
   const std::vector<int32_t> values = readInts(*cu, device, "cu_seqlens_q", &problem);
   if (!problem.empty())

@@ -26,6 +26,38 @@ const json& field(const json& object, const char* name, json::value_t type) {
   return *it;
 }
 
+// The arguments kv_append reads and writes, each of the rank the runtime indexes it with, on a
+// CPU target (the runtime writes the rows on the host).
+void checkKvAppend(const KvAppend& a, const RuntimeManifest& m) {
+  for (const TargetSpec& target : m.targets)
+    if (target.device != "cpu")
+      fail("kv_append writes the new rows on the host; the bundle targets " + target.device);
+  const bool paged = a.order == "nhd" || a.order == "hnd";
+  auto require = [&](const std::string& name, size_t rank) -> const ArgumentSpec& {
+    for (const ArgumentSpec& arg : m.arguments)
+      if (arg.name == name) {
+        if (arg.shape.size() != rank)
+          fail("kv_append needs '" + name + "' of rank " + std::to_string(rank));
+        return arg;
+      }
+    fail("kv_append needs the argument '" + name + "'");
+  };
+  const size_t rowsRank = a.rowsOrder == "packed" ? 3 : 4;
+  const ArgumentSpec& keys = require("k_new", rowsRank);
+  require("v_new", rowsRank);
+  require("seq_lens", 1);
+  require(paged ? "k_pages" : "k", 4);
+  require(paged ? "v_pages" : "v", 4);
+  if (paged)
+    require("block_table", 2);
+  for (const ArgumentSpec& arg : m.arguments)
+    if (arg.name == "k_scale" || arg.name == "v_scale")
+      require(arg.name, 3);
+  const DimExpr& headDim = keys.shape.back();
+  if (headDim.symbol || a.ropeDims > headDim.value)
+    fail("kv_append's rope_dims " + std::to_string(a.ropeDims) + " exceeds k_new's head dim");
+}
+
 ArgumentSpec parseArgument(const json& entry) {
   if (!entry.is_object())
     fail("an argument is not an object");
@@ -106,6 +138,7 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
   if (root.contains("shared_runtime"))
     m.sharedRuntime = field(root, "shared_runtime", json::value_t::string).get<std::string>();
   if (root.contains("kv_append")) {
+    // The cache's order, and k_new's.
     const json& append = field(root, "kv_append", json::value_t::object);
     KvAppend a;
     a.order = field(append, "order", json::value_t::string).get<std::string>();
@@ -113,13 +146,24 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
     a.ropeDims = field(append, "rope_dims", json::value_t::number_unsigned).get<int64_t>();
     a.ropeTheta = field(append, "rope_theta", json::value_t::number_float).get<double>();
     a.ropeInterleaved = field(append, "rope_interleaved", json::value_t::boolean).get<bool>();
-    for (const std::string& order : {a.order, a.rowsOrder})
-      if (order != "bshd" && order != "bhsd" && order != "nhd" && order != "hnd" &&
-          order != "packed")
-        fail("kv_append names the unknown order '" + order + "'");
+    if (a.order != "bshd" && a.order != "bhsd" && a.order != "nhd" && a.order != "hnd")
+      fail("kv_append's order '" + a.order + "' is none of bshd, bhsd, nhd, hnd");
+    if (a.rowsOrder != "bshd" && a.rowsOrder != "bhsd" && a.rowsOrder != "packed")
+      fail("kv_append's rows_order '" + a.rowsOrder + "' is none of bshd, bhsd, packed");
+    if (a.ropeDims % 2 != 0)
+      fail("kv_append's rope_dims " + std::to_string(a.ropeDims) + " is odd");
+    checkKvAppend(a, m);
     m.kvAppend = a;
   }
   return m;
+}
+
+DLTensor* argumentNamed(const RuntimeManifest& manifest, const std::vector<DLTensor*>& tensors,
+                        std::string_view name) {
+  for (size_t a = 0; a < manifest.arguments.size(); ++a)
+    if (manifest.arguments[a].name == name)
+      return tensors[a];
+  return nullptr;
 }
 
 } // namespace attnc::runtime

@@ -52,6 +52,11 @@ struct RuntimeManifest {
   std::optional<KvAppend> kvAppend;
 };
 
+// The tensor of the argument named `name` among `tensors` (in manifest order); null when the
+// manifest has no such argument.
+DLTensor* argumentNamed(const RuntimeManifest& manifest, const std::vector<DLTensor*>& tensors,
+                        std::string_view name);
+
 // Throws std::runtime_error naming the field that is missing or malformed.
 RuntimeManifest parseRuntimeManifest(std::string_view json);
 

@@ -86,12 +86,16 @@ std::optional<std::string> checkOne(const ArgumentSpec& arg, const DLTensor& t,
   for (int d = 0; d < t.ndim; ++d) {
     std::optional<int64_t> want = arg.shape[d].evaluate(sizes);
     bool ok = want && (t.shape[d] == *want || (arg.shape[d].broadcastable && t.shape[d] == 1));
-    if (!ok)
+    if (!ok) {
+      // A ragged batch's calls bind total_q, not Tq.
+      const SizeSymbol rows =
+          sizes[SizeSymbol::QueryRows] != 0 ? SizeSymbol::QueryRows : SizeSymbol::SeqQ;
       return name + " has shape " + shapeString(t) + "; expected " + expectedShape(arg) +
-             " with B=" + std::to_string(sizes[SizeSymbol::Batch]) +
-             " Tq=" + std::to_string(sizes[SizeSymbol::SeqQ]) +
-             " Tk=" + std::to_string(sizes[SizeSymbol::SeqK]) + " (dimension " + std::to_string(d) +
-             ")";
+             " with B=" + std::to_string(sizes[SizeSymbol::Batch]) + " " +
+             std::string(kSizeSymbolNames[static_cast<int>(rows)]) + "=" +
+             std::to_string(sizes[rows]) + " Tk=" + std::to_string(sizes[SizeSymbol::SeqK]) +
+             " (dimension " + std::to_string(d) + ")";
+    }
   }
   if (!t.data)
     return name + " has no data pointer";

@@ -188,6 +188,17 @@ func.func @query_ends_without_rope(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x6x16
 
 // -----
 
+func.func @query_ends_rank(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x6x16xf32>,
+                           %v: tensor<1x2x6x16xf32>, %ends: tensor<1x1xi32>) {
+  // expected-error @+1 {{query_ends must be rank 1 ([B] i32), got rank 2}}
+  %o = attn.attention %q, %k, %v query_ends(%ends : tensor<1x1xi32>)
+      {scale = 0.25 : f64, rope = "half"}
+      : tensor<1x2x4x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32> -> tensor<1x2x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @rope_dims(%x: memref<?x2x?x8xf32>, %o: index) {
   // expected-error @+1 {{rope dims must be even and in [2, 8], got 5}}
   attn.rope %x into %x offset %o {style = "half", theta = 1.0e4 : f64, dims = 5 : i64}

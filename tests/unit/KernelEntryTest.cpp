@@ -61,7 +61,7 @@ TEST_F(KernelEntries, HalideRefusesStridesPast32Bits) {
     FAIL() << "ran";
   } catch (const runtime::Error& e) {
     EXPECT_EQ(e.status(), ATTNC_ERROR_KERNEL) << e.what();
-    EXPECT_NE(std::string(e.what()).find("argument 0 (in manifest order) spans 4294967320 "
+    EXPECT_NE(std::string(e.what()).find("kernel argument 0 spans 4294967320 "
                                          "elements; Halide kernels index with 32 bits"),
               std::string::npos)
         << e.what();

@@ -121,16 +121,19 @@ public:
 std::span<const Coverage> MlirBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     std::vector<Coverage> rows;
-    for (Device device : {Device::Cpu, Device::Cuda})
+    for (Device device : {Device::Cpu, Device::Cuda}) {
+      std::vector<Modifier> modifiers = {
+          Modifier::Alibi, Modifier::Softcap,  Modifier::Bias,  Modifier::Rope,
+          Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks,
+          Modifier::ContiguousKvCache, Modifier::PagedKvCache, Modifier::Int8KvCache};
+      if (device == Device::Cpu) // the runtime writes the new rows into host caches only
+        modifiers.push_back(Modifier::KvAppend);
       rows.push_back({device,
                       {Variant::Sdpa},
                       {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
                        MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
                        MaskKind::BlockSparse, MaskKind::BigBird},
-                      {Modifier::Alibi, Modifier::Softcap, Modifier::Bias, Modifier::Rope,
-                       Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod,
-                       Modifier::Sinks, Modifier::ContiguousKvCache, Modifier::PagedKvCache,
-                       Modifier::Int8KvCache},
+                      modifiers,
                       {Output::O, Output::Lse, Output::Weights},
                       {DType::F32, DType::F16, DType::BF16},
                       {MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
@@ -141,6 +144,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "rows in one task, keys split over tasks and merged by their LSE)"
                           : "the prefill kernel, its keys split over thread blocks and merged "
                             "when tasks are few (tensor cores, f16 and bf16)"});
+    }
     return rows;
   }();
   return rows;

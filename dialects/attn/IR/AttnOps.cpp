@@ -46,6 +46,9 @@ LogicalResult AttentionOp::verify() {
   ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape(), os = o.getShape();
   if (getQueryEnds() && !getRope())
     return emitOpError() << "query_ends places the rotated queries; it needs rope";
+  if (getQueryEnds() && getQueryEnds().getType().getRank() != 1)
+    return emitOpError() << "query_ends must be rank 1 ([B] i32), got rank "
+                         << getQueryEnds().getType().getRank();
   // Head counts and head dims are compile-time constants; B, Tq and Tk may be dynamic.
   for (auto [name, size] :
        {std::pair{"query heads", qs[1]}, {"key heads", ks[1]}, {"d_k", qs[3]}, {"d_v", vs[3]}})

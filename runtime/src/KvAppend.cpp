@@ -1,5 +1,6 @@
 #include "KvAppend.h"
 
+#include "attnc/DType.hpp"
 #include "attnc/Float16.hpp"
 #include "attnc/Rope.hpp"
 
@@ -95,13 +96,18 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
       {argumentNamed(manifest, tensors, "v_new"), argumentNamed(manifest, tensors, paged ? "v_pages" : "v"),
        argumentNamed(manifest, tensors, "v_scale"), false}};
   const DLTensor& keys = *parts[0].rows;
-  const int64_t kvHeads = a.rowsOrder == "bshd" ? keys.shape[2] : keys.shape[1];
+  const bool packed = a.rowsOrder == "packed", rowsBshd = a.rowsOrder == "bshd";
+  const bool rowFirst = a.order == "bshd" || a.order == "nhd"; // [outer, row, g] else [outer, g, row]
+  const int64_t kvHeads = rowsBshd ? keys.shape[2] : keys.shape[1];
   const int64_t pageSize = !paged ? 0 : a.order == "nhd" ? parts[0].cache->shape[1]
                                                          : parts[0].cache->shape[2];
+  // RoPE's angles at one position, formed once for every KV head's key row there.
+  std::vector<double> cosines(static_cast<size_t>(a.ropeDims / 2)), sines(cosines.size());
   std::vector<double> x;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < rowsOf(b); ++i) {
       const int64_t position = lengths[b] - rowsOf(b) + i;
+      rope::angles(position, a.ropeDims, a.ropeTheta, cosines.data(), sines.data());
       // The cache's outer index and row of this position.
       int64_t outer = b, row = position;
       if (paged) {
@@ -111,42 +117,44 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
       }
       for (int64_t g = 0; g < kvHeads; ++g)
         for (const Part& part : parts) {
-          const DLTensor& rows = *part.rows;
+          const DLTensor &rows = *part.rows, &cache = *part.cache;
           const int64_t dim = rows.shape[rows.ndim - 1];
-          auto source = [&](int64_t e) {
-            if (a.rowsOrder == "packed")
-              return elementAt(rows, {offsets[b] + i, g, e});
-            return a.rowsOrder == "bshd" ? elementAt(rows, {b, i, g, e})
-                                         : elementAt(rows, {b, g, i, e});
-          };
-          // The cache's element e of the position's row ([outer, row, g, e] for bshd and nhd,
-          // [outer, g, row, e] for bhsd and hnd), and its scale (the same without e).
-          const bool rowFirst = a.order == "bshd" || a.order == "nhd";
-          auto cacheAt = [&](int64_t e) {
-            return rowFirst ? elementAt(*part.cache, {outer, row, g, e})
-                            : elementAt(*part.cache, {outer, g, row, e});
-          };
-          auto scaleAt = [&] {
-            return rowFirst ? elementAt(*part.scale, {outer, row, g})
-                            : elementAt(*part.scale, {outer, g, row});
-          };
+          // Element e of the new row is at source + e * sourceStride, of its cache row at
+          // target + e * targetStride; the scale (an int8 cache's) at the row's index without e.
+          const int64_t source = packed     ? elementAt(rows, {offsets[b] + i, g, 0})
+                                 : rowsBshd ? elementAt(rows, {b, i, g, 0})
+                                            : elementAt(rows, {b, g, i, 0});
+          const int64_t target = rowFirst ? elementAt(cache, {outer, row, g, 0})
+                                          : elementAt(cache, {outer, g, row, 0});
+          const int64_t sourceStride = rows.strides ? rows.strides[rows.ndim - 1] : 1;
+          const int64_t targetStride = cache.strides ? cache.strides[3] : 1;
+          if (!part.rotated && !part.scale && sameDType(rows.dtype, cache.dtype)) {
+            // The row as it is: its bits.
+            const auto bytes = static_cast<size_t>((rows.dtype.bits + 7) / 8);
+            for (int64_t e = 0; e < dim; ++e)
+              std::memcpy(elementPointer(cache, target + e * targetStride),
+                          elementPointer(rows, source + e * sourceStride), bytes);
+            continue;
+          }
           x.resize(static_cast<size_t>(dim));
           for (int64_t e = 0; e < dim; ++e)
-            x[e] = readElement(rows, source(e));
+            x[e] = readElement(rows, source + e * sourceStride);
           if (part.rotated)
-            rope::apply(x.data(), position, a.ropeDims, a.ropeTheta, a.ropeInterleaved);
+            rope::rotate(x.data(), cosines.data(), sines.data(), a.ropeDims, a.ropeInterleaved);
           if (part.scale) {
             // Symmetric int8: x ~ scale * round(x / scale), scale = max|x| / 127 in f32.
             double largest = 0;
             for (double v : x)
               largest = std::max(largest, std::fabs(v));
             const auto scale = static_cast<float>(largest / 127);
-            writeElement(*part.scale, scaleAt(), scale);
+            writeElement(*part.scale, rowFirst ? elementAt(*part.scale, {outer, row, g})
+                                               : elementAt(*part.scale, {outer, g, row}),
+                         scale);
             for (double& v : x)
               v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
           }
           for (int64_t e = 0; e < dim; ++e)
-            writeElement(*part.cache, cacheAt(e), x[e]);
+            writeElement(cache, target + e * targetStride, x[e]);
         }
     }
   return std::nullopt;

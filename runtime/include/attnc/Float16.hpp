@@ -13,36 +13,36 @@
 namespace attnc {
 namespace float16_detail {
 
-// x rounded to a binary format with `precision` significand bits (implicit bit included),
-// smallest normal exponent minExponent and largest finite value maxFinite. Dividing by a power
-// of two is exact in double, and nearbyint rounds ties to even, so rounding happens once.
-inline double roundToFormat(double x, int precision, int minExponent, double maxFinite) {
-  if (!std::isfinite(x) || x == 0)
-    return x;
-  int exponent = std::max(std::ilogb(x), minExponent);
-  double quantum = std::ldexp(1.0, exponent - (precision - 1));
-  double rounded = std::nearbyint(x / quantum) * quantum;
-  if (std::fabs(rounded) > maxFinite)
-    return std::copysign(std::numeric_limits<double>::infinity(), x);
-  return rounded;
-}
-
-// Encodes a float that is exactly representable in binary16.
-inline uint16_t exactFloatToHalf(float f) {
-  uint32_t bits = std::bit_cast<uint32_t>(f);
-  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  if (std::isnan(f))
-    return sign | 0x7E00u;
-  if (std::isinf(f))
-    return sign | 0x7C00u;
-  float magnitude = std::fabs(f);
-  if (magnitude == 0)
-    return sign;
-  int exponent = std::ilogb(magnitude);
-  if (exponent < -14) // subnormal: magnitude = m * 2^-24
-    return sign | static_cast<uint16_t>(std::ldexp(magnitude, 24));
-  uint16_t mantissa = static_cast<uint16_t>(std::ldexp(magnitude, 10 - exponent) - 1024.0f);
-  return sign | static_cast<uint16_t>((exponent + 15) << 10) | mantissa;
+// x's sign bit at bit 15, and x rounded once (ties to even) to a binary format with
+// `mantissaBits` stored bits and smallest normal exponent minExponent, as the format's bits
+// without the sign: the exponent field, then the mantissa (overflow carries into the exponent,
+// so the largest finite value rounds up to infinity's bits). x is finite and nonzero.
+inline uint16_t roundedBits(double x, int mantissaBits, int minExponent, int maxExponent,
+                            uint16_t* sign) {
+  const uint64_t bits = std::bit_cast<uint64_t>(x);
+  *sign = static_cast<uint16_t>((bits >> 48) & 0x8000u);
+  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
+  const int exponent = biased - 1023;
+  const uint16_t infinity = static_cast<uint16_t>((maxExponent - minExponent + 2) << mantissaBits);
+  if (biased == 0) // a double subnormal, far below either format's smallest value
+    return 0;
+  if (exponent > maxExponent)
+    return infinity;
+  // x = significand * 2^(exponent - 52); the format keeps mantissaBits + 1 bits of it when
+  // normal, fewer below minExponent.
+  const uint64_t significand = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
+  const int shift = 52 - mantissaBits + std::max(0, minExponent - exponent);
+  if (shift > 60)
+    return 0;
+  uint64_t kept = significand >> shift;
+  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1)))
+    ++kept;
+  if (exponent < minExponent) // subnormal: the mantissa alone (a carry makes the smallest normal)
+    return static_cast<uint16_t>(kept);
+  // (exponent - minExponent + 1) << mantissaBits plus the mantissa, kept holding the implicit bit.
+  return static_cast<uint16_t>((static_cast<uint64_t>(exponent - minExponent) << mantissaBits) +
+                               kept);
 }
 
 } // namespace float16_detail
@@ -66,16 +66,19 @@ inline double bfloat16ToDouble(uint16_t bits) {
 inline uint16_t doubleToHalf(double x) {
   if (std::isnan(x))
     return 0x7E00u;
-  return float16_detail::exactFloatToHalf(
-      static_cast<float>(float16_detail::roundToFormat(x, 11, -14, 65504.0)));
+  if (std::isinf(x) || x == 0)
+    return static_cast<uint16_t>((std::signbit(x) ? 0x8000u : 0u) | (std::isinf(x) ? 0x7C00u : 0u));
+  uint16_t sign = 0;
+  return sign | float16_detail::roundedBits(x, 10, -14, 15, &sign);
 }
 
 inline uint16_t doubleToBfloat16(double x) {
   if (std::isnan(x))
     return 0x7FC0u;
-  double maxFinite = std::ldexp(255.0, 120); // (2 - 2^-7) * 2^127
-  float f = static_cast<float>(float16_detail::roundToFormat(x, 8, -126, maxFinite));
-  return static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16);
+  if (std::isinf(x) || x == 0)
+    return static_cast<uint16_t>((std::signbit(x) ? 0x8000u : 0u) | (std::isinf(x) ? 0x7F80u : 0u));
+  uint16_t sign = 0;
+  return sign | float16_detail::roundedBits(x, 7, -126, 127, &sign);
 }
 
 } // namespace attnc

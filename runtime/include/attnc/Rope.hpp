@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace attnc::rope {
 
@@ -23,16 +24,32 @@ inline std::pair<int64_t, int64_t> pairDims(int64_t pair, int64_t dims, bool int
   return {2 * pair, 2 * pair + 1};
 }
 
-// Rotates the first `dims` elements of x at position pos, in f64.
-inline void apply(double* x, int64_t pos, int64_t dims, double theta, bool interleaved) {
+// Rotates the first `dims` elements of x by the pairs' angles, given as their cosines and sines
+// (dims / 2 each), in f64.
+inline void rotate(double* x, const double* cosines, const double* sines, int64_t dims,
+                   bool interleaved) {
   for (int64_t p = 0; p < dims / 2; ++p) {
-    const double a = angle(pos, p, dims, theta);
-    const double c = std::cos(a), s = std::sin(a);
     const auto [first, second] = pairDims(p, dims, interleaved);
     const double x0 = x[first], x1 = x[second];
-    x[first] = x0 * c - x1 * s;
-    x[second] = x0 * s + x1 * c;
+    x[first] = x0 * cosines[p] - x1 * sines[p];
+    x[second] = x0 * sines[p] + x1 * cosines[p];
   }
+}
+
+// The cosines and sines of the pairs' angles at position pos (dims / 2 each).
+inline void angles(int64_t pos, int64_t dims, double theta, double* cosines, double* sines) {
+  for (int64_t p = 0; p < dims / 2; ++p) {
+    const double a = angle(pos, p, dims, theta);
+    cosines[p] = std::cos(a);
+    sines[p] = std::sin(a);
+  }
+}
+
+// Rotates the first `dims` elements of x at position pos, in f64.
+inline void apply(double* x, int64_t pos, int64_t dims, double theta, bool interleaved) {
+  std::vector<double> cosines(static_cast<size_t>(dims / 2)), sines(cosines.size());
+  angles(pos, dims, theta, cosines.data(), sines.data());
+  rotate(x, cosines.data(), sines.data(), dims, interleaved);
 }
 
 } // namespace attnc::rope

@@ -13,36 +13,38 @@
 namespace attnc {
 namespace float16_detail {
 
-// x's sign bit at bit 15, and x rounded once (ties to even) to a binary format with
-// `mantissaBits` stored bits and smallest normal exponent minExponent, as the format's bits
-// without the sign: the exponent field, then the mantissa (overflow carries into the exponent,
-// so the largest finite value rounds up to infinity's bits). x is finite and nonzero.
-inline uint16_t roundedBits(double x, int mantissaBits, int minExponent, int maxExponent,
-                            uint16_t* sign) {
+// x rounded once (ties to even) to a binary format with `mantissaBits` stored bits and
+// exponents minExponent..maxExponent for its normal numbers, as the format's bits: a NaN as
+// `nan`, past the largest finite value infinity (a carry out of the mantissa reaches it too).
+inline uint16_t roundToFormat(double x, uint16_t nan, int mantissaBits, int minExponent,
+                              int maxExponent) {
+  if (std::isnan(x))
+    return nan;
   const uint64_t bits = std::bit_cast<uint64_t>(x);
-  *sign = static_cast<uint16_t>((bits >> 48) & 0x8000u);
-  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
-  const int exponent = biased - 1023;
-  const uint16_t infinity = static_cast<uint16_t>((maxExponent - minExponent + 2) << mantissaBits);
-  if (biased == 0) // a double subnormal, far below either format's smallest value
-    return 0;
-  if (exponent > maxExponent)
-    return infinity;
+  const auto sign = static_cast<uint16_t>((bits >> 48) & 0x8000u);
+  const int biased = static_cast<int>((bits >> 52) & 0x7FF), exponent = biased - 1023;
+  if (exponent > maxExponent) // infinity too
+    return sign | static_cast<uint16_t>((maxExponent - minExponent + 2) << mantissaBits);
+  if (biased == 0) // zero, or a double subnormal: far below either format's smallest value
+    return sign;
   // x = significand * 2^(exponent - 52); the format keeps mantissaBits + 1 bits of it when
   // normal, fewer below minExponent.
   const uint64_t significand = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
   const int shift = 52 - mantissaBits + std::max(0, minExponent - exponent);
   if (shift > 60)
-    return 0;
+    return sign;
   uint64_t kept = significand >> shift;
-  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1);
+  const uint64_t half = uint64_t{1} << (shift - 1);
   if (rest > half || (rest == half && (kept & 1)))
     ++kept;
   if (exponent < minExponent) // subnormal: the mantissa alone (a carry makes the smallest normal)
-    return static_cast<uint16_t>(kept);
-  // (exponent - minExponent + 1) << mantissaBits plus the mantissa, kept holding the implicit bit.
-  return static_cast<uint16_t>((static_cast<uint64_t>(exponent - minExponent) << mantissaBits) +
-                               kept);
+    return sign | static_cast<uint16_t>(kept);
+  // The exponent field (exponent - minExponent + 1) and the mantissa: kept holds the implicit
+  // bit, which adds the 1.
+  return sign | static_cast<uint16_t>((static_cast<uint64_t>(exponent - minExponent)
+                                       << mantissaBits) +
+                                      kept);
 }
 
 } // namespace float16_detail
@@ -64,21 +66,11 @@ inline double bfloat16ToDouble(uint16_t bits) {
 }
 
 inline uint16_t doubleToHalf(double x) {
-  if (std::isnan(x))
-    return 0x7E00u;
-  if (std::isinf(x) || x == 0)
-    return static_cast<uint16_t>((std::signbit(x) ? 0x8000u : 0u) | (std::isinf(x) ? 0x7C00u : 0u));
-  uint16_t sign = 0;
-  return sign | float16_detail::roundedBits(x, 10, -14, 15, &sign);
+  return float16_detail::roundToFormat(x, 0x7E00u, 10, -14, 15);
 }
 
 inline uint16_t doubleToBfloat16(double x) {
-  if (std::isnan(x))
-    return 0x7FC0u;
-  if (std::isinf(x) || x == 0)
-    return static_cast<uint16_t>((std::signbit(x) ? 0x8000u : 0u) | (std::isinf(x) ? 0x7F80u : 0u));
-  uint16_t sign = 0;
-  return sign | float16_detail::roundedBits(x, 7, -126, 127, &sign);
+  return float16_detail::roundToFormat(x, 0x7FC0u, 7, -126, 127);
 }
 
 } // namespace attnc

@@ -242,8 +242,10 @@ class NumericsMatrix(CliTestCase):
         ]
         for spec in specs:
             self.check(spec, [("3", "1", "300"), ("2", "20", "100")])
-        self.expect(attnc("compile", specs[0], "--target", "cuda-sm_80", "-o", self.tmp + "/gpu"),
-                    2, "does not support kv_append on cuda targets")
+        if "mlir" in BUILT_BACKENDS:  # the runtime writes host caches only
+            self.expect(attnc("compile", specs[0], "--backend", "mlir", "--target", "cuda-sm_80",
+                              "-o", self.tmp + "/gpu"),
+                        2, "does not support kv_append on cuda targets")
 
     def test_ragged_offsets_from_a_file_are_checked(self):
         spec = "heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=causal"

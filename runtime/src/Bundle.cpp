@@ -310,8 +310,9 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   attnc::RunSizes sizes;
   if (auto problem = attnc::runtime::checkTensors(bundle->manifest, bundle->target->device, ordered, sizes))
     return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);
-  if (auto problem =
-          attnc::runtime::checkKvCache(bundle->manifest, bundle->target->device, ordered, sizes))
+  attnc::runtime::CacheIndices cache;
+  if (auto problem = attnc::runtime::checkKvCache(bundle->manifest, bundle->target->device,
+                                                  ordered, sizes, &cache))
     return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
   const bool ragged = std::any_of(args.begin(), args.end(),
                                   [](const auto& a) { return attnc::isQueryOffsets(a.shape); });
@@ -339,7 +340,8 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   }
   // The new rows into the cache first (kv_append); the kernel takes every argument but them.
   if (bundle->manifest.kvAppend)
-    if (auto problem = attnc::runtime::appendNewRows(bundle->manifest, ordered, sizes, offsets))
+    if (auto problem =
+            attnc::runtime::appendNewRows(bundle->manifest, ordered, sizes, cache, offsets))
       return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
   std::vector<DLTensor*> kernelArgs;
   std::vector<std::vector<attnc::DimExpr>> kernelDims;

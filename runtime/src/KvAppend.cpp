@@ -27,13 +27,9 @@ char* elementPointer(const DLTensor& t, int64_t element) {
   return static_cast<char*>(t.data) + t.byte_offset + element * ((t.dtype.bits + 7) / 8);
 }
 
+// A new row's element (f32, f16 or bf16).
 double readElement(const DLTensor& t, int64_t element) {
   const char* p = elementPointer(t, element);
-  if (t.dtype.code == kDLInt) {
-    int32_t v = 0;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
   if (t.dtype.bits == 32) {
     float v = 0;
     std::memcpy(&v, p, sizeof v);
@@ -66,18 +62,16 @@ bool kernelTakes(const RuntimeManifest& manifest, const std::string& name) {
 
 std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
                                          const std::vector<DLTensor*>& tensors,
-                                         const RunSizes& sizes,
+                                         const RunSizes& sizes, const CacheIndices& cache,
                                          const std::vector<int64_t>& offsets) {
   const KvAppend& a = *manifest.kvAppend;
   const bool paged = a.order == "nhd" || a.order == "hnd";
-  const DLTensor& seqLens = *argumentNamed(manifest, tensors, "seq_lens");
   const int64_t batch = sizes[SizeSymbol::Batch];
   auto rowsOf = [&](int64_t b) {
     return offsets.empty() ? sizes[SizeSymbol::SeqQ] : offsets[b + 1] - offsets[b];
   };
-  std::vector<int64_t> lengths(static_cast<size_t>(batch));
+  const std::vector<int32_t>& lengths = cache.lengths;
   for (int64_t b = 0; b < batch; ++b) {
-    lengths[b] = static_cast<int64_t>(readElement(seqLens, elementAt(seqLens, {b})));
     if (lengths[b] < rowsOf(b))
       return "seq_lens[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
              " is less than the " + std::to_string(rowsOf(b)) + " new rows of sequence " +
@@ -85,7 +79,6 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
              " (kv_append writes them at its last positions, so seq_lens counts them)";
   }
 
-  const DLTensor* table = paged ? argumentNamed(manifest, tensors, "block_table") : nullptr;
   struct Part {
     const DLTensor *rows, *cache, *scale;
     bool rotated;
@@ -111,28 +104,27 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
       // The cache's outer index and row of this position.
       int64_t outer = b, row = position;
       if (paged) {
-        outer = static_cast<int64_t>(
-            readElement(*table, elementAt(*table, {b, position / pageSize})));
+        outer = cache.blockTable[b * cache.pagesPerSequence + position / pageSize];
         row = position % pageSize;
       }
       for (int64_t g = 0; g < kvHeads; ++g)
         for (const Part& part : parts) {
-          const DLTensor &rows = *part.rows, &cache = *part.cache;
+          const DLTensor &rows = *part.rows, &stored = *part.cache;
           const int64_t dim = rows.shape[rows.ndim - 1];
           // Element e of the new row is at source + e * sourceStride, of its cache row at
           // target + e * targetStride; the scale (an int8 cache's) at the row's index without e.
           const int64_t source = packed     ? elementAt(rows, {offsets[b] + i, g, 0})
                                  : rowsBshd ? elementAt(rows, {b, i, g, 0})
                                             : elementAt(rows, {b, g, i, 0});
-          const int64_t target = rowFirst ? elementAt(cache, {outer, row, g, 0})
-                                          : elementAt(cache, {outer, g, row, 0});
+          const int64_t target = rowFirst ? elementAt(stored, {outer, row, g, 0})
+                                          : elementAt(stored, {outer, g, row, 0});
           const int64_t sourceStride = rows.strides ? rows.strides[rows.ndim - 1] : 1;
-          const int64_t targetStride = cache.strides ? cache.strides[3] : 1;
-          if (!part.rotated && !part.scale && sameDType(rows.dtype, cache.dtype)) {
+          const int64_t targetStride = stored.strides ? stored.strides[3] : 1;
+          if (!part.rotated && !part.scale && sameDType(rows.dtype, stored.dtype)) {
             // The row as it is: its bits.
             const auto bytes = static_cast<size_t>((rows.dtype.bits + 7) / 8);
             for (int64_t e = 0; e < dim; ++e)
-              std::memcpy(elementPointer(cache, target + e * targetStride),
+              std::memcpy(elementPointer(stored, target + e * targetStride),
                           elementPointer(rows, source + e * sourceStride), bytes);
             continue;
           }
@@ -154,7 +146,7 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
               v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
           }
           for (int64_t e = 0; e < dim; ++e)
-            writeElement(cache, target + e * targetStride, x[e]);
+            writeElement(stored, target + e * targetStride, x[e]);
         }
     }
   return std::nullopt;

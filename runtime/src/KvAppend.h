@@ -2,6 +2,7 @@
 #ifndef ATTNC_RUNTIME_KVAPPEND_H
 #define ATTNC_RUNTIME_KVAPPEND_H
 
+#include "KvCacheCheck.h"
 #include "RuntimeManifest.h"
 
 #include <optional>
@@ -15,12 +16,12 @@ namespace attnc::runtime {
 // KV head: k_new rotated there by RoPE when the manifest says so, each row rounded to the
 // cache's dtype, or for an int8 cache stored as round(x / scale) with scale = max|x| / 127 (an
 // f32 per position and KV head, 0 for a zero row). rows_b is Tq, or a ragged batch's
-// offsets[b + 1] - offsets[b]. Host tensors, already checked against the manifest, its cache's
-// lengths and block table too; returns the first problem (a sequence holding fewer keys than
-// its new rows), before writing anything.
+// offsets[b + 1] - offsets[b]. Host tensors, already checked against the manifest; `cache`, the
+// lengths and block table checkKvCache read. Returns the first problem (a sequence holding
+// fewer keys than its new rows), before writing anything.
 std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
                                          const std::vector<DLTensor*>& tensors,
-                                         const RunSizes& sizes,
+                                         const RunSizes& sizes, const CacheIndices& cache,
                                          const std::vector<int64_t>& offsets);
 
 // Whether the kernel takes argument `name`: not the rows the runtime writes into the cache.

@@ -47,7 +47,7 @@ std::vector<int32_t> readInts(const DLTensor& t, const std::string& device, cons
 
 std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const std::string& device,
                                         const std::vector<DLTensor*>& tensors,
-                                        const RunSizes& sizes) {
+                                        const RunSizes& sizes, CacheIndices* indices) {
   const DLTensor* seqLens = argumentNamed(manifest, tensors, "seq_lens");
   if (!seqLens)
     return std::nullopt;
@@ -63,8 +63,10 @@ std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const s
              "]: a sequence holds at most the cache's Tk keys";
 
   const DLTensor* table = argumentNamed(manifest, tensors, "block_table");
-  if (!table)
+  if (!table) {
+    indices->lengths = lengths;
     return std::nullopt;
+  }
   const DLTensor* pages = argumentNamed(manifest, tensors, "k_pages");
   const int64_t perSequence = table->shape[1], pageSize = capacity / perSequence,
                 pageCount = pages->shape[0];
@@ -81,6 +83,7 @@ std::optional<std::string> checkKvCache(const RuntimeManifest& manifest, const s
                std::to_string(lengths[b]) + " keys, in its first " +
                std::to_string((lengths[b] + pageSize - 1) / pageSize) + " entries)";
     }
+  *indices = {lengths, entries, perSequence};
   return std::nullopt;
 }
 

@@ -59,6 +59,32 @@ TEST(Reference, FullyMaskedRowWithSinkHasTheSinkAsLse) {
     }
 }
 
+// The sizes of a call with a contiguous bhsd cache: q [B, H, Tq, d], k and v [B, H_kv, Tk, d].
+struct CacheSizes {
+  int64_t H, Hkv, Tq, Tk, d;
+};
+
+// Sequence b of such a call, given its q, k and v values, computed on its own: the plain spec
+// `features` on its Tq query rows and its first n keys.
+test::Outputs sequenceAlone(const std::string& features, const CacheSizes& z,
+                            const std::vector<double>& q, const std::vector<double>& k,
+                            const std::vector<double>& v, int64_t b, int64_t n) {
+  tools::Call alone = randomCall(features, 1, z.Tq, n);
+  const int64_t rows = z.H * z.Tq * z.d;
+  std::vector<double> qb(q.begin() + b * rows, q.begin() + (b + 1) * rows);
+  std::vector<double> kb(z.Hkv * n * z.d), vb(kb.size());
+  for (int64_t g = 0; g < z.Hkv; ++g)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t e = 0; e < z.d; ++e) {
+        kb[at4(z.Hkv, n, z.d, 0, g, j, e)] = k[at4(z.Hkv, z.Tk, z.d, b, g, j, e)];
+        vb[at4(z.Hkv, n, z.d, 0, g, j, e)] = v[at4(z.Hkv, z.Tk, z.d, b, g, j, e)];
+      }
+  alone.tensor("q").assign(qb);
+  alone.tensor("k").assign(kb);
+  alone.tensor("v").assign(vb);
+  return runReferenceOn(alone);
+}
+
 // A KV cache, contiguous or paged, computes for each sequence b the attention of its last Tq
 // positions over its own seq_lens[b] keys: the plain spec on those keys alone (Tk = seq_lens[b]),
 // causal aligned to the sequence's end, with the sliding window and ALiBi at its positions. A
@@ -93,23 +119,10 @@ TEST(Reference, KvCachesAttendEachSequenceOverItsOwnKeys) {
   EXPECT_EQ(fromContiguous.lse, fromPages.lse);
 
   for (int64_t b = 0; b < B; ++b) {
-    const auto n = static_cast<int64_t>(lengths[b]);
-    tools::Call alone = randomCall(features, 1, Tq, n);
-    std::vector<double> q(H * Tq * d), k(Hkv * n * d), v(Hkv * n * d);
-    const std::vector<double> cq = contiguous.tensor("q").values(),
-                              ck = contiguous.tensor("k").values(),
-                              cv = contiguous.tensor("v").values();
-    std::copy_n(cq.begin() + b * H * Tq * d, H * Tq * d, q.begin());
-    for (int64_t g = 0; g < Hkv; ++g)
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t e = 0; e < d; ++e) {
-          k[at4(Hkv, n, d, 0, g, j, e)] = ck[at4(Hkv, Tk, d, b, g, j, e)];
-          v[at4(Hkv, n, d, 0, g, j, e)] = cv[at4(Hkv, Tk, d, b, g, j, e)];
-        }
-    alone.tensor("q").assign(q);
-    alone.tensor("k").assign(k);
-    alone.tensor("v").assign(v);
-    const test::Outputs expected = runReferenceOn(alone);
+    const test::Outputs expected =
+        sequenceAlone(features, {H, Hkv, Tq, Tk, d}, contiguous.tensor("q").values(),
+                      contiguous.tensor("k").values(), contiguous.tensor("v").values(), b,
+                      static_cast<int64_t>(lengths[b]));
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < Tq; ++i) {
         const double lse = fromContiguous.lse[(b * H + h) * Tq + i], want = expected.lse[h * Tq + i];
@@ -182,21 +195,8 @@ TEST(Reference, RopeOverACacheRotatesTheQueriesAtTheSequencesEnd) {
   cached.tensor("k").assign(rotated);
   const test::Outputs out = runReferenceOn(cached);
   for (int64_t b = 0; b < B; ++b) {
-    const auto n = static_cast<int64_t>(lengths[b]);
-    tools::Call alone = randomCall(features, 1, Tq, n);
-    std::vector<double> qb(H * Tq * d), kb(H * n * d), vb(H * n * d);
-    for (int64_t h = 0; h < H; ++h) {
-      for (int64_t i = 0; i < Tq * d; ++i)
-        qb[h * Tq * d + i] = q[at4(H, Tq, d, b, h, 0, 0) + i];
-      for (int64_t i = 0; i < n * d; ++i) {
-        kb[h * n * d + i] = k[at4(H, Tk, d, b, h, 0, 0) + i];
-        vb[h * n * d + i] = v[at4(H, Tk, d, b, h, 0, 0) + i];
-      }
-    }
-    alone.tensor("q").assign(qb);
-    alone.tensor("k").assign(kb);
-    alone.tensor("v").assign(vb);
-    const test::Outputs expected = runReferenceOn(alone);
+    const test::Outputs expected = sequenceAlone(features, {H, H, Tq, Tk, d}, q, k, v, b,
+                                                 static_cast<int64_t>(lengths[b]));
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < Tq; ++i) {
         // The cache's keys were rounded to f32 after rotating.

@@ -314,8 +314,7 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   if (auto problem = attnc::runtime::checkKvCache(bundle->manifest, bundle->target->device,
                                                   ordered, sizes, &cache))
     return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
-  const bool ragged = std::any_of(args.begin(), args.end(),
-                                  [](const auto& a) { return attnc::isQueryOffsets(a.shape); });
+  const bool ragged = bundle->manifest.ragged;
   std::vector<int64_t> offsets;
   if (ragged)
     if (auto problem = attnc::runtime::readQueryOffsets(bundle->manifest, bundle->target->device,
@@ -344,12 +343,8 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
             attnc::runtime::appendNewRows(bundle->manifest, ordered, sizes, cache, offsets))
       return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
   std::vector<DLTensor*> kernelArgs;
-  std::vector<std::vector<attnc::DimExpr>> kernelDims;
-  for (size_t a = 0; a < args.size(); ++a)
-    if (attnc::runtime::kernelTakes(bundle->manifest, args[a].name)) {
-      kernelArgs.push_back(ordered[a]);
-      kernelDims.push_back(args[a].shape);
-    }
+  for (size_t a : bundle->manifest.kernelArguments)
+    kernelArgs.push_back(ordered[a]);
   attnc_kernel_call call{};
   call.abi_version = ATTNC_ABI_VERSION;
   call.num_args = static_cast<uint32_t>(kernelArgs.size());
@@ -371,6 +366,9 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   }
   // A ragged batch: the kernel runs once per run of sequences with the same number of rows
   // (attnc/SequenceViews.hpp), each call on every thread.
+  std::vector<std::vector<attnc::DimExpr>> kernelDims;
+  for (size_t a : bundle->manifest.kernelArguments)
+    kernelDims.push_back(args[a].shape);
   attnc::SequenceViews views(kernelDims, kernelArgs);
   call.num_args = static_cast<uint32_t>(kernelArgs.size() - 1);
   int64_t runStart = 0, runEnd = 0;

@@ -56,10 +56,6 @@ void writeElement(const DLTensor& t, int64_t element, double value) {
 
 } // namespace
 
-bool kernelTakes(const RuntimeManifest& manifest, const std::string& name) {
-  return !manifest.kvAppend || (name != "k_new" && name != "v_new");
-}
-
 std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
                                          const std::vector<DLTensor*>& tensors,
                                          const RunSizes& sizes, const CacheIndices& cache,

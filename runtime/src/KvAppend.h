@@ -24,9 +24,6 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
                                          const RunSizes& sizes, const CacheIndices& cache,
                                          const std::vector<int64_t>& offsets);
 
-// Whether the kernel takes argument `name`: not the rows the runtime writes into the cache.
-bool kernelTakes(const RuntimeManifest& manifest, const std::string& name);
-
 } // namespace attnc::runtime
 
 #endif // ATTNC_RUNTIME_KVAPPEND_H

@@ -1,5 +1,7 @@
 #include "RuntimeManifest.h"
 
+#include "attnc/SequenceViews.hpp"
+
 #include "attnc/DType.hpp"
 #include "attnc/Hash.hpp"
 
@@ -154,6 +156,12 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
       fail("kv_append's rope_dims " + std::to_string(a.ropeDims) + " is odd");
     checkKvAppend(a, m);
     m.kvAppend = a;
+  }
+  for (size_t i = 0; i < m.arguments.size(); ++i) {
+    const std::string& name = m.arguments[i].name;
+    m.ragged = m.ragged || isQueryOffsets(m.arguments[i].shape);
+    if (!m.kvAppend || (name != "k_new" && name != "v_new"))
+      m.kernelArguments.push_back(i);
   }
   return m;
 }

@@ -50,6 +50,11 @@ struct RuntimeManifest {
   // A runtime the bundle's code shares with other bundles ("halide-14"); empty when none.
   std::string sharedRuntime;
   std::optional<KvAppend> kvAppend;
+  // Derived: whether calls are a ragged batch (an argument shaped "B+1", cu_seqlens_q), and the
+  // arguments the kernel takes, in order: all but kv_append's new rows, which the runtime
+  // writes into the cache itself.
+  bool ragged = false;
+  std::vector<size_t> kernelArguments;
 };
 
 // The tensor of the argument named `name` among `tensors` (in manifest order); null when the

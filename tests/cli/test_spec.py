@@ -1,9 +1,42 @@
 """attnc spec and attnc presets."""
 import json
 import os
+import re
 import unittest
 
 from common import CliTestCase, attnc
+
+
+class DocumentedSpecs(CliTestCase):
+    """Every spec the README and docs/ show is one attnc accepts: a user copies them."""
+
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+    def documents(self):
+        paths = [os.path.join(self.ROOT, "README.md")]
+        docs = os.path.join(self.ROOT, "docs")
+        paths += [os.path.join(docs, name) for name in sorted(os.listdir(docs)) if name.endswith(".md")]
+        for path in paths:
+            with open(path) as f:
+                yield os.path.relpath(path, self.ROOT), f.read()
+
+    def test_every_compile_command_parses(self):
+        specs = [(name, spec) for name, text in self.documents()
+                 for spec in re.findall(r"attnc compile '([^']+)'", text)]
+        self.assertGreater(len(specs), 20)
+        for name, spec in specs:
+            with self.subTest(document=name, spec=spec):
+                self.expect(attnc("spec", spec), 0)
+
+    def test_every_expression_example_parses(self):
+        # spec.md's table of examples: `| attention | `spec` |`, the spec's | written \|.
+        text = dict(self.documents())["docs/spec.md"]
+        table = text[text.index("- **Examples**"):text.index("- **Compiled.**")]
+        rows = re.findall(r"^\s*\| [^|`]+ \| `(.+)` \|$", table, re.M)
+        self.assertEqual(len(rows), 5)
+        for row in rows:
+            with self.subTest(spec=row):
+                self.expect(attnc("spec", "heads=8 d_k=64 " + row.replace("\\|", "|")), 0)
 
 
 class SpecCommand(CliTestCase):

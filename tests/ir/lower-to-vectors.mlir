@@ -112,6 +112,58 @@ func.func @lower_aux(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: mem
   return
 }
 
+// A mask of bit operations (a draw's shape: a key block's number mixed with a constant). Its
+// bounds evaluate the xor where its operands are one point over a chunk of keys (kv_idx // 16),
+// so the scalar xor appears in the classifier beside the vector one per score; the key loops
+// start at the first chunk the mask can keep.
+// CHECK-LABEL: func.func @lower_points
+// CHECK: scf.forall
+// CHECK: arith.divsi %{{.*}}, %{{.*}} : i32
+// CHECK: arith.xori %{{.*}}, %{{.*}} : i32
+// CHECK: arith.minui
+// CHECK: arith.xori %{{.*}}, %{{.*}} : vector<16xi32>
+func.func @lower_points(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: memref<?x2x?x16xf32>,
+                        %o: memref<?x4x?x16xf32>, %tasks: index, %tq: index, %tk: index) {
+  %c16 = arith.constant 16 : i32
+  %c5 = arith.constant 5 : i32
+  %c3 = arith.constant 3 : i32
+  %one = arith.constant 1 : i32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  scf.forall (%t) in (%tasks) {
+    %packed = memref.alloca() : memref<32x48xf32>
+    %row = arith.muli %t, %c48 : index
+    %n = arith.minsi %c48, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x48xf32>
+    %max = memref.alloca() : memref<1x1x48xf32>
+    %sum = memref.alloca() : memref<1x1x48xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    attn.pack_query %q[%c0, %c0, %row] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x4x?x32xf32>, memref<32x48xf32>
+    scf.for %j = %c0 to %tk step %c64 {
+      %nj = arith.minsi %c64, %tk : index
+      attn.online_update %packed, %k, %v into %acc, %max, %sum
+          at [%c0, %c0, %row, %j] sizes [%c1, %c1, %n, %nj] seq_q %tq
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
+          : memref<32x48xf32>, memref<?x2x?x32xf32>, memref<?x2x?x16xf32>,
+            memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+          mask_mod {
+          ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
+            %block = arith.divsi %kv, %c16 : i32
+            %mixed = arith.xori %block, %c5 : i32
+            %low = arith.andi %mixed, %c3 : i32
+            %keep = arith.cmpi eq, %low, %one : i32
+            gpu.yield %keep : i1
+          }
+    }
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>
+  }
+  return
+}
+
 // The finalize with sinks: each row's sink (sinks[h]) folded into its max and sum before o and
 // lse are formed.
 // CHECK-LABEL: func.func @lower_sinks

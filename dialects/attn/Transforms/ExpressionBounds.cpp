@@ -8,6 +8,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -134,6 +136,64 @@ private:
       truths[result] = truthOf(op);
     else if (Range r = rangeOf(op))
       ranges[result] = r;
+    if (!keepsPoints(op))
+      exactAtPoints(op);
+  }
+
+  // Whether the op's rule above bounds it to one point when its operands are points.
+  static bool keepsPoints(Operation& op) {
+    Type type = op.getResult(0).getType();
+    if (isa<arith::ConstantOp, arith::SelectOp, arith::CmpIOp, arith::ExtUIOp, math::AbsIOp>(op))
+      return true;
+    if (auto divide = dyn_cast<arith::DivSIOp>(&op))
+      return divide.getRhs().getDefiningOp<arith::ConstantIntOp>() != nullptr;
+    if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op))
+      return type.isInteger(1);
+    if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op))
+      return type.isInteger(32);
+    return false;
+  }
+
+  // An int op with no such rule (bit operations, shifts, truncations, remainders, the 64-bit
+  // products of philox()'s rounds) is exact where each operand is one point over the domain:
+  // the op evaluated at the points, else its rule's bound (or anything). So a draw whose
+  // counters are constant over a chunk (BigBird's q_idx // block and kv_idx // block) is the
+  // chunk's one value, and a block it does not draw is ruled out.
+  void exactAtPoints(Operation& op) {
+    Value result = op.getResult(0);
+    // Arithmetic only: an aux read is bounded by its scan, which a point index makes exact.
+    if (!isa<IntegerType>(result.getType()) || !isa<arith::ArithDialect>(op.getDialect()) ||
+        !isPure(&op))
+      return;
+    IRMapping points;
+    Value allPoints = boolean(true);
+    for (Value operand : op.getOperands()) {
+      if (!isa<IntegerType>(operand.getType()))
+        return;
+      if (operand.getType().isInteger(1)) {
+        Truth t = truth(operand);
+        allPoints = both(allPoints, b.create<arith::XOrIOp>(t.canBeTrue, t.canBeFalse));
+        points.map(operand, t.canBeTrue);
+        continue;
+      }
+      Range r = range(operand);
+      if (!r)
+        return;
+      allPoints = both(allPoints, negate(less(r.lo, r.hi)));
+      points.map(operand, r.lo);
+    }
+    Value exact = b.clone(op, points)->getResult(0);
+    if (result.getType().isInteger(1)) {
+      Truth t = truth(result);
+      truths[result] = {b.create<arith::SelectOp>(allPoints, exact, t.canBeTrue),
+                        b.create<arith::SelectOp>(allPoints, negate(exact), t.canBeFalse)};
+      return;
+    }
+    Range r = range(result);
+    if (!r)
+      r = {signedLimit(result.getType(), false), signedLimit(result.getType(), true)};
+    ranges[result] = {b.create<arith::SelectOp>(allPoints, exact, r.lo),
+                      b.create<arith::SelectOp>(allPoints, exact, r.hi)};
   }
 
   // The range of an i32 add, subtract or multiply, its ends formed in i64: the whole i32 range
@@ -214,13 +274,30 @@ private:
     }
     if (auto divide = dyn_cast<arith::DivSIOp>(&op)) {
       // Truncating division by a nonzero constant is monotone, decreasing for a negative one.
-      auto divisor = divide.getRhs().getDefiningOp<arith::ConstantIntOp>();
       Range x = operand(0);
-      if (!divisor || !x || divisor.value() == 0)
+      if (!x)
         return {};
-      Value lo = b.create<arith::DivSIOp>(x.lo, divisor),
-            hi = b.create<arith::DivSIOp>(x.hi, divisor);
-      return divisor.value() < 0 ? Range{hi, lo} : Range{lo, hi};
+      if (auto divisor = divide.getRhs().getDefiningOp<arith::ConstantIntOp>()) {
+        if (divisor.value() == 0)
+          return {};
+        Value lo = b.create<arith::DivSIOp>(x.lo, divisor),
+              hi = b.create<arith::DivSIOp>(x.hi, divisor);
+        return divisor.value() < 0 ? Range{hi, lo} : Range{lo, hi};
+      }
+      // By a positive range (floor division's guarded divisor): x / d is monotone in x for each
+      // d > 0 and in d for each x, so its ends are at the corners; else anything.
+      Range d = operand(1);
+      if (!d)
+        return {};
+      Value positive = less(zeroLike(d.lo), d.lo);
+      Value one = b.create<arith::ConstantOp>(b.getIntegerAttr(d.lo.getType(), 1));
+      Value dLo = b.create<arith::SelectOp>(positive, d.lo, one),
+            dHi = b.create<arith::SelectOp>(positive, d.hi, one);
+      auto divided = [&](Value p, Value q) { return b.create<arith::DivSIOp>(p, q); };
+      Value lo = minimum(divided(x.lo, dLo), divided(x.lo, dHi)),
+            hi = maximum(divided(x.hi, dLo), divided(x.hi, dHi));
+      return {b.create<arith::SelectOp>(positive, lo, signedLimit(lo.getType(), false)),
+              b.create<arith::SelectOp>(positive, hi, signedLimit(hi.getType(), true))};
     }
     if (isa<arith::NegFOp>(op)) {
       Range x = operand(0);
@@ -282,8 +359,9 @@ private:
               b.create<arith::SelectOp>(wraps, signedLimit(x.lo.getType(), true), hi)};
     }
     if (auto remainder = dyn_cast<arith::RemSIOp>(&op)) {
-      // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|.
-      Range m = operand(1);
+      // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|, and never negative
+      // for x >= 0 (the remainder takes x's sign), so floor division of indices is exact.
+      Range x = operand(0), m = operand(1);
       if (!m)
         return {};
       Value zero = zeroLike(m.lo);
@@ -291,7 +369,10 @@ private:
                               b.create<arith::SubIOp>(zero, m.hi));
       Value bound = b.create<arith::SubIOp>(
           largest, b.create<arith::ConstantOp>(b.getIntegerAttr(m.lo.getType(), 1)));
-      return {b.create<arith::SubIOp>(zero, bound), bound};
+      Value lo = b.create<arith::SubIOp>(zero, bound);
+      if (x)
+        lo = b.create<arith::SelectOp>(lessOrEqual(zero, x.lo), zero, lo);
+      return {lo, bound};
     }
     if (auto select = dyn_cast<arith::SelectOp>(&op)) {
       Truth c = truth(select.getCondition());

@@ -11,7 +11,9 @@
 // d multiply-adds. A per-score read (one index following the rows, another the keys, such as
 // the tensor mask's) is not scanned: its box is the chunk's every score. What has no bound here
 // (bits, transcendental functions, % beyond its divisor's range, such reads, a box of more than
-// 4096 elements) is taken as able to be anything.
+// 4096 elements) is taken as able to be anything, unless every int operand of the op is one point
+// over the domain: then the op is evaluated there (a Philox draw whose counters are constant over
+// a chunk, as BigBird's q_idx // block and kv_idx // block are, is that chunk's one value).
 //
 // The bounds are sound for the kernel's own wrapping 32-bit arithmetic: int +, -, * and abs
 // are bounded in 64 bits and taken as anything where an end leaves 32; the float ops used (+,

@@ -66,12 +66,13 @@ private:
   // mask_mod (ExpressionBounds.h). off is the key position of query row 0
   // (ScoreTerms::positionOffset); kvHead is set.
   DomainCorners domainCorners(Value off);
-  // From mask_mod's bounds over each chunk of kLiveChunk keys: `count`, the keys the update must
-  // attend (up to the last chunk in which the region can keep a score of the domain's rows; 0
-  // when it keeps none; the keys past it are all masked, and masked keys leave the state as it
-  // was), and `keepsAll`, an i1 true when it keeps every score of those keys.
+  // From mask_mod's bounds over each chunk of kLiveChunk keys: the keys [begin, end) the update
+  // must attend, from the first to the last chunk in which the region can keep a score of the
+  // domain's rows (end 0 when it keeps none; the keys outside are all masked, and masked keys
+  // leave the state as it was), and `keepsAll`, an i1 true when it keeps every score of those
+  // keys.
   struct LiveKeys {
-    Value count, keepsAll;
+    Value begin, end, keepsAll;
   };
   LiveKeys liveKeys(const DomainCorners& corners);
   Value column(int64_t r) { return indexConstant(b, r * lanes); }
@@ -98,7 +99,8 @@ private:
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
   Value kvHead;     // h / (H / H_kv)
-  Value keyCount;   // nj
+  Value keyBegin;   // the first key the update attends (a multiple of the live chunk)
+  Value keyCount;   // the end of the keys it attends, at most nj
   Value positions0; // i0 + off + lane, the key positions of the first vector's rows (i32)
   std::optional<ScoreTerms> terms;
 };
@@ -157,7 +159,7 @@ void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsA
 SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                               ScoreTerms::MaskMod maskMod) {
   auto loop = ob.create<scf::ForOp>(
-      indexConstant(ob, 0), keyCount, indexConstant(ob, 1), max,
+      keyBegin, keyCount, indexConstant(ob, 1), max,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
         ImplicitLocOpBuilder ib(loc, nested);
         Value key = keyAt(ib, j);
@@ -180,7 +182,7 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
 void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum) {
   SmallVector<Value> zeros(vectors, f32Splat(b, lanes, 0));
   auto loop = b.create<scf::ForOp>(
-      indexConstant(b, 0), keyCount, indexConstant(b, 1), zeros,
+      keyBegin, keyCount, indexConstant(b, 1), zeros,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
         ImplicitLocOpBuilder ib(loc, nested);
         Value keys = ib.create<vector::BroadcastOp>(
@@ -221,7 +223,7 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
             start.push_back(ib.create<arith::MulFOp>(a, alpha[r]));
           }
         auto loop = ib.create<scf::ForOp>(
-            zero, keyCount, indexConstant(ib, 1), start,
+            keyBegin, keyCount, indexConstant(ib, 1), start,
             [&](OpBuilder& n2, Location l2, Value j, ValueRange acc) {
               ImplicitLocOpBuilder jb(l2, n2);
               SmallVector<Value> p;
@@ -288,10 +290,11 @@ UpdateLowering::LiveKeys UpdateLowering::liveKeys(const DomainCorners& corners) 
   Value keys = op.getSizes()[3], one = indexConstant(b, 1), chunk = indexConstant(b, kLiveChunk);
   Value chunks = b.create<arith::CeilDivUIOp>(keys, chunk);
   Value no = b.create<arith::ConstantIntOp>(0, 1);
-  // Carried: the live count, whether a chunk so far may mask a score, and whether one up to
-  // the last live chunk may.
+  // Carried: the first live chunk's first key (`keys` while none is), the last live chunk's
+  // end, whether a chunk from the first live one on may mask a score, and whether one up to the
+  // last live chunk may (the dead chunks on either side are never attended).
   auto loop = b.create<scf::ForOp>(indexConstant(b, 0), chunks, one,
-                                   ValueRange{indexConstant(b, 0), no, no});
+                                   ValueRange{keys, indexConstant(b, 0), no, no});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -301,13 +304,20 @@ UpdateLowering::LiveKeys UpdateLowering::liveKeys(const DomainCorners& corners) 
         withKeys(b, corners, first, b.create<arith::SubIOp>(end, first));
     MaskBounds bounds = maskBounds(b, op.getMaskMod(), op.getAux(), chunkCorners);
     ValueRange carried = loop.getRegionIterArgs();
-    Value maskedSoFar = b.create<arith::OrIOp>(carried[1], bounds.mayMask);
+    Value started = b.create<arith::OrIOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, carried[0], keys), bounds.mayKeep);
+    Value maskedSinceFirst = b.create<arith::AndIOp>(
+        started, b.create<arith::OrIOp>(carried[2], bounds.mayMask));
     b.create<scf::YieldOp>(ValueRange{
-        b.create<arith::SelectOp>(bounds.mayKeep, end, carried[0]), maskedSoFar,
-        b.create<arith::SelectOp>(bounds.mayKeep, maskedSoFar, carried[2])});
+        b.create<arith::SelectOp>(bounds.mayKeep,
+                                  b.create<arith::MinUIOp>(carried[0], first), carried[0]),
+        b.create<arith::SelectOp>(bounds.mayKeep, end, carried[1]), maskedSinceFirst,
+        b.create<arith::SelectOp>(bounds.mayKeep, maskedSinceFirst, carried[3])});
   }
-  Value keepsAll = b.create<arith::XOrIOp>(loop.getResult(2), b.create<arith::ConstantIntOp>(1, 1));
-  return {loop.getResult(0), keepsAll};
+  Value keepsAll = b.create<arith::XOrIOp>(loop.getResult(3), b.create<arith::ConstantIntOp>(1, 1));
+  // No live chunk: begin = end = 0.
+  return {b.create<arith::MinUIOp>(loop.getResult(0), loop.getResult(1)), loop.getResult(1),
+          keepsAll};
 }
 
 LogicalResult UpdateLowering::emit() {
@@ -332,6 +342,7 @@ LogicalResult UpdateLowering::emit() {
   ValueRange offsets = op.getOffsets();
   kvHead = ScoreTerms::kvHeadOf(b, op, offsets[1]);
   Value off = ScoreTerms::positionOffset(b, op);
+  keyBegin = indexConstant(b, 0);
   keyCount = op.getSizes()[3];
   Value maskModKeepsAll;
   if (!op.getMaskMod().empty()) {
@@ -340,9 +351,15 @@ LogicalResult UpdateLowering::emit() {
     // LLVM bound the key loops by the block: without the min, a causal kernel (H 8, d 64,
     // T 2048) ran 1.35x slower; with it, the document mask of docs/benchmarks.md runs about 5%
     // slower (why is not understood).
-    keyCount = b.create<arith::MinUIOp>(live.count, keyCount);
-    if (!comparesSums(op.getMaskMod()))
+    keyCount = b.create<arith::MinUIOp>(live.end, keyCount);
+    // A mask of comparisons of sums (causal, windows) has its key range from tile_keys
+    // (KeyRange.h), so the block's leading chunks are live, and a key loop from a run-time first
+    // key made the causal kernel 1.2x slower; other masks (block patterns, documents, draws)
+    // skip the dead chunks a block starts with.
+    if (!comparesSums(op.getMaskMod())) {
+      keyBegin = b.create<arith::MinUIOp>(live.begin, keyCount);
       maskModKeepsAll = live.keepsAll;
+    }
     auto attend = b.create<scf::IfOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt, keyCount, indexConstant(b, 0)),
         /*withElseRegion=*/false);
@@ -359,8 +376,9 @@ LogicalResult UpdateLowering::emit() {
 
   // 1. Scores: whole groups of keyUnroll keys, then the remaining keys one at a time.
   Value unroll = indexConstant(b, options.keyUnroll);
-  Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(keyCount, unroll));
-  emitScores(indexConstant(b, 0), whole, options.keyUnroll);
+  Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
+  Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
+  emitScores(keyBegin, whole, options.keyUnroll);
   emitScores(whole, keyCount, 1);
 
   // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.

@@ -57,10 +57,16 @@ std::vector<Argument> kernelArguments(const Spec& s) {
         "queries");
   }
   if (s.variant != Variant::Mha) {
-    // An int8 cache's rows, and each position's scale per KV head: k = k_scale * k_int8.
-    const bool int8 = s.kvDtype == KvDType::Int8;
-    const std::vector<std::string> cacheData = int8 ? std::vector<std::string>{"i8"} : data;
-    const ArgumentFill cacheFill = int8 ? ArgumentFill::Int8Values : ArgumentFill::Normal;
+    // A quantized cache's rows (int8, or FP8 E4M3 bytes as u8: DLPack 0.6 has no float8 code),
+    // and each position's scale per KV head: k = k_scale * k_int8, k_scale * e4m3(k_bytes).
+    const bool int8 = s.kvDtype == KvDType::Int8, fp8 = s.kvDtype == KvDType::Fp8E4m3;
+    const bool quantized = int8 || fp8;
+    const std::vector<std::string> cacheData = int8  ? std::vector<std::string>{"i8"}
+                                               : fp8 ? std::vector<std::string>{"u8"}
+                                                     : data;
+    const ArgumentFill cacheFill = int8  ? ArgumentFill::Int8Values
+                                   : fp8 ? ArgumentFill::Fp8Values
+                                         : ArgumentFill::Normal;
     if (s.kvCache == KvCache::Paged) {
       // [pages, page_size, kv_heads, d] (nhd: vLLM's and FlashInfer's default) or
       // [pages, kv_heads, page_size, d] (hnd).
@@ -72,12 +78,12 @@ std::vector<Argument> kernelArguments(const Spec& s) {
       };
       add("k_pages", ArgumentRole::Input, cacheData, page(s.dK), cacheFill, "key cache pages");
       add("v_pages", ArgumentRole::Input, cacheData, page(s.dV), cacheFill, "value cache pages");
-      if (int8) {
+      if (quantized) {
         std::vector<DimExpr> scales = page(1);
         scales.pop_back();
-        add("k_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+        add("k_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::RowScales,
             "each key row's scale, as k_pages without d");
-        add("v_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+        add("v_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::RowScales,
             "each value row's scale, as v_pages without d");
       }
     } else {
@@ -85,12 +91,12 @@ std::vector<Argument> kernelArguments(const Spec& s) {
           s.cached() ? "key cache, filled to seq_lens[b]" : "keys");
       add("v", ArgumentRole::Input, cacheData, headTensor(s, kTk, Hkv, s.dV), cacheFill,
           s.cached() ? "value cache, filled to seq_lens[b]" : "values");
-      if (int8) {
+      if (quantized) {
         std::vector<DimExpr> scales = headTensor(s, kTk, Hkv, 1);
         scales.pop_back();
-        add("k_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+        add("k_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::RowScales,
             "each key row's scale, as k without d");
-        add("v_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::Int8Scales,
+        add("v_scale", ArgumentRole::Input, {"f32"}, scales, ArgumentFill::RowScales,
             "each value row's scale, as v without d");
       }
     }

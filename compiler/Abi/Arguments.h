@@ -22,7 +22,8 @@ enum class ArgumentFill {
   BlockTable,    // a paged cache's block table: distinct pages in shuffled order
   QueryOffsets,  // a ragged batch's cu_seqlens_q: its first sequence Tq rows, others [0, Tq]
   Int8Values,    // an int8 cache's rows: uniform in [-127, 127]
-  Int8Scales,    // their scales: uniform in [1/256, 3/256], so rows are about unit size
+  Fp8Values,     // an fp8_e4m3 cache's rows: uniform in [-127, 127] rounded to E4M3, as bytes
+  RowScales,     // either's scales: uniform in [1/256, 3/256], so rows are about unit size
   MaskBits,      // 0/1, mostly 1
   BlockLayout,   // 0/1 per block, half of them 1
   FavorFeatures, // FAVOR+ orthogonal features drawn from the spec's seed

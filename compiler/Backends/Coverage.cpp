@@ -11,7 +11,8 @@ constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifi
                                    Modifier::Rope,    Modifier::Dropout,  Modifier::ScoreMod,
                                    Modifier::MaskMod, Modifier::Sinks,
                                    Modifier::ContiguousKvCache, Modifier::PagedKvCache,
-                                   Modifier::Int8KvCache, Modifier::KvAppend};
+                                   Modifier::Int8KvCache, Modifier::Fp8KvCache,
+                                   Modifier::KvAppend};
 constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
@@ -38,6 +39,7 @@ std::string_view modifierName(Modifier m) {
   case Modifier::ContiguousKvCache: return "kv_cache=contiguous";
   case Modifier::PagedKvCache: return "kv_cache=paged";
   case Modifier::Int8KvCache: return "kv_dtype=int8";
+  case Modifier::Fp8KvCache: return "kv_dtype=fp8_e4m3";
   case Modifier::KvAppend: return "kv_append";
   }
   return "?";
@@ -76,6 +78,8 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
     used.push_back(Modifier::PagedKvCache);
   if (s.kvDtype == KvDType::Int8)
     used.push_back(Modifier::Int8KvCache);
+  if (s.kvDtype == KvDType::Fp8E4m3)
+    used.push_back(Modifier::Fp8KvCache);
   if (s.kvAppend)
     used.push_back(Modifier::KvAppend);
   return used;

@@ -18,7 +18,7 @@ namespace attnc {
 
 // Score modifiers and outputs as the spec names them (alibi=, softcap=, ..., the expressions
 // score_mod= and mask_mod=, the softmax's sinks=, where keys live: kv_cache=contiguous or
-// kv_cache=paged, and kv_dtype=int8; lse=, weights=).
+// kv_cache=paged, and kv_dtype=int8 or fp8_e4m3; lse=, weights=).
 enum class Modifier {
   Alibi,
   Softcap,
@@ -31,6 +31,7 @@ enum class Modifier {
   ContiguousKvCache,
   PagedKvCache,
   Int8KvCache,
+  Fp8KvCache,
   KvAppend // the runtime writes the new rows into a host cache
 };
 enum class Output { O, Lse, Weights };

@@ -3,6 +3,7 @@
 #include "Semantics/Positions.h"
 #include "Support/Errors.h"
 #include "attnc/Float16.hpp"
+#include "attnc/Float8.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -66,9 +67,22 @@ Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t pr
   return out;
 }
 
+// A cache element as the number it stands for before its row's scale: an fp8_e4m3 cache's byte
+// decoded, an int8 cache's or an unquantized one's value as read.
+double cachedValue(const Spec& s, double element) {
+  return s.kvDtype == KvDType::Fp8E4m3 ? e4m3ToDouble(static_cast<uint8_t>(element)) : element;
+}
+
+double largestMagnitude(const std::vector<double>& x) {
+  double largest = 0;
+  for (double v : x)
+    largest = std::max(largest, std::fabs(v));
+  return largest;
+}
+
 // A paged cache's keys or values as [B, H_kv, Tk, d]: position j of sequence b is row j % P
 // (P = page_size) of page block_table[b, j / P], in either page layout, times its scale in
-// `scales` (an int8 cache's k_scale or v_scale; "" for none), for j < seq_lens[b]; later
+// `scales` (a quantized cache's k_scale or v_scale; "" for none), for j < seq_lens[b]; later
 // positions stay 0 and their block table entries are not read. The runtime refused a length
 // or a page out of range before the kernel ran; the reference checks again, as it would read
 // out of bounds otherwise.
@@ -98,25 +112,25 @@ Array4 gatherPages(const KernelTensors& t, std::string_view name, std::string_vi
                                 : (page * s.kvHeads + g) * s.pageSize + j % s.pageSize;
         const double factor = scale.empty() ? 1.0 : scale[row];
         for (int64_t e = 0; e < dim; ++e)
-          out(b, g, j, e) = factor * values[row * dim + e];
+          out(b, g, j, e) = factor * cachedValue(s, values[row * dim + e]);
       }
     }
   }
   return out;
 }
 
-// An int8 contiguous cache's rows [B, H_kv, Tk, d] times their scales, [B, H_kv, Tk] (bhsd) or
-// [B, Tk, H_kv] (bshd) dense.
-void dequantize(Array4& rows, const std::vector<double>& scale, Layout layout) {
+// A quantized contiguous cache's rows [B, H_kv, Tk, d] decoded and times their scales,
+// [B, H_kv, Tk] (bhsd) or [B, Tk, H_kv] (bshd) dense.
+void dequantize(Array4& rows, const std::vector<double>& scale, const Spec& s) {
   const int64_t heads = rows.dims[1], seq = rows.dims[2], dim = rows.dims[3];
   for (int64_t b = 0; b < rows.dims[0]; ++b)
     for (int64_t g = 0; g < heads; ++g)
       for (int64_t j = 0; j < seq; ++j) {
-        const double factor = scale[layout == Layout::Bhsd ? (b * heads + g) * seq + j
-                                                           : (b * seq + j) * heads + g];
+        const double factor = scale[s.layout == Layout::Bhsd ? (b * heads + g) * seq + j
+                                                             : (b * seq + j) * heads + g];
         double* row = rows.row(b, g, j);
         for (int64_t e = 0; e < dim; ++e)
-          row[e] *= factor;
+          row[e] = factor * cachedValue(s, row[e]);
       }
 }
 
@@ -153,12 +167,13 @@ void appendNewRows(const KernelTensors& t, HeadInputs& in) {
           if (from == &keys && s.rope)
             positions::applyRope(x.data(), position, s.ropeDims, s.ropeTheta, s.ropeStyle);
           if (s.kvDtype == KvDType::Int8) {
-            double largest = 0;
-            for (double v : x)
-              largest = std::max(largest, std::fabs(v));
-            const double scale = static_cast<float>(largest / 127);
+            const double scale = static_cast<float>(largestMagnitude(x) / 127);
             for (double& v : x)
               v = scale > 0 ? scale * std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
+          } else if (s.kvDtype == KvDType::Fp8E4m3) {
+            const double scale = static_cast<float>(largestMagnitude(x) / kE4m3Largest);
+            for (double& v : x)
+              v = scale > 0 ? scale * e4m3ToDouble(doubleToE4m3(v / scale)) : 0;
           } else {
             for (double& v : x)
               v = stored(v);
@@ -199,16 +214,16 @@ HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallel
                           parallelFor);
   } else if (s.kvCache == KvCache::Paged) {
     in.q = t.headMajor("q");
-    const bool int8 = s.kvDtype == KvDType::Int8;
-    in.k = gatherPages(t, "k_pages", int8 ? "k_scale" : "", s.dK);
-    in.v = gatherPages(t, "v_pages", int8 ? "v_scale" : "", s.dV);
+    const bool quantized = s.kvDtype != KvDType::Same;
+    in.k = gatherPages(t, "k_pages", quantized ? "k_scale" : "", s.dK);
+    in.v = gatherPages(t, "v_pages", quantized ? "v_scale" : "", s.dV);
   } else {
     in.q = t.headMajor("q");
     in.k = t.headMajor("k");
     in.v = t.headMajor("v");
-    if (s.kvDtype == KvDType::Int8) {
-      dequantize(in.k, t.dense("k_scale"), s.layout);
-      dequantize(in.v, t.dense("v_scale"), s.layout);
+    if (s.kvDtype != KvDType::Same) {
+      dequantize(in.k, t.dense("k_scale"), s);
+      dequantize(in.v, t.dense("v_scale"), s);
     }
   }
   if (s.kvAppend)

@@ -32,9 +32,9 @@ enum class KvCache { None, Contiguous, Paged };
 // A page's dimension order (FlashInfer's names): [page_size, H_kv, d] (NHD, vLLM's and
 // FlashInfer's default) or [H_kv, page_size, d] (HND: each head's rows of a page contiguous).
 enum class PageLayout { Nhd, Hnd };
-// A cache's element type: the spec's dtype, or int8 with one f32 scale per position and KV head
-// (symmetric: k = k_scale * k_int8).
-enum class KvDType { Same, Int8 };
+// A cache's element type: the spec's dtype, or int8 or FP8 E4M3 (bytes, as u8) with one f32
+// scale per position and KV head (symmetric: k = k_scale * k_int8, k_scale * e4m3(k_bytes)).
+enum class KvDType { Same, Int8, Fp8E4m3 };
 // Where query row i sits among the keys when Tq != Tk: top-left puts it at position i,
 // bottom-right at i + Tk - Tq (so the last query sees the last key, as in decoding).
 enum class CausalAlign { TopLeft, BottomRight };

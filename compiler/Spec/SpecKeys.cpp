@@ -284,8 +284,8 @@ std::vector<SpecKey> buildKeys() {
       listedOnlyWhenSet(nameKey(
           "kv_dtype", &Spec::kvDtype, kvDTypeNames(), "kv_cache=contiguous|paged",
           [](const Spec& s) { return s.cached(); },
-          "the cache's elements: the spec's dtype (same), or int8 with k_scale, v_scale f32 per "
-          "position and KV head")),
+          "the cache's elements: the spec's dtype (same), or int8 or fp8_e4m3 (OCP E4M3 bytes "
+          "as u8) with k_scale, v_scale f32 per position and KV head")),
       integerKey("kv_heads", &Spec::kvHeads, 1, kMaxHeads, "always", always,
                  "key/value heads (GQA/MQA); must divide heads"),
       nameKey(

@@ -20,7 +20,8 @@ constexpr std::array kKvCaches{std::pair{"none"sv, KvCache::None},
 constexpr std::array kPageLayouts{std::pair{"nhd"sv, PageLayout::Nhd},
                                   std::pair{"hnd"sv, PageLayout::Hnd}};
 constexpr std::array kKvDTypes{std::pair{"same"sv, KvDType::Same},
-                               std::pair{"int8"sv, KvDType::Int8}};
+                               std::pair{"int8"sv, KvDType::Int8},
+                               std::pair{"fp8_e4m3"sv, KvDType::Fp8E4m3}};
 constexpr std::array kAligns{std::pair{"top_left"sv, CausalAlign::TopLeft},
                              std::pair{"bottom_right"sv, CausalAlign::BottomRight}};
 constexpr std::array kFeatureMaps{std::pair{"elu1"sv, FeatureMap::Elu1},

@@ -2,6 +2,7 @@
 
 #include "attnc/DType.hpp"
 #include "attnc/Float16.hpp"
+#include "attnc/Float8.hpp"
 #include "attnc/Rope.hpp"
 
 #include <algorithm>
@@ -44,6 +45,9 @@ void writeElement(const DLTensor& t, int64_t element, double value) {
   char* p = elementPointer(t, element);
   if (t.dtype.code == kDLInt) { // an int8 cache's element, already rounded and clamped
     const auto v = static_cast<int8_t>(value);
+    std::memcpy(p, &v, sizeof v);
+  } else if (t.dtype.code == kDLUInt) { // an fp8_e4m3 cache's byte, already encoded
+    const auto v = static_cast<uint8_t>(value);
     std::memcpy(p, &v, sizeof v);
   } else if (t.dtype.bits == 32) {
     const auto v = static_cast<float>(value);
@@ -130,16 +134,20 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
           if (part.rotated)
             rope::rotate(x.data(), cosines.data(), sines.data(), a.ropeDims, a.ropeInterleaved);
           if (part.scale) {
-            // Symmetric int8: x ~ scale * round(x / scale), scale = max|x| / 127 in f32.
+            // Symmetric: x ~ scale * q(x / scale), scale = max|x| / (q's largest) in f32, q
+            // rounding to int8 (127) or to E4M3's bytes (448; a u8 cache is an fp8_e4m3 one).
+            const bool fp8 = stored.dtype.code == kDLUInt;
             double largest = 0;
             for (double v : x)
               largest = std::max(largest, std::fabs(v));
-            const auto scale = static_cast<float>(largest / 127);
+            const auto scale = static_cast<float>(largest / (fp8 ? kE4m3Largest : 127));
             writeElement(*part.scale, rowFirst ? elementAt(*part.scale, {outer, row, g})
                                                : elementAt(*part.scale, {outer, g, row}),
                          scale);
             for (double& v : x)
-              v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
+              v = scale <= 0 ? 0
+                  : fp8      ? doubleToE4m3(v / scale)
+                             : std::clamp(std::nearbyint(v / scale), -127.0, 127.0);
           }
           for (int64_t e = 0; e < dim; ++e)
             writeElement(stored, target + e * targetStride, x[e]);

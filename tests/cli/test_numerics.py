@@ -155,6 +155,8 @@ class NumericsMatrix(CliTestCase):
             "heads=8 kv_heads=2 d_k=40 kv_cache=paged page_size=16 kv_dtype=int8 mask=causal "
             "lse=true dtype=f16",
             "heads=4 d_k=24 kv_cache=contiguous kv_dtype=int8 layout=bshd weights=true",
+            "heads=8 kv_heads=2 d_k=40 kv_cache=paged page_size=16 page_layout=hnd "
+            "kv_dtype=fp8_e4m3 mask=causal sinks=true lse=true dtype=bf16",
             "heads=4 kv_heads=2 d_k=16 layout=bshd mask=padding softcap=20",
             "heads=2 d_k=16 mask=tensor+padding bias=true dropout=0.3 seed=5 lse=true",
             "heads=2 d_k=16 mask=bigbird block=16 random_blocks=2 seed=9 weights=true",
@@ -179,7 +181,8 @@ class NumericsMatrix(CliTestCase):
         # KV caches on every backend whose rows cover them: Tq 1, 3 and 16 rows at each
         # sequence's end, lengths 0 and 1 among longer ones, pages of 16 and 64 rows in
         # shuffled order (attnc's random block tables), GQA ratios 1, 4 and 8, head dims off the
-        # vector width, f16 and bf16 queries over f16, bf16 and int8 caches, sinks.
+        # vector width, f16 and bf16 queries over f16, bf16, int8 and fp8 E4M3 caches (fp8 on
+        # MLIR only: Halide refuses it), sinks.
         specs = [
             "heads=2 d_k=40 kv_cache=paged page_size=16 mask=causal sinks=true lse=true "
             "dtype=f16",
@@ -189,6 +192,10 @@ class NumericsMatrix(CliTestCase):
             "sinks=true dtype=f16",
             "heads=4 kv_heads=1 d_k=24 kv_cache=contiguous kv_dtype=int8 mask=causal lse=true "
             "dtype=bf16",
+            "heads=8 kv_heads=2 d_k=40 kv_cache=paged page_size=16 kv_dtype=fp8_e4m3 "
+            "mask=causal sinks=true lse=true dtype=f16",
+            "heads=4 kv_heads=1 d_k=24 kv_cache=contiguous kv_dtype=fp8_e4m3 layout=bshd "
+            "mask=causal lse=true dtype=bf16",
         ]
         shapes = [("3", "1", "700", "0,1,700"), ("2", "3", "130", "130,1"),
                   ("3", "16", "200", "17,0,200")]
@@ -228,7 +235,7 @@ class NumericsMatrix(CliTestCase):
 
     def test_new_rows_written_into_kv_caches(self):
         # kv_append: the runtime writes k_new and v_new at the query rows' positions (rotated by
-        # RoPE, quantised for int8) and the kernel then reads them from the cache; the reference
+        # RoPE, quantised for int8 and fp8) and the kernel then reads them from the cache; the reference
         # computes with the rows as written. Contiguous both layouts, paged both page orders, a
         # ragged batch, Tq 1 and 20 (decode and prefill kernels).
         specs = [
@@ -239,6 +246,8 @@ class NumericsMatrix(CliTestCase):
             "page_size=16 page_layout=hnd kv_dtype=int8 ragged_q=true lse=true kv_append=true",
             "heads=4 kv_heads=2 d_k=24 mask=causal layout=bshd kv_cache=contiguous kv_dtype=int8 "
             "dtype=bf16 kv_append=true",
+            "heads=8 kv_heads=2 d_k=40 rope=true mask=causal layout=bshd kv_cache=paged "
+            "page_size=16 kv_dtype=fp8_e4m3 ragged_q=true lse=true dtype=f16 kv_append=true",
         ]
         for spec in specs:
             self.check(spec, [("3", "1", "300"), ("2", "20", "100")])
@@ -246,6 +255,45 @@ class NumericsMatrix(CliTestCase):
             self.expect(attnc("compile", specs[0], "--backend", "mlir", "--target", "cuda-sm_80",
                               "-o", self.tmp + "/gpu"),
                         2, "does not support kv_append on cuda targets")
+
+    @needs_backends("mlir")
+    def test_fp8_caches_decode_every_kind_of_byte(self):
+        # Every E4M3 byte the kernels can meet: zero keys (so each row's output is the mean of
+        # its values) and values holding the 16 subnormals (+-m 2^-9), the smallest normals,
+        # +-448 and ordinary numbers, with a scale of 512 that makes the subnormals 0..7: a
+        # subnormal decoded wrong moves the mean by units, far past the tolerance. Then a NaN
+        # byte, which makes every row keeping it NaN. Decode (Tq 1) and prefill (Tq 3) kernels,
+        # contiguous bhsd and paged nhd.
+        d, tk = 16, 16
+        value_bytes = list(range(0x00, 0x08)) + list(range(0x80, 0x88)) + [0x08, 0x88, 0x7E,
+                                                                           0xFE, 0x38, 0xB8]
+        values = [value_bytes[(j * 5 + e) % len(value_bytes)] for j in range(tk)
+                  for e in range(d)]
+        with_nan = list(values)
+        with_nan[3 * d + 2] = 0xFF
+        for cache in ("kv_cache=contiguous", "kv_cache=paged page_size=16"):
+            spec = "heads=2 kv_heads=1 d_k=%d kv_dtype=fp8_e4m3 lse=true %s" % (d, cache)
+            bundle = self.expect(attnc("compile", spec, "--backend", "mlir", "-o",
+                                       self.tmp + "/fp8"), 0).stdout.strip()
+            rows = "k_pages" if "paged" in cache else "k"
+            shape = [1, tk, 1, d] if "paged" in cache else [1, 1, tk, d]
+            scales = shape[:-1]
+            paths = {}
+            for name, data in (("zeros", [0] * (tk * d)), ("values", values),
+                               ("with_nan", with_nan)):
+                paths[name] = "%s/%s.npy" % (self.tmp, name)
+                write_npy(paths[name], data, shape, "|u1")
+            write_npy(self.tmp + "/ks.npy", [1.0] * tk, scales)
+            write_npy(self.tmp + "/vs.npy", [512.0] * tk, scales)
+            for v in ("values", "with_nan"):
+                for tq in ("1", "3"):
+                    with self.subTest(cache=cache, v=v, tq=tq):
+                        params = ["--param", rows + "=" + paths["zeros"],
+                                  "--param", rows.replace("k", "v", 1) + "=" + paths[v],
+                                  "--param", "k_scale=" + self.tmp + "/ks.npy",
+                                  "--param", "v_scale=" + self.tmp + "/vs.npy"]
+                        self.expect(attnc("verify", bundle, "--seq-q", tq, "--seq-k", str(tk),
+                                          "--lengths", str(tk), *params), 0, "PASS")
 
     def test_ragged_offsets_from_a_file_are_checked(self):
         spec = "heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true mask=causal"

@@ -97,6 +97,48 @@ func.func @dequantize(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>, %v: mem
   return
 }
 
+// An fp8 E4M3 cache: each byte's bits moved to a binary16's places, the half widened and scaled
+// by 256 (NaN apart), then times its row's scale.
+// CHECK-LABEL: func.func @decode_fp8
+// CHECK: scf.forall
+// CHECK:   memref.load %{{.*}} : memref<?x2x?x32xf8E4M3FN>
+// CHECK:   arith.bitcast %{{.*}} : f8E4M3FN to i8
+// CHECK:   arith.extsi %{{.*}} : i8 to i16
+// CHECK:   arith.shli
+// CHECK:   arith.bitcast %{{.*}} : i16 to f16
+// CHECK:   arith.extf %{{.*}} : f16 to f32
+// CHECK:   arith.mulf
+// CHECK:   arith.select
+// CHECK:   arith.mulf
+// CHECK:   memref.store
+// CHECK: attn.online_update
+// CHECK-NOT: f8E4M3FN
+func.func @decode_fp8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf8E4M3FN>,
+                      %v: memref<?x2x?x32xf8E4M3FN>, %ks: memref<?x2x?xf32>,
+                      %vs: memref<?x2x?xf32>, %o: memref<?x4x?x32xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x32xf8E4M3FN>
+  %acc = memref.alloc(%b, %tq) : memref<?x4x32x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v scales(%ks, %vs : memref<?x2x?xf32>, memref<?x2x?xf32>)
+      into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x?x32xf8E4M3FN>, memref<?x2x?x32xf8E4M3FN>,
+        memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x32xf16>
+  memref.dealloc %acc : memref<?x4x32x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root

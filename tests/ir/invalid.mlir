@@ -273,7 +273,7 @@ func.func @pages_without_lengths(%q: tensor<1x2x4x16xf32>, %k: tensor<3x2x4x16xf
 
 func.func @int8_key_without_scales(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xi8>,
                                    %v: tensor<1x2x4x16xi8>) {
-  // expected-error @+1 {{the key is int8 exactly when it has scales}}
+  // expected-error @+1 {{the key is int8 or fp8 E4M3 exactly when it has scales}}
   %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
       : tensor<1x2x4x16xf32>, tensor<1x2x4x16xi8>, tensor<1x2x4x16xi8> -> tensor<1x2x4x16xf32>
   return

@@ -2,6 +2,7 @@
 #include "TestSupport.h"
 
 #include "Semantics/Positions.h"
+#include "attnc/Float8.hpp"
 
 #include <cmath>
 #include <gtest/gtest.h>
@@ -208,28 +209,35 @@ TEST(Reference, RopeOverACacheRotatesTheQueriesAtTheSequencesEnd) {
   }
 }
 
-// An int8 cache is its rows times their scales: the same spec on a float cache holding those
-// products gives the same outputs, for contiguous bshd scales [B, Tk, H_kv].
-TEST(Reference, Int8CachesAreTheirRowsTimesTheirScales) {
+// A quantized cache is its rows (int8 values, or E4M3 bytes decoded) times their scales: the
+// same spec on a float cache holding those products gives the same outputs, for contiguous bshd
+// scales [B, Tk, H_kv].
+TEST(Reference, QuantizedCachesAreTheirRowsTimesTheirScales) {
   const std::string features = "heads=2 kv_heads=2 d_k=4 mask=causal layout=bshd lse=true "
                                "kv_cache=contiguous";
-  tools::Call quantised = randomCall(features + " kv_dtype=int8", 1, 2, 5, 4);
-  tools::Call plain = randomCall(features, 1, 2, 5, 4);
-  quantised.tensor("seq_lens").assign({4});
-  plain.tensor("seq_lens").assign({4});
-  plain.tensor("q").assign(quantised.tensor("q").values());
-  for (const char* name : {"k", "v"}) {
-    std::vector<double> rows = quantised.tensor(name).values();
-    const std::vector<double> scale = quantised.tensor(std::string(name) + "_scale").values();
-    for (size_t e = 0; e < rows.size(); ++e)
-      rows[e] *= scale[e / 4]; // [B, Tk, H_kv, d]: one scale per d elements
-    plain.tensor(name).assign(rows);
+  for (const std::string dtype : {"int8", "fp8_e4m3"}) {
+    SCOPED_TRACE(dtype);
+    tools::Call quantised = randomCall(features + " kv_dtype=" + dtype, 1, 2, 5, 4);
+    tools::Call plain = randomCall(features, 1, 2, 5, 4);
+    quantised.tensor("seq_lens").assign({4});
+    plain.tensor("seq_lens").assign({4});
+    plain.tensor("q").assign(quantised.tensor("q").values());
+    for (const char* name : {"k", "v"}) {
+      std::vector<double> rows = quantised.tensor(name).values();
+      const std::vector<double> scale = quantised.tensor(std::string(name) + "_scale").values();
+      for (size_t e = 0; e < rows.size(); ++e) {
+        const double value =
+            dtype == "int8" ? rows[e] : e4m3ToDouble(static_cast<uint8_t>(rows[e]));
+        rows[e] = value * scale[e / 4]; // [B, Tk, H_kv, d]: one scale per d elements
+      }
+      plain.tensor(name).assign(rows);
+    }
+    const test::Outputs a = runReferenceOn(quantised), b = runReferenceOn(plain);
+    for (size_t e = 0; e < a.o.size(); ++e)
+      EXPECT_NEAR(a.o[e], b.o[e], 1e-6); // the plain cache holds the products rounded to f32
+    for (size_t e = 0; e < a.lse.size(); ++e)
+      EXPECT_NEAR(a.lse[e], b.lse[e], 1e-6);
   }
-  const test::Outputs a = runReferenceOn(quantised), b = runReferenceOn(plain);
-  for (size_t e = 0; e < a.o.size(); ++e)
-    EXPECT_NEAR(a.o[e], b.o[e], 1e-6); // the plain cache holds the products rounded to f32
-  for (size_t e = 0; e < a.lse.size(); ++e)
-    EXPECT_NEAR(a.lse[e], b.lse[e], 1e-6);
 }
 
 TEST(Reference, HandComputedCausalBottomRight) {

@@ -7,6 +7,7 @@
 #include "Semantics/Random.h"
 #include "Support/Errors.h"
 #include "attnc/DType.hpp"
+#include "attnc/Float8.hpp"
 #include "attnc/TensorSpan.hpp"
 
 #include <algorithm>
@@ -120,7 +121,11 @@ std::vector<double> randomValues(const Spec& spec, const Argument& arg,
     for (double& v : values)
       v = static_cast<double>(words.next() % 255) - 127;
     break;
-  case ArgumentFill::Int8Scales:
+  case ArgumentFill::Fp8Values:
+    for (double& v : values)
+      v = doubleToE4m3(static_cast<double>(words.next() % 255) - 127);
+    break;
+  case ArgumentFill::RowScales:
     for (double& v : values)
       v = (1.0 + (words.next() % 1024) / 512.0) / 256.0;
     break;

@@ -126,6 +126,7 @@ const Coverage& UnfusedBaseline::coverage() {
     std::erase(row.modifiers, Modifier::ContiguousKvCache);
     std::erase(row.modifiers, Modifier::PagedKvCache);
     std::erase(row.modifiers, Modifier::Int8KvCache);
+    std::erase(row.modifiers, Modifier::Fp8KvCache);
     std::erase(row.modifiers, Modifier::KvAppend);
     return row;
   }();

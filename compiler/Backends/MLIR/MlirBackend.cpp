@@ -127,7 +127,8 @@ std::span<const Coverage> MlirBackend::coverage() const {
       std::vector<Modifier> modifiers = {
           Modifier::Alibi, Modifier::Softcap,  Modifier::Bias,  Modifier::Rope,
           Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks,
-          Modifier::ContiguousKvCache, Modifier::PagedKvCache, Modifier::Int8KvCache};
+          Modifier::ContiguousKvCache, Modifier::PagedKvCache, Modifier::Int8KvCache,
+          Modifier::Fp8KvCache};
       if (device == Device::Cpu) // the runtime writes the new rows into host caches only
         modifiers.push_back(Modifier::KvAppend);
       rows.push_back({device,

@@ -33,14 +33,20 @@ Type elementType(MLIRContext& ctx, const std::string& dtype) {
 }
 
 // Static sizes for constant dims; B, Tq, Tk and broadcastable dims are dynamic. Strides and
-// offset are dynamic: the runtime passes any DLPack strides through.
-MemRefType argumentType(MLIRContext& ctx, const Argument& arg) {
+// offset are dynamic: the runtime passes any DLPack strides through. An fp8_e4m3 cache's rows
+// (u8 bytes in the ABI) are f8E4M3FN, which the lowerings decode (LoweringUtils' toF32).
+MemRefType argumentType(MLIRContext& ctx, const Spec& spec, const Argument& arg) {
+  const bool cacheRows =
+      arg.name == "k" || arg.name == "v" || arg.name == "k_pages" || arg.name == "v_pages";
+  Type element = cacheRows && spec.kvDtype == KvDType::Fp8E4m3
+                     ? Type(Float8E4M3FNType::get(&ctx))
+                     : elementType(ctx, arg.dtypes.front());
   SmallVector<int64_t> shape;
   for (const DimExpr& d : arg.shape)
     shape.push_back(!d.symbol && !d.broadcastable ? d.value : ShapedType::kDynamic);
   SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
   auto layout = StridedLayoutAttr::get(&ctx, ShapedType::kDynamic, strides);
-  return MemRefType::get(shape, elementType(ctx, arg.dtypes.front()), layout);
+  return MemRefType::get(shape, element, layout);
 }
 
 RankedTensorType tensorOf(Value memref) {
@@ -54,7 +60,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   const std::vector<Argument> args = kernelArguments(spec);
   SmallVector<Type> types;
   for (const Argument& a : args)
-    types.push_back(argumentType(ctx, a));
+    types.push_back(argumentType(ctx, spec, a));
 
   ImplicitLocOpBuilder b(UnknownLoc::get(&ctx), &ctx);
   OwningOpRef<ModuleOp> module = ModuleOp::create(b.getLoc());

@@ -40,10 +40,10 @@ LogicalResult verifyPages(Operation* op, Value blockTable, Value seqLens) {
   return success();
 }
 
-// Int8 rows come with their scales, float rows without.
+// Quantized rows (int8, fp8 E4M3) come with their scales, float rows without.
 LogicalResult verifyScales(Operation* op, MemRefType rows, Value scale, const char* what) {
-  if (rows.getElementType().isInteger(8) != static_cast<bool>(scale))
-    return op->emitOpError() << what << " is int8 exactly when it has scales";
+  if (isQuantizedCacheElement(rows.getElementType()) != static_cast<bool>(scale))
+    return op->emitOpError() << what << " is int8 or fp8 E4M3 exactly when it has scales";
   return success();
 }
 

@@ -80,9 +80,10 @@ LogicalResult AttentionOp::verify() {
   }
   for (auto [rows, scale, what] : {std::tuple{getKey(), getKeyScale(), "key"},
                                    std::tuple{getValue(), getValueScale(), "value"}})
-    if (cast<RankedTensorType>(rows.getType()).getElementType().isInteger(8) !=
+    if (isQuantizedCacheElement(cast<RankedTensorType>(rows.getType()).getElementType()) !=
         static_cast<bool>(scale))
-      return emitOpError() << "the " << what << " is int8 exactly when it has scales";
+      return emitOpError() << "the " << what
+                           << " is int8 or fp8 E4M3 exactly when it has scales";
   if (!getBlockTable() != !getSeqLens())
     return emitOpError() << "a paged cache needs both block_table and seq_lens";
   if (Value table = getBlockTable(); table && cast<RankedTensorType>(table.getType()).getRank() != 2)

@@ -21,6 +21,12 @@ namespace attnc::attn {
 mlir::LogicalResult verifyRope(mlir::Operation* op, llvm::StringRef style, double theta,
                                int64_t dims, int64_t headDim);
 
+// A quantized KV cache's element type: int8 (i8) or OCP FP8 E4M3 (f8E4M3FN), each read as a
+// number times its row's scale.
+inline bool isQuantizedCacheElement(mlir::Type element) {
+  return element.isInteger(8) || mlir::isa<mlir::Float8E4M3FNType>(element);
+}
+
 } // namespace attnc::attn
 
 #endif // ATTNC_DIALECTS_ATTN_IR_ATTNOPS_H

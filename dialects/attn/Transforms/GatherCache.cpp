@@ -2,8 +2,8 @@
 //
 // Only the decode kernel reads K and V through a block table or dequantises int8 rows as it goes
 // (LowerDecode.cpp). For the others, a phase of its own at the start of the kernel copies each
-// sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 rows times
-// their scales) that the ops read instead: O(B Tk d) copies against the prefill's O(Tq Tk d)
+// sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 or fp8
+// E4M3 rows decoded and times their scales) that the ops read instead: O(B Tk d) copies against the prefill's O(Tq Tk d)
 // work. A task copies `rows` positions of one sequence for every head; in a paged cache the
 // positions past seq_lens[b] are zero, and their block table entries are not read.
 //
@@ -122,8 +122,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows)
                                                 ValueRange{sequence, g, j, c});
                      return;
                    }
-                   Value x = cb.create<arith::MulFOp>(
-                       cb.create<arith::SIToFPOp>(cb.getF32Type(), element), factor);
+                   Value x = cb.create<arith::MulFOp>(toF32(cb, element), factor);
                    storeF32(cb, x, entry.buffer, {sequence, g, j, c});
                  });
       });

@@ -62,23 +62,16 @@ int64_t roundUp(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32 (an int8
-// cache's as signed integers): one vector load when the chunk is `whole` (inside the row) and
-// the buffer `contiguous` (unit innermost stride), else element by element with the column
-// clamped into the row of `rowLength`.
+// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32 (toF32: an
+// int8 cache's as signed integers, an fp8 one's decoded): one vector load when the chunk is
+// `whole` (inside the row) and the buffer `contiguous` (unit innermost stride), else element by
+// element with the column clamped into the row of `rowLength`.
 Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t lanes,
               bool contiguous, bool whole, int64_t rowLength) {
-  auto f32Vector = VectorType::get({lanes}, b.getF32Type());
   Type element = cast<MemRefType>(buffer.getType()).getElementType();
   SmallVector<Value> at(indices.begin(), indices.end());
-  if (contiguous && whole) {
-    Value row = b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at);
-    if (element.isF32())
-      return row;
-    if (isa<IntegerType>(element))
-      return b.create<arith::SIToFPOp>(f32Vector, row);
-    return b.create<arith::ExtFOp>(f32Vector, row);
-  }
+  if (contiguous && whole)
+    return toF32(b, b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at));
   Value result = f32Splat(b, lanes, 0);
   Value base = at.back();
   for (int64_t lane = 0; lane < lanes; ++lane) {

@@ -46,8 +46,11 @@ SinkFold foldSink(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l, m
 // how the tile classifiers bound and scan those reads.
 mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::Value last);
 
-// Loads an element of a float buffer as f32 (extending bf16/f16 storage), or of an int8 cache's
-// as its signed value.
+// An element, scalar or vector, of a buffer the lowerings read as f32: f32 as it is, bf16/f16
+// extended, an int8 cache's as its signed value, an fp8 E4M3 cache's (f8E4M3FN) decoded from its
+// bits through binary16 (LLVM 19 lowers no f8 conversion; the value is attnc/Float8.hpp's).
+mlir::Value toF32(mlir::ImplicitLocOpBuilder& b, mlir::Value element);
+// Loads an element of a buffer as f32 (toF32).
 mlir::Value loadF32(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::ValueRange indices);
 // Stores an f32 into a float buffer of any float type (rounding to nearest even).
 void storeF32(mlir::ImplicitLocOpBuilder& b, mlir::Value value, mlir::Value buffer,

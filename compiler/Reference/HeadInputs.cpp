@@ -3,7 +3,7 @@
 #include "Semantics/Positions.h"
 #include "Support/Errors.h"
 #include "attnc/Float16.hpp"
-#include "attnc/Float8.hpp"
+#include "attnc/QuantizedRows.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,17 +67,15 @@ Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t pr
   return out;
 }
 
+// What a quantized cache's elements hold.
+RowCode rowCode(const Spec& s) {
+  return s.kvDtype == KvDType::Fp8E4m3 ? RowCode::E4m3 : RowCode::Int8;
+}
+
 // A cache element as the number it stands for before its row's scale: an fp8_e4m3 cache's byte
 // decoded, an int8 cache's or an unquantized one's value as read.
 double cachedValue(const Spec& s, double element) {
-  return s.kvDtype == KvDType::Fp8E4m3 ? e4m3ToDouble(static_cast<uint8_t>(element)) : element;
-}
-
-double largestMagnitude(const std::vector<double>& x) {
-  double largest = 0;
-  for (double v : x)
-    largest = std::max(largest, std::fabs(v));
-  return largest;
+  return s.kvDtype == KvDType::Same ? element : codeValue(element, rowCode(s));
 }
 
 // A paged cache's keys or values as [B, H_kv, Tk, d]: position j of sequence b is row j % P
@@ -166,14 +164,11 @@ void appendNewRows(const KernelTensors& t, HeadInputs& in) {
           std::vector<double> x(from->row(b, g, i), from->row(b, g, i) + dim);
           if (from == &keys && s.rope)
             positions::applyRope(x.data(), position, s.ropeDims, s.ropeTheta, s.ropeStyle);
-          if (s.kvDtype == KvDType::Int8) {
-            const double scale = static_cast<float>(largestMagnitude(x) / 127);
+          if (s.kvDtype != KvDType::Same) {
+            const RowCode code = rowCode(s);
+            const double scale = quantizeRow(x, code);
             for (double& v : x)
-              v = scale > 0 ? scale * std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0;
-          } else if (s.kvDtype == KvDType::Fp8E4m3) {
-            const double scale = static_cast<float>(largestMagnitude(x) / kE4m3Largest);
-            for (double& v : x)
-              v = scale > 0 ? scale * e4m3ToDouble(doubleToE4m3(v / scale)) : 0;
+              v = scale * codeValue(v, code);
           } else {
             for (double& v : x)
               v = stored(v);

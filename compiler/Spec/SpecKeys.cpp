@@ -277,7 +277,8 @@ std::vector<SpecKey> buildKeys() {
           "kv_append", &Spec::kvAppend, "kv_cache=contiguous|paged",
           [](const Spec& s) { return s.cached(); },
           "k_new, v_new (a row per query row) written into the cache at the query rows' "
-          "positions before attending: rotated by rope, quantised for kv_dtype=int8")),
+          "positions before attending: rotated by rope, quantised for kv_dtype=int8 or "
+          "fp8_e4m3")),
       listedOnlyWhenSet(nameKey(
           "kv_cache", &Spec::kvCache, kvCacheNames(), "variant=sdpa", is(Variant::Sdpa),
           "keys and values in a KV cache: seq_lens [B] keys per sequence, queries at its end")),

@@ -2,7 +2,7 @@
 
 #include "attnc/DType.hpp"
 #include "attnc/Float16.hpp"
-#include "attnc/Float8.hpp"
+#include "attnc/QuantizedRows.hpp"
 #include "attnc/Rope.hpp"
 
 #include <algorithm>
@@ -112,7 +112,8 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
           const DLTensor &rows = *part.rows, &stored = *part.cache;
           const int64_t dim = rows.shape[rows.ndim - 1];
           // Element e of the new row is at source + e * sourceStride, of its cache row at
-          // target + e * targetStride; the scale (an int8 cache's) at the row's index without e.
+          // target + e * targetStride; the scale (a quantized cache's) at the row's index
+          // without e.
           const int64_t source = packed     ? elementAt(rows, {offsets[b] + i, g, 0})
                                  : rowsBshd ? elementAt(rows, {b, i, g, 0})
                                             : elementAt(rows, {b, g, i, 0});
@@ -133,22 +134,12 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
             x[e] = readElement(rows, source + e * sourceStride);
           if (part.rotated)
             rope::rotate(x.data(), cosines.data(), sines.data(), a.ropeDims, a.ropeInterleaved);
-          if (part.scale) {
-            // Symmetric: x ~ scale * q(x / scale), scale = max|x| / (q's largest) in f32, q
-            // rounding to int8 (127) or to E4M3's bytes (448; a u8 cache is an fp8_e4m3 one).
-            const bool fp8 = stored.dtype.code == kDLUInt;
-            double largest = 0;
-            for (double v : x)
-              largest = std::max(largest, std::fabs(v));
-            const auto scale = static_cast<float>(largest / (fp8 ? kE4m3Largest : 127));
-            writeElement(*part.scale, rowFirst ? elementAt(*part.scale, {outer, row, g})
-                                               : elementAt(*part.scale, {outer, g, row}),
-                         scale);
-            for (double& v : x)
-              v = scale <= 0 ? 0
-                  : fp8      ? doubleToE4m3(v / scale)
-                             : std::clamp(std::nearbyint(v / scale), -127.0, 127.0);
-          }
+          if (part.scale) // a u8 cache is an fp8_e4m3 one, an i8 cache an int8 one
+            writeElement(*part.scale,
+                         rowFirst ? elementAt(*part.scale, {outer, row, g})
+                                  : elementAt(*part.scale, {outer, g, row}),
+                         quantizeRow(x, stored.dtype.code == kDLUInt ? RowCode::E4m3
+                                                                     : RowCode::Int8));
           for (int64_t e = 0; e < dim; ++e)
             writeElement(stored, target + e * targetStride, x[e]);
         }

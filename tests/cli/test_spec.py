@@ -33,7 +33,7 @@ class DocumentedSpecs(CliTestCase):
         text = dict(self.documents())["docs/spec.md"]
         table = text[text.index("- **Examples**"):text.index("- **Compiled.**")]
         rows = re.findall(r"^\s*\| [^|`]+ \| `(.+)` \|$", table, re.M)
-        self.assertEqual(len(rows), 5)
+        self.assertGreaterEqual(len(rows), 5)
         for row in rows:
             with self.subTest(spec=row):
                 self.expect(attnc("spec", "heads=8 d_k=64 " + row.replace("\\|", "|")), 0)

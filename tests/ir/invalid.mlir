@@ -278,3 +278,14 @@ func.func @int8_key_without_scales(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16
       : tensor<1x2x4x16xf32>, tensor<1x2x4x16xi8>, tensor<1x2x4x16xi8> -> tensor<1x2x4x16xf32>
   return
 }
+
+// -----
+
+func.func @e5m2_key(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf8E5M2>,
+                    %v: tensor<1x2x4x16xf8E5M2>) {
+  // expected-error @+1 {{the key's 8-bit floats must be f8E4M3FN}}
+  %o = attn.attention %q, %k, %v {scale = 0.25 : f64}
+      : tensor<1x2x4x16xf32>, tensor<1x2x4x16xf8E5M2>, tensor<1x2x4x16xf8E5M2>
+      -> tensor<1x2x4x16xf32>
+  return
+}

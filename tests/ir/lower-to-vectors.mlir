@@ -115,10 +115,14 @@ func.func @lower_aux(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: mem
 // A mask of bit operations (a draw's shape: a key block's number mixed with a constant). Its
 // bounds evaluate the xor where its operands are one point over a chunk of keys (kv_idx // 16),
 // so the scalar xor appears in the classifier beside the vector one per score; the key loops
-// start at the first chunk the mask can keep.
+// start at the first chunk the mask can keep. The remainder by kv_idx, whose range holds 0 in
+// the first chunk, is evaluated with its divisor replaced by 1 unless it is a point other than
+// 0 and -1 (the copy runs for every chunk).
 // CHECK-LABEL: func.func @lower_points
 // CHECK: scf.forall
 // CHECK: arith.divsi %{{.*}}, %{{.*}} : i32
+// CHECK: %[[DIVISOR:.*]] = arith.select %{{.*}}, %{{.*}}, %c1_i32 : i32
+// CHECK-NEXT: arith.remsi %{{.*}}, %[[DIVISOR]] : i32
 // CHECK: arith.xori %{{.*}}, %{{.*}} : i32
 // CHECK: arith.minui
 // CHECK: arith.xori %{{.*}}, %{{.*}} : vector<16xi32>
@@ -152,7 +156,9 @@ func.func @lower_points(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: 
           mask_mod {
           ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
             %block = arith.divsi %kv, %c16 : i32
-            %mixed = arith.xori %block, %c5 : i32
+            %rest = arith.remsi %i, %kv : i32
+            %shifted = arith.addi %block, %rest : i32
+            %mixed = arith.xori %shifted, %c5 : i32
             %low = arith.andi %mixed, %c3 : i32
             %keep = arith.cmpi eq, %low, %one : i32
             gpu.yield %keep : i1

@@ -117,9 +117,10 @@ public:
 // attends a key block from its first to its last chunk of 16 keys the mask can keep, with query
 // tiles inside one row block of block_sparse or BigBird (their draws evaluated per chunk): dead
 // layout blocks of 64 keys or more are skipped, smaller ones between live ones in a block of
-// 128 keys attended masked; at blocks of 32 and 64 these kernels ran 1.08-1.21x as fast as
-// Halide's (docs/benchmarks.md), so only strided and dilated are listed as visiting masked keys
-// there. The tensor-core lowering's key blocks are not classified so (CUDA lists all four).
+// 128 keys attended masked, and a block no multiple of the vector width (8, 24, 40 on AVX-512)
+// leaves tiles straddling row blocks, whose draws are drawn per score; at blocks of 16, 32 and
+// 64 these kernels ran 0.99-3.6x as fast as Halide's (docs/benchmarks.md), so only strided and
+// dilated are listed as visiting masked keys there. The tensor-core lowering's key blocks are not classified so (CUDA lists all four).
 std::span<const Coverage> MlirBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     std::vector<Coverage> rows;

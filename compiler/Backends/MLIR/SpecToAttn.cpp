@@ -73,8 +73,8 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
     Value v = value;
     // Tensors whose positions come before their heads ([B, T, H, d] with bshd, a paged cache's
-    // nhd pages [pages, page_size, H_kv, d], and the int8 scales of either, without d) are
-    // viewed heads first, as the ops take them: the attention is always written BHSD.
+    // nhd pages [pages, page_size, H_kv, d], and a quantized cache's scales of either, without
+    // d) are viewed heads first, as the ops take them: the attention is always written BHSD.
     const bool query = arg.name == "q" || arg.name == "o";
     const bool cacheRows = arg.name == "k" || arg.name == "v" || arg.name == "k_pages" ||
                            arg.name == "v_pages" || arg.name == "k_scale" ||

@@ -28,7 +28,7 @@ def Attn_ScoreOpInterface : OpInterface<"ScoreOpInterface"> {
     InterfaceMethod<"A paged cache's keys per sequence [B] (with the block table)",
                     "::mlir::TypedValue<::mlir::MemRefType>", "getSeqLens", (ins),
                     [{ return $_op.getSeqLens(); }]>,
-    InterfaceMethod<"An int8 cache's key scales (null: keys are floats)",
+    InterfaceMethod<"A quantized cache's key scales (null: keys are floats)",
                     "::mlir::TypedValue<::mlir::MemRefType>", "getKeyScale", (ins),
                     [{ return $_op.getKeyScale(); }]>,
     InterfaceMethod<"The aux tensors the expression regions read",

@@ -42,6 +42,8 @@ LogicalResult verifyPages(Operation* op, Value blockTable, Value seqLens) {
 
 // Quantized rows (int8, fp8 E4M3) come with their scales, float rows without.
 LogicalResult verifyScales(Operation* op, MemRefType rows, Value scale, const char* what) {
+  if (isOtherFloat8(rows.getElementType()))
+    return op->emitOpError() << what << "'s 8-bit floats must be f8E4M3FN";
   if (isQuantizedCacheElement(rows.getElementType()) != static_cast<bool>(scale))
     return op->emitOpError() << what << " is int8 or fp8 E4M3 exactly when it has scales";
   return success();

@@ -125,7 +125,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     the domain must cover just that head and batch (nb = nh = 1) and scores are not scaled again.
     `max_keys`, when present, bounds `nj` (tiling along keys sets it).
     With `pages(block_table, seq_lens)` key and value are a paged KV cache, and with
-    `scales(key_scale, value_scale)` an int8 one, as attn.attention defines them; only the
+    `scales(key_scale, value_scale)` a quantized one, as attn.attention defines them; only the
     decode lowering reads them so, every other lowering needs `transform.attn.gather_cache`
     first.
 
@@ -149,8 +149,9 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
         [MemRead]>:$block_table,
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "paged cache: keys per sequence [B]",
         [MemRead]>:$seq_lens,
-    Arg<Optional<MemRefRankOf<[F32], [3]>>, "int8 cache: key rows' scales", [MemRead]>:$key_scale,
-    Arg<Optional<MemRefRankOf<[F32], [3]>>, "int8 cache: value rows' scales",
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "quantized cache: key rows' scales",
+        [MemRead]>:$key_scale,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "quantized cache: value rows' scales",
         [MemRead]>:$value_scale,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
@@ -254,7 +255,8 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
         [MemRead]>:$block_table,
     Arg<Optional<MemRefRankOf<[I32], [1]>>, "paged cache: keys per sequence [B]",
         [MemRead]>:$seq_lens,
-    Arg<Optional<MemRefRankOf<[F32], [3]>>, "int8 cache: key rows' scales", [MemRead]>:$key_scale,
+    Arg<Optional<MemRefRankOf<[F32], [3]>>, "quantized cache: key rows' scales",
+        [MemRead]>:$key_scale,
     Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
     Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
     Variadic<Index>:$offsets,

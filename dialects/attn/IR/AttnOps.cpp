@@ -79,11 +79,14 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "lse must be [B, heads, Tq]";
   }
   for (auto [rows, scale, what] : {std::tuple{getKey(), getKeyScale(), "key"},
-                                   std::tuple{getValue(), getValueScale(), "value"}})
-    if (isQuantizedCacheElement(cast<RankedTensorType>(rows.getType()).getElementType()) !=
-        static_cast<bool>(scale))
+                                   std::tuple{getValue(), getValueScale(), "value"}}) {
+    Type element = cast<RankedTensorType>(rows.getType()).getElementType();
+    if (isOtherFloat8(element))
+      return emitOpError() << "the " << what << "'s 8-bit floats must be f8E4M3FN";
+    if (isQuantizedCacheElement(element) != static_cast<bool>(scale))
       return emitOpError() << "the " << what
                            << " is int8 or fp8 E4M3 exactly when it has scales";
+  }
   if (!getBlockTable() != !getSeqLens())
     return emitOpError() << "a paged cache needs both block_table and seq_lens";
   if (Value table = getBlockTable(); table && cast<RankedTensorType>(table.getType()).getRank() != 2)

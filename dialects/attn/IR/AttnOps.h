@@ -26,6 +26,11 @@ mlir::LogicalResult verifyRope(mlir::Operation* op, llvm::StringRef style, doubl
 inline bool isQuantizedCacheElement(mlir::Type element) {
   return element.isInteger(8) || mlir::isa<mlir::Float8E4M3FNType>(element);
 }
+// An 8-bit float other than E4M3FN, which no lowering decodes.
+inline bool isOtherFloat8(mlir::Type element) {
+  return mlir::isa<mlir::FloatType>(element) && element.getIntOrFloatBitWidth() == 8 &&
+         !mlir::isa<mlir::Float8E4M3FNType>(element);
+}
 
 } // namespace attnc::attn
 

@@ -88,9 +88,10 @@ def Attn_AttentionOp : Attn_Op<"attention",
     block_table[b, j / page_size] (block_table [B, Tk / page_size] i32, so Tk is its width
     times page_size), for j < seq_lens[b] ([B] i32); the masks (mask_mod) keep no later key.
 
-    `scales(key_scale, value_scale)`, when present, makes key and value an int8 cache: row j
-    of KV head g is key_scale[., g, j] times its int8 elements (the scales shaped as key and
-    value without d: [B, H_kv, Tk], or [pages, H_kv, page_size] with pages).
+    `scales(key_scale, value_scale)`, when present, makes key and value a quantized cache (i8
+    or f8E4M3FN elements): row j of KV head g is key_scale[., g, j] times its elements' values
+    (the scales shaped as key and value without d: [B, H_kv, Tk], or [pages, H_kv, page_size]
+    with pages).
   }];
 
   let arguments = !con((ins

@@ -115,11 +115,12 @@ def AttnLowerDecodeOp : Attn_TransformOp<"lower_decode"> {
 }
 
 def AttnGatherCacheOp : Attn_TransformOp<"gather_cache"> {
-  let summary = "Copies a paged or int8 KV cache into plain buffers the ops under the target read";
+  let summary = "Copies a paged or quantized KV cache into plain buffers the ops under the target "
+                "read";
   let description = [{
     The attn.online_update and attn.weights ops under the target that read a paged cache
-    (`pages(block_table, seq_lens)`) or an int8 one (`scales(...)`) read buffers
-    [B, H_kv, Tk, d] instead (of the query's type for int8, the rows times their scales),
+    (`pages(block_table, seq_lens)`) or a quantized one (`scales(...)`) read buffers
+    [B, H_kv, Tk, d] instead (of the query's type when quantized, the rows times their scales),
     filled by an scf.forall of their own at the start of the kernel (a phase), one task per
     `rows` positions of a sequence; a paged sequence's positions past seq_lens[b] are zero.
     Every lowering but lower_decode needs it; without such ops it does nothing.

@@ -143,7 +143,15 @@ private:
   // Whether the op's rule above bounds it to one point when its operands are points.
   static bool keepsPoints(Operation& op) {
     Type type = op.getResult(0).getType();
-    if (isa<arith::ConstantOp, arith::SelectOp, arith::CmpIOp, arith::ExtUIOp, math::AbsIOp>(op))
+    if (auto compare = dyn_cast<arith::CmpIOp>(&op)) { // truthOf's signed, eq and ne rules
+      using P = arith::CmpIPredicate;
+      const P p = compare.getPredicate();
+      return !compare.getLhs().getType().isInteger(1) &&
+             (p == P::slt || p == P::sle || p == P::sgt || p == P::sge || p == P::eq ||
+              p == P::ne);
+    }
+    if (isa<arith::ConstantOp, arith::SelectOp, arith::ExtUIOp, math::AbsIOp, arith::MinSIOp,
+            arith::MaxSIOp>(op))
       return true;
     if (auto divide = dyn_cast<arith::DivSIOp>(&op))
       return divide.getRhs().getDefiningOp<arith::ConstantIntOp>() != nullptr;
@@ -181,6 +189,23 @@ private:
         return;
       allPoints = both(allPoints, negate(less(r.lo, r.hi)));
       points.map(operand, r.lo);
+    }
+    // The copy runs whatever the operands' ranges (only its value is picked by allPoints): a
+    // remainder's or quotient's divisor there is 1 unless it is a point other than 0 and -1
+    // (x rem 0 traps, INT_MIN rem -1 overflows; the language's % and // never divide so).
+    if (isa<arith::RemSIOp, arith::RemUIOp, arith::DivSIOp, arith::DivUIOp, arith::CeilDivSIOp,
+            arith::CeilDivUIOp, arith::FloorDivSIOp>(op)) {
+      Value divisor = points.lookup(op.getOperand(1));
+      Value safe = both(negate(b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, divisor,
+                                                       zeroLike(divisor))),
+                        negate(b.create<arith::CmpIOp>(
+                            arith::CmpIPredicate::eq, divisor,
+                            b.create<arith::ConstantOp>(b.getIntegerAttr(divisor.getType(), -1)))));
+      allPoints = both(allPoints, safe);
+      points.map(op.getOperand(1),
+                 b.create<arith::SelectOp>(
+                     allPoints, divisor,
+                     b.create<arith::ConstantOp>(b.getIntegerAttr(divisor.getType(), 1))));
     }
     Value exact = b.clone(op, points)->getResult(0);
     if (result.getType().isInteger(1)) {
@@ -289,7 +314,7 @@ private:
       Range d = operand(1);
       if (!d)
         return {};
-      Value positive = less(zeroLike(d.lo), d.lo);
+      Value positive = both(less(zeroLike(d.lo), d.lo), lessOrEqual(d.lo, d.hi));
       Value one = b.create<arith::ConstantOp>(b.getIntegerAttr(d.lo.getType(), 1));
       Value dLo = b.create<arith::SelectOp>(positive, d.lo, one),
             dHi = b.create<arith::SelectOp>(positive, d.hi, one);
@@ -372,7 +397,11 @@ private:
       Value lo = b.create<arith::SubIOp>(zero, bound);
       if (x)
         lo = b.create<arith::SelectOp>(lessOrEqual(zero, x.lo), zero, lo);
-      return {lo, bound};
+      // A divisor range reaching the least int, whose negation wraps: anything.
+      Value least = signedLimit(m.lo.getType(), false);
+      Value wraps = lessOrEqual(m.lo, least);
+      return {b.create<arith::SelectOp>(wraps, least, lo),
+              b.create<arith::SelectOp>(wraps, signedLimit(m.lo.getType(), true), bound)};
     }
     if (auto select = dyn_cast<arith::SelectOp>(&op)) {
       Truth c = truth(select.getCondition());

@@ -1,11 +1,12 @@
-//===- GatherCache.cpp - a paged or int8 KV cache copied into plain buffers -----===//
+//===- GatherCache.cpp - a paged or quantized KV cache copied into plain buffers ===//
 //
-// Only the decode kernel reads K and V through a block table or dequantises int8 rows as it goes
-// (LowerDecode.cpp). For the others, a phase of its own at the start of the kernel copies each
-// sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 or fp8
-// E4M3 rows decoded and times their scales) that the ops read instead: O(B Tk d) copies against the prefill's O(Tq Tk d)
-// work. A task copies `rows` positions of one sequence for every head; in a paged cache the
-// positions past seq_lens[b] are zero, and their block table entries are not read.
+// Only the decode kernel reads K and V through a block table or dequantises quantized rows as it
+// goes (LowerDecode.cpp). For the others, a phase of its own at the start of the kernel copies
+// each sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 or
+// fp8 E4M3 rows decoded and times their scales) that the ops read instead: O(B Tk d) copies
+// against the prefill's O(Tq Tk d) work. A task copies `rows` positions of one sequence for
+// every head; in a paged cache the positions past seq_lens[b] are zero, and their block table
+// entries are not read.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/LoweringUtils.h"
@@ -29,7 +30,7 @@ Operation* firstPhase(Block& block) {
   return block.getTerminator();
 }
 
-// A cache buffer the ops read, its scales (int8 rows) and the plain buffer it becomes.
+// A cache buffer the ops read, its scales (quantized rows) and the plain buffer it becomes.
 struct Gathered {
   Value scale, buffer;
 };
@@ -104,7 +105,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows)
   Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, chunks), tileRows);
   Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, tileRows), seqK);
   // Copies position j of the sequence, row `row` of `outer` in the cache ((sequence, j) in a
-  // contiguous cache, (page, j mod page_size) in a paged one), int8 rows times their scales.
+  // contiguous cache, (page, j mod page_size) in a paged one), quantized rows times their scales.
   auto copyRow = [&](ImplicitLocOpBuilder& at, Value outer, Value row, Value j) {
     for (auto& [rowsOf, entry] : gathered) {
       auto type = cast<MemRefType>(rowsOf.getType());

@@ -271,7 +271,7 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                    lastKey)));
     if (op.getBlockTable())
       prefetchPages(gb, firstKey, lastKey, keysPerTile);
-    // An int8 cache's keys: s_u = k_scale[u] (q . k_int8[u]), the scale applied to the sums.
+    // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale applied to the sums.
     Value keyScales;
     if (Value scale = op.getKeyScale()) {
       SmallVector<Value> perKey;
@@ -428,7 +428,7 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
           auto [outer, row] = keyAt(jb, jb.create<arith::AddIOp>(j0, j));
-          // An int8 cache's values: p v_j = (p v_scale[j]) v_int8[j].
+          // A quantized cache's values: p v_j = (p v_scale[j]) v_q[j].
           Value valueScale;
           if (Value scale = op.getValueScale())
             valueScale = jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row});

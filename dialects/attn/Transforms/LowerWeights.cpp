@@ -203,7 +203,7 @@ FailureOr<scf::ForallOp> lowerWeights(RewriterBase& rewriter, WeightsOp op, int6
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_weights: key_unroll must be positive";
   if (op.getBlockTable() || op.getKeyScale())
-    return op.emitOpError() << "lower_weights: a paged or int8 cache needs "
+    return op.emitOpError() << "lower_weights: a paged or quantized cache needs "
                                "transform.attn.gather_cache first";
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);

@@ -87,17 +87,20 @@ Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {
 
 namespace {
 
+// `type` (a scalar, or a vector of them) with its scalars of type `element`.
+Type withElement(Type type, Type element) {
+  if (auto vector = dyn_cast<VectorType>(type))
+    return vector.cloneWith(std::nullopt, element);
+  return element;
+}
+
 // E4M3 bits (i8, or a vector of them) as f32, through binary16: E4M3's sign, exponent and
 // mantissa bits moved to binary16's places (bits 15, 14-10 with the top exponent bit 0, 9-7) make
 // a half of exactly 2^-8 the value, subnormals included (E4M3's m * 2^-9 lands on binary16's
 // subnormal m * 2^-17), so one f16 -> f32 conversion (vcvtph2ps, cvt.f32.f16) and a product by
 // 256 decode it; S.1111.111 is NaN.
 Value decodeE4m3(ImplicitLocOpBuilder& b, Value bits) {
-  auto like = [&](Type scalar) -> Type {
-    if (auto vector = dyn_cast<VectorType>(bits.getType()))
-      return VectorType::get(vector.getShape(), scalar);
-    return scalar;
-  };
+  auto like = [&](Type scalar) { return withElement(bits.getType(), scalar); };
   Type i16 = like(b.getIntegerType(16)), f32 = like(b.getF32Type());
   auto constant = [&](Type type, Attribute scalar) -> Value {
     if (auto vector = dyn_cast<VectorType>(type))
@@ -125,11 +128,7 @@ Value decodeE4m3(ImplicitLocOpBuilder& b, Value bits) {
 
 Value toF32(ImplicitLocOpBuilder& b, Value element) {
   Type type = element.getType(), scalar = getElementTypeOrSelf(type);
-  auto like = [&](Type to) -> Type {
-    if (auto vector = dyn_cast<VectorType>(type))
-      return VectorType::get(vector.getShape(), to);
-    return to;
-  };
+  auto like = [&](Type to) { return withElement(type, to); };
   if (scalar.isF32())
     return element;
   if (isa<IntegerType>(scalar))

@@ -71,7 +71,7 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
   if (rows <= 0)
     return update.emitOpError() << "tile_queries: the tile must have at least one row";
   if (update.getBlockTable() || update.getKeyScale())
-    return update.emitOpError() << "tile_queries: a paged or int8 cache needs "
+    return update.emitOpError() << "tile_queries: a paged or quantized cache needs "
                                    "transform.attn.gather_cache first";
   FailureOr<StateOps> state = findStateOps(update, "tile_queries");
   if (failed(state))

@@ -86,9 +86,9 @@ mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::
 mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, WeightsOp op,
                                                   int64_t rows, const VectorOptions& options);
 
-// Makes the online_update and weights ops under `root` that read a paged or int8 KV cache
+// Makes the online_update and weights ops under `root` that read a paged or quantized KV cache
 // (pages(...), scales(...)) read plain buffers [B, H_kv, Tk, d] instead, of the query's type
-// when int8, which a phase of their own at the start of the kernel fills, one task per `rows`
+// when quantized, which a phase of their own at the start of the kernel fills, one task per `rows`
 // positions of a sequence (GatherCache.cpp): every lowering but the decode kernel's needs it.
 mlir::LogicalResult gatherCache(mlir::RewriterBase& rewriter, mlir::Operation* root,
                                 int64_t rows);

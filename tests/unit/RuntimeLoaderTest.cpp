@@ -4,6 +4,7 @@
 #include "Link/BundleWriter.h"
 #include "Link/Toolchain.h"
 #include "TestSupport.h"
+#include "attnc/Float8.hpp"
 #include "attnc/Runtime.hpp"
 
 #include <array>
@@ -328,6 +329,46 @@ TEST_F(TensorChecks, NewRowsAreWrittenIntoTheCacheBeforeTheKernel) {
   expectRunFails(tooShort, ATTNC_ERROR_INVALID_ARGUMENT,
                  "seq_lens[1] = 1 is less than the 2 new rows of sequence 1");
   EXPECT_EQ(tooShort.tensor("k").values(), before);
+}
+
+// A quantized cache's new rows: each row's scale is max|x| / 127 (int8) or / 448 (fp8 E4M3) in
+// f32, its largest element stored as the code's largest magnitude, and every element within half
+// a step of the code's grid (int8: half the scale; E4M3: 2^-4 of the value, or half its
+// smallest subnormal step).
+TEST_F(TensorChecks, QuantizedNewRowsAreStoredAsCodesTimesTheirScales) {
+  for (const std::string dtype : {"int8", "fp8_e4m3"}) {
+    SCOPED_TRACE(dtype);
+    const bool fp8 = dtype == "fp8_e4m3";
+    const std::string spec = "heads=2 d_k=8 kv_cache=contiguous kv_append=true kv_dtype=" + dtype;
+    runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+    const int64_t B = 1, Tq = 2, Tk = 5, H = 2, d = 8;
+    tools::Call call = test::randomCall(spec, B, Tq, Tk);
+    call.tensor("seq_lens").assign({5});
+    std::vector<attnc_named_tensor> named = call.named();
+    bundle.run(named);
+    const std::vector<double> codes = call.tensor("k").values(),
+                              scales = call.tensor("k_scale").values(),
+                              rows = call.tensor("k_new").values();
+    for (int64_t g = 0; g < H; ++g)
+      for (int64_t i = 0; i < Tq; ++i) {
+        const int64_t position = Tk - Tq + i;
+        double largest = 0;
+        for (int64_t e = 0; e < d; ++e)
+          largest = std::max(largest, std::fabs(rows[test::at4(H, Tq, d, 0, g, i, e)]));
+        const double scale = scales[g * Tk + position];
+        EXPECT_EQ(scale, static_cast<float>(largest / (fp8 ? 448.0 : 127.0)));
+        for (int64_t e = 0; e < d; ++e) {
+          const double x = rows[test::at4(H, Tq, d, 0, g, i, e)];
+          const double code = codes[test::at4(H, Tk, d, 0, g, position, e)];
+          const double value = fp8 ? e4m3ToDouble(static_cast<uint8_t>(code)) : code;
+          if (std::fabs(x) == largest)
+            EXPECT_EQ(std::fabs(value), fp8 ? 448.0 : 127.0);
+          const double step =
+              fp8 ? std::max(std::fabs(x / scale) / 16, std::ldexp(1.0, -10)) : 0.5;
+          EXPECT_LE(std::fabs(value - x / scale), step * (1 + 1e-6)) << x << " " << code;
+        }
+      }
+  }
 }
 
 TEST_F(TensorChecks, DecodeKernelReadsKeysAndValuesOfAnyStride) {

@@ -132,14 +132,10 @@ void dequantize(Array4& rows, const std::vector<double>& scale, const Spec& s) {
       }
 }
 
-} // namespace
-
-namespace {
-
 // kv_append: positions [n_b - Tq, n_b) of sequence b (n_b = seq_lens[b]) hold k_new's and
 // v_new's rows as the call writes them: the keys rotated there by RoPE (a cache's keys are
-// stored rotated), every row rounded to the cache's elements: the spec's dtype, or int8 as
-// s round(x / s) with s = max|x| / 127 in f32.
+// stored rotated), every row rounded to the cache's elements: the spec's dtype, or a quantized
+// cache's codes times their scale (attnc/QuantizedRows.hpp).
 void appendNewRows(const KernelTensors& t, HeadInputs& in) {
   const Spec& s = t.spec();
   const Array4 keys = t.headMajor("k_new"), values = t.headMajor("v_new");

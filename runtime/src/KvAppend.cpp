@@ -4,6 +4,7 @@
 #include "attnc/Float16.hpp"
 #include "attnc/QuantizedRows.hpp"
 #include "attnc/Rope.hpp"
+#include "attnc/TensorSpan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,16 +14,21 @@
 namespace attnc::runtime {
 namespace {
 
-// The element offset of `index` in t, through its strides (compact row-major without them).
-int64_t elementAt(const DLTensor& t, std::initializer_list<int64_t> index) {
-  int64_t offset = 0, running = 1;
-  const int64_t* i = index.end();
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    offset += *--i * (t.strides ? t.strides[d] : running);
-    running *= t.shape[d];
+// A tensor and its element strides (elementStrides), formed once per call.
+struct Strided {
+  explicit Strided(const DLTensor* t)
+      : tensor(t), strides(t ? elementStrides(*t) : std::vector<int64_t>()) {}
+  const DLTensor* tensor;
+  std::vector<int64_t> strides;
+  // The element offset of `index`.
+  int64_t at(std::initializer_list<int64_t> index) const {
+    int64_t offset = 0;
+    size_t d = 0;
+    for (int64_t i : index)
+      offset += i * strides[d++];
+    return offset;
   }
-  return offset;
-}
+};
 
 char* elementPointer(const DLTensor& t, int64_t element) {
   return static_cast<char*>(t.data) + t.byte_offset + element * ((t.dtype.bits + 7) / 8);
@@ -80,20 +86,19 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
   }
 
   struct Part {
-    const DLTensor *rows, *cache, *scale;
+    Strided rows, cache, scale; // scale: a quantized cache's, else null
     bool rotated;
   };
+  auto named = [&](const char* name) { return Strided(argumentNamed(manifest, tensors, name)); };
   const Part parts[] = {
-      {argumentNamed(manifest, tensors, "k_new"), argumentNamed(manifest, tensors, paged ? "k_pages" : "k"),
-       argumentNamed(manifest, tensors, "k_scale"), a.ropeDims > 0},
-      {argumentNamed(manifest, tensors, "v_new"), argumentNamed(manifest, tensors, paged ? "v_pages" : "v"),
-       argumentNamed(manifest, tensors, "v_scale"), false}};
-  const DLTensor& keys = *parts[0].rows;
+      {named("k_new"), named(paged ? "k_pages" : "k"), named("k_scale"), a.ropeDims > 0},
+      {named("v_new"), named(paged ? "v_pages" : "v"), named("v_scale"), false}};
+  const DLTensor& keys = *parts[0].rows.tensor;
   const bool packed = a.rowsOrder == "packed", rowsBshd = a.rowsOrder == "bshd";
-  const bool rowFirst = a.order == "bshd" || a.order == "nhd"; // [outer, row, g] else [outer, g, row]
+  // The cache's and its scales' index order: [outer, row, g], else [outer, g, row].
+  const bool rowFirst = a.order == "bshd" || a.order == "nhd";
   const int64_t kvHeads = rowsBshd ? keys.shape[2] : keys.shape[1];
-  const int64_t pageSize = !paged ? 0 : a.order == "nhd" ? parts[0].cache->shape[1]
-                                                         : parts[0].cache->shape[2];
+  const int64_t pageSize = !paged ? 0 : parts[0].cache.tensor->shape[a.order == "nhd" ? 1 : 2];
   // RoPE's angles at one position, formed once for every KV head's key row there.
   std::vector<double> cosines(static_cast<size_t>(a.ropeDims / 2)), sines(cosines.size());
   std::vector<double> x;
@@ -109,19 +114,19 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
       }
       for (int64_t g = 0; g < kvHeads; ++g)
         for (const Part& part : parts) {
-          const DLTensor &rows = *part.rows, &stored = *part.cache;
+          const DLTensor &rows = *part.rows.tensor, &stored = *part.cache.tensor;
           const int64_t dim = rows.shape[rows.ndim - 1];
           // Element e of the new row is at source + e * sourceStride, of its cache row at
           // target + e * targetStride; the scale (a quantized cache's) at the row's index
           // without e.
-          const int64_t source = packed     ? elementAt(rows, {offsets[b] + i, g, 0})
-                                 : rowsBshd ? elementAt(rows, {b, i, g, 0})
-                                            : elementAt(rows, {b, g, i, 0});
-          const int64_t target = rowFirst ? elementAt(stored, {outer, row, g, 0})
-                                          : elementAt(stored, {outer, g, row, 0});
-          const int64_t sourceStride = rows.strides ? rows.strides[rows.ndim - 1] : 1;
-          const int64_t targetStride = stored.strides ? stored.strides[3] : 1;
-          if (!part.rotated && !part.scale && sameDType(rows.dtype, stored.dtype)) {
+          const int64_t source = packed     ? part.rows.at({offsets[b] + i, g, 0})
+                                 : rowsBshd ? part.rows.at({b, i, g, 0})
+                                            : part.rows.at({b, g, i, 0});
+          const int64_t target = rowFirst ? part.cache.at({outer, row, g, 0})
+                                          : part.cache.at({outer, g, row, 0});
+          const int64_t sourceStride = part.rows.strides.back();
+          const int64_t targetStride = part.cache.strides.back();
+          if (!part.rotated && !part.scale.tensor && sameDType(rows.dtype, stored.dtype)) {
             // The row as it is: its bits.
             const auto bytes = static_cast<size_t>((rows.dtype.bits + 7) / 8);
             for (int64_t e = 0; e < dim; ++e)
@@ -134,10 +139,9 @@ std::optional<std::string> appendNewRows(const RuntimeManifest& manifest,
             x[e] = readElement(rows, source + e * sourceStride);
           if (part.rotated)
             rope::rotate(x.data(), cosines.data(), sines.data(), a.ropeDims, a.ropeInterleaved);
-          if (part.scale) // a u8 cache is an fp8_e4m3 one, an i8 cache an int8 one
-            writeElement(*part.scale,
-                         rowFirst ? elementAt(*part.scale, {outer, row, g})
-                                  : elementAt(*part.scale, {outer, g, row}),
+          if (part.scale.tensor) // a u8 cache is an fp8_e4m3 one, an i8 cache an int8 one
+            writeElement(*part.scale.tensor,
+                         rowFirst ? part.scale.at({outer, row, g}) : part.scale.at({outer, g, row}),
                          quantizeRow(x, stored.dtype.code == kDLUInt ? RowCode::E4m3
                                                                      : RowCode::Int8));
           for (int64_t e = 0; e < dim; ++e)

@@ -23,19 +23,6 @@ std::string expectedShape(const ArgumentSpec& arg) {
   return s + "]";
 }
 
-// Element strides, compact row-major when the tensor has none. Called only on tensors that
-// passed the shape check (every extent at least 1) and whose span was measured, so the running
-// product is at most the element count and cannot overflow.
-std::vector<int64_t> elementStrides(const DLTensor& t) {
-  std::vector<int64_t> strides(t.ndim);
-  int64_t running = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    strides[d] = t.strides ? t.strides[d] : running;
-    running *= t.shape[d];
-  }
-  return strides;
-}
-
 // True when no two index tuples address the same element: with the dims of extent > 1 sorted by
 // stride, each stride covers the whole span of the ones below it.
 bool nonOverlapping(const DLTensor& t) {

@@ -16,6 +16,7 @@
 #define ATTNC_SEQUENCEVIEWS_HPP
 
 #include "attnc/DType.hpp"
+#include "attnc/TensorSpan.hpp"
 #include "attnc/Shape.hpp"
 
 #include <cstdint>
@@ -64,13 +65,7 @@ public:
       part.batchFirst = part.rowsDim < 0 && !dims[a].empty() &&
                         dims[a][0].symbol == SizeSymbol::Batch && dims[a][0].plus == 0 &&
                         tensors[a]->shape[0] > 1;
-      // Element strides, compact row-major where the tensor has none.
-      const DLTensor& t = *tensors[a];
-      part.strides.resize(static_cast<size_t>(t.ndim));
-      for (int64_t d = t.ndim - 1, running = 1; d >= 0; --d) {
-        part.strides[d] = t.strides ? t.strides[d] : running;
-        running *= t.shape[d];
-      }
+      part.strides = elementStrides(*tensors[a]);
       parts_.push_back(std::move(part));
     }
     views_.resize(parts_.size());

@@ -11,6 +11,7 @@
 #include <dlpack/dlpack.h>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace attnc {
 
@@ -110,6 +111,18 @@ inline std::optional<std::string> measureSpan(const DLTensor& t, TensorSpan& spa
   span.furthest = furthest;
   span.bytes = static_cast<uint64_t>(*bytes);
   return std::nullopt;
+}
+
+// Element strides, compact row-major where the tensor has none. For tensors that passed the
+// shape check (every extent at least 1) and whose span was measured, so the running product is at
+// most the element count and cannot overflow.
+inline std::vector<int64_t> elementStrides(const DLTensor& t) {
+  std::vector<int64_t> strides(static_cast<size_t>(t.ndim));
+  for (int64_t d = t.ndim - 1, running = 1; d >= 0; --d) {
+    strides[d] = t.strides ? t.strides[d] : running;
+    running *= t.shape[d];
+  }
+  return strides;
 }
 
 } // namespace attnc

@@ -3,7 +3,10 @@
 // the KV cache once). Each thread sums its share of a buffer far larger than the last-level
 // cache with the widest vectors this build targets (-march=native), several independent sums
 // so the loads, not the adds, set the pace; the best of five timed passes is reported, for one
-// thread and for every hardware thread.
+// thread and for every hardware thread. With --page-orders, the read rate of a paged KV cache in
+// the orders a decode kernel can take instead (PageOrders.cpp).
+#include "PageOrders.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,7 +53,13 @@ double passRate(const Vector* data, size_t vectors, unsigned threads) {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--page-orders") == 0)
+    return pageOrders();
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: attnc-read-bandwidth [--page-orders]\n");
+    return 2;
+  }
   auto* data = static_cast<Vector*>(std::aligned_alloc(64, kBytes));
   if (!data) {
     std::fprintf(stderr, "attnc-read-bandwidth: cannot allocate %zu bytes\n", kBytes);

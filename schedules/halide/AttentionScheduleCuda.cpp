@@ -10,6 +10,7 @@
 #include "halide/AttentionSchedule.h"
 
 #include <string>
+#include <vector>
 
 namespace attnc::halide {
 
@@ -75,11 +76,24 @@ void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleP
     a.query.compute_at(a.state, tile).reorder(d, row);
     stageOnThreads(a.query, d, row, rows);
   }
+  // Tiles of 32 columns x 8 keys, guarded: shifting a partial tile inwards would read keys before
+  // the first where Tk < 8.
   if (a.rotatedKeys.defined())
-    a.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"), Var("dti"), 32,
-                                  8);
-  for (Func table : a.tables)
-    table.compute_root();
+    a.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"),
+                                          Var("dti"), 32, 8, TailStrategy::GuardWithIf);
+  // The small tables are computed on the GPU too: an aux tensor's summaries read the tensor
+  // where the runtime passes it, in device memory (a host stage would need a host copy).
+  for (Func table : a.tables) {
+    const std::vector<Var> args = table.args();
+    Var fused = args.front();
+    for (size_t i = 1; i < args.size(); ++i) {
+      Var outer(table.name() + "_fused_" + std::to_string(i));
+      table.fuse(fused, args[i], outer);
+      fused = outer;
+    }
+    Var blockIndex("table_block"), lane("table_lane");
+    table.compute_root().gpu_tile(fused, blockIndex, lane, 64, TailStrategy::GuardWithIf);
+  }
 
   Var dOuter("d_outer"), iOuter("i_outer"), dInner("d_inner"), iInner("i_inner"), hb("hb");
   a.o.compute_root()

@@ -18,8 +18,13 @@
 // CHECK: nvgpu.mma.sync
 // CHECK: vector.store {{.*}} : memref<?x?x16xf32>, vector<2xf32>
 // CHECK: memref.store {{.*}} : memref<?x?xf32>
-// The merge: one thread per row of the tile.
-// CHECK: gpu.launch blocks({{.*}}) threads({{.*}}) in ({{.*}} = %c32,
+// The merge: the block's 64 threads take the tile's (row, column) pairs in turn, 16 columns
+// per row.
+// CHECK: gpu.launch blocks({{.*}}) threads({{.*}}) in ({{.*}} = %c64,
+// CHECK: %[[TX:.*]] = gpu.thread_id x
+// CHECK: %[[PAIRS:.*]] = arith.muli %{{.*}}, %c16
+// CHECK: scf.for %[[PAIR:.*]] = %[[TX]] to %[[PAIRS]] step %c64 {
+// CHECK: arith.remui %[[PAIR]], %c16
 // CHECK: scf.for {{.*}} -> (f32)
 // CHECK: arith.maximumf
 // CHECK: math.exp2

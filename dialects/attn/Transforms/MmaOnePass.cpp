@@ -36,11 +36,12 @@ using namespace mlir;
 
 namespace attnc::attn {
 
-// One gpu.launch of the task loop for `phase`: blocks (tasks, splits) of 16-row warps, or for
-// the merge one thread per row; the task's own index arithmetic is cloned into it.
+// One gpu.launch of the task loop for `phase`: blocks (tasks, splits) of 16-row warps (the
+// merge's threads share the tile's (row, column) pairs); the task's own index arithmetic is
+// cloned into it.
 void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, Value splits) {
   Value one = c(b, 1);
-  Value threads = c(b, phase == Phase::Combine ? rows : warps * kWarpSize);
+  Value threads = c(b, warps * kWarpSize);
   auto launch = b.create<gpu::LaunchOp>(count, splits, one, threads, one, one);
   if (phase != Phase::Combine) {
     auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);

@@ -99,23 +99,23 @@ void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
   }
 }
 
-// The merge of the splits, one thread per row of the tile: M = max_s m_s, w_s = exp(m_s - M)
+// The merge of the splits, the block's threads taking the tile's (row, column) pairs in turn,
+// so that a decode step's one row is merged by all of them: M = max_s m_s, w_s = exp(m_s - M)
 // (0 for a split that kept nothing), L = sum_s w_s l_s, O = sum_s w_s acc_s / L (0 when L = 0),
-// lse = M + c + log L (-inf when L = 0). A sink joins as one more split: m = sink, l = e^-c,
-// acc = 0.
+// lse = M + c + log L (-inf when L = 0), stored with column 0. A thread recomputes its row's M
+// and L from the workspace (a few loads the row's threads share) rather than exchanging them.
+// A sink joins as one more split: m = sink, l = e^-c, acc = 0.
 void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value batchIndex = map.lookupOrDefault(finalize.getOffsets()[0]);
   Value headIndex = map.lookupOrDefault(finalize.getOffsets()[1]);
   Value rowBase = map.lookupOrDefault(finalize.getOffsets()[2]);
-  Value row = b.create<arith::AddIOp>(rowBase, tid);
-  Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, tid,
-                                       map.lookupOrDefault(finalize.getSizes()[2]));
-  auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifLive.thenBlock());
-  Value workRow = workspaceRow(b, tid);
+  Value columns = c(b, dv);
+  Value pairs = b.create<arith::MulIOp>(map.lookupOrDefault(finalize.getSizes()[2]), columns);
   Value zero = c(b, 0), one = c(b, 1), splits = b.create<memref::DimOp>(workMax, 0);
+  Value sink;
+  if (Value sinks = finalize.getSinks())
+    sink = b.create<memref::LoadOp>(map.lookupOrDefault(sinks), ValueRange{headIndex});
   auto overSplits = [&](ImplicitLocOpBuilder& at, Value init, auto&& body) {
     return at
         .create<scf::ForOp>(zero, splits, one, ValueRange{init},
@@ -125,13 +125,19 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
                             })
         .getResult(0);
   };
-  Value sink;
-  if (Value sinks = finalize.getSinks())
-    sink = b.create<memref::LoadOp>(map.lookupOrDefault(sinks), ValueRange{headIndex});
-  Value max = overSplits(b, sink ? sink : f32Constant(b, -kInf), [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
-    return ib.create<arith::MaximumFOp>(m,
-                                        ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow}));
-  });
+  auto pairLoop = b.create<scf::ForOp>(tid, pairs, c(b, warps * kWarpSize));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(pairLoop.getBody()->getTerminator());
+  Value pair = pairLoop.getInductionVar();
+  Value rowInTile = b.create<arith::DivUIOp>(pair, columns);
+  Value column = b.create<arith::RemUIOp>(pair, columns);
+  Value row = b.create<arith::AddIOp>(rowBase, rowInTile);
+  Value workRow = workspaceRow(b, rowInTile);
+  Value max = overSplits(b, sink ? sink : f32Constant(b, -kInf),
+                         [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
+                           Value ms = ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow});
+                           return ib.create<arith::MaximumFOp>(m, ms);
+                         });
   using P = arith::CmpFPredicate;
   Value safe = b.create<arith::SelectOp>(
       b.create<arith::CmpFOp>(P::OEQ, max, f32Constant(b, -kInf)), f32Constant(b, 0), max);
@@ -150,16 +156,16 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   Value empty = b.create<arith::CmpFOp>(P::OEQ, sum, f32Constant(b, 0));
   Value inverse = b.create<arith::SelectOp>(empty, f32Constant(b, 0),
                                             b.create<arith::DivFOp>(f32Constant(b, 1), sum));
-  forRange(b, zero, c(b, dv), [&](ImplicitLocOpBuilder& cb, Value column) {
-    Value o = overSplits(cb, f32Constant(cb, 0), [&](ImplicitLocOpBuilder& ib, Value s, Value x) {
-      Value a = ib.create<memref::LoadOp>(workAcc, ValueRange{s, workRow, column});
-      return ib.create<arith::AddFOp>(x, ib.create<arith::MulFOp>(weight(ib, s), a));
-    });
-    storeF32(cb, cb.create<arith::MulFOp>(o, inverse), output,
-             {batchIndex, headIndex, row, column});
+  Value o = overSplits(b, f32Constant(b, 0), [&](ImplicitLocOpBuilder& ib, Value s, Value x) {
+    Value a = ib.create<memref::LoadOp>(workAcc, ValueRange{s, workRow, column});
+    return ib.create<arith::AddFOp>(x, ib.create<arith::MulFOp>(weight(ib, s), a));
   });
+  storeF32(b, b.create<arith::MulFOp>(o, inverse), output, {batchIndex, headIndex, row, column});
   if (Value lse = finalize.getLse()) {
     // The partial states share the scale e^-c: lse = m + c + log l.
+    auto ifFirst = b.create<scf::IfOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, column, zero), /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
     Value x = b.create<arith::AddFOp>(
         b.create<arith::AddFOp>(max, f32Constant(b, probabilityShift)), b.create<math::LogOp>(sum));
     x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);

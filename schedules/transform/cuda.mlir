@@ -5,7 +5,7 @@ module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
     %paged = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
-    transform.attn.gather_cache %paged rows = 64 : !transform.any_op
+    transform.attn.gather_cache %paged columns = 8 : !transform.any_op
     %update = transform.structured.match ops{["attn.online_update"]} in %root
         : (!transform.any_op) -> !transform.any_op
     %tasks, %row = transform.attn.tile_queries %update rows = 1

@@ -76,7 +76,9 @@ DiagnosedSilenceableFailure transform::AttnLowerDecodeOp::applyToOne(
 DiagnosedSilenceableFailure transform::AttnGatherCacheOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
-  if (failed(gatherCache(rewriter, target, getRowsAttr().getInt())))
+  if (getRows().has_value() == getColumns().has_value())
+    return emitDefiniteFailure() << "gather_cache takes either rows = N or columns = N";
+  if (failed(gatherCache(rewriter, target, getRows().value_or(0), getColumns().value_or(0))))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
 }

@@ -121,13 +121,18 @@ def AttnGatherCacheOp : Attn_TransformOp<"gather_cache"> {
     The attn.online_update and attn.weights ops under the target that read a paged cache
     (`pages(block_table, seq_lens)`) or a quantized one (`scales(...)`) read buffers
     [B, H_kv, Tk, d] instead (of the query's type when quantized, the rows times their scales),
-    filled by an scf.forall of their own at the start of the kernel (a phase), one task per
-    `rows` positions of a sequence; a paged sequence's positions past seq_lens[b] are zero.
+    filled by an scf.forall of their own at the start of the kernel (a phase): one task per
+    `rows` positions of a sequence (CPUs), or one task per `columns` adjacent columns of one
+    head at one position, the columns fastest (GPUs: a thread each, neighbours copying
+    neighbouring bytes; fewer columns where they do not divide the heads' widths). A paged
+    sequence's positions past seq_lens[b] are zero.
     Every lowering but lower_decode needs it; without such ops it does nothing.
   }];
-  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
+  let arguments = (ins TransformHandleTypeInterface:$target, OptionalAttr<I64Attr>:$rows,
+                       OptionalAttr<I64Attr>:$columns);
   let results = (outs);
-  let assemblyFormat = "$target `rows` `=` $rows attr-dict `:` type($target)";
+  let assemblyFormat = "$target (`rows` `=` $rows^)? (`columns` `=` $columns^)? attr-dict `:` "
+                       "type($target)";
   let extraClassDeclaration = [{
     ::mlir::DiagnosedSilenceableFailure applyToOne(
         ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,

@@ -5,8 +5,9 @@
 // each sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 or
 // fp8 E4M3 rows decoded and times their scales) that the ops read instead: O(B Tk d) copies
 // against the prefill's O(Tq Tk d) work. A task copies `rows` positions of one sequence for
-// every head; in a paged cache the positions past seq_lens[b] are zero, and their block table
-// entries are not read.
+// every head (CPUs), or a run of adjacent columns of one head at one position (GPUs: a thread
+// each); in a paged cache the positions past seq_lens[b] are zero, and their block table entries
+// are not read.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Transforms/LoweringUtils.h"
@@ -15,6 +16,10 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include "llvm/ADT/MapVector.h"
+
+#include <algorithm>
+#include <bit>
+#include <functional>
 
 using namespace mlir;
 
@@ -37,7 +42,8 @@ struct Gathered {
 
 } // namespace
 
-LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows) {
+LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
+                          int64_t columns) {
   SmallVector<ScoreOpInterface> ops;
   root->walk([&](ScoreOpInterface op) {
     if (op.getBlockTable() || op.getKeyScale())
@@ -45,8 +51,9 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows)
   });
   if (ops.empty())
     return success();
-  if (rows <= 0)
-    return ops.front()->emitOpError() << "gather_cache: a task must copy at least one row";
+  if (rows <= 0 && columns <= 0)
+    return ops.front()->emitOpError()
+           << "gather_cache: a task must copy at least one row or column";
   Block& block = *ops.front()->getBlock();
   Value table = ops.front().getBlockTable(), lengths = ops.front().getSeqLens();
   for (ScoreOpInterface op : ops)
@@ -93,73 +100,180 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows)
         ValueRange{batch, seqK});
   }
 
-  b.setInsertionPoint(firstPhase(block));
-  Value tileRows = indexConstant(b, rows);
-  Value chunks = b.create<arith::CeilDivUIOp>(seqK, tileRows);
-  auto forall = b.create<scf::ForallOp>(
-      ArrayRef<OpFoldResult>{b.create<arith::MulIOp>(batch, chunks).getResult()}, ValueRange{},
-      std::nullopt);
-  b.setInsertionPoint(forall.getBody()->getTerminator());
-  Value task = forall.getInductionVar(0);
-  Value sequence = b.create<arith::DivUIOp>(task, chunks);
-  Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, chunks), tileRows);
-  Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, tileRows), seqK);
-  // Copies position j of the sequence, row `row` of `outer` in the cache ((sequence, j) in a
-  // contiguous cache, (page, j mod page_size) in a paged one), quantized rows times their scales.
-  auto copyRow = [&](ImplicitLocOpBuilder& at, Value outer, Value row, Value j) {
-    for (auto& [rowsOf, entry] : gathered) {
-      auto type = cast<MemRefType>(rowsOf.getType());
-      forRange(at, zero, indexConstant(at, type.getDimSize(1)), [&](ImplicitLocOpBuilder& hb,
-                                                                     Value g) {
-        Value factor = entry.scale ? hb.create<memref::LoadOp>(entry.scale,
-                                                               ValueRange{outer, g, row})
-                                         .getResult()
-                                   : Value();
-        forRange(hb, zero, indexConstant(hb, type.getDimSize(3)),
-                 [&](ImplicitLocOpBuilder& cb, Value c) {
-                   Value element = cb.create<memref::LoadOp>(rowsOf, ValueRange{outer, g, row, c});
-                   if (!factor) {
-                     cb.create<memref::StoreOp>(element, entry.buffer,
-                                                ValueRange{sequence, g, j, c});
-                     return;
-                   }
-                   Value x = cb.create<arith::MulFOp>(toF32(cb, element), factor);
-                   storeF32(cb, x, entry.buffer, {sequence, g, j, c});
-                 });
-      });
-    }
+  // An element of the cache into the buffer at `to`; a quantized row's elements times
+  // `factor`, its scale. The cache's element (g, c) of position j of the sequence is at row
+  // `row` of `outer`: (sequence, j) in a contiguous cache, (page, j mod page_size) in a paged one.
+  auto storeElement = [&](ImplicitLocOpBuilder& at, Value element, Gathered& entry, Value factor,
+                          ValueRange to) {
+    if (!factor)
+      at.create<memref::StoreOp>(element, entry.buffer, to);
+    else
+      storeF32(at, at.create<arith::MulFOp>(toF32(at, element), factor), entry.buffer, to);
   };
-  forRange(b, first, last, [&](ImplicitLocOpBuilder& jb, Value j) {
+  auto scaleOf = [&](ImplicitLocOpBuilder& at, Gathered& entry, Value outer, Value g, Value row) {
+    if (!entry.scale)
+      return Value();
+    return at.create<memref::LoadOp>(entry.scale, ValueRange{outer, g, row}).getResult();
+  };
+  auto zeroOf = [&](ImplicitLocOpBuilder& at, Gathered& entry) -> Value {
+    auto bufferType = cast<MemRefType>(entry.buffer.getType());
+    return at.create<arith::ConstantOp>(at.getZeroAttr(bufferType.getElementType()));
+  };
+  // Position j of the sequence: `inside` with its place in the cache (outer, row) while j is
+  // below the sequence's length (read through the block table), else `outside` (zeros).
+  using Inside = std::function<void(ImplicitLocOpBuilder&, Value, Value)>;
+  using Outside = std::function<void(ImplicitLocOpBuilder&)>;
+  auto atPosition = [&](ImplicitLocOpBuilder& at, Value sequence, Value j, const Inside& inside,
+                        const Outside& outside) {
     if (!table) {
-      copyRow(jb, sequence, j, j);
+      inside(at, sequence, j);
       return;
     }
-    Value length = jb.create<arith::IndexCastOp>(
-        jb.getIndexType(), jb.create<memref::LoadOp>(lengths, ValueRange{sequence}));
-    auto ifInside = jb.create<scf::IfOp>(
-        jb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, length), /*withElseRegion=*/true);
-    auto then = ImplicitLocOpBuilder::atBlockTerminator(jb.getLoc(), ifInside.thenBlock());
+    Value length = at.create<arith::IndexCastOp>(
+        at.getIndexType(), at.create<memref::LoadOp>(lengths, ValueRange{sequence}));
+    auto ifInside = at.create<scf::IfOp>(
+        at.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, length), /*withElseRegion=*/true);
+    auto then = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.thenBlock());
     Value pageRows = indexConstant(then, pageSize);
+    Value entryIndex = then.create<arith::DivUIOp>(j, pageRows);
     Value page = then.create<arith::IndexCastOp>(
-        then.getIndexType(),
-        then.create<memref::LoadOp>(table,
-                                    ValueRange{sequence, then.create<arith::DivUIOp>(j, pageRows)}));
-    copyRow(then, page, then.create<arith::RemUIOp>(j, pageRows), j);
-    auto otherwise = ImplicitLocOpBuilder::atBlockTerminator(jb.getLoc(), ifInside.elseBlock());
-    for (auto& [rowsOf, entry] : gathered) {
-      auto bufferType = cast<MemRefType>(entry.buffer.getType());
-      Value zeroElement =
-          otherwise.create<arith::ConstantOp>(otherwise.getZeroAttr(bufferType.getElementType()));
-      forRange(otherwise, zero, indexConstant(otherwise, bufferType.getDimSize(1)),
+        then.getIndexType(), then.create<memref::LoadOp>(table, ValueRange{sequence, entryIndex}));
+    inside(then, page, then.create<arith::RemUIOp>(j, pageRows));
+    auto otherwise = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.elseBlock());
+    outside(otherwise);
+  };
+
+  b.setInsertionPoint(firstPhase(block));
+  if (rows > 0) {
+    // A task per `rows` positions of a sequence, every head and column of each (a CPU core's
+    // share of the copy, read row by row, a quantized row's scale once).
+    Value tileRows = indexConstant(b, rows);
+    Value chunks = b.create<arith::CeilDivUIOp>(seqK, tileRows);
+    auto forall = b.create<scf::ForallOp>(
+        ArrayRef<OpFoldResult>{b.create<arith::MulIOp>(batch, chunks).getResult()}, ValueRange{},
+        std::nullopt);
+    b.setInsertionPoint(forall.getBody()->getTerminator());
+    Value task = forall.getInductionVar(0);
+    Value sequence = b.create<arith::DivUIOp>(task, chunks);
+    Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, chunks), tileRows);
+    Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, tileRows), seqK);
+    // Every (g, c) of a buffer's row.
+    auto forRow = [&](ImplicitLocOpBuilder& at, Value rowsOf,
+                      const std::function<void(ImplicitLocOpBuilder&, Value)>& head,
+                      const std::function<void(ImplicitLocOpBuilder&, Value, Value)>& element) {
+      auto type = cast<MemRefType>(rowsOf.getType());
+      forRange(at, zero, indexConstant(at, type.getDimSize(1)),
                [&](ImplicitLocOpBuilder& hb, Value g) {
-                 forRange(hb, zero, indexConstant(hb, bufferType.getDimSize(3)),
-                          [&](ImplicitLocOpBuilder& cb, Value c) {
-                            cb.create<memref::StoreOp>(zeroElement, entry.buffer,
-                                                       ValueRange{sequence, g, j, c});
-                          });
+                 head(hb, g);
+                 forRange(hb, zero, indexConstant(hb, type.getDimSize(3)),
+                          [&](ImplicitLocOpBuilder& cb, Value c) { element(cb, g, c); });
                });
+    };
+    forRange(b, first, last, [&](ImplicitLocOpBuilder& jb, Value j) {
+      atPosition(
+          jb, sequence, j,
+          [&](ImplicitLocOpBuilder& at, Value outer, Value row) {
+            for (auto& [rowsOf, entry] : gathered) {
+              Value factor;
+              forRow(
+                  at, rowsOf,
+                  [&](ImplicitLocOpBuilder& hb, Value g) {
+                    factor = scaleOf(hb, entry, outer, g, row);
+                  },
+                  [&](ImplicitLocOpBuilder& cb, Value g, Value c) {
+                    Value element =
+                        cb.create<memref::LoadOp>(rowsOf, ValueRange{outer, g, row, c});
+                    storeElement(cb, element, entry, factor, {sequence, g, j, c});
+                  });
+            }
+          },
+          [&](ImplicitLocOpBuilder& at) {
+            for (auto& [rowsOf, entry] : gathered) {
+              Value zeroValue = zeroOf(at, entry);
+              forRow(at, rowsOf, [](ImplicitLocOpBuilder&, Value) {},
+                     [&](ImplicitLocOpBuilder& cb, Value g, Value c) {
+                       cb.create<memref::StoreOp>(zeroValue, entry.buffer,
+                                                  ValueRange{sequence, g, j, c});
+                     });
+            }
+          });
+    });
+  } else {
+    // A task per run of adjacent columns of one head at one position, the columns fastest: on
+    // a GPU a thread each, so that neighbouring threads copy neighbouring bytes, and a run's
+    // elements share the index arithmetic (a division by Tk) and the row's scale. A run is the
+    // most columns, up to `columns` and a power of two, that divides every head's width. K and
+    // V share their heads (H_kv) and may differ in their widths (d_k, d_v): a task covers the
+    // wider, each buffer its own.
+    const int64_t heads = cast<MemRefType>(anyRows.getType()).getDimSize(1);
+    int64_t width = 0;
+    uint64_t run = std::bit_floor(static_cast<uint64_t>(columns));
+    for (auto& [rowsOf, entry] : gathered) {
+      auto type = cast<MemRefType>(rowsOf.getType());
+      width = std::max(width, type.getDimSize(3));
+      while (type.getDimSize(3) % run != 0)
+        run /= 2;
     }
-  });
+    const int64_t runs = width / static_cast<int64_t>(run);
+    Value runsPerHead = indexConstant(b, runs), perPosition = indexConstant(b, heads * runs);
+    Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(batch, seqK), perPosition);
+    auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{},
+                                          std::nullopt);
+    b.setInsertionPoint(forall.getBody()->getTerminator());
+    Value task = forall.getInductionVar(0);
+    Value firstColumn = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, runsPerHead),
+                                                indexConstant(b, run));
+    Value g = b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(task, runsPerHead),
+                                       indexConstant(b, heads));
+    Value position = b.create<arith::DivUIOp>(task, perPosition);
+    Value j = b.create<arith::RemUIOp>(position, seqK);
+    Value sequence = b.create<arith::DivUIOp>(position, seqK);
+    // `body` with the run's columns, where the run is inside the buffer's width (a multiple of
+    // the run, so a run is wholly inside or outside). It gets them all at once so that a copy
+    // issues its loads before its stores, which they cannot be proven not to alias.
+    auto overRun = [&](ImplicitLocOpBuilder& at, Value rowsOf,
+                       const std::function<void(ImplicitLocOpBuilder&, ArrayRef<Value>)>& body) {
+      const int64_t extent = cast<MemRefType>(rowsOf.getType()).getDimSize(3);
+      auto withColumns = [&](ImplicitLocOpBuilder& cb) {
+        SmallVector<Value> columnsOfRun{firstColumn};
+        for (uint64_t i = 1; i < run; ++i)
+          columnsOfRun.push_back(cb.create<arith::AddIOp>(firstColumn, indexConstant(cb, i)));
+        body(cb, columnsOfRun);
+      };
+      if (extent == width) {
+        withColumns(at);
+        return;
+      }
+      Value inside = at.create<arith::CmpIOp>(arith::CmpIPredicate::ult, firstColumn,
+                                              indexConstant(at, extent));
+      auto ifInside = at.create<scf::IfOp>(inside, /*withElseRegion=*/false);
+      auto then = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.thenBlock());
+      withColumns(then);
+    };
+    atPosition(
+        b, sequence, j,
+        [&](ImplicitLocOpBuilder& at, Value outer, Value row) {
+          for (auto& [rowsOf, entry] : gathered) {
+            Value factor = scaleOf(at, entry, outer, g, row);
+            overRun(at, rowsOf, [&](ImplicitLocOpBuilder& cb, ArrayRef<Value> columnsOfRun) {
+              SmallVector<Value> elements;
+              for (Value c : columnsOfRun)
+                elements.push_back(cb.create<memref::LoadOp>(rowsOf, ValueRange{outer, g, row, c}));
+              for (auto [c, element] : llvm::zip(columnsOfRun, elements))
+                storeElement(cb, element, entry, factor, {sequence, g, j, c});
+            });
+          }
+        },
+        [&](ImplicitLocOpBuilder& at) {
+          for (auto& [rowsOf, entry] : gathered) {
+            Value zeroValue = zeroOf(at, entry);
+            overRun(at, rowsOf, [&](ImplicitLocOpBuilder& cb, ArrayRef<Value> columnsOfRun) {
+              for (Value c : columnsOfRun)
+                cb.create<memref::StoreOp>(zeroValue, entry.buffer, ValueRange{sequence, g, j, c});
+            });
+          }
+        });
+  }
 
   // The ops read the buffers, as plain keys [B, H_kv, Tk, d].
   for (ScoreOpInterface op : ops)

@@ -1,0 +1,71 @@
+"""The bundles of scripts/gpu-kit: every case of tests/cli/test_gpu.py that a backend builds
+for the target, and the GPU bench shapes, with the list of runs that run.sh verifies and times.
+  python3 compile-bundles.py ATTNC DIR TARGET"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "cli"))
+attnc_path, out, target = sys.argv[1:4]
+os.environ["ATTNC"] = os.path.abspath(attnc_path)
+from common import verdicts  # noqa: E402  (reads ATTNC)
+from test_gpu import CASES, SHAPES  # noqa: E402
+
+# The bench rows: prefill at B 2, H 16, T 4096 and a decode step at B 8, Tk 16384 (537 MB of
+# f16 K/V). `peer` names the PyTorch attention a row is measured against (none for the caches:
+# their K/V bytes are the plain row's).
+PREFILL = {"batch": 2, "seq_q": 4096, "seq_k": 4096}
+DECODE = {"batch": 8, "seq_q": 1, "seq_k": 16384}
+BENCH = [
+    ("prefill_bf16_causal", "heads=16 d_k=128 dtype=bf16 mask=causal", "mlir", PREFILL, True),
+    ("prefill_bf16", "heads=16 d_k=128 dtype=bf16", "mlir", PREFILL, True),
+    ("prefill_f16_causal", "heads=16 d_k=128 dtype=f16 mask=causal", "mlir", PREFILL, True),
+    ("prefill_f16_causal_halide", "heads=16 d_k=128 dtype=f16 mask=causal", "halide", PREFILL,
+     False),
+    ("prefill_f16_d64", "heads=16 d_k=64 dtype=f16", "mlir", PREFILL, True),
+    ("decode_gqa", "heads=32 kv_heads=8 d_k=128 dtype=f16", "mlir", DECODE, True),
+    ("decode_gqa_contiguous", "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=contiguous",
+     "mlir", DECODE, False),
+    ("decode_gqa_paged", "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=paged page_size=16",
+     "mlir", DECODE, False),
+    ("decode_gqa_paged_int8", "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=paged "
+     "page_size=16 kv_dtype=int8", "mlir", DECODE, False),
+    ("decode_gqa_paged_fp8", "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=paged "
+     "page_size=16 kv_dtype=fp8_e4m3", "mlir", DECODE, False),
+    ("decode_mha_contiguous", "heads=8 d_k=128 dtype=f16 kv_cache=contiguous", "mlir", DECODE,
+     False),
+    ("decode_mha", "heads=8 d_k=128 dtype=f16", "mlir", DECODE, True),
+    ("decode_odd", "heads=8 d_k=80 d_v=48 dtype=bf16 kv_cache=paged page_size=16 kv_dtype=int8 "
+     "sinks=true lse=true", "mlir", DECODE, False),
+]
+# Small shapes the bench bundles are verified at (Tq = 1 and Tq > 1, ragged against tiles).
+SMALL = {"prefill": [(1, 300, 517), (2, 64, 64)],
+         "decode": [(2, 1, 3000), (3, 4, 777), (4, 16, 45), (2, 1, 1)]}
+
+
+def compile_bundle(spec, backend, folder):
+    r = subprocess.run([os.environ["ATTNC"], "compile", spec, "--backend", backend, "--target",
+                        target, "-o", os.path.join(out, folder)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("gpu-kit: %s does not compile %r:\n%s" % (backend, spec, r.stderr))
+    so = [f for f in r.stdout.split() if f.endswith(".so")][0]
+    return os.path.relpath(so, out)
+
+
+verify, bench = [], []
+for index, spec in enumerate(CASES):
+    for backend, reason in sorted(verdicts(spec, target).items()):
+        if reason or backend == "reference":
+            continue
+        so = compile_bundle(spec, backend, "cases/%s%02d" % (backend, index))
+        verify += [{"bundle": so, "spec": spec, "shape": [int(x) for x in shape],
+                    "seed": int(shape[1])} for shape in SHAPES]
+for name, spec, backend, shape, peer in BENCH:
+    so = compile_bundle(spec, backend, "bench/" + name)
+    verify += [{"bundle": so, "spec": spec, "shape": list(small), "seed": 1}
+               for small in SMALL[name.split("_")[0]]]
+    bench.append({"name": name, "bundle": so, "spec": spec, "peer": peer, **shape})
+with open(os.path.join(out, "runs.json"), "w") as f:
+    json.dump({"target": target, "verify": verify, "bench": bench}, f, indent=1)
+print("%d verify runs, %d bench rows" % (len(verify), len(bench)))

@@ -179,9 +179,12 @@ private:
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
   // Prefetches the K and V rows of `count` keys kPrefetchKeys past `firstKey` (clamped to
-  // `lastKey`): a paged cache's next page lies anywhere, where the hardware's prefetchers,
-  // which follow a stream within a 4 KiB memory page, do not look.
-  void prefetchPages(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey, int64_t count);
+  // `lastKey`), for paged caches and quantized ones. The hardware's prefetchers follow a stream
+  // within a 4 KiB memory page: a paged cache's next page lies anywhere, where they do not look.
+  // Measured on a contiguous cache (2-core EPYC, Tk 16k, 1 thread): int8 rows, GQA 32/8, 1.35x
+  // as fast with these, int8 without GQA and fp8 the same; f16 rows the same with GQA and 12%
+  // slower without (the hardware's streams keep up, and these cost instructions).
+  void prefetchRows(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey, int64_t count);
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
         b.create<arith::MulIOp>(
@@ -229,8 +232,8 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   return {page, b.create<arith::RemUIOp>(key, pageSize)};
 }
 
-void DecodeLowering::prefetchPages(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey,
-                                   int64_t count) {
+void DecodeLowering::prefetchRows(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey,
+                                  int64_t count) {
   for (int64_t u = 0; u < count; ++u) {
     auto [page, row] = keyAt(
         b, b.create<arith::MinUIOp>(
@@ -258,35 +261,38 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   Value kv = contiguous ? keyView : op.getKey();
   Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
   // A register tile: scoreRows rows x keysPerTile keys, W accumulators in all, so each K chunk
-  // loaded (and widened) serves scoreRows rows.
+  // loaded (and widened) serves scoreRows rows. The key groups loop inside the row blocks: the
+  // other way round, a K group's chunks (invariant in the row loop) were hoisted out of it by
+  // LLVM and spilled, a store and a load more per chunk.
   const int64_t keysPerTile = lanes / scoreRows;
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
-  forRange(b, indexConstant(b, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
-    Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, keysPerTile));
-    Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
-    SmallVector<std::pair<Value, Value>> keys;
-    for (int64_t u = 0; u < keysPerTile; ++u)
-      keys.push_back(keyAt(gb, gb.create<arith::MinUIOp>(
-                                   gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
-                                   lastKey)));
-    if (op.getBlockTable())
-      prefetchPages(gb, firstKey, lastKey, keysPerTile);
-    // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale applied to the sums.
-    Value keyScales;
-    if (Value scale = op.getKeyScale()) {
-      SmallVector<Value> perKey;
-      for (auto [outer, row] : keys)
-        perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
-      keyScales = gb.create<vector::FromElementsOp>(
-          VectorType::get({keysPerTile}, gb.getF32Type()), perKey);
-    }
-    gb.create<scf::ForOp>(
-        indexConstant(gb, 0), rowCount, indexConstant(gb, scoreRows), std::nullopt,
-        [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
-          ImplicitLocOpBuilder rb(loc, nested);
-          SmallVector<Value> rows;
-          for (int64_t rr = 0; rr < scoreRows; ++rr)
-            rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
+  b.create<scf::ForOp>(
+      indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,
+      [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
+        ImplicitLocOpBuilder rb(loc, nested);
+        SmallVector<Value> rows;
+        for (int64_t rr = 0; rr < scoreRows; ++rr)
+          rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
+        forRange(rb, indexConstant(rb, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
+          Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, keysPerTile));
+          Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
+          SmallVector<std::pair<Value, Value>> keys;
+          for (int64_t u = 0; u < keysPerTile; ++u)
+            keys.push_back(keyAt(gb, gb.create<arith::MinUIOp>(
+                                         gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
+                                         lastKey)));
+          if (op.getBlockTable() || op.getKeyScale())
+            prefetchRows(gb, firstKey, lastKey, keysPerTile);
+          // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale applied to the
+          // sums.
+          Value keyScales;
+          if (Value scale = op.getKeyScale()) {
+            SmallVector<Value> perKey;
+            for (auto [outer, row] : keys)
+              perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
+            keyScales = gb.create<vector::FromElementsOp>(
+                VectorType::get({keysPerTile}, gb.getF32Type()), perKey);
+          }
           // sums[rr * keysPerTile + u] accumulates q_rr * k_u along the head dim, a chunk of W
           // elements at a time: the whole chunks, then the one the head dim ends in (q is zero
           // past d_k).
@@ -306,27 +312,27 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
             return next;
           };
           SmallVector<Value> sums = overChunks(
-              rb, dk / lanes, SmallVector<Value>(lanes, f32Splat(rb, lanes, 0)),
+              gb, dk / lanes, SmallVector<Value>(lanes, f32Splat(gb, lanes, 0)),
               [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
                 return chunk(cb, c, running, /*whole=*/true);
               });
           if (dk % lanes != 0)
-            sums = chunk(rb, indexConstant(rb, dk / lanes), sums, /*whole=*/false);
+            sums = chunk(gb, indexConstant(gb, dk / lanes), sums, /*whole=*/false);
           // Lanes [rr * keysPerTile, (rr + 1) * keysPerTile) hold row rr's scores.
-          Value s = transposeReduce(rb, sums);
+          Value s = transposeReduce(gb, sums);
           for (int64_t rr = 0; rr < scoreRows; ++rr) {
             Value part = scoreRows == 1 ? s
-                                        : rb.create<vector::ExtractStridedSliceOp>(
+                                        : gb.create<vector::ExtractStridedSliceOp>(
                                               s, ArrayRef<int64_t>{rr * keysPerTile},
                                               ArrayRef<int64_t>{keysPerTile},
                                               ArrayRef<int64_t>{1});
             if (keyScales)
-              part = rb.create<arith::MulFOp>(part, keyScales);
-            rb.create<vector::StoreOp>(part, scores, ValueRange{rows[rr], firstColumn});
+              part = gb.create<arith::MulFOp>(part, keyScales);
+            gb.create<vector::StoreOp>(part, scores, ValueRange{rows[rr], firstColumn});
           }
-          rb.create<scf::YieldOp>();
         });
-  });
+        rb.create<scf::YieldOp>();
+      });
 }
 
 void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count) {

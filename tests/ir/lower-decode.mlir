@@ -125,6 +125,46 @@ func.func @decode_int8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>, %v: me
   return
 }
 
+// An fp8 E4M3 cache: each chunk of a key row decoded through binary16 to 2^-8 its value (no
+// product by 256 per element), the 256 folded into each key's k_scale and each value's v_scale.
+// CHECK-LABEL: func.func @decode_fp8
+// CHECK: scf.forall
+// CHECK:   %[[KEYSCALES:.*]] = vector.from_elements
+// CHECK:   arith.mulf %[[KEYSCALES]], %{{.*}} : vector<8xf32>
+// CHECK:   vector.load {{.*}} : memref<?x2x?x32xf8E4M3FN, strided<[?, ?, ?, 1], offset: ?>>, vector<16xf8E4M3FN>
+// CHECK:   %[[HALF:.*]] = arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK-NOT: arith.mulf
+// CHECK:   arith.select %{{.*}}, %{{.*}}, %[[HALF]]
+// CHECK:   %[[VALUESCALE:.*]] = memref.load %arg4[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x2x?xf32>
+// CHECK-NEXT: arith.mulf %[[VALUESCALE]], %{{.*}} : f32
+// CHECK: scf.forall
+// CHECK: return
+func.func @decode_fp8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf8E4M3FN>,
+                      %v: memref<?x2x?x32xf8E4M3FN>, %ks: memref<?x2x?xf32>,
+                      %vs: memref<?x2x?xf32>, %o: memref<?x4x?x32xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x32xf8E4M3FN>
+  %acc = memref.alloc(%b, %tq) : memref<?x4x32x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v scales(%ks, %vs : memref<?x2x?xf32>, memref<?x2x?xf32>)
+      into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x?x32xf8E4M3FN>, memref<?x2x?x32xf8E4M3FN>,
+        memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x32x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x32xf16>
+  memref.dealloc %acc : memref<?x4x32x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %update = transform.structured.match ops{["attn.online_update"]} in %root

@@ -62,8 +62,9 @@ int64_t roundUp(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
 
-// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32 (toF32: an
-// int8 cache's as signed integers, an fp8 one's decoded): one vector load when the chunk is
+// `lanes` consecutive elements of the innermost dim of `buffer` from `indices` as f32
+// (toF32Unscaled: an int8 cache's as signed integers, an fp8 one's decoded to 2^-8 its value,
+// the 256 folded into the rows' scales by the callers): one vector load when the chunk is
 // `whole` (inside the row) and the buffer `contiguous` (unit innermost stride), else element by
 // element with the column clamped into the row of `rowLength`.
 Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t lanes,
@@ -71,13 +72,15 @@ Value loadRow(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices, int64_t
   Type element = cast<MemRefType>(buffer.getType()).getElementType();
   SmallVector<Value> at(indices.begin(), indices.end());
   if (contiguous && whole)
-    return toF32(b, b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at));
+    return toF32Unscaled(
+        b, b.create<vector::LoadOp>(VectorType::get({lanes}, element), buffer, at));
   Value result = f32Splat(b, lanes, 0);
   Value base = at.back();
   for (int64_t lane = 0; lane < lanes; ++lane) {
     at.back() = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(base, indexConstant(b, lane)),
                                          indexConstant(b, rowLength - 1));
-    result = b.create<vector::InsertOp>(loadF32(b, buffer, at), result, lane);
+    result = b.create<vector::InsertOp>(
+        toF32Unscaled(b, b.create<memref::LoadOp>(buffer, at)), result, lane);
   }
   return result;
 }
@@ -283,15 +286,17 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                          lastKey)));
           if (op.getBlockTable() || op.getKeyScale())
             prefetchRows(gb, firstKey, lastKey, keysPerTile);
-          // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale applied to the
-          // sums.
+          // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the
+          // codes' factor, loadRow's) applied to the sums.
           Value keyScales;
           if (Value scale = op.getKeyScale()) {
             SmallVector<Value> perKey;
             for (auto [outer, row] : keys)
               perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
-            keyScales = gb.create<vector::FromElementsOp>(
-                VectorType::get({keysPerTile}, gb.getF32Type()), perKey);
+            keyScales = gb.create<arith::MulFOp>(
+                gb.create<vector::FromElementsOp>(
+                    VectorType::get({keysPerTile}, gb.getF32Type()), perKey),
+                f32Splat(gb, keysPerTile, codeFactor(kv.getType())));
           }
           // sums[rr * keysPerTile + u] accumulates q_rr * k_u along the head dim, a chunk of W
           // elements at a time: the whole chunks, then the one the head dim ends in (q is zero
@@ -434,10 +439,13 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
           auto [outer, row] = keyAt(jb, jb.create<arith::AddIOp>(j0, j));
-          // A quantized cache's values: p v_j = (p v_scale[j]) v_q[j].
+          // A quantized cache's values: p v_j = (p v_scale[j]) v_q[j], the scale times the
+          // codes' factor (loadRow's).
           Value valueScale;
           if (Value scale = op.getValueScale())
-            valueScale = jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row});
+            valueScale = jb.create<arith::MulFOp>(
+                jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}),
+                f32Constant(jb, codeFactor(kv.getType())));
           SmallVector<Value> p;
           for (int64_t rr = 0; rr < pvRows; ++rr) {
             Value weight = jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j});

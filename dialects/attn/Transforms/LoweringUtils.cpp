@@ -98,8 +98,8 @@ Type withElement(Type type, Type element) {
 // mantissa bits moved to binary16's places (bits 15, 14-10 with the top exponent bit 0, 9-7) make
 // a half of exactly 2^-8 the value, subnormals included (E4M3's m * 2^-9 lands on binary16's
 // subnormal m * 2^-17), so one f16 -> f32 conversion (vcvtph2ps, cvt.f32.f16) and a product by
-// 256 decode it; S.1111.111 is NaN.
-Value decodeE4m3(ImplicitLocOpBuilder& b, Value bits) {
+// 256 (left out when not `scaled`) decode it; S.1111.111 is NaN.
+Value decodeE4m3(ImplicitLocOpBuilder& b, Value bits, bool scaled) {
   auto like = [&](Type scalar) { return withElement(bits.getType(), scalar); };
   Type i16 = like(b.getIntegerType(16)), f32 = like(b.getF32Type());
   auto constant = [&](Type type, Attribute scalar) -> Value {
@@ -115,18 +115,17 @@ Value decodeE4m3(ImplicitLocOpBuilder& b, Value bits) {
       b.create<arith::ShLIOp>(b.create<arith::ExtSIOp>(i16, bits), int16(7)),
       int16(static_cast<int16_t>(0xBF80)));
   Value magnitude = b.create<arith::AndIOp>(half, int16(0x7F80));
-  Value value = b.create<arith::MulFOp>(
-      b.create<arith::ExtFOp>(f32, b.create<arith::BitcastOp>(like(b.getF16Type()), half)
-                                       .getResult()),
-      float32(256.0f));
+  Value value = b.create<arith::ExtFOp>(
+      f32, b.create<arith::BitcastOp>(like(b.getF16Type()), half).getResult());
+  if (scaled)
+    value = b.create<arith::MulFOp>(value, float32(256.0f));
   Value isNaN = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, magnitude, int16(0x3F80));
   return b.create<arith::SelectOp>(isNaN, float32(std::numeric_limits<float>::quiet_NaN()),
                                    value);
 }
 
-} // namespace
-
-Value toF32(ImplicitLocOpBuilder& b, Value element) {
+// toF32 (scaled) or toF32Unscaled.
+Value widen(ImplicitLocOpBuilder& b, Value element, bool scaled) {
   Type type = element.getType(), scalar = getElementTypeOrSelf(type);
   auto like = [&](Type to) { return withElement(type, to); };
   if (scalar.isF32())
@@ -134,8 +133,22 @@ Value toF32(ImplicitLocOpBuilder& b, Value element) {
   if (isa<IntegerType>(scalar))
     return b.create<arith::SIToFPOp>(like(b.getF32Type()), element);
   if (isa<Float8E4M3FNType>(scalar))
-    return decodeE4m3(b, b.create<arith::BitcastOp>(like(b.getI8Type()), element));
+    return decodeE4m3(b, b.create<arith::BitcastOp>(like(b.getI8Type()), element), scaled);
   return b.create<arith::ExtFOp>(like(b.getF32Type()), element);
+}
+
+} // namespace
+
+Value toF32(ImplicitLocOpBuilder& b, Value element) {
+  return widen(b, element, /*scaled=*/true);
+}
+
+Value toF32Unscaled(ImplicitLocOpBuilder& b, Value element) {
+  return widen(b, element, /*scaled=*/false);
+}
+
+float codeFactor(Type element) {
+  return isa<Float8E4M3FNType>(getElementTypeOrSelf(element)) ? 256.0f : 1.0f;
 }
 
 Value loadF32(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {

@@ -74,12 +74,26 @@ int pageOrders() {
         add(sums, v + rowOf(j, g) * kRow);
       }
   };
+  // Two heads' rows key by key: two runs of 4 KiB in flight where one head's is one.
+  auto twoHeads = [&](const RowOf& rowOf, Vector* sums) {
+    for (size_t g = 0; g < kHeads; g += 2)
+      for (size_t j = 0; j < kPositions; ++j)
+        for (size_t h = g; h < g + 2; ++h) {
+          const size_t ahead = rowOf(std::min(j + kAhead, kPositions - 1), h) * kRow;
+          prefetchRow(k + ahead);
+          prefetchRow(v + ahead);
+          add(sums, k + rowOf(j, h) * kRow);
+          add(sums, v + rowOf(j, h) * kRow);
+        }
+  };
   const std::pair<const char*, std::function<void(Vector*)>> orders[] = {
       {"contiguous, one head at a time", [&](Vector* s) { headByHead(contiguous, false, s); }},
       {"nhd pages, one head at a time, 64 keys prefetched",
        [&](Vector* s) { headByHead(nhd, true, s); }},
       {"hnd pages, one head at a time, 64 keys prefetched",
        [&](Vector* s) { headByHead(hnd, true, s); }},
+      {"hnd pages, two heads at a time, 64 keys prefetched",
+       [&](Vector* s) { twoHeads(hnd, s); }},
       {"nhd pages in address order (every head of a key, then the next key)",
        [&](Vector* s) {
          for (size_t j = 0; j < kPositions; ++j)

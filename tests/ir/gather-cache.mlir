@@ -97,19 +97,22 @@ func.func @dequantize(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>, %v: mem
   return
 }
 
-// An fp8 E4M3 cache: each byte's bits moved to a binary16's places, the half widened and scaled
-// by 256 (NaN apart), then times its row's scale.
+// An fp8 E4M3 cache: each byte's bits moved to a binary16's places and the half widened (NaN
+// apart), then times its row's scale, to which the decoding's factor of 256 is folded once.
 // CHECK-LABEL: func.func @decode_fp8
 // CHECK: scf.forall
+// CHECK:   %[[SCALE:.*]] = memref.load %{{.*}} : memref<?x2x?xf32>
+// CHECK:   %[[FACTOR:.*]] = arith.constant 2.560000e+02 : f32
+// CHECK:   %[[ROWSCALE:.*]] = arith.mulf %[[SCALE]], %[[FACTOR]] : f32
 // CHECK:   memref.load %{{.*}} : memref<?x2x?x32xf8E4M3FN>
 // CHECK:   arith.bitcast %{{.*}} : f8E4M3FN to i8
 // CHECK:   arith.extsi %{{.*}} : i8 to i16
 // CHECK:   arith.shli
 // CHECK:   arith.bitcast %{{.*}} : i16 to f16
-// CHECK:   arith.extf %{{.*}} : f16 to f32
-// CHECK:   arith.mulf
-// CHECK:   arith.select
-// CHECK:   arith.mulf
+// CHECK:   %[[HALF:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK-NOT: arith.mulf
+// CHECK:   %[[VALUE:.*]] = arith.select %{{.*}}, %{{.*}}, %[[HALF]]
+// CHECK:   arith.mulf %[[VALUE]], %[[ROWSCALE]]
 // CHECK:   memref.store
 // CHECK: attn.online_update
 // CHECK-NOT: f8E4M3FN

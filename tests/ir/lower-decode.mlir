@@ -136,7 +136,8 @@ func.func @decode_int8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>, %v: me
 // CHECK-NOT: arith.mulf
 // CHECK:   arith.select %{{.*}}, %{{.*}}, %[[HALF]]
 // CHECK:   %[[VALUESCALE:.*]] = memref.load %arg4[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x2x?xf32>
-// CHECK-NEXT: arith.mulf %[[VALUESCALE]], %{{.*}} : f32
+// CHECK-NEXT: %[[FACTOR:.*]] = arith.constant 2.560000e+02 : f32
+// CHECK-NEXT: arith.mulf %[[VALUESCALE]], %[[FACTOR]] : f32
 // CHECK: scf.forall
 // CHECK: return
 func.func @decode_fp8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf8E4M3FN>,

@@ -100,20 +100,25 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
         ValueRange{batch, seqK});
   }
 
-  // An element of the cache into the buffer at `to`; a quantized row's elements times
-  // `factor`, its scale. The cache's element (g, c) of position j of the sequence is at row
-  // `row` of `outer`: (sequence, j) in a contiguous cache, (page, j mod page_size) in a paged one.
+  // An element of the cache into the buffer at `to`; a quantized row's elements (decoded up to
+  // their codes' factor) times `factor`, its scale with that factor (scaleOf). The cache's
+  // element (g, c) of position j of the sequence is at row `row` of `outer`: (sequence, j) in a
+  // contiguous cache, (page, j mod page_size) in a paged one.
   auto storeElement = [&](ImplicitLocOpBuilder& at, Value element, Gathered& entry, Value factor,
                           ValueRange to) {
     if (!factor)
       at.create<memref::StoreOp>(element, entry.buffer, to);
     else
-      storeF32(at, at.create<arith::MulFOp>(toF32(at, element), factor), entry.buffer, to);
+      storeF32(at, at.create<arith::MulFOp>(toF32Unscaled(at, element), factor), entry.buffer,
+               to);
   };
-  auto scaleOf = [&](ImplicitLocOpBuilder& at, Gathered& entry, Value outer, Value g, Value row) {
+  auto scaleOf = [&](ImplicitLocOpBuilder& at, Value rowsOf, Gathered& entry, Value outer,
+                     Value g, Value row) {
     if (!entry.scale)
       return Value();
-    return at.create<memref::LoadOp>(entry.scale, ValueRange{outer, g, row}).getResult();
+    return scaleForUnscaled(
+        at, at.create<memref::LoadOp>(entry.scale, ValueRange{outer, g, row}).getResult(),
+        rowsOf.getType());
   };
   auto zeroOf = [&](ImplicitLocOpBuilder& at, Gathered& entry) -> Value {
     auto bufferType = cast<MemRefType>(entry.buffer.getType());
@@ -178,7 +183,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
               forRow(
                   at, rowsOf,
                   [&](ImplicitLocOpBuilder& hb, Value g) {
-                    factor = scaleOf(hb, entry, outer, g, row);
+                    factor = scaleOf(hb, rowsOf, entry, outer, g, row);
                   },
                   [&](ImplicitLocOpBuilder& cb, Value g, Value c) {
                     Value element =
@@ -254,7 +259,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
         b, sequence, j,
         [&](ImplicitLocOpBuilder& at, Value outer, Value row) {
           for (auto& [rowsOf, entry] : gathered) {
-            Value factor = scaleOf(at, entry, outer, g, row);
+            Value factor = scaleOf(at, rowsOf, entry, outer, g, row);
             overRun(at, rowsOf, [&](ImplicitLocOpBuilder& cb, ArrayRef<Value> columnsOfRun) {
               SmallVector<Value> elements;
               for (Value c : columnsOfRun)

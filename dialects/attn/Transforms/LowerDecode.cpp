@@ -293,10 +293,11 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
             SmallVector<Value> perKey;
             for (auto [outer, row] : keys)
               perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
-            keyScales = gb.create<arith::MulFOp>(
+            keyScales = scaleForUnscaled(
+                gb,
                 gb.create<vector::FromElementsOp>(
                     VectorType::get({keysPerTile}, gb.getF32Type()), perKey),
-                f32Splat(gb, keysPerTile, codeFactor(kv.getType())));
+                kv.getType());
           }
           // sums[rr * keysPerTile + u] accumulates q_rr * k_u along the head dim, a chunk of W
           // elements at a time: the whole chunks, then the one the head dim ends in (q is zero
@@ -443,9 +444,9 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
           // codes' factor (loadRow's).
           Value valueScale;
           if (Value scale = op.getValueScale())
-            valueScale = jb.create<arith::MulFOp>(
-                jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}),
-                f32Constant(jb, codeFactor(kv.getType())));
+            valueScale = scaleForUnscaled(
+                jb, jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}),
+                kv.getType());
           SmallVector<Value> p;
           for (int64_t rr = 0; rr < pvRows; ++rr) {
             Value weight = jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j});

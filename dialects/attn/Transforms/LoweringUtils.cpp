@@ -147,8 +147,13 @@ Value toF32Unscaled(ImplicitLocOpBuilder& b, Value element) {
   return widen(b, element, /*scaled=*/false);
 }
 
-float codeFactor(Type element) {
-  return isa<Float8E4M3FNType>(getElementTypeOrSelf(element)) ? 256.0f : 1.0f;
+Value scaleForUnscaled(ImplicitLocOpBuilder& b, Value scale, Type codes) {
+  if (!isa<Float8E4M3FNType>(getElementTypeOrSelf(codes)))
+    return scale;
+  Attribute factor = b.getF32FloatAttr(256.0f);
+  if (auto vector = dyn_cast<VectorType>(scale.getType()))
+    factor = SplatElementsAttr::get(vector, factor);
+  return b.create<arith::MulFOp>(scale, b.create<arith::ConstantOp>(cast<TypedAttr>(factor)));
 }
 
 Value loadF32(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {

@@ -50,12 +50,13 @@ mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::V
 // extended, an int8 cache's as its signed value, an fp8 E4M3 cache's (f8E4M3FN) decoded from its
 // bits through binary16 (LLVM 19 lowers no f8 conversion; the value is attnc/Float8.hpp's).
 mlir::Value toF32(mlir::ImplicitLocOpBuilder& b, mlir::Value element);
-// toF32 up to the factor codeFactor(element type), for a caller that folds that factor into a
-// scale it applies anyway: an fp8 E4M3 element comes out as 2^-8 its value, one product per
+// toF32 up to a constant factor, for a caller that folds that factor into a scale it applies
+// anyway (scaleForUnscaled): an fp8 E4M3 element comes out as 2^-8 its value, one product per
 // element fewer; every other type as toF32 gives it.
 mlir::Value toF32Unscaled(mlir::ImplicitLocOpBuilder& b, mlir::Value element);
-// What toF32Unscaled's values are multiplied by to be toF32's: 256 for fp8 E4M3, else 1.
-float codeFactor(mlir::Type element);
+// A quantized row's `scale` (a scalar or vector of f32) times the factor toF32Unscaled leaves
+// out of the row's `codes` type (256 for fp8 E4M3; the scale itself for every other type).
+mlir::Value scaleForUnscaled(mlir::ImplicitLocOpBuilder& b, mlir::Value scale, mlir::Type codes);
 // Loads an element of a buffer as f32 (toF32).
 mlir::Value loadF32(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::ValueRange indices);
 // Stores an f32 into a float buffer of any float type (rounding to nearest even).

@@ -284,8 +284,14 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
             keys.push_back(keyAt(gb, gb.create<arith::MinUIOp>(
                                          gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
                                          lastKey)));
-          if (op.getBlockTable() || op.getKeyScale())
-            prefetchRows(gb, firstKey, lastKey, keysPerTile);
+          // Once per key group: the row blocks after the first read the rows from the caches.
+          if (op.getBlockTable() || op.getKeyScale()) {
+            auto ifFirst = gb.create<scf::IfOp>(
+                gb.create<arith::CmpIOp>(arith::CmpIPredicate::eq, r0, indexConstant(gb, 0)),
+                /*withElseRegion=*/false);
+            auto first = ImplicitLocOpBuilder::atBlockTerminator(gb.getLoc(), ifFirst.thenBlock());
+            prefetchRows(first, firstKey, lastKey, keysPerTile);
+          }
           // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the
           // codes' factor, loadRow's) applied to the sums.
           Value keyScales;

@@ -62,38 +62,29 @@ int pageOrders() {
   };
   auto contiguous = [](size_t j, size_t g) { return g * kPositions + j; };
   using RowOf = std::function<size_t(size_t, size_t)>;
-  auto headByHead = [&](const RowOf& rowOf, bool prefetch, Vector* sums) {
-    for (size_t g = 0; g < kHeads; ++g)
-      for (size_t j = 0; j < kPositions; ++j) {
-        if (prefetch) {
-          const size_t ahead = rowOf(std::min(j + kAhead, kPositions - 1), g) * kRow;
-          prefetchRow(k + ahead);
-          prefetchRow(v + ahead);
-        }
-        add(sums, k + rowOf(j, g) * kRow);
-        add(sums, v + rowOf(j, g) * kRow);
-      }
-  };
-  // Two heads' rows key by key: two runs of 4 KiB in flight where one head's is one.
-  auto twoHeads = [&](const RowOf& rowOf, Vector* sums) {
-    for (size_t g = 0; g < kHeads; g += 2)
+  // `heads` heads' rows at a time, key by key (two heads: two runs of 4 KiB in flight where one
+  // head's is one), each key's rows kAhead keys on prefetched when asked.
+  auto byHeads = [&](const RowOf& rowOf, size_t heads, bool prefetch, Vector* sums) {
+    for (size_t g = 0; g < kHeads; g += heads)
       for (size_t j = 0; j < kPositions; ++j)
-        for (size_t h = g; h < g + 2; ++h) {
-          const size_t ahead = rowOf(std::min(j + kAhead, kPositions - 1), h) * kRow;
-          prefetchRow(k + ahead);
-          prefetchRow(v + ahead);
+        for (size_t h = g; h < g + heads; ++h) {
+          if (prefetch) {
+            const size_t ahead = rowOf(std::min(j + kAhead, kPositions - 1), h) * kRow;
+            prefetchRow(k + ahead);
+            prefetchRow(v + ahead);
+          }
           add(sums, k + rowOf(j, h) * kRow);
           add(sums, v + rowOf(j, h) * kRow);
         }
   };
   const std::pair<const char*, std::function<void(Vector*)>> orders[] = {
-      {"contiguous, one head at a time", [&](Vector* s) { headByHead(contiguous, false, s); }},
+      {"contiguous, one head at a time", [&](Vector* s) { byHeads(contiguous, 1, false, s); }},
       {"nhd pages, one head at a time, 64 keys prefetched",
-       [&](Vector* s) { headByHead(nhd, true, s); }},
+       [&](Vector* s) { byHeads(nhd, 1, true, s); }},
       {"hnd pages, one head at a time, 64 keys prefetched",
-       [&](Vector* s) { headByHead(hnd, true, s); }},
+       [&](Vector* s) { byHeads(hnd, 1, true, s); }},
       {"hnd pages, two heads at a time, 64 keys prefetched",
-       [&](Vector* s) { twoHeads(hnd, s); }},
+       [&](Vector* s) { byHeads(hnd, 2, true, s); }},
       {"nhd pages in address order (every head of a key, then the next key)",
        [&](Vector* s) {
          for (size_t j = 0; j < kPositions; ++j)

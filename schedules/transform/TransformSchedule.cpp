@@ -57,6 +57,10 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
       {"key_block", {16, 32, 64, 128}, "keys per K/V tile in shared memory"},
       {"max_key_splits", {1, 2, 4, 8, 16, 32}, "blocks one task's keys may be split over"},
       {"fill_blocks", {64, 128, 256, 512, 1024}, "blocks the key splits aim to fill the GPU with"},
+      {"decode_tile",
+       {16, 32, 64},
+       "rows per block when Tq <= 16: rows / G query rows of each of a GQA group's G heads"},
+      {"decode_key_block", {16, 32, 64, 128}, "keys per K/V tile when Tq <= 16"},
   };
   switch (family) {
   case ScheduleFamily::X86Avx2:
@@ -134,12 +138,24 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
     // key_block x (d + 8) elements fit 48 KiB of static shared memory.
     const int64_t widest = std::max(spec.dK, spec.dV);
     const int64_t keyBlock = widest <= 64 ? 64 : widest <= 128 ? 32 : 16;
-    // Key splits: about two blocks per SM of an A100 (108) or H100/H200 (132).
-    return ScheduleParams(
-        "mlir",
-        {{"query_tile", 64}, {"key_block", keyBlock}, {"max_key_splits", 16}, {"fill_blocks", 256}},
-        "4 warps of 16 query rows; registers without spills (ptxas); key "
-        "splits for about two blocks per SM; not timed");
+    // Key splits: about four blocks per SM of an A100 (108) or H100/H200 (132), so that a
+    // decoding step keeps enough K/V tiles in flight. Decoding steps (Tq <= 16) take tiles of
+    // the query rows of a whole GQA group, so each K/V byte is read once per KV head: 2 warps
+    // and 32 keys. H200, B 8, H 32/8, d 128, f16, contiguous cache, Tk 16k (docs/benchmarks.md,
+    // "GPU"): 0.311 ms at 256 blocks, 0.266 at 512, 0.288 at 1024; 4 warps 0.348; 1 warp and
+    // 16 keys 0.464; 1 warp and 64 keys (768 bytes of spills) 1.00.
+    const int64_t decodeTile = std::max<int64_t>(32, (spec.groupSize() + 15) / 16 * 16);
+    const int64_t decodeKeyBlock = widest <= 128 ? 32 : 16;
+    return ScheduleParams("mlir",
+                          {{"query_tile", 64},
+                           {"key_block", keyBlock},
+                           {"max_key_splits", 16},
+                           {"fill_blocks", 512},
+                           {"decode_tile", decodeTile},
+                           {"decode_key_block", decodeKeyBlock}},
+                          "4 warps of 16 query rows; registers without spills (ptxas); key "
+                          "splits for about four blocks per SM; decode tiles of a GQA group "
+                          "(H200)");
   }
   if (family == ScheduleFamily::Cuda)
     return ScheduleParams(
@@ -161,14 +177,21 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
   if (family == ScheduleFamily::Cuda)
     return; // one query row per thread: nothing to divide
   if (family == ScheduleFamily::CudaMma) {
-    const int64_t bytes = attn::mmaSharedBytes(params.get("key_block"), spec.dK, spec.dV, 2);
-    if (bytes > attn::kMmaSharedLimit)
-      throw UsageError("schedule: key_block=" + std::to_string(params.get("key_block")) +
-                       " needs " + std::to_string(bytes) +
-                       " bytes of shared memory for K and V "
-                       "tiles at d_k=" +
-                       std::to_string(spec.dK) + ", d_v=" + std::to_string(spec.dV) + "; at most " +
-                       std::to_string(attn::kMmaSharedLimit) + " (a smaller key_block)");
+    for (const char* name : {"key_block", "decode_key_block"}) {
+      const int64_t bytes = attn::mmaSharedBytes(params.get(name), spec.dK, spec.dV, 2);
+      if (bytes > attn::kMmaSharedLimit)
+        throw UsageError("schedule: " + std::string(name) + "=" +
+                         std::to_string(params.get(name)) + " needs " + std::to_string(bytes) +
+                         " bytes of shared memory for K and V tiles at d_k=" +
+                         std::to_string(spec.dK) + ", d_v=" + std::to_string(spec.dV) +
+                         "; at most " + std::to_string(attn::kMmaSharedLimit) + " (a smaller " +
+                         name + ")");
+    }
+    if (params.get("decode_tile") < spec.groupSize())
+      throw UsageError("schedule: decode_tile=" + std::to_string(params.get("decode_tile")) +
+                       " rows cannot hold a row of each of the GQA group's " +
+                       std::to_string(spec.groupSize()) + " heads (at least " +
+                       std::to_string(spec.groupSize()) + ")");
     return;
   }
   if (params.get("query_tile") % params.get("vector_width") != 0)

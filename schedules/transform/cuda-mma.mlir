@@ -2,16 +2,30 @@
 // multiple of 16): one block per query tile of query_tile rows (16 per warp), key blocks of
 // key_block keys, lowered by transform.attn.lower_to_mma to a gpu.launch whose QK^T and PV run
 // on mma.sync. The query is not packed: the kernel loads its fragments straight into
-// registers. Few tasks with many keys (decoding) split their keys over up to max_key_splits
-// blocks, aiming at fill_blocks blocks in all. Placeholders as in cpu.mlir.
+// registers. Steps of at most 16 query rows (decoding; the limit of the CPUs' decode kernel)
+// take another branch at run time, whose tiles of decode_tile rows hold the query rows of every
+// head of a GQA group (pack_heads), so a block reads its K/V head once for all of them, in key
+// blocks of decode_key_block, a paged cache's through the block table. Few tasks with many keys split their keys over up to
+// max_key_splits blocks, aiming at fill_blocks blocks in all. Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
-    %paged = transform.structured.match ops{["func.func"]} in %root
-        : (!transform.any_op) -> !transform.any_op
-    transform.attn.gather_cache %paged columns = 8 : !transform.any_op
     %update = transform.structured.match ops{["attn.online_update"]} in %root
         : (!transform.any_op) -> !transform.any_op
-    %tasks, %tile = transform.attn.tile_queries %update rows = ${query_tile}
+    %decode, %prefill = transform.attn.branch_on_query_rows %update rows = 16
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    // A paged or quantized cache gathered into plain buffers by a phase of the branch's own,
+    // but for the decode tiles' pages, which they read through the block table; and for the
+    // weights, after both.
+    transform.attn.gather_cache %decode columns = 8 quantized_only : !transform.any_op
+    transform.attn.gather_cache %prefill columns = 8 : !transform.any_op
+    %weights = transform.structured.match ops{["attn.weights"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.gather_cache %weights columns = 8 : !transform.any_op
+    %decodeTasks, %decodeTile = transform.attn.tile_queries %decode rows = ${decode_tile}
+        pack_heads : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %decodeKeys, %decodeBlock = transform.attn.tile_keys %decodeTile block = ${decode_key_block}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %tasks, %tile = transform.attn.tile_queries %prefill rows = ${query_tile}
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     %keys, %block = transform.attn.tile_keys %tile block = ${key_block}
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)

@@ -45,8 +45,12 @@ SMALL = {"prefill": [(1, 300, 517), (2, 64, 64)],
 
 
 def compile_bundle(spec, backend, folder):
+    """backend: a backend's name, or NAME:SCHEDULE for a schedule other than its default."""
+    backend, _, schedule = backend.partition(":")
     r = subprocess.run([os.environ["ATTNC"], "compile", spec, "--backend", backend, "--target",
-                        target, "-o", os.path.join(out, folder)], capture_output=True, text=True)
+                        target, "-o", os.path.join(out, folder)] +
+                       (["--schedule", schedule] if schedule else []),
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit("gpu-kit: %s does not compile %r:\n%s" % (backend, spec, r.stderr))
     so = [f for f in r.stdout.split() if f.endswith(".so")][0]

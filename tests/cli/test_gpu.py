@@ -145,13 +145,17 @@ class CudaBundles(CliTestCase):
                         element = "bf16" if "bf16" in spec else "f16"
                         mma = "m16n8k16.row.col.f32.%s.%s.f32" % (element, element)
                         self.assertTrue(mma in text, mma)
-                        # The single-pass kernel, the split-key kernel and its merge, in one
-                        # PTX module, after RoPE's rotations (the queries', and the keys' but
-                        # over a cache) or a paged cache's gather and before the weights'.
+                        # The single-pass kernel, the split-key kernel and its merge, for decode
+                        # steps (Tq <= 16, a GQA group's heads per tile) and for the rest, in
+                        # one PTX module, after RoPE's rotations (the queries', and the keys' but
+                        # over a cache) and before the weights'. A paged cache is gathered for
+                        # the prefill branch (the decode tiles read pages themselves), quantized
+                        # rows for both, and either for the weights.
                         rotations = 0 if "rope=true" not in spec else 1 if "kv_cache" in spec else 2
-                        gather = 1 if "kv_cache=paged" in spec or "kv_dtype" in spec else 0
                         weights = 1 if "weights=true" in spec else 0
-                        self.assertEqual(text.count(".entry"), 3 + rotations + gather + weights)
+                        cached = "kv_cache=paged" in spec or "kv_dtype" in spec
+                        gather = cached + ("kv_dtype" in spec) + (cached and weights)
+                        self.assertEqual(text.count(".entry"), 6 + rotations + gather + weights)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

@@ -3,7 +3,7 @@
 
 func.func @keys_need_one_head(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
                               %acc: memref<1x1x32x16xf32>, %m: memref<1x1x16xf32>, %i: index) {
-  // expected-error @+1 {{tile_keys needs an update of one batch and head (tile_queries first)}}
+  // expected-error @+1 {{tile_keys needs an update of one batch entry and a static number of heads (tile_queries first)}}
   attn.online_update %q, %k, %k into %acc, %m, %m at [%i, %i, %i, %i] sizes [%i, %i, %i, %i]
       seq_q %i {num_heads = 4 : i64, scale = 1.0 : f64}
       : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x2x?x32xf32>,

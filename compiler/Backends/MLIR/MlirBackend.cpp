@@ -148,8 +148,10 @@ std::span<const Coverage> MlirBackend::coverage() const {
                       device == Device::Cpu
                           ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
                             "rows in one task, keys split over tasks and merged by their LSE)"
-                          : "the prefill kernel, its keys split over thread blocks and merged "
-                            "when tasks are few (tensor cores, f16 and bf16)"});
+                          : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
+                            "heads in the same kernel, pages read through the block table, "
+                            "keys split over thread blocks and merged by their LSE; the SIMT "
+                            "path runs the prefill kernel"});
     }
     return rows;
   }();

@@ -22,11 +22,23 @@ using namespace attnc::attn;
 DiagnosedSilenceableFailure transform::AttnTileQueriesOp::applyToOne(
     transform::TransformRewriter& rewriter, OnlineUpdateOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
-  FailureOr<TiledQueries> tiled = tileQueries(rewriter, target, getRowsAttr().getInt());
+  FailureOr<TiledQueries> tiled =
+      tileQueries(rewriter, target, getRowsAttr().getInt(), getPackHeads());
   if (failed(tiled))
     return DiagnosedSilenceableFailure::definiteFailure();
   results.push_back(tiled->loop);
   results.push_back(tiled->update);
+  return DiagnosedSilenceableFailure::success();
+}
+
+DiagnosedSilenceableFailure transform::AttnBranchOnQueryRowsOp::applyToOne(
+    transform::TransformRewriter& rewriter, OnlineUpdateOp target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  auto updates = branchOnQueryRows(rewriter, target, getRowsAttr().getInt());
+  if (failed(updates))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  results.push_back(updates->first);
+  results.push_back(updates->second);
   return DiagnosedSilenceableFailure::success();
 }
 
@@ -73,12 +85,19 @@ DiagnosedSilenceableFailure transform::AttnLowerDecodeOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+void transform::AttnGatherCacheOp::getEffects(
+    SmallVectorImpl<MemoryEffects::EffectInstance>& effects) {
+  transform::onlyReadsHandle(getTargetMutable(), effects);
+  transform::modifiesPayload(effects);
+}
+
 DiagnosedSilenceableFailure transform::AttnGatherCacheOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
   if (getRows().has_value() == getColumns().has_value())
     return emitDefiniteFailure() << "gather_cache takes either rows = N or columns = N";
-  if (failed(gatherCache(rewriter, target, getRows().value_or(0), getColumns().value_or(0))))
+  if (failed(gatherCache(rewriter, target, getRows().value_or(0), getColumns().value_or(0),
+                         getQuantizedOnly())))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
 }

@@ -22,10 +22,35 @@ def AttnTileQueriesOp : Attn_TransformOp<"tile_queries"> {
   let summary = "Tiles online updates by (batch, head, `rows` query rows) in an scf.forall";
   let description = [{
     The state's online_init and online_finalize move into the loop and the state onto the
-    stack, one tile per iteration. Returns the loops and the tiled updates.
+    stack, one tile per iteration. With `pack_heads`, a tile holds `rows` / G query rows of
+    each of the G heads of a GQA group (row r: query row r / G of head r % G), so that a task
+    reads its K/V head once for all of them. Returns the loops and the tiled updates.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows,
+                   UnitAttr:$pack_heads);
+  let results = (outs TransformHandleTypeInterface:$loop, TransformHandleTypeInterface:$tiled);
+  let assemblyFormat = [{
+    $target `rows` `=` $rows (`pack_heads` $pack_heads^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::attnc::attn::OnlineUpdateOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+def AttnBranchOnQueryRowsOp : Attn_TransformOp<"branch_on_query_rows"> {
+  let summary = "Copies a whole-domain update into the branches of an scf.if on Tq <= `rows`";
+  let description = [{
+    The update, its state buffers, online_init and online_finalize are copied into both
+    branches, so that a schedule tiles decoding steps (the first result) and prefills (the
+    second) each its own way; the kernel picks the branch per call.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
-  let results = (outs TransformHandleTypeInterface:$loop, TransformHandleTypeInterface:$tiled);
+  let results = (outs TransformHandleTypeInterface:$few_rows,
+                      TransformHandleTypeInterface:$many_rows);
   let assemblyFormat = [{
     $target `rows` `=` $rows attr-dict `:` functional-type(operands, results)
   }];
@@ -114,7 +139,11 @@ def AttnLowerDecodeOp : Attn_TransformOp<"lower_decode"> {
   }];
 }
 
-def AttnGatherCacheOp : Attn_TransformOp<"gather_cache"> {
+// The ops under the target are changed in place, not replaced: its handle stays valid.
+def AttnGatherCacheOp
+    : Op<Transform_Dialect, "attn.gather_cache",
+         [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>, TransformEachOpTrait,
+          TransformOpInterface, ReportTrackingListenerFailuresOpTrait]> {
   let summary = "Copies a paged or quantized KV cache into plain buffers the ops under the target "
                 "read";
   let description = [{
@@ -125,14 +154,15 @@ def AttnGatherCacheOp : Attn_TransformOp<"gather_cache"> {
     `rows` positions of a sequence (CPUs), or one task per `columns` adjacent columns of one
     head at one position, the columns fastest (GPUs: a thread each, neighbours copying
     neighbouring bytes; fewer columns where they do not divide the heads' widths). A paged
-    sequence's positions past seq_lens[b] are zero.
+    sequence's positions past seq_lens[b] are zero. With `quantized_only`, only the ops that
+    read quantized rows (those of a decode tile read pages through the block table themselves).
     Every lowering but lower_decode needs it; without such ops it does nothing.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, OptionalAttr<I64Attr>:$rows,
-                       OptionalAttr<I64Attr>:$columns);
+                       OptionalAttr<I64Attr>:$columns, UnitAttr:$quantized_only);
   let results = (outs);
-  let assemblyFormat = "$target (`rows` `=` $rows^)? (`columns` `=` $columns^)? attr-dict `:` "
-                       "type($target)";
+  let assemblyFormat = "$target (`rows` `=` $rows^)? (`columns` `=` $columns^)? "
+                       "(`quantized_only` $quantized_only^)? attr-dict `:` type($target)";
   let extraClassDeclaration = [{
     ::mlir::DiagnosedSilenceableFailure applyToOne(
         ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,

@@ -66,7 +66,8 @@ class KeyRangeReader {
 public:
   KeyRangeReader(ImplicitLocOpBuilder& b, ScoreOpInterface op) : b(b), op(op) {
     ValueRange sizes = op.getSizes();
-    oneBatchAndHead = getConstantIntValue(sizes[0]) == 1 && getConstantIntValue(sizes[1]) == 1;
+    oneBatch = getConstantIntValue(sizes[0]) == 1;
+    oneBatchAndHead = oneBatch && getConstantIntValue(sizes[1]) == 1;
   }
 
   std::pair<Value, Value> read() {
@@ -204,7 +205,8 @@ private:
   }
 
   // Whether v is the same at every score of the domain: it reads no coordinate of a row or key
-  // and no score, and b, h and g only when the domain is one batch and head.
+  // and no score, b only when the domain is one batch entry (a decode task of a GQA group's
+  // heads keeps `kv_idx < seq_lens[b]`), h and g only when it is also one head.
   bool isUniform(Value v) {
     if (!inBlock(v))
       return true; // constants hoisted out of the region
@@ -213,7 +215,7 @@ private:
     bool uniform = false;
     if (auto argument = dyn_cast<BlockArgument>(v)) {
       switch (static_cast<ExpressionArgument>(argument.getArgNumber())) {
-      case ExpressionArgument::B:
+      case ExpressionArgument::B: uniform = oneBatch; break;
       case ExpressionArgument::H:
       case ExpressionArgument::G: uniform = oneBatchAndHead; break;
       case ExpressionArgument::SeqQ:
@@ -270,7 +272,7 @@ private:
 
   ImplicitLocOpBuilder& b;
   ScoreOpInterface op;
-  bool oneBatchAndHead;
+  bool oneBatch, oneBatchAndHead;
   Block* block = nullptr; // mask_mod's
   Value lo, hi;
   IRMapping scalars;

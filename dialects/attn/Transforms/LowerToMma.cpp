@@ -102,6 +102,10 @@ LogicalResult MmaLowering::check() {
                   << "key block)";
   if (update.hasPackedQuery())
     return fail() << "the query must not be packed";
+  if (update.getKeyScale())
+    return fail() << "quantized K/V rows need transform.attn.gather_cache first";
+  if (headsPerTask <= 0 || headsPerTask > rows)
+    return fail() << "a task's heads must be static and at most its " << rows << " rows";
   return success();
 }
 

@@ -37,12 +37,12 @@ void mapLoop(scf::ForallOp loop, int64_t blockThreads) {
   loop.erase();
 }
 
-// The kernel's workspace buffers (memref.alloc beside its phases) in device memory, allocated
-// and freed in order on the stream the launches run on (the caller's).
-void moveWorkspaceToDevice(func::FuncOp kernel) {
+// A block's workspace buffers (memref.alloc beside its phases) in device memory, allocated and
+// freed in order on the stream the launches run on (the caller's).
+void moveWorkspaceToDevice(Block& block) {
   SmallVector<memref::AllocOp> allocs;
   SmallVector<memref::DeallocOp> deallocs;
-  for (Operation& op : kernel.getBody().front()) {
+  for (Operation& op : block) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op))
       allocs.push_back(alloc);
     else if (auto dealloc = dyn_cast<memref::DeallocOp>(op))
@@ -50,7 +50,7 @@ void moveWorkspaceToDevice(func::FuncOp kernel) {
   }
   if (allocs.empty())
     return;
-  ImplicitLocOpBuilder b(kernel.getLoc(), allocs.front());
+  ImplicitLocOpBuilder b(allocs.front().getLoc(), allocs.front());
   auto tokenType = gpu::AsyncTokenType::get(b.getContext());
   Value token = b.create<gpu::WaitOp>(tokenType, ValueRange{}).getAsyncToken();
   for (memref::AllocOp alloc : allocs) {
@@ -71,20 +71,30 @@ void moveWorkspaceToDevice(func::FuncOp kernel) {
   b.create<gpu::WaitOp>(Type(), ValueRange{token});
 }
 
-// Each phase of the kernel (a top-level scf.forall) becomes a launch, in order on one stream;
-// a tensor-core schedule launched the attention's itself (lower_to_mma).
+// Each phase of the kernel (an scf.forall in its body, or in a branch of it: the tensor-core
+// schedule's decode steps and prefills) becomes a launch, in order on one stream; a tensor-core
+// schedule launched the attention's itself (lower_to_mma). The workspace of each block goes to
+// the device.
 LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
   SmallVector<scf::ForallOp> loops;
   kernel.walk([&](scf::ForallOp forall) { loops.push_back(forall); });
   for (scf::ForallOp loop : loops)
-    if (loop.getRank() != 1 || !loop.getOutputs().empty() || loop->getParentOp() != kernel)
+    if (loop.getRank() != 1 || !loop.getOutputs().empty() ||
+        loop->getParentOfType<scf::ForallOp>() || loop->getParentOfType<gpu::LaunchOp>())
       return kernel.emitOpError()
-             << "attn-map-tasks-to-gpu needs top-level 1-d scf.forall loops without outputs";
+             << "attn-map-tasks-to-gpu needs outermost 1-d scf.forall loops without outputs";
   if (!loops.empty() && blockThreads <= 0)
     return kernel.emitOpError() << "attn-map-tasks-to-gpu needs block-threads > 0";
   for (scf::ForallOp loop : loops)
     mapLoop(loop, blockThreads);
-  moveWorkspaceToDevice(kernel);
+  SmallVector<Block*> blocks;
+  kernel.walk([&](Block* block) {
+    if (!block->getParentOp()->getParentOfType<gpu::LaunchOp>() &&
+        !isa<gpu::LaunchOp>(block->getParentOp()))
+      blocks.push_back(block);
+  });
+  for (Block* block : blocks)
+    moveWorkspaceToDevice(*block);
   kernel->setAttr("llvm.emit_c_interface", UnitAttr::get(kernel.getContext()));
   return success();
 }

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -15,7 +16,8 @@ MmaFragments::MmaFragments(Builder& builder, OnlineUpdateOp update)
     : update(update), element(update.getKey().getType().getElementType()),
       dk(update.getKey().getType().getDimSize(3)), dv(update.getValue().getType().getDimSize(3)),
       rows(update.getAcc().getType().getDimSize(3)), warps(rows / 16),
-      block(update.getMaxKeys().value_or(0)), cType(VectorType::get({2, 2}, builder.getF32Type())),
+      block(update.getMaxKeys().value_or(0)),
+      headsPerTask(mlir::getConstantIntValue(update.getSizes()[1]).value_or(0)), cType(VectorType::get({2, 2}, builder.getF32Type())),
       cTypeI32(VectorType::get({2, 2}, builder.getI32Type())),
       aType(VectorType::get({4, 2}, element)), bType(VectorType::get({2, 2}, element)) {}
 
@@ -33,6 +35,23 @@ Value MmaFragments::rowsVector(ImplicitLocOpBuilder& b, Value row0, Value row1, 
   return b.create<vector::InsertOp>(b.create<vector::BroadcastOp>(half, row1), v, 1);
 }
 
+void MmaFragments::emitRows(ImplicitLocOpBuilder& b, Value rowBase) {
+  Value warpRow =
+      b.create<arith::MulIOp>(b.create<arith::DivUIOp>(tid, c(b, kWarpSize)), c(b, 16));
+  myTileRows[0] = b.create<arith::AddIOp>(warpRow, g);
+  myTileRows[1] = b.create<arith::AddIOp>(myTileRows[0], c(b, 8));
+  for (int64_t r = 0; r < 2; ++r) {
+    myRows[r] = b.createOrFold<arith::AddIOp>(
+        rowBase, b.createOrFold<arith::DivUIOp>(myTileRows[r], c(b, headsPerTask)));
+    myHeads[r] = b.createOrFold<arith::AddIOp>(
+        head, b.createOrFold<arith::RemUIOp>(myTileRows[r], c(b, headsPerTask)));
+  }
+  terms[0].emplace(b, update, batch, myHeads[0]);
+  terms[1].reset();
+  if (headsPerTask > 1)
+    terms[1].emplace(b, update, batch, myHeads[1]);
+}
+
 // A fragments of the query tile's 16 rows of this warp, straight from global memory: each
 // lane loads its 8 elements per 16 columns as 4 pairs (once per task; rows past Tq repeat
 // the last row, their results are never stored).
@@ -46,18 +65,27 @@ void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
         b.create<arith::ConstantOp>(DenseElementsAttr::get(aType, b.getFloatAttr(element, 0.0)));
     for (int64_t i = 0; i < 4; ++i) {
       Value column = b.create<arith::AddIOp>(twoT, c(b, 16 * kk + 8 * (i / 2)));
-      Value x = b.create<vector::LoadOp>(pair, query,
-                                         ValueRange{batch, head, rowsClamped[i % 2], column});
+      Value x = b.create<vector::LoadOp>(
+          pair, query, ValueRange{batch, myHeads[i % 2], rowsClamped[i % 2], column});
       frag = b.create<vector::InsertOp>(x, frag, i);
     }
     queryFrags.push_back(frag);
   }
 }
 
+Value MmaFragments::keyCount(ImplicitLocOpBuilder& b, Value key) {
+  if (Value table = update.getBlockTable())
+    return b.create<arith::MulIOp>(b.create<memref::DimOp>(table, 1),
+                                   c(b, cast<MemRefType>(key.getType()).getDimSize(2)));
+  return b.create<memref::DimOp>(key, 2);
+}
+
 // Issues cp.async copies of keys [firstKey, firstKey + block) x [0, width) of `global` (K or
 // V of this task's K/V head) into `shared`, 16 bytes per copy, the threads sharing the
 // chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
-// Returns the group to wait on.
+// A paged cache's key j is row j mod page_size of page block_table[batch, j / page_size],
+// the entry clamped into the cache (a key past the sequence's end reads some page, and its
+// score is masked). Returns the group to wait on.
 Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
                              Value firstKey, Value validEnd) {
   const int64_t perRow = width / kChunk, chunks = block * perRow, threads = warps * kWarpSize;
@@ -72,10 +100,20 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
     Value keyIndex = b.create<arith::AddIOp>(firstKey, row);
     Value valid = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, validEnd);
     Value source = b.create<arith::MinUIOp>(keyIndex, lastKey);
+    Value outer = batch;
+    if (Value table = update.getBlockTable()) {
+      Value pageRows = c(b, cast<MemRefType>(global.getType()).getDimSize(2));
+      Value entry = b.create<arith::IndexCastOp>(
+          b.getIndexType(),
+          b.create<memref::LoadOp>(table, ValueRange{batch, b.create<arith::DivUIOp>(source,
+                                                                                    pageRows)}));
+      outer = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(entry, c(b, 0)), lastPage);
+      source = b.create<arith::RemUIOp>(source, pageRows);
+    }
     Value sourceElements = b.create<arith::SelectOp>(valid, c(b, kChunk), c(b, 0));
     copies.push_back(b.create<nvgpu::DeviceAsyncCopyOp>(
         nvgpu::DeviceAsyncTokenType::get(b.getContext()), shared, ValueRange{row, column}, global,
-        ValueRange{batch, kvHead, source, column}, b.getIndexAttr(kChunk), sourceElements,
+        ValueRange{outer, kvHead, source, column}, b.getIndexAttr(kChunk), sourceElements,
         b.getUnitAttr()));
   }
   return b.create<nvgpu::DeviceAsyncCreateGroupOp>(nvgpu::DeviceAsyncTokenType::get(b.getContext()),
@@ -138,14 +176,32 @@ void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Va
   for (int64_t j = 0; j < block / 8; ++j) {
     Value keys = fragmentKeys(b, keyBase(b, keyBlock, j));
     Value x = b.create<arith::MulFOp>(s[j], scale);
-    x = terms->apply(b, x, positions, keys, ScoreTerms::MaskMod::Evaluate);
+    x = perHead(b, x, keys, [&](const ScoreTerms& rowTerms, Value y, Value at, Value key) {
+      return rowTerms.apply(b, y, at, key, ScoreTerms::MaskMod::Evaluate);
+    });
     Value inBlock = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
     s[j] = b.create<arith::SelectOp>(inBlock, x, splatConstant(b, cType, -kInf));
   }
 }
 
 Value MmaFragments::applyDropout(ImplicitLocOpBuilder& b, Value p, Value keyBlock, int64_t j) {
-  return terms->dropout(b, p, positions, fragmentKeys(b, keyBase(b, keyBlock, j)));
+  return perHead(b, p, fragmentKeys(b, keyBase(b, keyBlock, j)),
+                 [&](const ScoreTerms& rowTerms, Value y, Value at, Value key) {
+                   return rowTerms.dropout(b, y, at, key);
+                 });
+}
+
+Value MmaFragments::perHead(
+    ImplicitLocOpBuilder& b, Value x, Value keys,
+    function_ref<Value(const ScoreTerms&, Value, Value, Value)> f) {
+  if (!terms[1])
+    return f(*terms[0], x, positions, keys);
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = f(*terms[r], b.create<vector::ExtractOp>(x, r),
+                  b.create<vector::ExtractOp>(positions, r), b.create<vector::ExtractOp>(keys, r));
+    x = b.create<vector::InsertOp>(row, x, r);
+  }
+  return x;
 }
 
 // The max or sum of x over the 4 lanes of a quad (the lanes holding one C row).

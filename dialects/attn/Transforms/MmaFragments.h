@@ -5,6 +5,10 @@
 // on m16n8k16 MMAs, the score terms at the fragments' positions and reductions over the 4
 // lanes of a row.
 //
+// A task's tile holds the rows of one head, or with G heads per task (a decode tile of
+// tile_queries pack_heads) tile row r is query row r / G of the task's head r % G: the two C
+// rows a lane holds may then belong to different heads, and the terms are applied row by row.
+//
 // Fragment layouts (PTX ISA, mma.m16n8k16), for lane = 4 g + t:
 //   C (16 x 8, vector<2x2xf32>):  [r][c] = row g + 8 r, column 2 t + c
 //   A (16 x 16, vector<4x2>):     [0] row g, k 2t..2t+1; [1] row g + 8; [2] row g, k 8 + 2t..;
@@ -45,8 +49,14 @@ protected:
   void emitQueryFragments(mlir::ImplicitLocOpBuilder& b, mlir::Value query);
   mlir::Value copyTile(mlir::ImplicitLocOpBuilder& b, mlir::Value global, mlir::Value shared,
                        int64_t width, mlir::Value firstKey, mlir::Value validEnd);
+  // Tk, the keys of a sequence: of K [B, H_kv, Tk, d], or of a paged cache's block table row
+  // (max_pages x page_size).
+  mlir::Value keyCount(mlir::ImplicitLocOpBuilder& b, mlir::Value key);
   void waitAndSync(mlir::ImplicitLocOpBuilder& b, mlir::Value group);
   llvm::SmallVector<mlir::Value> emitScores(mlir::ImplicitLocOpBuilder& b);
+  // The tile rows of this lane and their query rows and heads (myTileRows, myRows, myHeads),
+  // and the score terms of those heads; `rowBase` is the task's first query row.
+  void emitRows(mlir::ImplicitLocOpBuilder& b, mlir::Value rowBase);
   void applyTerms(mlir::ImplicitLocOpBuilder& b, llvm::SmallVector<mlir::Value>& s,
                   mlir::Value keyBlock, mlir::Value keyEnd);
   // The probabilities p of key tile j at keys keyBlock + 8 j + 2 t + {0, 1}, times dropout's
@@ -67,24 +77,34 @@ protected:
   OnlineUpdateOp update;
   mlir::Type element;
   const int64_t dk, dv, rows, warps, block;
+  const int64_t headsPerTask; // G of a packed decode tile, else 1 (0: not static)
   mlir::VectorType cType, cTypeI32, aType, bType;
 
   // Inside the launch.
   mlir::Value sharedK, sharedV;    // [block, dk + pad], [block, dv + pad]
   mlir::Value tid, lane, g, t;     // thread, lane, lane / 4, lane % 4
-  mlir::Value batch, head, kvHead; // this task's batch, head and K/V head
-  mlir::Value myRows[2];           // the tile rows of this lane's C fragment rows (index)
+  mlir::Value batch, head, kvHead; // this task's batch, (first) head and K/V head
+  mlir::Value myTileRows[2];       // the tile rows of this lane's C fragment rows (index)
+  mlir::Value myRows[2], myHeads[2]; // their query rows and heads
   mlir::Value positions;           // their key positions i + off, as a C fragment (i32)
   mlir::Value lastRow, lastKey;    // Tq - 1, Tk - 1
+  mlir::Value lastPage;            // a paged cache's last page (pages - 1)
   // A fragments of Q, one per 16 columns of d_k.
   llvm::SmallVector<mlir::Value> queryFrags;
-  std::optional<ScoreTerms> terms;
+  // The terms of the task's head, or with G heads per task of myHeads[0] and myHeads[1].
+  std::optional<ScoreTerms> terms[2];
 
 private:
   // The key index of key tile j's first column held by this lane: keyBlock + 8 j + 2 t.
   mlir::Value keyBase(mlir::ImplicitLocOpBuilder& b, mlir::Value keyBlock, int64_t j);
   // keyBase + {0, 1} in the C fragment's shape (i32).
   mlir::Value fragmentKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value base);
+  // f(terms, x, query positions, key positions) over a C fragment x: at once when the task
+  // has one head, else C row by C row, each with its head's terms.
+  mlir::Value perHead(mlir::ImplicitLocOpBuilder& b, mlir::Value x, mlir::Value keys,
+                      llvm::function_ref<mlir::Value(const ScoreTerms&, mlir::Value, mlir::Value,
+                                                     mlir::Value)>
+                          f);
 };
 
 } // namespace attnc::attn

@@ -1,7 +1,8 @@
 //===- MmaOnePass.cpp - the one-pass tensor-core kernel of a task -------------===//
 //
-// One GPU block runs one task: a (batch, head, query tile) of 16 W rows, with W warps; warp w
-// owns rows 16w .. 16w + 15 of the tile. Per key block of Bc keys, with m16n8k16 MMAs (f16 or
+// One GPU block runs one task: a (batch, head, query tile) of 16 W rows, with W warps, or a
+// decode tile's (batch, KV head, query rows of each head of its group); warp w owns rows
+// 16w .. 16w + 15 of the tile. Per key block of Bc keys, with m16n8k16 MMAs (f16 or
 // bf16 operands, f32 accumulators):
 //
 //   S  = Q K^T                 Q's A fragments stay in registers for the whole task; K's B
@@ -89,18 +90,15 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   batch = map.lookupOrDefault(offsets[0]);
   head = map.lookupOrDefault(offsets[1]);
   kvHead = ScoreTerms::kvHeadOf(b, update, head);
-  Value warpRow = b.create<arith::AddIOp>(
-      map.lookupOrDefault(offsets[2]),
-      b.create<arith::MulIOp>(b.create<arith::DivUIOp>(tid, c(b, kWarpSize)), c(b, 16)));
-  myRows[0] = b.create<arith::AddIOp>(warpRow, g);
-  myRows[1] = b.create<arith::AddIOp>(myRows[0], c(b, 8));
+  emitRows(b, map.lookupOrDefault(offsets[2]));
   lastRow = b.create<arith::SubIOp>(map.lookupOrDefault(update.getSeqQ()), c(b, 1));
-  lastKey = b.create<arith::SubIOp>(b.create<memref::DimOp>(key, 2), c(b, 1));
+  lastKey = b.create<arith::SubIOp>(keyCount(b, key), c(b, 1));
+  if (update.getBlockTable())
+    lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(key, 0), c(b, 1));
   Value off = ScoreTerms::positionOffset(b, update);
   positions = rowsVector(b, i32(b, b.create<arith::AddIOp>(myRows[0], off)),
                          i32(b, b.create<arith::AddIOp>(myRows[1], off)), cTypeI32);
   emitQueryFragments(b, query);
-  terms.emplace(b, update, batch, head);
 
   // The first K tile, then the loop over key blocks with the state in registers.
   scf::ForOp keys = ops.keys;
@@ -224,8 +222,9 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
   auto outPair = VectorType::get({2}, outElement);
   Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
   Value sinks = finalize.getSinks() ? map.lookupOrDefault(finalize.getSinks()) : Value();
-  Value sink = sinks ? b.create<memref::LoadOp>(sinks, ValueRange{head}).getResult() : Value();
   for (int64_t r = 0; r < 2; ++r) {
+    Value sink =
+        sinks ? b.create<memref::LoadOp>(sinks, ValueRange{myHeads[r]}).getResult() : Value();
     Value sum = quadReduce(b, sumRow[r], /*max=*/false);
     Value max = maxRow[r];
     Value inverse;
@@ -248,7 +247,7 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
       if (outElement != b.getF32Type())
         x = b.create<arith::TruncFOp>(outPair, x);
       Value column = b.create<arith::AddIOp>(twoT, c(b, 8 * static_cast<int64_t>(n)));
-      b.create<vector::StoreOp>(x, output, ValueRange{batch, head, myRows[r], column});
+      b.create<vector::StoreOp>(x, output, ValueRange{batch, myHeads[r], myRows[r], column});
     }
     if (Value lse = finalize.getLse()) {
       Value first = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t, c(b, 0));
@@ -258,7 +257,8 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
           b.create<arith::AddFOp>(max, f32Constant(b, probabilityShift)),
           b.create<math::LogOp>(sum));
       x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
-      b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batch, head, myRows[r]});
+      b.create<memref::StoreOp>(x, map.lookupOrDefault(lse),
+                                ValueRange{batch, myHeads[r], myRows[r]});
     }
   }
 }

@@ -26,7 +26,7 @@ namespace attnc::attn {
 // allocated on the caller's stream.
 void MmaLowering::emitSplitOrWhole(ImplicitLocOpBuilder& b, Value count) {
   Value one = c(b, 1);
-  Value keyBlocks = b.create<arith::CeilDivUIOp>(b.create<memref::DimOp>(key, 2), c(b, block));
+  Value keyBlocks = b.create<arith::CeilDivUIOp>(keyCount(b, key), c(b, block));
   Value wanted =
       b.create<arith::CeilDivUIOp>(c(b, options.fillBlocks), b.create<arith::MaxUIOp>(count, one));
   Value splits = b.create<arith::MaxUIOp>(
@@ -80,11 +80,10 @@ Value MmaLowering::workspaceRow(ImplicitLocOpBuilder& b, Value rowInTile) {
 // A split's unnormalised state into the workspace: acc as the C fragments hold it, m and l
 // (reduced over the quad) once per row.
 void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
-  Value rowBase = map.lookupOrDefault(ops.finalize.getOffsets()[2]);
   Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
   for (int64_t r = 0; r < 2; ++r) {
     Value sum = quadReduce(b, sumRow[r], /*max=*/false);
-    Value row = workspaceRow(b, b.create<arith::SubIOp>(myRows[r], rowBase));
+    Value row = workspaceRow(b, myTileRows[r]);
     for (auto [n, fragment] : llvm::enumerate(acc)) {
       Value column = b.create<arith::AddIOp>(twoT, c(b, 8 * static_cast<int64_t>(n)));
       b.create<vector::StoreOp>(b.create<vector::ExtractOp>(fragment, r), workAcc,
@@ -104,18 +103,17 @@ void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
 // (0 for a split that kept nothing), L = sum_s w_s l_s, O = sum_s w_s acc_s / L (0 when L = 0),
 // lse = M + c + log L (-inf when L = 0), stored with column 0. A thread recomputes its row's M
 // and L from the workspace (a few loads the row's threads share) rather than exchanging them.
-// A sink joins as one more split: m = sink, l = e^-c, acc = 0.
+// A sink joins as one more split: m = sink, l = e^-c, acc = 0. Tile row r is query row r / G of
+// the task's head r % G (G heads per task, 1 but in a decode tile).
 void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value batchIndex = map.lookupOrDefault(finalize.getOffsets()[0]);
-  Value headIndex = map.lookupOrDefault(finalize.getOffsets()[1]);
+  Value firstHead = map.lookupOrDefault(finalize.getOffsets()[1]);
   Value rowBase = map.lookupOrDefault(finalize.getOffsets()[2]);
-  Value columns = c(b, dv);
-  Value pairs = b.create<arith::MulIOp>(map.lookupOrDefault(finalize.getSizes()[2]), columns);
+  Value columns = c(b, dv), heads = c(b, headsPerTask);
+  Value pairs = b.create<arith::MulIOp>(
+      b.create<arith::MulIOp>(map.lookupOrDefault(finalize.getSizes()[2]), heads), columns);
   Value zero = c(b, 0), one = c(b, 1), splits = b.create<memref::DimOp>(workMax, 0);
-  Value sink;
-  if (Value sinks = finalize.getSinks())
-    sink = b.create<memref::LoadOp>(map.lookupOrDefault(sinks), ValueRange{headIndex});
   auto overSplits = [&](ImplicitLocOpBuilder& at, Value init, auto&& body) {
     return at
         .create<scf::ForOp>(zero, splits, one, ValueRange{init},
@@ -131,8 +129,13 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   Value pair = pairLoop.getInductionVar();
   Value rowInTile = b.create<arith::DivUIOp>(pair, columns);
   Value column = b.create<arith::RemUIOp>(pair, columns);
-  Value row = b.create<arith::AddIOp>(rowBase, rowInTile);
+  Value row = b.create<arith::AddIOp>(rowBase, b.createOrFold<arith::DivUIOp>(rowInTile, heads));
+  Value headIndex =
+      b.createOrFold<arith::AddIOp>(firstHead, b.createOrFold<arith::RemUIOp>(rowInTile, heads));
   Value workRow = workspaceRow(b, rowInTile);
+  Value sink;
+  if (Value sinks = finalize.getSinks())
+    sink = b.create<memref::LoadOp>(map.lookupOrDefault(sinks), ValueRange{headIndex});
   Value max = overSplits(b, sink ? sink : f32Constant(b, -kInf),
                          [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
                            Value ms = ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow});

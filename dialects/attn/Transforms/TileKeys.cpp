@@ -16,9 +16,11 @@ FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int
   if (block <= 0)
     return update.emitOpError() << "tile_keys: a key block must hold at least one key";
   ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
-  if (getConstantIntValue(sizes[0]) != 1 || getConstantIntValue(sizes[1]) != 1)
-    return update.emitOpError() << "tile_keys needs an update of one batch and head "
-                                   "(tile_queries first)";
+  // One batch entry and one head, or a GQA group's heads (tile_queries pack_heads): the key
+  // range is the one every head of the task can keep (KeyRange.h).
+  if (getConstantIntValue(sizes[0]) != 1 || !getConstantIntValue(sizes[1]))
+    return update.emitOpError() << "tile_keys needs an update of one batch entry and a static "
+                                   "number of heads (tile_queries first)";
 
   rewriter.setInsertionPoint(update);
   ImplicitLocOpBuilder b(update.getLoc(), rewriter);

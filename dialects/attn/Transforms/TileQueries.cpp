@@ -17,20 +17,26 @@ Block* taskStackBlock(Operation* op) {
   return op->getBlock();
 }
 
-QueryTiles forEachQueryTile(ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_t rows) {
+QueryTiles forEachQueryTile(ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_t rows,
+                            int64_t headsPerTask) {
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
-  // One task per (batch, head, tile of `rows` query rows): task = (b * nh + h) * tiles + tile.
+  // One task per (batch, group of heads, tile of `rows` query rows): task = (b * groups + h)
+  // * tiles + tile.
   Value tileRows = b.create<arith::ConstantIndexOp>(rows);
+  Value perTask = b.create<arith::ConstantIndexOp>(headsPerTask);
+  Value groups = b.createOrFold<arith::DivUIOp>(sizes[1], perTask);
   Value tiles = b.create<arith::CeilDivUIOp>(sizes[2], tileRows);
-  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(sizes[0], sizes[1]), tiles);
+  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(sizes[0], groups), tiles);
   auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
 
   b.setInsertionPointToStart(forall.getBody());
   Value task = forall.getInductionVar(0);
   Value tile = b.create<arith::RemUIOp>(task, tiles);
-  Value batchHead = b.create<arith::DivUIOp>(task, tiles);
-  Value head = b.create<arith::AddIOp>(offsets[1], b.create<arith::RemUIOp>(batchHead, sizes[1]));
-  Value batch = b.create<arith::AddIOp>(offsets[0], b.create<arith::DivUIOp>(batchHead, sizes[1]));
+  Value batchGroup = b.create<arith::DivUIOp>(task, tiles);
+  Value head = b.create<arith::AddIOp>(
+      offsets[1],
+      b.createOrFold<arith::MulIOp>(b.create<arith::RemUIOp>(batchGroup, groups), perTask));
+  Value batch = b.create<arith::AddIOp>(offsets[0], b.create<arith::DivUIOp>(batchGroup, groups));
   Value row = b.create<arith::AddIOp>(offsets[2], b.create<arith::MulIOp>(tile, tileRows));
   Value end = b.create<arith::AddIOp>(offsets[2], sizes[2]);
   Value count = b.create<arith::MinSIOp>(tileRows, b.create<arith::SubIOp>(end, row));
@@ -67,10 +73,25 @@ FailureOr<StateOps> findStateOps(OnlineUpdateOp update, StringRef step) {
   return ops;
 }
 
-FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows) {
+FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows,
+                                    bool packHeads) {
   if (rows <= 0)
     return update.emitOpError() << "tile_queries: the tile must have at least one row";
-  if (update.getBlockTable() || update.getKeyScale())
+  const int64_t kvHeads = update.getKey().getType().getDimSize(1);
+  const int64_t heads = static_cast<int64_t>(update.getNumHeads());
+  const int64_t group = packHeads && !ShapedType::isDynamic(kvHeads) ? heads / kvHeads : 1;
+  if (packHeads) {
+    if (ShapedType::isDynamic(kvHeads) || getConstantIntValue(update.getOffsets()[1]) != 0 ||
+        getConstantIntValue(update.getSizes()[1]) != heads)
+      return update.emitOpError() << "tile_queries pack_heads needs static KV heads and an "
+                                     "update over every head";
+    if (group > rows)
+      return update.emitOpError() << "tile_queries pack_heads: a tile of " << rows
+                                  << " rows cannot hold a row of each of the group's " << group
+                                  << " heads";
+  }
+  // lower_to_mma's decode tiles (pack_heads) read pages through the block table themselves.
+  if (update.getKeyScale() || (update.getBlockTable() && !packHeads))
     return update.emitOpError() << "tile_queries: a paged or quantized cache needs "
                                    "transform.attn.gather_cache first";
   FailureOr<StateOps> state = findStateOps(update, "tile_queries");
@@ -81,8 +102,9 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
 
   rewriter.setInsertionPoint(state->finalize);
   ImplicitLocOpBuilder b(update.getLoc(), rewriter);
-  auto [forall, batch, head, row, count] = forEachQueryTile(b, update, rows);
+  auto [forall, batch, head, row, count] = forEachQueryTile(b, update, rows / group, group);
   Value one = b.create<arith::ConstantIndexOp>(1);
+  Value headsPerTask = b.create<arith::ConstantIndexOp>(group);
 
   auto f32 = b.getF32Type();
   Value acc = b.create<memref::AllocaOp>(MemRefType::get({1, 1, dv, rows}, f32));
@@ -96,12 +118,12 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
   tiled.getMaxMutable().assign(max);
   tiled.getSumMutable().assign(sum);
   tiled.getOffsetsMutable().assign({batch, head, row, offsets[3]});
-  tiled.getSizesMutable().assign({one, one, count, sizes[3]});
+  tiled.getSizesMutable().assign({one, headsPerTask, count, sizes[3]});
 
   OnlineFinalizeOp finalize = state->finalize;
   b.create<OnlineFinalizeOp>(acc, max, sum, finalize.getOutput(), finalize.getLse(),
                              finalize.getSinks(), ValueRange{batch, head, row},
-                             ValueRange{one, one, count});
+                             ValueRange{one, headsPerTask, count});
 
   for (Operation* dead : state->deallocs)
     rewriter.eraseOp(dead);

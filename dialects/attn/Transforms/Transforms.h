@@ -34,13 +34,16 @@ struct StateOps {
 mlir::FailureOr<StateOps> findStateOps(OnlineUpdateOp update, llvm::StringRef step);
 
 struct QueryTiles {
-  mlir::scf::ForallOp loop;              // one iteration per (batch, head, query tile)
-  mlir::Value batch, head, row, count;   // the iteration's, and its tile's first row and rows
+  mlir::scf::ForallOp loop;              // one iteration per (batch, heads, query tile)
+  mlir::Value batch, head, row, count;   // the iteration's, its first head, its tile's first
+                                         // row and its rows (of each head)
 };
 
-// The task loop over a score op's domain in tiles of `rows` query rows, task = (b * nh + h) *
-// tiles + tile, built at the builder's insertion point, which it leaves at the loop body's start.
-QueryTiles forEachQueryTile(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_t rows);
+// The task loop over a score op's domain in tiles of `rows` query rows of `headsPerTask`
+// consecutive heads each, task = (b * (nh / headsPerTask) + h / headsPerTask) * tiles + tile,
+// built at the builder's insertion point, which it leaves at the loop body's start.
+QueryTiles forEachQueryTile(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, int64_t rows,
+                            int64_t headsPerTask = 1);
 
 struct TiledQueries {
   mlir::scf::ForallOp loop; // one iteration per (batch, head, query tile)
@@ -48,9 +51,18 @@ struct TiledQueries {
 };
 
 // Tiles an update over (batch, head, query rows) by `rows` query rows, moving the state's
-// init and finalize into the loop and its buffers onto the stack (memref<1x1xd_vxrows>).
+// init and finalize into the loop and its buffers onto the stack (memref<1x1xd_vxrows>). With
+// `packHeads`, a task is one batch entry, one KV head and rows / G query rows of each of the G
+// query heads of its group (G = H / H_kv), its tile's row r holding query row r / G of head
+// r % G (lower_to_mma's decode tiles): each K/V row read serves every head of the group.
 mlir::FailureOr<TiledQueries> tileQueries(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
-                                          int64_t rows);
+                                          int64_t rows, bool packHeads = false);
+
+// Splits a whole-domain update at run time by its query rows: an scf.if on Tq <= maxRows whose
+// branches each hold a copy of the update with its state ops (StateOps), so that a schedule
+// tiles decoding steps and prefills apart. Returns the updates of (Tq <= maxRows, the rest).
+mlir::FailureOr<std::pair<OnlineUpdateOp, OnlineUpdateOp>>
+branchOnQueryRows(mlir::RewriterBase& rewriter, OnlineUpdateOp update, int64_t maxRows);
 
 // Copies the update's query tile transposed and scaled into a stack buffer before the update
 // (attn.pack_query) and makes the update read it.
@@ -90,9 +102,11 @@ mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, 
 // (pages(...), scales(...)) read plain buffers [B, H_kv, Tk, d] instead, of the query's type
 // when quantized, which a phase of their own at the start of the kernel fills, one task per `rows`
 // positions of a sequence, or when `rows` is 0 one task per `columns` adjacent columns of a
-// head at a position (GatherCache.cpp): every lowering but the decode kernel's needs it.
+// head at a position (GatherCache.cpp): every lowering but the decode kernel's needs it, and
+// the tensor-core decode tiles' for quantized rows only (`quantizedOnly`). The phase goes into
+// the block of the ops, which may be `root` itself.
 mlir::LogicalResult gatherCache(mlir::RewriterBase& rewriter, mlir::Operation* root,
-                                int64_t rows, int64_t columns);
+                                int64_t rows, int64_t columns, bool quantizedOnly = false);
 
 // Lowers an attn.rope to an scf.forall of its own before the op, one task per `rows` rows of a
 // batch, rotating them for every head (a kernel phase that completes before the next).

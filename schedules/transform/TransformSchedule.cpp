@@ -143,9 +143,12 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
     // the query rows of a whole GQA group, so each K/V byte is read once per KV head: 2 warps
     // and 32 keys. H200, B 8, H 32/8, d 128, f16, contiguous cache, Tk 16k (docs/benchmarks.md,
     // "GPU"): 0.311 ms at 256 blocks, 0.266 at 512, 0.288 at 1024; 4 warps 0.348; 1 warp and
-    // 16 keys 0.464; 1 warp and 64 keys (768 bytes of spills) 1.00.
+    // 16 keys 0.464; 1 warp and 64 keys (768 bytes of spills) 1.00. Quantized rows, which the
+    // threads load and decode themselves, take 16 keys (32 spill 100-200 bytes): int8
+    // contiguous 0.456 ms against 0.762, paged 0.920 against 0.975.
     const int64_t decodeTile = std::max<int64_t>(32, (spec.groupSize() + 15) / 16 * 16);
-    const int64_t decodeKeyBlock = widest <= 128 ? 32 : 16;
+    const int64_t decodeKeyBlock =
+        widest <= 128 && spec.kvDtype == KvDType::Same ? 32 : 16;
     return ScheduleParams("mlir",
                           {{"query_tile", 64},
                            {"key_block", keyBlock},

@@ -5,7 +5,8 @@
 // registers. Steps of at most 16 query rows (decoding; the limit of the CPUs' decode kernel)
 // take another branch at run time, whose tiles of decode_tile rows hold the query rows of every
 // head of a GQA group (pack_heads), so a block reads its K/V head once for all of them, in key
-// blocks of decode_key_block, a paged cache's through the block table. Few tasks with many keys split their keys over up to
+// blocks of decode_key_block, a paged cache's through the block table, quantized rows decoded
+// into the tiles and their scales applied to the scores and probabilities. Few tasks with many keys split their keys over up to
 // max_key_splits blocks, aiming at fill_blocks blocks in all. Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
@@ -13,10 +14,8 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     %decode, %prefill = transform.attn.branch_on_query_rows %update rows = 16
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    // A paged or quantized cache gathered into plain buffers by a phase of the branch's own,
-    // but for the decode tiles' pages, which they read through the block table; and for the
-    // weights, after both.
-    transform.attn.gather_cache %decode columns = 8 quantized_only : !transform.any_op
+    // A paged or quantized cache gathered into plain buffers by a phase of the prefill branch
+    // (the decode tiles read pages and quantized rows themselves), and of the weights.
     transform.attn.gather_cache %prefill columns = 8 : !transform.any_op
     %weights = transform.structured.match ops{["attn.weights"]} in %root
         : (!transform.any_op) -> !transform.any_op

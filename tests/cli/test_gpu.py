@@ -148,13 +148,13 @@ class CudaBundles(CliTestCase):
                         # The single-pass kernel, the split-key kernel and its merge, for decode
                         # steps (Tq <= 16, a GQA group's heads per tile) and for the rest, in
                         # one PTX module, after RoPE's rotations (the queries', and the keys' but
-                        # over a cache) and before the weights'. A paged cache is gathered for
-                        # the prefill branch (the decode tiles read pages themselves), quantized
-                        # rows for both, and either for the weights.
+                        # over a cache) and before the weights'. A paged or quantized cache is
+                        # gathered for the prefill branch (the decode tiles read pages and
+                        # quantized rows themselves) and for the weights.
                         rotations = 0 if "rope=true" not in spec else 1 if "kv_cache" in spec else 2
                         weights = 1 if "weights=true" in spec else 0
                         cached = "kv_cache=paged" in spec or "kv_dtype" in spec
-                        gather = cached + ("kv_dtype" in spec) + (cached and weights)
+                        gather = cached * (1 + weights)
                         self.assertEqual(text.count(".entry"), 6 + rotations + gather + weights)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",

@@ -105,13 +105,58 @@ func.func @decode_tiles_paged(%q: memref<?x4x?x32xf16>, %k: memref<?x2x16x32xf16
   return
 }
 
+// An int8 cache: the decode tiles load its codes (8 per thread and copy), widen them into the
+// f16 tiles the MMAs read, and stage each key's scale in shared memory; the scores are scaled
+// by the keys' scales and the probabilities by the values' before P V.
+// CHECK-LABEL: func.func @decode_tiles_int8
+// CHECK-SAME: %[[KS:[a-z0-9]+]]: memref<?x2x?xf32>, %[[VS:[a-z0-9]+]]: memref<?x2x?xf32>
+// CHECK: scf.if
+// CHECK: gpu.launch {{.*}} workgroup({{.*}} : memref<32x40xf16, {{.*}}>, {{.*}} : memref<32x24xf16, {{.*}}>, %[[SKS:[a-z0-9]+]] : memref<32xf32, {{.*}}>, %[[SVS:[a-z0-9]+]] : memref<32xf32, {{.*}}>)
+// CHECK: vector.load {{.*}} : memref<?x2x?x32xi8, {{.*}}>, vector<8xi8>
+// CHECK: arith.sitofp {{.*}} : vector<8xi8> to vector<8xf32>
+// CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
+// CHECK: memref.load %[[KS]]
+// CHECK: memref.store {{.*}}, %[[SKS]]
+// CHECK-NOT: nvgpu.device_async_copy
+// CHECK: scf.for
+// CHECK: nvgpu.mma.sync
+// CHECK: vector.load %[[SKS]]
+// CHECK: arith.mulf
+// CHECK: vector.load %[[SVS]]
+// CHECK: nvgpu.ldmatrix
+// CHECK: } else {
+func.func @decode_tiles_int8(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xi8>,
+                             %v: memref<?x2x?x16xi8>, %ks: memref<?x2x?xf32>,
+                             %vs: memref<?x2x?xf32>, %o: memref<?x4x?x16xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x32xi8>
+  %acc = memref.alloc(%b, %tq) : memref<?x4x16x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x4x16x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_update %q, %k, %v scales(%ks, %vs : memref<?x2x?xf32>, memref<?x2x?xf32>)
+      into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
+      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf16>, memref<?x2x?x32xi8>, memref<?x2x?x16xi8>,
+        memref<?x4x16x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
+      : memref<?x4x16x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf16>
+  memref.dealloc %acc : memref<?x4x16x?xf32>
+  memref.dealloc %max : memref<?x4x?xf32>
+  memref.dealloc %sum : memref<?x4x?xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %update = transform.structured.match ops{["attn.online_update"]} in %root
         : (!transform.any_op) -> !transform.any_op
     %decode, %prefill = transform.attn.branch_on_query_rows %update rows = 16
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    transform.attn.gather_cache %decode columns = 8 quantized_only : !transform.any_op
     transform.attn.gather_cache %prefill columns = 8 : !transform.any_op
     %decodeTasks, %decodeTile = transform.attn.tile_queries %decode rows = 16 pack_heads
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)

@@ -96,8 +96,7 @@ DiagnosedSilenceableFailure transform::AttnGatherCacheOp::applyToOne(
     transform::ApplyToEachResultList& results, transform::TransformState&) {
   if (getRows().has_value() == getColumns().has_value())
     return emitDefiniteFailure() << "gather_cache takes either rows = N or columns = N";
-  if (failed(gatherCache(rewriter, target, getRows().value_or(0), getColumns().value_or(0),
-                         getQuantizedOnly())))
+  if (failed(gatherCache(rewriter, target, getRows().value_or(0), getColumns().value_or(0))))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
 }

@@ -154,15 +154,14 @@ def AttnGatherCacheOp
     `rows` positions of a sequence (CPUs), or one task per `columns` adjacent columns of one
     head at one position, the columns fastest (GPUs: a thread each, neighbours copying
     neighbouring bytes; fewer columns where they do not divide the heads' widths). A paged
-    sequence's positions past seq_lens[b] are zero. With `quantized_only`, only the ops that
-    read quantized rows (those of a decode tile read pages through the block table themselves).
-    Every lowering but lower_decode needs it; without such ops it does nothing.
+    sequence's positions past seq_lens[b] are zero. Every lowering but lower_decode and
+    lower_to_mma's decode tiles needs it; without such ops it does nothing.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, OptionalAttr<I64Attr>:$rows,
-                       OptionalAttr<I64Attr>:$columns, UnitAttr:$quantized_only);
+                       OptionalAttr<I64Attr>:$columns);
   let results = (outs);
-  let assemblyFormat = "$target (`rows` `=` $rows^)? (`columns` `=` $columns^)? "
-                       "(`quantized_only` $quantized_only^)? attr-dict `:` type($target)";
+  let assemblyFormat = "$target (`rows` `=` $rows^)? (`columns` `=` $columns^)? attr-dict `:` "
+                       "type($target)";
   let extraClassDeclaration = [{
     ::mlir::DiagnosedSilenceableFailure applyToOne(
         ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,

@@ -1,8 +1,8 @@
 //===- GatherCache.cpp - a paged or quantized KV cache copied into plain buffers ===//
 //
-// Only the decode kernels read K and V through a block table (LowerDecode.cpp, and lower_to_mma's
-// decode tiles) or dequantise quantized rows as they go (LowerDecode.cpp). For the others, a
-// phase of its own at the start of the ops' block (the kernel's, or a branch's) copies
+// Only the decode kernels (LowerDecode.cpp, lower_to_mma's decode tiles) read K and V through a
+// block table and dequantise quantized rows as they go. For the others, a phase of its own at
+// the start of the ops' block (the kernel's, or a branch's) copies
 // each sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 or
 // fp8 E4M3 rows decoded and times their scales) that the ops read instead: O(B Tk d) copies
 // against the prefill's O(Tq Tk d) work. A task copies `rows` positions of one sequence for
@@ -44,10 +44,10 @@ struct Gathered {
 } // namespace
 
 LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
-                          int64_t columns, bool quantizedOnly) {
+                          int64_t columns) {
   SmallVector<ScoreOpInterface> ops;
   root->walk([&](ScoreOpInterface op) {
-    if (op.getKeyScale() || (op.getBlockTable() && !quantizedOnly))
+    if (op.getBlockTable() || op.getKeyScale())
       ops.push_back(op);
   });
   if (ops.empty())

@@ -85,9 +85,13 @@ LogicalResult MmaLowering::check() {
   auto fail = [&]() { return update.emitOpError() << "lower_to_mma: "; };
   if (!element.isF16() && !element.isBF16())
     return fail() << "tensor cores take f16 or bf16 storage, not " << element;
-  if (update.getQuery().getType().getElementType() != element ||
-      update.getValue().getType().getElementType() != element)
-    return fail() << "q, k and v must share one element type";
+  for (Value rows : {update.getKey(), update.getValue()}) {
+    Type stored = cast<MemRefType>(rows.getType()).getElementType();
+    if (stored != element && !(update.getKeyScale() && (stored.isInteger(8) ||
+                                                         isa<Float8E4M3FNType>(stored))))
+      return fail() << "k and v must have q's element type " << element << ", or be quantized "
+                       "rows (int8, fp8 E4M3) with their scales, not " << stored;
+  }
   if (dk % 16 != 0 || dv % 16 != 0)
     return fail() << "d_k = " << dk << " and d_v = " << dv << " must be multiples of 16";
   if (ShapedType::isDynamic(rows) || rows % 16 != 0 || warps > 32)
@@ -102,8 +106,6 @@ LogicalResult MmaLowering::check() {
                   << "key block)";
   if (update.hasPackedQuery())
     return fail() << "the query must not be packed";
-  if (update.getKeyScale())
-    return fail() << "quantized K/V rows need transform.attn.gather_cache first";
   if (headsPerTask <= 0 || headsPerTask > rows)
     return fail() << "a task's heads must be static and at most its " << rows << " rows";
   return success();

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -10,10 +11,10 @@ using namespace mlir;
 
 namespace attnc::attn {
 
-constexpr int64_t kChunk = 8; // elements per cp.async (16 bytes of f16 or bf16)
+constexpr int64_t kChunk = 8; // elements per copy (16 bytes of f16 or bf16)
 
 MmaFragments::MmaFragments(Builder& builder, OnlineUpdateOp update)
-    : update(update), element(update.getKey().getType().getElementType()),
+    : update(update), element(update.getQuery().getType().getElementType()),
       dk(update.getKey().getType().getDimSize(3)), dv(update.getValue().getType().getDimSize(3)),
       rows(update.getAcc().getType().getDimSize(3)), warps(rows / 16),
       block(update.getMaxKeys().value_or(0)),
@@ -85,9 +86,13 @@ Value MmaFragments::keyCount(ImplicitLocOpBuilder& b, Value key) {
 // chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
 // A paged cache's key j is row j mod page_size of page block_table[batch, j / page_size],
 // the entry clamped into the cache (a key past the sequence's end reads some page, and its
-// score is masked). Returns the group to wait on.
+// score is masked). Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and
+// bf16: toF32Unscaled) and stored by the threads themselves, and each row's scale (times the
+// codes' factor, 0 past validEnd) into `sharedScales`, for the scores and probabilities
+// (fragmentScales). Returns the group of cp.async copies to wait on, or null for quantized rows.
 Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
-                             Value firstKey, Value validEnd) {
+                             Value firstKey, Value validEnd, Value rowScales,
+                             Value sharedScales) {
   const int64_t perRow = width / kChunk, chunks = block * perRow, threads = warps * kWarpSize;
   SmallVector<Value> copies;
   for (int64_t i = 0; i < (chunks + threads - 1) / threads; ++i) {
@@ -110,20 +115,52 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
       outer = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(entry, c(b, 0)), lastPage);
       source = b.create<arith::RemUIOp>(source, pageRows);
     }
+    if (sharedScales) {
+      auto codesType = VectorType::get({kChunk}, cast<MemRefType>(global.getType()).getElementType());
+      Value codes = b.create<vector::LoadOp>(codesType, global,
+                                             ValueRange{outer, kvHead, source, column});
+      Value decoded = b.create<arith::SelectOp>(valid, toF32Unscaled(b, codes),
+                                                splatConstant(b, VectorType::get({kChunk},
+                                                                                 b.getF32Type()), 0));
+      b.create<vector::StoreOp>(
+          b.create<arith::TruncFOp>(VectorType::get({kChunk}, element), decoded), shared,
+          ValueRange{row, column});
+      auto ifFirst = b.create<scf::IfOp>(
+          b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, column, c(b, 0)),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifFirst.thenBlock());
+      Value scale = scaleForUnscaled(
+          b, b.create<memref::LoadOp>(rowScales, ValueRange{outer, kvHead, source}),
+          global.getType());
+      b.create<memref::StoreOp>(b.create<arith::SelectOp>(valid, scale, f32Constant(b, 0)),
+                                sharedScales, ValueRange{row});
+      continue;
+    }
     Value sourceElements = b.create<arith::SelectOp>(valid, c(b, kChunk), c(b, 0));
     copies.push_back(b.create<nvgpu::DeviceAsyncCopyOp>(
         nvgpu::DeviceAsyncTokenType::get(b.getContext()), shared, ValueRange{row, column}, global,
         ValueRange{outer, kvHead, source, column}, b.getIndexAttr(kChunk), sourceElements,
         b.getUnitAttr()));
   }
+  if (copies.empty())
+    return Value();
   return b.create<nvgpu::DeviceAsyncCreateGroupOp>(nvgpu::DeviceAsyncTokenType::get(b.getContext()),
                                                    copies);
 }
 
-// Waits for this thread's copies, then for every thread: the tile is complete, and no warp
-// still reads the tile the next copy overwrites.
+Value MmaFragments::fragmentScales(ImplicitLocOpBuilder& b, Value sharedScales, int64_t j) {
+  Value pair = b.create<vector::LoadOp>(
+      VectorType::get({2}, b.getF32Type()), sharedScales,
+      ValueRange{b.create<arith::AddIOp>(b.create<arith::MulIOp>(t, c(b, 2)), c(b, 8 * j))});
+  return b.create<vector::BroadcastOp>(cType, pair);
+}
+
+// Waits for this thread's copies (if any), then for every thread: the tile is complete, and no
+// warp still reads the tile the next copy overwrites.
 void MmaFragments::waitAndSync(ImplicitLocOpBuilder& b, Value group) {
-  b.create<nvgpu::DeviceAsyncWaitOp>(group, b.getI32IntegerAttr(0));
+  if (group)
+    b.create<nvgpu::DeviceAsyncWaitOp>(group, b.getI32IntegerAttr(0));
   b.create<gpu::BarrierOp>();
 }
 

@@ -48,7 +48,11 @@ protected:
                          mlir::VectorType type);
   void emitQueryFragments(mlir::ImplicitLocOpBuilder& b, mlir::Value query);
   mlir::Value copyTile(mlir::ImplicitLocOpBuilder& b, mlir::Value global, mlir::Value shared,
-                       int64_t width, mlir::Value firstKey, mlir::Value validEnd);
+                       int64_t width, mlir::Value firstKey, mlir::Value validEnd,
+                       mlir::Value rowScales = {}, mlir::Value sharedScales = {});
+  // The scales of key tile j's keys keyBlock + 8 j + 2 t + {0, 1} from `sharedScales`, in the C
+  // fragment's shape.
+  mlir::Value fragmentScales(mlir::ImplicitLocOpBuilder& b, mlir::Value sharedScales, int64_t j);
   // Tk, the keys of a sequence: of K [B, H_kv, Tk, d], or of a paged cache's block table row
   // (max_pages x page_size).
   mlir::Value keyCount(mlir::ImplicitLocOpBuilder& b, mlir::Value key);
@@ -82,6 +86,7 @@ protected:
 
   // Inside the launch.
   mlir::Value sharedK, sharedV;    // [block, dk + pad], [block, dv + pad]
+  mlir::Value sharedKScale, sharedVScale; // [block]: quantized rows' scales, else null
   mlir::Value tid, lane, g, t;     // thread, lane, lane / 4, lane % 4
   mlir::Value batch, head, kvHead; // this task's batch, (first) head and K/V head
   mlir::Value myTileRows[2];       // the tile rows of this lane's C fragment rows (index)

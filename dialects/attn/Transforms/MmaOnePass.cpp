@@ -52,6 +52,12 @@ void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, 
     sharedV = launch.addWorkgroupAttribution(
         MemRefType::get({block, dv + kMmaRowPad}, element, MemRefLayoutAttrInterface(), workgroup),
         b.getLoc());
+    sharedKScale = sharedVScale = Value();
+    if (update.getKeyScale()) {
+      auto scales = MemRefType::get({block}, b.getF32Type(), MemRefLayoutAttrInterface(), workgroup);
+      sharedKScale = launch.addWorkgroupAttribution(scales, b.getLoc());
+      sharedVScale = launch.addWorkgroupAttribution(scales, b.getLoc());
+    }
   }
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
@@ -106,7 +112,8 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
         upper = map.lookupOrDefault(keys.getUpperBound());
   if (phase == Phase::Partial)
     std::tie(lower, upper) = splitKeyRange(b, lower, upper);
-  waitAndSync(b, copyTile(b, key, sharedK, dk, lower, upper));
+  Value keyScale = update.getKeyScale(), valueScale = update.getValueScale();
+  waitAndSync(b, copyTile(b, key, sharedK, dk, lower, upper, keyScale, sharedKScale));
   SmallVector<Value> state{f32Constant(b, -kInf), f32Constant(b, -kInf), f32Constant(b, 0),
                            f32Constant(b, 0)};
   state.append(dv / 8, splatConstant(b, cType, 0));
@@ -122,8 +129,12 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
     Value keyEnd = b.create<arith::AddIOp>(keyBlock, map.lookupOrDefault(update.getSizes()[3]));
     ValueRange carried = loop.getRegionIterArgs();
 
-    Value valueGroup = copyTile(b, value, sharedV, dv, keyBlock, keyEnd);
+    Value valueGroup = copyTile(b, value, sharedV, dv, keyBlock, keyEnd, valueScale, sharedVScale);
     SmallVector<Value> s = emitScores(b);
+    // Quantized keys: S = (Q K_codes^T) k_scale, column by column.
+    if (sharedKScale)
+      for (auto [j, sj] : llvm::enumerate(s))
+        sj = b.create<arith::MulFOp>(sj, fragmentScales(b, sharedKScale, static_cast<int64_t>(j)));
     applyTerms(b, s, keyBlock, keyEnd);
 
     // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
@@ -167,7 +178,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
     // V has landed and every warp is done with K: fetch the next K tile during P V.
     waitAndSync(b, valueGroup);
     Value nextBlock = b.create<arith::AddIOp>(keyBlock, c(b, block));
-    Value keyGroup = copyTile(b, key, sharedK, dk, nextBlock, upper);
+    Value keyGroup = copyTile(b, key, sharedK, dk, nextBlock, upper, keyScale, sharedKScale);
 
     // O = alpha O + P V. An ldmatrix.x4.trans reads the B fragments of two 8-column tiles of
     // V: lanes 0-7 address keys 0-7, lanes 8-15 keys 8-15 (columns 0-7), lanes 16-31 the same
@@ -182,9 +193,15 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
             b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
     Value vColumn = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
     auto fragType = VectorType::get({4, 2}, element);
+    // Quantized values: P V = (P v_scale) V_codes, the scales per key (column of P).
+    auto weighted = [&](int64_t j) {
+      return sharedVScale ? b.create<arith::MulFOp>(s[j], fragmentScales(b, sharedVScale, j))
+                                .getResult()
+                          : s[j];
+    };
     for (int64_t kk = 0; kk < block / 16; ++kk) {
-      Value lo = b.create<arith::TruncFOp>(bType, s[2 * kk]);
-      Value hi = b.create<arith::TruncFOp>(bType, s[2 * kk + 1]);
+      Value lo = b.create<arith::TruncFOp>(bType, weighted(2 * kk));
+      Value hi = b.create<arith::TruncFOp>(bType, weighted(2 * kk + 1));
       Value pFrag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
       for (int64_t pair = 0; pair < dv / 16; ++pair) {
         Value frag = b.create<nvgpu::LdMatrixOp>(

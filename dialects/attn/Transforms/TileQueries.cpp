@@ -90,8 +90,8 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
                                   << " rows cannot hold a row of each of the group's " << group
                                   << " heads";
   }
-  // lower_to_mma's decode tiles (pack_heads) read pages through the block table themselves.
-  if (update.getKeyScale() || (update.getBlockTable() && !packHeads))
+  // lower_to_mma's decode tiles (pack_heads) read pages and quantized rows themselves.
+  if ((update.getKeyScale() || update.getBlockTable()) && !packHeads)
     return update.emitOpError() << "tile_queries: a paged or quantized cache needs "
                                    "transform.attn.gather_cache first";
   FailureOr<StateOps> state = findStateOps(update, "tile_queries");

@@ -102,11 +102,11 @@ mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, 
 // (pages(...), scales(...)) read plain buffers [B, H_kv, Tk, d] instead, of the query's type
 // when quantized, which a phase of their own at the start of the kernel fills, one task per `rows`
 // positions of a sequence, or when `rows` is 0 one task per `columns` adjacent columns of a
-// head at a position (GatherCache.cpp): every lowering but the decode kernel's needs it, and
-// the tensor-core decode tiles' for quantized rows only (`quantizedOnly`). The phase goes into
-// the block of the ops, which may be `root` itself.
+// head at a position (GatherCache.cpp): every lowering but the decode kernels' (LowerDecode's,
+// lower_to_mma's decode tiles) needs it. The phase goes into the block of the ops, which may be
+// `root` itself.
 mlir::LogicalResult gatherCache(mlir::RewriterBase& rewriter, mlir::Operation* root,
-                                int64_t rows, int64_t columns, bool quantizedOnly = false);
+                                int64_t rows, int64_t columns);
 
 // Lowers an attn.rope to an scf.forall of its own before the op, one task per `rows` rows of a
 // batch, rotating them for every head (a kernel phase that completes before the next).

@@ -47,13 +47,7 @@ branchOnQueryRows(RewriterBase& rewriter, OnlineUpdateOp update, int64_t maxRows
   };
   std::pair<OnlineUpdateOp, OnlineUpdateOp> updates{copyInto(branch.thenBlock()),
                                                     copyInto(branch.elseBlock())};
-  for (Operation* dead : state->deallocs)
-    rewriter.eraseOp(dead);
-  rewriter.eraseOp(state->finalize);
-  rewriter.eraseOp(update);
-  rewriter.eraseOp(state->init);
-  for (memref::AllocOp alloc : state->allocs)
-    rewriter.eraseOp(alloc);
+  eraseWithStateOps(rewriter, update, *state);
   return updates;
 }
 

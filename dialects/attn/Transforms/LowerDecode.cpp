@@ -763,13 +763,7 @@ LogicalResult DecodeLowering::emit() {
   for (Value buffer : {workAcc, workMax, workSum})
     at.create<memref::DeallocOp>(buffer);
 
-  for (Operation* dead : state->deallocs)
-    rewriter.eraseOp(dead);
-  rewriter.eraseOp(state->finalize);
-  rewriter.eraseOp(op);
-  rewriter.eraseOp(state->init);
-  for (memref::AllocOp alloc : state->allocs)
-    rewriter.eraseOp(alloc);
+  eraseWithStateOps(rewriter, op, *state);
   return success();
 }
 

@@ -73,6 +73,16 @@ FailureOr<StateOps> findStateOps(OnlineUpdateOp update, StringRef step) {
   return ops;
 }
 
+void eraseWithStateOps(RewriterBase& rewriter, OnlineUpdateOp update, const StateOps& state) {
+  for (Operation* dead : state.deallocs)
+    rewriter.eraseOp(dead);
+  rewriter.eraseOp(state.finalize);
+  rewriter.eraseOp(update);
+  rewriter.eraseOp(state.init);
+  for (memref::AllocOp alloc : state.allocs)
+    rewriter.eraseOp(alloc);
+}
+
 FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp update, int64_t rows,
                                     bool packHeads) {
   if (rows <= 0)
@@ -125,13 +135,7 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
                              finalize.getSinks(), ValueRange{batch, head, row},
                              ValueRange{one, headsPerTask, count});
 
-  for (Operation* dead : state->deallocs)
-    rewriter.eraseOp(dead);
-  rewriter.eraseOp(finalize);
-  rewriter.eraseOp(update);
-  rewriter.eraseOp(state->init);
-  for (memref::AllocOp alloc : state->allocs)
-    rewriter.eraseOp(alloc);
+  eraseWithStateOps(rewriter, update, *state);
   return TiledQueries{forall, tiled};
 }
 

@@ -33,6 +33,11 @@ struct StateOps {
 // and what is missing.
 mlir::FailureOr<StateOps> findStateOps(OnlineUpdateOp update, llvm::StringRef step);
 
+// Erases the update and its StateOps, users before definitions, once a rewrite has replaced
+// them.
+void eraseWithStateOps(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
+                       const StateOps& state);
+
 struct QueryTiles {
   mlir::scf::ForallOp loop;              // one iteration per (batch, heads, query tile)
   mlir::Value batch, head, row, count;   // the iteration's, its first head, its tile's first

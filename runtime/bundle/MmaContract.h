@@ -26,10 +26,11 @@ inline constexpr int kMmaAlignBytes = 16;
 inline constexpr int64_t kMmaRowPad = 8;              // elements per shared-memory row
 inline constexpr int64_t kMmaSharedLimit = 48 * 1024; // bytes of static shared memory
 
-// Bytes of shared memory the K and V tiles take.
+// Bytes of shared memory the K and V tiles take, and with quantized rows their keys' scales
+// (an f32 per key of each).
 inline constexpr int64_t mmaSharedBytes(int64_t keyBlock, int64_t dk, int64_t dv,
-                                        int64_t elementBytes) {
-  return keyBlock * (dk + kMmaRowPad + dv + kMmaRowPad) * elementBytes;
+                                        int64_t elementBytes, bool rowScales = false) {
+  return keyBlock * ((dk + kMmaRowPad + dv + kMmaRowPad) * elementBytes + (rowScales ? 8 : 0));
 }
 
 } // namespace attnc::attn

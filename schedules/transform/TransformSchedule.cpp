@@ -181,7 +181,9 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
     return; // one query row per thread: nothing to divide
   if (family == ScheduleFamily::CudaMma) {
     for (const char* name : {"key_block", "decode_key_block"}) {
-      const int64_t bytes = attn::mmaSharedBytes(params.get(name), spec.dK, spec.dV, 2);
+      // The decode tiles stage quantized rows' scales beside K and V.
+      const bool scales = name == std::string("decode_key_block") && spec.kvDtype != KvDType::Same;
+      const int64_t bytes = attn::mmaSharedBytes(params.get(name), spec.dK, spec.dV, 2, scales);
       if (bytes > attn::kMmaSharedLimit)
         throw UsageError("schedule: " + std::string(name) + "=" +
                          std::to_string(params.get(name)) + " needs " + std::to_string(bytes) +

@@ -6,8 +6,9 @@
 // take another branch at run time, whose tiles of decode_tile rows hold the query rows of every
 // head of a GQA group (pack_heads), so a block reads its K/V head once for all of them, in key
 // blocks of decode_key_block, a paged cache's through the block table, quantized rows decoded
-// into the tiles and their scales applied to the scores and probabilities. Few tasks with many keys split their keys over up to
-// max_key_splits blocks, aiming at fill_blocks blocks in all. Placeholders as in cpu.mlir.
+// into the tiles and their scales applied to the scores and probabilities. Few tasks with many
+// keys split their keys over up to max_key_splits blocks, aiming at fill_blocks blocks in all.
+// Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
     %update = transform.structured.match ops{["attn.online_update"]} in %root

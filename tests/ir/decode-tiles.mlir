@@ -1,60 +1,61 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
 // The CUDA schedule's decode branch: branch_on_query_rows copies the attention into an scf.if
-// on Tq <= 16; there tile_queries pack_heads makes tiles of the 8 query rows of each of a GQA
-// group's 2 heads (tile row r: query row r / 2 of head r % 2) and lower_to_mma one warp per
+// on Tq <= 16; there tile_queries pack_heads makes tiles of the 5 query rows of each of a GQA
+// group's 3 heads (tile row r: query row r / 3 of head r % 3) and lower_to_mma one warp per
 // (batch, KV head, query tile); the other branch keeps tiles of 32 rows of one head.
 
 // CHECK-LABEL: func.func @decode_tiles
 // CHECK: %[[FEW:.*]] = arith.cmpi ule, %{{.*}}, %c16
 // CHECK: scf.if %[[FEW]] {
-// Tasks of (batch, KV head, tile of 8 rows per head), one warp each.
-// CHECK: %[[TILES:.*]] = arith.ceildivui %{{.*}}, %c8
+// Tasks of (batch, KV head, tile of 5 rows per head), one warp each.
+// CHECK: %[[TILES:.*]] = arith.ceildivui %{{.*}}, %c5
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c32,
-// The lane's two C rows: query rows (tile row) / 2, heads first head + (tile row) mod 2, whose
+// The lane's two C rows: query rows (tile row) / 3, heads first head + (tile row) mod 3, whose
 // query fragments it loads.
 // CHECK: %[[WARPROW:.*]] = arith.muli %{{.*}}, %c16
 // CHECK: %[[TILEROW:.*]] = arith.addi %[[WARPROW]], %{{.*}} : index
-// CHECK: arith.divui %[[TILEROW]], %c2
-// CHECK: %[[INGROUP:.*]] = arith.remui %[[TILEROW]], %c2
+// CHECK: arith.divui %[[TILEROW]], %c3
+// CHECK: %[[INGROUP:.*]] = arith.remui %[[TILEROW]], %c3
 // CHECK: %[[HEAD:.*]] = arith.addi %{{.*}}, %[[INGROUP]]
-// CHECK: vector.load %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x4x?x32xf16, {{.*}}>, vector<2xf16>
-// The terms (causal) row by row: a C row of 2 scores at a time.
+// CHECK: vector.load %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x6x?x32xf16, {{.*}}>, vector<2xf16>
+// The terms (causal) row by row, rows g and g + 8 of a tile belonging to different heads when G
+// does not divide 8: a C row of 2 scores at a time.
 // CHECK: nvgpu.mma.sync
 // CHECK: vector.extract %{{.*}}[0] : vector<2xi32> from vector<2x2xi32>
 // CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : vector<2xi32>
 // Each C row stored at its head and query row.
-// CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x4x?x16xf16, {{.*}}>, vector<2xf16>
+// CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x6x?x16xf16, {{.*}}>, vector<2xf16>
 // The prefill branch: 2 warps per tile of 32 rows of one head.
 // CHECK: } else {
 // CHECK: arith.ceildivui %{{.*}}, %c32
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c64,
 // CHECK-NOT: attn.online_{{init|update|finalize}} %
-func.func @decode_tiles(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf16>,
-                        %v: memref<?x2x?x16xf16>, %o: memref<?x4x?x16xf16>) {
+func.func @decode_tiles(%q: memref<?x6x?x32xf16>, %k: memref<?x2x?x32xf16>,
+                        %v: memref<?x2x?x16xf16>, %o: memref<?x6x?x16xf16>) {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
-  %c4 = arith.constant 4 : index
-  %b = memref.dim %q, %c0 : memref<?x4x?x32xf16>
-  %tq = memref.dim %q, %c2 : memref<?x4x?x32xf16>
+  %c6 = arith.constant 6 : index
+  %b = memref.dim %q, %c0 : memref<?x6x?x32xf16>
+  %tq = memref.dim %q, %c2 : memref<?x6x?x32xf16>
   %tk = memref.dim %k, %c2 : memref<?x2x?x32xf16>
-  %acc = memref.alloc(%b, %tq) : memref<?x4x16x?xf32>
-  %max = memref.alloc(%b, %tq) : memref<?x4x?xf32>
-  %sum = memref.alloc(%b, %tq) : memref<?x4x?xf32>
-  attn.online_init %acc, %max, %sum : memref<?x4x16x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+  %acc = memref.alloc(%b, %tq) : memref<?x6x16x?xf32>
+  %max = memref.alloc(%b, %tq) : memref<?x6x?xf32>
+  %sum = memref.alloc(%b, %tq) : memref<?x6x?xf32>
+  attn.online_init %acc, %max, %sum : memref<?x6x16x?xf32>, memref<?x6x?xf32>, memref<?x6x?xf32>
   attn.online_update %q, %k, %v into %acc, %max, %sum at [%c0, %c0, %c0, %c0]
-      sizes [%b, %c4, %tq, %tk] seq_q %tq {num_heads = 4 : i64, scale = 0.125 : f64}
-      : memref<?x4x?x32xf16>, memref<?x2x?x32xf16>, memref<?x2x?x16xf16>,
-        memref<?x4x16x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>
+      sizes [%b, %c6, %tq, %tk] seq_q %tq {num_heads = 6 : i64, scale = 0.125 : f64}
+      : memref<?x6x?x32xf16>, memref<?x2x?x32xf16>, memref<?x2x?x16xf16>,
+        memref<?x6x16x?xf32>, memref<?x6x?xf32>, memref<?x6x?xf32>
       mask_mod {
       ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
         %causal = arith.cmpi sle, %kv, %p : i32
         gpu.yield %causal : i1
       }
-  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c4, %tq]
-      : memref<?x4x16x?xf32>, memref<?x4x?xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf16>
-  memref.dealloc %acc : memref<?x4x16x?xf32>
-  memref.dealloc %max : memref<?x4x?xf32>
-  memref.dealloc %sum : memref<?x4x?xf32>
+  attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %c0] sizes [%b, %c6, %tq]
+      : memref<?x6x16x?xf32>, memref<?x6x?xf32>, memref<?x6x?xf32>, memref<?x6x?x16xf16>
+  memref.dealloc %acc : memref<?x6x16x?xf32>
+  memref.dealloc %max : memref<?x6x?xf32>
+  memref.dealloc %sum : memref<?x6x?xf32>
   return
 }
 
@@ -62,9 +63,11 @@ func.func @decode_tiles(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf16>,
 // j mod 16 of page block_table[b, j / 16], clamped into the cache); the prefill branch gathers
 // the cache into plain buffers first.
 // CHECK-LABEL: func.func @decode_tiles_paged
-// CHECK-SAME: %[[TABLE:[a-z0-9]+]]: memref<?x?xi32>
+// CHECK-SAME: %[[TABLE:[a-z0-9]+]]: memref<?x?xi32>, %[[LENS:[a-z0-9]+]]: memref<?xi32>
 // CHECK: scf.if
 // CHECK: gpu.launch
+// Keys past seq_lens[b] are zero-filled, whatever the pages hold there.
+// CHECK: memref.load %[[LENS]]
 // CHECK: %[[ENTRY:.*]] = memref.load %[[TABLE]][%{{.*}}, %{{.*}}] : memref<?x?xi32>
 // CHECK: %[[PAGE:.*]] = arith.index_cast %[[ENTRY]]
 // CHECK: arith.maxsi %[[PAGE]], %c0

@@ -149,9 +149,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                           ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
                             "rows in one task, keys split over tasks and merged by their LSE)"
                           : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
-                            "heads in the same kernel, pages read through the block table, "
-                            "keys split over thread blocks and merged by their LSE; the SIMT "
-                            "path runs the prefill kernel"});
+                            "heads in the same kernel, pages and quantized rows read in the key "
+                            "loop, keys split over thread blocks and merged by their LSE; the "
+                            "SIMT path runs the prefill kernel"});
     }
     return rows;
   }();

@@ -150,7 +150,7 @@ def AttnGatherCacheOp
     The attn.online_update and attn.weights ops under the target that read a paged cache
     (`pages(block_table, seq_lens)`) or a quantized one (`scales(...)`) read buffers
     [B, H_kv, Tk, d] instead (of the query's type when quantized, the rows times their scales),
-    filled by an scf.forall of their own at the start of the kernel (a phase): one task per
+    filled by an scf.forall of their own at the start of the ops' block (a phase): one task per
     `rows` positions of a sequence (CPUs), or one task per `columns` adjacent columns of one
     head at one position, the columns fastest (GPUs: a thread each, neighbours copying
     neighbouring bytes; fewer columns where they do not divide the heads' widths). A paged

@@ -2,8 +2,8 @@
 //
 // Only the decode kernels (LowerDecode.cpp, lower_to_mma's decode tiles) read K and V through a
 // block table and dequantise quantized rows as they go. For the others, a phase of its own at
-// the start of the ops' block (the kernel's, or a branch's) copies
-// each sequence's keys and values into buffers [B, H_kv, Tk, d] of the query's type (int8 or
+// the start of the ops' block (the kernel's, or a branch's) copies each sequence's keys and
+// values into buffers [B, H_kv, Tk, d] of the query's type (int8 or
 // fp8 E4M3 rows decoded and times their scales) that the ops read instead: O(B Tk d) copies
 // against the prefill's O(Tq Tk d) work. A task copies `rows` positions of one sequence for
 // every head (CPUs), or a run of adjacent columns of one head at one position (GPUs: a thread

@@ -29,7 +29,8 @@ namespace attnc::attn {
 
 // The keys [lo, hi) of the op's domain that its mask_mod can keep for some row of the domain,
 // as index values emitted at the builder's insertion point; j0 <= lo <= hi <= j0 + nj. Terms
-// reading b, h or g bound the range only when the domain is one batch and one head.
+// reading b bound the range only when the domain is one batch entry, h or g only when it is
+// also one head.
 std::pair<mlir::Value, mlir::Value> keptKeyRange(mlir::ImplicitLocOpBuilder& b,
                                                  ScoreOpInterface op);
 

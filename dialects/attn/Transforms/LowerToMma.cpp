@@ -99,7 +99,8 @@ LogicalResult MmaLowering::check() {
                   << "32 warps";
   if (block <= 0 || block % 16 != 0)
     return fail() << "the key block (max_keys " << block << ") must be a multiple of 16";
-  const int64_t bytes = mmaSharedBytes(block, dk, dv, element.getIntOrFloatBitWidth() / 8);
+  const int64_t bytes = mmaSharedBytes(block, dk, dv, element.getIntOrFloatBitWidth() / 8,
+                                       static_cast<bool>(update.getKeyScale()));
   if (bytes > kMmaSharedLimit)
     return fail() << "K and V tiles of " << block << " keys need " << bytes
                   << " bytes of shared memory; at most " << kMmaSharedLimit << " (use a smaller "
@@ -118,14 +119,19 @@ void MmaLowering::recordAlignedArgs(ImplicitLocOpBuilder& b) {
   for (Value v : {update.getQuery(), update.getKey(), update.getValue(), ops.finalize.getOutput()})
     if (int64_t index = argumentIndex(v); index >= 0)
       mask |= 1 << index;
+  // A kernel of two lowerings (decode tiles and prefill tiles) checks the arguments of both.
   auto module = tasks->getParentOfType<ModuleOp>();
-  if (module.lookupSymbol(kMmaAlignedArgsSymbol))
+  auto tensorType = RankedTensorType::get({}, b.getI32Type());
+  if (auto recorded = module.lookupSymbol<memref::GlobalOp>(kMmaAlignedArgsSymbol)) {
+    mask |= cast<DenseElementsAttr>(*recorded.getInitialValue()).getSplatValue<int32_t>();
+    recorded.setInitialValueAttr(DenseElementsAttr::get(tensorType, mask));
     return;
+  }
   OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
   auto type = MemRefType::get({}, b.getI32Type());
   mb.create<memref::GlobalOp>(
       b.getLoc(), kMmaAlignedArgsSymbol, mb.getStringAttr("public"), type,
-      DenseElementsAttr::get(RankedTensorType::get({}, b.getI32Type()), mask),
+      DenseElementsAttr::get(tensorType, mask),
       /*constant=*/true, IntegerAttr());
 }
 

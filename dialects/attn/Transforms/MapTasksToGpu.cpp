@@ -73,8 +73,8 @@ void moveWorkspaceToDevice(Block& block) {
 
 // Each phase of the kernel (an scf.forall in its body, or in a branch of it: the tensor-core
 // schedule's decode steps and prefills) becomes a launch, in order on one stream; a tensor-core
-// schedule launched the attention's itself (lower_to_mma). The workspace of each block goes to
-// the device.
+// schedule launched the attention's itself (lower_to_mma). The workspace of the kernel's body
+// and of its branches goes to the device.
 LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
   SmallVector<scf::ForallOp> loops;
   kernel.walk([&](scf::ForallOp forall) { loops.push_back(forall); });
@@ -87,11 +87,12 @@ LogicalResult mapToGpu(func::FuncOp kernel, int64_t blockThreads) {
     return kernel.emitOpError() << "attn-map-tasks-to-gpu needs block-threads > 0";
   for (scf::ForallOp loop : loops)
     mapLoop(loop, blockThreads);
-  SmallVector<Block*> blocks;
-  kernel.walk([&](Block* block) {
-    if (!block->getParentOp()->getParentOfType<gpu::LaunchOp>() &&
-        !isa<gpu::LaunchOp>(block->getParentOp()))
-      blocks.push_back(block);
+  SmallVector<Block*> blocks{&kernel.getBody().front()};
+  kernel.walk([&](scf::IfOp branch) {
+    if (!branch->getParentOfType<gpu::LaunchOp>())
+      for (Region& region : branch->getRegions())
+        if (!region.empty())
+          blocks.push_back(&region.front());
   });
   for (Block* block : blocks)
     moveWorkspaceToDevice(*block);

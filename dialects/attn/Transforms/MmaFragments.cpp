@@ -18,7 +18,8 @@ MmaFragments::MmaFragments(Builder& builder, OnlineUpdateOp update)
       dk(update.getKey().getType().getDimSize(3)), dv(update.getValue().getType().getDimSize(3)),
       rows(update.getAcc().getType().getDimSize(3)), warps(rows / 16),
       block(update.getMaxKeys().value_or(0)),
-      headsPerTask(mlir::getConstantIntValue(update.getSizes()[1]).value_or(0)), cType(VectorType::get({2, 2}, builder.getF32Type())),
+      headsPerTask(getConstantIntValue(update.getSizes()[1]).value_or(0)),
+      cType(VectorType::get({2, 2}, builder.getF32Type())),
       cTypeI32(VectorType::get({2, 2}, builder.getI32Type())),
       aType(VectorType::get({4, 2}, element)), bType(VectorType::get({2, 2}, element)) {}
 
@@ -49,7 +50,7 @@ void MmaFragments::emitRows(ImplicitLocOpBuilder& b, Value rowBase) {
   }
   terms[0].emplace(b, update, batch, myHeads[0]);
   terms[1].reset();
-  if (headsPerTask > 1)
+  if (headsPerTask > 1 && 8 % headsPerTask != 0)
     terms[1].emplace(b, update, batch, myHeads[1]);
 }
 
@@ -85,8 +86,8 @@ Value MmaFragments::keyCount(ImplicitLocOpBuilder& b, Value key) {
 // V of this task's K/V head) into `shared`, 16 bytes per copy, the threads sharing the
 // chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
 // A paged cache's key j is row j mod page_size of page block_table[batch, j / page_size],
-// the entry clamped into the cache (a key past the sequence's end reads some page, and its
-// score is masked). Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and
+// the entry clamped into the cache (a key past the sequence's end reads some page, is
+// zero-filled and its score masked). Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and
 // bf16: toF32Unscaled) and stored by the threads themselves, and each row's scale (times the
 // codes' factor, 0 past validEnd) into `sharedScales`, for the scores and probabilities
 // (fragmentScales). Returns the group of cp.async copies to wait on, or null for quantized rows.
@@ -104,6 +105,9 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
         b.create<arith::MulIOp>(b.create<arith::RemUIOp>(chunk, c(b, perRow)), c(b, kChunk));
     Value keyIndex = b.create<arith::AddIOp>(firstKey, row);
     Value valid = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, validEnd);
+    if (sequenceEnd) // zeros past the sequence, whatever its pages hold there
+      valid = b.create<arith::AndIOp>(
+          valid, b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, sequenceEnd));
     Value source = b.create<arith::MinUIOp>(keyIndex, lastKey);
     Value outer = batch;
     if (Value table = update.getBlockTable()) {
@@ -116,12 +120,12 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
       source = b.create<arith::RemUIOp>(source, pageRows);
     }
     if (sharedScales) {
-      auto codesType = VectorType::get({kChunk}, cast<MemRefType>(global.getType()).getElementType());
-      Value codes = b.create<vector::LoadOp>(codesType, global,
+      Type codeType = cast<MemRefType>(global.getType()).getElementType();
+      Value codes = b.create<vector::LoadOp>(VectorType::get({kChunk}, codeType), global,
                                              ValueRange{outer, kvHead, source, column});
+      auto decodedType = VectorType::get({kChunk}, b.getF32Type());
       Value decoded = b.create<arith::SelectOp>(valid, toF32Unscaled(b, codes),
-                                                splatConstant(b, VectorType::get({kChunk},
-                                                                                 b.getF32Type()), 0));
+                                                splatConstant(b, decodedType, 0));
       b.create<vector::StoreOp>(
           b.create<arith::TruncFOp>(VectorType::get({kChunk}, element), decoded), shared,
           ValueRange{row, column});

@@ -85,18 +85,20 @@ protected:
   mlir::VectorType cType, cTypeI32, aType, bType;
 
   // Inside the launch.
-  mlir::Value sharedK, sharedV;    // [block, dk + pad], [block, dv + pad]
+  mlir::Value sharedK, sharedV;           // [block, dk + pad], [block, dv + pad]
   mlir::Value sharedKScale, sharedVScale; // [block]: quantized rows' scales, else null
-  mlir::Value tid, lane, g, t;     // thread, lane, lane / 4, lane % 4
-  mlir::Value batch, head, kvHead; // this task's batch, (first) head and K/V head
-  mlir::Value myTileRows[2];       // the tile rows of this lane's C fragment rows (index)
-  mlir::Value myRows[2], myHeads[2]; // their query rows and heads
-  mlir::Value positions;           // their key positions i + off, as a C fragment (i32)
-  mlir::Value lastRow, lastKey;    // Tq - 1, Tk - 1
-  mlir::Value lastPage;            // a paged cache's last page (pages - 1)
+  mlir::Value tid, lane, g, t;            // thread, lane, lane / 4, lane % 4
+  mlir::Value batch, head, kvHead;        // this task's batch, (first) head and K/V head
+  mlir::Value myTileRows[2];              // the tile rows of this lane's C fragment rows
+  mlir::Value myRows[2], myHeads[2];      // their query rows and heads
+  mlir::Value positions;                  // their key positions i + off, as a C fragment (i32)
+  mlir::Value lastRow, lastKey;           // Tq - 1, Tk - 1
+  mlir::Value lastPage;                   // a paged cache's last page (pages - 1)
+  mlir::Value sequenceEnd;                // a paged cache's seq_lens[batch], else null
   // A fragments of Q, one per 16 columns of d_k.
   llvm::SmallVector<mlir::Value> queryFrags;
-  // The terms of the task's head, or with G heads per task of myHeads[0] and myHeads[1].
+  // The terms of the task's head, or of myHeads[0] and myHeads[1] when they differ (G heads
+  // per task, G not dividing 8: rows g and g + 8 of a tile share a head when it does).
   std::optional<ScoreTerms> terms[2];
 
 private:

@@ -54,7 +54,8 @@ void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, 
         b.getLoc());
     sharedKScale = sharedVScale = Value();
     if (update.getKeyScale()) {
-      auto scales = MemRefType::get({block}, b.getF32Type(), MemRefLayoutAttrInterface(), workgroup);
+      auto scales =
+          MemRefType::get({block}, b.getF32Type(), MemRefLayoutAttrInterface(), workgroup);
       sharedKScale = launch.addWorkgroupAttribution(scales, b.getLoc());
       sharedVScale = launch.addWorkgroupAttribution(scales, b.getLoc());
     }
@@ -99,8 +100,12 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   emitRows(b, map.lookupOrDefault(offsets[2]));
   lastRow = b.create<arith::SubIOp>(map.lookupOrDefault(update.getSeqQ()), c(b, 1));
   lastKey = b.create<arith::SubIOp>(keyCount(b, key), c(b, 1));
-  if (update.getBlockTable())
+  lastPage = sequenceEnd = Value();
+  if (update.getBlockTable()) {
     lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(key, 0), c(b, 1));
+    sequenceEnd = b.create<arith::IndexCastOp>(
+        b.getIndexType(), b.create<memref::LoadOp>(update.getSeqLens(), ValueRange{batch}));
+  }
   Value off = ScoreTerms::positionOffset(b, update);
   positions = rowsVector(b, i32(b, b.create<arith::AddIOp>(myRows[0], off)),
                          i32(b, b.create<arith::AddIOp>(myRows[1], off)), cTypeI32);

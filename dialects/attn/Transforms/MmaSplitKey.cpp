@@ -104,7 +104,7 @@ void MmaLowering::emitPartialStore(ImplicitLocOpBuilder& b, IRMapping& map) {
 // lse = M + c + log L (-inf when L = 0), stored with column 0. A thread recomputes its row's M
 // and L from the workspace (a few loads the row's threads share) rather than exchanging them.
 // A sink joins as one more split: m = sink, l = e^-c, acc = 0. Tile row r is query row r / G of
-// the task's head r % G (G heads per task, 1 but in a decode tile).
+// head firstHead + r % G (G heads per task, 1 but in a decode tile).
 void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   OnlineFinalizeOp finalize = ops.finalize;
   Value batchIndex = map.lookupOrDefault(finalize.getOffsets()[0]);

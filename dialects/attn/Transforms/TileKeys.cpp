@@ -17,7 +17,7 @@ FailureOr<TiledKeys> tileKeys(RewriterBase& rewriter, OnlineUpdateOp update, int
     return update.emitOpError() << "tile_keys: a key block must hold at least one key";
   ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
   // One batch entry and one head, or a GQA group's heads (tile_queries pack_heads): the key
-  // range is the one every head of the task can keep (KeyRange.h).
+  // range covers what any head of the task can keep (KeyRange.h).
   if (getConstantIntValue(sizes[0]) != 1 || !getConstantIntValue(sizes[1]))
     return update.emitOpError() << "tile_keys needs an update of one batch entry and a static "
                                    "number of heads (tile_queries first)";

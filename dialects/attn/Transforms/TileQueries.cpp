@@ -142,6 +142,10 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
 FailureOr<PackQueryOp> packQuery(RewriterBase& rewriter, OnlineUpdateOp update) {
   if (update.hasPackedQuery())
     return update.emitOpError() << "pack_query: the query is already packed";
+  // tile_queries pack_heads leaves a cache for lower_to_mma's decode tiles, not these lowerings.
+  if (update.getBlockTable() || update.getKeyScale())
+    return update.emitOpError() << "pack_query: a paged or quantized cache needs "
+                                   "transform.attn.gather_cache first";
   ValueRange offsets = update.getOffsets(), sizes = update.getSizes();
   if (getConstantIntValue(sizes[0]) != 1 || getConstantIntValue(sizes[1]) != 1)
     return update.emitOpError() << "pack_query needs an update of one batch and head "

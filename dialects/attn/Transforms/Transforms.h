@@ -51,7 +51,7 @@ QueryTiles forEachQueryTile(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op, 
                             int64_t headsPerTask = 1);
 
 struct TiledQueries {
-  mlir::scf::ForallOp loop; // one iteration per (batch, head, query tile)
+  mlir::scf::ForallOp loop; // one iteration per (batch, head or GQA group, query tile)
   OnlineUpdateOp update;    // the update of one query tile
 };
 
@@ -105,7 +105,7 @@ mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, 
 
 // Makes the online_update and weights ops under `root` that read a paged or quantized KV cache
 // (pages(...), scales(...)) read plain buffers [B, H_kv, Tk, d] instead, of the query's type
-// when quantized, which a phase of their own at the start of the kernel fills, one task per `rows`
+// when quantized, which a phase of their own at the start of their block fills, one task per `rows`
 // positions of a sequence, or when `rows` is 0 one task per `columns` adjacent columns of a
 // head at a position (GatherCache.cpp): every lowering but the decode kernels' (LowerDecode's,
 // lower_to_mma's decode tiles) needs it. The phase goes into the block of the ops, which may be

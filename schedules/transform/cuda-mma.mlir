@@ -15,8 +15,10 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     %decode, %prefill = transform.attn.branch_on_query_rows %update rows = 16
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
-    // A paged or quantized cache gathered into plain buffers by a phase of the prefill branch
-    // (the decode tiles read pages and quantized rows themselves), and of the weights.
+    // A paged or quantized cache gathered into plain buffers by a phase of the prefill branch,
+    // whose query tiles each read every key again (lower_to_mma could read the cache, its
+    // pages looked up and rows decoded once per tile; not measured against the gather), and of
+    // the weights (lower_weights reads plain buffers only). The decode tiles read the cache.
     transform.attn.gather_cache %prefill columns = 8 : !transform.any_op
     %weights = transform.structured.match ops{["attn.weights"]} in %root
         : (!transform.any_op) -> !transform.any_op

@@ -36,8 +36,26 @@ BENCH = [
     ("decode_mha_contiguous", "heads=8 d_k=128 dtype=f16 kv_cache=contiguous", "mlir", DECODE,
      False),
     ("decode_mha", "heads=8 d_k=128 dtype=f16", "mlir", DECODE, True),
+    ("decode_gqa_contiguous_int8", "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=contiguous "
+     "kv_dtype=int8", "mlir", DECODE, False),
     ("decode_odd", "heads=8 d_k=80 d_v=48 dtype=bf16 kv_cache=paged page_size=16 kv_dtype=int8 "
      "sinks=true lse=true", "mlir", DECODE, False),
+]
+# The decode tiles' schedule trials of docs/benchmarks.md ("GPU"), against the defaults (2
+# warps, 32 keys, 16 for quantized rows, fill_blocks 512).
+GQA_CONTIGUOUS = "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=contiguous"
+BENCH += [
+    ("trial_fill256", GQA_CONTIGUOUS, "mlir:fill_blocks=256", DECODE, False),
+    ("trial_fill1024", GQA_CONTIGUOUS, "mlir:fill_blocks=1024", DECODE, False),
+    ("trial_paged_fill1024", "heads=32 kv_heads=8 d_k=128 dtype=f16 kv_cache=paged page_size=16",
+     "mlir:fill_blocks=1024", DECODE, False),
+    ("trial_4warps", GQA_CONTIGUOUS, "mlir:decode_tile=64", DECODE, False),
+    ("trial_1warp_16keys", GQA_CONTIGUOUS, "mlir:decode_tile=16,decode_key_block=16", DECODE,
+     False),
+    ("trial_1warp_64keys", GQA_CONTIGUOUS, "mlir:decode_tile=16,decode_key_block=64", DECODE,
+     False),
+    ("trial_int8_32keys", GQA_CONTIGUOUS + " kv_dtype=int8", "mlir:decode_key_block=32", DECODE,
+     False),
 ]
 # Small shapes the bench bundles are verified at (Tq = 1 and Tq > 1, ragged against tiles).
 SMALL = {"prefill": [(1, 300, 517), (2, 64, 64)],
@@ -68,7 +86,7 @@ for index, spec in enumerate(CASES):
 for name, spec, backend, shape, peer in BENCH:
     so = compile_bundle(spec, backend, "bench/" + name)
     verify += [{"bundle": so, "spec": spec, "shape": list(small), "seed": 1}
-               for small in SMALL[name.split("_")[0]]]
+               for small in SMALL["decode" if shape is DECODE else "prefill"]]
     bench.append({"name": name, "bundle": so, "spec": spec, "peer": peer, **shape})
 with open(os.path.join(out, "runs.json"), "w") as f:
     json.dump({"target": target, "verify": verify, "bench": bench}, f, indent=1)

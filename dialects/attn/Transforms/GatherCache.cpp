@@ -87,10 +87,12 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
   const int64_t pageSize = cast<MemRefType>(anyRows.getType()).getDimSize(2);
   Value batch = table ? b.create<memref::DimOp>(table, 0).getResult()
                       : b.create<memref::DimOp>(anyRows, 0).getResult();
-  Value seqK = table ? b.create<arith::MulIOp>(b.create<memref::DimOp>(table, 1),
-                                               indexConstant(b, pageSize))
-                           .getResult()
-                     : b.create<memref::DimOp>(anyRows, 2).getResult();
+  Value seqK = cacheKeys(b, anyRows, table);
+  // A paged cache's last page (the runtime checked the entries below seq_lens; pagedRow clamps).
+  Value lastPage = table ? b.create<arith::SubIOp>(b.create<memref::DimOp>(anyRows, 0),
+                                                   indexConstant(b, 1))
+                               .getResult()
+                         : Value();
   Type queryElement = cast<MemRefType>(ops.front()->getOperand(0).getType()).getElementType();
   for (auto& [rowsOf, entry] : gathered) {
     auto type = cast<MemRefType>(rowsOf.getType());
@@ -140,11 +142,8 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
     auto ifInside = at.create<scf::IfOp>(
         at.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, length), /*withElseRegion=*/true);
     auto then = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.thenBlock());
-    Value pageRows = indexConstant(then, pageSize);
-    Value entryIndex = then.create<arith::DivUIOp>(j, pageRows);
-    Value page = then.create<arith::IndexCastOp>(
-        then.getIndexType(), then.create<memref::LoadOp>(table, ValueRange{sequence, entryIndex}));
-    inside(then, page, then.create<arith::RemUIOp>(j, pageRows));
+    auto [page, row] = pagedRow(then, table, sequence, j, pageSize, lastPage);
+    inside(then, page, row);
     auto otherwise = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.elseBlock());
     outside(otherwise);
   };

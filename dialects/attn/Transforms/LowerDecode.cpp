@@ -226,13 +226,7 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   Value table = op.getBlockTable();
   if (!table)
     return {batch, key};
-  Value pageSize = indexConstant(b, op.getKey().getType().getDimSize(2));
-  Value entry = b.create<arith::IndexCastOp>(
-      b.getIndexType(), b.create<memref::LoadOp>(
-                            table, ValueRange{batch, b.create<arith::DivUIOp>(key, pageSize)}));
-  Value page = b.create<arith::MinSIOp>(
-      b.create<arith::MaxSIOp>(entry, indexConstant(b, 0)), lastPage);
-  return {page, b.create<arith::RemUIOp>(key, pageSize)};
+  return pagedRow(b, table, batch, key, op.getKey().getType().getDimSize(2), lastPage);
 }
 
 void DecodeLowering::prefetchRows(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey,

@@ -85,6 +85,21 @@ Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {
   return b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(index, indexConstant(b, 0)), last);
 }
 
+Value cacheKeys(ImplicitLocOpBuilder& b, Value rows, Value table) {
+  if (!table)
+    return b.create<memref::DimOp>(rows, 2);
+  return b.create<arith::MulIOp>(b.create<memref::DimOp>(table, 1),
+                                 indexConstant(b, cast<MemRefType>(rows.getType()).getDimSize(2)));
+}
+
+std::pair<Value, Value> pagedRow(ImplicitLocOpBuilder& b, Value table, Value sequence, Value key,
+                                 int64_t pageSize, Value lastPage) {
+  Value pageRows = indexConstant(b, pageSize);
+  Value entry = b.create<memref::LoadOp>(
+      table, ValueRange{sequence, b.create<arith::DivUIOp>(key, pageRows)});
+  return {clampIndex(b, entry, lastPage), b.create<arith::RemUIOp>(key, pageRows)};
+}
+
 namespace {
 
 // `type` (a scalar, or a vector of them) with its scalars of type `element`.

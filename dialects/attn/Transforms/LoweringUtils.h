@@ -46,6 +46,17 @@ SinkFold foldSink(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l, m
 // how the tile classifiers bound and scan those reads.
 mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::Value last);
 
+// Tk of a KV cache whose rows are `rows` ([B or pages, H_kv, Tk or page_size, d]): its third
+// dim, or with a block table the table's width times the page size.
+mlir::Value cacheKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value rows, mlir::Value table);
+// Where key `key` of sequence `sequence` lies in a paged cache of `pageSize` rows a page:
+// (page, row) = (block_table[sequence, key / page_size] clamped into [0, lastPage],
+// key mod page_size). The decode kernels read a key past the sequence's end from whatever page
+// its entry names (the runtime checked only the entries below seq_lens) and drop or zero it.
+std::pair<mlir::Value, mlir::Value> pagedRow(mlir::ImplicitLocOpBuilder& b, mlir::Value table,
+                                             mlir::Value sequence, mlir::Value key,
+                                             int64_t pageSize, mlir::Value lastPage);
+
 // An element, scalar or vector, of a buffer the lowerings read as f32: f32 as it is, bf16/f16
 // extended, an int8 cache's as its signed value, an fp8 E4M3 cache's (f8E4M3FN) decoded from its
 // bits through binary16 (LLVM 19 lowers no f8 conversion; the value is attnc/Float8.hpp's).

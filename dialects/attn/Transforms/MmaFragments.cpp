@@ -75,13 +75,6 @@ void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
   }
 }
 
-Value MmaFragments::keyCount(ImplicitLocOpBuilder& b, Value key) {
-  if (Value table = update.getBlockTable())
-    return b.create<arith::MulIOp>(b.create<memref::DimOp>(table, 1),
-                                   c(b, cast<MemRefType>(key.getType()).getDimSize(2)));
-  return b.create<memref::DimOp>(key, 2);
-}
-
 // Issues cp.async copies of keys [firstKey, firstKey + block) x [0, width) of `global` (K or
 // V of this task's K/V head) into `shared`, 16 bytes per copy, the threads sharing the
 // chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
@@ -110,15 +103,10 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
           valid, b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, sequenceEnd));
     Value source = b.create<arith::MinUIOp>(keyIndex, lastKey);
     Value outer = batch;
-    if (Value table = update.getBlockTable()) {
-      Value pageRows = c(b, cast<MemRefType>(global.getType()).getDimSize(2));
-      Value entry = b.create<arith::IndexCastOp>(
-          b.getIndexType(),
-          b.create<memref::LoadOp>(table, ValueRange{batch, b.create<arith::DivUIOp>(source,
-                                                                                    pageRows)}));
-      outer = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(entry, c(b, 0)), lastPage);
-      source = b.create<arith::RemUIOp>(source, pageRows);
-    }
+    if (Value table = update.getBlockTable())
+      std::tie(outer, source) = pagedRow(b, table, batch, source,
+                                         cast<MemRefType>(global.getType()).getDimSize(2),
+                                         lastPage);
     if (sharedScales) {
       Type codeType = cast<MemRefType>(global.getType()).getElementType();
       Value codes = b.create<vector::LoadOp>(VectorType::get({kChunk}, codeType), global,

@@ -53,9 +53,6 @@ protected:
   // The scales of key tile j's keys keyBlock + 8 j + 2 t + {0, 1} from `sharedScales`, in the C
   // fragment's shape.
   mlir::Value fragmentScales(mlir::ImplicitLocOpBuilder& b, mlir::Value sharedScales, int64_t j);
-  // Tk, the keys of a sequence: of K [B, H_kv, Tk, d], or of a paged cache's block table row
-  // (max_pages x page_size).
-  mlir::Value keyCount(mlir::ImplicitLocOpBuilder& b, mlir::Value key);
   void waitAndSync(mlir::ImplicitLocOpBuilder& b, mlir::Value group);
   llvm::SmallVector<mlir::Value> emitScores(mlir::ImplicitLocOpBuilder& b);
   // The tile rows of this lane and their query rows and heads (myTileRows, myRows, myHeads),

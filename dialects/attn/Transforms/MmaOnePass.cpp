@@ -99,7 +99,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   kvHead = ScoreTerms::kvHeadOf(b, update, head);
   emitRows(b, map.lookupOrDefault(offsets[2]));
   lastRow = b.create<arith::SubIOp>(map.lookupOrDefault(update.getSeqQ()), c(b, 1));
-  lastKey = b.create<arith::SubIOp>(keyCount(b, key), c(b, 1));
+  lastKey = b.create<arith::SubIOp>(cacheKeys(b, key, update.getBlockTable()), c(b, 1));
   lastPage = sequenceEnd = Value();
   if (update.getBlockTable()) {
     lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(key, 0), c(b, 1));

@@ -26,7 +26,8 @@ namespace attnc::attn {
 // allocated on the caller's stream.
 void MmaLowering::emitSplitOrWhole(ImplicitLocOpBuilder& b, Value count) {
   Value one = c(b, 1);
-  Value keyBlocks = b.create<arith::CeilDivUIOp>(keyCount(b, key), c(b, block));
+  Value keyBlocks =
+      b.create<arith::CeilDivUIOp>(cacheKeys(b, key, update.getBlockTable()), c(b, block));
   Value wanted =
       b.create<arith::CeilDivUIOp>(c(b, options.fillBlocks), b.create<arith::MaxUIOp>(count, one));
   Value splits = b.create<arith::MaxUIOp>(

@@ -100,10 +100,6 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
                                   << " rows cannot hold a row of each of the group's " << group
                                   << " heads";
   }
-  // lower_to_mma's decode tiles (pack_heads) read pages and quantized rows themselves.
-  if ((update.getKeyScale() || update.getBlockTable()) && !packHeads)
-    return update.emitOpError() << "tile_queries: a paged or quantized cache needs "
-                                   "transform.attn.gather_cache first";
   FailureOr<StateOps> state = findStateOps(update, "tile_queries");
   if (failed(state))
     return failure();
@@ -142,7 +138,8 @@ FailureOr<TiledQueries> tileQueries(RewriterBase& rewriter, OnlineUpdateOp updat
 FailureOr<PackQueryOp> packQuery(RewriterBase& rewriter, OnlineUpdateOp update) {
   if (update.hasPackedQuery())
     return update.emitOpError() << "pack_query: the query is already packed";
-  // tile_queries pack_heads leaves a cache for lower_to_mma's decode tiles, not these lowerings.
+  // lower_to_mma reads a paged or quantized cache itself; the vector lowerings, which read
+  // packed queries, do not.
   if (update.getBlockTable() || update.getKeyScale())
     return update.emitOpError() << "pack_query: a paged or quantized cache needs "
                                    "transform.attn.gather_cache first";

@@ -59,7 +59,9 @@ struct TiledQueries {
 // init and finalize into the loop and its buffers onto the stack (memref<1x1xd_vxrows>). With
 // `packHeads`, a task is one batch entry, one KV head and rows / G query rows of each of the G
 // query heads of its group (G = H / H_kv), its tile's row r holding query row r / G of head
-// r % G (lower_to_mma's decode tiles): each K/V row read serves every head of the group.
+// r % G (lower_to_mma's decode tiles): each K/V row read serves every head of the group. A
+// paged or quantized cache stays on the tiled update for the lowering that reads it
+// (lower_to_mma; pack_query refuses it).
 mlir::FailureOr<TiledQueries> tileQueries(mlir::RewriterBase& rewriter, OnlineUpdateOp update,
                                           int64_t rows, bool packHeads = false);
 

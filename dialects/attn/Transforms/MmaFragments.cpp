@@ -78,11 +78,10 @@ void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
 // Issues cp.async copies of keys [firstKey, firstKey + block) x [0, width) of `global` (K or
 // V of this task's K/V head) into `shared`, 16 bytes per copy, the threads sharing the
 // chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
-// A paged cache's key j is row j mod page_size of page block_table[batch, j / page_size],
-// the entry clamped into the cache (a key past the sequence's end reads some page, is
-// zero-filled and its score masked). Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and
-// bf16: toF32Unscaled) and stored by the threads themselves, and each row's scale (times the
-// codes' factor, 0 past validEnd) into `sharedScales`, for the scores and probabilities
+// A paged cache's keys are read through the block table (pagedRow), those past the sequence's
+// end zero-filled. Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and bf16:
+// toF32Unscaled) and stored by the threads themselves, and each row's scale (times the codes'
+// factor, 0 past validEnd) into `sharedScales`, for the scores and probabilities
 // (fragmentScales). Returns the group of cp.async copies to wait on, or null for quantized rows.
 Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
                              Value firstKey, Value validEnd, Value rowScales,

@@ -140,7 +140,7 @@ Value transposeReduce(ImplicitLocOpBuilder& b, SmallVector<Value> vectors) {
   return vectors.front();
 }
 
-// How far ahead a paged cache's rows are prefetched, in keys.
+// How far ahead the decode kernel prefetches K and V rows, in keys (prefetchRows).
 constexpr int64_t kPrefetchKeys = 64;
 
 class DecodeLowering {
@@ -157,6 +157,7 @@ public:
                                          static_cast<uint64_t>(group)))})),
         pvRows(group == 1 ? 1 : kPvRows),
         taskRows(roundUp(group * rowsPerHead, std::max(pvRows, scoreRows))),
+        prefetches(op.getBlockTable() || op.getKeyScale() || group > 1),
         vector(VectorType::get({lanes}, rewriter.getF32Type())),
         vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
 
@@ -182,11 +183,14 @@ private:
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
   // Prefetches the K and V rows of `count` keys kPrefetchKeys past `firstKey` (clamped to
-  // `lastKey`), for paged caches and quantized ones. The hardware's prefetchers follow a stream
-  // within a 4 KiB memory page: a paged cache's next page lies anywhere, where they do not look.
-  // Measured on a contiguous cache (2-core EPYC, Tk 16k, 1 thread): int8 rows, GQA 32/8, 1.35x
-  // as fast with these, int8 without GQA and fp8 the same; f16 rows the same with GQA and 12%
-  // slower without (the hardware's streams keep up, and these cost instructions).
+  // `lastKey`), for paged caches, quantized ones and GQA groups (`prefetches`). The hardware's
+  // prefetchers follow a stream within a 4 KiB memory page: a paged cache's next page lies
+  // anywhere, where they do not look, and the more work a K/V byte carries the less far ahead
+  // of the loads they run. Measured on a contiguous cache (2-core EPYC, d 128, Tk 16k,
+  // interleaved): int8 rows, GQA 32/8, 1.35x as fast with these; f16 and bf16 rows with GQA
+  // 32/8 and 64/8 1.09-1.29x with 1 thread, 1.03-1.16x with 2; int8 without GQA and fp8 the
+  // same; f16 rows without GQA 12% slower (the hardware's streams keep up, and these cost
+  // instructions).
   void prefetchRows(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey, int64_t count);
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
@@ -209,6 +213,7 @@ private:
   OnlineUpdateOp op;
   const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
       dkPadded, dvPadded, scoreRows, pvRows, taskRows;
+  const bool prefetches;
   VectorType vector, vectorI32;
 
   // Kernel-level values.
@@ -279,7 +284,7 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                          gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
                                          lastKey)));
           // Once per key group: the row blocks after the first read the rows from the caches.
-          if (op.getBlockTable() || op.getKeyScale()) {
+          if (prefetches) {
             auto ifFirst = gb.create<scf::IfOp>(
                 gb.create<arith::CmpIOp>(arith::CmpIPredicate::eq, r0, indexConstant(gb, 0)),
                 /*withElseRegion=*/false);

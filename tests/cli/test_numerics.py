@@ -3,6 +3,7 @@ bundle checked by `attnc verify` against the f64 reference. Every registered bac
 backends`) is checked; new variants join by being added to the lists below. What a backend
 covers is its rows of the capability table: a spec it does not cover must be refused with exit 2
 and the table's reason, which the test checks too, so nothing is skipped silently."""
+import itertools
 import unittest
 
 from common import BUILT_BACKENDS, CliTestCase, attnc, needs_backends, verdicts, write_npy
@@ -134,7 +135,8 @@ class NumericsMatrix(CliTestCase):
     def test_decode_kernel(self):
         # The MLIR decode kernel (LowerDecode.cpp: a GQA group's heads and rows in one task,
         # keys split over tasks and merged), forced with decode=1 so every shape runs it: Tq 1,
-        # 3 and 16 (rows per task 4: whole, partial and several tiles of them), key counts off
+        # 3 and 16 (rows per task 4 and 16: whole, partial and several tiles of them, the
+        # group's tiles and the 8-row ones of tasks of 4 rows or more), key counts off
         # every block and split (512 keys per split: 1, 2 and 5 splits), ragged lengths with
         # 0 and 1, GQA ratios 1, 4 and 8, head dims off the vector width, every dtype, masks,
         # modifiers, expressions and dropout through the same terms as the prefill kernel,
@@ -165,11 +167,11 @@ class NumericsMatrix(CliTestCase):
         ]
         shapes = [("3", "1", "700", "0,1,700"), ("2", "3", "1100", "1100,517"),
                   ("2", "16", "2100", "2100,3"), ("1", "5", "1", "1"), ("2", "1", "29", "29,0")]
-        for spec in specs:
-            with self.subTest(spec=spec):
+        for spec, schedule in itertools.product(specs, ["decode=1", "decode=1,decode_rows=16"]):
+            with self.subTest(spec=spec, schedule=schedule):
                 out = self.tmp + "/decode"
                 r = self.expect(attnc("compile", spec, "--backend", "mlir", "--schedule",
-                                      "decode=1", "-o", out), 0)
+                                      schedule, "-o", out), 0)
                 bundle = r.stdout.strip()
                 for batch, tq, tk, lengths in shapes:
                     extra = (["--lengths", lengths]

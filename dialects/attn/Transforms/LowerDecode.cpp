@@ -7,14 +7,15 @@
 // rows) and one split of the keys; vectors run along the head dim, and every K and V row the
 // task reads from memory serves all R rows:
 //
-//   1. S[r, j] = q_r . k_j     register tiles of R' rows x W / R' keys (R' = min(G, 8)): W
-//                              accumulators of W lanes along d, reduced to one vector of W
-//                              scores by a transposing add tree
+//   1. S[r, j] = q_r . k_j     register tiles of R' rows x W / R' keys (R' = min(G, 8), or 8
+//                              when R >= 4): W accumulators of W lanes along d, reduced to
+//                              one vector of W scores by a transposing add tree
 //   2. S[r, :] = mask(modifiers(S[r, :])), W keys per vector (ScoreTerms, at the row's head)
 //      m'_r = max(m_r, max_j S[r, j]),  P[r, j] = exp(S[r, j] - m'_r - c)
 //      l'_r = e^(m_r - m'_r) l_r + sum_j P[r, j]                     (c: OnlineSoftmax.h)
 //   3. A[r, :] = e^(m_r - m'_r) A[r, :] + sum_j D[r, j] P[r, j] v_j  (D: dropout's factor)
-//                              register tiles of 2 rows (1 without GQA) x 8 vectors of d_v
+//                              register tiles of 2 rows (1 for one row per KV head) x 8
+//                              vectors of d_v
 //
 // over the key blocks of the task's split of the range its mask can keep (KeyRange.h). Each
 // split writes its unnormalised (m, l, A) to a workspace, and a second phase merges the splits
@@ -45,10 +46,10 @@ namespace attnc::attn {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// Register tiles are sized by the GQA group G, not by Tq (a step of one row is the common
-// case): QK^T takes min(G, kMaxScoreRows) rows x W / rows keys, so each K chunk is widened
-// once for up to 8 rows (GQA 64/8, d 128, f16, Tk 16k: 1.12-1.18x as fast as 4 rows); PV
-// kPvRows rows (1 without GQA) x up to kPvVectors vectors of d_v.
+// QK^T's register tiles take up to kMaxScoreRows rows x W / rows keys, so each K chunk is
+// widened once for up to 8 rows (GQA 64/8, d 128, f16, Tk 16k: 1.12-1.18x as fast as 4 rows);
+// PV's kPvRows rows (1 for one row per KV head) x up to kPvVectors vectors of d_v
+// (DecodeLowering's groupTiles and wideTiles).
 constexpr int64_t kMaxScoreRows = 8;
 constexpr int64_t kPvRows = 2;
 constexpr int64_t kPvVectors = 8;
@@ -143,6 +144,21 @@ Value transposeReduce(ImplicitLocOpBuilder& b, SmallVector<Value> vectors) {
 // How far ahead the decode kernel prefetches K and V rows, in keys (prefetchRows).
 constexpr int64_t kPrefetchKeys = 64;
 
+// The rows of the register tiles of QK^T (score) and PV (values).
+struct RowTiles {
+  int64_t score, values;
+  int64_t most() const { return std::max(score, values); }
+};
+
+// Tiles of kMaxScoreRows rows (within the vector's lanes) when they are wider than `narrow`
+// and a task can hold that many rows.
+std::optional<RowTiles> wideRowTiles(RowTiles narrow, int64_t lanes, int64_t taskRows) {
+  const int64_t rows = std::min(kMaxScoreRows, lanes);
+  if (narrow.score >= rows || taskRows < rows)
+    return std::nullopt;
+  return RowTiles{rows, kPvRows};
+}
+
 class DecodeLowering {
 public:
   DecodeLowering(RewriterBase& rewriter, OnlineUpdateOp op, const DecodeOptions& options)
@@ -152,11 +168,12 @@ public:
         kvHeads(op.getKey().getType().getDimSize(1)), group(heads / kvHeads),
         dk(op.getKey().getType().getDimSize(3)), dv(op.getValue().getType().getDimSize(3)),
         dkPadded(roundUp(dk, lanes)), dvPadded(roundUp(dv, lanes)),
-        scoreRows(std::min<int64_t>({kMaxScoreRows, lanes,
-                                     static_cast<int64_t>(std::bit_floor(
-                                         static_cast<uint64_t>(group)))})),
-        pvRows(group == 1 ? 1 : kPvRows),
-        taskRows(roundUp(group * rowsPerHead, std::max(pvRows, scoreRows))),
+        groupTiles{std::min<int64_t>({kMaxScoreRows, lanes,
+                                      static_cast<int64_t>(std::bit_floor(
+                                          static_cast<uint64_t>(group)))}),
+                   group == 1 ? 1 : kPvRows},
+        wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead)),
+        taskRows(roundUp(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most())),
         prefetches(op.getBlockTable() || op.getKeyScale() || group > 1),
         vector(VectorType::get({lanes}, rewriter.getF32Type())),
         vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
@@ -168,10 +185,13 @@ private:
   void emitPartial(ImplicitLocOpBuilder& b, Value task);
   // One key block [j0, j0 + count) folded into the task's state, K and V read with vector loads
   // when `contiguous`.
-  void emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous);
-  void emitScores(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous);
+  void emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
+                 RowTiles tiles);
+  void emitScores(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
+                  int64_t scoreRows);
   void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count);
-  void emitValues(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous);
+  void emitValues(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
+                  int64_t pvRows);
   // The merge phase's body: the splits of every query row of one batch entry and head.
   void emitMerge(ImplicitLocOpBuilder& b, Value task);
   // Row r of the task (0 <= r < taskRows): its head and query row; rows past the task's last
@@ -212,7 +232,15 @@ private:
   RewriterBase& rewriter;
   OnlineUpdateOp op;
   const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
-      dkPadded, dvPadded, scoreRows, pvRows, taskRows;
+      dkPadded, dvPadded;
+  // Register tiles sized by the GQA group G, not by Tq (a step of one row is the common case),
+  // and, for tasks of more rows than those hold and at least kMaxScoreRows / 2 (several query
+  // rows per head: speculative decoding, short chunks), tiles of kMaxScoreRows rows, each K and
+  // V chunk widened once for them (emitPartial picks per task; H 8, d 128, f16, Tk 16k, 2
+  // threads: Tq 8 and 16 1.6-1.7x as fast, H 32/8 Tq 4 to 16 1.08-1.24x).
+  const RowTiles groupTiles;
+  const std::optional<RowTiles> wideTiles;
+  const int64_t taskRows;
   const bool prefetches;
   VectorType vector, vectorI32;
 
@@ -260,7 +288,7 @@ std::pair<Value, Value> DecodeLowering::rowAt(ImplicitLocOpBuilder& b, Value r) 
 }
 
 void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
-                                bool contiguous) {
+                                bool contiguous, int64_t scoreRows) {
   Value kv = contiguous ? keyView : op.getKey();
   Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
   // A register tile: scoreRows rows x keysPerTile keys, W accumulators in all, so each K chunk
@@ -344,7 +372,7 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
           // a loop, d 64 to 256, f16 and bf16). With GQA the loop was slower (q reloaded per
           // key), and int8 rows 4% slower.
           SmallVector<Value> sums;
-          if (!partials) {
+          if (scoreRows > 1 || !partials) {
             sums = dot(gb, keys);
           } else {
             forRange(gb, indexConstant(gb, 0), indexConstant(gb, keysPerTile),
@@ -451,7 +479,7 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
 }
 
 void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
-                                bool contiguous) {
+                                bool contiguous, int64_t pvRows) {
   Value kv = contiguous ? valueView : op.getValue();
   // Register tiles of pvRows rows x `width` vectors of columns: the whole vectors of d_v in
   // groups of up to kPvVectors, then the vector d_v ends in.
@@ -522,10 +550,11 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
       });
 }
 
-void DecodeLowering::emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous) {
-  emitScores(b, j0, count, contiguous);
+void DecodeLowering::emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
+                               RowTiles tiles) {
+  emitScores(b, j0, count, contiguous, tiles.score);
   emitSoftmax(b, j0, count);
-  emitValues(b, j0, count, contiguous);
+  emitValues(b, j0, count, contiguous, tiles.values);
 }
 
 void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
@@ -565,11 +594,16 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
     rowMax = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
     rowSum = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
     alpha = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
-    if (scoreRows == 1 && !op.getKeyScale())
+    if (groupTiles.score == 1 && !op.getKeyScale())
       partials = b.create<memref::AllocaOp>(MemRefType::get({lanes, lanes}, f32));
   }
   const float scale = static_cast<float>(op.getScale().convertToDouble());
-  forRange(b, indexConstant(b, 0), indexConstant(b, taskRows),
+  // The rows the tiles read: the task's, rounded up to whole tiles of either size.
+  const int64_t tileRows = (wideTiles ? *wideTiles : groupTiles).most();
+  Value usedRows = b.create<arith::MulIOp>(
+      b.create<arith::CeilDivUIOp>(rowCount, indexConstant(b, tileRows)),
+      indexConstant(b, tileRows));
+  forRange(b, indexConstant(b, 0), usedRows,
            [&](ImplicitLocOpBuilder& rb, Value r) {
              auto [head, i] = rowAt(rb, r);
              forRange(rb, indexConstant(rb, 0), indexConstant(rb, dkPadded),
@@ -604,17 +638,36 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
   Value first = b.create<arith::MinUIOp>(
       b.create<arith::AddIOp>(lo, b.create<arith::MulIOp>(split, per)), hi);
   Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, per), hi);
-  auto blocks = b.create<scf::ForOp>(first, last, block);
-  {
+  // The key blocks with the given tiles for contiguous K and V rows; K and V of strided head
+  // dims, read element by element, take the group's tiles only.
+  auto emitBlocks = [&](RowTiles tiles) {
+    auto blocks = b.create<scf::ForOp>(first, last, block);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(blocks.getBody()->getTerminator());
     Value j0 = blocks.getInductionVar();
     Value count = b.create<arith::MinUIOp>(block, b.create<arith::SubIOp>(last, j0));
     auto layout = b.create<scf::IfOp>(contiguousKv, /*withElseRegion=*/true);
     b.setInsertionPoint(layout.thenBlock()->getTerminator());
-    emitBlock(b, j0, count, /*contiguous=*/true);
+    emitBlock(b, j0, count, /*contiguous=*/true, tiles);
     b.setInsertionPoint(layout.elseBlock()->getTerminator());
-    emitBlock(b, j0, count, /*contiguous=*/false);
+    emitBlock(b, j0, count, /*contiguous=*/false, groupTiles);
+  };
+  // Wide tiles once they are half full and hold more rows than the group's (H 8, d 128, f16,
+  // Tk 16k, 1 thread: 4 rows 1.12x as fast as four passes of one row, 3 rows 1.08x slower than
+  // three passes), chosen once per task: chosen per key block, a GQA 32/8 step of one row was
+  // 3-4% slower.
+  if (wideTiles) {
+    const int64_t wideFrom = std::max(wideTiles->score / 2, groupTiles.score + 1);
+    auto wide = b.create<scf::IfOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, rowCount, indexConstant(b, wideFrom)),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(wide.thenBlock()->getTerminator());
+    emitBlocks(*wideTiles);
+    b.setInsertionPoint(wide.elseBlock()->getTerminator());
+    emitBlocks(groupTiles);
+  } else {
+    emitBlocks(groupTiles);
   }
 
   // The split's unnormalised state of the task's rows into the workspace.

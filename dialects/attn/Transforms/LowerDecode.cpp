@@ -598,11 +598,21 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
       partials = b.create<memref::AllocaOp>(MemRefType::get({lanes, lanes}, f32));
   }
   const float scale = static_cast<float>(op.getScale().convertToDouble());
-  // The rows the tiles read: the task's, rounded up to whole tiles of either size.
-  const int64_t tileRows = (wideTiles ? *wideTiles : groupTiles).most();
-  Value usedRows = b.create<arith::MulIOp>(
-      b.create<arith::CeilDivUIOp>(rowCount, indexConstant(b, tileRows)),
-      indexConstant(b, tileRows));
+  // Wide tiles once they are half full and hold more rows than the group's (H 8, d 128, f16,
+  // Tk 16k, 1 thread: 4 rows 1.12x as fast as four passes of one row, 3 rows 1.08x slower than
+  // three passes), chosen once per task: chosen per key block, a GQA 32/8 step of one row was
+  // 3-4% slower.
+  Value useWide;
+  if (wideTiles)
+    useWide = b.create<arith::CmpIOp>(
+        arith::CmpIPredicate::uge, rowCount,
+        indexConstant(b, std::max(wideTiles->score / 2, groupTiles.score + 1)));
+  // The rows the tiles read: the task's, rounded up to whole tiles.
+  Value tileRows = indexConstant(b, groupTiles.most());
+  if (useWide)
+    tileRows = b.create<arith::SelectOp>(useWide, indexConstant(b, wideTiles->most()), tileRows);
+  Value usedRows = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(rowCount, tileRows),
+                                           tileRows);
   forRange(b, indexConstant(b, 0), usedRows,
            [&](ImplicitLocOpBuilder& rb, Value r) {
              auto [head, i] = rowAt(rb, r);
@@ -652,15 +662,8 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
     b.setInsertionPoint(layout.elseBlock()->getTerminator());
     emitBlock(b, j0, count, /*contiguous=*/false, groupTiles);
   };
-  // Wide tiles once they are half full and hold more rows than the group's (H 8, d 128, f16,
-  // Tk 16k, 1 thread: 4 rows 1.12x as fast as four passes of one row, 3 rows 1.08x slower than
-  // three passes), chosen once per task: chosen per key block, a GQA 32/8 step of one row was
-  // 3-4% slower.
-  if (wideTiles) {
-    const int64_t wideFrom = std::max(wideTiles->score / 2, groupTiles.score + 1);
-    auto wide = b.create<scf::IfOp>(
-        b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, rowCount, indexConstant(b, wideFrom)),
-        /*withElseRegion=*/true);
+  if (useWide) {
+    auto wide = b.create<scf::IfOp>(useWide, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(wide.thenBlock()->getTerminator());
     emitBlocks(*wideTiles);

@@ -648,29 +648,29 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
   Value first = b.create<arith::MinUIOp>(
       b.create<arith::AddIOp>(lo, b.create<arith::MulIOp>(split, per)), hi);
   Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, per), hi);
-  // The key blocks with the given tiles for contiguous K and V rows; K and V of strided head
-  // dims, read element by element, take the group's tiles only.
-  auto emitBlocks = [&](RowTiles tiles) {
+  // The key blocks with the given tiles.
+  auto emitBlocks = [&](RowTiles tiles, bool contiguous) {
     auto blocks = b.create<scf::ForOp>(first, last, block);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(blocks.getBody()->getTerminator());
     Value j0 = blocks.getInductionVar();
     Value count = b.create<arith::MinUIOp>(block, b.create<arith::SubIOp>(last, j0));
+    emitBlock(b, j0, count, contiguous, tiles);
+  };
+  {
+    OpBuilder::InsertionGuard guard(b);
     auto layout = b.create<scf::IfOp>(contiguousKv, /*withElseRegion=*/true);
     b.setInsertionPoint(layout.thenBlock()->getTerminator());
-    emitBlock(b, j0, count, /*contiguous=*/true, tiles);
+    if (useWide) {
+      auto wide = b.create<scf::IfOp>(useWide, /*withElseRegion=*/true);
+      b.setInsertionPoint(wide.thenBlock()->getTerminator());
+      emitBlocks(*wideTiles, /*contiguous=*/true);
+      b.setInsertionPoint(wide.elseBlock()->getTerminator());
+    }
+    emitBlocks(groupTiles, /*contiguous=*/true);
+    // K and V of strided head dims, read element by element, take the group's tiles only.
     b.setInsertionPoint(layout.elseBlock()->getTerminator());
-    emitBlock(b, j0, count, /*contiguous=*/false, groupTiles);
-  };
-  if (useWide) {
-    auto wide = b.create<scf::IfOp>(useWide, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(wide.thenBlock()->getTerminator());
-    emitBlocks(*wideTiles);
-    b.setInsertionPoint(wide.elseBlock()->getTerminator());
-    emitBlocks(groupTiles);
-  } else {
-    emitBlocks(groupTiles);
+    emitBlocks(groupTiles, /*contiguous=*/false);
   }
 
   // The split's unnormalised state of the task's rows into the workspace.

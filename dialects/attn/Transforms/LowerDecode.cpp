@@ -236,8 +236,8 @@ private:
   // Register tiles sized by the GQA group G, not by Tq (a step of one row is the common case),
   // and, for tasks of more rows than those hold and at least kMaxScoreRows / 2 (several query
   // rows per head: speculative decoding, short chunks), tiles of kMaxScoreRows rows, each K and
-  // V chunk widened once for them (emitPartial picks per task; H 8, d 128, f16, Tk 16k, 2
-  // threads: Tq 8 and 16 1.6-1.7x as fast, H 32/8 Tq 4 to 16 1.08-1.24x).
+  // V chunk widened once for them (emitPartial picks per task; H 8, d 128, f16, Tk 16k: Tq 8
+  // and 16 1.6-1.7x as fast, H 32/8 Tq 2 1.16-1.35x, Tq 4 to 16 1.0-1.1x).
   const RowTiles groupTiles;
   const std::optional<RowTiles> wideTiles;
   const int64_t taskRows;

@@ -89,10 +89,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
                       : b.create<memref::DimOp>(anyRows, 0).getResult();
   Value seqK = cacheKeys(b, anyRows, table);
   // A paged cache's last page (the runtime checked the entries below seq_lens; pagedRow clamps).
-  Value lastPage = table ? b.create<arith::SubIOp>(b.create<memref::DimOp>(anyRows, 0),
-                                                   indexConstant(b, 1))
-                               .getResult()
-                         : Value();
+  Value lastPage = table ? cacheLastPage(b, anyRows) : Value();
   Type queryElement = cast<MemRefType>(ops.front()->getOperand(0).getType()).getElementType();
   for (auto& [rowsOf, entry] : gathered) {
     auto type = cast<MemRefType>(rowsOf.getType());

@@ -296,6 +296,7 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   // other way round, a K group's chunks (invariant in the row loop) were hoisted out of it by
   // LLVM and spilled, a store and a load more per chunk.
   const int64_t keysPerTile = lanes / scoreRows;
+  const bool keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
   b.create<scf::ForOp>(
       indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,
@@ -307,11 +308,18 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
         forRange(rb, indexConstant(rb, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
           Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, keysPerTile));
           Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
+          // Key u of the group, clamped into K (the softmax drops the scores of a partial
+          // group's keys past the block).
+          auto groupKey = [&](ImplicitLocOpBuilder& kb, Value u) {
+            return keyAt(kb, kb.create<arith::MinUIOp>(kb.create<arith::AddIOp>(firstKey, u),
+                                                       lastKey));
+          };
+          // The group's keys at once, but for one row read key by key (which has no scales:
+          // quantized rows keep the unrolled group).
           SmallVector<std::pair<Value, Value>> keys;
-          for (int64_t u = 0; u < keysPerTile; ++u)
-            keys.push_back(keyAt(gb, gb.create<arith::MinUIOp>(
-                                         gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
-                                         lastKey)));
+          if (!keyByKey)
+            for (int64_t u = 0; u < keysPerTile; ++u)
+              keys.push_back(groupKey(gb, indexConstant(gb, u)));
           // Once per key group: the row blocks after the first read the rows from the caches.
           if (prefetches) {
             auto ifFirst = gb.create<scf::IfOp>(
@@ -372,15 +380,12 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
           // a loop, d 64 to 256, f16 and bf16). With GQA the loop was slower (q reloaded per
           // key), and int8 rows 4% slower.
           SmallVector<Value> sums;
-          if (scoreRows > 1 || !partials) {
+          if (!keyByKey) {
             sums = dot(gb, keys);
           } else {
             forRange(gb, indexConstant(gb, 0), indexConstant(gb, keysPerTile),
                      [&](ImplicitLocOpBuilder& ub, Value u) {
-                       const std::pair<Value, Value> key = keyAt(
-                           ub, ub.create<arith::MinUIOp>(ub.create<arith::AddIOp>(firstKey, u),
-                                                         lastKey));
-                       ub.create<vector::StoreOp>(dot(ub, key).front(), partials,
+                       ub.create<vector::StoreOp>(dot(ub, groupKey(ub, u)).front(), partials,
                                                   ValueRange{u, indexConstant(ub, 0)});
                      });
             for (int64_t u = 0; u < keysPerTile; ++u)
@@ -569,8 +574,7 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
                                       b.create<arith::SubIOp>(seqQ, firstRow));
   rowCount = b.create<arith::MulIOp>(headRows, indexConstant(b, group));
   if (op.getBlockTable())
-    lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 0),
-                                       indexConstant(b, 1));
+    lastPage = cacheLastPage(b, op.getKey());
 
   // The update over the task's domain: its heads, rows and every key, for the key range and
   // the terms; erased once the task is emitted.

@@ -92,6 +92,10 @@ Value cacheKeys(ImplicitLocOpBuilder& b, Value rows, Value table) {
                                  indexConstant(b, cast<MemRefType>(rows.getType()).getDimSize(2)));
 }
 
+Value cacheLastPage(ImplicitLocOpBuilder& b, Value rows) {
+  return b.create<arith::SubIOp>(b.create<memref::DimOp>(rows, 0), indexConstant(b, 1));
+}
+
 std::pair<Value, Value> pagedRow(ImplicitLocOpBuilder& b, Value table, Value sequence, Value key,
                                  int64_t pageSize, Value lastPage) {
   Value pageRows = indexConstant(b, pageSize);

@@ -49,6 +49,9 @@ mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::V
 // Tk of a KV cache whose rows are `rows` ([B or pages, H_kv, Tk or page_size, d]): its third
 // dim, or with a block table the table's width times the page size.
 mlir::Value cacheKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value rows, mlir::Value table);
+// A paged cache's last page, where pagedRow clamps block-table entries: its rows' (`rows`,
+// [pages, H_kv, page_size, d]) first dim minus one.
+mlir::Value cacheLastPage(mlir::ImplicitLocOpBuilder& b, mlir::Value rows);
 // Where key `key` of sequence `sequence` lies in a paged cache of `pageSize` rows a page:
 // (page, row) = (block_table[sequence, key / page_size] clamped into [0, lastPage],
 // key mod page_size). The decode kernels read a key past the sequence's end from whatever page

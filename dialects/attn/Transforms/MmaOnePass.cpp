@@ -102,7 +102,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   lastKey = b.create<arith::SubIOp>(cacheKeys(b, key, update.getBlockTable()), c(b, 1));
   lastPage = sequenceEnd = Value();
   if (update.getBlockTable()) {
-    lastPage = b.create<arith::SubIOp>(b.create<memref::DimOp>(key, 0), c(b, 1));
+    lastPage = cacheLastPage(b, key);
     sequenceEnd = b.create<arith::IndexCastOp>(
         b.getIndexType(), b.create<memref::LoadOp>(update.getSeqLens(), ValueRange{batch}));
   }

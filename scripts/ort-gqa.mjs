@@ -1,10 +1,11 @@
 // ONNX Runtime's CPU decode attention as a peer for scripts/bench-decode: one
-// com.microsoft.GroupQueryAttention node taking one new token per sequence against a K/V cache
-// holding Tk - 1 past tokens (buffers [B, H_kv, Tk, d], float16 or float32, seqlens_k = Tk - 1,
+// com.microsoft.GroupQueryAttention node taking TQ new tokens (1 unless given: a decoding step;
+// more for speculative decoding, causal among themselves) per sequence against a K/V cache
+// holding Tk - TQ past tokens (buffers [B, H_kv, Tk, d], float16 or float32, seqlens_k = Tk - 1,
 // ONNX Runtime's convention for a cache of fixed size), as an inference engine calls it each
 // step; prints the median time of a step in ms. The model is written with
 // onnx-protobuf.mjs, so nothing but onnxruntime-node is needed.
-//   node ort-gqa.mjs ORT_MODULE_DIR HEADS KV_HEADS D TK DTYPE THREADS RUNS
+//   node ort-gqa.mjs ORT_MODULE_DIR HEADS KV_HEADS D TK DTYPE THREADS RUNS [TQ]
 // DTYPE is f16 or f32. ONNX Runtime's kernel also writes the present K/V (the past with the new
 // token, [B, H_kv, Tk, d]): that copy is part of its step, as it is for its users without I/O
 // binding.
@@ -12,9 +13,9 @@ import { createRequire } from "module";
 import { FLOAT, FLOAT16, INT32, bytes, intAttribute, medianMs, model, str, valueInfo }
   from "./onnx-protobuf.mjs";
 
-const [moduleDir, heads, kvHeads, d, tk, dtype, threads, runs] = process.argv.slice(2);
+const [moduleDir, heads, kvHeads, d, tk, dtype, threads, runs, tq = "1"] = process.argv.slice(2);
 const ort = createRequire(moduleDir + "/")("onnxruntime-node");
-const H = Number(heads), HKV = Number(kvHeads), D = Number(d), TK = Number(tk);
+const H = Number(heads), HKV = Number(kvHeads), D = Number(d), TK = Number(tk), TQ = Number(tq);
 const half = dtype === "f16", elem = half ? FLOAT16 : FLOAT;
 
 const inputs = ["query", "key", "value", "past_key", "past_value", "seqlens_k",
@@ -24,12 +25,13 @@ const node = [...inputs.flatMap((n) => str(1, n)), ...outputs.flatMap((n) => str
   ...str(4, "GroupQueryAttention"), ...intAttribute("num_heads", H),
   ...intAttribute("kv_num_heads", HKV), ...str(7, "com.microsoft")];
 const graph = [...bytes(1, node), ...str(2, "decode"),
-  ...valueInfo(11, "query", elem, [1, 1, H * D]),
-  ...valueInfo(11, "key", elem, [1, 1, HKV * D]), ...valueInfo(11, "value", elem, [1, 1, HKV * D]),
+  ...valueInfo(11, "query", elem, [1, TQ, H * D]),
+  ...valueInfo(11, "key", elem, [1, TQ, HKV * D]),
+  ...valueInfo(11, "value", elem, [1, TQ, HKV * D]),
   ...valueInfo(11, "past_key", elem, [1, HKV, TK, D]),
   ...valueInfo(11, "past_value", elem, [1, HKV, TK, D]),
   ...valueInfo(11, "seqlens_k", INT32, [1]), ...valueInfo(11, "total_sequence_length", INT32, []),
-  ...valueInfo(12, "output", elem, [1, 1, H * D]),
+  ...valueInfo(12, "output", elem, [1, TQ, H * D]),
   ...valueInfo(12, "present_key", elem, [1, HKV, TK, D]),
   ...valueInfo(12, "present_value", elem, [1, HKV, TK, D])];
 
@@ -48,14 +50,14 @@ const random = (n) => {
 };
 const type = half ? "float16" : "float32";
 const feeds = {
-  query: new ort.Tensor(type, random(H * D), [1, 1, H * D]),
-  key: new ort.Tensor(type, random(HKV * D), [1, 1, HKV * D]),
-  value: new ort.Tensor(type, random(HKV * D), [1, 1, HKV * D]),
+  query: new ort.Tensor(type, random(TQ * H * D), [1, TQ, H * D]),
+  key: new ort.Tensor(type, random(TQ * HKV * D), [1, TQ, HKV * D]),
+  value: new ort.Tensor(type, random(TQ * HKV * D), [1, TQ, HKV * D]),
   past_key: new ort.Tensor(type, random(HKV * TK * D), [1, HKV, TK, D]),
   past_value: new ort.Tensor(type, random(HKV * TK * D), [1, HKV, TK, D]),
   seqlens_k: new ort.Tensor("int32", Int32Array.from([TK - 1]), [1]),
   total_sequence_length: new ort.Tensor("int32", Int32Array.from([TK]), []),
 };
 const median = await medianMs(Number(runs), () => session.run(feeds));
-console.log(`ort GroupQueryAttention H=${H} H_kv=${HKV} d=${D} Tk=${TK} ${dtype} ` +
+console.log(`ort GroupQueryAttention H=${H} H_kv=${HKV} d=${D} Tq=${TQ} Tk=${TK} ${dtype} ` +
   `${threads} threads: median ${median.toFixed(3)} ms over ${runs} runs`);

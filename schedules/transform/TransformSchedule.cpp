@@ -88,6 +88,14 @@ std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
 
 namespace {
 
+// The decode kernel's query rows per head in a task: 16 / G for GQA groups of G <= 2 heads, 4
+// for larger ones, so a task holds 16 rows or more and a step of up to that many rows per head
+// (the shape dispatch's decode kernel runs Tq <= 16) reads K and V once: H 8, d 128, f16, Tk 16k,
+// Tq 16 1.6x as fast as tasks of 4 rows (docs/benchmarks.md, "Decode").
+int64_t decodeRows(const Spec& spec) {
+  return spec.groupSize() == 1 ? 16 : spec.groupSize() == 2 ? 8 : 4;
+}
+
 // The query tile for a mask of row blocks (BigBird, block_sparse): the largest multiple of the
 // vector width up to `widest` that divides the pattern's block, so no tile straddles two row
 // blocks. The tile classifier (ExpressionBounds.h) then sees one row block per tile, where the
@@ -117,7 +125,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_unroll", 8},
                            {"value_split", 8},
                            {"decode", 0},
-                           {"decode_rows", 4},
+                           {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
                           "register budget of 32 zmm; key_block 128 keeps S (24 KiB) in L1");
   if (family == ScheduleFamily::X86Avx2)
@@ -128,7 +136,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_unroll", 6},
                            {"value_split", 4},
                            {"decode", 0},
-                           {"decode_rows", 4},
+                           {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
                           "register budget of 16 ymm");
   if (family == ScheduleFamily::CudaMma) {
@@ -171,7 +179,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                          {"key_unroll", 8},
                          {"value_split", 8},
                          {"decode", 0},
-                         {"decode_rows", 4},
+                         {"decode_rows", decodeRows(spec)},
                          {"split_keys", 512}},
                         "register budget of 32 NEON q registers (not measured)");
 }

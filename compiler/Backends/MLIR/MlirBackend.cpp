@@ -97,17 +97,13 @@ public:
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
   // CPU targets: the decode kernel of schedules/transform/cpu-decode.mlir, with key blocks of
   // 256 and splits of 2048 keys (H 32/8 and 8, d 128, f16, Tk 16384 on the 2-core EPYC: 1.1-1.3x
-  // as fast as blocks of 128 and splits of 512; docs/benchmarks.md, "Decode"), and decode_rows
-  // query rows per head in a task: 16 / G for GQA groups of G <= 2 heads, 4 for larger ones, so
-  // a task holds 16 rows or more and a step of up to that many rows per head reads K and V once
-  // (H 8, Tq 16: 1.6x as fast as tasks of 4 rows).
+  // as fast as blocks of 128 and splits of 512; docs/benchmarks.md, "Decode"); decode_rows is
+  // the family's default.
   std::optional<std::map<std::string, int64_t>> decodeSchedule(const Spec& spec,
                                                                const Target& target) const override {
     if (target.isCuda() || unsupported(spec, target))
       return std::nullopt;
-    const int64_t rows = spec.groupSize() == 1 ? 16 : spec.groupSize() == 2 ? 8 : 4;
-    return std::map<std::string, int64_t>{
-        {"decode", 1}, {"key_block", 256}, {"split_keys", 2048}, {"decode_rows", rows}};
+    return std::map<std::string, int64_t>{{"decode", 1}, {"key_block", 256}, {"split_keys", 2048}};
   }
 };
 

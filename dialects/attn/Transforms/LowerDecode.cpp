@@ -151,10 +151,10 @@ struct RowTiles {
 };
 
 // Tiles of kMaxScoreRows rows (within the vector's lanes) when they are wider than `narrow`
-// and a task can hold that many rows.
-std::optional<RowTiles> wideRowTiles(RowTiles narrow, int64_t lanes, int64_t taskRows) {
+// and a task of at most `mostRows` rows can fill them.
+std::optional<RowTiles> wideRowTiles(RowTiles narrow, int64_t lanes, int64_t mostRows) {
   const int64_t rows = std::min(kMaxScoreRows, lanes);
-  if (narrow.score >= rows || taskRows < rows)
+  if (narrow.score >= rows || mostRows < rows)
     return std::nullopt;
   return RowTiles{rows, kPvRows};
 }

@@ -141,9 +141,6 @@ Value transposeReduce(ImplicitLocOpBuilder& b, SmallVector<Value> vectors) {
   return vectors.front();
 }
 
-// How far ahead the decode kernel prefetches K and V rows, in keys (prefetchRows).
-constexpr int64_t kPrefetchKeys = 64;
-
 // The rows of the register tiles of QK^T (score) and PV (values).
 struct RowTiles {
   int64_t score, values;
@@ -175,6 +172,9 @@ public:
         wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead)),
         taskRows(roundUp(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most())),
         prefetches(op.getBlockTable() || op.getKeyScale() || group > 1),
+        keysAhead(op.getKey().getDefiningOp<memref::TransposeOp>()
+                      ? std::max<int64_t>(1, keyBlock / kvHeads)
+                      : keyBlock),
         vector(VectorType::get({lanes}, rewriter.getF32Type())),
         vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
 
@@ -202,16 +202,30 @@ private:
   // with page = block_table[batch, key / page_size] clamped into the cache (the keys of a
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
-  // Prefetches the K and V rows of `count` keys kPrefetchKeys past `firstKey` (clamped to
-  // `lastKey`), for paged caches, quantized ones and GQA groups (`prefetches`). The hardware's
-  // prefetchers follow a stream within a 4 KiB memory page: a paged cache's next page lies
-  // anywhere, where they do not look, and the more work a K/V byte carries the less far ahead
-  // of the loads they run. Measured on a contiguous cache (2-core EPYC, d 128, Tk 16k,
-  // interleaved): int8 rows, GQA 32/8, 1.35x as fast with these; f16 and bf16 rows with GQA
-  // 32/8 and 64/8 1.09-1.29x with 1 thread, 1.03-1.16x with 2; int8 without GQA and fp8 the
-  // same; f16 rows without GQA 12% slower (the hardware's streams keep up, and these cost
-  // instructions).
-  void prefetchRows(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey, int64_t count);
+  // Prefetches the row of `buffer` (K in QK^T, V in PV) for key `key` + keysAhead (clamped to
+  // the last key): the lines of columns [firstColumn, firstColumn + columns) that pass `pass`
+  // of the phase's row tiles reads, `perPass` lines a pass (linesPerPass; the last line again
+  // in passes past the lines), for paged caches, quantized ones and GQA groups (`prefetches`).
+  //
+  // Why: a block's QK^T reads K, its PV reads V, and with GQA each phase makes several passes
+  // over the block's rows (one per row tile), the passes after the first from the caches. The
+  // hardware's prefetchers run a little ahead of the demand loads, so memory sat idle through
+  // those passes and the softmax, and the time was nearly the sum of the reads and the work.
+  // Requests for the next block spread over every pass keep memory busy while the core
+  // computes (a C++ probe of GQA 32/8, d 128, f16, Tk 16k, 1 thread: 3.4 -> 2.3 ms). A paged
+  // cache's next page lies anywhere, where the hardware's prefetchers do not look. Rows H_kv
+  // rows apart (nhd pages) come one by one, and prefetched a key block ahead they were 1.1x
+  // slower than 32 keys ahead (keysAhead; H_kv 8). The distance is a constant: computed from
+  // the strides at run time it cost the contiguous cache 8% (a group's keys no longer share a
+  // known page or row arithmetic).
+  void prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value pass,
+                     int64_t perPass, Value firstColumn, int64_t columns);
+  // The lines of `columns` elements of `buffer`'s rows each pass over the rows in tiles of
+  // `tileRows` rows prefetches: ceil(lines / passes), the passes of a step of one row per head
+  // (G rows; more rows make more passes, whose extra passes repeat the last line). A count
+  // known when compiling keeps the key loops free of a loop over lines (GQA 64/8: the loop
+  // cost 5%).
+  int64_t linesPerPass(Value buffer, int64_t tileRows, int64_t columns) const;
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
         b.create<arith::MulIOp>(
@@ -242,6 +256,10 @@ private:
   const std::optional<RowTiles> wideTiles;
   const int64_t taskRows;
   const bool prefetches;
+  // How many keys ahead prefetchAhead reads: a key block, or with the positions before the
+  // heads in memory (SpecToAttn's transpose: a paged cache's nhd pages, bshd K and V), whose
+  // rows of one head lie H_kv rows apart, the same bytes of them: keyBlock / H_kv keys.
+  const int64_t keysAhead;
   VectorType vector, vectorI32;
 
   // Kernel-level values.
@@ -263,19 +281,32 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   return pagedRow(b, table, batch, key, op.getKey().getType().getDimSize(2), lastPage);
 }
 
-void DecodeLowering::prefetchRows(ImplicitLocOpBuilder& b, Value firstKey, Value lastKey,
-                                  int64_t count) {
-  for (int64_t u = 0; u < count; ++u) {
-    auto [page, row] = keyAt(
-        b, b.create<arith::MinUIOp>(
-               b.create<arith::AddIOp>(firstKey, indexConstant(b, kPrefetchKeys + u)), lastKey));
-    for (Value buffer : {op.getKey(), op.getValue()}) {
-      auto type = cast<MemRefType>(buffer.getType());
-      const int64_t perLine = 64 * 8 / type.getElementTypeBitWidth(), length = type.getDimSize(3);
-      for (int64_t column = 0; column < length; column += perLine)
-        b.create<memref::PrefetchOp>(buffer, ValueRange{page, kvHead, row, indexConstant(b, column)},
-                                     /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
-    }
+// Elements of `buffer` in a 64-byte cache line.
+int64_t elementsPerLine(Value buffer) {
+  return 64 * 8 / cast<MemRefType>(buffer.getType()).getElementTypeBitWidth();
+}
+
+int64_t DecodeLowering::linesPerPass(Value buffer, int64_t tileRows, int64_t columns) const {
+  const int64_t lines = llvm::divideCeil(columns, elementsPerLine(buffer));
+  return llvm::divideCeil(lines, llvm::divideCeil(group, tileRows));
+}
+
+void DecodeLowering::prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value pass,
+                                   int64_t perPass, Value firstColumn, int64_t columns) {
+  const int64_t perLine = elementsPerLine(buffer);
+  Value lastLine = indexConstant(b, llvm::divideCeil(columns, perLine) - 1);
+  Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
+  auto [outer, row] = keyAt(
+      b, b.create<arith::MinUIOp>(b.create<arith::AddIOp>(key, indexConstant(b, keysAhead)),
+                                  lastKey));
+  Value firstLine = b.create<arith::MulIOp>(pass, indexConstant(b, perPass));
+  for (int64_t l = 0; l < perPass; ++l) {
+    Value line = b.create<arith::MinUIOp>(
+        b.create<arith::AddIOp>(firstLine, indexConstant(b, l)), lastLine);
+    Value column = b.create<arith::AddIOp>(
+        firstColumn, b.create<arith::MulIOp>(line, indexConstant(b, perLine)));
+    b.create<memref::PrefetchOp>(buffer, ValueRange{outer, kvHead, row, column},
+                                 /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
   }
 }
 
@@ -298,6 +329,7 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   const int64_t keysPerTile = lanes / scoreRows;
   const bool keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
+  const int64_t perPass = linesPerPass(op.getKey(), scoreRows, dk);
   b.create<scf::ForOp>(
       indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
@@ -320,13 +352,12 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
           if (!keyByKey)
             for (int64_t u = 0; u < keysPerTile; ++u)
               keys.push_back(groupKey(gb, indexConstant(gb, u)));
-          // Once per key group: the row blocks after the first read the rows from the caches.
           if (prefetches) {
-            auto ifFirst = gb.create<scf::IfOp>(
-                gb.create<arith::CmpIOp>(arith::CmpIPredicate::eq, r0, indexConstant(gb, 0)),
-                /*withElseRegion=*/false);
-            auto first = ImplicitLocOpBuilder::atBlockTerminator(gb.getLoc(), ifFirst.thenBlock());
-            prefetchRows(first, firstKey, lastKey, keysPerTile);
+            Value pass = gb.create<arith::DivUIOp>(r0, indexConstant(gb, scoreRows));
+            for (int64_t u = 0; u < keysPerTile; ++u)
+              prefetchAhead(gb, op.getKey(),
+                            gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), pass,
+                            perPass, indexConstant(gb, 0), dk);
           }
           // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the
           // codes' factor, loadRow's) applied to the sums.
@@ -503,11 +534,17 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
             vector, tb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
         start.push_back(tb.create<arith::MulFOp>(a, scale));
       }
+    Value pass = tb.create<arith::DivUIOp>(r0, indexConstant(tb, pvRows));
+    const int64_t tileColumns = whole ? width * lanes : dv % lanes;
+    const int64_t perPass = linesPerPass(op.getValue(), pvRows, tileColumns);
     auto loop = tb.create<scf::ForOp>(
         indexConstant(tb, 0), count, indexConstant(tb, 1), start,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
-          auto [outer, row] = keyAt(jb, jb.create<arith::AddIOp>(j0, j));
+          Value key = jb.create<arith::AddIOp>(j0, j);
+          if (prefetches)
+            prefetchAhead(jb, op.getValue(), key, pass, perPass, columns.front(), tileColumns);
+          auto [outer, row] = keyAt(jb, key);
           // A quantized cache's values: p v_j = (p v_scale[j]) v_q[j], the scale times the
           // codes' factor (loadRow's).
           Value valueScale;

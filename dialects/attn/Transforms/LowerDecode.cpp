@@ -203,9 +203,9 @@ private:
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
   // Prefetches the row of `buffer` (K in QK^T, V in PV) for key `key` + keysAhead (clamped to
-  // the last key): the lines of columns [firstColumn, firstColumn + columns) that pass `pass`
-  // of the phase's row tiles reads, `perPass` lines a pass (linesPerPass; the last line again
-  // in passes past the lines), for paged caches, quantized ones and GQA groups (`prefetches`).
+  // the last key): of the lines of columns [firstColumn, firstColumn + columns), the `perPass`
+  // lines (linesPerPass) that fall to pass `pass` of the phase's row tiles, none past the row's
+  // lines; for paged caches, quantized ones and GQA groups (`prefetches`).
   //
   // Why: a block's QK^T reads K, its PV reads V, and with GQA each phase makes several passes
   // over the block's rows (one per row tile), the passes after the first from the caches. The
@@ -223,9 +223,11 @@ private:
                      int64_t perPass, Value firstColumn, int64_t columns);
   // The lines of `columns` elements of `buffer`'s rows each pass over the rows in tiles of
   // `tileRows` rows prefetches: ceil(lines / passes), the passes of a step of one row per head
-  // (G rows; more rows make more passes, whose extra passes repeat the last line). A count
-  // known when compiling keeps the key loops free of a loop over lines (GQA 64/8: the loop
-  // cost 5%).
+  // (G rows; more rows make more passes, the extra ones prefetching nothing). A count known
+  // when compiling keeps the key loops free of a loop over lines (GQA 64/8: the loop cost 5%).
+  // Only a whole key block ahead may the passes share the lines: nearer, the rows prefetched
+  // are the block's own, and the first pass reads every line of them (nhd pages: PV's loads
+  // of the rows' second half were where the time stalled, shared).
   int64_t linesPerPass(Value buffer, int64_t tileRows, int64_t columns) const;
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
@@ -289,6 +291,8 @@ int64_t elementsPerLine(Value buffer) {
 
 int64_t DecodeLowering::linesPerPass(Value buffer, int64_t tileRows, int64_t columns) const {
   const int64_t lines = llvm::divideCeil(columns, elementsPerLine(buffer));
+  if (keysAhead < keyBlock)
+    return lines;
   return llvm::divideCeil(lines, llvm::divideCeil(group, tileRows));
 }
 
@@ -296,18 +300,22 @@ void DecodeLowering::prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value 
                                    int64_t perPass, Value firstColumn, int64_t columns) {
   const int64_t perLine = elementsPerLine(buffer);
   Value lastLine = indexConstant(b, llvm::divideCeil(columns, perLine) - 1);
-  Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
-  auto [outer, row] = keyAt(
-      b, b.create<arith::MinUIOp>(b.create<arith::AddIOp>(key, indexConstant(b, keysAhead)),
-                                  lastKey));
   Value firstLine = b.create<arith::MulIOp>(pass, indexConstant(b, perPass));
+  auto inRow = b.create<scf::IfOp>(
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, firstLine, lastLine),
+      /*withElseRegion=*/false);
+  auto lb = ImplicitLocOpBuilder::atBlockTerminator(b.getLoc(), inRow.thenBlock());
+  Value lastKey = lb.create<arith::SubIOp>(seqK, indexConstant(lb, 1));
+  auto [outer, row] = keyAt(
+      lb, lb.create<arith::MinUIOp>(lb.create<arith::AddIOp>(key, indexConstant(lb, keysAhead)),
+                                    lastKey));
   for (int64_t l = 0; l < perPass; ++l) {
-    Value line = b.create<arith::MinUIOp>(
-        b.create<arith::AddIOp>(firstLine, indexConstant(b, l)), lastLine);
-    Value column = b.create<arith::AddIOp>(
-        firstColumn, b.create<arith::MulIOp>(line, indexConstant(b, perLine)));
-    b.create<memref::PrefetchOp>(buffer, ValueRange{outer, kvHead, row, column},
-                                 /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+    Value line = lb.create<arith::MinUIOp>(
+        lb.create<arith::AddIOp>(firstLine, indexConstant(lb, l)), lastLine);
+    Value column = lb.create<arith::AddIOp>(
+        firstColumn, lb.create<arith::MulIOp>(line, indexConstant(lb, perLine)));
+    lb.create<memref::PrefetchOp>(buffer, ValueRange{outer, kvHead, row, column},
+                                  /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
   }
 }
 

@@ -203,9 +203,10 @@ private:
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
   // Prefetches the row of `buffer` (K in QK^T, V in PV) for key `key` + keysAhead (clamped to
-  // the last key): of the lines of columns [firstColumn, firstColumn + columns), the `perPass`
-  // lines (linesPerPass) that fall to pass `pass` of the phase's row tiles, none past the row's
-  // lines; for paged caches, quantized ones and GQA groups (`prefetches`).
+  // the last key): of the lines of columns [firstColumn, firstColumn + columns), those that
+  // fall to the pass of the phase's row tiles of `tileRows` rows starting at row r0
+  // (linesPerPass), none past the row's lines; for paged caches, quantized ones and GQA groups
+  // (`prefetches`).
   //
   // Why: a block's QK^T reads K, its PV reads V, and with GQA each phase makes several passes
   // over the block's rows (one per row tile), the passes after the first from the caches. The
@@ -219,8 +220,8 @@ private:
   // prefetched a key block ahead they were 1.1x slower than 32 keys ahead (keysAhead; H_kv
   // 8). The distance is a constant: computed from the strides at run time it cost the
   // contiguous cache 8% (a group's keys no longer share a known page or row arithmetic).
-  void prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value pass,
-                     int64_t perPass, Value firstColumn, int64_t columns);
+  void prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value r0,
+                     int64_t tileRows, Value firstColumn, int64_t columns);
   // The lines of `columns` elements of `buffer`'s rows each pass over the rows in tiles of
   // `tileRows` rows prefetches: ceil(lines / passes), the passes of a step of one row per head
   // (G rows; more rows make more passes, the extra ones prefetching nothing). A count known
@@ -296,10 +297,12 @@ int64_t DecodeLowering::linesPerPass(Value buffer, int64_t tileRows, int64_t col
   return llvm::divideCeil(lines, llvm::divideCeil(group, tileRows));
 }
 
-void DecodeLowering::prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value pass,
-                                   int64_t perPass, Value firstColumn, int64_t columns) {
+void DecodeLowering::prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value r0,
+                                   int64_t tileRows, Value firstColumn, int64_t columns) {
   const int64_t perLine = elementsPerLine(buffer);
+  const int64_t perPass = linesPerPass(buffer, tileRows, columns);
   Value lastLine = indexConstant(b, llvm::divideCeil(columns, perLine) - 1);
+  Value pass = b.create<arith::DivUIOp>(r0, indexConstant(b, tileRows));
   Value firstLine = b.create<arith::MulIOp>(pass, indexConstant(b, perPass));
   auto inRow = b.create<scf::IfOp>(
       b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, firstLine, lastLine),
@@ -338,7 +341,6 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   const int64_t keysPerTile = lanes / scoreRows;
   const bool keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
-  const int64_t perPass = linesPerPass(op.getKey(), scoreRows, dk);
   b.create<scf::ForOp>(
       indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
@@ -364,12 +366,11 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
           // The next block's K rows: with one row the loop below prefetches each key's before
           // reading it (all the group's at once, 16 keys x 4 lines, the loads waited behind
           // them: H 8, paged hnd pages of 16, key by key 1.23x / 1.15x as fast, 1 / 2 threads).
-          Value pass = gb.create<arith::DivUIOp>(r0, indexConstant(gb, scoreRows));
           if (prefetches && !keyByKey)
             for (int64_t u = 0; u < keysPerTile; ++u)
               prefetchAhead(gb, op.getKey(),
-                            gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), pass,
-                            perPass, indexConstant(gb, 0), dk);
+                            gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), r0,
+                            scoreRows, indexConstant(gb, 0), dk);
           // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the
           // codes' factor, loadRow's) applied to the sums.
           Value keyScales;
@@ -429,7 +430,7 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                      [&](ImplicitLocOpBuilder& ub, Value u) {
                        if (prefetches)
                          prefetchAhead(ub, op.getKey(), ub.create<arith::AddIOp>(firstKey, u),
-                                       pass, perPass, indexConstant(ub, 0), dk);
+                                       r0, scoreRows, indexConstant(ub, 0), dk);
                        ub.create<vector::StoreOp>(dot(ub, groupKey(ub, u)).front(), partials,
                                                   ValueRange{u, indexConstant(ub, 0)});
                      });
@@ -548,16 +549,14 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
             vector, tb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
         start.push_back(tb.create<arith::MulFOp>(a, scale));
       }
-    Value pass = tb.create<arith::DivUIOp>(r0, indexConstant(tb, pvRows));
     const int64_t tileColumns = whole ? width * lanes : dv % lanes;
-    const int64_t perPass = linesPerPass(op.getValue(), pvRows, tileColumns);
     auto loop = tb.create<scf::ForOp>(
         indexConstant(tb, 0), count, indexConstant(tb, 1), start,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
           Value key = jb.create<arith::AddIOp>(j0, j);
           if (prefetches)
-            prefetchAhead(jb, op.getValue(), key, pass, perPass, columns.front(), tileColumns);
+            prefetchAhead(jb, op.getValue(), key, r0, pvRows, columns.front(), tileColumns);
           auto [outer, row] = keyAt(jb, key);
           // A quantized cache's values: p v_j = (p v_scale[j]) v_q[j], the scale times the
           // codes' factor (loadRow's).

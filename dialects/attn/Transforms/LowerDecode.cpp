@@ -14,8 +14,8 @@
 //      m'_r = max(m_r, max_j S[r, j]),  P[r, j] = exp(S[r, j] - m'_r - c)
 //      l'_r = e^(m_r - m'_r) l_r + sum_j P[r, j]                     (c: OnlineSoftmax.h)
 //   3. A[r, :] = e^(m_r - m'_r) A[r, :] + sum_j D[r, j] P[r, j] v_j  (D: dropout's factor)
-//                              register tiles of 2 rows (1 for one row per KV head) x 8
-//                              vectors of d_v
+//                              register tiles of QK^T's rows x 16 / rows vectors of d_v
+//                              (at most 8; 2 rows where a head's rows lie apart)
 //
 // over the key blocks of the task's split of the range its mask can keep (KeyRange.h). Each
 // split writes its unnormalised (m, l, A) to a workspace, and a second phase merges the splits
@@ -48,11 +48,13 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // QK^T's register tiles take up to kMaxScoreRows rows x W / rows keys, so each K chunk is
 // widened once for up to 8 rows (GQA 64/8, d 128, f16, Tk 16k: 1.12-1.18x as fast as 4 rows);
-// PV's kPvRows rows (1 for one row per KV head) x up to kPvVectors vectors of d_v
+// PV's as many rows x kPvAccumulators / rows vectors of d_v (at most kPvVectors), or, where a
+// head's rows of consecutive keys lie apart (pvRowsFor), at most kScatteredPvRows rows
 // (DecodeLowering's groupTiles and wideTiles).
 constexpr int64_t kMaxScoreRows = 8;
-constexpr int64_t kPvRows = 2;
+constexpr int64_t kPvAccumulators = 16;
 constexpr int64_t kPvVectors = 8;
+constexpr int64_t kScatteredPvRows = 2;
 // At most this many splits share one task's keys: the merge reads them all per row.
 constexpr int64_t kMaxSplits = 64;
 // Splits are raised until the tasks are at least this many, so a batch of one sequence with
@@ -147,13 +149,39 @@ struct RowTiles {
   int64_t most() const { return std::max(score, values); }
 };
 
+// Whether a head's K and V rows of consecutive keys lie H_kv rows apart: the positions before
+// the heads in memory (SpecToAttn's transpose: a paged cache's nhd pages, bshd K and V).
+bool positionsBeforeHeads(OnlineUpdateOp op) {
+  return static_cast<bool>(op.getKey().getDefiningOp<memref::TransposeOp>());
+}
+
+// PV's tile rows beside QK^T's `scoreRows`: as many, so each V chunk is widened once for all
+// of them (on Intel cores widening f16 takes an FMA port and a shuffle port: GQA 64/8 in 8 x 2
+// tiles, d 128, f16, Tk 16k, 1 thread, the Xeon of docs/benchmarks.md, 1.09-1.10x as fast as
+// 2 x 8 warm, 1.02-1.05x with the caches flushed; 32/8 in 4 x 4 1.0-1.02x, at Tq 4 1.07x;
+// the EPYC measured 8 x 2 at 0.95-0.96x of the work, its caches-flushed time within 1.0-1.1x).
+// Rows lying apart keep tiles of whole rows: narrower tiles pass over each row once per column
+// tile, and every pass over rows scattered H_kv rows apart misses again (paged nhd pages of 16,
+// 32/8: 4 x 4 1.15-1.2x slower).
+int64_t pvRowsFor(int64_t scoreRows, bool rowsApart) {
+  return rowsApart ? std::min(scoreRows, kScatteredPvRows) : scoreRows;
+}
+
+// The tiles of a task of one row per head: QK^T's take up to the GQA group's G rows.
+RowTiles groupRowTiles(int64_t group, int64_t lanes, bool rowsApart) {
+  const int64_t rows = std::min<int64_t>(
+      {kMaxScoreRows, lanes, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(group)))});
+  return {rows, pvRowsFor(rows, rowsApart)};
+}
+
 // Tiles of kMaxScoreRows rows (within the vector's lanes) when they are wider than `narrow`
 // and a task of at most `mostRows` rows can fill them.
-std::optional<RowTiles> wideRowTiles(RowTiles narrow, int64_t lanes, int64_t mostRows) {
+std::optional<RowTiles> wideRowTiles(RowTiles narrow, int64_t lanes, int64_t mostRows,
+                                     bool rowsApart) {
   const int64_t rows = std::min(kMaxScoreRows, lanes);
   if (narrow.score >= rows || mostRows < rows)
     return std::nullopt;
-  return RowTiles{rows, kPvRows};
+  return RowTiles{rows, pvRowsFor(rows, rowsApart)};
 }
 
 class DecodeLowering {
@@ -165,16 +193,12 @@ public:
         kvHeads(op.getKey().getType().getDimSize(1)), group(heads / kvHeads),
         dk(op.getKey().getType().getDimSize(3)), dv(op.getValue().getType().getDimSize(3)),
         dkPadded(roundUp(dk, lanes)), dvPadded(roundUp(dv, lanes)),
-        groupTiles{std::min<int64_t>({kMaxScoreRows, lanes,
-                                      static_cast<int64_t>(std::bit_floor(
-                                          static_cast<uint64_t>(group)))}),
-                   group == 1 ? 1 : kPvRows},
-        wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead)),
+        rowsApart(positionsBeforeHeads(op)),
+        groupTiles(groupRowTiles(group, lanes, rowsApart)),
+        wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead, rowsApart)),
         taskRows(roundUp(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most())),
         prefetches(op.getBlockTable() || op.getKeyScale() || group > 1),
-        keysAhead(op.getKey().getDefiningOp<memref::TransposeOp>()
-                      ? std::max<int64_t>(1, keyBlock / kvHeads)
-                      : keyBlock),
+        keysAhead(rowsApart ? std::max<int64_t>(1, keyBlock / kvHeads) : keyBlock),
         vector(VectorType::get({lanes}, rewriter.getF32Type())),
         vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
 
@@ -251,6 +275,7 @@ private:
   OnlineUpdateOp op;
   const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
       dkPadded, dvPadded;
+  const bool rowsApart; // positionsBeforeHeads
   // Register tiles sized by the GQA group G, not by Tq (a step of one row is the common case),
   // and, for tasks of more rows than those hold and at least kMaxScoreRows / 2 (several query
   // rows per head: speculative decoding, short chunks), tiles of kMaxScoreRows rows, each K and
@@ -260,9 +285,8 @@ private:
   const std::optional<RowTiles> wideTiles;
   const int64_t taskRows;
   const bool prefetches;
-  // How many keys ahead prefetchAhead reads: a key block, or with the positions before the
-  // heads in memory (SpecToAttn's transpose: a paged cache's nhd pages, bshd K and V), whose
-  // rows of one head lie H_kv rows apart, the same bytes of them: keyBlock / H_kv keys.
+  // How many keys ahead prefetchAhead reads: a key block, or with a head's rows lying H_kv rows
+  // apart (rowsApart), the same bytes of them: keyBlock / H_kv keys.
   const int64_t keysAhead;
   VectorType vector, vectorI32;
 
@@ -533,7 +557,7 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
                                 bool contiguous, int64_t pvRows) {
   Value kv = contiguous ? valueView : op.getValue();
   // Register tiles of pvRows rows x `width` vectors of columns: the whole vectors of d_v in
-  // groups of up to kPvVectors, then the vector d_v ends in.
+  // groups of up to kPvAccumulators / pvRows (at most kPvVectors), then the vector d_v ends in.
   auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value firstVector, int64_t width,
                   bool whole) {
     SmallVector<Value> rows, columns, start;
@@ -585,7 +609,8 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         tb.create<vector::StoreOp>(loop.getResult(c * pvRows + rr), acc,
                                    ValueRange{rows[rr], columns[c]});
   };
-  const int64_t wholeVectors = dv / lanes, width = divisorUpTo(wholeVectors, kPvVectors);
+  const int64_t wholeVectors = dv / lanes,
+                width = divisorUpTo(wholeVectors, std::min(kPvVectors, kPvAccumulators / pvRows));
   // Whole register tiles of rows: a tile's rows past the task's compute on whatever their
   // scores hold and are never stored.
   b.create<scf::ForOp>(

@@ -197,7 +197,6 @@ public:
         groupTiles(groupRowTiles(group, lanes, rowsApart)),
         wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead, rowsApart)),
         taskRows(roundUp(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most())),
-        prefetches(op.getBlockTable() || op.getKeyScale() || group > 1),
         keysAhead(rowsApart ? std::max<int64_t>(1, keyBlock / kvHeads) : keyBlock),
         vector(VectorType::get({lanes}, rewriter.getF32Type())),
         vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
@@ -226,34 +225,39 @@ private:
   // with page = block_table[batch, key / page_size] clamped into the cache (the keys of a
   // chunk past the sequence's end read some page; the mask drops their scores).
   std::pair<Value, Value> keyAt(ImplicitLocOpBuilder& b, Value key);
-  // Prefetches the row of `buffer` (K in QK^T, V in PV) for key `key` + keysAhead (clamped to
-  // the last key): of the lines of columns [firstColumn, firstColumn + columns), those that
-  // fall to the pass of the phase's row tiles of `tileRows` rows starting at row r0
-  // (linesPerPass), none past the row's lines; for paged caches, quantized ones and GQA groups
-  // (`prefetches`).
+  // Prefetches, for key `key` + keysAhead (clamped to the last key), the lines of its K and V
+  // rows that fall to `phase`'s pass `pass` (phaseLines, split evenly over the `passes` a step
+  // of one row per head makes: more rows make more passes, the extra ones prefetching nothing).
   //
   // Why: a block's QK^T reads K, its PV reads V, and with GQA each phase makes several passes
-  // over the block's rows (one per row tile), the passes after the first from the caches. The
-  // hardware's prefetchers run a little ahead of the demand loads, so memory sat idle through
-  // those passes and the softmax, and the time was nearly the sum of the reads and the work.
-  // Requests for the next block spread over every pass keep memory busy while the core
-  // computes (a C++ probe of GQA 32/8, d 128, f16, Tk 16k, 1 thread: 3.4 -> 2.3 ms; the
-  // kernel 1.23-1.37x as fast). One row per KV head, one pass, leaves f16 and bf16 rows to the
-  // hardware (1.05x slower with these). A paged cache's next page lies anywhere, where the
-  // hardware's prefetchers do not look. Rows H_kv rows apart (nhd pages) come one by one, and
-  // prefetched a key block ahead they were 1.1x slower than 32 keys ahead (keysAhead; H_kv
-  // 8). The distance is a constant: computed from the strides at run time it cost the
-  // contiguous cache 8% (a group's keys no longer share a known page or row arithmetic).
-  void prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value r0,
-                     int64_t tileRows, Value firstColumn, int64_t columns);
-  // The lines of `columns` elements of `buffer`'s rows each pass over the rows in tiles of
-  // `tileRows` rows prefetches: ceil(lines / passes), the passes of a step of one row per head
-  // (G rows; more rows make more passes, the extra ones prefetching nothing). A count known
-  // when compiling keeps the key loops free of a loop over lines (GQA 64/8: the loop cost 5%).
-  // Only a whole key block ahead may the passes share the lines: nearer, the rows prefetched
-  // are the block's own, and the first pass reads every line of them (nhd pages: PV's loads
-  // of the rows' second half were where the time stalled, shared).
-  int64_t linesPerPass(Value buffer, int64_t tileRows, int64_t columns) const;
+  // over the block's rows (one per register tile), the passes after the first from the
+  // caches. The hardware's prefetchers run a little ahead of the demand loads, so memory sat
+  // idle through those passes and the softmax, and the time was nearly the sum of the reads
+  // and the work. Requests for the next block spread over every pass keep memory busy while
+  // the core computes (a C++ probe of GQA 32/8, d 128, f16, Tk 16k, 1 thread, the EPYC: 3.4 ->
+  // 2.3 ms; the kernel 1.23-1.37x as fast). Half of both streams in each phase, not each
+  // phase's own: an Intel core reads one stream at 9.9-10.6 GB/s and two at 12.5-13.0 (a C++
+  // probe of the 64 MB of K and V, the Xeon of docs/benchmarks.md), and there the kernel ran
+  // 1.07-1.20x as fast with 1 and 2 threads (GQA 1, 4 and 8, f16 and bf16, paged hnd pages);
+  // one row per KV head, which had prefetched nothing (each phase's own stream: 1.05x slower
+  // on the EPYC, the same on the Xeon), 1.15-1.21x. A paged cache's next
+  // page lies anywhere, where the hardware's prefetchers do not look. Rows H_kv rows apart
+  // (nhd pages) come one by one, and prefetched a key block ahead they were 1.1x slower than
+  // 32 keys ahead (keysAhead; H_kv 8). The distance is a constant: computed from the strides
+  // at run time it cost the contiguous cache 8% (a group's keys no longer share a known page
+  // or row arithmetic). The lines of a pass are a count known when compiling, which keeps the
+  // key loops free of a loop over lines (GQA 64/8: the loop cost 5%).
+  enum class Phase { Scores, Values };
+  void prefetchNext(ImplicitLocOpBuilder& b, Phase phase, Value key, Value pass, int64_t passes);
+  // The lines [first, first + count) of `buffer`'s rows (K or V) `phase` prefetches: a key
+  // block ahead, the first half of both K's and V's in QK^T and the rest in PV. Nearer than a
+  // block (rows apart), the rows prefetched are the block's own, so QK^T prefetches every line
+  // of K and PV every line of V, all in the phase's first pass (nhd pages: PV's loads of the
+  // rows' second half were where the time stalled, shared).
+  struct Lines {
+    int64_t first, count;
+  };
+  Lines phaseLines(Value buffer, Phase phase);
   Value workspaceRow(ImplicitLocOpBuilder& b, Value batch, Value head, Value i) {
     return b.create<arith::AddIOp>(
         b.create<arith::MulIOp>(
@@ -284,8 +288,7 @@ private:
   const RowTiles groupTiles;
   const std::optional<RowTiles> wideTiles;
   const int64_t taskRows;
-  const bool prefetches;
-  // How many keys ahead prefetchAhead reads: a key block, or with a head's rows lying H_kv rows
+  // How many keys ahead prefetchNext reads: a key block, or with a head's rows lying H_kv rows
   // apart (rowsApart), the same bytes of them: keyBlock / H_kv keys.
   const int64_t keysAhead;
   VectorType vector, vectorI32;
@@ -314,35 +317,55 @@ int64_t elementsPerLine(Value buffer) {
   return 64 * 8 / cast<MemRefType>(buffer.getType()).getElementTypeBitWidth();
 }
 
-int64_t DecodeLowering::linesPerPass(Value buffer, int64_t tileRows, int64_t columns) const {
-  const int64_t lines = llvm::divideCeil(columns, elementsPerLine(buffer));
-  if (keysAhead < keyBlock)
-    return lines;
-  return llvm::divideCeil(lines, llvm::divideCeil(group, tileRows));
+DecodeLowering::Lines DecodeLowering::phaseLines(Value buffer, Phase phase) {
+  const bool isKey = buffer == op.getKey();
+  const int64_t lines = llvm::divideCeil(isKey ? dk : dv, elementsPerLine(buffer));
+  if (rowsApart)
+    return {0, (phase == Phase::Scores) == isKey ? lines : 0};
+  const int64_t firstHalf = llvm::divideCeil(lines, 2);
+  return phase == Phase::Scores ? Lines{0, firstHalf} : Lines{firstHalf, lines - firstHalf};
 }
 
-void DecodeLowering::prefetchAhead(ImplicitLocOpBuilder& b, Value buffer, Value key, Value r0,
-                                   int64_t tileRows, Value firstColumn, int64_t columns) {
-  const int64_t perLine = elementsPerLine(buffer);
-  const int64_t perPass = linesPerPass(buffer, tileRows, columns);
-  Value lastLine = indexConstant(b, llvm::divideCeil(columns, perLine) - 1);
-  Value pass = b.create<arith::DivUIOp>(r0, indexConstant(b, tileRows));
-  Value firstLine = b.create<arith::MulIOp>(pass, indexConstant(b, perPass));
-  auto inRow = b.create<scf::IfOp>(
-      b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, firstLine, lastLine),
+void DecodeLowering::prefetchNext(ImplicitLocOpBuilder& b, Phase phase, Value key, Value pass,
+                                  int64_t passes) {
+  struct Stream {
+    Value buffer;
+    Lines lines;
+    int64_t perPass;
+  };
+  SmallVector<Stream> streams;
+  int64_t activePasses = 0; // the passes with lines to prefetch
+  for (Value buffer : {op.getKey(), op.getValue()}) {
+    const Lines lines = phaseLines(buffer, phase);
+    if (lines.count == 0)
+      continue;
+    const int64_t perPass = rowsApart ? lines.count : llvm::divideCeil(lines.count, passes);
+    activePasses = std::max<int64_t>(activePasses, llvm::divideCeil(lines.count, perPass));
+    streams.push_back({buffer, lines, perPass});
+  }
+  if (streams.empty())
+    return;
+  auto active = b.create<scf::IfOp>(
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, pass, indexConstant(b, activePasses)),
       /*withElseRegion=*/false);
-  auto lb = ImplicitLocOpBuilder::atBlockTerminator(b.getLoc(), inRow.thenBlock());
-  Value lastKey = lb.create<arith::SubIOp>(seqK, indexConstant(lb, 1));
+  auto ab = ImplicitLocOpBuilder::atBlockTerminator(b.getLoc(), active.thenBlock());
+  Value lastKey = ab.create<arith::SubIOp>(seqK, indexConstant(ab, 1));
   auto [outer, row] = keyAt(
-      lb, lb.create<arith::MinUIOp>(lb.create<arith::AddIOp>(key, indexConstant(lb, keysAhead)),
+      ab, ab.create<arith::MinUIOp>(ab.create<arith::AddIOp>(key, indexConstant(ab, keysAhead)),
                                     lastKey));
-  for (int64_t l = 0; l < perPass; ++l) {
-    Value line = lb.create<arith::MinUIOp>(
-        lb.create<arith::AddIOp>(firstLine, indexConstant(lb, l)), lastLine);
-    Value column = lb.create<arith::AddIOp>(
-        firstColumn, lb.create<arith::MulIOp>(line, indexConstant(lb, perLine)));
-    lb.create<memref::PrefetchOp>(buffer, ValueRange{outer, kvHead, row, column},
-                                  /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+  for (const Stream& stream : streams) {
+    const int64_t perLine = elementsPerLine(stream.buffer);
+    Value firstLine =
+        ab.create<arith::AddIOp>(indexConstant(ab, stream.lines.first),
+                                 ab.create<arith::MulIOp>(pass, indexConstant(ab, stream.perPass)));
+    Value lastLine = indexConstant(ab, stream.lines.first + stream.lines.count - 1);
+    for (int64_t l = 0; l < stream.perPass; ++l) {
+      Value line = ab.create<arith::MinUIOp>(
+          ab.create<arith::AddIOp>(firstLine, indexConstant(ab, l)), lastLine);
+      Value column = ab.create<arith::MulIOp>(line, indexConstant(ab, perLine));
+      ab.create<memref::PrefetchOp>(stream.buffer, ValueRange{outer, kvHead, row, column},
+                                    /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+    }
   }
 }
 
@@ -362,13 +385,14 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   // loaded (and widened) serves scoreRows rows. The key groups loop inside the row blocks: the
   // other way round, a K group's chunks (invariant in the row loop) were hoisted out of it by
   // LLVM and spilled, a store and a load more per chunk.
-  const int64_t keysPerTile = lanes / scoreRows;
+  const int64_t keysPerTile = lanes / scoreRows, passes = llvm::divideCeil(group, scoreRows);
   const bool keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
   b.create<scf::ForOp>(
       indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
         ImplicitLocOpBuilder rb(loc, nested);
+        Value pass = rb.create<arith::DivUIOp>(r0, indexConstant(rb, scoreRows));
         SmallVector<Value> rows;
         for (int64_t rr = 0; rr < scoreRows; ++rr)
           rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
@@ -387,14 +411,14 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
           if (!keyByKey)
             for (int64_t u = 0; u < keysPerTile; ++u)
               keys.push_back(groupKey(gb, indexConstant(gb, u)));
-          // The next block's K rows: with one row the loop below prefetches each key's before
+          // The next block's rows: with one row the loop below prefetches each key's before
           // reading it (all the group's at once, 16 keys x 4 lines, the loads waited behind
           // them: H 8, paged hnd pages of 16, key by key 1.23x / 1.15x as fast, 1 / 2 threads).
-          if (prefetches && !keyByKey)
+          if (!keyByKey)
             for (int64_t u = 0; u < keysPerTile; ++u)
-              prefetchAhead(gb, op.getKey(),
-                            gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), r0,
-                            scoreRows, indexConstant(gb, 0), dk);
+              prefetchNext(gb, Phase::Scores,
+                           gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), pass,
+                           passes);
           // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the
           // codes' factor, loadRow's) applied to the sums.
           Value keyScales;
@@ -452,9 +476,8 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
           } else {
             forRange(gb, indexConstant(gb, 0), indexConstant(gb, keysPerTile),
                      [&](ImplicitLocOpBuilder& ub, Value u) {
-                       if (prefetches)
-                         prefetchAhead(ub, op.getKey(), ub.create<arith::AddIOp>(firstKey, u),
-                                       r0, scoreRows, indexConstant(ub, 0), dk);
+                       prefetchNext(ub, Phase::Scores, ub.create<arith::AddIOp>(firstKey, u),
+                                    pass, passes);
                        ub.create<vector::StoreOp>(dot(ub, groupKey(ub, u)).front(), partials,
                                                   ValueRange{u, indexConstant(ub, 0)});
                      });
@@ -558,8 +581,17 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
   Value kv = contiguous ? valueView : op.getValue();
   // Register tiles of pvRows rows x `width` vectors of columns: the whole vectors of d_v in
   // groups of up to kPvAccumulators / pvRows (at most kPvVectors), then the vector d_v ends in.
-  auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value firstVector, int64_t width,
-                  bool whole) {
+  // Each tile is a pass over the block's keys: `pass` of `passes`, for prefetchNext.
+  const int64_t wholeVectors = dv / lanes,
+                width = divisorUpTo(wholeVectors, std::min(kPvVectors, kPvAccumulators / pvRows)),
+                columnTiles = wholeVectors / width + (dv % lanes != 0 ? 1 : 0),
+                passes = llvm::divideCeil(group, pvRows) * columnTiles;
+  auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector,
+                  int64_t width, bool whole) {
+    Value pass = tb.create<arith::AddIOp>(
+        tb.create<arith::MulIOp>(tb.create<arith::DivUIOp>(r0, indexConstant(tb, pvRows)),
+                                 indexConstant(tb, columnTiles)),
+        columnTile);
     SmallVector<Value> rows, columns, start;
     for (int64_t rr = 0; rr < pvRows; ++rr)
       rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
@@ -573,14 +605,12 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
             vector, tb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
         start.push_back(tb.create<arith::MulFOp>(a, scale));
       }
-    const int64_t tileColumns = whole ? width * lanes : dv % lanes;
     auto loop = tb.create<scf::ForOp>(
         indexConstant(tb, 0), count, indexConstant(tb, 1), start,
         [&](OpBuilder& n2, Location l2, Value j, ValueRange running) {
           ImplicitLocOpBuilder jb(l2, n2);
           Value key = jb.create<arith::AddIOp>(j0, j);
-          if (prefetches)
-            prefetchAhead(jb, op.getValue(), key, r0, pvRows, columns.front(), tileColumns);
+          prefetchNext(jb, Phase::Values, key, pass, passes);
           auto [outer, row] = keyAt(jb, key);
           // A quantized cache's values: p v_j = (p v_scale[j]) v_q[j], the scale times the
           // codes' factor (loadRow's).
@@ -609,8 +639,6 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         tb.create<vector::StoreOp>(loop.getResult(c * pvRows + rr), acc,
                                    ValueRange{rows[rr], columns[c]});
   };
-  const int64_t wholeVectors = dv / lanes,
-                width = divisorUpTo(wholeVectors, std::min(kPvVectors, kPvAccumulators / pvRows));
   // Whole register tiles of rows: a tile's rows past the task's compute on whatever their
   // scores hold and are never stored.
   b.create<scf::ForOp>(
@@ -619,13 +647,15 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         ImplicitLocOpBuilder rb(loc, nested);
         if (wholeVectors > 0)
           overChunks(rb, wholeVectors / width, {},
-                     [&](ImplicitLocOpBuilder& gb, Value group, ValueRange) {
-                       tile(gb, r0, gb.create<arith::MulIOp>(group, indexConstant(gb, width)),
+                     [&](ImplicitLocOpBuilder& gb, Value columnTile, ValueRange) {
+                       tile(gb, r0, columnTile,
+                            gb.create<arith::MulIOp>(columnTile, indexConstant(gb, width)),
                             width, /*whole=*/true);
                        return SmallVector<Value>{};
                      });
         if (dv % lanes != 0)
-          tile(rb, r0, indexConstant(rb, wholeVectors), 1, /*whole=*/false);
+          tile(rb, r0, indexConstant(rb, wholeVectors / width), indexConstant(rb, wholeVectors),
+               1, /*whole=*/false);
         rb.create<scf::YieldOp>();
       });
 }

@@ -240,13 +240,14 @@ private:
   // probe of the 64 MB of K and V, the Xeon of docs/benchmarks.md), and there the kernel ran
   // 1.07-1.20x as fast with 1 and 2 threads (GQA 1, 4 and 8, f16 and bf16, paged hnd pages);
   // one row per KV head, which had prefetched nothing (each phase's own stream: 1.05x slower
-  // on the EPYC, the same on the Xeon), 1.15-1.21x. A paged cache's next
-  // page lies anywhere, where the hardware's prefetchers do not look. Rows H_kv rows apart
-  // (nhd pages) come one by one, and prefetched a key block ahead they were 1.1x slower than
-  // 32 keys ahead (keysAhead; H_kv 8). The distance is a constant: computed from the strides
-  // at run time it cost the contiguous cache 8% (a group's keys no longer share a known page
-  // or row arithmetic). The lines of a pass are a count known when compiling, which keeps the
-  // key loops free of a loop over lines (GQA 64/8: the loop cost 5%).
+  // on the EPYC, the same on the Xeon), 1.15-1.21x. A paged cache's next page lies anywhere,
+  // where the hardware's prefetchers do not look. Rows H_kv rows apart (nhd pages) come one
+  // by one, and prefetched a key block ahead they were 1.1x slower than 32 keys ahead
+  // (keysAhead; H_kv 8); there both streams in both phases were 1.15x slower. The distance is
+  // a constant: computed from the strides at run time it cost the contiguous cache 8% (a
+  // group's keys no longer share a known page or row arithmetic). The lines of a pass are a
+  // count known when compiling, which keeps the key loops free of a loop over lines (GQA
+  // 64/8: the loop cost 5%).
   enum class Phase { Scores, Values };
   void prefetchNext(ImplicitLocOpBuilder& b, Phase phase, Value key, Value pass, int64_t passes);
   // The lines [first, first + count) of `buffer`'s rows (K or V) `phase` prefetches: a key

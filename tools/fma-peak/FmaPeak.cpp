@@ -6,14 +6,15 @@
 // With --bf16, the core's bf16 rates instead, the limits of kernels that multiply bf16 with f32
 // accumulation: AVX512-BF16's `vdpbf16ps` (16 lanes x 2 products into f32) and AMX's
 // `tdpbf16ps` (a 16 x 16 f32 tile += 16 x 32 bf16 times 32 x 16 bf16), each line saying why
-// when this CPU or its kernel has no such unit.
+// when this CPU or its kernel has no such unit (the runtime's hostCpuFeatures).
+#include "HostCpu.h"
+
 #include <immintrin.h>
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cpuid.h>
 #include <cstdio>
 #include <cstring>
 
@@ -49,27 +50,6 @@ double fmaGflopsOnce(long iterations) {
   volatile float keep = sink; // the result is used, so the loop is not removed
   (void)keep;
   return gflops;
-}
-
-// CPUID leaf 7's registers for `subleaf` (zeros where the leaf is absent).
-struct Leaf7 {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-};
-Leaf7 leaf7(unsigned subleaf) {
-  Leaf7 r;
-  if (__get_cpuid_max(0, nullptr) >= 7)
-    __cpuid_count(7, subleaf, r.eax, r.ebx, r.ecx, r.edx);
-  return r;
-}
-
-// Whether the OS saves the AVX-512 state (XCR0's opmask, ZMM_Hi256 and Hi16_ZMM bits).
-bool osSavesAvx512() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_OSXSAVE))
-    return false;
-  unsigned xcr0Low, xcr0High;
-  __asm__("xgetbv" : "=a"(xcr0Low), "=d"(xcr0High) : "c"(0));
-  return (xcr0Low & 0xe6) == 0xe6;
 }
 
 // vdpbf16ps: lane i += a[2i] b[2i] + a[2i+1] b[2i+1], 4 floating-point operations a lane.
@@ -159,15 +139,13 @@ double best(Once once, long iterations) {
 }
 
 void printBf16Peaks() {
-  const Leaf7 features = leaf7(0), extended = leaf7(1);
-  const bool avx512 = (features.ebx & bit_AVX512F) && osSavesAvx512();
-  if (avx512 && (extended.eax & (1u << 5)))
+  const auto& features = attnc::runtime::hostCpuFeatures();
+  if (features.contains("avx512_bf16"))
     std::printf("BF16 dot-product peak (vdpbf16ps), one core: %.1f GFLOP/s\n",
                 best(dotGflopsOnce, 50'000'000));
   else
     std::printf("BF16 dot-product peak (vdpbf16ps), one core: none (no AVX512-BF16)\n");
-  const bool amx = (features.edx & (1u << 24)) && (features.edx & (1u << 22));
-  if (!amx) {
+  if (!features.contains("amx_tile") || !features.contains("amx_bf16")) {
     std::printf("BF16 AMX peak (tdpbf16ps), one core: none (no AMX-BF16)\n");
     return;
   }

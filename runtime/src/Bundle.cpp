@@ -82,6 +82,11 @@ std::string targetProblem(const attnc::runtime::TargetSpec& target) {
       missing += (missing.empty() ? "" : " ") + feature;
   if (!missing.empty())
     return "it needs CPU features this host lacks: " + missing;
+  // Code that may use AMX tiles needs the process's permission first.
+  if (std::find(target.cpuFeatures.begin(), target.cpuFeatures.end(), "amx_tile") !=
+      target.cpuFeatures.end())
+    if (std::string refused = attnc::runtime::requestAmxTiles(); !refused.empty())
+      return "it uses AMX tiles: " + refused;
   return target.device == "cuda" ? cudaProblem(target.cudaArch) : "";
 }
 

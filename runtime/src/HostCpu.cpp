@@ -3,6 +3,11 @@
 #include <fstream>
 #include <sstream>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace attnc::runtime {
 
 const char* hostArch() {
@@ -33,6 +38,18 @@ const std::set<std::string>& hostCpuFeatures() {
     return result;
   }();
   return features;
+}
+
+std::string requestAmxTiles() {
+#if defined(__x86_64__) && defined(__linux__)
+  // asm/prctl.h's ARCH_REQ_XCOMP_PERM and the XTILEDATA state component (xsave bit 18).
+  constexpr int kRequestPermission = 0x1023, kTileData = 18;
+  if (syscall(SYS_arch_prctl, kRequestPermission, kTileData) != 0)
+    return "Linux refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)";
+  return "";
+#else
+  return "AMX tiles exist only on x86-64 Linux";
+#endif
 }
 
 } // namespace attnc::runtime

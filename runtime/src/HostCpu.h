@@ -15,6 +15,11 @@ const char* hostArch();
 // usable. Read once per process.
 const std::set<std::string>& hostCpuFeatures();
 
+// Linux lends a process the AMX tile data state (XTILEDATA) only when asked, once, through
+// arch_prctl(ARCH_REQ_XCOMP_PERM); a tile instruction before that raises SIGILL. Asks, and
+// returns "" when granted (or already granted), else why not. x86-64 Linux only.
+std::string requestAmxTiles();
+
 } // namespace attnc::runtime
 
 #endif // ATTNC_RUNTIME_HOSTCPU_H

@@ -29,6 +29,11 @@ ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec) {
   const bool halfStorage = spec.dtype == DType::F16 || spec.dtype == DType::BF16;
   if (targetFamily == ScheduleFamily::Cuda && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
     return ScheduleFamily::CudaMma;
+  // AMX multiplies pairs of bf16 (tdpbf16ps): tiles of 32 elements of d_k, 16 of d_v.
+  if (targetFamily == ScheduleFamily::X86Amx)
+    return spec.dtype == DType::BF16 && spec.dK % 32 == 0 && spec.dV % 16 == 0
+               ? ScheduleFamily::X86Amx
+               : ScheduleFamily::X86Avx512;
   return targetFamily;
 }
 
@@ -39,6 +44,7 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
       {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
       {"key_unroll", {1, 2, 4, 6, 8}, "keys per QK^T register tile"},
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile"},
+      {"amx", {0, 1}, "1: QK^T and PV on AMX tiles (x86-amx: bf16 on Sapphire Rapids and newer)"},
       {"decode",
        {0, 1},
        "1: the decode kernel (few query rows: vectors along keys and the head dim, a GQA "
@@ -65,6 +71,7 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
   switch (family) {
   case ScheduleFamily::X86Avx2:
   case ScheduleFamily::X86Avx512:
+  case ScheduleFamily::X86Amx:
   case ScheduleFamily::ArmNeon:
     return cpu;
   case ScheduleFamily::Cuda:
@@ -78,10 +85,10 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   std::vector<ParamSpace> tuned;
   // The decode kernel is picked by the shape dispatch, not searched with the prefill kernel's
-  // parameters.
+  // parameters; AMX tiles only where the family has them.
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
-        p.name != "split_keys")
+        p.name != "split_keys" && (p.name != "amx" || family == ScheduleFamily::X86Amx))
       tuned.push_back(p);
   return tuned;
 }
@@ -117,13 +124,15 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // Register budgets: the QK^T tile holds key_unroll x (query_tile / vector_width)
   // accumulators plus the query vectors and a broadcast; the PV tile value_split x the same.
   // AVX-512 and NEON have 32 vector registers (3 x 8 + 3 + 1 = 28), AVX2 16 (2 x 6 + 2 + 1).
-  if (family == ScheduleFamily::X86Avx512)
+  // x86-amx: the same tiles, with QK^T and PV on AMX (3 row tiles of S^T and O^T at once).
+  if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Amx)
     return ScheduleParams("mlir",
                           {{"query_tile", queryTile(spec, 48, 16)},
                            {"key_block", 128},
                            {"vector_width", 16},
                            {"key_unroll", 8},
                            {"value_split", 8},
+                           {"amx", family == ScheduleFamily::X86Amx ? 1 : 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -135,6 +144,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"vector_width", 8},
                            {"key_unroll", 6},
                            {"value_split", 4},
+                           {"amx", 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -178,6 +188,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                          {"vector_width", 4},
                          {"key_unroll", 8},
                          {"value_split", 8},
+                         {"amx", 0},
                          {"decode", 0},
                          {"decode_rows", decodeRows(spec)},
                          {"split_keys", 512}},
@@ -211,6 +222,22 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
     throw UsageError(
         "schedule: query_tile=" + std::to_string(params.get("query_tile")) +
         " must be a multiple of vector_width=" + std::to_string(params.get("vector_width")));
+  if (params.get("amx") == 0)
+    return;
+  if (family != ScheduleFamily::X86Amx)
+    throw UsageError("schedule: amx=1 needs the x86-amx family: a bf16 spec with d_k a multiple "
+                     "of 32 and d_v of 16 on a target with AMX (x86-64-sapphirerapids, or host "
+                     "on such a CPU); this is " +
+                     std::string(scheduleFamilyName(family)));
+  // An AMX tile holds 16 rows of 16 f32 (S^T and O^T: 16 query rows a tile) and multiplies 32
+  // keys of P per step.
+  if (params.get("query_tile") % 16 != 0 || params.get("key_block") % 32 != 0 ||
+      params.get("vector_width") != 16)
+    throw UsageError("schedule: amx=1 needs query_tile a multiple of 16, key_block a multiple "
+                     "of 32 and vector_width=16; got query_tile=" +
+                     std::to_string(params.get("query_tile")) +
+                     ", key_block=" + std::to_string(params.get("key_block")) +
+                     ", vector_width=" + std::to_string(params.get("vector_width")));
 }
 
 std::string instantiateSchedule(ScheduleFamily family, const ScheduleParams& params) {

@@ -19,6 +19,8 @@ namespace attnc::mlirschedule {
 //   vector_width  f32 lanes per vector (8 for AVX2, 16 for AVX-512, 4 for NEON)
 //   key_unroll    keys per register tile of QK^T (query rows are the lanes)
 //   value_split   output columns per register tile of PV
+//   amx           1: QK^T and PV on AMX tiles (x86-amx only; query_tile a multiple of 16,
+//                 key_block of 32)
 // The Cuda family (SIMT: one query row per GPU thread) has key_block, key_unroll,
 // value_split and
 //   block_threads threads per block
@@ -33,14 +35,16 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family);
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
 
 // The schedule family for a spec on a target family: CudaMma for f16 and bf16 storage with head
-// dims that are multiples of 16 on CUDA targets, else the target family itself.
+// dims that are multiples of 16 on CUDA targets; X86Amx for bf16 with d_k a multiple of 32 and
+// d_v of 16 on targets with AMX (else X86Avx512); else the target family itself.
 ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec);
 
-// The default for a schedule family (X86Avx512, X86Avx2, ArmNeon, Cuda, CudaMma).
+// The default for a schedule family (X86Avx512, X86Amx, X86Avx2, ArmNeon, Cuda, CudaMma).
 ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec);
 
-// Throws UsageError when the values do not fit together (query_tile % vector_width; the
-// shared memory of cuda-mma's K and V tiles).
+// Throws UsageError when the values do not fit together (query_tile % vector_width; amx=1
+// outside x86-amx or with tiles AMX cannot cover; the shared memory of cuda-mma's K and V
+// tiles).
 void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec);
 
 // The family's script (cuda-mma.mlir, cuda.mlir or cpu.mlir) with every placeholder replaced

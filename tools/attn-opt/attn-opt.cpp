@@ -8,6 +8,7 @@
 #include "attn/IR/AttnDialect.h"
 #include "attn/TransformOps/AttnTransformOps.h"
 #include "attn/Transforms/Passes.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -22,6 +23,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/AMX/AMXToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -30,7 +32,7 @@
 
 int main(int argc, char** argv) {
   mlir::DialectRegistry registry;
-  registry.insert<attnc::attn::AttnDialect, mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+  registry.insert<attnc::attn::AttnDialect, mlir::amx::AMXDialect, mlir::affine::AffineDialect, mlir::arith::ArithDialect,
                   mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
                   mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::index::IndexDialect,
                   mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::math::MathDialect,
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   mlir::linalg::registerTransformDialectExtension(registry);
   // gpu-module-to-binary serializes through the NVVM target and the LLVM IR translations.
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::registerAMXDialectTranslation(registry);
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerGPUDialectTranslation(registry);
   mlir::gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);

@@ -11,12 +11,10 @@
 
 #include <immintrin.h>
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -119,15 +117,6 @@ __attribute__((target("amx-tile,amx-bf16"))) double amxGflopsOnce(long iteration
   return gflops;
 }
 
-// Linux lends a process the AMX tile state only when asked (arch_prctl ARCH_REQ_XCOMP_PERM for
-// XTILEDATA); an empty string when granted, else why not.
-const char* requestAmx() {
-  constexpr int kRequestPermission = 0x1023, kTileData = 18;
-  if (syscall(SYS_arch_prctl, kRequestPermission, kTileData) != 0)
-    return "the kernel refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)";
-  return "";
-}
-
 template <typename Once>
 double best(Once once, long iterations) {
   double top = 0;
@@ -149,8 +138,8 @@ void printBf16Peaks() {
     std::printf("BF16 AMX peak (tdpbf16ps), one core: none (no AMX-BF16)\n");
     return;
   }
-  if (const char* refused = requestAmx(); *refused)
-    std::printf("BF16 AMX peak (tdpbf16ps), one core: none (%s)\n", refused);
+  if (const std::string refused = attnc::runtime::requestAmxTiles(); !refused.empty())
+    std::printf("BF16 AMX peak (tdpbf16ps), one core: none (%s)\n", refused.c_str());
   else
     std::printf("BF16 AMX peak (tdpbf16ps), one core: %.1f GFLOP/s\n",
                 best(amxGflopsOnce, 5'000'000));

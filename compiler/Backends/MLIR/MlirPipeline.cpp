@@ -5,6 +5,7 @@
 #include "attn/IR/AttnDialect.h"
 #include "attn/TransformOps/AttnTransformOps.h"
 #include "attn/Transforms/Passes.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -20,6 +21,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/AMX/AMXToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -92,13 +94,14 @@ std::vector<std::string_view> stagesFor(ScheduleFamily family) {
 
 std::unique_ptr<MLIRContext> makeContext() {
   DialectRegistry registry;
-  registry.insert<attn::AttnDialect, affine::AffineDialect, arith::ArithDialect,
+  registry.insert<attn::AttnDialect, amx::AMXDialect, affine::AffineDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect, func::FuncDialect,
                   gpu::GPUDialect, index::IndexDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
                   math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect, scf::SCFDialect,
                   mlir::transform::TransformDialect, vector::VectorDialect>();
   attn::registerTransformDialectExtension(registry);
   linalg::registerTransformDialectExtension(registry);
+  registerAMXDialectTranslation(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   // CUDA: gpu-module-to-binary serializes through the NVVM target; the host translation

@@ -42,7 +42,7 @@ const char* cpuOf(IsaLevel isa) {
 constexpr const char* kPtxFeatures = "+ptx80";
 
 // LLVM feature names and the /proc/cpuinfo flags that show them.
-constexpr std::array<std::pair<const char*, const char*>, 14> kCpuFlags{{
+constexpr std::array<std::pair<const char*, const char*>, 16> kCpuFlags{{
     {"sse4.1", "sse4_1"},
     {"avx", "avx"},
     {"avx2", "avx2"},
@@ -56,6 +56,8 @@ constexpr std::array<std::pair<const char*, const char*>, 14> kCpuFlags{{
     {"avx512bf16", "avx512_bf16"},
     {"avx512fp16", "avx512_fp16"},
     {"avx512vnni", "avx512_vnni"},
+    {"amx-tile", "amx_tile"},
+    {"amx-bf16", "amx_bf16"},
     {"neon", "asimd"},
 }};
 
@@ -117,7 +119,9 @@ MlirTarget resolveMlirTarget(const Target& target) {
     for (auto [feature, flag] : kCpuFlags)
       if ((std::string_view(feature) == "neon") == arm && has(feature))
         t.needs.cpuFeatures.push_back(flag);
+    const bool amx = has("avx512f") && has("amx-tile") && has("amx-bf16");
     t.family = arm              ? ScheduleFamily::ArmNeon
+               : amx            ? ScheduleFamily::X86Amx
                : has("avx512f") ? ScheduleFamily::X86Avx512
                                 : ScheduleFamily::X86Avx2;
   }
@@ -134,7 +138,8 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
   llvmModule->setDataLayout(target.machine->createDataLayout());
   // The vector code is written for the target's full width: let the backend use it (LLVM
   // otherwise splits 512-bit vectors on CPUs that prefer 256-bit ones).
-  const bool wide = target.family == ScheduleFamily::X86Avx512;
+  const bool wide =
+      target.family == ScheduleFamily::X86Avx512 || target.family == ScheduleFamily::X86Amx;
   for (llvm::Function& f : *llvmModule) {
     if (f.isDeclaration())
       continue;

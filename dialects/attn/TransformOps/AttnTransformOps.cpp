@@ -3,6 +3,7 @@
 
 #include "attn/IR/AttnDialect.h"
 #include "attn/Transforms/Transforms.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -69,7 +70,7 @@ DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
   VectorOptions options{getVectorWidthAttr().getInt(), getKeyUnrollAttr().getInt(),
-                        getValueSplitAttr().getInt()};
+                        getValueSplitAttr().getInt(), getAmx() != 0};
   if (failed(lowerOnlineOpsToVectors(rewriter, target, options)))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
@@ -142,6 +143,7 @@ public:
   using Base::Base;
   void init() {
     declareDependentDialect<AttnDialect>();
+    declareGeneratedDialect<amx::AMXDialect>();
     declareGeneratedDialect<arith::ArithDialect>();
     declareGeneratedDialect<gpu::GPUDialect>();
     declareGeneratedDialect<nvgpu::NVGPUDialect>();

@@ -27,15 +27,6 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-// The first op of the kernel's block that runs as a phase or becomes one: the gather's phase
-// goes before it, after every workspace allocation (attn-outline-tasks needs them first).
-Operation* firstPhase(Block& block) {
-  for (Operation& op : block)
-    if (isa<scf::ForallOp>(op) || op.getDialect()->getNamespace() == "attn")
-      return &op;
-  return block.getTerminator();
-}
-
 // A cache buffer the ops read, its scales (quantized rows) and the plain buffer it becomes.
 struct Gathered {
   Value scale, buffer;

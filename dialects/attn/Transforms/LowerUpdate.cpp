@@ -16,11 +16,22 @@
 //
 // S is a stack buffer of max_keys x rows floats, reused by every key block of the task.
 //
+// On AMX tiles (VectorOptions::amx, an update takesAmxTiles allows) steps 1 and 4 are tile
+// products in bf16 with f32 accumulation, FlashAttention's precision: S^T = K Q^T, 16 keys by
+// 16 rows a tile, into S as step 1 leaves it; P rounded to bf16 and O^T += V^T P^T, 16 output
+// columns by 16 rows a tile, loaded from and stored to acc after acc *= alpha. K and V^T come
+// from a phase that lays them out (AmxOperands.h), Q^T and P^T as pairs of rows, the tiles'
+// B operands, from the task's stack. Every block's products cover all its max_keys keys
+// (K and V^T are zero past Tk, P zero outside the keys attended), so the tile loops are
+// static: MLIR 19 cannot carry a tile through a loop (its phi has the wrong LLVM type).
+//
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
+#include "attn/Transforms/AmxOperands.h"
 #include "attn/Transforms/ExpressionBounds.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -28,6 +39,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
+#include <tuple>
 #include <numeric>
 #include <optional>
 
@@ -37,6 +49,11 @@ namespace attnc::attn {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// An AMX tile: 16 rows of 16 f32 (S^T, O^T) or of 32 bf16 (K, V^T and the pairs of Q^T, P^T);
+// 8 tile registers hold one A, one B and at most kAmxRowTiles accumulators at once.
+constexpr int64_t kTileRows = 16, kTilePairs = 16, kTileBf16 = 32;
+constexpr int64_t kAmxRowTiles = 4;
 
 // Whether a region only compares sums of its arguments and constants (causal, windows): a few
 // integer ops per score vector, which cost less than a second copy of the mask step for the
@@ -53,8 +70,10 @@ bool comparesSums(Region& region) {
 
 class UpdateLowering {
 public:
-  UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options)
-      : b(b), op(op), options(options), lanes(options.vectorWidth),
+  // amx: the laid-out K and V^T when the products go on AMX tiles, else null.
+  UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
+                 const AmxOperands* amx)
+      : b(b), op(op), options(options), amx(amx), lanes(options.vectorWidth),
         rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
         vector(VectorType::get({lanes}, b.getF32Type())),
         vectorI32(VectorType::get({lanes}, b.getI32Type())) {}
@@ -91,10 +110,17 @@ private:
                                 ScoreTerms::MaskMod maskMod);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
   void emitValues(ArrayRef<Value> alpha);
+  // AMX: Q^T's pairs of rows from the packed query, once per task before the key loop.
+  Value emitQueryPairs();
+  void emitAmxScores(Value queryPairs);
+  void emitAmxValues(ArrayRef<Value> alpha);
+  // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
+  static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
 
   ImplicitLocOpBuilder& b;
   OnlineUpdateOp op;
   const VectorOptions& options;
+  const AmxOperands* amx;
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
@@ -243,6 +269,135 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
       });
 }
 
+Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) {
+  auto half = VectorType::get({kTileRows}, ib.getBF16Type());
+  return ib.create<vector::InterleaveOp>(ib.create<arith::TruncFOp>(half, even),
+                                         ib.create<arith::TruncFOp>(half, odd));
+}
+
+Value UpdateLowering::emitQueryPairs() {
+  const int64_t dk = op.getKey().getType().getDimSize(3);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(taskStackBlock(op));
+  Value pairs = b.create<memref::AllocaOp>(MemRefType::get({dk / 2, rows * 2}, b.getBF16Type()));
+  // Once per task, before tile_keys' loop, when the packed query is filled before that loop.
+  b.setInsertionPoint(op);
+  if (auto keyLoop = op->getParentOfType<scf::ForOp>();
+      keyLoop && keyLoop->getParentOfType<scf::ForallOp>() == op->getParentOfType<scf::ForallOp>() &&
+      !keyLoop->isAncestor(op.getQuery().getParentBlock()->getParentOp()))
+    b.setInsertionPoint(keyLoop);
+  forRange(b, indexConstant(b, 0), indexConstant(b, dk / 2),
+           [&](ImplicitLocOpBuilder& pb, Value p) {
+             Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
+             Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
+             for (int64_t r = 0; r < vectors; ++r) {
+               Value a = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{even, column(r)});
+               Value c = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{odd, column(r)});
+               pb.create<vector::StoreOp>(pairRows(pb, a, c), pairs,
+                                          ValueRange{p, indexConstant(pb, r * 2 * lanes)});
+             }
+           });
+  return pairs;
+}
+
+// Step 1 on tiles: S^T for the keys [keyBegin, keyCount) widened to whole tiles of 16 (inside
+// max_keys, which is a multiple of 32; K is zero past Tk).
+void UpdateLowering::emitAmxScores(Value queryPairs) {
+  const int64_t dk = op.getKey().getType().getDimSize(3);
+  auto tileF32 = VectorType::get({kTileRows, kTileRows}, b.getF32Type());
+  auto tileBf16 = VectorType::get({kTilePairs, kTileBf16}, b.getBF16Type());
+  Value batch = op.getOffsets()[0], tile = indexConstant(b, kTileRows);
+  Value begin = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keyBegin, tile), tile);
+  Value end = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(keyCount, tile), tile);
+  b.create<scf::ForOp>(
+      begin, end, tile, std::nullopt, [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value key = keyAt(ib, j);
+        for (int64_t first = 0; first < vectors; first += kAmxRowTiles) {
+          const int64_t count = std::min(kAmxRowTiles, vectors - first);
+          SmallVector<Value> acc;
+          for (int64_t t = 0; t < count; ++t)
+            acc.push_back(ib.create<amx::TileZeroOp>(tileF32));
+          for (int64_t c = 0; c < dk; c += kTileBf16) {
+            Value keys = ib.create<amx::TileLoadOp>(
+                tileBf16, amx->keys, ValueRange{batch, kvHead, key, indexConstant(ib, c)});
+            for (int64_t t = 0; t < count; ++t) {
+              Value queries = ib.create<amx::TileLoadOp>(
+                  tileBf16, queryPairs,
+                  ValueRange{indexConstant(ib, c / 2), indexConstant(ib, (first + t) * 2 * lanes)});
+              acc[t] = ib.create<amx::TileMulFOp>(tileF32, keys, queries, acc[t]);
+            }
+          }
+          for (int64_t t = 0; t < count; ++t)
+            ib.create<amx::TileStoreOp>(scores, ValueRange{j, column(first + t)}, acc[t]);
+        }
+        ib.create<scf::YieldOp>();
+      });
+}
+
+// Step 4 on tiles: acc *= alpha, P^T's pairs (zero outside the keys attended), then
+// O^T += V^T P^T over the block's max_keys keys, tile by tile of acc.
+void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha) {
+  const int64_t dv = op.getValue().getType().getDimSize(3);
+  const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
+  auto tileF32 = VectorType::get({kTileRows, kTileRows}, b.getF32Type());
+  auto tileBf16 = VectorType::get({kTilePairs, kTileBf16}, b.getBF16Type());
+  Value zero = indexConstant(b, 0), batch = op.getOffsets()[0];
+  forRange(b, zero, indexConstant(b, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
+    for (int64_t r = 0; r < vectors; ++r) {
+      const SmallVector<Value> at{zero, zero, c, column(r)};
+      Value a = cb.create<vector::LoadOp>(vector, op.getAcc(), at);
+      cb.create<vector::StoreOp>(cb.create<arith::MulFOp>(a, alpha[r]), op.getAcc(), at);
+    }
+  });
+  Value pairs;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(taskStackBlock(op));
+    pairs = b.create<memref::AllocaOp>(
+        MemRefType::get({maxKeys / 2, rows * 2}, b.getBF16Type()));
+  }
+  forRange(b, zero, indexConstant(b, maxKeys / 2), [&](ImplicitLocOpBuilder& pb, Value p) {
+    Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
+    Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
+    auto attended = [&](Value j) {
+      return pb.create<arith::AndIOp>(
+          pb.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, keyBegin),
+          pb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, keyCount));
+    };
+    Value evenIn = attended(even), oddIn = attended(odd), none = f32Splat(pb, lanes, 0);
+    for (int64_t r = 0; r < vectors; ++r) {
+      Value a = pb.create<vector::LoadOp>(vector, scores, ValueRange{even, column(r)});
+      Value c = pb.create<vector::LoadOp>(vector, scores, ValueRange{odd, column(r)});
+      pb.create<vector::StoreOp>(pairRows(pb, pb.create<arith::SelectOp>(evenIn, a, none),
+                                          pb.create<arith::SelectOp>(oddIn, c, none)),
+                                 pairs, ValueRange{p, indexConstant(pb, r * 2 * lanes)});
+    }
+  });
+  for (int64_t c = 0; c < dv; c += kTileRows)
+    for (int64_t first = 0; first < vectors; first += kAmxRowTiles) {
+      const int64_t count = std::min(kAmxRowTiles, vectors - first);
+      Value column0 = indexConstant(b, c);
+      SmallVector<Value> acc;
+      for (int64_t t = 0; t < count; ++t)
+        acc.push_back(b.create<amx::TileLoadOp>(tileF32, op.getAcc(),
+                                                ValueRange{zero, zero, column0, column(first + t)}));
+      for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
+        Value values = b.create<amx::TileLoadOp>(
+            tileBf16, amx->values, ValueRange{batch, kvHead, column0, keyAt(b, indexConstant(b, k))});
+        for (int64_t t = 0; t < count; ++t) {
+          Value probabilities = b.create<amx::TileLoadOp>(
+              tileBf16, pairs,
+              ValueRange{indexConstant(b, k / 2), indexConstant(b, (first + t) * 2 * lanes)});
+          acc[t] = b.create<amx::TileMulFOp>(tileF32, values, probabilities, acc[t]);
+        }
+      }
+      for (int64_t t = 0; t < count; ++t)
+        b.create<amx::TileStoreOp>(op.getAcc(), ValueRange{zero, zero, column0, column(first + t)},
+                                   acc[t]);
+    }
+}
+
 DomainCorners UpdateLowering::domainCorners(Value off) {
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
   Value one = indexConstant(b, 1);
@@ -330,6 +485,7 @@ LogicalResult UpdateLowering::emit() {
                             << " rows must be a multiple of the vector width " << lanes;
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_to_vectors: key_unroll must be positive";
+  const Value queryPairs = amx ? emitQueryPairs() : Value();
 
   // The scores buffer goes on the stack of the task that owns the update.
   {
@@ -374,12 +530,17 @@ LogicalResult UpdateLowering::emit() {
       b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(iota))));
   terms.emplace(b, op, offsets[0], offsets[1]);
 
-  // 1. Scores: whole groups of keyUnroll keys, then the remaining keys one at a time.
-  Value unroll = indexConstant(b, options.keyUnroll);
-  Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
-  Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
-  emitScores(keyBegin, whole, options.keyUnroll);
-  emitScores(whole, keyCount, 1);
+  // 1. Scores: on tiles, or whole groups of keyUnroll keys, then the remaining keys one at a
+  // time.
+  if (amx) {
+    emitAmxScores(queryPairs);
+  } else {
+    Value unroll = indexConstant(b, options.keyUnroll);
+    Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
+    Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
+    emitScores(keyBegin, whole, options.keyUnroll);
+    emitScores(whole, keyCount, 1);
+  }
 
   // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
   Value zero = indexConstant(b, 0);
@@ -410,15 +571,18 @@ LogicalResult UpdateLowering::emit() {
     b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
   }
   // 4. acc = alpha acc + P^T V.
-  emitValues(alpha);
+  if (amx)
+    emitAmxValues(alpha);
+  else
+    emitValues(alpha);
   return success();
 }
 
 } // namespace
 
-LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op,
-                          const VectorOptions& options) {
-  return UpdateLowering(b, op, options).emit();
+LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
+                          const AmxOperands* amx) {
+  return UpdateLowering(b, op, options, amx).emit();
 }
 
 LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
@@ -428,7 +592,19 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
     if (isa<OnlineInitOp, PackQueryOp, OnlineUpdateOp, OnlineFinalizeOp>(op))
       ops.push_back(op);
   });
+  // K and V laid out for AMX tiles once per kernel and block size, whichever updates read them.
+  llvm::DenseMap<std::tuple<Value, Value, int64_t>, AmxOperands> laidOut;
   for (Operation* op : ops) {
+    auto update = dyn_cast<OnlineUpdateOp>(op);
+    std::optional<AmxOperands> amx;
+    if (update && options.amx && options.vectorWidth == kTileRows && takesAmxTiles(update)) {
+      const int64_t blockKeys = static_cast<int64_t>(*update.getMaxKeys());
+      auto key = std::make_tuple(update.getKey(), update.getValue(), blockKeys);
+      auto it = laidOut.find(key);
+      if (it == laidOut.end())
+        it = laidOut.try_emplace(key, layOutForAmx(rewriter, update, blockKeys)).first;
+      amx = it->second;
+    }
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op->getLoc(), rewriter);
     if (auto init = dyn_cast<OnlineInitOp>(op))
@@ -437,7 +613,7 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
       lowerPack(b, pack);
     else if (auto finalize = dyn_cast<OnlineFinalizeOp>(op))
       lowerFinalize(b, finalize);
-    else if (failed(lowerUpdate(b, cast<OnlineUpdateOp>(op), options)))
+    else if (failed(lowerUpdate(b, update, options, amx ? &*amx : nullptr)))
       return failure();
     rewriter.eraseOp(op);
   }

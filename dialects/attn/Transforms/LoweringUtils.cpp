@@ -186,6 +186,13 @@ void storeF32(ImplicitLocOpBuilder& b, Value value, Value buffer, ValueRange ind
   b.create<memref::StoreOp>(value, buffer, indices);
 }
 
+Operation* firstPhase(Block& block) {
+  for (Operation& op : block)
+    if (isa<scf::ForallOp>(op) || op.getDialect()->getNamespace() == "attn")
+      return &op;
+  return block.getTerminator();
+}
+
 void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
               const std::function<void(ImplicitLocOpBuilder&, Value)>& body) {
   b.create<scf::ForOp>(lower, upper, indexConstant(b, 1), std::nullopt,

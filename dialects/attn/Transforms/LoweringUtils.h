@@ -3,6 +3,7 @@
 #define ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERINGUTILS_H
 
 #include "attn/IR/AttnOps.h"
+#include "attn/Transforms/AmxOperands.h"
 #include "attn/Transforms/Transforms.h"
 #include "Semantics/OnlineSoftmax.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -77,6 +78,11 @@ mlir::Value loadF32(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::Val
 void storeF32(mlir::ImplicitLocOpBuilder& b, mlir::Value value, mlir::Value buffer,
               mlir::ValueRange indices);
 
+// The first op of a kernel's block that runs as a phase or becomes one: a phase added before
+// the kernel's own goes before it, after every workspace allocation (attn-outline-tasks needs
+// them first).
+mlir::Operation* firstPhase(mlir::Block& block);
+
 // for (i = lower; i < upper; ++i) body(i), as scf.for.
 void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
               const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);
@@ -99,8 +105,9 @@ mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir
 void lowerInit(mlir::ImplicitLocOpBuilder& b, OnlineInitOp op);
 void lowerPack(mlir::ImplicitLocOpBuilder& b, PackQueryOp op);
 void lowerFinalize(mlir::ImplicitLocOpBuilder& b, OnlineFinalizeOp op);
+// amx: K and V^T laid out for AMX tiles (AmxOperands.h), or null for the vector products.
 mlir::LogicalResult lowerUpdate(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op,
-                                const VectorOptions& options);
+                                const VectorOptions& options, const AmxOperands* amx);
 
 } // namespace attnc::attn
 

@@ -15,7 +15,7 @@ namespace {
 
 // Kernel code down to the LLVM dialect's vectors and control flow: polynomial math, bf16 as
 // integer ops (no libgcc on Debian 12 has __truncsfbf2; NVPTX has no bf16 conversions either),
-// flat memref metadata, then scf and vector to LLVM.
+// flat memref metadata, then scf and vector (with AMX's tile ops, LowerUpdate's) to LLVM.
 void addKernelLowering(OpPassManager& pm, bool noLibdevice) {
   AttnApproximateMathOptions math;
   math.noLibdevice = noLibdevice;
@@ -26,7 +26,9 @@ void addKernelLowering(OpPassManager& pm, bool noLibdevice) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  ConvertVectorToLLVMPassOptions vectorOptions;
+  vectorOptions.amx = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorOptions));
 }
 
 } // namespace

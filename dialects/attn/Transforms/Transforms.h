@@ -92,6 +92,7 @@ struct VectorOptions {
   int64_t vectorWidth = 16; // f32 lanes per vector: query rows computed side by side
   int64_t keyUnroll = 8;    // keys whose scores are accumulated at once (QK^T register tile)
   int64_t valueSplit = 8;   // output columns accumulated at once (PV register tile)
+  bool amx = false;         // QK^T and PV on AMX tiles where the update allows (LowerUpdate.cpp)
 };
 
 // Lowers every attn online op (pack_query, online_init/update/finalize) under `root` to scf,

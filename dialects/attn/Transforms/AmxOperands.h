@@ -1,0 +1,39 @@
+//===- AmxOperands.h - K and V laid out for AMX tiles -------------------------===//
+//
+// An AMX tile product C += A B reads A as 16 rows of 32 bf16 and B as 16 rows of 16 pairs of
+// bf16, the pairs along the contraction (tdpbf16ps). The CPU update (LowerUpdate.cpp) forms
+// S^T = K Q^T, keys by query rows, and O^T += V^T P^T, value columns by query rows, so that
+// S^T and O^T keep the query rows in the lanes of their rows as the vector lowering does:
+// K is A as it is stored, V^T is A transposed. Q^T and P^T, the B operands, are the task's
+// own and paired there.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_AMXOPERANDS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_AMXOPERANDS_H
+
+#include "attn/IR/AttnOps.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace attnc::attn {
+
+// Workspace buffers of bf16, zero past Tk up to Tk rounded up to `blockKeys` (Tk'), so that an
+// update's whole key block, and every 16 keys of it, can be loaded as tiles:
+//   keys    [B, H_kv, Tk', d_k]  K, contiguous rows
+//   values  [B, H_kv, d_v, Tk']  V^T
+struct AmxOperands {
+  mlir::Value keys, values;
+};
+
+// Whether `op` (a tiled update, query packed) can take its products on AMX tiles: K and V bf16
+// defined outside its task loop, d_k a multiple of 32, d_v of 16, a tile of a multiple of 16
+// rows and key blocks of a multiple of 32.
+bool takesAmxTiles(OnlineUpdateOp op);
+
+// A phase before the one running `op` that fills AmxOperands from op's K and V, one task per
+// (batch entry, KV head, block of `blockKeys` keys); the buffers are allocated before the
+// kernel's first phase and freed at its end.
+AmxOperands layOutForAmx(mlir::RewriterBase& rewriter, OnlineUpdateOp op, int64_t blockKeys);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_AMXOPERANDS_H

@@ -6,10 +6,54 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
 namespace attnc::attn {
+namespace {
+
+constexpr int64_t kChunkKeys = 16; // keys a transposition takes: 16 rows of 16 pairs of bf16
+
+// Rows of 16 lanes transposed (lane l of row i becomes lane i of row l): four stages that swap
+// the off-diagonal b x b blocks of every 2b x 2b block, b = 8, 4, 2, 1, each a two-source
+// shuffle per row (a vpermt2d).
+SmallVector<Value> transposeRows(ImplicitLocOpBuilder& b, SmallVector<Value> rows) {
+  for (int64_t block = kChunkKeys / 2; block >= 1; block /= 2) {
+    SmallVector<int64_t> upper(kChunkKeys), lower(kChunkKeys);
+    for (int64_t l = 0; l < kChunkKeys; ++l) {
+      upper[l] = (l & block) ? kChunkKeys + l - block : l;
+      lower[l] = (l & block) ? kChunkKeys + l : l + block;
+    }
+    for (int64_t i = 0; i < kChunkKeys; ++i)
+      if (!(i & block)) {
+        Value top = rows[i], bottom = rows[i + block];
+        rows[i] = b.create<vector::ShuffleOp>(top, bottom, upper);
+        rows[i + block] = b.create<vector::ShuffleOp>(top, bottom, lower);
+      }
+  }
+  return rows;
+}
+
+// `buffer` ([B, H, T, d] of any strides) as a view with unit inner stride, and whether its
+// inner stride is 1: where it is, the view reads the same elements with vector loads.
+std::pair<Value, Value> contiguousRows(ImplicitLocOpBuilder& b, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  auto meta = b.create<memref::ExtractStridedMetadataOp>(buffer);
+  const int64_t dynamic = ShapedType::kDynamic;
+  auto viewType = MemRefType::get(
+      type.getShape(), type.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), dynamic, {dynamic, dynamic, dynamic, 1}));
+  SmallVector<OpFoldResult> sizes(meta.getSizes()), strides(meta.getStrides());
+  strides.back() = b.getIndexAttr(1);
+  Value view = b.create<memref::ReinterpretCastOp>(viewType, meta.getBaseBuffer(),
+                                                   OpFoldResult(meta.getOffset()), sizes, strides);
+  Value unit = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, meta.getStrides().back(),
+                                       indexConstant(b, 1));
+  return {view, unit};
+}
+
+} // namespace
 
 bool takesAmxTiles(OnlineUpdateOp op) {
   auto kernel = op->getParentOfType<func::FuncOp>();
@@ -77,7 +121,59 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
         cb.create<memref::StoreOp>(element, out.values, ValueRange{bi, h, c, j});
       });
     };
-    forRange(b, first, b.create<arith::AddIOp>(first, blockSize),
+    // Whole chunks of 16 keys inside Tk with vector loads where K's and V's rows are contiguous
+    // (V^T by transposing pairs of columns as 32-bit lanes, then splitting the pairs), the rest
+    // element by element.
+    Value chunk = indexConstant(b, kChunkKeys);
+    Value keysInside = b.create<arith::SubIOp>(
+        b.create<arith::MaxUIOp>(b.create<arith::MinUIOp>(seqK, b.create<arith::AddIOp>(
+                                                                    first, blockSize)),
+                                 first),
+        first);
+    Value chunked = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keysInside, chunk), chunk);
+    auto [keyRows, keysUnit] = contiguousRows(b, key);
+    auto [valueRows, valuesUnit] = contiguousRows(b, value);
+    Value vectorEnd = first;
+    if (dv % (2 * kChunkKeys) == 0) {
+      Value unit = b.create<arith::AndIOp>(keysUnit, valuesUnit);
+      vectorEnd = b.create<arith::SelectOp>(unit, b.create<arith::AddIOp>(first, chunked), first);
+      auto bf16Row = VectorType::get({2 * kChunkKeys}, bf16);
+      auto pairRow = VectorType::get({kChunkKeys}, b.getI32Type());
+      b.create<scf::ForOp>(
+          first, vectorEnd, chunk, std::nullopt,
+          [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
+            ImplicitLocOpBuilder jb(loc, nested);
+            for (int64_t k = 0; k < kChunkKeys; ++k) {
+              Value row = jb.create<arith::AddIOp>(j, indexConstant(jb, k));
+              for (int64_t c = 0; c < dk; c += 2 * kChunkKeys) {
+                const SmallVector<Value> at{bi, h, row, indexConstant(jb, c)};
+                Value elements = jb.create<vector::LoadOp>(bf16Row, keyRows, at);
+                jb.create<vector::StoreOp>(elements, out.keys, at);
+              }
+            }
+            for (int64_t c = 0; c < dv; c += 2 * kChunkKeys) {
+              SmallVector<Value> rows;
+              for (int64_t k = 0; k < kChunkKeys; ++k) {
+                Value row = jb.create<arith::AddIOp>(j, indexConstant(jb, k));
+                Value elements = jb.create<vector::LoadOp>(
+                    bf16Row, valueRows, ValueRange{bi, h, row, indexConstant(jb, c)});
+                rows.push_back(jb.create<vector::BitCastOp>(pairRow, elements));
+              }
+              // Row p: columns c + 2p and c + 2p + 1 of the 16 keys, as pairs.
+              SmallVector<Value> columnPairs = transposeRows(jb, rows);
+              for (int64_t p = 0; p < kChunkKeys; ++p) {
+                auto split = jb.create<vector::DeinterleaveOp>(
+                    jb.create<vector::BitCastOp>(bf16Row, columnPairs[p]));
+                for (int64_t e = 0; e < 2; ++e)
+                  jb.create<vector::StoreOp>(
+                      e == 0 ? split.getRes1() : split.getRes2(), out.values,
+                      ValueRange{bi, h, indexConstant(jb, c + 2 * p + e), j});
+              }
+            }
+            jb.create<scf::YieldOp>();
+          });
+    }
+    forRange(b, vectorEnd, b.create<arith::AddIOp>(first, blockSize),
              [&](ImplicitLocOpBuilder& jb, Value j) {
                auto inside = jb.create<scf::IfOp>(
                    jb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, seqK),

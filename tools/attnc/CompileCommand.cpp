@@ -88,7 +88,8 @@ Action addCompileCommand(CLI::App& app) {
                   "schedule parameters NAME=VALUE instead of the target's defaults (comma "
                   "separated; halide: query_tile key_block vector_width key_unroll row_unroll "
                   "value_split; mlir: query_tile key_block vector_width key_unroll value_split, "
-                  "and decode=1 for the decode kernel alone, with decode_rows split_keys). "
+                  "amx=0/1 (bf16 products on AMX tiles, the default where the target has "
+                  "them), and decode=1 for the decode kernel alone, with decode_rows split_keys). "
                   "Without it an MLIR CPU bundle holds its decode kernel too, run for Tq <= 16")
       ->delimiter(',');
   cmd->add_flag("--no-tuning", o->noTuning,

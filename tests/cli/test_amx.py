@@ -1,0 +1,94 @@
+"""The MLIR backend's AMX path (schedule family x86-amx, amx=1: bf16 QK^T and PV as tdpbf16ps
+tiles, K and V^T laid out in a phase of their own). The code is checked on every machine (its
+assembly for x86-64-sapphirerapids has the tile products; specs AMX cannot take keep the vector
+products); its numerics against the f64 reference where this CPU has AMX, else the test says it
+is skipped for want of AMX."""
+import os
+import unittest
+
+from common import CliTestCase, attnc, needs_backends
+
+
+def host_has_amx():
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                flags = line.split(":", 1)[1].split()
+                return "amx_tile" in flags and "amx_bf16" in flags
+    return False
+
+
+# Odd shapes (B, Tq, Tk[, lengths]): Tq != Tk both ways, Tq = 1, sizes off the 16-row tiles, the
+# 32-key pairs and the 128-key blocks, several blocks.
+SHAPES = [("2", "13", "29"), ("1", "1", "300"), ("3", "40", "17"), ("1", "130", "257")]
+
+# Each spec with the schedule it runs (empty: the x86-amx default, 48-row tiles, 128-key blocks).
+CASES = [
+    ("heads=4 kv_heads=2 d_k=64 dtype=bf16", ""),
+    # Tq > Tk with bottom-right causal: the first Tq - Tk rows keep no key.
+    ("heads=2 d_k=128 d_v=64 dtype=bf16 mask=causal lse=true", ""),
+    ("heads=2 d_k=32 d_v=48 dtype=bf16 layout=bshd mask=causal causal_align=top_left", ""),
+    # Blocks whose first keys are dead (the live chunks start inside the block).
+    ("heads=2 d_k=64 dtype=bf16 mask=block_sparse block=16 lse=true", ""),
+    ("heads=2 d_k=32 dtype=bf16 dropout=0.3 seed=5 weights=true", ""),
+    ("heads=4 kv_heads=1 d_k=64 dtype=bf16 mask=causal+window window_left=37 sinks=true", ""),
+    # A paged cache, gathered into plain rows first, ragged lengths.
+    ("heads=4 kv_heads=2 d_k=64 kv_cache=paged page_size=16 mask=causal dtype=bf16", ""),
+    # Other tiles: 4 and 6 row tiles (two batches of accumulators), 64- and 32-key blocks.
+    ("heads=2 kv_heads=1 d_k=96 dtype=bf16 mask=causal", "query_tile=64,key_block=64"),
+    ("heads=2 d_k=64 d_v=32 dtype=bf16", "query_tile=96,key_block=32"),
+]
+
+
+@needs_backends("mlir")
+class AmxCode(CliTestCase):
+    def assembly(self, spec, target="x86-64-sapphirerapids", schedule=None):
+        extra = ["--schedule", schedule] if schedule else []
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target", target,
+                              "--emit", "asm", "-o", self.tmp, *extra), 0)
+        with open(r.stdout.strip()) as f:
+            return f.read()
+
+    def test_bf16_products_are_tiles_on_sapphire_rapids(self):
+        asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
+        self.assertIn("tdpbf16ps", asm)
+        self.assertIn("ldtilecfg", asm)
+
+    def test_specs_amx_cannot_take_keep_the_vector_products(self):
+        for spec in ("heads=8 d_k=128 mask=causal", "heads=8 d_k=80 dtype=bf16",
+                     "heads=8 d_k=128 dtype=f16"):
+            with self.subTest(spec=spec):
+                self.assertNotIn("tdpbf16ps", self.assembly(spec))
+        self.assertNotIn("tdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                    target="x86-64-avx512"))
+        self.assertNotIn("tdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                    schedule="amx=0"))
+
+    def test_amx_schedule_outside_the_family_is_refused(self):
+        self.expect(attnc("compile", "heads=8 d_k=128", "--backend", "mlir", "--target",
+                          "x86-64-sapphirerapids", "--schedule", "amx=1", "-o", self.tmp), 2,
+                    "amx=1 needs the x86-amx family", "x86-avx512")
+        self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
+                          "--target", "x86-64-sapphirerapids", "--schedule", "key_block=16",
+                          "-o", self.tmp), 2, "key_block a multiple of 32")
+
+    def test_numerics_against_the_reference(self):
+        if not host_has_amx():
+            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+        for spec, schedule in CASES:
+            with self.subTest(spec=spec, schedule=schedule):
+                out = os.path.join(self.tmp, str(abs(hash((spec, schedule)))))
+                extra = ["--schedule", schedule] if schedule else []
+                r = self.expect(attnc("compile", spec, "--backend", "mlir", "--emit", "so,asm",
+                                      "-o", out, *extra), 0)
+                bundle = [p for p in r.stdout.split() if p.endswith(".so")][0]
+                asm = [p for p in r.stdout.split() if p.endswith(".s")][0]
+                with open(asm) as f:
+                    self.assertIn("tdpbf16ps", f.read())
+                for batch, tq, tk in SHAPES:
+                    self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
+                                      "--seq-k", tk, "--seed", tq), 0, "PASS")
+
+
+if __name__ == "__main__":
+    unittest.main()

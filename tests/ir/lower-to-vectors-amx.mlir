@@ -5,21 +5,23 @@
 
 // CHECK-LABEL: func.func @lower
 // CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x32xbf16>
-// CHECK: %[[VALUES:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x16x?xbf16>
+// CHECK: %[[VALUES:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x16x32xbf16>
 // The layout phase: 16 keys at a time where rows are contiguous, else element by element (zero
 // past Tk).
 // CHECK: scf.forall
 // CHECK: scf.for
 // CHECK: memref.store %{{.*}}, %[[KEYS]]
 // CHECK: memref.store %{{.*}}, %[[VALUES]]
-// The attention's tasks: Q^T's pairs of rows, S^T tiles of 16 keys, P^T's pairs, O^T tiles.
+// The attention's tasks: Q^T's pairs of rows, zero tiles, S^T tiles of 2 x 16 keys by 2 x 16
+// rows a step, P^T's pairs, O^T tiles (V^T in chunks of 32 keys).
 // CHECK: scf.forall
 // CHECK-DAG: %[[S:.*]] = memref.alloca() : memref<64x32xf32>
+// CHECK-DAG: %[[ZEROS:.*]] = memref.alloca() : memref<64x16xf32>
 // CHECK-DAG: %[[QPAIRS:.*]] = memref.alloca() : memref<16x64xbf16>
 // CHECK-DAG: %[[PPAIRS:.*]] = memref.alloca() : memref<32x64xbf16>
 // CHECK: vector.interleave
 // CHECK: vector.store %{{.*}}, %[[QPAIRS]]
-// CHECK: amx.tile_zero : vector<16x16xf32>
+// CHECK-COUNT-4: amx.tile_load %[[ZEROS]]
 // CHECK: amx.tile_load %[[KEYS]]
 // CHECK: amx.tile_load %[[QPAIRS]]
 // CHECK: amx.tile_mulf
@@ -28,7 +30,7 @@
 // CHECK: vector.interleave
 // CHECK: vector.store %{{.*}}, %[[PPAIRS]]
 // CHECK: amx.tile_load %{{.*}} : memref<1x1x16x32xf32> into vector<16x16xf32>
-// CHECK: amx.tile_load %[[VALUES]]
+// CHECK: amx.tile_load %[[VALUES]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0] : memref<?x2x?x16x32xbf16>
 // CHECK: amx.tile_load %[[PPAIRS]]
 // CHECK: amx.tile_mulf
 // CHECK: amx.tile_store

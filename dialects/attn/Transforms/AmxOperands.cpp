@@ -14,6 +14,7 @@ namespace attnc::attn {
 namespace {
 
 constexpr int64_t kChunkKeys = 16; // keys a transposition takes: 16 rows of 16 pairs of bf16
+constexpr int64_t kValueChunk = 32; // keys of a V^T tile (AmxOperands::values)
 
 // Rows of 16 lanes transposed (lane l of row i becomes lane i of row l): four stages that swap
 // the off-diagonal b x b blocks of every 2b x 2b block, b = 8, 4, 2, 1, each a two-source
@@ -89,8 +90,9 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
   AmxOperands out;
   out.keys = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic, dk}, bf16),
                                        ValueRange{batch, padded});
-  out.values = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dv, dynamic}, bf16),
-                                         ValueRange{batch, padded});
+  Value chunks = b.create<arith::DivUIOp>(padded, indexConstant(b, kValueChunk));
+  out.values = b.create<memref::AllocOp>(
+      MemRefType::get({dynamic, heads, dynamic, dv, kValueChunk}, bf16), ValueRange{batch, chunks});
 
   // task = (b * H_kv + h) * blocks + block
   b.setInsertionPoint(attention);
@@ -108,6 +110,12 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
     Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, blocks), blockSize);
     Value zero = indexConstant(b, 0);
     Value zeroBf16 = b.create<arith::ConstantOp>(b.getFloatAttr(bf16, 0.0));
+    // Where key j's column c goes in V^T's chunks.
+    auto valueAt = [&](ImplicitLocOpBuilder& at, Value j, Value c) {
+      Value chunkSize = indexConstant(at, kValueChunk);
+      return SmallVector<Value>{bi, h, at.create<arith::DivUIOp>(j, chunkSize), c,
+                                at.create<arith::RemUIOp>(j, chunkSize)};
+    };
     // Row j of K and column j of V^T: the cache's, or zeros past Tk.
     auto copyRow = [&](ImplicitLocOpBuilder& at, Value j, bool inside) {
       forRange(at, zero, indexConstant(at, dk), [&](ImplicitLocOpBuilder& cb, Value c) {
@@ -118,7 +126,7 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
       forRange(at, zero, indexConstant(at, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
         Value element = inside ? cb.create<memref::LoadOp>(value, ValueRange{bi, h, j, c})
                                : zeroBf16;
-        cb.create<memref::StoreOp>(element, out.values, ValueRange{bi, h, c, j});
+        cb.create<memref::StoreOp>(element, out.values, valueAt(cb, j, c));
       });
     };
     // Whole chunks of 16 keys inside Tk with vector loads where K's and V's rows are contiguous
@@ -167,7 +175,7 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
                 for (int64_t e = 0; e < 2; ++e)
                   jb.create<vector::StoreOp>(
                       e == 0 ? split.getRes1() : split.getRes2(), out.values,
-                      ValueRange{bi, h, indexConstant(jb, c + 2 * p + e), j});
+                      valueAt(jb, j, indexConstant(jb, c + 2 * p + e)));
               }
             }
             jb.create<scf::YieldOp>();

@@ -50,10 +50,13 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// An AMX tile: 16 rows of 16 f32 (S^T, O^T) or of 32 bf16 (K, V^T and the pairs of Q^T, P^T);
-// 8 tile registers hold one A, one B and at most kAmxRowTiles accumulators at once.
+// An AMX tile: 16 rows of 16 f32 (S^T, O^T) or of 32 bf16 (K, V^T and the pairs of Q^T, P^T).
+// A step holds 2 x 2 accumulators (2 tiles of keys or of output columns by 2 tiles of query
+// rows), its 2 A tiles and one B tile: 7 of the 8 tile registers, two products per load of A
+// or B (with the 3 row tiles of one A, 4 loads fed 3 products: H 8, d 128, T 2048, one thread,
+// xxx).
 constexpr int64_t kTileRows = 16, kTilePairs = 16, kTileBf16 = 32;
-constexpr int64_t kAmxRowTiles = 4;
+constexpr int64_t kStepTiles = 2;
 
 // Whether a region only compares sums of its arguments and constants (causal, windows): a few
 // integer ops per score vector, which cost less than a second copy of the mask step for the
@@ -112,7 +115,9 @@ private:
   void emitValues(ArrayRef<Value> alpha);
   // AMX: Q^T's pairs of rows from the packed query, once per task before the key loop.
   Value emitQueryPairs();
-  void emitAmxScores(Value queryPairs);
+  // zeros: kStepTiles^2 tiles of f32 zeros, [16 x kStepTiles^2, 16], on the task's stack.
+  Value emitZeroTiles();
+  void emitAmxScores(Value queryPairs, Value zeros);
   void emitAmxValues(ArrayRef<Value> alpha);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
   static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
@@ -275,6 +280,21 @@ Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) 
                                          ib.create<arith::TruncFOp>(half, odd));
 }
 
+Value UpdateLowering::emitZeroTiles() {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(taskStackBlock(op));
+  const int64_t tileRows = kStepTiles * kStepTiles * kTileRows;
+  Value zeros =
+      b.create<memref::AllocaOp>(MemRefType::get({tileRows, kTileRows}, b.getF32Type()));
+  b.setInsertionPointAfter(zeros.getDefiningOp());
+  forRange(b, indexConstant(b, 0), indexConstant(b, tileRows),
+           [&](ImplicitLocOpBuilder& rb, Value r) {
+             rb.create<vector::StoreOp>(f32Splat(rb, kTileRows, 0), zeros,
+                                        ValueRange{r, indexConstant(rb, 0)});
+           });
+  return zeros;
+}
+
 Value UpdateLowering::emitQueryPairs() {
   const int64_t dk = op.getKey().getType().getDimSize(3);
   OpBuilder::InsertionGuard guard(b);
@@ -300,43 +320,57 @@ Value UpdateLowering::emitQueryPairs() {
   return pairs;
 }
 
-// Step 1 on tiles: S^T for the keys [keyBegin, keyCount) widened to whole tiles of 16 (inside
-// max_keys, which is a multiple of 32; K is zero past Tk).
-void UpdateLowering::emitAmxScores(Value queryPairs) {
+// Step 1 on tiles: S^T for the keys [keyBegin, keyCount) widened to whole steps of 32 (inside
+// max_keys, a multiple of 32; K is zero past Tk). Each accumulator starts from a zero tile of
+// its own in `zeros`: one tilezero for them all would be copied through memory (CSE merges
+// them, and a tile both accumulates and stays zero).
+void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
   const int64_t dk = op.getKey().getType().getDimSize(3);
   auto tileF32 = VectorType::get({kTileRows, kTileRows}, b.getF32Type());
   auto tileBf16 = VectorType::get({kTilePairs, kTileBf16}, b.getBF16Type());
-  Value batch = op.getOffsets()[0], tile = indexConstant(b, kTileRows);
-  Value begin = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keyBegin, tile), tile);
-  Value end = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(keyCount, tile), tile);
+  Value batch = op.getOffsets()[0], step = indexConstant(b, kStepTiles * kTileRows);
+  Value begin = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keyBegin, step), step);
+  Value end = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(keyCount, step), step);
   b.create<scf::ForOp>(
-      begin, end, tile, std::nullopt, [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
+      begin, end, step, std::nullopt, [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
         ImplicitLocOpBuilder ib(loc, nested);
-        Value key = keyAt(ib, j);
-        for (int64_t first = 0; first < vectors; first += kAmxRowTiles) {
-          const int64_t count = std::min(kAmxRowTiles, vectors - first);
+        SmallVector<Value> first, keys;
+        for (int64_t k = 0; k < kStepTiles; ++k) {
+          first.push_back(ib.create<arith::AddIOp>(j, indexConstant(ib, k * kTileRows)));
+          keys.push_back(keyAt(ib, first.back()));
+        }
+        for (int64_t row = 0; row < vectors; row += kStepTiles) {
+          const int64_t count = std::min(kStepTiles, vectors - row);
+          // acc[k * count + t]: keys of tile k by the query rows of tile row + t.
           SmallVector<Value> acc;
-          for (int64_t t = 0; t < count; ++t)
-            acc.push_back(ib.create<amx::TileZeroOp>(tileF32));
+          for (int64_t a = 0; a < kStepTiles * count; ++a)
+            acc.push_back(ib.create<amx::TileLoadOp>(
+                tileF32, zeros, ValueRange{indexConstant(ib, a * kTileRows), column(0)}));
           for (int64_t c = 0; c < dk; c += kTileBf16) {
-            Value keys = ib.create<amx::TileLoadOp>(
-                tileBf16, amx->keys, ValueRange{batch, kvHead, key, indexConstant(ib, c)});
+            SmallVector<Value> key;
+            for (int64_t k = 0; k < kStepTiles; ++k)
+              key.push_back(ib.create<amx::TileLoadOp>(
+                  tileBf16, amx->keys, ValueRange{batch, kvHead, keys[k], indexConstant(ib, c)}));
             for (int64_t t = 0; t < count; ++t) {
               Value queries = ib.create<amx::TileLoadOp>(
                   tileBf16, queryPairs,
-                  ValueRange{indexConstant(ib, c / 2), indexConstant(ib, (first + t) * 2 * lanes)});
-              acc[t] = ib.create<amx::TileMulFOp>(tileF32, keys, queries, acc[t]);
+                  ValueRange{indexConstant(ib, c / 2), indexConstant(ib, (row + t) * 2 * lanes)});
+              for (int64_t k = 0; k < kStepTiles; ++k)
+                acc[k * count + t] =
+                    ib.create<amx::TileMulFOp>(tileF32, key[k], queries, acc[k * count + t]);
             }
           }
-          for (int64_t t = 0; t < count; ++t)
-            ib.create<amx::TileStoreOp>(scores, ValueRange{j, column(first + t)}, acc[t]);
+          for (int64_t k = 0; k < kStepTiles; ++k)
+            for (int64_t t = 0; t < count; ++t)
+              ib.create<amx::TileStoreOp>(scores, ValueRange{first[k], column(row + t)},
+                                          acc[k * count + t]);
         }
         ib.create<scf::YieldOp>();
       });
 }
 
 // Step 4 on tiles: acc *= alpha, P^T's pairs (zero outside the keys attended), then
-// O^T += V^T P^T over the block's max_keys keys, tile by tile of acc.
+// O^T += V^T P^T over the block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time.
 void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
@@ -374,28 +408,43 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha) {
                                  pairs, ValueRange{p, indexConstant(pb, r * 2 * lanes)});
     }
   });
-  for (int64_t c = 0; c < dv; c += kTileRows)
-    for (int64_t first = 0; first < vectors; first += kAmxRowTiles) {
-      const int64_t count = std::min(kAmxRowTiles, vectors - first);
-      Value column0 = indexConstant(b, c);
+  for (int64_t c = 0; c < dv; c += kStepTiles * kTileRows) {
+    const int64_t columnTiles = std::min(kStepTiles, (dv - c) / kTileRows);
+    SmallVector<Value> columns;
+    for (int64_t u = 0; u < columnTiles; ++u)
+      columns.push_back(indexConstant(b, c + u * kTileRows));
+    for (int64_t row = 0; row < vectors; row += kStepTiles) {
+      const int64_t count = std::min(kStepTiles, vectors - row);
+      // acc[u * count + t]: output columns of tile u by the query rows of tile row + t.
       SmallVector<Value> acc;
-      for (int64_t t = 0; t < count; ++t)
-        acc.push_back(b.create<amx::TileLoadOp>(tileF32, op.getAcc(),
-                                                ValueRange{zero, zero, column0, column(first + t)}));
+      for (int64_t u = 0; u < columnTiles; ++u)
+        for (int64_t t = 0; t < count; ++t)
+          acc.push_back(b.create<amx::TileLoadOp>(
+              tileF32, op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}));
       for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
-        Value values = b.create<amx::TileLoadOp>(
-            tileBf16, amx->values, ValueRange{batch, kvHead, column0, keyAt(b, indexConstant(b, k))});
+        // The block starts at a multiple of max_keys, so its keys' chunks are whole.
+        Value chunk = b.create<arith::DivUIOp>(keyAt(b, indexConstant(b, k)),
+                                               indexConstant(b, kTileBf16));
+        SmallVector<Value> values;
+        for (int64_t u = 0; u < columnTiles; ++u)
+          values.push_back(b.create<amx::TileLoadOp>(
+              tileBf16, amx->values, ValueRange{batch, kvHead, chunk, columns[u], zero}));
         for (int64_t t = 0; t < count; ++t) {
           Value probabilities = b.create<amx::TileLoadOp>(
               tileBf16, pairs,
-              ValueRange{indexConstant(b, k / 2), indexConstant(b, (first + t) * 2 * lanes)});
-          acc[t] = b.create<amx::TileMulFOp>(tileF32, values, probabilities, acc[t]);
+              ValueRange{indexConstant(b, k / 2), indexConstant(b, (row + t) * 2 * lanes)});
+          for (int64_t u = 0; u < columnTiles; ++u)
+            acc[u * count + t] = b.create<amx::TileMulFOp>(tileF32, values[u], probabilities,
+                                                           acc[u * count + t]);
         }
       }
-      for (int64_t t = 0; t < count; ++t)
-        b.create<amx::TileStoreOp>(op.getAcc(), ValueRange{zero, zero, column0, column(first + t)},
-                                   acc[t]);
+      for (int64_t u = 0; u < columnTiles; ++u)
+        for (int64_t t = 0; t < count; ++t)
+          b.create<amx::TileStoreOp>(op.getAcc(),
+                                     ValueRange{zero, zero, columns[u], column(row + t)},
+                                     acc[u * count + t]);
     }
+  }
 }
 
 DomainCorners UpdateLowering::domainCorners(Value off) {
@@ -486,6 +535,7 @@ LogicalResult UpdateLowering::emit() {
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_to_vectors: key_unroll must be positive";
   const Value queryPairs = amx ? emitQueryPairs() : Value();
+  const Value zeroTiles = amx ? emitZeroTiles() : Value();
 
   // The scores buffer goes on the stack of the task that owns the update.
   {
@@ -533,7 +583,7 @@ LogicalResult UpdateLowering::emit() {
   // 1. Scores: on tiles, or whole groups of keyUnroll keys, then the remaining keys one at a
   // time.
   if (amx) {
-    emitAmxScores(queryPairs);
+    emitAmxScores(queryPairs, zeroTiles);
   } else {
     Value unroll = indexConstant(b, options.keyUnroll);
     Value span = b.create<arith::SubIOp>(keyCount, keyBegin);

@@ -19,7 +19,7 @@
 // CHECK-DAG: %[[ZEROS:.*]] = memref.alloca() : memref<64x16xf32>
 // CHECK-DAG: %[[QPAIRS:.*]] = memref.alloca() : memref<16x64xbf16>
 // CHECK-DAG: %[[PPAIRS:.*]] = memref.alloca() : memref<32x64xbf16>
-// CHECK: vector.interleave
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
 // CHECK: vector.store %{{.*}}, %[[QPAIRS]]
 // CHECK-COUNT-4: amx.tile_load %[[ZEROS]]
 // CHECK: amx.tile_load %[[KEYS]]
@@ -27,7 +27,7 @@
 // CHECK: amx.tile_mulf
 // CHECK: amx.tile_store %[[S]]
 // CHECK: math.exp
-// CHECK: vector.interleave
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
 // CHECK: vector.store %{{.*}}, %[[PPAIRS]]
 // CHECK: amx.tile_load %{{.*}} : memref<1x1x16x32xf32> into vector<16x16xf32>
 // CHECK: amx.tile_load %[[VALUES]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0] : memref<?x2x?x16x32xbf16>

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -146,6 +147,7 @@ public:
     declareGeneratedDialect<amx::AMXDialect>();
     declareGeneratedDialect<arith::ArithDialect>();
     declareGeneratedDialect<gpu::GPUDialect>();
+    declareGeneratedDialect<LLVM::LLVMDialect>();
     declareGeneratedDialect<nvgpu::NVGPUDialect>();
     declareGeneratedDialect<math::MathDialect>();
     declareGeneratedDialect<memref::MemRefDialect>();

@@ -33,6 +33,7 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -274,10 +275,20 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
       });
 }
 
+// vcvtne2ps2bf16 rounds both to nearest even in one instruction (every AMX CPU has
+// AVX512-BF16; arith.truncf becomes integer ops, attn-lower-to-llvm expands bf16 for CPUs
+// without it), giving [even, odd] as halves; one vpermw interleaves them.
 Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) {
-  auto half = VectorType::get({kTileRows}, ib.getBF16Type());
-  return ib.create<vector::InterleaveOp>(ib.create<arith::TruncFOp>(half, even),
-                                         ib.create<arith::TruncFOp>(half, odd));
+  auto pairs = VectorType::get({2 * kTileRows}, ib.getBF16Type());
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(ib.getContext(), LLVM::FastmathFlags::none);
+  Value halves = ib.create<LLVM::CallIntrinsicOp>(
+                       pairs, ib.getStringAttr("llvm.x86.avx512bf16.cvtne2ps2bf16.512"),
+                       ValueRange{odd, even}, noFastMath)
+                     .getResult(0);
+  SmallVector<int64_t> interleaved;
+  for (int64_t l = 0; l < kTileRows; ++l)
+    interleaved.append({l, kTileRows + l});
+  return ib.create<vector::ShuffleOp>(halves, halves, interleaved);
 }
 
 Value UpdateLowering::emitZeroTiles() {

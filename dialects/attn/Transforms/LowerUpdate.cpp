@@ -119,7 +119,8 @@ private:
   // zeros: kStepTiles^2 tiles of f32 zeros, [16 x kStepTiles^2, 16], on the task's stack.
   Value emitZeroTiles();
   void emitAmxScores(Value queryPairs, Value zeros);
-  void emitAmxValues(ArrayRef<Value> alpha);
+  void emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum, Value pairs);
+  void emitAmxValues(ArrayRef<Value> alpha, Value pairs);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
   static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
 
@@ -199,14 +200,70 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
             vectorI32, ib.create<arith::IndexCastOp>(ib.getI32Type(), key));
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
-          Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          s = terms->apply(ib, s, rowPositions(ib, r), keys, maskMod);
-          ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
+          Value raw = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
+          Value s = terms->apply(ib, raw, rowPositions(ib, r), keys, maskMod);
+          if (s != raw) // without modifiers or a mask the scores stay as they are
+            ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
         }
         ib.create<scf::YieldOp>(next);
       });
   return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
+}
+
+// Step 3 for AMX tiles: P = exp(S - m') as pairs of rows of bf16 into `pairs` (P^T, the B
+// operand of PV), its row sums, dropout's factor then; pair rows outside the keys attended
+// are zero, and a key outside them in an attended pair gets P = 0.
+void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum,
+                                        Value pairs) {
+  const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
+  Value two = indexConstant(b, 2), zero = indexConstant(b, 0);
+  Value pairBegin = b.create<arith::DivUIOp>(keyBegin, two);
+  Value pairEnd = b.create<arith::CeilDivUIOp>(keyCount, two);
+  auto zeroRows = [&](Value from, Value to) {
+    forRange(b, from, to, [&](ImplicitLocOpBuilder& zb, Value p) {
+      Value none = zb.create<arith::ConstantOp>(DenseElementsAttr::get(
+          VectorType::get({2 * lanes}, zb.getBF16Type()), zb.getFloatAttr(zb.getBF16Type(), 0)));
+      for (int64_t r = 0; r < vectors; ++r)
+        zb.create<vector::StoreOp>(none, pairs, ValueRange{p, indexConstant(zb, r * 2 * lanes)});
+    });
+  };
+  zeroRows(zero, pairBegin);
+  zeroRows(pairEnd, indexConstant(b, maxKeys / 2));
+  SmallVector<Value> zeros(vectors, f32Splat(b, lanes, 0));
+  auto loop = b.create<scf::ForOp>(
+      pairBegin, pairEnd, indexConstant(b, 1), zeros,
+      [&](OpBuilder& nested, Location loc, Value p, ValueRange running) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        SmallVector<Value> next(running.begin(), running.end());
+        SmallVector<SmallVector<Value>> probabilities(2);
+        for (int64_t e = 0; e < 2; ++e) {
+          Value j = ib.create<arith::AddIOp>(ib.create<arith::MulIOp>(p, two),
+                                             indexConstant(ib, e));
+          Value outside = ib.create<arith::OrIOp>(
+              ib.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, keyBegin),
+              ib.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, keyCount));
+          Value keys = ib.create<vector::BroadcastOp>(
+              vectorI32, ib.create<arith::IndexCastOp>(ib.getI32Type(), keyAt(ib, j)));
+          for (int64_t r = 0; r < vectors; ++r) {
+            Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
+            Value dropped = ib.create<arith::OrIOp>(
+                ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s,
+                                         f32Splat(ib, lanes, -kInf)),
+                ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()),
+                                               outside));
+            Value x = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, safeMax[r]));
+            x = ib.create<arith::SelectOp>(dropped, f32Splat(ib, lanes, 0), x);
+            next[r] = ib.create<arith::AddFOp>(next[r], x);
+            probabilities[e].push_back(terms->dropout(ib, x, rowPositions(ib, r), keys));
+          }
+        }
+        for (int64_t r = 0; r < vectors; ++r)
+          ib.create<vector::StoreOp>(pairRows(ib, probabilities[0][r], probabilities[1][r]),
+                                     pairs, ValueRange{p, indexConstant(ib, r * 2 * lanes)});
+        ib.create<scf::YieldOp>(next);
+      });
+  sum.assign(loop.getResults().begin(), loop.getResults().end());
 }
 
 // Step 3: P = exp(S - m') in place (0 where S = -inf), and its row sums; dropout's factor
@@ -380,9 +437,9 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
       });
 }
 
-// Step 4 on tiles: acc *= alpha, P^T's pairs (zero outside the keys attended), then
-// O^T += V^T P^T over the block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time.
-void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha) {
+// Step 4 on tiles: acc *= alpha, then O^T += V^T P^T (P^T's pairs from step 3) over the
+// block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time.
+void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
   auto tileF32 = VectorType::get({kTileRows, kTileRows}, b.getF32Type());
@@ -393,30 +450,6 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha) {
       const SmallVector<Value> at{zero, zero, c, column(r)};
       Value a = cb.create<vector::LoadOp>(vector, op.getAcc(), at);
       cb.create<vector::StoreOp>(cb.create<arith::MulFOp>(a, alpha[r]), op.getAcc(), at);
-    }
-  });
-  Value pairs;
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(taskStackBlock(op));
-    pairs = b.create<memref::AllocaOp>(
-        MemRefType::get({maxKeys / 2, rows * 2}, b.getBF16Type()));
-  }
-  forRange(b, zero, indexConstant(b, maxKeys / 2), [&](ImplicitLocOpBuilder& pb, Value p) {
-    Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
-    Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
-    auto attended = [&](Value j) {
-      return pb.create<arith::AndIOp>(
-          pb.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, keyBegin),
-          pb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, keyCount));
-    };
-    Value evenIn = attended(even), oddIn = attended(odd), none = f32Splat(pb, lanes, 0);
-    for (int64_t r = 0; r < vectors; ++r) {
-      Value a = pb.create<vector::LoadOp>(vector, scores, ValueRange{even, column(r)});
-      Value c = pb.create<vector::LoadOp>(vector, scores, ValueRange{odd, column(r)});
-      pb.create<vector::StoreOp>(pairRows(pb, pb.create<arith::SelectOp>(evenIn, a, none),
-                                          pb.create<arith::SelectOp>(oddIn, c, none)),
-                                 pairs, ValueRange{p, indexConstant(pb, r * 2 * lanes)});
     }
   });
   for (int64_t c = 0; c < dv; c += kStepTiles * kTileRows) {
@@ -625,7 +658,17 @@ LogicalResult UpdateLowering::emit() {
   for (Value m : safeMax)
     shiftedMax.push_back(b.create<arith::AddFOp>(
         m, f32Splat(b, lanes, static_cast<float>(attnc::softmax::kProbabilityShift))));
-  emitExpAndSum(shiftedMax, blockSum);
+  Value probabilityPairs;
+  if (amx) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(taskStackBlock(op));
+    probabilityPairs = b.create<memref::AllocaOp>(MemRefType::get(
+        {static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
+  }
+  if (amx)
+    emitAmxExpAndPairs(shiftedMax, blockSum, probabilityPairs);
+  else
+    emitExpAndSum(shiftedMax, blockSum);
   for (int64_t r = 0; r < vectors; ++r) {
     Value sum = b.create<vector::FMAOp>(alpha[r], oldSum[r], blockSum[r]);
     b.create<vector::StoreOp>(newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
@@ -633,7 +676,7 @@ LogicalResult UpdateLowering::emit() {
   }
   // 4. acc = alpha acc + P^T V.
   if (amx)
-    emitAmxValues(alpha);
+    emitAmxValues(alpha, probabilityPairs);
   else
     emitValues(alpha);
   return success();

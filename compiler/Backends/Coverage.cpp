@@ -124,6 +124,7 @@ Coverage fullCoverage(Device device) {
           everyValue(dtypeNames()),
           {},
           "",
+          "",
           ""};
 }
 
@@ -170,6 +171,8 @@ nlohmann::json coverageJson(const Coverage& row) {
     json["gap_reason"] = row.gapReason;
   if (!row.decode.empty())
     json["decode"] = row.decode;
+  if (!row.products.empty())
+    json["products"] = row.products;
   return json;
 }
 

@@ -54,6 +54,9 @@ struct Coverage {
   // How its kernels run decode steps (Tq <= 16 rows against a long Tk), for `attnc backends`:
   // a kernel of their own, or the prefill kernel and what that costs ("" for a reference).
   std::string_view decode;
+  // How its kernels multiply bf16 and f16 operands: a unit that takes them (AMX tiles, tensor
+  // cores) and where, or widened to f32 ("" for a reference).
+  std::string_view products;
 };
 
 // Everything: a row for a code generator with no gaps on `device`.

@@ -41,8 +41,9 @@ nlohmann::json tableJson() {
 // One markdown row per backend and target family: README.md's coverage table is this output.
 std::string tableMarkdown(const nlohmann::json& table) {
   std::string text =
-      "| backend | target family | variants | masks | modifiers | outputs | dtypes | decode (Tq <= 16) |\n"
-      "|---|---|---|---|---|---|---|---|\n";
+      "| backend | target family | variants | masks | modifiers | outputs | dtypes | decode (Tq <= 16) "
+      "| bf16 and f16 products |\n"
+      "|---|---|---|---|---|---|---|---|---|\n";
   // A list a full row has (every variant, mask, ...) reads "all", so a new one changes no row.
   const nlohmann::json full = coverageJson(fullCoverage(Device::Cpu));
   auto list = [&](const nlohmann::json& row, const char* axis) {
@@ -57,10 +58,10 @@ std::string tableMarkdown(const nlohmann::json& table) {
   auto rows = [&](const nlohmann::json& entry) {
     for (const auto& row : entry.at("coverage"))
       text += fmt::format(
-          "| {} | {} | {} | {} | {} | {} | {} | {} |\n", entry.at("name").get<std::string>(),
+          "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", entry.at("name").get<std::string>(),
           row.at("family").get<std::string>(), list(row, "variants"), list(row, "masks"),
           list(row, "modifiers"), list(row, "outputs"), list(row, "dtypes"),
-          row.value("decode", std::string("-")));
+          row.value("decode", std::string("-")), row.value("products", std::string("-")));
   };
   for (const auto& entry : table.at("backends"))
     rows(entry);

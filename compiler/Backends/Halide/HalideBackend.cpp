@@ -96,6 +96,9 @@ std::span<const Coverage> HalideBackend::coverage() const {
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "
                  "Tq <= 16; auto prefers MLIR's)";
     cuda.decode = "the prefill kernel (no decode kernel)";
+    // Halide 14's x86 code generator knows neither AMX tiles nor AVX512-BF16 dot products.
+    cpu.products = "widened to f32 (Halide 14 emits no AMX or AVX512-BF16 products)";
+    cuda.products = "widened to f32";
     return std::vector<Coverage>{cpu, cuda};
   }();
   return rows;

@@ -152,7 +152,13 @@ std::span<const Coverage> MlirBackend::coverage() const {
                           : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
                             "heads in the same kernel, pages and quantized rows read in the key "
                             "loop, keys split over thread blocks and merged by their LSE; the "
-                            "SIMT path runs the prefill kernel"});
+                            "SIMT path runs the prefill kernel",
+                      device == Device::Cpu
+                          ? "bf16 prefill on AMX tiles (tdpbf16ps) where the target has them "
+                            "(schedule family x86-amx: d_k a multiple of 32, d_v of 16), else "
+                            "widened to f32"
+                          : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
+                            "of 16, else widened to f32"});
     }
     return rows;
   }();

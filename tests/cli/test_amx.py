@@ -3,6 +3,7 @@ tiles, K and V^T laid out in a phase of their own). The code is checked on every
 assembly for x86-64-sapphirerapids has the tile products; specs AMX cannot take keep the vector
 products); its numerics against the f64 reference where this CPU has AMX, else the test says it
 is skipped for want of AMX."""
+import json
 import os
 import unittest
 
@@ -71,6 +72,26 @@ class AmxCode(CliTestCase):
         self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
                           "--target", "x86-64-sapphirerapids", "--schedule", "key_block=16",
                           "-o", self.tmp), 2, "key_block a multiple of 32")
+
+    def test_fat_bundle_member_for_amx(self):
+        # The Sapphire Rapids member takes AMX tiles and needs the tile state; the runtime picks
+        # it first where the CPU has AMX, and runs the AVX-512 member when told to.
+        spec = "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal"
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
+                              "x86-64-avx512,x86-64-sapphirerapids", "-o", self.tmp), 0)
+        bundle = r.stdout.split()[0]
+        with open(bundle[:-3] + ".json") as f:
+            manifest = json.load(f)
+        members = {t["name"]: t["cpu_features"] for t in manifest["targets"]}
+        self.assertIn("amx_tile", members["x86-64-sapphirerapids"])
+        self.assertNotIn("amx_tile", members["x86-64-avx512"])
+        if not host_has_amx():
+            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+        shape = ["--batch", "2", "--seq-q", "70", "--seq-k", "45"]
+        r = self.expect(attnc("run", bundle, "--verbose", *shape), 0)
+        self.assertIn("attnc: target x86-64-sapphirerapids", r.stderr)
+        for name in members:
+            self.expect(attnc("verify", bundle, *shape, env={"ATTNC_TARGET": name}), 0, "PASS")
 
     def test_numerics_against_the_reference(self):
         if not host_has_amx():

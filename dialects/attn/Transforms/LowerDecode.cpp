@@ -561,7 +561,7 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
     Value sums = overKeyGroups(zeros, [&](ImplicitLocOpBuilder& kb, const KeyLanes& keys,
                                           Value s, Value running) -> Value {
       Value isMasked = kb.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, negInf);
-      Value p = kb.create<math::ExpOp>(kb.create<arith::SubFOp>(s, shifted));
+      Value p = probabilityExp(kb, kb.create<arith::SubFOp>(s, shifted));
       p = kb.create<arith::SelectOp>(isMasked, zeros, p);
       Value sum = kb.create<arith::AddFOp>(running, p);
       p = terms.dropout(kb, p, position, keys.key);

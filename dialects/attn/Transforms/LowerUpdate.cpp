@@ -59,6 +59,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kTileRows = 16, kTilePairs = 16, kTileBf16 = 32;
 constexpr int64_t kStepTiles = 2;
 
+// How far a block's max may exceed a row's before the row takes it (e^8 ~ 3000): with the
+// shift c = ln 2^31 (OnlineSoftmax.h), P <= 2^-19.5, still far from overflowing l or acc.
+constexpr double kMaxSlack = 8.0;
+
 // Whether a region only compares sums of its arguments and constants (causal, windows): a few
 // integer ops per score vector, which cost less than a second copy of the mask step for the
 // blocks it keeps whole (causal kernels ran 1.05-1.08x as fast with one copy). A region that
@@ -120,7 +124,8 @@ private:
   Value emitZeroTiles();
   void emitAmxScores(Value queryPairs, Value zeros);
   void emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum, Value pairs);
-  void emitAmxValues(ArrayRef<Value> alpha, Value pairs);
+  // rescale: an i1, whether any row's alpha differs from 1.
+  void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
   static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
 
@@ -252,7 +257,7 @@ void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Val
                                          f32Splat(ib, lanes, -kInf)),
                 ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()),
                                                outside));
-            Value x = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, safeMax[r]));
+            Value x = probabilityExp(ib, ib.create<arith::SubFOp>(s, safeMax[r]));
             x = ib.create<arith::SelectOp>(dropped, f32Splat(ib, lanes, 0), x);
             next[r] = ib.create<arith::AddFOp>(next[r], x);
             probabilities[e].push_back(terms->dropout(ib, x, rowPositions(ib, r), keys));
@@ -281,7 +286,7 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& 
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
           Value masked =
               ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, f32Splat(ib, lanes, -kInf));
-          Value p = ib.create<math::ExpOp>(ib.create<arith::SubFOp>(s, safeMax[r]));
+          Value p = probabilityExp(ib, ib.create<arith::SubFOp>(s, safeMax[r]));
           p = ib.create<arith::SelectOp>(masked, f32Splat(ib, lanes, 0), p);
           next.push_back(ib.create<arith::AddFOp>(running[r], p));
           p = terms->dropout(ib, p, rowPositions(ib, r), keys);
@@ -437,21 +442,26 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
       });
 }
 
-// Step 4 on tiles: acc *= alpha, then O^T += V^T P^T (P^T's pairs from step 3) over the
-// block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time.
-void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs) {
+// Step 4 on tiles: acc *= alpha where a row's max moved, then O^T += V^T P^T (P^T's pairs from
+// step 3) over the block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time.
+void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
   auto tileF32 = VectorType::get({kTileRows, kTileRows}, b.getF32Type());
   auto tileBf16 = VectorType::get({kTilePairs, kTileBf16}, b.getBF16Type());
   Value zero = indexConstant(b, 0), batch = op.getOffsets()[0];
-  forRange(b, zero, indexConstant(b, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
-    for (int64_t r = 0; r < vectors; ++r) {
-      const SmallVector<Value> at{zero, zero, c, column(r)};
-      Value a = cb.create<vector::LoadOp>(vector, op.getAcc(), at);
-      cb.create<vector::StoreOp>(cb.create<arith::MulFOp>(a, alpha[r]), op.getAcc(), at);
-    }
-  });
+  auto rescaling = b.create<scf::IfOp>(rescale, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(rescaling.thenBlock()->getTerminator());
+    forRange(b, zero, indexConstant(b, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
+      for (int64_t r = 0; r < vectors; ++r) {
+        const SmallVector<Value> at{zero, zero, c, column(r)};
+        Value a = cb.create<vector::LoadOp>(vector, op.getAcc(), at);
+        cb.create<vector::StoreOp>(cb.create<arith::MulFOp>(a, alpha[r]), op.getAcc(), at);
+      }
+    });
+  }
   for (int64_t c = 0; c < dv; c += kStepTiles * kTileRows) {
     const int64_t columnTiles = std::min(kStepTiles, (dv - c) / kTileRows);
     SmallVector<Value> columns;
@@ -645,12 +655,23 @@ LogicalResult UpdateLowering::emit() {
     oldSum.push_back(
         b.create<vector::LoadOp>(vector, op.getSum(), ValueRange{zero, zero, column(r)}));
   }
-  SmallVector<Value> newMax = oldMax;
-  emitMaskAndMax(newMax, maskModKeepsAll);
-  SmallVector<Value> safeMax, alpha;
+  SmallVector<Value> blockMax = oldMax;
+  emitMaskAndMax(blockMax, maskModKeepsAll);
+  // A row keeps its max until a block's exceeds it by more than kMaxSlack (FlashAttention-4's
+  // conditional rescaling): its P then stay below e^(kMaxSlack - c), and alpha is 1, so that
+  // on AMX tiles a block no row's max moved in skips acc's rescaling pass.
+  SmallVector<Value> newMax, safeMax, alpha;
+  Value anyMoved = b.create<arith::ConstantIntOp>(0, 1);
   for (int64_t r = 0; r < vectors; ++r) {
+    Value moved = b.create<arith::CmpFOp>(
+        arith::CmpFPredicate::OGT, blockMax[r],
+        b.create<arith::AddFOp>(oldMax[r], f32Splat(b, lanes, kMaxSlack)));
+    newMax.push_back(b.create<arith::SelectOp>(moved, blockMax[r], oldMax[r]));
     safeMax.push_back(finiteMax(b, newMax[r]));
-    alpha.push_back(rescaleFactor(b, oldMax[r], safeMax[r]));
+    alpha.push_back(b.create<arith::SelectOp>(moved, rescaleFactor(b, oldMax[r], safeMax[r]),
+                                              f32Splat(b, lanes, 1)));
+    anyMoved = b.create<arith::OrIOp>(
+        anyMoved, b.create<vector::ReductionOp>(vector::CombiningKind::OR, moved));
   }
   // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
   // (Semantics/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
@@ -676,7 +697,7 @@ LogicalResult UpdateLowering::emit() {
   }
   // 4. acc = alpha acc + P^T V.
   if (amx)
-    emitAmxValues(alpha, probabilityPairs);
+    emitAmxValues(alpha, probabilityPairs, anyMoved);
   else
     emitValues(alpha);
   return success();

@@ -9,6 +9,7 @@
 #include "mlir/IR/TypeUtilities.h"
 
 #include <limits>
+#include <numbers>
 
 using namespace mlir;
 
@@ -53,6 +54,40 @@ Value finiteMax(ImplicitLocOpBuilder& b, Value m) {
 Value rescaleFactor(ImplicitLocOpBuilder& b, Value from, Value to) {
   return b.create<arith::SelectOp>(equals(b, from, -kInf), constantLike(b, from, 0),
                                    b.create<math::ExpOp>(b.create<arith::SubFOp>(from, to)));
+}
+
+Value probabilityExp(ImplicitLocOpBuilder& b, Value x) {
+  auto type = cast<VectorType>(x.getType());
+  auto bits = type.clone(b.getI32Type());
+  auto splatInt = [&](int32_t v) {
+    return b.create<arith::ConstantOp>(DenseElementsAttr::get(bits, b.getI32IntegerAttr(v)));
+  };
+  // t = x log2 e, clamped so that 2^n stays a normal number.
+  Value t = b.create<arith::MaximumFOp>(
+      b.create<arith::MulFOp>(x, constantLike(b, x, std::numbers::log2e)),
+      constantLike(b, x, -125.0));
+  // n = round(t) by adding 1.5 2^23: the sum's low mantissa bits hold n (|t| < 2^22).
+  constexpr double kRoundingBias = 12582912.0;
+  constexpr int32_t kRoundingBiasBits = 0x4B400000;
+  Value biased = b.create<arith::AddFOp>(t, constantLike(b, x, kRoundingBias));
+  Value n = b.create<arith::SubFOp>(biased, constantLike(b, x, kRoundingBias));
+  Value f = b.create<arith::SubFOp>(t, n);
+  // 2^f = e^(f ln 2) = sum_k (f ln 2)^k / k!, k <= 6, by Horner's rule.
+  double coefficient[7];
+  coefficient[0] = 1;
+  for (int k = 1; k <= 6; ++k)
+    coefficient[k] = coefficient[k - 1] * std::numbers::ln2 / k;
+  Value p = constantLike(b, x, coefficient[6]);
+  for (int k = 5; k >= 0; --k)
+    p = b.create<math::FmaOp>(p, f, constantLike(b, x, coefficient[k]));
+  Value exponent = b.create<arith::ShLIOp>(
+      b.create<arith::SubIOp>(b.create<arith::BitcastOp>(bits, biased),
+                              splatInt(kRoundingBiasBits)),
+      splatInt(23));
+  Value result = b.create<arith::BitcastOp>(
+      type, b.create<arith::AddIOp>(b.create<arith::BitcastOp>(bits, p), exponent));
+  Value nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, x, x);
+  return b.create<arith::SelectOp>(nan, x, result);
 }
 
 Value inverseSum(ImplicitLocOpBuilder& b, Value l) {

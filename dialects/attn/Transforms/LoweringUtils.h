@@ -26,9 +26,10 @@ mlir::Value finiteMax(mlir::ImplicitLocOpBuilder& b, mlir::Value m);
 mlir::Value rescaleFactor(mlir::ImplicitLocOpBuilder& b, mlir::Value from, mlir::Value to);
 // e^x for the probabilities of the CPU kernels, x = s - m - c <= 0 (m the row's max, c >= 0 the
 // state's shift, OnlineSoftmax.h), where every result below 2^-125 (with kProbabilityShift, an
-// e^(s - m) below 2^-94) may come out as about 2^-125 instead, against a sum of at least e^-c: 2^n 2^f with n = round(x log2 e) and a degree-6 polynomial in
-// f in [-1/2, 1/2] (Taylor's, 1.2e-7 relative), 14 vector ops against MLIR's polynomial's 25
-// (math.exp keeps every range, and stays for everything else). NaN stays NaN.
+// e^(s - m) below 2^-94) may come out as about 2^-125 instead, against a sum of at least e^-c:
+// 2^n e^r with n = round(x log2 e), r = x - n ln 2 (Cody and Waite's two parts) and a degree-7
+// polynomial (Taylor's, 5e-9 relative), 18 vector ops against MLIR's polynomial's 25 (math.exp
+// keeps every range, and stays for everything else). NaN stays NaN.
 mlir::Value probabilityExp(mlir::ImplicitLocOpBuilder& b, mlir::Value x);
 // 1 / l, or 0 where l is 0 (a row that kept nothing gives o = 0).
 mlir::Value inverseSum(mlir::ImplicitLocOpBuilder& b, mlir::Value l);

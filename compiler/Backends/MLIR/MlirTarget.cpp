@@ -119,7 +119,8 @@ MlirTarget resolveMlirTarget(const Target& target) {
     for (auto [feature, flag] : kCpuFlags)
       if ((std::string_view(feature) == "neon") == arm && has(feature))
         t.needs.cpuFeatures.push_back(flag);
-    const bool amx = has("avx512f") && has("amx-tile") && has("amx-bf16");
+    // x86-amx's kernels also round with AVX512-BF16's vcvtne2ps2bf16.
+    const bool amx = has("avx512f") && has("avx512bf16") && has("amx-tile") && has("amx-bf16");
     t.family = arm              ? ScheduleFamily::ArmNeon
                : amx            ? ScheduleFamily::X86Amx
                : has("avx512f") ? ScheduleFamily::X86Avx512

@@ -71,7 +71,7 @@ Value probabilityExp(ImplicitLocOpBuilder& b, Value x) {
   Value biased = b.create<arith::AddFOp>(
       b.create<arith::MulFOp>(clamped, splat(std::numbers::log2e)), splat(kRoundingBias));
   Value n = b.create<arith::SubFOp>(biased, splat(kRoundingBias));
-  // r = x - n ln 2 in two parts (Cody and Waite): ln2Hi has 8 significant bits, so n ln2Hi is
+  // r = x - n ln 2 in two parts (Cody and Waite): ln2Hi has 9 significant bits, so n ln2Hi is
   // exact; |r| <= ln 2 / 2.
   constexpr double kLn2Hi = 0.693359375, kLn2Lo = std::numbers::ln2 - kLn2Hi;
   Value r = b.create<math::FmaOp>(n, splat(-kLn2Hi), clamped);

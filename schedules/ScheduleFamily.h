@@ -1,8 +1,8 @@
 // A schedule family is the set of default schedules and parameter spaces a target's code gets:
 // on CPUs, one per vector width (AVX2, AVX-512, NEON), and AVX-512 with AMX tiles for the bf16
-// kernels whose products the tiles take (only the MLIR backend has it); on CUDA, the GPU's SIMT schedule (one
-// query row per thread) or its tensor-core (MMA) schedule, which only the MLIR backend has
-// (mlirschedule::scheduleFamily picks it for the spec).
+// kernels whose products the tiles take (only the MLIR backend has it); on CUDA, the GPU's SIMT
+// schedule (one query row per thread) or its tensor-core (MMA) schedule, which only the MLIR
+// backend has (mlirschedule::scheduleFamily picks it for the spec).
 #ifndef ATTNC_SCHEDULES_SCHEDULEFAMILY_H
 #define ATTNC_SCHEDULES_SCHEDULEFAMILY_H
 

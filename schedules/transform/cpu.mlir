@@ -21,8 +21,9 @@ module attributes {transform.with_named_sequence} {
   }
 
   // Query rows in vector lanes; register tiles of key_unroll keys (QK^T) and value_split
-  // output columns (PV), or with amx = 1 both products on AMX tiles. RoPE's rotations, when the spec has them, run first in tasks of 16
-  // rows (every head); the weights, when asked for, last, in tasks of a query tile.
+  // output columns (PV), or with amx = 1 both products on AMX tiles. RoPE's rotations, when
+  // the spec has them, run first in tasks of 16 rows (every head); the weights, when asked
+  // for, last, in tasks of a query tile.
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %kernels = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op

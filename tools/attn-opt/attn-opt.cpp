@@ -32,11 +32,12 @@
 
 int main(int argc, char** argv) {
   mlir::DialectRegistry registry;
-  registry.insert<attnc::attn::AttnDialect, mlir::amx::AMXDialect, mlir::affine::AffineDialect, mlir::arith::ArithDialect,
-                  mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
-                  mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::index::IndexDialect,
-                  mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect, mlir::math::MathDialect,
-                  mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
+  registry.insert<attnc::attn::AttnDialect, mlir::amx::AMXDialect, mlir::affine::AffineDialect,
+                  mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
+                  mlir::cf::ControlFlowDialect, mlir::func::FuncDialect, mlir::gpu::GPUDialect,
+                  mlir::index::IndexDialect, mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect,
+                  mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::transform::TransformDialect, mlir::vector::VectorDialect>();
   attnc::attn::registerTransformDialectExtension(registry);
   // transform.structured.match, which schedules use to find attn ops.

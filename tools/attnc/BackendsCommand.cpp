@@ -40,10 +40,10 @@ nlohmann::json tableJson() {
 
 // One markdown row per backend and target family: README.md's coverage table is this output.
 std::string tableMarkdown(const nlohmann::json& table) {
-  std::string text =
-      "| backend | target family | variants | masks | modifiers | outputs | dtypes | decode (Tq <= 16) "
-      "| bf16 and f16 products |\n"
-      "|---|---|---|---|---|---|---|---|---|\n";
+  std::string text = "| backend | target family | variants | masks | modifiers | outputs | dtypes "
+                     "| decode (Tq <= 16) "
+                     "| bf16 and f16 products |\n"
+                     "|---|---|---|---|---|---|---|---|---|\n";
   // A list a full row has (every variant, mask, ...) reads "all", so a new one changes no row.
   const nlohmann::json full = coverageJson(fullCoverage(Device::Cpu));
   auto list = [&](const nlohmann::json& row, const char* axis) {

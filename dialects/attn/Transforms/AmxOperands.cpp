@@ -13,7 +13,7 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-constexpr int64_t kChunkKeys = 16; // keys a transposition takes: 16 rows of 16 pairs of bf16
+constexpr int64_t kChunkKeys = 16;  // keys a transposition takes: 16 rows of 16 pairs of bf16
 constexpr int64_t kValueChunk = 32; // keys of a V^T tile (AmxOperands::values)
 
 // Rows of 16 lanes transposed (lane l of row i becomes lane i of row l): four stages that swap
@@ -98,8 +98,7 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
   b.setInsertionPoint(attention);
   Value tasks =
       b.create<arith::MulIOp>(b.create<arith::MulIOp>(batch, indexConstant(b, heads)), blocks);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{},
-                                        std::nullopt);
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(forall.getBody()->getTerminator());
@@ -119,13 +118,12 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
     // Row j of K and column j of V^T: the cache's, or zeros past Tk.
     auto copyRow = [&](ImplicitLocOpBuilder& at, Value j, bool inside) {
       forRange(at, zero, indexConstant(at, dk), [&](ImplicitLocOpBuilder& cb, Value c) {
-        Value element = inside ? cb.create<memref::LoadOp>(key, ValueRange{bi, h, j, c})
-                               : zeroBf16;
+        Value element = inside ? cb.create<memref::LoadOp>(key, ValueRange{bi, h, j, c}) : zeroBf16;
         cb.create<memref::StoreOp>(element, out.keys, ValueRange{bi, h, j, c});
       });
       forRange(at, zero, indexConstant(at, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
-        Value element = inside ? cb.create<memref::LoadOp>(value, ValueRange{bi, h, j, c})
-                               : zeroBf16;
+        Value element =
+            inside ? cb.create<memref::LoadOp>(value, ValueRange{bi, h, j, c}) : zeroBf16;
         cb.create<memref::StoreOp>(element, out.values, valueAt(cb, j, c));
       });
     };
@@ -134,9 +132,8 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
     // element by element.
     Value chunk = indexConstant(b, kChunkKeys);
     Value keysInside = b.create<arith::SubIOp>(
-        b.create<arith::MaxUIOp>(b.create<arith::MinUIOp>(seqK, b.create<arith::AddIOp>(
-                                                                    first, blockSize)),
-                                 first),
+        b.create<arith::MaxUIOp>(
+            b.create<arith::MinUIOp>(seqK, b.create<arith::AddIOp>(first, blockSize)), first),
         first);
     Value chunked = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keysInside, chunk), chunk);
     auto [keyRows, keysUnit] = contiguousRows(b, key);
@@ -173,9 +170,8 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
                 auto split = jb.create<vector::DeinterleaveOp>(
                     jb.create<vector::BitCastOp>(bf16Row, columnPairs[p]));
                 for (int64_t e = 0; e < 2; ++e)
-                  jb.create<vector::StoreOp>(
-                      e == 0 ? split.getRes1() : split.getRes2(), out.values,
-                      valueAt(jb, j, indexConstant(jb, c + 2 * p + e)));
+                  jb.create<vector::StoreOp>(e == 0 ? split.getRes1() : split.getRes2(), out.values,
+                                             valueAt(jb, j, indexConstant(jb, c + 2 * p + e)));
               }
             }
             jb.create<scf::YieldOp>();
@@ -186,11 +182,10 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
                auto inside = jb.create<scf::IfOp>(
                    jb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, seqK),
                    /*withElseRegion=*/true);
-               auto then = ImplicitLocOpBuilder::atBlockTerminator(jb.getLoc(),
-                                                                   inside.thenBlock());
+               auto then = ImplicitLocOpBuilder::atBlockTerminator(jb.getLoc(), inside.thenBlock());
                copyRow(then, j, true);
-               auto otherwise = ImplicitLocOpBuilder::atBlockTerminator(jb.getLoc(),
-                                                                        inside.elseBlock());
+               auto otherwise =
+                   ImplicitLocOpBuilder::atBlockTerminator(jb.getLoc(), inside.elseBlock());
                copyRow(otherwise, j, false);
              });
   }

@@ -40,9 +40,9 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
-#include <tuple>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 using namespace mlir;
 
@@ -243,8 +243,8 @@ void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Val
         SmallVector<Value> next(running.begin(), running.end());
         SmallVector<SmallVector<Value>> probabilities(2);
         for (int64_t e = 0; e < 2; ++e) {
-          Value j = ib.create<arith::AddIOp>(ib.create<arith::MulIOp>(p, two),
-                                             indexConstant(ib, e));
+          Value j =
+              ib.create<arith::AddIOp>(ib.create<arith::MulIOp>(p, two), indexConstant(ib, e));
           Value outside = ib.create<arith::OrIOp>(
               ib.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, keyBegin),
               ib.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, keyCount));
@@ -253,10 +253,8 @@ void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Val
           for (int64_t r = 0; r < vectors; ++r) {
             Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
             Value dropped = ib.create<arith::OrIOp>(
-                ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s,
-                                         f32Splat(ib, lanes, -kInf)),
-                ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()),
-                                               outside));
+                ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, f32Splat(ib, lanes, -kInf)),
+                ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()), outside));
             Value x = probabilityExp(ib, ib.create<arith::SubFOp>(s, safeMax[r]));
             x = ib.create<arith::SelectOp>(dropped, f32Splat(ib, lanes, 0), x);
             next[r] = ib.create<arith::AddFOp>(next[r], x);
@@ -264,8 +262,8 @@ void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Val
           }
         }
         for (int64_t r = 0; r < vectors; ++r)
-          ib.create<vector::StoreOp>(pairRows(ib, probabilities[0][r], probabilities[1][r]),
-                                     pairs, ValueRange{p, indexConstant(ib, r * 2 * lanes)});
+          ib.create<vector::StoreOp>(pairRows(ib, probabilities[0][r], probabilities[1][r]), pairs,
+                                     ValueRange{p, indexConstant(ib, r * 2 * lanes)});
         ib.create<scf::YieldOp>(next);
       });
   sum.assign(loop.getResults().begin(), loop.getResults().end());
@@ -357,8 +355,7 @@ Value UpdateLowering::emitZeroTiles() {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(taskStackBlock(op));
   const int64_t tileRows = kStepTiles * kStepTiles * kTileRows;
-  Value zeros =
-      b.create<memref::AllocaOp>(MemRefType::get({tileRows, kTileRows}, b.getF32Type()));
+  Value zeros = b.create<memref::AllocaOp>(MemRefType::get({tileRows, kTileRows}, b.getF32Type()));
   b.setInsertionPointAfter(zeros.getDefiningOp());
   forRange(b, indexConstant(b, 0), indexConstant(b, tileRows),
            [&](ImplicitLocOpBuilder& rb, Value r) {
@@ -376,20 +373,21 @@ Value UpdateLowering::emitQueryPairs() {
   // Once per task, before tile_keys' loop, when the packed query is filled before that loop.
   b.setInsertionPoint(op);
   if (auto keyLoop = op->getParentOfType<scf::ForOp>();
-      keyLoop && keyLoop->getParentOfType<scf::ForallOp>() == op->getParentOfType<scf::ForallOp>() &&
+      keyLoop &&
+      keyLoop->getParentOfType<scf::ForallOp>() == op->getParentOfType<scf::ForallOp>() &&
       !keyLoop->isAncestor(op.getQuery().getParentBlock()->getParentOp()))
     b.setInsertionPoint(keyLoop);
-  forRange(b, indexConstant(b, 0), indexConstant(b, dk / 2),
-           [&](ImplicitLocOpBuilder& pb, Value p) {
-             Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
-             Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
-             for (int64_t r = 0; r < vectors; ++r) {
-               Value a = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{even, column(r)});
-               Value c = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{odd, column(r)});
-               pb.create<vector::StoreOp>(pairRows(pb, a, c), pairs,
-                                          ValueRange{p, indexConstant(pb, r * 2 * lanes)});
-             }
-           });
+  forRange(
+      b, indexConstant(b, 0), indexConstant(b, dk / 2), [&](ImplicitLocOpBuilder& pb, Value p) {
+        Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
+        Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
+        for (int64_t r = 0; r < vectors; ++r) {
+          Value a = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{even, column(r)});
+          Value c = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{odd, column(r)});
+          pb.create<vector::StoreOp>(pairRows(pb, a, c), pairs,
+                                     ValueRange{p, indexConstant(pb, r * 2 * lanes)});
+        }
+      });
   return pairs;
 }
 
@@ -477,8 +475,8 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
               tileF32, op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}));
       for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
         // The block starts at a multiple of max_keys, so its keys' chunks are whole.
-        Value chunk = b.create<arith::DivUIOp>(keyAt(b, indexConstant(b, k)),
-                                               indexConstant(b, kTileBf16));
+        Value chunk =
+            b.create<arith::DivUIOp>(keyAt(b, indexConstant(b, k)), indexConstant(b, kTileBf16));
         SmallVector<Value> values;
         for (int64_t u = 0; u < columnTiles; ++u)
           values.push_back(b.create<amx::TileLoadOp>(
@@ -488,15 +486,14 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
               tileBf16, pairs,
               ValueRange{indexConstant(b, k / 2), indexConstant(b, (row + t) * 2 * lanes)});
           for (int64_t u = 0; u < columnTiles; ++u)
-            acc[u * count + t] = b.create<amx::TileMulFOp>(tileF32, values[u], probabilities,
-                                                           acc[u * count + t]);
+            acc[u * count + t] =
+                b.create<amx::TileMulFOp>(tileF32, values[u], probabilities, acc[u * count + t]);
         }
       }
       for (int64_t u = 0; u < columnTiles; ++u)
         for (int64_t t = 0; t < count; ++t)
-          b.create<amx::TileStoreOp>(op.getAcc(),
-                                     ValueRange{zero, zero, columns[u], column(row + t)},
-                                     acc[u * count + t]);
+          b.create<amx::TileStoreOp>(
+              op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}, acc[u * count + t]);
     }
   }
 }
@@ -663,9 +660,9 @@ LogicalResult UpdateLowering::emit() {
   SmallVector<Value> newMax, safeMax, alpha;
   Value anyMoved = b.create<arith::ConstantIntOp>(0, 1);
   for (int64_t r = 0; r < vectors; ++r) {
-    Value moved = b.create<arith::CmpFOp>(
-        arith::CmpFPredicate::OGT, blockMax[r],
-        b.create<arith::AddFOp>(oldMax[r], f32Splat(b, lanes, kMaxSlack)));
+    Value moved =
+        b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, blockMax[r],
+                                b.create<arith::AddFOp>(oldMax[r], f32Splat(b, lanes, kMaxSlack)));
     newMax.push_back(b.create<arith::SelectOp>(moved, blockMax[r], oldMax[r]));
     safeMax.push_back(finiteMax(b, newMax[r]));
     alpha.push_back(b.create<arith::SelectOp>(moved, rescaleFactor(b, oldMax[r], safeMax[r]),
@@ -683,8 +680,8 @@ LogicalResult UpdateLowering::emit() {
   if (amx) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(taskStackBlock(op));
-    probabilityPairs = b.create<memref::AllocaOp>(MemRefType::get(
-        {static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
+    probabilityPairs = b.create<memref::AllocaOp>(
+        MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
   }
   if (amx)
     emitAmxExpAndPairs(shiftedMax, blockSum, probabilityPairs);

@@ -84,10 +84,10 @@ Value probabilityExp(ImplicitLocOpBuilder& b, Value x) {
   Value p = splat(coefficient[7]);
   for (int k = 6; k >= 0; --k)
     p = b.create<math::FmaOp>(p, r, splat(coefficient[k]));
-  Value exponent = b.create<arith::ShLIOp>(
-      b.create<arith::SubIOp>(b.create<arith::BitcastOp>(bits, biased),
-                              splatInt(kRoundingBiasBits)),
-      splatInt(23));
+  Value exponent =
+      b.create<arith::ShLIOp>(b.create<arith::SubIOp>(b.create<arith::BitcastOp>(bits, biased),
+                                                      splatInt(kRoundingBiasBits)),
+                              splatInt(23));
   Value result = b.create<arith::BitcastOp>(
       type, b.create<arith::AddIOp>(b.create<arith::BitcastOp>(bits, p), exponent));
   Value nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, x, x);

@@ -2,10 +2,10 @@
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERINGUTILS_H
 #define ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERINGUTILS_H
 
+#include "Semantics/OnlineSoftmax.h"
 #include "attn/IR/AttnOps.h"
 #include "attn/Transforms/AmxOperands.h"
 #include "attn/Transforms/Transforms.h"
-#include "Semantics/OnlineSoftmax.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <functional>

@@ -8,6 +8,8 @@ std::string_view scheduleFamilyName(ScheduleFamily family) {
     return "x86-avx2";
   case ScheduleFamily::X86Avx512:
     return "x86-avx512";
+  case ScheduleFamily::X86Avx512Bf16:
+    return "x86-avx512-bf16";
   case ScheduleFamily::X86Amx:
     return "x86-amx";
   case ScheduleFamily::ArmNeon:

@@ -28,6 +28,7 @@ constexpr std::array kTargets{
     NamedTarget{"host", kHost, IsaLevel::Native, Device::Cpu, 0},
     NamedTarget{"x86-64-avx2", Architecture::X86_64, IsaLevel::Avx2, Device::Cpu, 0},
     NamedTarget{"x86-64-avx512", Architecture::X86_64, IsaLevel::Avx512, Device::Cpu, 0},
+    NamedTarget{"x86-64-zen4", Architecture::X86_64, IsaLevel::Zen4, Device::Cpu, 0},
     NamedTarget{"x86-64-sapphirerapids", Architecture::X86_64, IsaLevel::SapphireRapids,
                 Device::Cpu, 0},
     NamedTarget{"arm-64-linux", Architecture::AArch64, IsaLevel::Neon, Device::Cpu, 0},

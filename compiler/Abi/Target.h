@@ -20,7 +20,8 @@
 namespace attnc {
 
 enum class Architecture { X86_64, AArch64 };
-enum class IsaLevel { Native, Avx2, Avx512, SapphireRapids, Neon };
+// Zen4: AVX-512 with AVX512-BF16 dot products and no AMX (AMD Zen 4 and newer).
+enum class IsaLevel { Native, Avx2, Avx512, Zen4, SapphireRapids, Neon };
 enum class Device { Cpu, Cuda };
 
 struct Target {

@@ -1,5 +1,6 @@
 #include "transform/TransformSchedule.h"
 
+#include "Semantics/PairedProducts.h"
 #include "Support/Errors.h"
 #include "bundle/MmaContract.h"
 
@@ -29,10 +30,12 @@ ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec) {
   const bool halfStorage = spec.dtype == DType::F16 || spec.dtype == DType::BF16;
   if (targetFamily == ScheduleFamily::Cuda && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
     return ScheduleFamily::CudaMma;
-  // AMX multiplies pairs of bf16 (tdpbf16ps): tiles of 32 elements of d_k, 16 of d_v.
-  if (targetFamily == ScheduleFamily::X86Amx)
-    return spec.dtype == DType::BF16 && spec.dK % 32 == 0 && spec.dV % 16 == 0
-               ? ScheduleFamily::X86Amx
+  // AMX tiles and vdpbf16ps multiply pairs of bf16 laid out by the kernel: tiles of 32
+  // elements of d_k, V transposed 16 columns at a time (PairedOperands.h).
+  if (targetFamily == ScheduleFamily::X86Amx || targetFamily == ScheduleFamily::X86Avx512Bf16)
+    return spec.dtype == DType::BF16 && spec.dK % paired::kKeyDims == 0 &&
+                   spec.dV % paired::kValueDims == 0
+               ? targetFamily
                : ScheduleFamily::X86Avx512;
   return targetFamily;
 }
@@ -45,6 +48,10 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
       {"key_unroll", {1, 2, 4, 6, 8}, "keys per QK^T register tile"},
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile"},
       {"amx", {0, 1}, "1: QK^T and PV on AMX tiles (x86-amx: bf16 on Sapphire Rapids and newer)"},
+      {"dot",
+       {0, 1},
+       "1: QK^T and PV as AVX512-BF16 dot products, vdpbf16ps (x86-avx512-bf16: bf16 on Zen 4; "
+       "x86-amx)"},
       {"decode",
        {0, 1},
        "1: the decode kernel (few query rows: vectors along keys and the head dim, a GQA "
@@ -71,6 +78,7 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
   switch (family) {
   case ScheduleFamily::X86Avx2:
   case ScheduleFamily::X86Avx512:
+  case ScheduleFamily::X86Avx512Bf16:
   case ScheduleFamily::X86Amx:
   case ScheduleFamily::ArmNeon:
     return cpu;
@@ -85,10 +93,12 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   std::vector<ParamSpace> tuned;
   // The decode kernel is picked by the shape dispatch, not searched with the prefill kernel's
-  // parameters; AMX tiles only where the family has them.
+  // parameters; AMX tiles and dot products only where the family has them (vdpbf16ps is
+  // searched where it is the fastest product, not beside AMX).
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
-        p.name != "split_keys" && (p.name != "amx" || family == ScheduleFamily::X86Amx))
+        p.name != "split_keys" && (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
+        (p.name != "dot" || family == ScheduleFamily::X86Avx512Bf16))
       tuned.push_back(p);
   return tuned;
 }
@@ -124,8 +134,10 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // Register budgets: the QK^T tile holds key_unroll x (query_tile / vector_width)
   // accumulators plus the query vectors and a broadcast; the PV tile value_split x the same.
   // AVX-512 and NEON have 32 vector registers (3 x 8 + 3 + 1 = 28), AVX2 16 (2 x 6 + 2 + 1).
-  // x86-amx: the same tiles, with QK^T and PV on AMX (3 row tiles of S^T and O^T at once).
-  if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Amx)
+  // x86-amx: the same tiles, with QK^T and PV on AMX (3 row tiles of S^T and O^T at once);
+  // x86-avx512-bf16: with them as vdpbf16ps, two keys or head dims per product.
+  if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
+      family == ScheduleFamily::X86Amx)
     return ScheduleParams("mlir",
                           {{"query_tile", queryTile(spec, 48, 16)},
                            {"key_block", 128},
@@ -133,6 +145,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_unroll", 8},
                            {"value_split", 8},
                            {"amx", family == ScheduleFamily::X86Amx ? 1 : 0},
+                           {"dot", family == ScheduleFamily::X86Avx512Bf16 ? 1 : 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -145,6 +158,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_unroll", 6},
                            {"value_split", 4},
                            {"amx", 0},
+                           {"dot", 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -189,6 +203,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                          {"key_unroll", 8},
                          {"value_split", 8},
                          {"amx", 0},
+                         {"dot", 0},
                          {"decode", 0},
                          {"decode_rows", decodeRows(spec)},
                          {"split_keys", 512}},
@@ -222,18 +237,29 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
     throw UsageError(
         "schedule: query_tile=" + std::to_string(params.get("query_tile")) +
         " must be a multiple of vector_width=" + std::to_string(params.get("vector_width")));
-  if (params.get("amx") == 0)
+  const bool amx = params.get("amx") == 1, dot = params.get("dot") == 1;
+  if (!amx && !dot)
     return;
-  if (family != ScheduleFamily::X86Amx)
+  if (amx && dot)
+    throw UsageError("schedule: amx=1 and dot=1 are two ways of taking the same products; "
+                     "choose one");
+  const char* name = amx ? "amx=1" : "dot=1";
+  if (amx && family != ScheduleFamily::X86Amx)
     throw UsageError("schedule: amx=1 needs the x86-amx family: a bf16 spec with d_k a multiple "
                      "of 32 and d_v of 16 on a target with AMX (x86-64-sapphirerapids, or host "
                      "on such a CPU); this is " +
                      std::string(scheduleFamilyName(family)));
-  // An AMX tile holds 16 rows of 16 f32 (S^T and O^T: 16 query rows a tile) and multiplies 32
-  // keys of P per step.
+  if (dot && family != ScheduleFamily::X86Avx512Bf16 && family != ScheduleFamily::X86Amx)
+    throw UsageError("schedule: dot=1 needs the x86-avx512-bf16 or x86-amx family: a bf16 spec "
+                     "with d_k a multiple of 32 and d_v of 16 on a target with AVX512-BF16 "
+                     "(x86-64-zen4, x86-64-sapphirerapids, or host on such a CPU); this is " +
+                     std::string(scheduleFamilyName(family)));
+  // Both take 16 query rows a vector or tile (an AMX tile holds 16 rows of 16 f32: S^T and
+  // O^T) and pairs of keys laid out in chunks of 32 (PairedOperands.h).
   if (params.get("query_tile") % 16 != 0 || params.get("key_block") % 32 != 0 ||
       params.get("vector_width") != 16)
-    throw UsageError("schedule: amx=1 needs query_tile a multiple of 16, key_block a multiple "
+    throw UsageError("schedule: " + std::string(name) +
+                     " needs query_tile a multiple of 16, key_block a multiple "
                      "of 32 and vector_width=16; got query_tile=" +
                      std::to_string(params.get("query_tile")) +
                      ", key_block=" + std::to_string(params.get("key_block")) +

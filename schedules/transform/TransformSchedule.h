@@ -21,6 +21,8 @@ namespace attnc::mlirschedule {
 //   value_split   output columns per register tile of PV
 //   amx           1: QK^T and PV on AMX tiles (x86-amx only; query_tile a multiple of 16,
 //                 key_block of 32)
+//   dot           1: QK^T and PV as AVX512-BF16 dot products (x86-avx512-bf16 and x86-amx;
+//                 the same tiles as amx)
 // The Cuda family (SIMT: one query row per GPU thread) has key_block, key_unroll,
 // value_split and
 //   block_threads threads per block
@@ -35,16 +37,18 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family);
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
 
 // The schedule family for a spec on a target family: CudaMma for f16 and bf16 storage with head
-// dims that are multiples of 16 on CUDA targets; X86Amx for bf16 with d_k a multiple of 32 and
-// d_v of 16 on targets with AMX (else X86Avx512); else the target family itself.
+// dims that are multiples of 16 on CUDA targets; X86Amx and X86Avx512Bf16 for bf16 with d_k a
+// multiple of 32 and d_v of 16 on targets with AMX or AVX512-BF16 (else X86Avx512); else the
+// target family itself.
 ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec);
 
-// The default for a schedule family (X86Avx512, X86Amx, X86Avx2, ArmNeon, Cuda, CudaMma).
+// The default for a schedule family (X86Avx512, X86Avx512Bf16, X86Amx, X86Avx2, ArmNeon, Cuda,
+// CudaMma).
 ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec);
 
 // Throws UsageError when the values do not fit together (query_tile % vector_width; amx=1
-// outside x86-amx or with tiles AMX cannot cover; the shared memory of cuda-mma's K and V
-// tiles).
+// outside x86-amx, dot=1 outside x86-avx512-bf16 and x86-amx, both, or tiles they cannot
+// cover; the shared memory of cuda-mma's K and V tiles).
 void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec);
 
 // The family's script (cuda-mma.mlir, cuda.mlir or cpu.mlir) with every placeholder replaced

@@ -70,7 +70,8 @@ Action addCompileCommand(CLI::App& app) {
                   "else the fastest that covers the spec and target (attnc backends)")
       ->capture_default_str();
   cmd->add_option("--target", o->targetList,
-                  "host | x86-64-avx2 | x86-64-avx512 | x86-64-sapphirerapids | arm-64-linux "
+                  "host | x86-64-avx2 | x86-64-avx512 | x86-64-zen4 | x86-64-sapphirerapids | "
+                  "arm-64-linux "
                   "(halide, mlir) | cuda-sm_80 | cuda-sm_90 (halide sdpa, mlir); reference: "
                   "host only. Several, comma separated: one fat bundle, run on the best one "
                   "the host supports")
@@ -89,7 +90,8 @@ Action addCompileCommand(CLI::App& app) {
                   "separated; halide: query_tile key_block vector_width key_unroll row_unroll "
                   "value_split; mlir: query_tile key_block vector_width key_unroll value_split, "
                   "amx=0/1 (bf16 products on AMX tiles, the default where the target has "
-                  "them), and decode=1 for the decode kernel alone, with decode_rows split_keys). "
+                  "them), dot=0/1 (as vdpbf16ps: the default with AVX512-BF16 and no AMX), "
+                  "and decode=1 for the decode kernel alone, with decode_rows split_keys). "
                   "Without it an MLIR CPU bundle holds its decode kernel too, run for Tq <= 16")
       ->delimiter(',');
   cmd->add_flag("--no-tuning", o->noTuning,

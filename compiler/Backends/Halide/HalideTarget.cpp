@@ -20,6 +20,9 @@ const char* halideName(const attnc::Target& target) {
     return "x86-64-linux-sse41-avx-avx2-f16c-fma";
   case IsaLevel::Avx512:
     return "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake";
+  case IsaLevel::Zen4:
+    // Halide 14 names no Zen 4 feature; its AVX512-BF16 comes only with Sapphire Rapids'.
+    return "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake-avx512_cannonlake";
   case IsaLevel::SapphireRapids:
     return "x86-64-linux-sse41-avx-avx2-f16c-fma-avx512-avx512_skylake-avx512_cannonlake-"
            "avx512_sapphirerapids";

@@ -28,6 +28,7 @@ const char* cpuOf(IsaLevel isa) {
     return "haswell";
   case IsaLevel::Avx512:
     return "skylake-avx512";
+  case IsaLevel::Zen4: return "znver4";
   case IsaLevel::SapphireRapids:
     return "sapphirerapids";
   case IsaLevel::Neon:
@@ -120,9 +121,11 @@ MlirTarget resolveMlirTarget(const Target& target) {
       if ((std::string_view(feature) == "neon") == arm && has(feature))
         t.needs.cpuFeatures.push_back(flag);
     // x86-amx's kernels also round with AVX512-BF16's vcvtne2ps2bf16.
-    const bool amx = has("avx512f") && has("avx512bf16") && has("amx-tile") && has("amx-bf16");
+    const bool bf16 = has("avx512f") && has("avx512bf16");
+    const bool amx = bf16 && has("amx-tile") && has("amx-bf16");
     t.family = arm              ? ScheduleFamily::ArmNeon
                : amx            ? ScheduleFamily::X86Amx
+               : bf16           ? ScheduleFamily::X86Avx512Bf16
                : has("avx512f") ? ScheduleFamily::X86Avx512
                                 : ScheduleFamily::X86Avx2;
   }
@@ -139,8 +142,9 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
   llvmModule->setDataLayout(target.machine->createDataLayout());
   // The vector code is written for the target's full width: let the backend use it (LLVM
   // otherwise splits 512-bit vectors on CPUs that prefer 256-bit ones).
-  const bool wide =
-      target.family == ScheduleFamily::X86Avx512 || target.family == ScheduleFamily::X86Amx;
+  const bool wide = target.family == ScheduleFamily::X86Avx512 ||
+                    target.family == ScheduleFamily::X86Avx512Bf16 ||
+                    target.family == ScheduleFamily::X86Amx;
   for (llvm::Function& f : *llvmModule) {
     if (f.isDeclaration())
       continue;

@@ -21,7 +21,7 @@ namespace attnc::mlirbackend {
 
 struct MlirTarget {
   std::string triple, cpu, features; // of the host code (for cuda: the launching code)
-  ScheduleFamily family; // X86Amx, X86Avx512, X86Avx2, ArmNeon or Cuda: picks the schedule
+  ScheduleFamily family; // X86Amx, X86Avx512Bf16, X86Avx512, X86Avx2, ArmNeon or Cuda: the schedule
   std::string gpuChip, ptxFeatures; // cuda: "sm_90", "+ptx80"
   TargetNeeds needs; // the target and the /proc/cpuinfo features the code needs
   bool runsHere;     // same architecture as this host: a bundle can be linked and loaded

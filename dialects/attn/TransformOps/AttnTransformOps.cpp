@@ -71,7 +71,7 @@ DiagnosedSilenceableFailure transform::AttnLowerToVectorsOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
   VectorOptions options{getVectorWidthAttr().getInt(), getKeyUnrollAttr().getInt(),
-                        getValueSplitAttr().getInt(), getAmx() != 0};
+                        getValueSplitAttr().getInt(), getAmx() != 0, getDot() != 0};
   if (failed(lowerOnlineOpsToVectors(rewriter, target, options)))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();

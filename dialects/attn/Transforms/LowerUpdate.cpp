@@ -16,20 +16,25 @@
 //
 // S is a stack buffer of max_keys x rows floats, reused by every key block of the task.
 //
-// On AMX tiles (VectorOptions::amx, an update takesAmxTiles allows) steps 1 and 4 are tile
-// products in bf16 with f32 accumulation, FlashAttention's precision: S^T = K Q^T, 16 keys by
-// 16 rows a tile, into S as step 1 leaves it; P rounded to bf16 and O^T += V^T P^T, 16 output
-// columns by 16 rows a tile, loaded from and stored to acc after acc *= alpha. K and V^T come
-// from a phase that lays them out (AmxOperands.h), Q^T and P^T as pairs of rows, the tiles'
-// B operands, from the task's stack. Every block's products cover all its max_keys keys
+// On AMX tiles (VectorOptions::amx, an update takesPairedProducts allows) steps 1 and 4 are tile
+// products in bf16 with f32 accumulation, FlashAttention's precision (Semantics/PairedProducts.h):
+// S^T = K Q^T, 16 keys by 16 rows a tile, into S as step 1 leaves it; P rounded to bf16 and O^T +=
+// V^T P^T, 16 output columns by 16 rows a tile, loaded from and stored to acc after acc *= alpha. K
+// and V^T come from a phase that lays them out (PairedOperands.h), Q^T and P^T as pairs of rows,
+// the tiles' B operands, from the task's stack. Every block's products cover all its max_keys keys
 // (K and V^T are zero past Tk, P zero outside the keys attended), so the tile loops are
 // static: MLIR 19 cannot carry a tile through a loop (its phi has the wrong LLVM type).
 //
+// As AVX512-BF16 dot products (VectorOptions::dot) steps 1 and 4 keep the vector lowering's
+// register tiles, a product taking two head dims or two keys: S[j, :] += vdpbf16ps(Q^T's pair
+// of rows c, K[j, c..c+1] broadcast), acc[c, :] += vdpbf16ps(P^T's pair of rows j, V^T[c,
+// j..j+1] broadcast), from the same operands as the tiles, over the keys attended only.
+//
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
-#include "attn/Transforms/AmxOperands.h"
 #include "attn/Transforms/ExpressionBounds.h"
 #include "attn/Transforms/LoweringUtils.h"
+#include "attn/Transforms/PairedOperands.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -76,14 +81,21 @@ bool comparesSums(Region& region) {
   });
 }
 
+// How the update multiplies: f32 FMAs (bf16 and f16 widened), or bf16 pairs as
+// vdpbf16ps dot products or on AMX tiles.
+enum class Products { Widened, Dot, Amx };
+
 class UpdateLowering {
 public:
-  // amx: the laid-out K and V^T when the products go on AMX tiles, else null.
+  // paired: the laid-out K and V^T when the products take bf16 pairs (options.amx picks tiles
+  // over dot products), else null.
   UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
-                 const AmxOperands* amx)
-      : b(b), op(op), options(options), amx(amx), lanes(options.vectorWidth),
-        rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
-        vector(VectorType::get({lanes}, b.getF32Type())),
+                 const PairedOperands* paired)
+      : b(b), op(op), options(options), paired(paired), products(!paired       ? Products::Widened
+                                                                 : options.amx ? Products::Amx
+                                                                               : Products::Dot),
+        lanes(options.vectorWidth), rows(op.getAcc().getType().getDimSize(3)),
+        vectors(rows / lanes), vector(VectorType::get({lanes}, b.getF32Type())),
         vectorI32(VectorType::get({lanes}, b.getI32Type())) {}
 
   LogicalResult emit();
@@ -111,28 +123,39 @@ private:
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
   }
-  void emitScores(Value begin, Value end, int64_t unroll);
+  // queryPairs: Q^T's pairs of rows for dot products, else null (f32 FMAs).
+  void emitScores(Value begin, Value end, int64_t unroll, Value queryPairs);
   // maskModKeepsAll: null, or an i1 that picks the step's copy without the mask_mod region.
   void emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll);
   SmallVector<Value> maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                 ScoreTerms::MaskMod maskMod);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
-  void emitValues(ArrayRef<Value> alpha);
-  // AMX: Q^T's pairs of rows from the packed query, once per task before the key loop.
+  // probabilityPairs: P^T's pairs of rows for dot products, else null (P in S, f32 FMAs).
+  void emitValues(ArrayRef<Value> alpha, Value probabilityPairs);
+  // Paired products: Q^T's pairs of rows from the packed query, once per task before the key
+  // loop.
   Value emitQueryPairs();
   // zeros: kStepTiles^2 tiles of f32 zeros, [16 x kStepTiles^2, 16], on the task's stack.
   Value emitZeroTiles();
   void emitAmxScores(Value queryPairs, Value zeros);
-  void emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum, Value pairs);
+  void emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum, Value pairs);
   // rescale: an i1, whether any row's alpha differs from 1.
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
   static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
+  // The pair of bf16 at `indices` and the next element of `buffer` (unit inner stride) as an
+  // i32, for pairDotUpdate's broadcasts.
+  static Value loadPair(ImplicitLocOpBuilder& ib, Value buffer, ValueRange indices);
+  // acc[s * R + r] += vdpbf16ps(rowPairs[r], pairs[s] in every lane): rankOneUpdate's tile
+  // with two products per lane and instruction.
+  SmallVector<Value> pairDotUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowPairs,
+                                   ArrayRef<Value> pairs, ValueRange acc);
 
   ImplicitLocOpBuilder& b;
   OnlineUpdateOp op;
   const VectorOptions& options;
-  const AmxOperands* amx;
+  const PairedOperands* paired;
+  const Products products;
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
@@ -144,8 +167,9 @@ private:
 };
 
 // S[j, :] for keys j in [begin, end), `unroll` keys per step (end - begin divisible by it).
-void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
+void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, Value queryPairs) {
   const int64_t dk = op.getKey().getType().getDimSize(3);
+  auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
   Value batch = op.getOffsets()[0];
   b.create<scf::ForOp>(
       begin, end, indexConstant(b, unroll), std::nullopt,
@@ -155,10 +179,23 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll) {
         SmallVector<Value> keys;
         for (int64_t u = 0; u < unroll; ++u)
           keys.push_back(keyAt(ib, ib.create<arith::AddIOp>(j, indexConstant(ib, u))));
+        // Over the head dim, one element a step, or with dot products a pair (c: pair c).
+        const int64_t steps = queryPairs ? dk / 2 : dk;
         auto dot = ib.create<scf::ForOp>(
-            indexConstant(ib, 0), indexConstant(ib, dk), indexConstant(ib, 1), zeros,
+            indexConstant(ib, 0), indexConstant(ib, steps), indexConstant(ib, 1), zeros,
             [&](OpBuilder& n2, Location l2, Value c, ValueRange acc) {
               ImplicitLocOpBuilder cb(l2, n2);
+              if (queryPairs) {
+                SmallVector<Value> q, k;
+                for (int64_t r = 0; r < vectors; ++r)
+                  q.push_back(cb.create<vector::LoadOp>(
+                      pairsType, queryPairs, ValueRange{c, indexConstant(cb, r * 2 * lanes)}));
+                Value element = cb.create<arith::MulIOp>(c, indexConstant(cb, 2));
+                for (int64_t u = 0; u < unroll; ++u)
+                  k.push_back(loadPair(cb, paired->keys, {batch, kvHead, keys[u], element}));
+                cb.create<scf::YieldOp>(pairDotUpdate(cb, q, k, acc));
+                return;
+              }
               SmallVector<Value> q;
               for (int64_t r = 0; r < vectors; ++r)
                 q.push_back(cb.create<vector::LoadOp>(vector, op.getQuery(),
@@ -216,11 +253,12 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
   return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
 }
 
-// Step 3 for AMX tiles: P = exp(S - m') as pairs of rows of bf16 into `pairs` (P^T, the B
-// operand of PV), its row sums, dropout's factor then; pair rows outside the keys attended
-// are zero, and a key outside them in an attended pair gets P = 0.
-void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum,
-                                        Value pairs) {
+// Step 3 for paired products: P = exp(S - m') as pairs of rows of bf16 into `pairs` (P^T, the
+// B operand of PV), its row sums, dropout's factor then; a key outside the keys attended in an
+// attended pair gets P = 0, and for AMX tiles, which multiply the whole block, the pair rows
+// outside them are zero.
+void UpdateLowering::emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum,
+                                     Value pairs) {
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
   Value two = indexConstant(b, 2), zero = indexConstant(b, 0);
   Value pairBegin = b.create<arith::DivUIOp>(keyBegin, two);
@@ -233,8 +271,10 @@ void UpdateLowering::emitAmxExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Val
         zb.create<vector::StoreOp>(none, pairs, ValueRange{p, indexConstant(zb, r * 2 * lanes)});
     });
   };
-  zeroRows(zero, pairBegin);
-  zeroRows(pairEnd, indexConstant(b, maxKeys / 2));
+  if (products == Products::Amx) {
+    zeroRows(zero, pairBegin);
+    zeroRows(pairEnd, indexConstant(b, maxKeys / 2));
+  }
   SmallVector<Value> zeros(vectors, f32Splat(b, lanes, 0));
   auto loop = b.create<scf::ForOp>(
       pairBegin, pairEnd, indexConstant(b, 1), zeros,
@@ -295,11 +335,15 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& 
   sum.assign(loop.getResults().begin(), loop.getResults().end());
 }
 
-// Step 4: acc = alpha * acc + P^T V, valueSplit output columns per pass over the keys.
-void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
+// Step 4: acc = alpha * acc + P^T V, valueSplit output columns per pass over the keys (with dot
+// products, over pairs of keys: P^T's pair rows and V^T's pairs).
+void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value probabilityPairs) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   int64_t split = std::gcd(dv, std::max<int64_t>(1, options.valueSplit));
-  Value batch = op.getOffsets()[0];
+  Value batch = op.getOffsets()[0], two = indexConstant(b, 2);
+  Value begin = probabilityPairs ? b.create<arith::DivUIOp>(keyBegin, two) : keyBegin;
+  Value end = probabilityPairs ? b.create<arith::CeilDivUIOp>(keyCount, two) : keyCount;
+  auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
   b.create<scf::ForOp>(
       indexConstant(b, 0), indexConstant(b, dv), indexConstant(b, split), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value c0, ValueRange) {
@@ -315,9 +359,27 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha) {
             start.push_back(ib.create<arith::MulFOp>(a, alpha[r]));
           }
         auto loop = ib.create<scf::ForOp>(
-            keyBegin, keyCount, indexConstant(ib, 1), start,
+            begin, end, indexConstant(ib, 1), start,
             [&](OpBuilder& n2, Location l2, Value j, ValueRange acc) {
               ImplicitLocOpBuilder jb(l2, n2);
+              if (probabilityPairs) {
+                // Keys 2j and 2j + 1: the block starts at a multiple of max_keys (a multiple of
+                // 32), so both lie in one chunk of V^T, side by side.
+                Value key = keyAt(jb, jb.create<arith::MulIOp>(j, two));
+                Value chunkKeys = indexConstant(jb, kTileBf16);
+                Value chunk = jb.create<arith::DivUIOp>(key, chunkKeys);
+                Value inChunk = jb.create<arith::RemUIOp>(key, chunkKeys);
+                SmallVector<Value> p, v;
+                for (int64_t r = 0; r < vectors; ++r)
+                  p.push_back(
+                      jb.create<vector::LoadOp>(pairsType, probabilityPairs,
+                                                ValueRange{j, indexConstant(jb, r * 2 * lanes)}));
+                for (int64_t cc = 0; cc < split; ++cc)
+                  v.push_back(
+                      loadPair(jb, paired->values, {batch, kvHead, chunk, cols[cc], inChunk}));
+                jb.create<scf::YieldOp>(pairDotUpdate(jb, p, v, acc));
+                return;
+              }
               SmallVector<Value> p;
               for (int64_t r = 0; r < vectors; ++r)
                 p.push_back(jb.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)}));
@@ -349,6 +411,30 @@ Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) 
   for (int64_t l = 0; l < kTileRows; ++l)
     interleaved.append({l, kTileRows + l});
   return ib.create<vector::ShuffleOp>(halves, halves, interleaved);
+}
+
+Value UpdateLowering::loadPair(ImplicitLocOpBuilder& ib, Value buffer, ValueRange indices) {
+  Value pair = ib.create<vector::LoadOp>(VectorType::get({2}, ib.getBF16Type()), buffer, indices);
+  return ib.create<vector::ExtractOp>(
+      ib.create<vector::BitCastOp>(VectorType::get({1}, ib.getI32Type()), pair), 0);
+}
+
+SmallVector<Value> UpdateLowering::pairDotUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowPairs,
+                                                 ArrayRef<Value> pairs, ValueRange acc) {
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(ib.getContext(), LLVM::FastmathFlags::none);
+  auto pairsType = cast<VectorType>(rowPairs.front().getType());
+  const size_t count = rowPairs.size();
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, pair] : llvm::enumerate(pairs)) {
+    Value splat =
+        ib.create<vector::BitCastOp>(pairsType, ib.create<vector::BroadcastOp>(vectorI32, pair));
+    for (size_t r = 0; r < count; ++r)
+      next[s * count + r] = ib.create<LLVM::CallIntrinsicOp>(
+                                  vector, ib.getStringAttr("llvm.x86.avx512bf16.dpbf16ps.512"),
+                                  ValueRange{acc[s * count + r], rowPairs[r], splat}, noFastMath)
+                                .getResult(0);
+  }
+  return next;
 }
 
 Value UpdateLowering::emitZeroTiles() {
@@ -421,7 +507,8 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
             SmallVector<Value> key;
             for (int64_t k = 0; k < kStepTiles; ++k)
               key.push_back(ib.create<amx::TileLoadOp>(
-                  tileBf16, amx->keys, ValueRange{batch, kvHead, keys[k], indexConstant(ib, c)}));
+                  tileBf16, paired->keys,
+                  ValueRange{batch, kvHead, keys[k], indexConstant(ib, c)}));
             for (int64_t t = 0; t < count; ++t) {
               Value queries = ib.create<amx::TileLoadOp>(
                   tileBf16, queryPairs,
@@ -480,7 +567,7 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
         SmallVector<Value> values;
         for (int64_t u = 0; u < columnTiles; ++u)
           values.push_back(b.create<amx::TileLoadOp>(
-              tileBf16, amx->values, ValueRange{batch, kvHead, chunk, columns[u], zero}));
+              tileBf16, paired->values, ValueRange{batch, kvHead, chunk, columns[u], zero}));
         for (int64_t t = 0; t < count; ++t) {
           Value probabilities = b.create<amx::TileLoadOp>(
               tileBf16, pairs,
@@ -585,8 +672,8 @@ LogicalResult UpdateLowering::emit() {
                             << " rows must be a multiple of the vector width " << lanes;
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_to_vectors: key_unroll must be positive";
-  const Value queryPairs = amx ? emitQueryPairs() : Value();
-  const Value zeroTiles = amx ? emitZeroTiles() : Value();
+  const Value queryPairs = paired ? emitQueryPairs() : Value();
+  const Value zeroTiles = products == Products::Amx ? emitZeroTiles() : Value();
 
   // The scores buffer goes on the stack of the task that owns the update.
   {
@@ -633,14 +720,14 @@ LogicalResult UpdateLowering::emit() {
 
   // 1. Scores: on tiles, or whole groups of keyUnroll keys, then the remaining keys one at a
   // time.
-  if (amx) {
+  if (products == Products::Amx) {
     emitAmxScores(queryPairs, zeroTiles);
   } else {
     Value unroll = indexConstant(b, options.keyUnroll);
     Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
     Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
-    emitScores(keyBegin, whole, options.keyUnroll);
-    emitScores(whole, keyCount, 1);
+    emitScores(keyBegin, whole, options.keyUnroll, queryPairs);
+    emitScores(whole, keyCount, 1, queryPairs);
   }
 
   // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
@@ -677,34 +764,35 @@ LogicalResult UpdateLowering::emit() {
     shiftedMax.push_back(b.create<arith::AddFOp>(
         m, f32Splat(b, lanes, static_cast<float>(attnc::softmax::kProbabilityShift))));
   Value probabilityPairs;
-  if (amx) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(taskStackBlock(op));
-    probabilityPairs = b.create<memref::AllocaOp>(
-        MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
-  }
-  if (amx)
-    emitAmxExpAndPairs(shiftedMax, blockSum, probabilityPairs);
-  else
+  if (paired) {
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(taskStackBlock(op));
+      probabilityPairs = b.create<memref::AllocaOp>(
+          MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
+    }
+    emitExpAndPairs(shiftedMax, blockSum, probabilityPairs);
+  } else {
     emitExpAndSum(shiftedMax, blockSum);
+  }
   for (int64_t r = 0; r < vectors; ++r) {
     Value sum = b.create<vector::FMAOp>(alpha[r], oldSum[r], blockSum[r]);
     b.create<vector::StoreOp>(newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
     b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
   }
   // 4. acc = alpha acc + P^T V.
-  if (amx)
+  if (products == Products::Amx)
     emitAmxValues(alpha, probabilityPairs, anyMoved);
   else
-    emitValues(alpha);
+    emitValues(alpha, probabilityPairs);
   return success();
 }
 
 } // namespace
 
 LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
-                          const AmxOperands* amx) {
-  return UpdateLowering(b, op, options, amx).emit();
+                          const PairedOperands* paired) {
+  return UpdateLowering(b, op, options, paired).emit();
 }
 
 LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
@@ -714,18 +802,20 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
     if (isa<OnlineInitOp, PackQueryOp, OnlineUpdateOp, OnlineFinalizeOp>(op))
       ops.push_back(op);
   });
-  // K and V laid out for AMX tiles once per kernel and block size, whichever updates read them.
-  llvm::DenseMap<std::tuple<Value, Value, int64_t>, AmxOperands> laidOut;
+  // K and V laid out for paired products once per kernel and block size, whichever updates
+  // read them.
+  llvm::DenseMap<std::tuple<Value, Value, int64_t>, PairedOperands> laidOut;
   for (Operation* op : ops) {
     auto update = dyn_cast<OnlineUpdateOp>(op);
-    std::optional<AmxOperands> amx;
-    if (update && options.amx && options.vectorWidth == kTileRows && takesAmxTiles(update)) {
+    std::optional<PairedOperands> paired;
+    if (update && (options.amx || options.dot) && options.vectorWidth == kTileRows &&
+        takesPairedProducts(update)) {
       const int64_t blockKeys = static_cast<int64_t>(*update.getMaxKeys());
       auto key = std::make_tuple(update.getKey(), update.getValue(), blockKeys);
       auto it = laidOut.find(key);
       if (it == laidOut.end())
-        it = laidOut.try_emplace(key, layOutForAmx(rewriter, update, blockKeys)).first;
-      amx = it->second;
+        it = laidOut.try_emplace(key, layOutPairedOperands(rewriter, update, blockKeys)).first;
+      paired = it->second;
     }
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op->getLoc(), rewriter);
@@ -735,7 +825,7 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
       lowerPack(b, pack);
     else if (auto finalize = dyn_cast<OnlineFinalizeOp>(op))
       lowerFinalize(b, finalize);
-    else if (failed(lowerUpdate(b, update, options, amx ? &*amx : nullptr)))
+    else if (failed(lowerUpdate(b, update, options, paired ? &*paired : nullptr)))
       return failure();
     rewriter.eraseOp(op);
   }

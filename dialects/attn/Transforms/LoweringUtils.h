@@ -4,7 +4,7 @@
 
 #include "Semantics/OnlineSoftmax.h"
 #include "attn/IR/AttnOps.h"
-#include "attn/Transforms/AmxOperands.h"
+#include "attn/Transforms/PairedOperands.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -112,9 +112,10 @@ mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir
 void lowerInit(mlir::ImplicitLocOpBuilder& b, OnlineInitOp op);
 void lowerPack(mlir::ImplicitLocOpBuilder& b, PackQueryOp op);
 void lowerFinalize(mlir::ImplicitLocOpBuilder& b, OnlineFinalizeOp op);
-// amx: K and V^T laid out for AMX tiles (AmxOperands.h), or null for the vector products.
+// paired: K and V^T laid out for bf16 pair products (PairedOperands.h: AMX tiles or dot
+// products, as options say), or null for f32 FMAs.
 mlir::LogicalResult lowerUpdate(mlir::ImplicitLocOpBuilder& b, OnlineUpdateOp op,
-                                const VectorOptions& options, const AmxOperands* amx);
+                                const VectorOptions& options, const PairedOperands* paired);
 
 } // namespace attnc::attn
 

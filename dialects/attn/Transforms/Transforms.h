@@ -93,6 +93,7 @@ struct VectorOptions {
   int64_t keyUnroll = 8;    // keys whose scores are accumulated at once (QK^T register tile)
   int64_t valueSplit = 8;   // output columns accumulated at once (PV register tile)
   bool amx = false;         // QK^T and PV on AMX tiles where the update allows (LowerUpdate.cpp)
+  bool dot = false;         // or as vdpbf16ps dot products, from the same paired operands
 };
 
 // Lowers every attn online op (pack_query, online_init/update/finalize) under `root` to scf,

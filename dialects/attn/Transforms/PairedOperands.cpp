@@ -1,6 +1,7 @@
-//===- AmxOperands.cpp - K and V laid out for AMX tiles ------------------------===//
-#include "attn/Transforms/AmxOperands.h"
+//===- PairedOperands.cpp - K and V laid out for bf16 pair products -----------===//
+#include "attn/Transforms/PairedOperands.h"
 
+#include "Semantics/PairedProducts.h"
 #include "attn/Transforms/LoweringUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,7 +15,7 @@ namespace attnc::attn {
 namespace {
 
 constexpr int64_t kChunkKeys = 16;  // keys a transposition takes: 16 rows of 16 pairs of bf16
-constexpr int64_t kValueChunk = 32; // keys of a V^T tile (AmxOperands::values)
+constexpr int64_t kValueChunk = 32; // keys of a V^T tile (PairedOperands::values)
 
 // Rows of 16 lanes transposed (lane l of row i becomes lane i of row l): four stages that swap
 // the off-diagonal b x b blocks of every 2b x 2b block, b = 8, 4, 2, 1, each a two-source
@@ -56,7 +57,7 @@ std::pair<Value, Value> contiguousRows(ImplicitLocOpBuilder& b, Value buffer) {
 
 } // namespace
 
-bool takesAmxTiles(OnlineUpdateOp op) {
+bool takesPairedProducts(OnlineUpdateOp op) {
   auto kernel = op->getParentOfType<func::FuncOp>();
   auto keyType = cast<MemRefType>(op.getKey().getType());
   auto valueType = cast<MemRefType>(op.getValue().getType());
@@ -65,13 +66,13 @@ bool takesAmxTiles(OnlineUpdateOp op) {
   auto outsideTasks = [&](Value v) { return kernel && v.getParentRegion() == &kernel.getBody(); };
   return op.hasPackedQuery() && op.getMaxKeys() && *op.getMaxKeys() % 32 == 0 &&
          !op.getBlockTable() && !op.getKeyScale() && keyType.getElementType().isBF16() &&
-         valueType.getElementType().isBF16() && keyType.getDimSize(3) % 32 == 0 &&
-         valueType.getDimSize(3) % 16 == 0 && accType.hasStaticShape() &&
+         valueType.getElementType().isBF16() && keyType.getDimSize(3) % paired::kKeyDims == 0 &&
+         valueType.getDimSize(3) % paired::kValueDims == 0 && accType.hasStaticShape() &&
          accType.getDimSize(3) % 16 == 0 && accType.getLayout().isIdentity() &&
          outsideTasks(op.getKey()) && outsideTasks(op.getValue());
 }
 
-AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t blockKeys) {
+PairedOperands layOutPairedOperands(RewriterBase& rewriter, OnlineUpdateOp op, int64_t blockKeys) {
   Block& body = op->getParentOfType<func::FuncOp>().getBody().front();
   Operation* attention = body.findAncestorOpInBlock(*op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -87,7 +88,7 @@ AmxOperands layOutForAmx(RewriterBase& rewriter, OnlineUpdateOp op, int64_t bloc
   Value blocks = b.create<arith::CeilDivUIOp>(seqK, blockSize);
   Value padded = b.create<arith::MulIOp>(blocks, blockSize);
   Type bf16 = b.getBF16Type();
-  AmxOperands out;
+  PairedOperands out;
   out.keys = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic, dk}, bf16),
                                        ValueRange{batch, padded});
   Value chunks = b.create<arith::DivUIOp>(padded, indexConstant(b, kValueChunk));

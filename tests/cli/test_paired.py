@@ -1,0 +1,175 @@
+"""The MLIR backend's bf16 products in pairs, K and V^T laid out in a phase of their own: on AMX
+tiles (schedule family x86-amx, amx=1: QK^T and PV as tdpbf16ps) and as AVX512-BF16 dot products
+(x86-avx512-bf16, dot=1: vdpbf16ps). The code is checked on every machine (the assembly for
+x86-64-sapphirerapids has the tile products, for x86-64-zen4 the dot products; specs they cannot
+take keep the f32 products); the numerics against the f64 reference where this CPU has AMX, or
+AVX512-BF16, else the test says it is skipped for want of them."""
+import json
+import os
+import unittest
+
+from common import CliTestCase, attnc, needs_backends
+
+
+def host_flags():
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def host_has_amx():
+    return {"amx_tile", "amx_bf16"} <= host_flags()
+
+
+def host_has_avx512_bf16():
+    return {"avx512f", "avx512_bf16"} <= host_flags()
+
+
+# Odd shapes (B, Tq, Tk): Tq != Tk both ways, Tq = 1, sizes off the 16-row tiles, the 32-key
+# chunks and the 128-key blocks, several blocks. `--emit so,asm` compiles the prefill kernel
+# alone (no decode kernel beside it), so Tq 1 and 13 run the paired products too.
+SHAPES = [("2", "13", "29"), ("1", "1", "300"), ("3", "40", "17"), ("1", "130", "257")]
+
+# Each spec with the schedule it runs (empty: the family's default, 48-row tiles, 128-key blocks).
+CASES = [
+    ("heads=4 kv_heads=2 d_k=64 dtype=bf16", ""),
+    # Tq > Tk with bottom-right causal: the first Tq - Tk rows keep no key.
+    ("heads=2 d_k=128 d_v=64 dtype=bf16 mask=causal lse=true", ""),
+    ("heads=2 d_k=32 d_v=48 dtype=bf16 layout=bshd mask=causal causal_align=top_left", ""),
+    # Blocks whose first keys are dead (the live chunks start inside the block).
+    ("heads=2 d_k=64 dtype=bf16 mask=block_sparse block=16 lse=true", ""),
+    ("heads=2 d_k=32 dtype=bf16 dropout=0.3 seed=5 weights=true", ""),
+    ("heads=4 kv_heads=1 d_k=64 dtype=bf16 mask=causal+window window_left=37 sinks=true", ""),
+    # A paged cache, gathered into plain rows first, ragged lengths.
+    ("heads=4 kv_heads=2 d_k=64 kv_cache=paged page_size=16 mask=causal dtype=bf16", ""),
+    # Other tiles: 4 and 6 row tiles (two batches of accumulators), 64- and 32-key blocks.
+    ("heads=2 kv_heads=1 d_k=96 dtype=bf16 mask=causal", "query_tile=64,key_block=64"),
+    ("heads=2 d_k=64 d_v=32 dtype=bf16", "query_tile=96,key_block=32"),
+]
+
+
+@needs_backends("mlir")
+class AmxCode(CliTestCase):
+    def assembly(self, spec, target="x86-64-sapphirerapids", schedule=None):
+        extra = ["--schedule", schedule] if schedule else []
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target", target,
+                              "--emit", "asm", "-o", self.tmp, *extra), 0)
+        with open(r.stdout.strip()) as f:
+            return f.read()
+
+    def test_bf16_products_are_tiles_on_sapphire_rapids(self):
+        asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
+        self.assertIn("tdpbf16ps", asm)
+        self.assertIn("ldtilecfg", asm)
+
+    def test_specs_amx_cannot_take_keep_the_vector_products(self):
+        for spec in ("heads=8 d_k=128 mask=causal", "heads=8 d_k=80 dtype=bf16",
+                     "heads=8 d_k=128 dtype=f16"):
+            with self.subTest(spec=spec):
+                self.assertNotIn("tdpbf16ps", self.assembly(spec))
+        self.assertNotIn("tdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                    target="x86-64-avx512"))
+        self.assertNotIn("tdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                    schedule="amx=0"))
+
+    def test_amx_schedule_outside_the_family_is_refused(self):
+        self.expect(attnc("compile", "heads=8 d_k=128", "--backend", "mlir", "--target",
+                          "x86-64-sapphirerapids", "--schedule", "amx=1", "-o", self.tmp), 2,
+                    "amx=1 needs the x86-amx family", "x86-avx512")
+        self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
+                          "--target", "x86-64-sapphirerapids", "--schedule", "key_block=16",
+                          "-o", self.tmp), 2, "key_block a multiple of 32")
+
+    def test_fat_bundle_member_for_amx(self):
+        # The Sapphire Rapids member takes AMX tiles and needs the tile state; the runtime picks
+        # it first where the CPU has AMX, and runs the AVX-512 member when told to.
+        spec = "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal"
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
+                              "x86-64-avx512,x86-64-sapphirerapids", "-o", self.tmp), 0)
+        bundle = r.stdout.split()[0]
+        with open(bundle[:-3] + ".json") as f:
+            manifest = json.load(f)
+        members = {t["name"]: t["cpu_features"] for t in manifest["targets"]}
+        self.assertIn("amx_tile", members["x86-64-sapphirerapids"])
+        self.assertNotIn("amx_tile", members["x86-64-avx512"])
+        if not host_has_amx():
+            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+        shape = ["--batch", "2", "--seq-q", "70", "--seq-k", "45"]
+        r = self.expect(attnc("run", bundle, "--verbose", *shape), 0)
+        self.assertIn("attnc: target x86-64-sapphirerapids", r.stderr)
+        for name in members:
+            self.expect(attnc("verify", bundle, *shape, env={"ATTNC_TARGET": name}), 0, "PASS")
+
+    def test_numerics_against_the_reference(self):
+        if not host_has_amx():
+            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+        verify_cases(self, "host", "tdpbf16ps")
+
+
+def verify_cases(test, target, product):
+    """Every case compiled for `target`, its assembly holding `product`, verified on SHAPES."""
+    for spec, schedule in CASES:
+        with test.subTest(spec=spec, schedule=schedule):
+            out = os.path.join(test.tmp, str(abs(hash((spec, schedule)))))
+            extra = ["--schedule", schedule] if schedule else []
+            r = test.expect(attnc("compile", spec, "--backend", "mlir", "--target", target,
+                                  "--emit", "so,asm", "-o", out, *extra), 0)
+            bundle = [p for p in r.stdout.split() if p.endswith(".so")][0]
+            asm = [p for p in r.stdout.split() if p.endswith(".s")][0]
+            with open(asm) as f:
+                test.assertIn(product, f.read())
+            for batch, tq, tk in SHAPES:
+                test.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
+                                  "--seq-k", tk, "--seed", tq), 0, "PASS")
+
+
+@needs_backends("mlir")
+class DotCode(CliTestCase):
+    def assembly(self, spec, target="x86-64-zen4", schedule=None):
+        extra = ["--schedule", schedule] if schedule else []
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target", target,
+                              "--emit", "asm", "-o", self.tmp, *extra), 0)
+        with open(r.stdout.strip()) as f:
+            return f.read()
+
+    def test_bf16_products_are_dot_products_on_zen4(self):
+        asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
+        self.assertIn("vdpbf16ps", asm)
+        self.assertNotIn("tdpbf16ps", asm)
+        # On an AMX target when the schedule asks for them.
+        self.assertIn("vdpbf16ps", self.assembly("heads=8 d_k=64 dtype=bf16",
+                                                 target="x86-64-sapphirerapids",
+                                                 schedule="amx=0,dot=1"))
+
+    def test_specs_dot_products_cannot_take_keep_the_f32_products(self):
+        for spec in ("heads=8 d_k=128 mask=causal", "heads=8 d_k=80 dtype=bf16",
+                     "heads=8 d_k=128 dtype=f16"):
+            with self.subTest(spec=spec):
+                self.assertNotIn("vdpbf16ps", self.assembly(spec))
+        self.assertNotIn("vdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                    target="x86-64-avx512"))
+        self.assertNotIn("vdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                    schedule="dot=0"))
+
+    def test_dot_schedule_outside_the_families_is_refused(self):
+        self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
+                          "--target", "x86-64-avx512", "--schedule", "dot=1", "-o", self.tmp), 2,
+                    "dot=1 needs the x86-avx512-bf16 or x86-amx family", "x86-avx512")
+        self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
+                          "--target", "x86-64-sapphirerapids", "--schedule", "dot=1", "-o",
+                          self.tmp), 2, "amx=1 and dot=1")
+        self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
+                          "--target", "x86-64-zen4", "--schedule", "key_block=16", "-o",
+                          self.tmp), 2, "dot=1 needs query_tile a multiple of 16, key_block a "
+                    "multiple of 32")
+
+    def test_numerics_against_the_reference(self):
+        if not host_has_avx512_bf16():
+            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
+        verify_cases(self, "x86-64-zen4", "vdpbf16ps")
+
+
+if __name__ == "__main__":
+    unittest.main()

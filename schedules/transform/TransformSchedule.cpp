@@ -135,7 +135,10 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // accumulators plus the query vectors and a broadcast; the PV tile value_split x the same.
   // AVX-512 and NEON have 32 vector registers (3 x 8 + 3 + 1 = 28), AVX2 16 (2 x 6 + 2 + 1).
   // x86-amx: the same tiles, with QK^T and PV on AMX (3 row tiles of S^T and O^T at once);
-  // x86-avx512-bf16: with them as vdpbf16ps, two keys or head dims per product.
+  // x86-avx512-bf16: with them as vdpbf16ps, two keys or head dims per product, and PV's tile
+  // of 4 columns: vdpbf16ps takes no broadcast operand from memory where it is used thrice,
+  // and 8 broadcasts beside 24 accumulators spilled (H 8, d 128, T 2048: the same speed on
+  // the Xeon of docs/benchmarks.md, 28 more instructions in the loop).
   if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
       family == ScheduleFamily::X86Amx)
     return ScheduleParams("mlir",
@@ -143,7 +146,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"key_block", 128},
                            {"vector_width", 16},
                            {"key_unroll", 8},
-                           {"value_split", 8},
+                           {"value_split", family == ScheduleFamily::X86Avx512Bf16 ? 4 : 8},
                            {"amx", family == ScheduleFamily::X86Amx ? 1 : 0},
                            {"dot", family == ScheduleFamily::X86Avx512Bf16 ? 1 : 0},
                            {"decode", 0},

@@ -8,7 +8,7 @@ import json
 import os
 import unittest
 
-from common import CliTestCase, attnc, needs_backends
+from common import CliTestCase, attnc, needs_backends, write_npy
 
 
 def host_flags():
@@ -107,6 +107,40 @@ class AmxCode(CliTestCase):
             self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
         verify_cases(self, "host", "tdpbf16ps")
 
+    def test_values_past_a_padded_length_never_reach_the_output(self):
+        if not host_has_amx():
+            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+        verify_poisoned_padding(self, "host")
+
+
+def verify_poisoned_padding(test, target):
+    """V is NaN or inf past each sequence's length (memory a cache never wrote): a product that
+    multiplies it by its P = 0 gives NaN where the reference attends only the keys kept. Lengths
+    odd and off the 32-key chunks, in the first and a later block."""
+    b, h, tq, tk, d = 2, 2, 40, 100, 64
+    lengths = [5, 69]
+    ramp = lambda rows: [((i * 7919) % 1000) / 500.0 - 1.0 for i in range(b * h * rows * d)]
+    values = ramp(tk)
+    for batch, length in enumerate(lengths):
+        for head in range(h):
+            for key in range(length, tk):
+                for c in range(d):
+                    values[((batch * h + head) * tk + key) * d + c] = (
+                        float("nan") if batch == 0 else float("inf"))
+    paths = {}
+    for name, rows, data in (("q", tq, ramp(tq)), ("k", tk, ramp(tk)), ("v", tk, values)):
+        paths[name] = os.path.join(test.tmp, name + ".npy")
+        write_npy(paths[name], data, (b, h, rows, d))
+    for schedule in ("", "key_block=32"):
+        with test.subTest(schedule=schedule):
+            out = os.path.join(test.tmp, "padding" + schedule)
+            extra = ["--schedule", schedule] if schedule else []
+            r = test.expect(attnc("compile", "heads=2 d_k=64 dtype=bf16 mask=padding",
+                                  "--backend", "mlir", "--target", target, "-o", out, *extra), 0)
+            test.expect(attnc("verify", r.stdout.split()[0], "--q", paths["q"], "--k",
+                              paths["k"], "--v", paths["v"], "--lengths",
+                              ",".join(map(str, lengths))), 0, "PASS")
+
 
 def verify_cases(test, target, product):
     """Every case compiled for `target`, its assembly holding `product`, verified on SHAPES."""
@@ -169,6 +203,11 @@ class DotCode(CliTestCase):
         if not host_has_avx512_bf16():
             self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
         verify_cases(self, "x86-64-zen4", "vdpbf16ps")
+
+    def test_values_past_a_padded_length_never_reach_the_output(self):
+        if not host_has_avx512_bf16():
+            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
+        verify_poisoned_padding(self, "x86-64-zen4")
 
 
 if __name__ == "__main__":

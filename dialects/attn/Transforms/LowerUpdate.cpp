@@ -130,8 +130,10 @@ private:
   SmallVector<Value> maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                 ScoreTerms::MaskMod maskMod);
   void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
-  // probabilityPairs: P^T's pairs of rows for dot products, else null (P in S, f32 FMAs).
-  void emitValues(ArrayRef<Value> alpha, Value probabilityPairs);
+  // acc = alpha acc (no scaling for an empty alpha) + P^T V over the keys [first, last) (first
+  // even for dot products); probabilityPairs: P^T's pairs of rows for dot products, else null
+  // (P in S, f32 FMAs).
+  void emitValues(ArrayRef<Value> alpha, Value first, Value last, Value probabilityPairs);
   // Paired products: Q^T's pairs of rows from the packed query, once per task before the key
   // loop.
   Value emitQueryPairs();
@@ -337,13 +339,39 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& 
 
 // Step 4: acc = alpha * acc + P^T V, valueSplit output columns per pass over the keys (with dot
 // products, over pairs of keys: P^T's pair rows and V^T's pairs).
-void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value probabilityPairs) {
+void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
+                                Value probabilityPairs) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   int64_t split = std::gcd(dv, std::max<int64_t>(1, options.valueSplit));
   Value batch = op.getOffsets()[0], two = indexConstant(b, 2);
-  Value begin = probabilityPairs ? b.create<arith::DivUIOp>(keyBegin, two) : keyBegin;
-  Value end = probabilityPairs ? b.create<arith::CeilDivUIOp>(keyCount, two) : keyCount;
+  // Dot products: the whole pairs of the keys, then an odd last key alone.
+  Value begin = probabilityPairs ? b.create<arith::DivUIOp>(first, two) : first;
+  Value end = probabilityPairs ? b.create<arith::DivUIOp>(last, two) : last;
   auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
+  // Keys 2j and 2j + 1 (`alone`: 2j only, its partner's V taken as 0, so that a value outside
+  // the keys attended, which may be anything past a padded length, never meets its P = 0).
+  // The block starts at a multiple of max_keys (a multiple of 32), so both lie in one chunk of
+  // V^T, side by side.
+  auto pairStep = [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
+                      bool alone) {
+    Value key = keyAt(jb, jb.create<arith::MulIOp>(j, two));
+    Value chunkKeys = indexConstant(jb, kTileBf16);
+    Value chunk = jb.create<arith::DivUIOp>(key, chunkKeys);
+    Value inChunk = jb.create<arith::RemUIOp>(key, chunkKeys);
+    SmallVector<Value> p, v;
+    for (int64_t r = 0; r < vectors; ++r)
+      p.push_back(jb.create<vector::LoadOp>(pairsType, probabilityPairs,
+                                            ValueRange{j, indexConstant(jb, r * 2 * lanes)}));
+    for (int64_t cc = 0; cc < split; ++cc) {
+      const SmallVector<Value> at{batch, kvHead, chunk, cols[cc], inChunk};
+      v.push_back(alone ? jb.create<arith::ExtUIOp>(
+                              jb.getI32Type(),
+                              jb.create<arith::BitcastOp>(
+                                  jb.getI16Type(), jb.create<memref::LoadOp>(paired->values, at)))
+                        : loadPair(jb, paired->values, at));
+    }
+    return pairDotUpdate(jb, p, v, acc);
+  };
   b.create<scf::ForOp>(
       indexConstant(b, 0), indexConstant(b, dv), indexConstant(b, split), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value c0, ValueRange) {
@@ -356,28 +384,14 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value probabilityPairs) {
           for (int64_t r = 0; r < vectors; ++r) {
             Value a = ib.create<vector::LoadOp>(vector, op.getAcc(),
                                                 ValueRange{zero, zero, cols[cc], column(r)});
-            start.push_back(ib.create<arith::MulFOp>(a, alpha[r]));
+            start.push_back(alpha.empty() ? a : ib.create<arith::MulFOp>(a, alpha[r]));
           }
         auto loop = ib.create<scf::ForOp>(
             begin, end, indexConstant(ib, 1), start,
             [&](OpBuilder& n2, Location l2, Value j, ValueRange acc) {
               ImplicitLocOpBuilder jb(l2, n2);
               if (probabilityPairs) {
-                // Keys 2j and 2j + 1: the block starts at a multiple of max_keys (a multiple of
-                // 32), so both lie in one chunk of V^T, side by side.
-                Value key = keyAt(jb, jb.create<arith::MulIOp>(j, two));
-                Value chunkKeys = indexConstant(jb, kTileBf16);
-                Value chunk = jb.create<arith::DivUIOp>(key, chunkKeys);
-                Value inChunk = jb.create<arith::RemUIOp>(key, chunkKeys);
-                SmallVector<Value> p, v;
-                for (int64_t r = 0; r < vectors; ++r)
-                  p.push_back(
-                      jb.create<vector::LoadOp>(pairsType, probabilityPairs,
-                                                ValueRange{j, indexConstant(jb, r * 2 * lanes)}));
-                for (int64_t cc = 0; cc < split; ++cc)
-                  v.push_back(
-                      loadPair(jb, paired->values, {batch, kvHead, chunk, cols[cc], inChunk}));
-                jb.create<scf::YieldOp>(pairDotUpdate(jb, p, v, acc));
+                jb.create<scf::YieldOp>(pairStep(jb, j, acc, cols, /*alone=*/false));
                 return;
               }
               SmallVector<Value> p;
@@ -389,9 +403,22 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value probabilityPairs) {
                 v.push_back(loadF32(jb, op.getValue(), {batch, kvHead, key, cols[cc]}));
               jb.create<scf::YieldOp>(rankOneUpdate(jb, p, v, acc));
             });
+        ValueRange result = loop.getResults();
+        if (probabilityPairs) {
+          Value odd = ib.create<arith::CmpIOp>(arith::CmpIPredicate::ne,
+                                               ib.create<arith::RemUIOp>(last, two), zero);
+          auto last = ib.create<scf::IfOp>(
+              odd,
+              [&](OpBuilder& n2, Location l2) {
+                ImplicitLocOpBuilder jb(l2, n2);
+                jb.create<scf::YieldOp>(pairStep(jb, end, result, cols, /*alone=*/true));
+              },
+              [&](OpBuilder& n2, Location l2) { n2.create<scf::YieldOp>(l2, result); });
+          result = last.getResults();
+        }
         for (int64_t cc = 0; cc < split; ++cc)
           for (int64_t r = 0; r < vectors; ++r)
-            ib.create<vector::StoreOp>(loop.getResult(cc * vectors + r), op.getAcc(),
+            ib.create<vector::StoreOp>(result[cc * vectors + r], op.getAcc(),
                                        ValueRange{zero, zero, cols[cc], column(r)});
         ib.create<scf::YieldOp>();
       });
@@ -528,7 +555,10 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
 }
 
 // Step 4 on tiles: acc *= alpha where a row's max moved, then O^T += V^T P^T (P^T's pairs from
-// step 3) over the block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time.
+// step 3) over the block's max_keys keys, a step of up to 2 x 2 tiles of acc at a time. A
+// chunk of 32 keys not all attended reads V^T's zero chunk instead (a value outside the keys
+// attended, which may be anything past a padded length, must not meet its P = 0: 0 x inf is
+// NaN), and its attended keys are added after the tiles as dot products.
 void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
@@ -547,6 +577,21 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
       }
     });
   }
+  Value chunkKeys = indexConstant(b, kTileBf16);
+  Value wholeBegin = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(keyBegin, chunkKeys),
+                                             chunkKeys);
+  Value zeroChunk = b.create<arith::SubIOp>(b.create<memref::DimOp>(paired->values, 2),
+                                            indexConstant(b, 1));
+  SmallVector<Value> chunks;
+  for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
+    Value whole = b.create<arith::AndIOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, wholeBegin, indexConstant(b, k)),
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, indexConstant(b, k + kTileBf16),
+                                keyCount));
+    // The block starts at a multiple of max_keys, so its keys' chunks are whole.
+    chunks.push_back(b.create<arith::SelectOp>(
+        whole, b.create<arith::DivUIOp>(keyAt(b, indexConstant(b, k)), chunkKeys), zeroChunk));
+  }
   for (int64_t c = 0; c < dv; c += kStepTiles * kTileRows) {
     const int64_t columnTiles = std::min(kStepTiles, (dv - c) / kTileRows);
     SmallVector<Value> columns;
@@ -561,13 +606,11 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
           acc.push_back(b.create<amx::TileLoadOp>(
               tileF32, op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}));
       for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
-        // The block starts at a multiple of max_keys, so its keys' chunks are whole.
-        Value chunk =
-            b.create<arith::DivUIOp>(keyAt(b, indexConstant(b, k)), indexConstant(b, kTileBf16));
         SmallVector<Value> values;
         for (int64_t u = 0; u < columnTiles; ++u)
           values.push_back(b.create<amx::TileLoadOp>(
-              tileBf16, paired->values, ValueRange{batch, kvHead, chunk, columns[u], zero}));
+              tileBf16, paired->values,
+              ValueRange{batch, kvHead, chunks[k / kTileBf16], columns[u], zero}));
         for (int64_t t = 0; t < count; ++t) {
           Value probabilities = b.create<amx::TileLoadOp>(
               tileBf16, pairs,
@@ -582,6 +625,19 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
           b.create<amx::TileStoreOp>(
               op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}, acc[u * count + t]);
     }
+  }
+  // The attended keys of the chunks left out: before the first whole chunk, and from the last
+  // whole chunk's end (or the first one's start) to keyCount.
+  Value headEnd = b.create<arith::MinUIOp>(wholeBegin, keyCount);
+  Value tailBegin = b.create<arith::MaxUIOp>(
+      b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keyCount, chunkKeys), chunkKeys),
+      wholeBegin);
+  for (auto [first, last] : {std::pair{keyBegin, headEnd}, std::pair{tailBegin, keyCount}}) {
+    auto edge = b.create<scf::IfOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(edge.thenBlock()->getTerminator());
+    emitValues({}, first, last, pairs);
   }
 }
 
@@ -784,7 +840,7 @@ LogicalResult UpdateLowering::emit() {
   if (products == Products::Amx)
     emitAmxValues(alpha, probabilityPairs, anyMoved);
   else
-    emitValues(alpha, probabilityPairs);
+    emitValues(alpha, keyBegin, keyCount, probabilityPairs);
   return success();
 }
 

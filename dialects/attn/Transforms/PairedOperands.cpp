@@ -93,7 +93,8 @@ PairedOperands layOutPairedOperands(RewriterBase& rewriter, OnlineUpdateOp op, i
                                        ValueRange{batch, padded});
   Value chunks = b.create<arith::DivUIOp>(padded, indexConstant(b, kValueChunk));
   out.values = b.create<memref::AllocOp>(
-      MemRefType::get({dynamic, heads, dynamic, dv, kValueChunk}, bf16), ValueRange{batch, chunks});
+      MemRefType::get({dynamic, heads, dynamic, dv, kValueChunk}, bf16),
+      ValueRange{batch, b.create<arith::AddIOp>(chunks, indexConstant(b, 1))});
 
   // task = (b * H_kv + h) * blocks + block
   b.setInsertionPoint(attention);
@@ -110,6 +111,19 @@ PairedOperands layOutPairedOperands(RewriterBase& rewriter, OnlineUpdateOp op, i
     Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, blocks), blockSize);
     Value zero = indexConstant(b, 0);
     Value zeroBf16 = b.create<arith::ConstantOp>(b.getFloatAttr(bf16, 0.0));
+    // The zero chunk after the last, written by the last block's task.
+    auto last = b.create<scf::IfOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::eq,
+                                b.create<arith::AddIOp>(first, blockSize), padded),
+        /*withElseRegion=*/false);
+    {
+      auto zb = ImplicitLocOpBuilder::atBlockTerminator(b.getLoc(), last.thenBlock());
+      Value zeros = zb.create<arith::ConstantOp>(DenseElementsAttr::get(
+          VectorType::get({kValueChunk}, bf16), zb.getFloatAttr(bf16, 0.0)));
+      forRange(zb, zero, indexConstant(zb, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
+        cb.create<vector::StoreOp>(zeros, out.values, ValueRange{bi, h, chunks, c, zero});
+      });
+    }
     // Where key j's column c goes in V^T's chunks.
     auto valueAt = [&](ImplicitLocOpBuilder& at, Value j, Value c) {
       Value chunkSize = indexConstant(at, kValueChunk);

@@ -21,9 +21,10 @@ namespace attnc::attn {
 // Workspace buffers of bf16, zero past Tk up to Tk rounded up to `blockKeys` (Tk'), so that an
 // update's whole key block, and every 16 keys of it, can be loaded as tiles:
 //   keys    [B, H_kv, Tk', d_k]           K, contiguous rows
-//   values  [B, H_kv, Tk' / 32, d_v, 32]  V^T in chunks of 32 keys, so that a tile (16 columns
-//                                         by 32 keys) is 1 KiB in a row: rows Tk' apart would
-//                                         fall in one set of the L1 cache
+//   values  [B, H_kv, Tk' / 32 + 1, d_v, 32]  V^T in chunks of 32 keys, so that a tile (16
+//                                         columns by 32 keys) is 1 KiB in a row: rows Tk' apart
+//                                         would fall in one set of the L1 cache; the last chunk
+//                                         zero, for tile steps over keys not attended
 struct PairedOperands {
   mlir::Value keys, values;
 };

@@ -46,6 +46,15 @@ def attnc(*args, env=None, timeout=300):
                           timeout=timeout)
 
 
+def host_flags():
+    """This CPU's feature flags as /proc/cpuinfo lists them."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
 def write_npy(path, values, shape, descr="<f4"):
     """A minimal .npy writer (no numpy on the test machines)."""
     fmt = {"<f4": "f", "<f8": "d", "<i4": "i", "|u1": "B"}[descr]

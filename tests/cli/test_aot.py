@@ -5,17 +5,9 @@ import platform
 import subprocess
 import unittest
 
-from common import CliTestCase, attnc, needs_backends
+from common import CliTestCase, attnc, host_flags, needs_backends
 
 X86 = platform.machine() == "x86_64"
-
-
-def host_flags():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    return set()
 
 
 @unittest.skipUnless(X86, "the fat bundles here hold x86-64 levels")

@@ -8,15 +8,7 @@ import json
 import os
 import unittest
 
-from common import CliTestCase, attnc, needs_backends, write_npy
-
-
-def host_flags():
-    with open("/proc/cpuinfo") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    return set()
+from common import CliTestCase, attnc, host_flags, needs_backends, write_npy
 
 
 def host_has_amx():
@@ -50,14 +42,20 @@ CASES = [
 ]
 
 
-@needs_backends("mlir")
-class AmxCode(CliTestCase):
-    def assembly(self, spec, target="x86-64-sapphirerapids", schedule=None):
+class PairedCase(CliTestCase):
+    TARGET = None  # the target whose products the class checks
+
+    def assembly(self, spec, target=None, schedule=None):
         extra = ["--schedule", schedule] if schedule else []
-        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target", target,
-                              "--emit", "asm", "-o", self.tmp, *extra), 0)
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
+                              target or self.TARGET, "--emit", "asm", "-o", self.tmp, *extra), 0)
         with open(r.stdout.strip()) as f:
             return f.read()
+
+
+@needs_backends("mlir")
+class AmxCode(PairedCase):
+    TARGET = "x86-64-sapphirerapids"
 
     def test_bf16_products_are_tiles_on_sapphire_rapids(self):
         asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
@@ -160,13 +158,8 @@ def verify_cases(test, target, product):
 
 
 @needs_backends("mlir")
-class DotCode(CliTestCase):
-    def assembly(self, spec, target="x86-64-zen4", schedule=None):
-        extra = ["--schedule", schedule] if schedule else []
-        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target", target,
-                              "--emit", "asm", "-o", self.tmp, *extra), 0)
-        with open(r.stdout.strip()) as f:
-            return f.read()
+class DotCode(PairedCase):
+    TARGET = "x86-64-zen4"
 
     def test_bf16_products_are_dot_products_on_zen4(self):
         asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")

@@ -8,7 +8,7 @@ module attributes {transform.with_named_sequence} {
     %update = transform.structured.match ops{["attn.online_update"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_decode %update vector_width = ${vector_width} key_block = ${key_block}
-        rows = ${decode_rows} split_keys = ${split_keys} : !transform.any_op
+        rows = ${decode_rows} split_keys = ${split_keys} dot = ${dot} : !transform.any_op
     transform.yield
   }
 

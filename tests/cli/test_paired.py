@@ -41,6 +41,19 @@ CASES = [
     ("heads=2 d_k=64 d_v=32 dtype=bf16", "query_tile=96,key_block=32"),
 ]
 
+# The decode kernel's cases (decode=1: vectors along the head dim, a GQA group's rows in one
+# task): GQA, a paged cache with a causal step, a padding mask's ragged lengths, dropout,
+# bshd rows (a head's keys H_kv rows apart), d_v off d_k; the shapes: Tq 1, 3, 5 and 16,
+# Tk odd (an odd last key alone), below and across the 128-key blocks and splits.
+DECODE_CASES = [
+    "heads=8 kv_heads=2 d_k=128 dtype=bf16",
+    "heads=4 kv_heads=1 d_k=96 d_v=64 dtype=bf16 kv_cache=paged page_size=16 mask=causal",
+    "heads=6 kv_heads=2 d_k=64 dtype=bf16 mask=padding",
+    "heads=2 d_k=64 dtype=bf16 dropout=0.2 seed=3 lse=true",
+    "heads=4 kv_heads=2 d_k=64 d_v=32 dtype=bf16 layout=bshd",
+]
+DECODE_SHAPES = [("1", "1", "300"), ("2", "3", "1001"), ("3", "16", "77"), ("1", "5", "16")]
+
 
 class PairedCase(CliTestCase):
     TARGET = None  # the target whose products the class checks
@@ -111,11 +124,11 @@ class AmxCode(PairedCase):
         verify_poisoned_padding(self, "host")
 
 
-def verify_poisoned_padding(test, target):
+def verify_poisoned_padding(test, target, schedules=("", "key_block=32"), tq=40):
     """V is NaN or inf past each sequence's length (memory a cache never wrote): a product that
     multiplies it by its P = 0 gives NaN where the reference attends only the keys kept. Lengths
     odd and off the 32-key chunks, in the first and a later block."""
-    b, h, tq, tk, d = 2, 2, 40, 100, 64
+    b, h, tk, d = 2, 2, 100, 64
     lengths = [5, 69]
     ramp = lambda rows: [((i * 7919) % 1000) / 500.0 - 1.0 for i in range(b * h * rows * d)]
     values = ramp(tk)
@@ -129,9 +142,9 @@ def verify_poisoned_padding(test, target):
     for name, rows, data in (("q", tq, ramp(tq)), ("k", tk, ramp(tk)), ("v", tk, values)):
         paths[name] = os.path.join(test.tmp, name + ".npy")
         write_npy(paths[name], data, (b, h, rows, d))
-    for schedule in ("", "key_block=32"):
+    for schedule in schedules:
         with test.subTest(schedule=schedule):
-            out = os.path.join(test.tmp, "padding" + schedule)
+            out = os.path.join(test.tmp, "padding" + schedule.replace(",", "_"))
             extra = ["--schedule", schedule] if schedule else []
             r = test.expect(attnc("compile", "heads=2 d_k=64 dtype=bf16 mask=padding",
                                   "--backend", "mlir", "--target", target, "-o", out, *extra), 0)
@@ -201,6 +214,23 @@ class DotCode(PairedCase):
         if not host_has_avx512_bf16():
             self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
         verify_poisoned_padding(self, "x86-64-zen4")
+        verify_poisoned_padding(self, "x86-64-zen4", ("decode=1", "decode=1,key_block=32"), 3)
+
+    def test_decode_numerics_against_the_reference(self):
+        # The decode kernel alone (decode=1), so that every shape runs it.
+        for spec in DECODE_CASES:
+            with self.subTest(spec=spec):
+                self.assertIn("vdpbf16ps", self.assembly(spec, schedule="decode=1"))
+        if not host_has_avx512_bf16():
+            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
+        for spec in DECODE_CASES:
+            with self.subTest(spec=spec):
+                out = os.path.join(self.tmp, str(abs(hash(spec))))
+                r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
+                                      self.TARGET, "--schedule", "decode=1", "-o", out), 0)
+                for batch, tq, tk in DECODE_SHAPES:
+                    self.expect(attnc("verify", r.stdout.split()[0], "--batch", batch, "--seq-q",
+                                      tq, "--seq-k", tk, "--seed", tk), 0, "PASS")
 
 
 if __name__ == "__main__":

@@ -155,9 +155,10 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "SIMT path runs the prefill kernel",
                       device == Device::Cpu
                           ? "bf16 prefill on AMX tiles (tdpbf16ps) where the target has them "
-                            "(schedule family x86-amx), else as AVX512-BF16 dot products "
-                            "(vdpbf16ps) where it has those (x86-avx512-bf16: Zen 4), for d_k "
-                            "a multiple of 32 and d_v of 16; otherwise widened to f32"
+                            "(schedule family x86-amx); prefill and decode as AVX512-BF16 dot "
+                            "products (vdpbf16ps) where it has those and no AMX "
+                            "(x86-avx512-bf16: Zen 4); for d_k a multiple of 32 and d_v of 16 "
+                            "(decode: 32); otherwise widened to f32"
                           : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
                             "of 16, else widened to f32"});
     }

@@ -81,7 +81,7 @@ DiagnosedSilenceableFailure transform::AttnLowerDecodeOp::applyToOne(
     transform::TransformRewriter& rewriter, OnlineUpdateOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {
   const DecodeOptions options{getVectorWidthAttr().getInt(), getKeyBlockAttr().getInt(),
-                              getRowsAttr().getInt(), getSplitKeysAttr().getInt()};
+                              getRowsAttr().getInt(), getSplitKeysAttr().getInt(), getDot() != 0};
   if (failed(lowerDecode(rewriter, target, options)))
     return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();

@@ -128,14 +128,17 @@ def AttnLowerDecodeOp : Attn_TransformOp<"lower_decode"> {
     two phases: tasks of one batch entry, KV head, `rows` query rows of each of the group's
     heads and one split of the keys (ceil(Tk / `split_keys`) splits), vectorised along keys and
     the head dim with `vector_width` lanes, folding `key_block` keys per step into partial
-    states in a workspace; then their merge per query row (flash-decoding).
+    states in a workspace; then their merge per query row (flash-decoding). With `dot` = 1,
+    bf16 K and V (d_k and d_v multiples of 32, unit inner stride) take both products as
+    AVX512-BF16 dot products (vdpbf16ps).
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$vector_width,
-                   I64Attr:$key_block, I64Attr:$rows, I64Attr:$split_keys);
+                   I64Attr:$key_block, I64Attr:$rows, I64Attr:$split_keys,
+                   DefaultValuedAttr<I64Attr, "0">:$dot);
   let results = (outs);
   let assemblyFormat = [{
     $target `vector_width` `=` $vector_width `key_block` `=` $key_block `rows` `=` $rows
-    `split_keys` `=` $split_keys attr-dict `:` type($target)
+    `split_keys` `=` $split_keys (`dot` `=` $dot^)? attr-dict `:` type($target)
   }];
   let extraClassDeclaration = [{
     ::mlir::DiagnosedSilenceableFailure applyToOne(

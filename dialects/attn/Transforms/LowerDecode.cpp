@@ -23,6 +23,13 @@
 // lse = M + c + log L. The split count is ceil(Tk / split_keys), raised to make kMinTasks
 // tasks, at most kMaxSplits and the key blocks of Tk.
 //
+// With DecodeOptions::dot, bf16 K and V of unit inner stride take both products as AVX512-BF16
+// dot products (vdpbf16ps, Semantics/PairedProducts.h), q and P rounded to bf16: in 1, q_r's
+// and k_j's 32 bf16 of a chunk as they lie (each lane sums two products); in 3, the V rows of
+// keys j and j + 1 interleaved (vpunpck{l,h}wd: lane l of a 32-column chunk's low half holds
+// columns 8(l / 4) + l mod 4, the high half's 4 more), P's pair (j, j + 1) broadcast, A's
+// columns put in that order before the key loop and back after it.
+//
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
 #include "attn/Transforms/KeyRange.h"
@@ -30,6 +37,7 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -189,11 +197,14 @@ public:
   DecodeLowering(RewriterBase& rewriter, OnlineUpdateOp op, const DecodeOptions& options)
       : rewriter(rewriter), op(op), lanes(options.vectorWidth), keyBlock(options.keyBlock),
         rowsPerHead(options.rows), splitKeys(options.splitKeys),
-        heads(static_cast<int64_t>(op.getNumHeads())),
-        kvHeads(op.getKey().getType().getDimSize(1)), group(heads / kvHeads),
-        dk(op.getKey().getType().getDimSize(3)), dv(op.getValue().getType().getDimSize(3)),
-        dkPadded(roundUp(dk, lanes)), dvPadded(roundUp(dv, lanes)),
-        rowsApart(positionsBeforeHeads(op)),
+        heads(static_cast<int64_t>(op.getNumHeads())), kvHeads(op.getKey().getType().getDimSize(1)),
+        group(heads / kvHeads), dk(op.getKey().getType().getDimSize(3)),
+        dv(op.getValue().getType().getDimSize(3)), dkPadded(roundUp(dk, lanes)),
+        dvPadded(roundUp(dv, lanes)), rowsApart(positionsBeforeHeads(op)),
+        pairs(options.dot && lanes == 16 && !op.getKeyScale() && !op.getValueScale() &&
+              op.getKey().getType().getElementType().isBF16() &&
+              op.getValue().getType().getElementType().isBF16() && dk % (2 * lanes) == 0 &&
+              dv % (2 * lanes) == 0),
         groupTiles(groupRowTiles(group, lanes, rowsApart)),
         wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead, rowsApart)),
         taskRows(roundUp(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most())),
@@ -281,6 +292,7 @@ private:
   const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
       dkPadded, dvPadded;
   const bool rowsApart; // positionsBeforeHeads
+  const bool pairs;     // dot products (vdpbf16ps) where K and V have unit inner stride
   // Register tiles sized by the GQA group G, not by Tq (a step of one row is the common case),
   // and, for tasks of more rows than those hold and at least kMaxScoreRows / 2 (several query
   // rows per head: speculative decoding, short chunks), tiles of kMaxScoreRows rows, each K and
@@ -303,6 +315,7 @@ private:
   OnlineFinalizeOp finalize; // the whole attention's, whose output and lse the merge writes
   OnlineUpdateOp taskOp; // the update over the task's domain, read by KeyRange and ScoreTerms
   Value query, scores, acc, rowMax, rowSum, alpha;
+  Value queryPairs, probabilityPairs; // pairs: q and P rounded to bf16
   Value partials; // one row's partial sums of a key group, key by key (emitScores)
 };
 
@@ -453,7 +466,32 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
             }
             return next;
           };
+          // With dot products, a chunk of 2W bf16 of q and of each key, as they lie.
+          auto pairChunk = [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running,
+                               KeyRows over) {
+            auto chunkType = VectorType::get({2 * lanes}, cb.getBF16Type());
+            Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, 2 * lanes));
+            SmallVector<Value> q;
+            for (Value row : rows)
+              q.push_back(
+                  cb.create<vector::LoadOp>(chunkType, queryPairs, ValueRange{row, column}));
+            SmallVector<Value> next(running.begin(), running.end());
+            const int64_t n = static_cast<int64_t>(over.size());
+            for (int64_t u = 0; u < n; ++u) {
+              Value k = cb.create<vector::LoadOp>(
+                  chunkType, kv, ValueRange{over[u].first, kvHead, over[u].second, column});
+              for (int64_t rr = 0; rr < scoreRows; ++rr)
+                next[rr * n + u] = dotBf16Pairs(cb, running[rr * n + u], q[rr], k);
+            }
+            return next;
+          };
           auto dot = [&](ImplicitLocOpBuilder& db, KeyRows over) {
+            if (pairs && contiguous)
+              return overChunks(db, dk / (2 * lanes),
+                                SmallVector<Value>(scoreRows * over.size(), f32Splat(db, lanes, 0)),
+                                [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
+                                  return pairChunk(cb, c, running, over);
+                                });
             SmallVector<Value> sums = overChunks(
                 db, dk / lanes,
                 SmallVector<Value>(scoreRows * over.size(), f32Splat(db, lanes, 0)),
@@ -566,6 +604,15 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
       Value sum = kb.create<arith::AddFOp>(running, p);
       p = terms.dropout(kb, p, position, keys.key);
       kb.create<vector::StoreOp>(p, scores, ValueRange{r, keys.first});
+      if (pairs) {
+        auto noFastMath = LLVM::FastmathFlagsAttr::get(kb.getContext(), LLVM::FastmathFlags::none);
+        Value rounded = kb.create<LLVM::CallIntrinsicOp>(
+                              VectorType::get({lanes}, kb.getBF16Type()),
+                              kb.getStringAttr("llvm.x86.avx512bf16.cvtneps2bf16.512"),
+                              ValueRange{p}, noFastMath)
+                            .getResult(0);
+        kb.create<vector::StoreOp>(rounded, probabilityPairs, ValueRange{r, keys.first});
+      }
       return sum;
     });
     Value blockSum = rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, sums);
@@ -583,8 +630,13 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
   // Register tiles of pvRows rows x `width` vectors of columns: the whole vectors of d_v in
   // groups of up to kPvAccumulators / pvRows (at most kPvVectors), then the vector d_v ends in.
   // Each tile is a pass over the block's keys: `pass` of `passes`, for prefetchNext.
+  // Dot products take the vectors of d_v in pairs (a 32-column chunk of two keys' rows).
+  const bool pairTiles = pairs && contiguous;
+  const int64_t most = std::min(kPvVectors, kPvAccumulators / pvRows);
   const int64_t wholeVectors = dv / lanes,
-                width = divisorUpTo(wholeVectors, std::min(kPvVectors, kPvAccumulators / pvRows)),
+                width = pairTiles
+                            ? 2 * divisorUpTo(wholeVectors / 2, std::max<int64_t>(1, most / 2))
+                            : divisorUpTo(wholeVectors, most),
                 columnTiles = wholeVectors / width + (dv % lanes != 0 ? 1 : 0),
                 passes = llvm::divideCeil(group, pvRows) * columnTiles;
   auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector,
@@ -640,6 +692,104 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         tb.create<vector::StoreOp>(loop.getResult(c * pvRows + rr), acc,
                                    ValueRange{rows[rr], columns[c]});
   };
+  // The dot products' tile: keys two at a time, an odd last one alone (its partner's V taken as
+  // 0, so that a row past the block never meets its P = 0).
+  auto pairTile = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector) {
+    Value pass = tb.create<arith::AddIOp>(
+        tb.create<arith::MulIOp>(tb.create<arith::DivUIOp>(r0, indexConstant(tb, pvRows)),
+                                 indexConstant(tb, columnTiles)),
+        columnTile);
+    auto chunkType = VectorType::get({2 * lanes}, tb.getBF16Type());
+    // A 32-column chunk's pairs (lo, hi) as vpunpck{l,h}wd leave them, and the way back.
+    SmallVector<int64_t> toLow, toHigh, interleaveLow, interleaveHigh, back[2];
+    for (int64_t quarter = 0; quarter < lanes / 4; ++quarter)
+      for (int64_t i = 0; i < 4; ++i) {
+        toLow.push_back(8 * quarter + i);
+        toHigh.push_back(8 * quarter + 4 + i);
+        interleaveLow.append({8 * quarter + i, 2 * lanes + 8 * quarter + i});
+        interleaveHigh.append({8 * quarter + 4 + i, 2 * lanes + 8 * quarter + 4 + i});
+      }
+    for (int64_t c = 0; c < 2 * lanes; ++c)
+      back[c / lanes].push_back(c % 8 < 4 ? 4 * (c / 8) + c % 8 : lanes + 4 * (c / 8) + c % 8 - 4);
+    SmallVector<Value> rows, columns;
+    for (int64_t rr = 0; rr < pvRows; ++rr)
+      rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
+    for (int64_t c = 0; c < width; ++c)
+      columns.push_back(tb.create<arith::MulIOp>(
+          tb.create<arith::AddIOp>(firstVector, indexConstant(tb, c)), indexConstant(tb, lanes)));
+    // start[c * pvRows + rr]: vector c of the tile in pair order (low, high of each chunk).
+    SmallVector<Value> start(width * pvRows);
+    for (int64_t c = 0; c < width; c += 2)
+      for (int64_t rr = 0; rr < pvRows; ++rr) {
+        Value scale = tb.create<vector::BroadcastOp>(
+            vector, tb.create<memref::LoadOp>(alpha, ValueRange{rows[rr]}));
+        Value natural[2];
+        for (int64_t h = 0; h < 2; ++h)
+          natural[h] = tb.create<arith::MulFOp>(
+              tb.create<vector::LoadOp>(vector, acc, ValueRange{rows[rr], columns[c + h]}), scale);
+        start[c * pvRows + rr] = tb.create<vector::ShuffleOp>(natural[0], natural[1], toLow);
+        start[(c + 1) * pvRows + rr] = tb.create<vector::ShuffleOp>(natural[0], natural[1], toHigh);
+      }
+    // Keys j and j + 1 of the block (j alone: the second row zero).
+    auto step = [&](ImplicitLocOpBuilder& jb, Value j, ValueRange running, bool alone) {
+      Value key = jb.create<arith::AddIOp>(j0, j);
+      auto [outer, row] = keyAt(jb, key);
+      std::pair<Value, Value> next{};
+      if (!alone)
+        next = keyAt(jb, jb.create<arith::AddIOp>(key, indexConstant(jb, 1)));
+      for (int64_t e = 0; e < (alone ? 1 : 2); ++e)
+        prefetchNext(jb, Phase::Values, jb.create<arith::AddIOp>(key, indexConstant(jb, e)), pass,
+                     passes);
+      SmallVector<Value> p;
+      for (int64_t rr = 0; rr < pvRows; ++rr)
+        p.push_back(broadcastBf16Pair(
+            jb, loadBf16Pair(jb, probabilityPairs, ValueRange{rows[rr], j}), lanes));
+      Value zeros = jb.create<arith::ConstantOp>(
+          DenseElementsAttr::get(chunkType, jb.getFloatAttr(jb.getBF16Type(), 0)));
+      SmallVector<Value> out(running.begin(), running.end());
+      for (int64_t c = 0; c < width; c += 2) {
+        Value first =
+            jb.create<vector::LoadOp>(chunkType, kv, ValueRange{outer, kvHead, row, columns[c]});
+        Value second =
+            alone ? zeros
+                  : jb.create<vector::LoadOp>(
+                        chunkType, kv, ValueRange{next.first, kvHead, next.second, columns[c]});
+        Value low = jb.create<vector::ShuffleOp>(first, second, interleaveLow);
+        Value high = jb.create<vector::ShuffleOp>(first, second, interleaveHigh);
+        for (int64_t rr = 0; rr < pvRows; ++rr) {
+          out[c * pvRows + rr] = dotBf16Pairs(jb, running[c * pvRows + rr], low, p[rr]);
+          out[(c + 1) * pvRows + rr] =
+              dotBf16Pairs(jb, running[(c + 1) * pvRows + rr], high, p[rr]);
+        }
+      }
+      return out;
+    };
+    Value two = indexConstant(tb, 2);
+    auto loop = tb.create<scf::ForOp>(
+        indexConstant(tb, 0), tb.create<arith::DivUIOp>(count, two), indexConstant(tb, 1), start,
+        [&](OpBuilder& n2, Location l2, Value jp, ValueRange running) {
+          ImplicitLocOpBuilder jb(l2, n2);
+          jb.create<scf::YieldOp>(step(jb, jb.create<arith::MulIOp>(jp, two), running, false));
+        });
+    ValueRange result = loop.getResults();
+    Value odd = tb.create<arith::CmpIOp>(
+        arith::CmpIPredicate::ne, tb.create<arith::RemUIOp>(count, two), indexConstant(tb, 0));
+    auto last = tb.create<scf::IfOp>(
+        odd,
+        [&](OpBuilder& n2, Location l2) {
+          ImplicitLocOpBuilder jb(l2, n2);
+          Value j = jb.create<arith::SubIOp>(count, indexConstant(jb, 1));
+          jb.create<scf::YieldOp>(step(jb, j, result, true));
+        },
+        [&](OpBuilder& n2, Location l2) { n2.create<scf::YieldOp>(l2, result); });
+    for (int64_t c = 0; c < width; c += 2)
+      for (int64_t rr = 0; rr < pvRows; ++rr) {
+        Value low = last.getResult(c * pvRows + rr), high = last.getResult((c + 1) * pvRows + rr);
+        for (int64_t h = 0; h < 2; ++h)
+          tb.create<vector::StoreOp>(tb.create<vector::ShuffleOp>(low, high, back[h]), acc,
+                                     ValueRange{rows[rr], columns[c + h]});
+      }
+  };
   // Whole register tiles of rows: a tile's rows past the task's compute on whatever their
   // scores hold and are never stored.
   b.create<scf::ForOp>(
@@ -649,9 +799,12 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
         if (wholeVectors > 0)
           overChunks(rb, wholeVectors / width, {},
                      [&](ImplicitLocOpBuilder& gb, Value columnTile, ValueRange) {
-                       tile(gb, r0, columnTile,
-                            gb.create<arith::MulIOp>(columnTile, indexConstant(gb, width)),
-                            width, /*whole=*/true);
+                       Value firstVector =
+                           gb.create<arith::MulIOp>(columnTile, indexConstant(gb, width));
+                       if (pairTiles)
+                         pairTile(gb, r0, columnTile, firstVector);
+                       else
+                         tile(gb, r0, columnTile, firstVector, width, /*whole=*/true);
                        return SmallVector<Value>{};
                      });
         if (dv % lanes != 0)
@@ -706,6 +859,12 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
     alpha = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
     if (groupTiles.score == 1 && !op.getKeyScale())
       partials = b.create<memref::AllocaOp>(MemRefType::get({lanes, lanes}, f32));
+    if (pairs) {
+      queryPairs =
+          b.create<memref::AllocaOp>(MemRefType::get({taskRows, dkPadded}, b.getBF16Type()));
+      probabilityPairs = b.create<memref::AllocaOp>(
+          MemRefType::get({taskRows, roundUp(keyBlock, lanes)}, b.getBF16Type()));
+    }
   }
   const float scale = static_cast<float>(op.getScale().convertToDouble());
   // Wide tiles once they are half full and hold more rows than the group's (H 8, d 128, f16,
@@ -737,6 +896,10 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
                             inside, cb.create<arith::MulFOp>(element, f32Constant(cb, scale)),
                             f32Constant(cb, 0));
                         cb.create<memref::StoreOp>(value, query, ValueRange{r, c});
+                        if (pairs)
+                          cb.create<memref::StoreOp>(
+                              cb.create<arith::TruncFOp>(cb.getBF16Type(), value), queryPairs,
+                              ValueRange{r, c});
                       });
              forRange(rb, indexConstant(rb, 0), indexConstant(rb, dvPadded / lanes),
                       [&](ImplicitLocOpBuilder& cb, Value c) {

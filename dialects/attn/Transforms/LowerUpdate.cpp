@@ -145,9 +145,6 @@ private:
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
   static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
-  // The pair of bf16 at `indices` and the next element of `buffer` (unit inner stride) as an
-  // i32, for pairDotUpdate's broadcasts.
-  static Value loadPair(ImplicitLocOpBuilder& ib, Value buffer, ValueRange indices);
   // acc[s * R + r] += vdpbf16ps(rowPairs[r], pairs[s] in every lane): rankOneUpdate's tile
   // with two products per lane and instruction.
   SmallVector<Value> pairDotUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowPairs,
@@ -194,7 +191,7 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, Value qu
                       pairsType, queryPairs, ValueRange{c, indexConstant(cb, r * 2 * lanes)}));
                 Value element = cb.create<arith::MulIOp>(c, indexConstant(cb, 2));
                 for (int64_t u = 0; u < unroll; ++u)
-                  k.push_back(loadPair(cb, paired->keys, {batch, kvHead, keys[u], element}));
+                  k.push_back(loadBf16Pair(cb, paired->keys, {batch, kvHead, keys[u], element}));
                 cb.create<scf::YieldOp>(pairDotUpdate(cb, q, k, acc));
                 return;
               }
@@ -364,11 +361,8 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
                                             ValueRange{j, indexConstant(jb, r * 2 * lanes)}));
     for (int64_t cc = 0; cc < split; ++cc) {
       const SmallVector<Value> at{batch, kvHead, chunk, cols[cc], inChunk};
-      v.push_back(alone ? jb.create<arith::ExtUIOp>(
-                              jb.getI32Type(),
-                              jb.create<arith::BitcastOp>(
-                                  jb.getI16Type(), jb.create<memref::LoadOp>(paired->values, at)))
-                        : loadPair(jb, paired->values, at));
+      v.push_back(alone ? loadBf16Alone(jb, paired->values, at)
+                        : loadBf16Pair(jb, paired->values, at));
     }
     return pairDotUpdate(jb, p, v, acc);
   };
@@ -440,26 +434,14 @@ Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) 
   return ib.create<vector::ShuffleOp>(halves, halves, interleaved);
 }
 
-Value UpdateLowering::loadPair(ImplicitLocOpBuilder& ib, Value buffer, ValueRange indices) {
-  Value pair = ib.create<vector::LoadOp>(VectorType::get({2}, ib.getBF16Type()), buffer, indices);
-  return ib.create<vector::ExtractOp>(
-      ib.create<vector::BitCastOp>(VectorType::get({1}, ib.getI32Type()), pair), 0);
-}
-
 SmallVector<Value> UpdateLowering::pairDotUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowPairs,
                                                  ArrayRef<Value> pairs, ValueRange acc) {
-  auto noFastMath = LLVM::FastmathFlagsAttr::get(ib.getContext(), LLVM::FastmathFlags::none);
-  auto pairsType = cast<VectorType>(rowPairs.front().getType());
   const size_t count = rowPairs.size();
   SmallVector<Value> next(acc.begin(), acc.end());
   for (auto [s, pair] : llvm::enumerate(pairs)) {
-    Value splat =
-        ib.create<vector::BitCastOp>(pairsType, ib.create<vector::BroadcastOp>(vectorI32, pair));
+    Value splat = broadcastBf16Pair(ib, pair, lanes);
     for (size_t r = 0; r < count; ++r)
-      next[s * count + r] = ib.create<LLVM::CallIntrinsicOp>(
-                                  vector, ib.getStringAttr("llvm.x86.avx512bf16.dpbf16ps.512"),
-                                  ValueRange{acc[s * count + r], rowPairs[r], splat}, noFastMath)
-                                .getResult(0);
+      next[s * count + r] = dotBf16Pairs(ib, acc[s * count + r], rowPairs[r], splat);
   }
   return next;
 }

@@ -2,6 +2,7 @@
 #include "attn/Transforms/LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -196,6 +197,33 @@ Value widen(ImplicitLocOpBuilder& b, Value element, bool scaled) {
 }
 
 } // namespace
+
+Value dotBf16Pairs(ImplicitLocOpBuilder& b, Value acc, Value a, Value bPairs) {
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::none);
+  return b
+      .create<LLVM::CallIntrinsicOp>(acc.getType(),
+                                     b.getStringAttr("llvm.x86.avx512bf16.dpbf16ps.512"),
+                                     ValueRange{acc, a, bPairs}, noFastMath)
+      .getResult(0);
+}
+
+Value loadBf16Pair(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
+  Value pair = b.create<vector::LoadOp>(VectorType::get({2}, b.getBF16Type()), buffer, indices);
+  return b.create<vector::ExtractOp>(
+      b.create<vector::BitCastOp>(VectorType::get({1}, b.getI32Type()), pair), 0);
+}
+
+Value loadBf16Alone(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
+  return b.create<arith::ExtUIOp>(
+      b.getI32Type(),
+      b.create<arith::BitcastOp>(b.getI16Type(), b.create<memref::LoadOp>(buffer, indices)));
+}
+
+Value broadcastBf16Pair(ImplicitLocOpBuilder& b, Value pair, int64_t lanes) {
+  return b.create<vector::BitCastOp>(
+      VectorType::get({2 * lanes}, b.getBF16Type()),
+      b.create<vector::BroadcastOp>(VectorType::get({lanes}, b.getI32Type()), pair));
+}
 
 Value toF32(ImplicitLocOpBuilder& b, Value element) {
   return widen(b, element, /*scaled=*/true);

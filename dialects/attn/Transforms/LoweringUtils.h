@@ -68,6 +68,20 @@ std::pair<mlir::Value, mlir::Value> pagedRow(mlir::ImplicitLocOpBuilder& b, mlir
                                              mlir::Value sequence, mlir::Value key,
                                              int64_t pageSize, mlir::Value lastPage);
 
+// AVX512-BF16's vdpbf16ps (Semantics/PairedProducts.h): acc[l] + a[2l] b[2l] + a[2l+1] b[2l+1]
+// for the 16 f32 lanes of acc and the 32 bf16 of a and b (denormal inputs and outputs flushed).
+mlir::Value dotBf16Pairs(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Value a,
+                         mlir::Value bPairs);
+// The bf16 at `indices` of `buffer` (unit inner stride) and the next one as an i32, to
+// broadcast as a pair.
+mlir::Value loadBf16Pair(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
+                         mlir::ValueRange indices);
+// A pair whose second element is 0: the bf16 at `indices` alone as an i32.
+mlir::Value loadBf16Alone(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
+                          mlir::ValueRange indices);
+// An i32 pair in every lane of a vector of 2 x lanes bf16.
+mlir::Value broadcastBf16Pair(mlir::ImplicitLocOpBuilder& b, mlir::Value pair, int64_t lanes);
+
 // An element, scalar or vector, of a buffer the lowerings read as f32: f32 as it is, bf16/f16
 // extended, an int8 cache's as its signed value, an fp8 E4M3 cache's (f8E4M3FN) decoded from its
 // bits through binary16 (LLVM 19 lowers no f8 conversion; the value is attnc/Float8.hpp's).

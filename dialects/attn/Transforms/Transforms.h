@@ -127,6 +127,7 @@ struct DecodeOptions {
   int64_t keyBlock = 128;   // keys per online-softmax step
   int64_t rows = 4;         // query rows of each head per task
   int64_t splitKeys = 512;  // keys per split: a task's keys are split ceil(Tk / splitKeys) ways
+  bool dot = false;         // bf16 products as vdpbf16ps where K and V allow (LowerDecode.cpp)
 };
 
 // Lowers the whole attention's online_update (before tiling), with its state's init and

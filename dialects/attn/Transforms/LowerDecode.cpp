@@ -534,6 +534,9 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                               ArrayRef<int64_t>{1});
             if (keyScales)
               part = gb.create<arith::MulFOp>(part, keyScales);
+            if (pairs && contiguous)
+              part = gb.create<arith::MulFOp>(
+                  part, f32Splat(gb, keysPerTile, op.getScale().convertToDouble()));
             gb.create<vector::StoreOp>(part, scores, ValueRange{rows[rr], firstColumn});
           }
         });
@@ -896,10 +899,14 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
                             inside, cb.create<arith::MulFOp>(element, f32Constant(cb, scale)),
                             f32Constant(cb, 0));
                         cb.create<memref::StoreOp>(value, query, ValueRange{r, c});
+                        // Unscaled for dot products (exact in bf16 where q times the scale
+                        // is not); emitScores scales their sums in f32.
                         if (pairs)
                           cb.create<memref::StoreOp>(
-                              cb.create<arith::TruncFOp>(cb.getBF16Type(), value), queryPairs,
-                              ValueRange{r, c});
+                              cb.create<arith::TruncFOp>(
+                                  cb.getBF16Type(),
+                                  cb.create<arith::SelectOp>(inside, element, f32Constant(cb, 0))),
+                              queryPairs, ValueRange{r, c});
                       });
              forRange(rb, indexConstant(rb, 0), indexConstant(rb, dvPadded / lanes),
                       [&](ImplicitLocOpBuilder& cb, Value c) {

@@ -94,8 +94,9 @@ public:
       : b(b), op(op), options(options), paired(paired), products(!paired       ? Products::Widened
                                                                  : options.amx ? Products::Amx
                                                                                : Products::Dot),
-        lanes(options.vectorWidth), rows(op.getAcc().getType().getDimSize(3)),
-        vectors(rows / lanes), vector(VectorType::get({lanes}, b.getF32Type())),
+        scale(op.getScale().convertToDouble()), lanes(options.vectorWidth),
+        rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
+        vector(VectorType::get({lanes}, b.getF32Type())),
         vectorI32(VectorType::get({lanes}, b.getI32Type())) {}
 
   LogicalResult emit();
@@ -134,8 +135,9 @@ private:
   // even for dot products); probabilityPairs: P^T's pairs of rows for dot products, else null
   // (P in S, f32 FMAs).
   void emitValues(ArrayRef<Value> alpha, Value first, Value last, Value probabilityPairs);
-  // Paired products: Q^T's pairs of rows from the packed query, once per task before the key
-  // loop.
+  // Paired products: Q^T's pairs of rows from the packed query unscaled (q, a bf16 input, is
+  // exact in bf16 where q times the scale is not: FlashAttention scales S in f32), once per
+  // task before the key loop.
   Value emitQueryPairs();
   // zeros: kStepTiles^2 tiles of f32 zeros, [16 x kStepTiles^2, 16], on the task's stack.
   Value emitZeroTiles();
@@ -155,6 +157,7 @@ private:
   const VectorOptions& options;
   const PairedOperands* paired;
   const Products products;
+  const double scale; // the softmax scale, which the packed query carries
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
@@ -242,7 +245,9 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value raw = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          Value s = terms->apply(ib, raw, rowPositions(ib, r), keys, maskMod);
+          // Paired products multiply the query unscaled (emitQueryPairs): scaled here, in f32.
+          Value s = paired ? ib.create<arith::MulFOp>(raw, f32Splat(ib, lanes, scale)) : raw;
+          s = terms->apply(ib, s, rowPositions(ib, r), keys, maskMod);
           if (s != raw) // without modifiers or a mask the scores stay as they are
             ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
@@ -477,8 +482,13 @@ Value UpdateLowering::emitQueryPairs() {
         Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
         Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
         for (int64_t r = 0; r < vectors; ++r) {
-          Value a = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{even, column(r)});
-          Value c = pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{odd, column(r)});
+          Value unscale = f32Splat(pb, lanes, 1.0 / scale);
+          Value a = pb.create<arith::MulFOp>(
+              pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{even, column(r)}),
+              unscale);
+          Value c = pb.create<arith::MulFOp>(
+              pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{odd, column(r)}),
+              unscale);
           pb.create<vector::StoreOp>(pairRows(pb, a, c), pairs,
                                      ValueRange{p, indexConstant(pb, r * 2 * lanes)});
         }

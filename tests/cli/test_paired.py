@@ -113,6 +113,22 @@ class AmxCode(PairedCase):
         for name in members:
             self.expect(attnc("verify", bundle, *shape, env={"ATTNC_TARGET": name}), 0, "PASS")
 
+    def test_only_kernels_with_tiles_need_them(self):
+        # The manifest lists AMX (so the loader asks Linux for the tile state, and refuses a CPU
+        # without tiles) only where the code has tile instructions: not for f32 on the same
+        # target.
+        def features(spec):
+            out = os.path.join(self.tmp, str(abs(hash(spec))))
+            r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target", self.TARGET,
+                                  "--schedule", "decode=0", "-o", out), 0)
+            with open(r.stdout.split()[0][:-3] + ".json") as f:
+                return json.load(f)["target"]["cpu_features"]
+        self.assertIn("amx_tile", features("heads=4 d_k=64 dtype=bf16"))
+        f32 = features("heads=4 d_k=64")
+        self.assertNotIn("amx_tile", f32)
+        self.assertNotIn("amx_bf16", f32)
+        self.assertIn("avx512f", f32)
+
     def test_numerics_against_the_reference(self):
         if not host_has_amx():
             self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
@@ -215,6 +231,27 @@ class DotCode(PairedCase):
             self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
         verify_poisoned_padding(self, "x86-64-zen4")
         verify_poisoned_padding(self, "x86-64-zen4", ("decode=1", "decode=1,key_block=32"), 3)
+
+    def test_fat_bundle_member_for_zen4(self):
+        # The Zen 4 member takes dot products and needs AVX512-BF16, not AMX; the runtime ranks
+        # it before the AVX-512 member, and each verifies when it is told to run it.
+        spec = "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal"
+        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
+                              "x86-64-avx512,x86-64-zen4", "-o", self.tmp), 0)
+        bundle = r.stdout.split()[0]
+        with open(bundle[:-3] + ".json") as f:
+            manifest = json.load(f)
+        self.assertEqual([t["name"] for t in manifest["targets"]],
+                         ["x86-64-zen4", "x86-64-avx512"])
+        members = {t["name"]: t["cpu_features"] for t in manifest["targets"]}
+        self.assertIn("avx512_bf16", members["x86-64-zen4"])
+        self.assertNotIn("amx_tile", members["x86-64-zen4"])
+        if not host_has_avx512_bf16():
+            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
+        for name in members:
+            for tq in ("70", "3"):
+                self.expect(attnc("verify", bundle, "--batch", "2", "--seq-q", tq, "--seq-k",
+                                  "45", env={"ATTNC_TARGET": name}), 0, "PASS")
 
     def test_decode_numerics_against_the_reference(self):
         # The decode kernel alone (decode=1), so that every shape runs it.

@@ -222,8 +222,10 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
   if (emitsKernel(emit)) {
     mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
     BundleRequest request;
+    TargetNeeds needs = target.needs;
+    needs.cpuFeatures = mlirbackend::neededCpuFeatures(*llvmModule, target);
     request.manifest =
-        buildManifest(options.describedSpec(spec), "mlir", params.toJson(), target.needs, 0);
+        buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs, 0);
     request.linkInputs = {scratch / "kernel.o",
                           findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
     request.stem = stem;

@@ -133,6 +133,18 @@ MlirTarget resolveMlirTarget(const Target& target) {
   return t;
 }
 
+std::vector<std::string> neededCpuFeatures(const llvm::Module& module, const MlirTarget& target) {
+  const bool tiles = llvm::any_of(module, [](const llvm::Function& f) {
+    return f.isIntrinsic() && !f.use_empty() &&
+           (f.getName().starts_with("llvm.x86.tile") || f.getName().starts_with("llvm.x86.tdp"));
+  });
+  std::vector<std::string> needed;
+  for (const std::string& flag : target.needs.cpuFeatures)
+    if (tiles || (flag != "amx_tile" && flag != "amx_bf16"))
+      needed.push_back(flag);
+  return needed;
+}
+
 std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirTarget& target,
                                               llvm::LLVMContext& context) {
   std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(module, context);

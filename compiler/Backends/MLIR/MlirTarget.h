@@ -34,6 +34,11 @@ MlirTarget resolveMlirTarget(const Target& target);
 std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirTarget& target,
                                               llvm::LLVMContext& context);
 
+// The CPU features `module`'s code needs: the target's, less AMX's where the module has no tile
+// instruction (only the amx dialect's intrinsics make them), so that the loader asks Linux for
+// the tile state, and refuses a CPU without tiles, only for kernels that use them.
+std::vector<std::string> neededCpuFeatures(const llvm::Module& module, const MlirTarget& target);
+
 enum class CodeFile { Object, Assembly };
 // Writes `module` as an object or assembly file. Throws JobError.
 void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,

@@ -142,6 +142,12 @@ private:
   // zeros: kStepTiles^2 tiles of f32 zeros, [16 x kStepTiles^2, 16], on the task's stack.
   Value emitZeroTiles();
   void emitAmxScores(Value queryPairs, Value zeros);
+  // acc[a * bTiles + t] += A_a B_t over `steps` steps of the contraction, loadA(step, a) and
+  // loadB(step, t) giving the bf16 tiles: each B tile loaded once a step for every A tile.
+  SmallVector<Value>
+  tileProducts(ImplicitLocOpBuilder& ib, SmallVector<Value> acc, int64_t aTiles, int64_t bTiles,
+               int64_t steps, function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
+               function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB);
   void emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum, Value pairs);
   // rescale: an i1, whether any row's alpha differs from 1.
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
@@ -522,21 +528,19 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
           for (int64_t a = 0; a < kStepTiles * count; ++a)
             acc.push_back(ib.create<amx::TileLoadOp>(
                 tileF32, zeros, ValueRange{indexConstant(ib, a * kTileRows), column(0)}));
-          for (int64_t c = 0; c < dk; c += kTileBf16) {
-            SmallVector<Value> key;
-            for (int64_t k = 0; k < kStepTiles; ++k)
-              key.push_back(ib.create<amx::TileLoadOp>(
-                  tileBf16, paired->keys,
-                  ValueRange{batch, kvHead, keys[k], indexConstant(ib, c)}));
-            for (int64_t t = 0; t < count; ++t) {
-              Value queries = ib.create<amx::TileLoadOp>(
-                  tileBf16, queryPairs,
-                  ValueRange{indexConstant(ib, c / 2), indexConstant(ib, (row + t) * 2 * lanes)});
-              for (int64_t k = 0; k < kStepTiles; ++k)
-                acc[k * count + t] =
-                    ib.create<amx::TileMulFOp>(tileF32, key[k], queries, acc[k * count + t]);
-            }
-          }
+          acc = tileProducts(
+              ib, acc, kStepTiles, count, dk / kTileBf16,
+              [&](ImplicitLocOpBuilder& lb, int64_t c, int64_t k) -> Value {
+                return lb.create<amx::TileLoadOp>(
+                    tileBf16, paired->keys,
+                    ValueRange{batch, kvHead, keys[k], indexConstant(lb, c * kTileBf16)});
+              },
+              [&](ImplicitLocOpBuilder& lb, int64_t c, int64_t t) -> Value {
+                return lb.create<amx::TileLoadOp>(
+                    tileBf16, queryPairs,
+                    ValueRange{indexConstant(lb, c * kTilePairs),
+                               indexConstant(lb, (row + t) * 2 * lanes)});
+              });
           for (int64_t k = 0; k < kStepTiles; ++k)
             for (int64_t t = 0; t < count; ++t)
               ib.create<amx::TileStoreOp>(scores, ValueRange{first[k], column(row + t)},
@@ -544,6 +548,25 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
         }
         ib.create<scf::YieldOp>();
       });
+}
+
+SmallVector<Value>
+UpdateLowering::tileProducts(ImplicitLocOpBuilder& ib, SmallVector<Value> acc, int64_t aTiles,
+                             int64_t bTiles, int64_t steps,
+                             function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
+                             function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB) {
+  auto tileF32 = VectorType::get({kTileRows, kTileRows}, ib.getF32Type());
+  for (int64_t s = 0; s < steps; ++s) {
+    SmallVector<Value> a;
+    for (int64_t i = 0; i < aTiles; ++i)
+      a.push_back(loadA(ib, s, i));
+    for (int64_t t = 0; t < bTiles; ++t) {
+      Value bTile = loadB(ib, s, t);
+      for (int64_t i = 0; i < aTiles; ++i)
+        acc[i * bTiles + t] = ib.create<amx::TileMulFOp>(tileF32, a[i], bTile, acc[i * bTiles + t]);
+    }
+  }
+  return acc;
 }
 
 // Step 4 on tiles: acc *= alpha where a row's max moved, then O^T += V^T P^T (P^T's pairs from
@@ -597,21 +620,17 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
         for (int64_t t = 0; t < count; ++t)
           acc.push_back(b.create<amx::TileLoadOp>(
               tileF32, op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}));
-      for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
-        SmallVector<Value> values;
-        for (int64_t u = 0; u < columnTiles; ++u)
-          values.push_back(b.create<amx::TileLoadOp>(
-              tileBf16, paired->values,
-              ValueRange{batch, kvHead, chunks[k / kTileBf16], columns[u], zero}));
-        for (int64_t t = 0; t < count; ++t) {
-          Value probabilities = b.create<amx::TileLoadOp>(
-              tileBf16, pairs,
-              ValueRange{indexConstant(b, k / 2), indexConstant(b, (row + t) * 2 * lanes)});
-          for (int64_t u = 0; u < columnTiles; ++u)
-            acc[u * count + t] =
-                b.create<amx::TileMulFOp>(tileF32, values[u], probabilities, acc[u * count + t]);
-        }
-      }
+      acc = tileProducts(
+          b, acc, columnTiles, count, maxKeys / kTileBf16,
+          [&](ImplicitLocOpBuilder& lb, int64_t k, int64_t u) -> Value {
+            return lb.create<amx::TileLoadOp>(
+                tileBf16, paired->values, ValueRange{batch, kvHead, chunks[k], columns[u], zero});
+          },
+          [&](ImplicitLocOpBuilder& lb, int64_t k, int64_t t) -> Value {
+            return lb.create<amx::TileLoadOp>(tileBf16, pairs,
+                                              ValueRange{indexConstant(lb, k * kTilePairs),
+                                                         indexConstant(lb, (row + t) * 2 * lanes)});
+          });
       for (int64_t u = 0; u < columnTiles; ++u)
         for (int64_t t = 0; t < count; ++t)
           b.create<amx::TileStoreOp>(

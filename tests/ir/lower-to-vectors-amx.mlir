@@ -1,14 +1,17 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
 // transform.attn.lower_to_vectors with amx = 1: an update whose K and V are bf16 (d_k 32, d_v
 // 16; 32 rows = 2 tiles; 64-key blocks) takes QK^T and PV on AMX tiles. K and V^T are laid out
-// first in a phase of their own, into workspace buffers padded to whole 64-key blocks.
+// first in a phase of their own, into workspace buffers padded to whole 64-key blocks, V^T with
+// a zero chunk after its last.
 
 // CHECK-LABEL: func.func @lower
 // CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x32xbf16>
+// CHECK: %[[ZERO_CHUNK:.*]] = arith.divui %{{.*}}, %c32 : index
 // CHECK: %[[VALUES:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x16x32xbf16>
-// The layout phase: 16 keys at a time where rows are contiguous, else element by element (zero
-// past Tk).
+// The layout phase: the zero chunk (by the last block's task), then 16 keys at a time where rows
+// are contiguous, else element by element (zero past Tk).
 // CHECK: scf.forall
+// CHECK: vector.store %{{.*}}, %[[VALUES]][%{{.*}}, %{{.*}}, %[[ZERO_CHUNK]], %{{.*}}, %c0]
 // CHECK: scf.for
 // CHECK: memref.store %{{.*}}, %[[KEYS]]
 // CHECK: memref.store %{{.*}}, %[[VALUES]]
@@ -29,11 +32,16 @@
 // CHECK: arith.shli
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
 // CHECK: vector.store %{{.*}}, %[[PPAIRS]]
+// A chunk of 32 keys not all attended reads the zero chunk.
+// CHECK: arith.select %{{.*}}, %{{.*}}, %[[ZERO_CHUNK]] : index
 // CHECK: amx.tile_load %{{.*}} : memref<1x1x16x32xf32> into vector<16x16xf32>
 // CHECK: amx.tile_load %[[VALUES]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0] : memref<?x2x?x16x32xbf16>
 // CHECK: amx.tile_load %[[PPAIRS]]
 // CHECK: amx.tile_mulf
 // CHECK: amx.tile_store
+// The attended keys of the chunks left out, as dot products.
+// CHECK: scf.if
+// CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 // CHECK-NOT: attn.online
 // CHECK: memref.dealloc %[[KEYS]]
 // CHECK: memref.dealloc %[[VALUES]]

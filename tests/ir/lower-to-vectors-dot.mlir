@@ -5,6 +5,8 @@
 // query unscaled and S scaled in f32.
 
 // CHECK-LABEL: func.func @lower
+// CHECK-DAG: %[[UNSCALE:.*]] = arith.constant dense<8.000000e+00> : vector<16xf32>
+// CHECK-DAG: %[[SCALE:.*]] = arith.constant dense<1.250000e-01> : vector<16xf32>
 // CHECK: %[[KEYS:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x32xbf16>
 // CHECK: %[[VALUES:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x16x32xbf16>
 // CHECK: scf.forall
@@ -14,12 +16,14 @@
 // CHECK: scf.forall
 // CHECK-DAG: %[[QPAIRS:.*]] = memref.alloca() : memref<16x64xbf16>
 // CHECK-DAG: %[[PPAIRS:.*]] = memref.alloca() : memref<32x64xbf16>
-// CHECK: arith.mulf %{{.*}}, %cst{{.*}} : vector<16xf32>
+// CHECK: arith.mulf %{{.*}}, %[[UNSCALE]] : vector<16xf32>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
 // CHECK: vector.store %{{.*}}, %[[QPAIRS]]
 // CHECK: vector.load %[[QPAIRS]]{{.*}} : memref<16x64xbf16>, vector<32xbf16>
 // CHECK: vector.load %[[KEYS]]{{.*}} : memref<?x2x?x32xbf16>, vector<2xbf16>
 // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+// CHECK: %[[S:.*]] = vector.load %{{.*}} : memref<64x32xf32>, vector<16xf32>
+// CHECK: arith.mulf %[[S]], %[[SCALE]] : vector<16xf32>
 // CHECK: vector.store %{{.*}}, %[[PPAIRS]]
 // CHECK: vector.load %[[PPAIRS]]
 // CHECK: vector.load %[[VALUES]]{{.*}} : memref<?x2x?x16x32xbf16>, vector<2xbf16>

@@ -42,8 +42,10 @@ const char* cpuOf(IsaLevel isa) {
 // PTX ISA 8.0 (CUDA 12.0 drivers and newer) covers sm_80 and sm_90.
 constexpr const char* kPtxFeatures = "+ptx80";
 
-// LLVM feature names and the /proc/cpuinfo flags that show them.
-constexpr std::array<std::pair<const char*, const char*>, 16> kCpuFlags{{
+// LLVM feature names and the /proc/cpuinfo flags that show them: every vector extension an
+// x86 target's CPU model may let LLVM use (Zen 4's and Sapphire Rapids' VBMI, IFMA, GFNI, ...,
+// which a Cooper Lake lacks beside its AVX512-BF16), so that a manifest names all it needs.
+constexpr std::array<std::pair<const char*, const char*>, 25> kCpuFlags{{
     {"sse4.1", "sse4_1"},
     {"avx", "avx"},
     {"avx2", "avx2"},
@@ -54,9 +56,18 @@ constexpr std::array<std::pair<const char*, const char*>, 16> kCpuFlags{{
     {"avx512dq", "avx512dq"},
     {"avx512bw", "avx512bw"},
     {"avx512vl", "avx512vl"},
+    {"avx512vbmi", "avx512vbmi"},
+    {"avx512vbmi2", "avx512_vbmi2"},
+    {"avx512ifma", "avx512ifma"},
+    {"avx512bitalg", "avx512_bitalg"},
+    {"avx512vpopcntdq", "avx512_vpopcntdq"},
+    {"gfni", "gfni"},
+    {"vaes", "vaes"},
+    {"vpclmulqdq", "vpclmulqdq"},
     {"avx512bf16", "avx512_bf16"},
     {"avx512fp16", "avx512_fp16"},
     {"avx512vnni", "avx512_vnni"},
+    {"avxvnni", "avx_vnni"},
     {"amx-tile", "amx_tile"},
     {"amx-bf16", "amx_bf16"},
     {"neon", "asimd"},
@@ -120,7 +131,8 @@ MlirTarget resolveMlirTarget(const Target& target) {
     for (auto [feature, flag] : kCpuFlags)
       if ((std::string_view(feature) == "neon") == arm && has(feature))
         t.needs.cpuFeatures.push_back(flag);
-    // x86-amx's kernels also round with AVX512-BF16's vcvtne2ps2bf16.
+    // bf16 products in pairs: AVX512-BF16's vdpbf16ps (x86-avx512-bf16), or AMX tiles, whose
+    // kernels also round with vcvtne2ps2bf16 and take partial chunks' keys as vdpbf16ps.
     const bool bf16 = has("avx512f") && has("avx512bf16");
     const bool amx = bf16 && has("amx-tile") && has("amx-bf16");
     t.family = arm              ? ScheduleFamily::ArmNeon

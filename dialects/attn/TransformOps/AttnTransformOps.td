@@ -101,8 +101,9 @@ def AttnLowerToVectorsOp : Attn_TransformOp<"lower_to_vectors"> {
     register tile of QK^T, `value_split` output columns per register tile of PV. With `amx`
     = 1, updates whose K and V are bf16 (d_k a multiple of 32, d_v of 16, tiles of 16 rows,
     blocks of 32 keys) take both products on AMX tiles (tdpbf16ps), reading K and V^T from a
-    phase before the attention's that lays them out, zero past Tk. With `dot` = 1, the same
-    updates take them as AVX512-BF16 dot products (vdpbf16ps) from the same operands.
+    phase before the attention's that lays them out, zero past Tk (the keys of a chunk of 32
+    not all attended as vdpbf16ps). With `dot` = 1, the same updates take both products as
+    AVX512-BF16 dot products (vdpbf16ps) from the same operands.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$vector_width,
                    I64Attr:$key_unroll, I64Attr:$value_split,

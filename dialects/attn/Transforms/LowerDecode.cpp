@@ -25,7 +25,8 @@
 //
 // With DecodeOptions::dot, bf16 K and V of unit inner stride take both products as AVX512-BF16
 // dot products (vdpbf16ps, Semantics/PairedProducts.h), q and P rounded to bf16: in 1, q_r's
-// and k_j's 32 bf16 of a chunk as they lie (each lane sums two products); in 3, the V rows of
+// and k_j's 32 bf16 of a chunk as they lie (each lane sums two products), q unscaled (exact in
+// bf16) and the sums times the scale in f32, as FlashAttention does; in 3, the V rows of
 // keys j and j + 1 interleaved (vpunpck{l,h}wd: lane l of a 32-column chunk's low half holds
 // columns 8(l / 4) + l mod 4, the high half's 4 more), P's pair (j, j + 1) broadcast, A's
 // columns put in that order before the key loop and back after it.
@@ -37,7 +38,6 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -223,7 +223,8 @@ private:
                  RowTiles tiles);
   void emitScores(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
                   int64_t scoreRows);
-  void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count);
+  // roundedPairs: also P rounded to bf16 into probabilityPairs, for the dot products' PV.
+  void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count, bool roundedPairs);
   void emitValues(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
                   int64_t pvRows);
   // The merge phase's body: the splits of every query row of one batch entry and head.
@@ -292,7 +293,9 @@ private:
   const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
       dkPadded, dvPadded;
   const bool rowsApart; // positionsBeforeHeads
-  const bool pairs;     // dot products (vdpbf16ps) where K and V have unit inner stride
+  // bf16 K and V whose products can go as dot products (vdpbf16ps): d_k and d_v in whole
+  // chunks of 2W, no scales; taken where the run-time check finds unit inner strides.
+  const bool pairs;
   // Register tiles sized by the GQA group G, not by Tq (a step of one row is the common case),
   // and, for tasks of more rows than those hold and at least kMaxScoreRows / 2 (several query
   // rows per head: speculative decoding, short chunks), tiles of kMaxScoreRows rows, each K and
@@ -544,7 +547,8 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
       });
 }
 
-void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count) {
+void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,
+                                 bool roundedPairs) {
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, lanes));
   Value off = ScoreTerms::positionOffset(b, taskOp);
   Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
@@ -607,15 +611,8 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count)
       Value sum = kb.create<arith::AddFOp>(running, p);
       p = terms.dropout(kb, p, position, keys.key);
       kb.create<vector::StoreOp>(p, scores, ValueRange{r, keys.first});
-      if (pairs) {
-        auto noFastMath = LLVM::FastmathFlagsAttr::get(kb.getContext(), LLVM::FastmathFlags::none);
-        Value rounded = kb.create<LLVM::CallIntrinsicOp>(
-                              VectorType::get({lanes}, kb.getBF16Type()),
-                              kb.getStringAttr("llvm.x86.avx512bf16.cvtneps2bf16.512"),
-                              ValueRange{p}, noFastMath)
-                            .getResult(0);
-        kb.create<vector::StoreOp>(rounded, probabilityPairs, ValueRange{r, keys.first});
-      }
+      if (roundedPairs)
+        kb.create<vector::StoreOp>(roundToBf16(kb, p), probabilityPairs, ValueRange{r, keys.first});
       return sum;
     });
     Value blockSum = rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, sums);
@@ -703,17 +700,23 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
                                  indexConstant(tb, columnTiles)),
         columnTile);
     auto chunkType = VectorType::get({2 * lanes}, tb.getBF16Type());
-    // A 32-column chunk's pairs (lo, hi) as vpunpck{l,h}wd leave them, and the way back.
+    // A 32-column chunk's pairs (lo, hi) as vpunpck{l,h}wd leave them, and the way back: each
+    // 128-bit lane of 8 bf16 columns gives its first 4 to lo's lane, its last 4 to hi's.
+    constexpr int64_t kLaneColumns = 8, kLanePairs = 4;
     SmallVector<int64_t> toLow, toHigh, interleaveLow, interleaveHigh, back[2];
-    for (int64_t quarter = 0; quarter < lanes / 4; ++quarter)
-      for (int64_t i = 0; i < 4; ++i) {
-        toLow.push_back(8 * quarter + i);
-        toHigh.push_back(8 * quarter + 4 + i);
-        interleaveLow.append({8 * quarter + i, 2 * lanes + 8 * quarter + i});
-        interleaveHigh.append({8 * quarter + 4 + i, 2 * lanes + 8 * quarter + 4 + i});
+    for (int64_t lane = 0; lane < 2 * lanes / kLaneColumns; ++lane)
+      for (int64_t i = 0; i < kLanePairs; ++i) {
+        const int64_t low = kLaneColumns * lane + i, high = low + kLanePairs;
+        toLow.push_back(low);
+        toHigh.push_back(high);
+        interleaveLow.append({low, 2 * lanes + low});
+        interleaveHigh.append({high, 2 * lanes + high});
       }
-    for (int64_t c = 0; c < 2 * lanes; ++c)
-      back[c / lanes].push_back(c % 8 < 4 ? 4 * (c / 8) + c % 8 : lanes + 4 * (c / 8) + c % 8 - 4);
+    for (int64_t c = 0; c < 2 * lanes; ++c) {
+      const int64_t lane = c / kLaneColumns, i = c % kLaneColumns;
+      back[c / lanes].push_back(i < kLanePairs ? kLanePairs * lane + i
+                                               : lanes + kLanePairs * lane + i - kLanePairs);
+    }
     SmallVector<Value> rows, columns;
     for (int64_t rr = 0; rr < pvRows; ++rr)
       rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
@@ -820,7 +823,7 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
 void DecodeLowering::emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
                                RowTiles tiles) {
   emitScores(b, j0, count, contiguous, tiles.score);
-  emitSoftmax(b, j0, count);
+  emitSoftmax(b, j0, count, pairs && contiguous);
   emitValues(b, j0, count, contiguous, tiles.values);
 }
 

@@ -22,13 +22,19 @@
 // V^T P^T, 16 output columns by 16 rows a tile, loaded from and stored to acc after acc *= alpha. K
 // and V^T come from a phase that lays them out (PairedOperands.h), Q^T and P^T as pairs of rows,
 // the tiles' B operands, from the task's stack. Every block's products cover all its max_keys keys
-// (K and V^T are zero past Tk, P zero outside the keys attended), so the tile loops are
-// static: MLIR 19 cannot carry a tile through a loop (its phi has the wrong LLVM type).
+// (K is zero past Tk, P zero outside the keys attended), so the tile loops are static: MLIR 19
+// cannot carry a tile through a loop (its phi has the wrong LLVM type). A chunk of 32 keys not
+// all attended reads V^T's zero chunk instead (a value outside the keys attended may be
+// anything, and 0 x inf is NaN), its attended keys added after the tiles as dot products.
 //
 // As AVX512-BF16 dot products (VectorOptions::dot) steps 1 and 4 keep the vector lowering's
 // register tiles, a product taking two head dims or two keys: S[j, :] += vdpbf16ps(Q^T's pair
 // of rows c, K[j, c..c+1] broadcast), acc[c, :] += vdpbf16ps(P^T's pair of rows j, V^T[c,
 // j..j+1] broadcast), from the same operands as the tiles, over the keys attended only.
+//
+// Both paired products take Q^T unscaled (the packed query divided by the scale: q, a bf16
+// input, is exact in bf16 where q times the scale is not) and step 2 multiplies S by the scale
+// in f32, as FlashAttention does.
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
@@ -56,7 +62,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// An AMX tile: 16 rows of 16 f32 (S^T, O^T) or of 32 bf16 (K, V^T and the pairs of Q^T, P^T).
+// An AMX tile: 16 rows of 16 f32 (S^T, O^T) or of 32 bf16 (K, V^T and the pairs of Q^T, P^T);
+// the dot products' vectors hold 16 of those rows' f32 or 16 pairs, and V^T's chunks 32 keys.
 // A step holds 2 x 2 accumulators (2 tiles of keys or of output columns by 2 tiles of query
 // rows), its 2 A tiles and one B tile: 7 of the 8 tile registers, two products per load of A
 // or B (steps of one A by 3 row tiles, 4 loads for 3 products, ran 1.09x slower at H 8, d 128,
@@ -412,14 +419,14 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
         if (probabilityPairs) {
           Value odd = ib.create<arith::CmpIOp>(arith::CmpIPredicate::ne,
                                                ib.create<arith::RemUIOp>(last, two), zero);
-          auto last = ib.create<scf::IfOp>(
+          auto oddKey = ib.create<scf::IfOp>(
               odd,
               [&](OpBuilder& n2, Location l2) {
                 ImplicitLocOpBuilder jb(l2, n2);
                 jb.create<scf::YieldOp>(pairStep(jb, end, result, cols, /*alone=*/true));
               },
               [&](OpBuilder& n2, Location l2) { n2.create<scf::YieldOp>(l2, result); });
-          result = last.getResults();
+          result = oddKey.getResults();
         }
         for (int64_t cc = 0; cc < split; ++cc)
           for (int64_t r = 0; r < vectors; ++r)
@@ -429,9 +436,9 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
       });
 }
 
-// vcvtne2ps2bf16 rounds both to nearest even in one instruction (every AMX CPU has
-// AVX512-BF16; arith.truncf becomes integer ops, attn-lower-to-llvm expands bf16 for CPUs
-// without it), giving [even, odd] as halves; one vpermw interleaves them.
+// vcvtne2ps2bf16 rounds both to nearest even in one instruction (every target of paired
+// products has AVX512-BF16; arith.truncf becomes integer ops, attn-lower-to-llvm expands bf16
+// for CPUs without it), giving [even, odd] as halves; one vpermw interleaves them.
 Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) {
   auto pairs = VectorType::get({2 * kTileRows}, ib.getBF16Type());
   auto noFastMath = LLVM::FastmathFlagsAttr::get(ib.getContext(), LLVM::FastmathFlags::none);
@@ -487,8 +494,8 @@ Value UpdateLowering::emitQueryPairs() {
       b, indexConstant(b, 0), indexConstant(b, dk / 2), [&](ImplicitLocOpBuilder& pb, Value p) {
         Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));
         Value odd = pb.create<arith::AddIOp>(even, indexConstant(pb, 1));
+        Value unscale = f32Splat(pb, lanes, 1.0 / scale);
         for (int64_t r = 0; r < vectors; ++r) {
-          Value unscale = f32Splat(pb, lanes, 1.0 / scale);
           Value a = pb.create<arith::MulFOp>(
               pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{even, column(r)}),
               unscale);

@@ -207,6 +207,16 @@ Value dotBf16Pairs(ImplicitLocOpBuilder& b, Value acc, Value a, Value bPairs) {
       .getResult(0);
 }
 
+Value roundToBf16(ImplicitLocOpBuilder& b, Value vector) {
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::none);
+  auto type =
+      VectorType::get({cast<VectorType>(vector.getType()).getNumElements()}, b.getBF16Type());
+  return b
+      .create<LLVM::CallIntrinsicOp>(type, b.getStringAttr("llvm.x86.avx512bf16.cvtneps2bf16.512"),
+                                     ValueRange{vector}, noFastMath)
+      .getResult(0);
+}
+
 Value loadBf16Pair(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
   Value pair = b.create<vector::LoadOp>(VectorType::get({2}, b.getBF16Type()), buffer, indices);
   return b.create<vector::ExtractOp>(

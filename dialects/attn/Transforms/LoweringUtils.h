@@ -79,6 +79,8 @@ mlir::Value loadBf16Pair(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
 // A pair whose second element is 0: the bf16 at `indices` alone as an i32.
 mlir::Value loadBf16Alone(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
                           mlir::ValueRange indices);
+// A vector of 16 f32 rounded to bf16 (to nearest even, vcvtneps2bf16).
+mlir::Value roundToBf16(mlir::ImplicitLocOpBuilder& b, mlir::Value vector);
 // An i32 pair in every lane of a vector of 2 x lanes bf16.
 mlir::Value broadcastBf16Pair(mlir::ImplicitLocOpBuilder& b, mlir::Value pair, int64_t lanes);
 

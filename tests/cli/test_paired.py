@@ -55,8 +55,26 @@ DECODE_CASES = [
 DECODE_SHAPES = [("1", "1", "300"), ("2", "3", "1001"), ("3", "16", "77"), ("1", "5", "16")]
 
 
-class PairedCase(CliTestCase):
+class PairedProducts:
+    """What both kinds of paired products share; a test class mixes it with CliTestCase."""
     TARGET = None  # the target whose products the class checks
+    PRODUCT = None  # their instruction
+    WITHOUT = None  # the schedule that turns them off
+    RUN_TARGET = None  # the target whose bundles run them on this CPU, where it has them
+    POISONED = ("", "key_block=32")  # the schedules verify_poisoned_padding runs
+
+    def skip_unless_the_cpu_has_them(self):
+        raise NotImplementedError
+
+    def test_numerics_against_the_reference(self):
+        self.skip_unless_the_cpu_has_them()
+        verify_cases(self, self.RUN_TARGET, self.PRODUCT)
+
+    def test_values_past_a_padded_length_never_reach_the_output(self):
+        self.skip_unless_the_cpu_has_them()
+        for schedule in self.POISONED:
+            verify_poisoned_padding(self, self.RUN_TARGET, schedule,
+                                    3 if "decode=1" in schedule else 40)
 
     def assembly(self, spec, target=None, schedule=None):
         extra = ["--schedule", schedule] if schedule else []
@@ -65,25 +83,41 @@ class PairedCase(CliTestCase):
         with open(r.stdout.strip()) as f:
             return f.read()
 
+    def fat_bundle(self):
+        """A GQA causal bf16 bundle for x86-64-avx512 and TARGET: its path, its targets in the
+        order the runtime tries them, and their CPU features."""
+        r = self.expect(attnc("compile", "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal",
+                              "--backend", "mlir", "--target", "x86-64-avx512," + self.TARGET,
+                              "-o", self.tmp), 0)
+        bundle = r.stdout.split()[0]
+        with open(bundle[:-3] + ".json") as f:
+            targets = json.load(f)["targets"]
+        return bundle, [t["name"] for t in targets], {t["name"]: t["cpu_features"] for t in targets}
+
+    def test_specs_the_products_cannot_take_keep_the_f32_products(self):
+        for spec in ("heads=8 d_k=128 mask=causal", "heads=8 d_k=80 dtype=bf16",
+                     "heads=8 d_k=128 dtype=f16"):
+            with self.subTest(spec=spec):
+                self.assertNotIn(self.PRODUCT, self.assembly(spec))
+        self.assertNotIn(self.PRODUCT, self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                     target="x86-64-avx512"))
+        self.assertNotIn(self.PRODUCT, self.assembly("heads=8 d_k=128 dtype=bf16",
+                                                     schedule=self.WITHOUT))
+
 
 @needs_backends("mlir")
-class AmxCode(PairedCase):
-    TARGET = "x86-64-sapphirerapids"
+class AmxCode(PairedProducts, CliTestCase):
+    TARGET, PRODUCT, WITHOUT = "x86-64-sapphirerapids", "tdpbf16ps", "amx=0"
+    RUN_TARGET = "host"
+
+    def skip_unless_the_cpu_has_them(self):
+        if not host_has_amx():
+            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
 
     def test_bf16_products_are_tiles_on_sapphire_rapids(self):
         asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
         self.assertIn("tdpbf16ps", asm)
         self.assertIn("ldtilecfg", asm)
-
-    def test_specs_amx_cannot_take_keep_the_vector_products(self):
-        for spec in ("heads=8 d_k=128 mask=causal", "heads=8 d_k=80 dtype=bf16",
-                     "heads=8 d_k=128 dtype=f16"):
-            with self.subTest(spec=spec):
-                self.assertNotIn("tdpbf16ps", self.assembly(spec))
-        self.assertNotIn("tdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
-                                                    target="x86-64-avx512"))
-        self.assertNotIn("tdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
-                                                    schedule="amx=0"))
 
     def test_amx_schedule_outside_the_family_is_refused(self):
         self.expect(attnc("compile", "heads=8 d_k=128", "--backend", "mlir", "--target",
@@ -96,13 +130,7 @@ class AmxCode(PairedCase):
     def test_fat_bundle_member_for_amx(self):
         # The Sapphire Rapids member takes AMX tiles and needs the tile state; the runtime picks
         # it first where the CPU has AMX, and runs the AVX-512 member when told to.
-        spec = "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal"
-        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
-                              "x86-64-avx512,x86-64-sapphirerapids", "-o", self.tmp), 0)
-        bundle = r.stdout.split()[0]
-        with open(bundle[:-3] + ".json") as f:
-            manifest = json.load(f)
-        members = {t["name"]: t["cpu_features"] for t in manifest["targets"]}
+        bundle, _, members = self.fat_bundle()
         self.assertIn("amx_tile", members["x86-64-sapphirerapids"])
         self.assertNotIn("amx_tile", members["x86-64-avx512"])
         if not host_has_amx():
@@ -129,21 +157,13 @@ class AmxCode(PairedCase):
         self.assertNotIn("amx_bf16", f32)
         self.assertIn("avx512f", f32)
 
-    def test_numerics_against_the_reference(self):
-        if not host_has_amx():
-            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
-        verify_cases(self, "host", "tdpbf16ps")
-
-    def test_values_past_a_padded_length_never_reach_the_output(self):
-        if not host_has_amx():
-            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
-        verify_poisoned_padding(self, "host")
 
 
-def verify_poisoned_padding(test, target, schedules=("", "key_block=32"), tq=40):
+def verify_poisoned_padding(test, target, schedule, tq):
     """V is NaN or inf past each sequence's length (memory a cache never wrote): a product that
     multiplies it by its P = 0 gives NaN where the reference attends only the keys kept. Lengths
-    odd and off the 32-key chunks, in the first and a later block."""
+    odd and off the 32-key chunks, in the first and a later block; Tq rows (3: the decode
+    kernel's steps)."""
     b, h, tk, d = 2, 2, 100, 64
     lengths = [5, 69]
     ramp = lambda rows: [((i * 7919) % 1000) / 500.0 - 1.0 for i in range(b * h * rows * d)]
@@ -158,15 +178,13 @@ def verify_poisoned_padding(test, target, schedules=("", "key_block=32"), tq=40)
     for name, rows, data in (("q", tq, ramp(tq)), ("k", tk, ramp(tk)), ("v", tk, values)):
         paths[name] = os.path.join(test.tmp, name + ".npy")
         write_npy(paths[name], data, (b, h, rows, d))
-    for schedule in schedules:
-        with test.subTest(schedule=schedule):
-            out = os.path.join(test.tmp, "padding" + schedule.replace(",", "_"))
-            extra = ["--schedule", schedule] if schedule else []
-            r = test.expect(attnc("compile", "heads=2 d_k=64 dtype=bf16 mask=padding",
-                                  "--backend", "mlir", "--target", target, "-o", out, *extra), 0)
-            test.expect(attnc("verify", r.stdout.split()[0], "--q", paths["q"], "--k",
-                              paths["k"], "--v", paths["v"], "--lengths",
-                              ",".join(map(str, lengths))), 0, "PASS")
+    with test.subTest(schedule=schedule):
+        out = os.path.join(test.tmp, "padding" + schedule.replace(",", "_"))
+        extra = ["--schedule", schedule] if schedule else []
+        r = test.expect(attnc("compile", "heads=2 d_k=64 dtype=bf16 mask=padding", "--backend",
+                              "mlir", "--target", target, "-o", out, *extra), 0)
+        test.expect(attnc("verify", r.stdout.split()[0], "--q", paths["q"], "--k", paths["k"],
+                          "--v", paths["v"], "--lengths", ",".join(map(str, lengths))), 0, "PASS")
 
 
 def verify_cases(test, target, product):
@@ -187,8 +205,15 @@ def verify_cases(test, target, product):
 
 
 @needs_backends("mlir")
-class DotCode(PairedCase):
-    TARGET = "x86-64-zen4"
+class DotCode(PairedProducts, CliTestCase):
+    TARGET, PRODUCT, WITHOUT = "x86-64-zen4", "vdpbf16ps", "dot=0"
+    RUN_TARGET = TARGET
+    # The decode kernel's too: an odd last key alone.
+    POISONED = PairedProducts.POISONED + ("decode=1", "decode=1,key_block=32")
+
+    def skip_unless_the_cpu_has_them(self):
+        if not host_has_avx512_bf16():
+            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
 
     def test_bf16_products_are_dot_products_on_zen4(self):
         asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
@@ -200,16 +225,6 @@ class DotCode(PairedCase):
                             schedule="amx=0,dot=1")
         self.assertIn("vdpbf16ps", asm)
         self.assertNotIn("tdpbf16ps", asm)
-
-    def test_specs_dot_products_cannot_take_keep_the_f32_products(self):
-        for spec in ("heads=8 d_k=128 mask=causal", "heads=8 d_k=80 dtype=bf16",
-                     "heads=8 d_k=128 dtype=f16"):
-            with self.subTest(spec=spec):
-                self.assertNotIn("vdpbf16ps", self.assembly(spec))
-        self.assertNotIn("vdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
-                                                    target="x86-64-avx512"))
-        self.assertNotIn("vdpbf16ps", self.assembly("heads=8 d_k=128 dtype=bf16",
-                                                    schedule="dot=0"))
 
     def test_dot_schedule_outside_the_families_is_refused(self):
         self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
@@ -223,29 +238,12 @@ class DotCode(PairedCase):
                           self.tmp), 2, "dot=1 needs query_tile a multiple of 16, key_block a "
                     "multiple of 32")
 
-    def test_numerics_against_the_reference(self):
-        if not host_has_avx512_bf16():
-            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
-        verify_cases(self, "x86-64-zen4", "vdpbf16ps")
-
-    def test_values_past_a_padded_length_never_reach_the_output(self):
-        if not host_has_avx512_bf16():
-            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
-        verify_poisoned_padding(self, "x86-64-zen4")
-        verify_poisoned_padding(self, "x86-64-zen4", ("decode=1", "decode=1,key_block=32"), 3)
 
     def test_fat_bundle_member_for_zen4(self):
         # The Zen 4 member takes dot products and needs AVX512-BF16, not AMX; the runtime ranks
         # it before the AVX-512 member, and each verifies when it is told to run it.
-        spec = "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal"
-        r = self.expect(attnc("compile", spec, "--backend", "mlir", "--target",
-                              "x86-64-avx512,x86-64-zen4", "-o", self.tmp), 0)
-        bundle = r.stdout.split()[0]
-        with open(bundle[:-3] + ".json") as f:
-            manifest = json.load(f)
-        self.assertEqual([t["name"] for t in manifest["targets"]],
-                         ["x86-64-zen4", "x86-64-avx512"])
-        members = {t["name"]: t["cpu_features"] for t in manifest["targets"]}
+        bundle, order, members = self.fat_bundle()
+        self.assertEqual(order, ["x86-64-zen4", "x86-64-avx512"])
         self.assertIn("avx512_bf16", members["x86-64-zen4"])
         self.assertNotIn("amx_tile", members["x86-64-zen4"])
         if not host_has_avx512_bf16():

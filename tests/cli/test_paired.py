@@ -11,14 +11,6 @@ import unittest
 from common import CliTestCase, attnc, host_flags, needs_backends, write_npy
 
 
-def host_has_amx():
-    return {"amx_tile", "amx_bf16"} <= host_flags()
-
-
-def host_has_avx512_bf16():
-    return {"avx512f", "avx512_bf16"} <= host_flags()
-
-
 # Odd shapes (B, Tq, Tk): Tq != Tk both ways, Tq = 1, sizes off the 16-row tiles, the 32-key
 # chunks and the 128-key blocks, several blocks. `--emit so,asm` compiles the prefill kernel
 # alone (no decode kernel beside it), so Tq 1 and 13 run the paired products too.
@@ -63,8 +55,13 @@ class PairedProducts:
     RUN_TARGET = None  # the target whose bundles run them on this CPU, where it has them
     POISONED = ("", "key_block=32")  # the schedules verify_poisoned_padding runs
 
+    NEEDS = ()  # the /proc/cpuinfo flags that running them needs
+    UNIT = None  # and the unit's name
+
     def skip_unless_the_cpu_has_them(self):
-        raise NotImplementedError
+        if not set(self.NEEDS) <= host_flags():
+            self.skipTest("skipped: no %s (this CPU lacks %s)"
+                          % (self.UNIT, " or ".join(self.NEEDS)))
 
     def test_numerics_against_the_reference(self):
         self.skip_unless_the_cpu_has_them()
@@ -108,11 +105,7 @@ class PairedProducts:
 @needs_backends("mlir")
 class AmxCode(PairedProducts, CliTestCase):
     TARGET, PRODUCT, WITHOUT = "x86-64-sapphirerapids", "tdpbf16ps", "amx=0"
-    RUN_TARGET = "host"
-
-    def skip_unless_the_cpu_has_them(self):
-        if not host_has_amx():
-            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+    RUN_TARGET, NEEDS, UNIT = "host", ("amx_tile", "amx_bf16"), "AMX"
 
     def test_bf16_products_are_tiles_on_sapphire_rapids(self):
         asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
@@ -133,8 +126,7 @@ class AmxCode(PairedProducts, CliTestCase):
         bundle, _, members = self.fat_bundle()
         self.assertIn("amx_tile", members["x86-64-sapphirerapids"])
         self.assertNotIn("amx_tile", members["x86-64-avx512"])
-        if not host_has_amx():
-            self.skipTest("skipped: no AMX (this CPU lacks amx_tile or amx_bf16)")
+        self.skip_unless_the_cpu_has_them()
         shape = ["--batch", "2", "--seq-q", "70", "--seq-k", "45"]
         r = self.expect(attnc("run", bundle, "--verbose", *shape), 0)
         self.assertIn("attnc: target x86-64-sapphirerapids", r.stderr)
@@ -207,13 +199,9 @@ def verify_cases(test, target, product):
 @needs_backends("mlir")
 class DotCode(PairedProducts, CliTestCase):
     TARGET, PRODUCT, WITHOUT = "x86-64-zen4", "vdpbf16ps", "dot=0"
-    RUN_TARGET = TARGET
+    RUN_TARGET, NEEDS, UNIT = TARGET, ("avx512f", "avx512_bf16"), "AVX512-BF16"
     # The decode kernel's too: an odd last key alone.
     POISONED = PairedProducts.POISONED + ("decode=1", "decode=1,key_block=32")
-
-    def skip_unless_the_cpu_has_them(self):
-        if not host_has_avx512_bf16():
-            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
 
     def test_bf16_products_are_dot_products_on_zen4(self):
         asm = self.assembly("heads=8 d_k=128 dtype=bf16 mask=causal")
@@ -246,8 +234,7 @@ class DotCode(PairedProducts, CliTestCase):
         self.assertEqual(order, ["x86-64-zen4", "x86-64-avx512"])
         self.assertIn("avx512_bf16", members["x86-64-zen4"])
         self.assertNotIn("amx_tile", members["x86-64-zen4"])
-        if not host_has_avx512_bf16():
-            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
+        self.skip_unless_the_cpu_has_them()
         for name in members:
             for tq in ("70", "3"):
                 self.expect(attnc("verify", bundle, "--batch", "2", "--seq-q", tq, "--seq-k",
@@ -258,8 +245,7 @@ class DotCode(PairedProducts, CliTestCase):
         for spec in DECODE_CASES:
             with self.subTest(spec=spec):
                 self.assertIn("vdpbf16ps", self.assembly(spec, schedule="decode=1"))
-        if not host_has_avx512_bf16():
-            self.skipTest("skipped: no AVX512-BF16 (this CPU lacks avx512f or avx512_bf16)")
+        self.skip_unless_the_cpu_has_them()
         for spec in DECODE_CASES:
             with self.subTest(spec=spec):
                 out = os.path.join(self.tmp, str(abs(hash(spec))))

@@ -639,18 +639,29 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
                             : divisorUpTo(wholeVectors, most),
                 columnTiles = wholeVectors / width + (dv % lanes != 0 ? 1 : 0),
                 passes = llvm::divideCeil(group, pvRows) * columnTiles;
-  auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector,
-                  int64_t width, bool whole) {
-    Value pass = tb.create<arith::AddIOp>(
+  // A tile's pass over the block's keys (for prefetchNext), its rows and its columns' first.
+  struct TileAt {
+    Value pass;
+    SmallVector<Value> rows, columns;
+  };
+  auto tileAt = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector,
+                    int64_t width) {
+    TileAt at;
+    at.pass = tb.create<arith::AddIOp>(
         tb.create<arith::MulIOp>(tb.create<arith::DivUIOp>(r0, indexConstant(tb, pvRows)),
                                  indexConstant(tb, columnTiles)),
         columnTile);
-    SmallVector<Value> rows, columns, start;
     for (int64_t rr = 0; rr < pvRows; ++rr)
-      rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
+      at.rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
     for (int64_t c = 0; c < width; ++c)
-      columns.push_back(tb.create<arith::MulIOp>(
+      at.columns.push_back(tb.create<arith::MulIOp>(
           tb.create<arith::AddIOp>(firstVector, indexConstant(tb, c)), indexConstant(tb, lanes)));
+    return at;
+  };
+  auto tile = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector,
+                  int64_t width, bool whole) {
+    auto [pass, rows, columns] = tileAt(tb, r0, columnTile, firstVector, width);
+    SmallVector<Value> start;
     for (int64_t c = 0; c < width; ++c)
       for (int64_t rr = 0; rr < pvRows; ++rr) {
         Value a = tb.create<vector::LoadOp>(vector, acc, ValueRange{rows[rr], columns[c]});
@@ -695,10 +706,7 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
   // The dot products' tile: keys two at a time, an odd last one alone (its partner's V taken as
   // 0, so that a row past the block never meets its P = 0).
   auto pairTile = [&](ImplicitLocOpBuilder& tb, Value r0, Value columnTile, Value firstVector) {
-    Value pass = tb.create<arith::AddIOp>(
-        tb.create<arith::MulIOp>(tb.create<arith::DivUIOp>(r0, indexConstant(tb, pvRows)),
-                                 indexConstant(tb, columnTiles)),
-        columnTile);
+    auto [pass, rows, columns] = tileAt(tb, r0, columnTile, firstVector, width);
     auto chunkType = VectorType::get({2 * lanes}, tb.getBF16Type());
     // A 32-column chunk's pairs (lo, hi) as vpunpck{l,h}wd leave them, and the way back: each
     // 128-bit lane of 8 bf16 columns gives its first 4 to lo's lane, its last 4 to hi's.
@@ -717,12 +725,6 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
       back[c / lanes].push_back(i < kLanePairs ? kLanePairs * lane + i
                                                : lanes + kLanePairs * lane + i - kLanePairs);
     }
-    SmallVector<Value> rows, columns;
-    for (int64_t rr = 0; rr < pvRows; ++rr)
-      rows.push_back(tb.create<arith::AddIOp>(r0, indexConstant(tb, rr)));
-    for (int64_t c = 0; c < width; ++c)
-      columns.push_back(tb.create<arith::MulIOp>(
-          tb.create<arith::AddIOp>(firstVector, indexConstant(tb, c)), indexConstant(tb, lanes)));
     // start[c * pvRows + rr]: vector c of the tile in pair order (low, high of each chunk).
     SmallVector<Value> start(width * pvRows);
     for (int64_t c = 0; c < width; c += 2)

@@ -370,7 +370,7 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
   auto pairStep = [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
                       bool alone) {
     Value key = keyAt(jb, jb.create<arith::MulIOp>(j, two));
-    Value chunkKeys = indexConstant(jb, kTileBf16);
+    Value chunkKeys = indexConstant(jb, kValueChunkKeys);
     Value chunk = jb.create<arith::DivUIOp>(key, chunkKeys);
     Value inChunk = jb.create<arith::RemUIOp>(key, chunkKeys);
     SmallVector<Value> p, v;
@@ -599,16 +599,16 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
       }
     });
   }
-  Value chunkKeys = indexConstant(b, kTileBf16);
+  Value chunkKeys = indexConstant(b, kValueChunkKeys);
   Value wholeBegin = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(keyBegin, chunkKeys),
                                              chunkKeys);
   Value zeroChunk = b.create<arith::SubIOp>(b.create<memref::DimOp>(paired->values, 2),
                                             indexConstant(b, 1));
   SmallVector<Value> chunks;
-  for (int64_t k = 0; k < maxKeys; k += kTileBf16) {
+  for (int64_t k = 0; k < maxKeys; k += kValueChunkKeys) {
     Value whole = b.create<arith::AndIOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, wholeBegin, indexConstant(b, k)),
-        b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, indexConstant(b, k + kTileBf16),
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::ule, indexConstant(b, k + kValueChunkKeys),
                                 keyCount));
     // The block starts at a multiple of max_keys, so its keys' chunks are whole.
     chunks.push_back(b.create<arith::SelectOp>(
@@ -628,7 +628,7 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
           acc.push_back(b.create<amx::TileLoadOp>(
               tileF32, op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}));
       acc = tileProducts(
-          b, acc, columnTiles, count, maxKeys / kTileBf16,
+          b, acc, columnTiles, count, maxKeys / kValueChunkKeys,
           [&](ImplicitLocOpBuilder& lb, int64_t k, int64_t u) -> Value {
             return lb.create<amx::TileLoadOp>(
                 tileBf16, paired->values, ValueRange{batch, kvHead, chunks[k], columns[u], zero});

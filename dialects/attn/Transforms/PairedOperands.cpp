@@ -14,8 +14,7 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-constexpr int64_t kChunkKeys = 16;  // keys a transposition takes: 16 rows of 16 pairs of bf16
-constexpr int64_t kValueChunk = 32; // keys of a V^T tile (PairedOperands::values)
+constexpr int64_t kChunkKeys = 16; // keys a transposition takes: 16 rows of 16 pairs of bf16
 
 // Rows of 16 lanes transposed (lane l of row i becomes lane i of row l): four stages that swap
 // the off-diagonal b x b blocks of every 2b x 2b block, b = 8, 4, 2, 1, each a two-source
@@ -91,9 +90,9 @@ PairedOperands layOutPairedOperands(RewriterBase& rewriter, OnlineUpdateOp op, i
   PairedOperands out;
   out.keys = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic, dk}, bf16),
                                        ValueRange{batch, padded});
-  Value chunks = b.create<arith::DivUIOp>(padded, indexConstant(b, kValueChunk));
+  Value chunks = b.create<arith::DivUIOp>(padded, indexConstant(b, kValueChunkKeys));
   out.values = b.create<memref::AllocOp>(
-      MemRefType::get({dynamic, heads, dynamic, dv, kValueChunk}, bf16),
+      MemRefType::get({dynamic, heads, dynamic, dv, kValueChunkKeys}, bf16),
       ValueRange{batch, b.create<arith::AddIOp>(chunks, indexConstant(b, 1))});
 
   // task = (b * H_kv + h) * blocks + block
@@ -119,14 +118,14 @@ PairedOperands layOutPairedOperands(RewriterBase& rewriter, OnlineUpdateOp op, i
     {
       auto zb = ImplicitLocOpBuilder::atBlockTerminator(b.getLoc(), last.thenBlock());
       Value zeros = zb.create<arith::ConstantOp>(DenseElementsAttr::get(
-          VectorType::get({kValueChunk}, bf16), zb.getFloatAttr(bf16, 0.0)));
+          VectorType::get({kValueChunkKeys}, bf16), zb.getFloatAttr(bf16, 0.0)));
       forRange(zb, zero, indexConstant(zb, dv), [&](ImplicitLocOpBuilder& cb, Value c) {
         cb.create<vector::StoreOp>(zeros, out.values, ValueRange{bi, h, chunks, c, zero});
       });
     }
     // Where key j's column c goes in V^T's chunks.
     auto valueAt = [&](ImplicitLocOpBuilder& at, Value j, Value c) {
-      Value chunkSize = indexConstant(at, kValueChunk);
+      Value chunkSize = indexConstant(at, kValueChunkKeys);
       return SmallVector<Value>{bi, h, at.create<arith::DivUIOp>(j, chunkSize), c,
                                 at.create<arith::RemUIOp>(j, chunkSize)};
     };

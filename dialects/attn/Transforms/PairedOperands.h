@@ -25,6 +25,9 @@ namespace attnc::attn {
 //                                         columns by 32 keys) is 1 KiB in a row: rows Tk' apart
 //                                         would fall in one set of the L1 cache; the last chunk
 //                                         zero, for tile steps over keys not attended
+// The keys of a chunk of PairedOperands::values (a V^T tile's row of 32 bf16).
+inline constexpr int64_t kValueChunkKeys = 32;
+
 struct PairedOperands {
   mlir::Value keys, values;
 };

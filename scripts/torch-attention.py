@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch's CPU attention as a peer for attnc bench: softmax(q k^T * scale [+ causal -inf])
-with F.dropout on the weights, then @ v, on [1, H, T, d] f32 tensors, the unfused form PyTorch
-1.13 (Debian's python3-torch, which has no fused CPU attention) users write; with --rope, q and
-k rotated first as LLaMA's reference code does (rotate_half, cos/sin tables built once). Prints
-the median of RUNS timed runs in ms after two warm-up runs, on all of the machine's threads.
-  /usr/bin/python3 torch-attention.py HEADS D T RUNS [--causal] [--dropout P] [--rope]
-(the peer is not part of the build: `apt-get install python3-torch` first)."""
+"""PyTorch's CPU attention written out as a peer for attnc bench: softmax(q k^T * scale
+[+ causal -inf]) with F.dropout on the weights, then @ v, on [1, H, T, d] f32 tensors, the
+unfused form users write when they need dropout or RoPE inside (FlashAttention's CPU kernel
+takes neither); with --rope, q and k rotated first as LLaMA's reference code does (rotate_half,
+cos/sin tables built once). Prints the median of RUNS timed runs in ms after two warm-up runs,
+on all of the machine's threads. Runs in the peers' venv (scripts/peers/env prints its Python):
+  "$(scripts/peers/env)" scripts/torch-attention.py HEADS D T RUNS [--causal] [--dropout P] [--rope]
+(docs/benchmarks.md's dropout and RoPE rows were measured with Debian's PyTorch 1.13)."""
 import argparse
 import os
 import statistics
@@ -23,7 +24,7 @@ def main():
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--rope", action="store_true")
     a = parser.parse_args()
-    torch.set_num_threads(os.cpu_count())  # Debian's build starts with one
+    torch.set_num_threads(os.cpu_count())
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, a.heads, a.t, a.d) for _ in range(3))
     blocked = torch.ones(a.t, a.t, dtype=torch.bool).triu(1) if a.causal else None

@@ -1,0 +1,48 @@
+"""attnc's side of a peer table: compile a spec into a bundle once, name the products its code
+multiplies with (from the assembly), and the argv of one `attnc bench` process per figure."""
+import os
+import subprocess
+
+import numpy
+
+ATTNC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin",
+                     "attnc")
+
+
+def compile_bundle(spec, directory, target="host"):
+    """The bundle's .so path; its assembly (.s) lies beside it."""
+    output = subprocess.run([ATTNC, "compile", spec, "--target", target, "-o", directory,
+                             "--emit", "so,asm"], capture_output=True, text=True)
+    if output.returncode != 0:
+        raise RuntimeError("attnc compile %r failed: %s" % (spec, output.stderr.strip()))
+    return next(line for line in output.stdout.splitlines() if line.endswith(".so"))
+
+
+def products(bundle):
+    """How the bundle's kernels multiply: AMX tiles, AVX512-BF16 dot products or f32 FMAs."""
+    with open(bundle[:-len(".so")] + ".s") as assembly:
+        text = assembly.read()
+    if "tdpbf16ps" in text:
+        return "AMX tiles"
+    if "vdpbf16ps" in text:
+        return "vdpbf16ps"
+    return "f32 FMA"
+
+
+def bench_argv(bundle, tq, tk, threads, runs, flush=False, extra=()):
+    argv = [ATTNC, "bench", bundle, "--seq-q", str(tq), "--seq-k", str(tk), "--threads",
+            str(threads), "--runs", str(runs), "--no-baseline", "--json", *extra]
+    return argv + (["--flush-caches"] if flush else [])
+
+
+def save(directory, name, array):
+    """An aux tensor for `attnc bench --param NAME=PATH`."""
+    path = os.path.join(directory, name + ".npy")
+    numpy.save(path, array)
+    return "%s=%s" % (name, path)
+
+
+def commit():
+    top = os.path.dirname(ATTNC)
+    return subprocess.run(["git", "-C", top, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()

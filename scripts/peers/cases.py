@@ -1,0 +1,87 @@
+"""What every peer derives from a case alike: its inputs, its mask as booleans, ALiBi's slopes.
+The semantics are attnc's (docs/spec.md): query row i sits at position qpos = i + tk - tq."""
+import numpy
+
+NUMPY_TYPES = {"f32": numpy.float32, "f16": numpy.float16}
+
+
+def bf16_bits(array):
+    """Round-to-nearest-even bf16 bit patterns of an f32 array, as uint16 (numpy has no bf16)."""
+    bits = numpy.ascontiguousarray(array, numpy.float32).view(numpy.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(numpy.uint16)
+
+
+def host_array(array, dtype):
+    """The bytes an input of `dtype` holds: bf16 as its bit patterns."""
+    if dtype == "bf16":
+        return bf16_bits(array)
+    return array.astype(NUMPY_TYPES[dtype])
+
+
+def groups(case):
+    if case["heads"] % case["kv_heads"]:
+        raise ValueError("heads %d is not a multiple of kv_heads %d" %
+                         (case["heads"], case["kv_heads"]))
+    return case["heads"] // case["kv_heads"]
+
+
+def random_bhsd(case, heads, rows, width, seed):
+    """[1, heads, rows, width] uniform in [-1, 1), f32 (a peer casts it to its dtype)."""
+    generator = numpy.random.default_rng(seed)
+    return generator.uniform(-1, 1, (1, heads, rows, width)).astype(numpy.float32)
+
+
+def qkv(case):
+    return (random_bhsd(case, case["heads"], case["tq"], case["d"], 1),
+            random_bhsd(case, case["kv_heads"], case["tk"], case["d"], 2),
+            random_bhsd(case, case["kv_heads"], case["tk"], case["d"], 3))
+
+
+def document_ids(length, documents):
+    """Token t's document: `documents` runs of equal length (the last one shorter)."""
+    size = -(-length // documents)
+    return numpy.arange(length, dtype=numpy.int32) // size
+
+
+def keep(case, q_idx, kv_idx):
+    """The mask as a function of (q_idx, kv_idx), on NumPy arrays or torch tensors alike."""
+    qpos = q_idx + (case["tk"] - case["tq"])
+    mask = case["mask"]
+    if mask in ("causal", "alibi"):
+        return kv_idx <= qpos
+    if mask == "window":
+        return (kv_idx <= qpos) & (qpos - kv_idx < case["window"])
+    if mask == "document":
+        ids = document_ids(case["tk"], case["documents"])
+        return ids[q_idx + case["tk"] - case["tq"]] == ids[kv_idx]
+    raise ValueError("mask %r has no keep function" % mask)
+
+
+def keep_matrix(case):
+    """[tq, tk] booleans, or None when every key is kept."""
+    if case["mask"] == "none":
+        return None
+    rows = numpy.arange(case["tq"])[:, None]
+    columns = numpy.arange(case["tk"])[None, :]
+    return keep(case, rows, columns)
+
+
+def alibi_slopes(heads):
+    """2^(-8 (h + 1) / n) for n a power of two; otherwise the power of two below's, then every
+    other slope of twice that (Press et al.; attnc's docs/spec.md)."""
+    def powers(n):
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+    below = 1 << (heads.bit_length() - 1)
+    if below == heads:
+        return powers(heads)
+    return powers(below) + powers(2 * below)[0::2][:heads - below]
+
+
+
+def alibi_bias(case):
+    """-slope_h |qpos - j| where kept, -inf elsewhere: [1, H, tq, tk] f32."""
+    rows = numpy.arange(case["tq"])[:, None] + case["tk"] - case["tq"]
+    distance = numpy.abs(rows - numpy.arange(case["tk"])[None, :]).astype(numpy.float32)
+    slopes = numpy.array(alibi_slopes(case["heads"]), numpy.float32)[:, None, None]
+    bias = numpy.where(keep_matrix(case), -slopes * distance, -numpy.inf)
+    return bias[None].astype(numpy.float32)

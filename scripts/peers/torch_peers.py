@@ -1,0 +1,112 @@
+"""PyTorch 2.x on the CPU, two ways users run attention there:
+  - `Sdpa`: F.scaled_dot_product_attention under sdpa_kernel(FLASH_ATTENTION), its fused CPU
+    flash kernel; where that kernel refuses a case, PyTorch's own choice runs and the table says
+    which kernel that was (read from the profiler, never assumed);
+  - `Flex`: torch.compile(flex_attention) with create_block_mask, the masks and ALiBi written as
+    mask_mod / score_mod, the same functions attnc compiles from expressions (FlexAttention's
+    CPU path: Inductor's C++ template, compiled once; Inductor's cache keeps it for the next
+    processes).
+Queries sit at the last tq of tk positions (attnc's bottom-right alignment); PyTorch's is_causal
+is top-left, so it is used only where tq == tk, and a decoding row (tq = 1) needs no mask."""
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+import cases
+from peer_registry import Unsupported
+
+TORCH_TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def torch_inputs(case):
+    return [torch.from_numpy(x).to(TORCH_TYPES[case["dtype"]]) for x in cases.qkv(case)]
+
+
+def kernel_that_ran(call):
+    """The aten op PyTorch dispatched scaled_dot_product_attention to, from the profiler."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        call()
+    names = [e.name for e in profile.events() if e.name.startswith("aten::_scaled_dot_product")]
+    return names[-1].removeprefix("aten::") if names else "unknown"
+
+
+class Sdpa:
+    def __init__(self, threads):
+        torch.set_num_threads(threads)
+        self.version = "torch " + torch.__version__
+
+    def prepare(self, case):
+        q, k, v = torch_inputs(case)
+        options = {"enable_gqa": case["heads"] != case["kv_heads"]}
+        square = case["tq"] == case["tk"]
+        if case["mask"] == "causal" and square:
+            options["is_causal"] = True
+        elif case["mask"] == "alibi":
+            options["attn_mask"] = torch.from_numpy(cases.alibi_bias(case)).to(q.dtype)
+        elif case["mask"] != "none" and not (case["mask"] == "causal" and case["tq"] == 1):
+            options["attn_mask"] = torch.from_numpy(cases.keep_matrix(case))
+
+        def attention():
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(q, k, v, **options)
+
+        def flash():
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return attention()
+        try:
+            flash()
+            return flash, kernel_that_ran(flash)
+        except RuntimeError as refusal:
+            reason = str(refusal).strip().splitlines()[0][:80]
+            return attention, "%s (flash refused: %s)" % (kernel_that_ran(attention), reason)
+
+
+class Flex:
+    def __init__(self, threads):
+        torch.set_num_threads(threads)
+        self.version = "torch " + torch.__version__
+        # Each case's shapes and functions compile anew; past Dynamo's limit (8) FlexAttention
+        # would run unfused, materialising the scores: a figure that is not FlexAttention's.
+        torch._dynamo.config.recompile_limit = 1024
+        warnings.filterwarnings("error", message="flex_attention called without torch.compile")
+        self.compiled = torch.compile(flex_attention, dynamic=False)
+
+    def prepare(self, case):
+        q, k, v = torch_inputs(case)
+        offset = case["tk"] - case["tq"]
+        options = {"enable_gqa": case["heads"] != case["kv_heads"]}
+        mask_mod = flex_mask_mod(case, offset)
+        if mask_mod is not None:
+            options["block_mask"] = create_block_mask(mask_mod, 1, None, case["tq"], case["tk"],
+                                                      device="cpu")
+        if case["mask"] == "alibi":
+            slopes = torch.tensor(cases.alibi_slopes(case["heads"]), dtype=torch.float32)
+
+            def alibi(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_idx + offset - kv_idx).abs()
+            options["score_mod"] = alibi
+
+        def attention():
+            with torch.no_grad():
+                return self.compiled(q, k, v, **options)
+        return attention, "torch.compile(flex_attention)" + (
+            ", create_block_mask" if mask_mod is not None else "")
+
+
+def flex_mask_mod(case, offset):
+    mask = case["mask"]
+    if mask == "none" or (mask == "causal" and case["tq"] == 1):
+        return None
+    if mask in ("causal", "alibi"):
+        return lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset
+    if mask == "window":
+        window = case["window"]
+        return lambda b, h, q_idx, kv_idx: (kv_idx <= q_idx + offset) & (
+            q_idx + offset - kv_idx < window)
+    if mask == "document":
+        ids = torch.from_numpy(cases.document_ids(case["tk"], case["documents"]))
+        return lambda b, h, q_idx, kv_idx: ids[q_idx + offset] == ids[kv_idx]
+    raise Unsupported("FlexAttention here has no mask_mod for %r" % mask)

@@ -9,18 +9,28 @@ ATTNC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bu
                      "attnc")
 
 
-def compile_bundle(spec, directory, target="host"):
-    """The bundle's .so path; its assembly (.s) lies beside it."""
+def compile_spec(spec, directory, target, emit, suffix):
     output = subprocess.run([ATTNC, "compile", spec, "--target", target, "-o", directory,
-                             "--emit", "so,asm"], capture_output=True, text=True)
+                             "--emit", emit], capture_output=True, text=True)
     if output.returncode != 0:
         raise RuntimeError("attnc compile %r failed: %s" % (spec, output.stderr.strip()))
-    return next(line for line in output.stdout.splitlines() if line.endswith(".so"))
+    return next(line for line in output.stdout.splitlines() if line.endswith(suffix))
+
+
+def compile_bundle(spec, directory, target="host"):
+    """The bundle as users get it (`--emit so` alone: a compile that also emits assembly builds
+    the prefill kernel only, without the decode kernel). Its assembly, compiled apart, lies in
+    DIRECTORY/asm."""
+    bundle = compile_spec(spec, directory, target, "so", ".so")
+    compile_spec(spec, os.path.join(directory, "asm"), target, "asm", ".s")
+    return bundle
 
 
 def products(bundle):
-    """How the bundle's kernels multiply: AMX tiles, AVX512-BF16 dot products or f32 FMAs."""
-    with open(bundle[:-len(".so")] + ".s") as assembly:
+    """How the bundle's prefill kernel multiplies: AMX tiles, AVX512-BF16 dot products or f32
+    FMAs."""
+    folder, name = os.path.split(bundle)
+    with open(os.path.join(folder, "asm", name[:-len(".so")] + ".s")) as assembly:
         text = assembly.read()
     if "tdpbf16ps" in text:
         return "AMX tiles"

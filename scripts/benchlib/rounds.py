@@ -23,9 +23,15 @@ def spread(samples):
     return (max(samples) - min(samples)) / statistics.median(samples)
 
 
+def milliseconds(value):
+    """Three significant digits, never an exponent: 0.352, 27.9, 2770."""
+    return "%.0f" % value if value >= 100 else "%.3g" % value
+
+
 def cell(samples):
-    """'12.34 (12.01-13.50)', marked '**spread 35%**' past the limit."""
-    text = "%.3g (%.3g–%.3g)" % (statistics.median(samples), min(samples), max(samples))
+    """'12.3 (12.0-13.5)', marked '**spread 35%**' past the limit."""
+    text = "%s (%s–%s)" % tuple(map(milliseconds, (statistics.median(samples), min(samples),
+                                                   max(samples))))
     if spread(samples) > SPREAD_LIMIT:
         text += " **spread %.0f%%**" % (100 * spread(samples))
     return text

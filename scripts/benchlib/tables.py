@@ -52,14 +52,17 @@ class PeerTable:
 
     def markdown(self, leading, work, limit, rate_name):
         """`leading`: (header, case, threads -> cells) of the columns that name the case;
-        `work(case, implementation)` in FLOPs or bytes; `limit(case, threads, what ran)` in the rate's unit."""
+        `work(case, implementation)` in FLOPs or bytes; `limit(case, threads, what ran)` in
+        the rate's unit."""
         header = leading[0] + ["implementation", "what ran", "ms: median (min–max)",
                                "%s (%% of limit)" % rate_name, "time vs attnc"]
         out = []
         for case, threads, implementations in self.rows:
             ours = implementations[0][0]
             for key, label, ran in implementations:
-                out.append(leading[1](case, threads) + [label, ran or self.rounds.kernels.get(key, "–")]
-                           + figure_cells(self.rounds, key, ours, work(case, label),
-                                          limit(case, threads, ran)))
+                version = self.rounds.versions.get(label)
+                name = "%s (%s)" % (label, version) if version else label
+                what_ran = ran or self.rounds.kernels.get(key, "–")
+                out.append(leading[1](case, threads) + [name, what_ran] + figure_cells(
+                    self.rounds, key, ours, work(case, label), limit(case, threads, ran)))
         return markdown(header, out)

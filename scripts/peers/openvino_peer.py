@@ -56,7 +56,8 @@ class OpenVino:
         arrays = {name: x if x.dtype == bool else cases.host_array(x, case["dtype"])
                   for name, x in inputs.items()}
         for name, x in arrays.items():
-            request.set_tensor(name, openvino.Tensor(x, x.shape, parameters[name].get_element_type()))
+            element = parameters[name].get_element_type()
+            request.set_tensor(name, openvino.Tensor(x, x.shape, element))
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
         kernel = "ScaledDotProductAttention (opset 13)%s, computed in %s" % (
             ", a GQA group's rows in one head" if grouped else "", precision)

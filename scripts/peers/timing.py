@@ -1,6 +1,6 @@
 """The peers' timing: two warm-up calls (one for a slow peer), then the median of `runs` timed
-calls, each optionally after a flush of the caches (as `attnc bench --flush-caches` does for attnc's side), so a decode
-step reads its K/V cache from memory as it would between the steps of a model."""
+calls, each optionally after a flush of the caches (as `attnc bench --flush-caches` does for
+attnc's side), so a decode step reads its K/V cache from memory as between a model's steps."""
 import statistics
 import time
 

@@ -25,16 +25,16 @@ def groups(case):
     return case["heads"] // case["kv_heads"]
 
 
-def random_bhsd(case, heads, rows, width, seed):
+def random_bhsd(heads, rows, width, seed):
     """[1, heads, rows, width] uniform in [-1, 1), f32 (a peer casts it to its dtype)."""
     generator = numpy.random.default_rng(seed)
     return generator.uniform(-1, 1, (1, heads, rows, width)).astype(numpy.float32)
 
 
 def qkv(case):
-    return (random_bhsd(case, case["heads"], case["tq"], case["d"], 1),
-            random_bhsd(case, case["kv_heads"], case["tk"], case["d"], 2),
-            random_bhsd(case, case["kv_heads"], case["tk"], case["d"], 3))
+    return (random_bhsd(case["heads"], case["tq"], case["d"], 1),
+            random_bhsd(case["kv_heads"], case["tk"], case["d"], 2),
+            random_bhsd(case["kv_heads"], case["tk"], case["d"], 3))
 
 
 def document_ids(length, documents):

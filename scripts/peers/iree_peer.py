@@ -19,7 +19,6 @@ import cases
 from peer_registry import Unsupported
 
 DECODE_ROWS = 16
-ELEMENT = {"f32": "f32", "f16": "f16", "bf16": "bf16"}
 MODULES = os.path.join(sys.prefix, "iree-modules")
 
 
@@ -83,7 +82,7 @@ def attention_mlir(case, shapes, mask):
     """The op over (batch, m, n, k1, k2): Q [batch, m, k1], K [batch, k2, k1], V [batch, k2, n],
     the scale, the mask [m, k2] or [batch, m, k2], the result [batch, m, n]. bf16 tensors cross
     the function's boundary as their bits (i16: NumPy has no bf16), bitcast inside."""
-    element = ELEMENT[case["dtype"]]
+    element = case["dtype"]  # attnc's dtype names are MLIR's element types
     storage = "i16" if element == "bf16" else element
     names = ["%q", "%k", "%v", "%mask"][:len(shapes)]
     floats = [i < 3 or mask.dtype != bool for i in range(len(shapes))]

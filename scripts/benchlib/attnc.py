@@ -19,19 +19,15 @@ def compile_spec(spec, directory, target, emit, suffix):
 
 def compile_bundle(spec, directory, target="host"):
     """The bundle as users get it (`--emit so` alone: a compile that also emits assembly builds
-    the prefill kernel only, without the decode kernel). Its assembly, compiled apart, lies in
-    DIRECTORY/asm."""
-    bundle = compile_spec(spec, directory, target, "so", ".so")
-    compile_spec(spec, os.path.join(directory, "asm"), target, "asm", ".s")
-    return bundle
+    the prefill kernel only, without the decode kernel)."""
+    return compile_spec(spec, directory, target, "so", ".so")
 
 
-def products(bundle):
-    """How the bundle's prefill kernel multiplies: AMX tiles, AVX512-BF16 dot products or f32
-    FMAs."""
-    folder, name = os.path.split(bundle)
-    with open(os.path.join(folder, "asm", name[:-len(".so")] + ".s")) as assembly:
-        text = assembly.read()
+def products(spec, directory, target="host"):
+    """How the spec's prefill kernel multiplies, read from its assembly (compiled apart into
+    DIRECTORY/asm): AMX tiles, AVX512-BF16 dot products or f32 FMAs."""
+    with open(compile_spec(spec, os.path.join(directory, "asm"), target, "asm", ".s")) as f:
+        text = f.read()
     if "tdpbf16ps" in text:
         return "AMX tiles"
     if "vdpbf16ps" in text:

@@ -65,10 +65,11 @@ def make_case(table, d, mask, dtype, seq):
     return case
 
 
-def attnc_entries(bundles, case, extra=()):
-    return [(label, attnc.products(bundle),
-             attnc.bench_argv(bundle, case["tq"], case["tk"], 1, 7, extra=extra))
-            for label, bundle in bundles]
+def attnc_entries(spec, targets, case, work, extra=()):
+    """attnc's rows of a case: one bundle of `spec` per (label, target)."""
+    return [(label, attnc.products(spec, work, target), attnc.bench_argv(
+        attnc.compile_bundle(spec, work, target), case["tq"], case["tk"], 1, 7, extra=extra))
+        for label, target in targets]
 
 
 def builtin_table(rounds, limits, args, work):
@@ -79,12 +80,11 @@ def builtin_table(rounds, limits, args, work):
             for mask in ("none", "causal"):
                 spec = "heads=%d d_k=%d dtype=%s%s" % (HEADS, d, dtype,
                                                        " mask=causal" if mask == "causal" else "")
-                bundles = [("attnc", attnc.compile_bundle(spec, work))]
+                targets = [("attnc", "host")]
                 if dtype == "bf16" and limits["amx"] and limits["dot"]:
-                    bundles.append(("attnc x86-64-zen4",
-                                    attnc.compile_bundle(spec, work, "x86-64-zen4")))
+                    targets.append(("attnc x86-64-zen4", "x86-64-zen4"))
                 case = make_case("built-in", d, mask, dtype, args.seq)
-                table.add(case, 1, attnc_entries(bundles, case))
+                table.add(case, 1, attnc_entries(spec, targets, case, work))
     return table
 
 
@@ -95,7 +95,7 @@ def written_table(rounds, args, work):
         for mask in ("causal", "window", "document", "alibi"):
             spec = "heads=%d d_k=64 dtype=%s %s" % (HEADS, dtype, written_spec(mask))
             case = make_case("written", 64, mask, dtype, args.seq)
-            table.add(case, 1, attnc_entries([("attnc", attnc.compile_bundle(spec, work))], case,
+            table.add(case, 1, attnc_entries(spec, [("attnc", "host")], case, work,
                                              written_params(mask, args.seq, work)))
     return table
 

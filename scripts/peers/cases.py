@@ -2,6 +2,10 @@
 The semantics are attnc's (docs/spec.md): query row i sits at position qpos = i + tk - tq."""
 import numpy
 
+from peer_registry import Unsupported
+
+DECODE_ROWS = 16  # at most this many query rows a step are a decoding step (attnc's decode kernel)
+
 NUMPY_TYPES = {"f32": numpy.float32, "f16": numpy.float16}
 
 
@@ -16,6 +20,19 @@ def host_array(array, dtype):
     if dtype == "bf16":
         return bf16_bits(array)
     return array.astype(NUMPY_TYPES[dtype])
+
+
+def group_rows(case, q, mask):
+    """A GQA decoding step for peers whose K/V heads must match the queries': a group's query
+    rows in one head, q [1, H, tq, d] -> [1, H_kv, groups * tq, d], the [tq, tk] mask repeated
+    for each query head of the group. Exact for tq <= DECODE_ROWS rows at the cache's end."""
+    if case["tq"] > DECODE_ROWS:
+        raise Unsupported("K/V heads must match the queries' here, and a GQA prefill has no "
+                          "form with a group's rows in one head")
+    if mask is not None and mask.ndim != 2:
+        raise Unsupported("a per-head mask (ALiBi) has no form with a group's rows in one head")
+    q = q.reshape(1, case["kv_heads"], -1, case["d"])
+    return q, None if mask is None else numpy.tile(mask, (groups(case), 1))
 
 
 def groups(case):
@@ -43,17 +60,19 @@ def document_ids(length, documents):
     return numpy.arange(length, dtype=numpy.int32) // size
 
 
-def keep(case, q_idx, kv_idx):
-    """The mask as a function of (q_idx, kv_idx), on NumPy arrays or torch tensors alike."""
-    qpos = q_idx + (case["tk"] - case["tq"])
-    mask = case["mask"]
+def keep_function(case, as_array=numpy.asarray):
+    """The mask as a function of (q_idx, kv_idx), on NumPy arrays or, with `as_array` =
+    torch.from_numpy, torch tensors (FlexAttention's mask_mod): the one definition every peer
+    uses."""
+    offset, mask = case["tk"] - case["tq"], case["mask"]
     if mask in ("causal", "alibi"):
-        return kv_idx <= qpos
+        return lambda q_idx, kv_idx: kv_idx <= q_idx + offset
     if mask == "window":
-        return (kv_idx <= qpos) & (qpos - kv_idx < case["window"])
+        return lambda q_idx, kv_idx: (kv_idx <= q_idx + offset) & (
+            q_idx + offset - kv_idx < case["window"])
     if mask == "document":
-        ids = document_ids(case["tk"], case["documents"])
-        return ids[q_idx + case["tk"] - case["tq"]] == ids[kv_idx]
+        ids = as_array(document_ids(case["tk"], case["documents"]))
+        return lambda q_idx, kv_idx: ids[q_idx + offset] == ids[kv_idx]
     raise ValueError("mask %r has no keep function" % mask)
 
 
@@ -63,7 +82,7 @@ def keep_matrix(case):
         return None
     rows = numpy.arange(case["tq"])[:, None]
     columns = numpy.arange(case["tk"])[None, :]
-    return keep(case, rows, columns)
+    return keep_function(case)(rows, columns)
 
 
 def alibi_slopes(heads):

@@ -4,21 +4,18 @@ compiled by iree-base-compiler for this CPU (--iree-llvmcpu-target-cpu=host) and
 iree-base-runtime's local-task driver on `threads` workers. A mask is the op's optional mask
 operand (booleans [Tq, Tk], or ALiBi as a float bias [H, Tq, Tk]): IREE applies it to every
 score, skipping no block. The op's batch dimension is the head; its maps cannot divide a head
-index, so a GQA decoding step (tq <= 16) puts a group's query rows in one batch entry, as
-OpenVINO's graphs do. A module is compiled once per shape and kept beside the venv, so the
-rounds after the first only load it."""
+index, so a GQA decoding step puts a group's query rows in one batch entry (cases.group_rows).
+A module is compiled once per shape and kept beside the venv, so the rounds after the first
+only load it."""
 import hashlib
 import importlib.metadata
 import os
 import sys
 
-import numpy
 from iree import compiler, runtime
 
 import cases
-from peer_registry import Unsupported
 
-DECODE_ROWS = 16
 MODULES = os.path.join(sys.prefix, "iree-modules")
 
 
@@ -30,15 +27,9 @@ class Iree:
 
     def prepare(self, case):
         q, k, v = cases.qkv(case)
-        grouped = case["heads"] != case["kv_heads"]
-        if grouped and case["tq"] > DECODE_ROWS:
-            raise Unsupported("the attention op's maps cannot divide a head index: no GQA "
-                              "prefill")
         mask = mask_input(case)
-        if grouped:
-            q = q.reshape(1, case["kv_heads"], -1, case["d"])
-            if mask is not None:
-                mask = numpy.tile(mask, (cases.groups(case), 1))
+        if case["heads"] != case["kv_heads"]:
+            q, mask = cases.group_rows(case, q, mask)
         host = [cases.host_array(x[0], case["dtype"]) for x in (q, k, v)]
         if mask is not None:
             host.append(mask if mask.dtype == bool else cases.host_array(mask, case["dtype"]))

@@ -20,6 +20,7 @@ import openvino.opset13 as ops
 from openvino._pyopenvino.op import _PagedAttentionExtension
 
 import cases
+from openvino_peer import OpenVino
 from peer_registry import Unsupported
 
 BLOCK = 32  # the CPU plugin's block of f32, f16 and bf16 caches
@@ -72,11 +73,8 @@ def fill(tensor, values):
         tensor.data[...] = values
 
 
-class OpenVinoPaged:
-    def __init__(self, threads):
-        self.threads = threads
-        self.core = openvino.Core()
-        self.version = "openvino " + openvino.__version__.split("-")[0]
+class OpenVinoPaged(OpenVino):
+    """The SDPA peer's core, threads and version; its own model."""
 
     def prepare(self, case):
         if case["tq"] != 1 or case["mask"] not in ("none", "causal"):

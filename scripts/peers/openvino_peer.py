@@ -1,18 +1,15 @@
 """OpenVINO's CPU ScaledDotProductAttention (opset 13), one op a model built in memory, compiled
 for "CPU" with INFERENCE_NUM_THREADS and its INFERENCE_PRECISION_HINT (bf16 for bf16 and f16
 inputs, which this CPU plugin computes in bf16 where the CPU has AVX512-BF16 or AMX, f32 for f32).
-The op's K/V heads must broadcast to the queries' (no GQA), so a decoding step (tq <= 16) puts
-a GQA group's query rows in one head: q [1, kv_heads, groups * tq, d] against the group's K/V,
-as OpenVINO's own LLM graphs do, with the causal mask among the new rows as a boolean mask.
+The op's K/V heads must broadcast to the queries' (no GQA), so a decoding step puts a GQA
+group's query rows in one head (cases.group_rows), as OpenVINO's own LLM graphs do, with the
+causal mask among the new rows as a boolean mask.
 Its causal flag is top-left aligned: used only where tq == tk."""
-import numpy
 import openvino
 import openvino.opset13 as ops
 
 import cases
-from peer_registry import Unsupported
 
-DECODE_ROWS = 16
 HINTS = {"f32": "f32", "bf16": "bf16", "f16": "bf16"}
 
 
@@ -25,16 +22,10 @@ class OpenVino:
     def prepare(self, case):
         q, k, v = cases.qkv(case)
         grouped = case["heads"] != case["kv_heads"]
-        if grouped and case["tq"] > DECODE_ROWS:
-            raise Unsupported("ScaledDotProductAttention's K/V heads must broadcast to the "
-                              "queries'; a GQA prefill has no such form")
-        if grouped and case["mask"] == "alibi":
-            raise Unsupported("ALiBi's per-head bias has no form with a GQA group in one head")
         # The mask: booleans, or for ALiBi the scores' bias in the inputs' type.
         keep = cases.alibi_bias(case) if case["mask"] == "alibi" else cases.keep_matrix(case)
-        if grouped:  # [1, H, tq, d] -> [1, H_kv, groups * tq, d]: a group's rows in one head
-            q = q.reshape(1, case["kv_heads"], -1, case["d"])
-            keep = None if keep is None else numpy.tile(keep, (cases.groups(case), 1))
+        if grouped:
+            q, keep = cases.group_rows(case, q, keep)
         inputs = {"q": q, "k": k, "v": v}
         parameters = {name: ops.parameter(list(x.shape), element_type(case), name=name)
                       for name, x in inputs.items()}

@@ -18,7 +18,6 @@ import cases
 from peer_registry import Unsupported
 
 ELEMENT = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
-DECODE_ROWS = 16
 
 
 class OnnxRuntime:
@@ -30,7 +29,7 @@ class OnnxRuntime:
         if case["dtype"] not in ELEMENT:
             raise Unsupported("ONNX Runtime's CPU attention operators take f32 and f16, not %s"
                               % case["dtype"])
-        if case["tq"] <= DECODE_ROWS < case["tk"]:
+        if case["tq"] <= cases.DECODE_ROWS < case["tk"]:
             model, feeds, kernel = group_query_attention(case)
         elif case["mask"] == "none" and case["heads"] == case["kv_heads"]:
             model, feeds, kernel = multi_head_attention(case)
@@ -58,6 +57,11 @@ def as_dtype(array, case):
     return array.astype(cases.NUMPY_TYPES[case["dtype"]])
 
 
+def token_rows(x, case):
+    """[1, heads, tokens, d] -> the contrib operators' [1, tokens, heads d], in the case's type."""
+    return as_dtype(x.transpose(0, 2, 1, 3).reshape(1, x.shape[2], -1), case)
+
+
 def group_query_attention(case):
     if case["mask"] not in ("none", "causal"):
         raise Unsupported("GroupQueryAttention's mask is causal only, not %s" % case["mask"])
@@ -78,7 +82,7 @@ def group_query_attention(case):
                             [o.name for o in outputs], domain="com.microsoft",
                             num_heads=heads, kv_num_heads=kv_heads)
     model = one_node_model(node, inputs, outputs, [("", 21), ("com.microsoft", 1)])
-    rows = lambda x: as_dtype(x.transpose(0, 2, 1, 3).reshape(1, x.shape[2], -1), case)
+    rows = lambda x: token_rows(x, case)
     feeds = {"query": rows(q), "key": rows(k[:, :, -tq:]), "value": rows(v[:, :, -tq:]),
              "past_key": as_dtype(k, case), "past_value": as_dtype(v, case),
              "seqlens_k": numpy.array([tk - 1], numpy.int32),
@@ -96,8 +100,8 @@ def multi_head_attention(case):
     node = helper.make_node("MultiHeadAttention", ["query", "key", "value"], ["output"],
                             domain="com.microsoft", num_heads=heads)
     model = one_node_model(node, inputs, outputs, [("", 23), ("com.microsoft", 1)])
-    rows = lambda x: as_dtype(x.transpose(0, 2, 1, 3).reshape(1, x.shape[2], -1), case)
-    feeds = dict(zip(["query", "key", "value"], map(rows, cases.qkv(case))))
+    feeds = {name: token_rows(x, case) for name, x in zip(["query", "key", "value"],
+                                                           cases.qkv(case))}
     return model, feeds, "MultiHeadAttention (com.microsoft)"
 
 

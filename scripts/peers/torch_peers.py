@@ -16,7 +16,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import cases
-from peer_registry import Unsupported
 
 TORCH_TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -78,7 +77,7 @@ class Flex:
         q, k, v = torch_inputs(case)
         offset = case["tk"] - case["tq"]
         options = {"enable_gqa": case["heads"] != case["kv_heads"]}
-        mask_mod = flex_mask_mod(case, offset)
+        mask_mod = flex_mask_mod(case)
         if mask_mod is not None:
             options["block_mask"] = create_block_mask(mask_mod, 1, None, case["tq"], case["tk"],
                                                       device="cpu")
@@ -96,17 +95,9 @@ class Flex:
             ", create_block_mask" if mask_mod is not None else "")
 
 
-def flex_mask_mod(case, offset):
-    mask = case["mask"]
-    if mask == "none" or (mask == "causal" and case["tq"] == 1):
+def flex_mask_mod(case):
+    """cases.keep_function on torch tensors, or None where every key is kept."""
+    if case["mask"] == "none" or (case["mask"] == "causal" and case["tq"] == 1):
         return None
-    if mask in ("causal", "alibi"):
-        return lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + offset
-    if mask == "window":
-        window = case["window"]
-        return lambda b, h, q_idx, kv_idx: (kv_idx <= q_idx + offset) & (
-            q_idx + offset - kv_idx < window)
-    if mask == "document":
-        ids = torch.from_numpy(cases.document_ids(case["tk"], case["documents"]))
-        return lambda b, h, q_idx, kv_idx: ids[q_idx + offset] == ids[kv_idx]
-    raise Unsupported("FlexAttention here has no mask_mod for %r" % mask)
+    keep = cases.keep_function(case, torch.from_numpy)
+    return lambda b, h, q_idx, kv_idx: keep(q_idx, kv_idx)

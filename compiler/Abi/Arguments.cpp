@@ -1,5 +1,7 @@
 #include "Abi/Arguments.h"
 
+#include "Spec/SpecNames.h"
+
 #include <nlohmann/json.hpp>
 
 namespace attnc {
@@ -213,6 +215,42 @@ std::vector<Argument> kernelArguments(const Spec& s) {
     add("weights", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk},
         ArgumentFill::None, "normalised attention weights, before dropout");
   return args;
+}
+
+namespace {
+
+// kernelArguments of a spec with every optional argument on (each mask's tensor, bias, sinks,
+// lse, weights, kv_append's new rows), under every combination of the keys that choose among
+// the others: the variant, the cache, its dtype, the feature map and packed queries. Each
+// enumeration is read from its name table, so a value added there is covered here.
+std::set<std::string> collectBuiltinArgumentNames() {
+  Spec s;
+  for (unsigned k = 0; k < static_cast<unsigned>(MaskKind::Count); ++k)
+    s.masks.add(static_cast<MaskKind>(k));
+  s.bias = s.sinks = s.lse = s.weights = s.kvAppend = true;
+  s.pageSize = s.block = 1;
+  std::set<std::string> names;
+  for (const auto& variant : variantNames())
+    for (const auto& cache : kvCacheNames())
+      for (const auto& kvDtype : kvDTypeNames())
+        for (const auto& map : featureMapNames())
+          for (bool ragged : {false, true}) {
+            s.variant = variant.second;
+            s.kvCache = cache.second;
+            s.kvDtype = kvDtype.second;
+            s.featureMap = map.second;
+            s.raggedQueries = ragged;
+            for (const Argument& a : kernelArguments(s))
+              names.insert(a.name);
+          }
+  return names;
+}
+
+} // namespace
+
+const std::set<std::string>& builtinArgumentNames() {
+  static const std::set<std::string> names = collectBuiltinArgumentNames();
+  return names;
 }
 
 nlohmann::json argumentsToJson(const std::vector<Argument>& arguments) {

@@ -7,7 +7,9 @@
 #include "attnc/Shape.hpp"
 
 #include <nlohmann/json_fwd.hpp>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attnc {
@@ -42,6 +44,12 @@ struct Argument {
 };
 
 std::vector<Argument> kernelArguments(const Spec& spec);
+// Every name an argument of some spec has, aux tensors aside: a param or aux tensor takes none
+// of them, whatever the spec's other keys (docs/spec.md, "Checked when the spec is parsed").
+const std::set<std::string>& builtinArgumentNames();
+// The names a call passes beside the arguments (attnc_kernel_call's, the linked header's
+// operator()), which an aux tensor, an argument too, does not take either.
+inline constexpr std::string_view kCallParameters[] = {"num_threads", "stream"};
 nlohmann::json argumentsToJson(const std::vector<Argument>& arguments);
 std::string_view roleName(ArgumentRole role);
 

@@ -5,10 +5,10 @@
 #include "Link/LinkedHeader.h"
 #include "Link/Toolchain.h"
 #include "Support/Errors.h"
+#include "Support/Files.h"
 #include "attnc/attnc.h"
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <optional>
 #include <string_view>
@@ -100,34 +100,6 @@ std::vector<std::string> adopt(const std::vector<fs::path>& files, const fs::pat
   return names;
 }
 
-// C and C++ keywords (C23, C++20) and alternative tokens: none can name a class or a symbol.
-constexpr std::string_view kKeywords[] = {
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
-    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
-    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
-    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
-    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
-    "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
-    "reinterpret_cast", "requires", "restrict", "return", "short", "signed", "sizeof", "static",
-    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
-    "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "union", "unsigned",
-    "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
-
-// Why `name` cannot name a linked library's symbols and C++ class, or empty when it can.
-std::optional<std::string> identifierProblem(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) ||
-      !std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      }))
-    return "it must be a C identifier (letters, digits, _; not starting with a digit)";
-  if (std::find(std::begin(kKeywords), std::end(kKeywords), name) != std::end(kKeywords))
-    return "it is a C or C++ keyword";
-  if (name.starts_with("__") || (name[0] == '_' && name.size() > 1 && std::isupper(name[1])))
-    return "names beginning with __ or _ and a capital are reserved to the implementation";
-  return std::nullopt;
-}
-
 } // namespace
 
 CompileResult compileFatBundle(const Spec& spec, const CompileRequest& compile) {
@@ -141,7 +113,7 @@ CompileResult compileFatBundle(const Spec& spec, const CompileRequest& compile) 
       compile.libraryName.empty()
           ? "attnc_" + std::string(variantName(spec.variant)) + "_" + spec.hash().substr(0, 12)
           : compile.libraryName;
-  if (auto problem = library ? identifierProblem(name) : std::nullopt)
+  if (auto problem = library ? libraryNameProblem(name) : std::nullopt)
     throw UsageError("--name " + name +
                      ": the linked library's name becomes C symbols and a C++ class, and " +
                      *problem);
@@ -191,8 +163,7 @@ CompileResult compileFatBundle(const Spec& spec, const CompileRequest& compile) 
     runTool({"objcopy",
              "--redefine-sym=attnc_kernel_run=attnc_target" + std::to_string(i) + "_run",
              members[i].sealed.string(), renamed.string()},
-            scratch / "objcopy.log", "naming the target's kernel",
-            "objcopy comes with binutils, beside the linker");
+            "naming the target's kernel", "objcopy comes with binutils, beside the linker");
     linkInputs.push_back(renamed);
   }
   const fs::path fatEntry = findArchive("libattnc_bundle_fat.a");
@@ -202,7 +173,7 @@ CompileResult compileFatBundle(const Spec& spec, const CompileRequest& compile) 
   request.abiVersion = ATTNC_ABI_VERSION;
   auto withTable = [&](const std::string& exportsName) {
     const fs::path table = scratch / (exportsName.empty() ? "targets.S" : "exports.S");
-    std::ofstream(table) << tableAssembly(members.size(), exportsName);
+    writeFile(table, tableAssembly(members.size(), exportsName));
     request.linkInputs = linkInputs;
     request.linkInputs.insert(request.linkInputs.end(), {table, fatEntry});
   };
@@ -221,8 +192,8 @@ CompileResult compileFatBundle(const Spec& spec, const CompileRequest& compile) 
     const std::string archive = "lib" + name + ".a", object = name + ".o";
     fs::rename(scratch / sealed.front(), scratch / object);
     runTool({"ar", "rcsD", (scratch / archive).string(), (scratch / object).string()},
-            scratch / "ar.log", "archiving the linked kernel", "ar comes with binutils");
-    std::ofstream(scratch / (name + ".h")) << linkedHeader(name, request.manifest);
+            "archiving the linked kernel", "ar comes with binutils");
+    writeFile(scratch / (name + ".h"), linkedHeader(name, request.manifest));
     const std::vector<std::string> written = {archive, name + ".h", sealed.back()};
     files.insert(bundle ? files.begin() + 2 : files.begin(), written.begin(), written.end());
   }

@@ -4,6 +4,7 @@
 #include "Driver/Driver.h"
 #include "Link/Toolchain.h"
 #include "Support/Errors.h"
+#include "Support/Files.h"
 #include "attnc/attnc.h"
 #include "bundle/KernelRunner.h"
 
@@ -25,8 +26,7 @@ nlohmann::json readJson(const fs::path& path) {
 // and every other symbol it defines made local, so parts never clash (their helpers and
 // constants have the same names). objcopy is binutils', beside the linker.
 std::vector<std::string> renameKernels(const fs::path& object, const fs::path& out,
-                                       const std::vector<std::string>& kernels, size_t index,
-                                       const fs::path& scratch) {
+                                       const std::vector<std::string>& kernels, size_t index) {
   std::vector<std::string> localize = {"objcopy"}, rename = {"objcopy"}, renamed;
   for (const std::string& k : kernels) {
     localize.push_back("--keep-global-symbol=" + k);
@@ -36,8 +36,8 @@ std::vector<std::string> renameKernels(const fs::path& object, const fs::path& o
   localize.insert(localize.end(), {object.string(), out.string()});
   rename.push_back(out.string());
   const std::string hint = "objcopy comes with binutils, beside the linker";
-  runTool(localize, scratch / "objcopy.log", "making the kernel's helpers local", hint);
-  runTool(rename, scratch / "objcopy.log", "renaming the kernel's functions", hint);
+  runTool(localize, "making the kernel's helpers local", hint);
+  runTool(rename, "renaming the kernel's functions", hint);
   return renamed;
 }
 
@@ -175,7 +175,7 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
     const fs::path dir = partJson.parent_path();
     const fs::path renamed = scratch / ("kernel_shape" + std::to_string(i) + ".o");
     kernels.push_back(renameKernels(dir / p.at("kernel_object").get<std::string>(), renamed,
-                                    p.at("kernels").get<std::vector<std::string>>(), i, scratch));
+                                    p.at("kernels").get<std::vector<std::string>>(), i));
     objects.push_back(renamed);
     runners.push_back(p.at("runner").get<std::string>());
     for (const nlohmann::json& o : p.at("objects"))
@@ -198,7 +198,7 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
   stampContentHash(manifest);
 
   const fs::path table = scratch / "shape_table.S";
-  std::ofstream(table) << tableAssembly(shapes, runners, kernels);
+  writeFile(table, tableAssembly(shapes, runners, kernels));
   BundleRequest request;
   request.manifest = manifest;
   request.linkInputs = objects;

@@ -3,14 +3,14 @@
 // (ExprEval.h), code generators translate it, and the spec prints it in canonical form
 // (ExprPrint.h). ExprParse.h turns text into a tree, checking names and types.
 //
-// Types: int (64-bit, wrapping), float (computed in f64 by the reference) and bool. Arithmetic
-// on two ints stays int, a float operand makes it float; `/` always divides as floats and `%`
-// takes ints only, with the divisor's sign (floor modulo, as Python's), so that `(q_idx -
-// kv_idx) % 4` means what a reader expects for negative differences; `x % 0` is 0, so no
-// kernel traps. `//` divides ints to the floor, the quotient that goes with `%`
-// (x == m * (x // m) + x % m), and `x // 0` is 0: block indices such as `q_idx // 64`. floor
-// takes a number to an int. bit(x, i) reads one bit of an int, for masks packed into the bits
-// of an aux tensor.
+// Types: int (64-bit and wrapping in the reference, 32-bit in kernels, so a literal fits 32 bits),
+// float (computed in f64 by the reference) and bool. Arithmetic on two ints stays int, a float
+// operand makes it float; `/` always divides as floats and `%` takes ints only, with the
+// divisor's sign (floor modulo, as Python's), so that `(q_idx - kv_idx) % 4` means what a
+// reader expects for negative differences; `x % 0` is 0, so no kernel traps. `//` divides ints
+// to the floor, the quotient that goes with `%` (x == m * (x // m) + x % m), and `x // 0` is 0:
+// block indices such as `q_idx // 64`. floor takes a number to an int. bit(x, i) reads one bit
+// of an int, for masks packed into the bits of an aux tensor.
 #ifndef ATTNC_COMPILER_EXPR_EXPR_H
 #define ATTNC_COMPILER_EXPR_EXPR_H
 

@@ -8,24 +8,31 @@ namespace attnc::expr {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kExactInt = 9007199254740992.0; // 2^53
+constexpr double kIntMin = std::numeric_limits<int32_t>::min();
+constexpr double kIntMax = std::numeric_limits<int32_t>::max();
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+constexpr double kFloatMin = std::numeric_limits<float>::min(); // the smallest normal
 constexpr double kFloatSlack = 1.0 / (1 << 20);
 
-// Ends past 2^53 become infinite (ints), and float ends move outwards by kFloatSlack.
+// Int ends past 32 bits become infinite; float ends move outwards by kFloatSlack, to ±inf past
+// f32's range (a kernel's f32 overflows there) and to 0 below its smallest normal (flushed).
 Bounds normalized(Bounds r) {
   if (r.type == Type::Int) {
-    // Past 2^53 a double may have rounded the wrong way: move the end outwards.
-    if (r.lo < -kExactInt)
+    if (r.lo < kIntMin)
       r.lo = -kInf;
-    else if (r.lo > kExactInt)
-      r.lo = kExactInt;
-    if (r.hi > kExactInt)
+    if (r.hi > kIntMax)
       r.hi = kInf;
-    else if (r.hi < -kExactInt)
-      r.hi = -kExactInt;
   } else if (r.type == Type::Float) {
     r.lo -= std::fabs(r.lo) * kFloatSlack;
     r.hi += std::fabs(r.hi) * kFloatSlack;
+    if (r.lo < -kFloatMax)
+      r.lo = -kInf;
+    else if (r.lo > 0 && r.lo < kFloatMin)
+      r.lo = 0;
+    if (r.hi > kFloatMax)
+      r.hi = kInf;
+    else if (r.hi < 0 && r.hi > -kFloatMin)
+      r.hi = 0;
   }
   return r;
 }
@@ -38,6 +45,14 @@ Bounds range(Type type, double lo, double hi, bool maybeNaN) {
   if (std::isnan(r.hi))
     r.hi = kInf;
   return normalized(r);
+}
+
+// The result of an int operation that wraps in 32-bit kernels (+, -, *, negation, abs, //): one
+// that may leave 32 bits may be any int there, and is unbounded.
+Bounds wrapping(const Bounds& r) {
+  if (r.type == Type::Int && !(std::isfinite(r.lo) && std::isfinite(r.hi)))
+    return Bounds::unknown(Type::Int);
+  return r;
 }
 
 // The hull of the values `f` takes at the corners: exact for + - * min max on intervals.
@@ -87,10 +102,11 @@ Bounds modulo(const Bounds& a, const Bounds& b) {
 Bounds quotient(const Bounds& a, const Bounds& b) {
   // floor(x / m) is monotone in each argument while m keeps one sign: the corners bound it.
   if (b.lo > 0 || b.hi < 0)
-    return corners(Type::Int, a, b, [](double x, double m) { return std::floor(x / m); });
+    return wrapping(
+        corners(Type::Int, a, b, [](double x, double m) { return std::floor(x / m); }));
   // With m = 0 (x // 0 = 0) or either sign possible, |x // m| <= |x|.
   const double limit = std::max(std::fabs(a.lo), std::fabs(a.hi));
-  return range(Type::Int, -limit, limit, false);
+  return wrapping(range(Type::Int, -limit, limit, false));
 }
 
 Bounds hull(const Bounds& a, const Bounds& b, Type type) {
@@ -179,7 +195,7 @@ Bounds bounds(const Node& n, const Box& box) {
     return Bounds::unknown(n.type);
   case Op::Neg: {
     const Bounds a = arg(0);
-    return range(a.type, -a.hi, -a.lo, a.maybeNaN);
+    return wrapping(range(a.type, -a.hi, -a.lo, a.maybeNaN));
   }
   case Op::Not: {
     const Bounds a = arg(0);
@@ -201,11 +217,11 @@ Bounds bounds(const Node& n, const Box& box) {
   case Op::Ne:
     return compared(n.op, arg(0), arg(1));
   case Op::Add:
-    return corners(n.type, arg(0), arg(1), add);
+    return wrapping(corners(n.type, arg(0), arg(1), add));
   case Op::Sub:
-    return corners(n.type, arg(0), arg(1), subtract);
+    return wrapping(corners(n.type, arg(0), arg(1), subtract));
   case Op::Mul:
-    return corners(n.type, arg(0), arg(1), multiply);
+    return wrapping(corners(n.type, arg(0), arg(1), multiply));
   case Op::Div: {
     const Bounds a = arg(0), b = arg(1);
     if (b.lo <= 0 && b.hi >= 0) // a division by zero is possible: inf or NaN
@@ -227,8 +243,8 @@ Bounds bounds(const Node& n, const Box& box) {
     if (a.lo >= 0)
       return a;
     if (a.hi <= 0)
-      return range(a.type, -a.hi, -a.lo, a.maybeNaN);
-    return range(a.type, 0, std::max(-a.lo, a.hi), a.maybeNaN);
+      return wrapping(range(a.type, -a.hi, -a.lo, a.maybeNaN));
+    return wrapping(range(a.type, 0, std::max(-a.lo, a.hi), a.maybeNaN));
   }
   case Op::Where: {
     const Bounds c = arg(0);
@@ -239,11 +255,13 @@ Bounds bounds(const Node& n, const Box& box) {
     return hull(arg(1), arg(2), n.type);
   }
   case Op::Floor: {
+    // Saturating: at 32 bits in kernels, so an end past them also takes the 32-bit end (the
+    // reference saturates at 64 bits); floor of NaN is 0 (ExprEval.h).
     const Bounds a = arg(0);
-    if (a.maybeNaN) // floor of NaN is 0 (ExprEval.h)
-      return range(Type::Int, std::min(0.0, std::floor(a.lo)), std::max(0.0, std::floor(a.hi)),
-                   false);
-    return range(Type::Int, std::floor(a.lo), std::floor(a.hi), false);
+    double lo = std::min(std::floor(a.lo), kIntMax), hi = std::max(std::floor(a.hi), kIntMin);
+    if (a.maybeNaN)
+      lo = std::min(lo, 0.0), hi = std::max(hi, 0.0);
+    return range(Type::Int, lo, hi, false);
   }
   case Op::Exp:
     return increasing(arg(0), [](double x) { return std::exp(x); });

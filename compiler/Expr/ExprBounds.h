@@ -17,10 +17,14 @@
 namespace attnc::expr {
 
 // An int or float range, both ends included (an infinite end: unbounded), or for a bool which of
-// true and false it can be. Int ends past 2^53 count as unbounded, so every finite end is an
-// exact double. Float ranges are widened by 2^-20 of their size at every step, which covers
-// the f32 rounding of kernels that compute what the reference computes in f64, and say
-// whether the value may be NaN (a NaN compares false, so a comparison of it can be either).
+// true and false it can be. The bounds hold for the reference (ints in 64 bits, floats in f64)
+// and for kernels (ints in 32 bits, floats in f32) alike. Finite int ends lie within 32 bits, so
+// each is an exact double; an int +, -, *, negation, abs or // that may leave 32 bits, which
+// kernels wrap, is unbounded on both sides, and a floor past 32 bits saturates differently in
+// the two. Float ranges are widened by 2^-20 of their size at every step, which covers f32's
+// rounding, and further where f32 takes a value to ±inf (past its largest) or to 0 (below its
+// smallest normal); they say whether the value may be NaN (a NaN compares false, so a
+// comparison of it can be either).
 struct Bounds {
   Type type;
   double lo = -std::numeric_limits<double>::infinity();

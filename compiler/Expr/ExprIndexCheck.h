@@ -3,11 +3,20 @@
 // compiler cannot prove is refused with the clamp that would fix it.
 //
 // The proof bounds each index between affine functions of the run-time sizes B, Tq and Tk
-// (h, g, params and literals are constants). A node may have several such bounds, each sound:
-// min(a, b) is below every upper bound of a and of b, so `clamp(x, 0, Tk - 1)` is below Tk - 1
-// whatever x is. An index is in bounds when some lower bound is at least 0 and some upper bound
-// at most the dimension minus 1, for all B, Tq, Tk >= 1 taken independently (so an index that
-// needs Tq <= Tk is refused: declare the tensor over Tq, or clamp).
+// (h, g, params and literals are constants), in exact integer arithmetic. A node may have several
+// such bounds, each sound: min(a, b) is below every upper bound of a and of b, so
+// `clamp(x, 0, Tk - 1)` is below Tk - 1 whatever x is. A sum of ints keeps its exact value as a
+// linear form of the variables besides, so `kv_idx - kv_idx` is 0. An index is in bounds when
+// some lower bound is at least 0 and some upper bound at most the dimension minus 1, for all
+// B, Tq, Tk in [1, 2^31 - 1] taken independently (so an index that needs Tq <= Tk is refused:
+// declare the tensor over Tq, or clamp).
+//
+// Kernels compute ints in 32 bits and the reference in 64, so a bound holds for both only where
+// no step wraps: an int +, -, *, negation, abs or // whose value may leave 32 bits (kv_idx * 2 at
+// Tk = 2^31 - 1) gives no bound; clamp, min, max and % bound their results whatever their
+// operands did. Floats (f32 in kernels, f64 in the reference) give only the constant bounds of
+// ExprBounds.h, which allow for f32's rounding and range, so `floor(kv_idx * 1.0)` proves nothing
+// (f32 rounds kv_idx = 2^24 + 3 up to 2^24 + 4).
 #ifndef ATTNC_COMPILER_EXPR_EXPRINDEXCHECK_H
 #define ATTNC_COMPILER_EXPR_EXPRINDEXCHECK_H
 
@@ -20,10 +29,9 @@
 
 namespace attnc::expr {
 
-// constant + batch * B + seqQ * Tq + seqK * Tk.
+// constant + batch * B + seqQ * Tq + seqK * Tk: an aux tensor's dimension.
 struct Affine {
-  double constant = 0, batch = 0, seqQ = 0, seqK = 0;
-  friend bool operator==(const Affine&, const Affine&) = default;
+  int64_t constant = 0, batch = 0, seqQ = 0, seqK = 0;
 };
 
 struct IndexFacts {

@@ -4,6 +4,8 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -267,9 +269,14 @@ private:
     Node n = make(Op::IntLiteral, Type::Int, static_cast<int>(start) + 1);
     const char* end = digits.data() + digits.size();
     if (digits.find_first_of(".eE") == std::string_view::npos) {
+      // Kernels compute ints in 32 bits, so an int literal, as an int param, must fit them.
       auto [stop, error] = std::from_chars(digits.data(), end, n.intValue);
-      if (error != std::errc() || stop != end)
-        fail(start, "'" + std::string(digits) + "' is not an integer that fits in 64 bits");
+      if (stop != end || (error != std::errc() && error != std::errc::result_out_of_range))
+        fail(start, "'" + std::string(digits) + "' is not a number");
+      if (error != std::errc() || n.intValue > std::numeric_limits<int32_t>::max())
+        fail(start, "'" + std::string(digits) +
+                        "' does not fit 32 bits (kernels compute ints in 32 bits; an int literal "
+                        "is at most 2147483647)");
       return n;
     }
     n.op = Op::FloatLiteral;

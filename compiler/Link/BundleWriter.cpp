@@ -2,12 +2,11 @@
 
 #include "Link/Toolchain.h"
 #include "Support/Errors.h"
+#include "Support/Files.h"
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <memory>
 #include <sys/file.h>
 #include <system_error>
@@ -22,13 +21,6 @@ std::string bundleStem(const Spec& spec, std::string_view backend) {
 namespace {
 
 namespace fs = std::filesystem;
-
-void writeFile(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-  if (!out.flush())
-    throw JobError("cannot write " + path.string());
-}
 
 std::string quoted(const std::string& path) {
   std::string out = "\"";
@@ -100,7 +92,7 @@ OutputStaging::OutputStaging(fs::path outDir) : outDir_(std::move(outDir)) {
     throw UsageError("-o: the output directory is an empty path");
   createdOutDir_ = !fs::exists(outDir_);
   if (createdOutDir_ && !fs::create_directories(outDir_, ec))
-    throw UsageError("cannot create output directory " + outDir_.string() + ": " + ec.message());
+    throwSystemError<UsageError>("cannot create output directory " + outDir_.string(), ec.value());
   if (createdOutDir_)
     outDirRegistration_.emplace(outDir_);
   if (!fs::is_directory(outDir_))
@@ -114,8 +106,7 @@ OutputStaging::OutputStaging(fs::path outDir) : outDir_(std::move(outDir)) {
     const int error = errno;
     if (createdOutDir_)
       fs::remove_all(outDir_, ec);
-    throw UsageError("cannot create a build directory in " + outDir_.string() + ": " +
-                     std::strerror(error));
+    throwSystemError<UsageError>("cannot create a build directory in " + outDir_.string(), error);
   }
   scratch_ = fs::absolute(startTemplate);
   scratchRegistration_.emplace(scratch_);
@@ -154,7 +145,7 @@ std::vector<fs::path> OutputStaging::commit(const std::vector<std::string>& name
       std::error_code ignored;
       for (const fs::path& done : moved)
         fs::remove(done, ignored);
-      throw JobError("cannot move " + name + " into " + outDir_.string() + ": " + ec.message());
+      throwSystemError("cannot move " + name + " into " + outDir_.string(), ec.value());
     }
     moved.push_back(target);
     movedRegistrations.push_back(std::make_unique<TemporaryPath>(target));
@@ -170,7 +161,6 @@ std::vector<std::string> linkBundle(const BundleRequest& request, const OutputSt
   const fs::path assembly = scratch / "manifest.S";
   const fs::path exports = scratch / "exports.map";
   const fs::path bundle = scratch / (request.stem + ".so");
-  const fs::path log = scratch / "link.log";
   writeFile(manifestJson, request.manifest.dump(2) + "\n");
   writeFile(assembly, manifestAssembly(request.abiVersion, manifestJson));
   writeFile(exports, exportsScript(request.sharedExports));
@@ -187,7 +177,7 @@ std::vector<std::string> linkBundle(const BundleRequest& request, const OutputSt
   argv.push_back("-Wl,-z,defs");
 #endif
   argv.push_back("-Wl,--version-script=" + exports.string());
-  runTool(argv, log, "linking the bundle", "set ATTNC_CXX to a C++ compiler driver");
+  runTool(argv, "linking the bundle", "set ATTNC_CXX to a C++ compiler driver");
   return {request.stem + ".so", request.stem + ".json"};
 }
 
@@ -210,10 +200,7 @@ std::vector<std::string> writeBundlePart(const BundleRequest& request,
     // Objects made by the backend are copied beside the part; the dispatch bundle links each
     // name once (two Halide kernels share one Halide runtime object).
     const std::string copy = request.stem + "." + input.filename().string();
-    std::error_code ec;
-    fs::copy_file(input, scratch / copy, fs::copy_options::overwrite_existing, ec);
-    if (ec)
-      throw JobError("cannot copy " + input.string() + ": " + ec.message());
+    copyFile(input, scratch / copy);
     names.push_back(copy);
     if (input == request.kernelObject)
       part["kernel_object"] = copy;
@@ -242,10 +229,9 @@ std::vector<std::string> sealBundle(const BundleRequest& request, const OutputSt
     argv.push_back(input.string());
   argv.push_back("-Wl,--undefined=" + keep);
   argv.push_back("-Wl,--force-group-allocation");
-  runTool(argv, scratch / "seal.log", "linking the sealed kernel",
-          "set ATTNC_CXX to a C++ compiler driver");
+  runTool(argv, "linking the sealed kernel", "set ATTNC_CXX to a C++ compiler driver");
   runTool({"objcopy", "--keep-global-symbol=" + keep, linked.string(), (scratch / sealed).string()},
-          scratch / "seal.log", "making the sealed kernel's symbols local",
+          "making the sealed kernel's symbols local",
           "objcopy comes with binutils, beside the linker");
   return {sealed, request.stem + ".json"};
 }

@@ -26,9 +26,10 @@ std::string bundleStem(const Spec& spec, std::string_view backend);
 
 // Files are made in a private directory inside the output directory and moved in only by
 // commit(): on failure nothing is left behind (the output directory too, if it was created
-// here), nor when a signal ends the process (attnc's interrupt thread removes them), and a
-// scratch directory that a killed compile left is removed by the next compile into the same
-// directory. Throws UsageError, with the system's reason, when the directories cannot be made.
+// here), nor when a signal or LLVM ends the process (attnc removes them: TemporaryPaths.h),
+// and a scratch directory that a killed compile left is removed by the next compile into the
+// same directory. Throws UsageError, with the system's reason, when the directories cannot be
+// made (EnvironmentError when the disk is full: Support/Files.h).
 class OutputStaging {
 public:
   explicit OutputStaging(std::filesystem::path outDir);

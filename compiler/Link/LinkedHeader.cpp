@@ -1,7 +1,10 @@
 #include "Link/LinkedHeader.h"
 
+#include "Abi/Identifiers.h"
+
 #include <algorithm>
 #include <cctype>
+#include <vector>
 
 namespace attnc {
 namespace {
@@ -34,7 +37,38 @@ std::string escaped(const std::string& s) {
   return out;
 }
 
+// The class's members besides its constructor, as linkedHeader declares them.
+constexpr std::string_view kClassMembers[] = {
+    "Args", "spec", "run", "target", "target_choice", "bundle", "bundle_"};
+
+// The class declares the user's names (its own, the aux tensors') as C++ identifiers; a macro
+// of the includer's by such a name (NULL, errno, linux) would rewrite them, so the class sets
+// each aside while it is declared, and restores it after. The header's own names are
+// qualified (::DLTensor, ::int32_t, this->run), so no argument's name hides them.
+std::string macrosSetAside(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names)
+    text += "#pragma push_macro(\"" + n + "\")\n#undef " + n + "\n";
+  return text;
+}
+
+std::string macrosRestored(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names)
+    text += "#pragma pop_macro(\"" + n + "\")\n";
+  return text;
+}
+
 } // namespace
+
+std::optional<std::string> libraryNameProblem(std::string_view name) {
+  if (auto problem = cIdentifierProblem(name))
+    return problem;
+  if (std::find(std::begin(kClassMembers), std::end(kClassMembers), name) !=
+      std::end(kClassMembers))
+    return "it is a member of the header's class, which cannot share a member's name";
+  return std::nullopt;
+}
 
 std::string linkedHeader(const std::string& name, const nlohmann::json& manifest) {
   const std::string guard = "ATTNC_KERNEL_" + upper(name) + "_H";
@@ -48,14 +82,20 @@ std::string linkedHeader(const std::string& name, const nlohmann::json& manifest
                   "\n"
                   "// targets: " +
                   targets + " (the runtime runs the first this host supports)\n//\n";
-  for (const nlohmann::json& a : manifest.at("arguments"))
+  std::vector<std::string> names{name}; // each once: an aux tensor may share the class's name
+  for (const nlohmann::json& a : manifest.at("arguments")) {
     h += "//   " + describe(a) + "\n";
+    const std::string arg = a.at("name").get<std::string>();
+    if (std::find(names.begin(), names.end(), arg) == names.end())
+      names.push_back(arg);
+  }
   h += "#ifndef " + guard + "\n#define " + guard +
        "\n\n#include <attnc/attnc.h>\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
        "// The kernel in lib" +
        name + ".a, for attnc_bundle_open_linked.\nextern const attnc_kernel_exports " + name +
-       "_kernel;\n#ifdef __cplusplus\n}\n\n#include <attnc/Runtime.hpp>\n\n"
-       "namespace attnc::kernels {\n\n"
+       "_kernel;\n#ifdef __cplusplus\n}\n\n#include <attnc/Runtime.hpp>\n\n" +
+       macrosSetAside(names) +
+       "\nnamespace attnc::kernels {\n\n"
        "class " +
        name +
        " {\npublic:\n"
@@ -63,8 +103,8 @@ std::string linkedHeader(const std::string& name, const nlohmann::json& manifest
   std::string params, named, forward;
   for (const nlohmann::json& a : manifest.at("arguments")) {
     const std::string arg = a.at("name").get<std::string>();
-    h += "    DLTensor* " + arg + " = nullptr;\n";
-    params += (params.empty() ? "" : ", ") + std::string("DLTensor& ") + arg;
+    h += "    ::DLTensor* " + arg + " = nullptr;\n";
+    params += (params.empty() ? "" : ", ") + std::string("::DLTensor& ") + arg;
     named += "        {\"" + arg + "\", args." + arg + "},\n";
     forward += (forward.empty() ? "" : ", ") + std::string("&") + arg;
   }
@@ -73,23 +113,22 @@ std::string linkedHeader(const std::string& name, const nlohmann::json& manifest
        escaped(manifest.at("spec").get<std::string>()) +
        "\";\n\n"
        "  // Opens the linked kernel and picks its target; throws attnc::runtime::Error.\n  " +
-       name + "() : bundle_(attnc::runtime::Bundle::openLinked(" + name +
+       name + "() : bundle_(::attnc::runtime::Bundle::openLinked(::" + name +
        "_kernel)) {}\n\n"
        "  // Checks every tensor against the manifest, then runs (num_threads 0: all cores).\n"
-       "  void run(const Args& args, int32_t num_threads = 0, void* stream = nullptr) const {\n"
-       "    const attnc_named_tensor tensors[] = {\n" +
+       "  void run(const Args& args, ::int32_t num_threads = 0, void* stream = nullptr) const {\n"
+       "    const ::attnc_named_tensor tensors[] = {\n" +
        named +
        "    };\n    bundle_.run(tensors, num_threads, stream);\n  }\n"
        "  void operator()(" +
-       params + ", int32_t num_threads = 0) const {\n    run({" + forward +
+       params + ", ::int32_t num_threads = 0) const {\n    this->run({" + forward +
        "}, num_threads);\n  }\n\n"
        "  // The target it runs and why (the best this host supports, or ATTNC_TARGET's).\n"
-       "  std::string_view target() const { return bundle_.target(); }\n"
-       "  std::string_view target_choice() const { return bundle_.targetChoice(); }\n"
-       "  const attnc::runtime::Bundle& bundle() const { return bundle_; }\n\n"
-       "private:\n  attnc::runtime::Bundle bundle_;\n};\n\n} // namespace attnc::kernels\n"
-       "#endif // __cplusplus\n\n#endif // " +
-       guard + "\n";
+       "  ::std::string_view target() const { return bundle_.target(); }\n"
+       "  ::std::string_view target_choice() const { return bundle_.targetChoice(); }\n"
+       "  const ::attnc::runtime::Bundle& bundle() const { return bundle_; }\n\n"
+       "private:\n  ::attnc::runtime::Bundle bundle_;\n};\n\n} // namespace attnc::kernels\n\n" +
+       macrosRestored(names) + "#endif // __cplusplus\n\n#endif // " + guard + "\n";
   return h;
 }
 

@@ -8,11 +8,17 @@
 #define ATTNC_COMPILER_LINK_LINKEDHEADER_H
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace attnc {
 
-// `name` is a C identifier; `manifest` the library's (its spec, targets and arguments).
+// Why `name` cannot name a linked library (its symbols and C++ class): not an identifier a
+// program may declare (Abi/Identifiers.h), or a member of the class. nullopt when it can.
+std::optional<std::string> libraryNameProblem(std::string_view name);
+
+// `name` passes libraryNameProblem; `manifest` is the library's (its spec, targets and arguments).
 std::string linkedHeader(const std::string& name, const nlohmann::json& manifest);
 
 } // namespace attnc

@@ -1,14 +1,12 @@
 #include "Link/Toolchain.h"
 
 #include "Support/Errors.h"
+#include "Support/Files.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
-#include <fstream>
 #include <spawn.h>
-#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,17 +40,17 @@ std::filesystem::path findArchive(const std::string& archive) {
                  "override)");
 }
 
-void runTool(const std::vector<std::string>& argv, const std::filesystem::path& log,
-             const std::string& what, const std::string& hint) {
+void runTool(const std::vector<std::string>& argv, const std::string& what,
+             const std::string& hint) {
   std::vector<char*> args;
   for (const std::string& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const MemoryFile log("tool-output");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log.fd(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log.fd(), STDERR_FILENO);
   pid_t pid = 0;
   int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -64,13 +62,14 @@ void runTool(const std::vector<std::string>& argv, const std::filesystem::path& 
       throw JobError("lost track of " + argv[0] + ": " + std::strerror(errno));
   }
   const int exitStatus = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-  if (exitStatus != 0) {
-    std::ifstream in(log);
-    std::stringstream output;
-    output << in.rdbuf();
-    throw JobError(what + " failed (" + argv[0] + " exited with " + std::to_string(exitStatus) +
-                   "):\n" + output.str());
-  }
+  if (exitStatus == 0)
+    return;
+  const std::string output = log.contents();
+  const std::string message = what + " failed (" + argv[0] + " exited with " +
+                              std::to_string(exitStatus) + "):\n" + output;
+  if (mentionsEnvironmentFailure(output))
+    throw EnvironmentError(message);
+  throw JobError(message);
 }
 
 } // namespace attnc

@@ -17,11 +17,13 @@ std::string linkerDriver();
 // build tree). Throws JobError naming where it looked when `archive` is not there.
 std::filesystem::path findArchive(const std::string& archive);
 
-// Runs argv (no shell), stdout and stderr into `log`. Throws JobError when the program cannot
-// be started (naming it, with `hint`: how to point attnc at another one) or exits non-zero
-// ("<what> failed", its exit status, 128+N for signal N, and the log).
-void runTool(const std::vector<std::string>& argv, const std::filesystem::path& log,
-             const std::string& what, const std::string& hint);
+// Runs argv (no shell), its stdout and stderr kept in memory: a full disk cannot swallow what
+// it says. Throws JobError when the program cannot be started (naming it, with `hint`: how to
+// point attnc at another one) or exits non-zero ("<what> failed", its exit status, 128+N for
+// signal N, and what it said); EnvironmentError when what it said names a full disk or the
+// like (mentionsEnvironmentFailure).
+void runTool(const std::vector<std::string>& argv, const std::string& what,
+             const std::string& hint);
 
 } // namespace attnc
 

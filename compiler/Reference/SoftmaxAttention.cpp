@@ -139,7 +139,10 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
       }
       if (rowMax == kNegInf)
         continue; // no kept key and no sink: o = 0, lse = -inf, weights = 0
-      // lse = m + log(exp(sink - m) + sum_j exp(s_j - m)); p_j = exp(s_j - lse).
+      // With L = exp(sink - m) + sum_j exp(s_j - m) in [1, keys + 1]: lse = m + log L and
+      // p_j = exp(s_j - m) / L. Not p_j = exp(s_j - lse): where |m| dwarfs log L (m = -1e20,
+      // a score_mod's constant shift or a -1e30 mask value), m + log L rounds to m and every
+      // p_j to exp(s_j - m), weights that no longer sum to one.
       double sum = std::exp(sink - rowMax);
       for (int64_t j = 0; j < keys; ++j)
         if (kept[j])
@@ -149,7 +152,7 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
       for (int64_t j = 0; j < keys; ++j) {
         if (!kept[j])
           continue;
-        double p = std::exp(row[j] - lse);
+        double p = std::exp(row[j] - rowMax) / sum;
         if (s.weights)
           r.weights[((b * H + h) * seqQ + i) * keys + j] = p;
         p *= mask.dropFactor(b, h, i, j);

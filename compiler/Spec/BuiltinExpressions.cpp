@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,6 +29,14 @@ std::string anyOf(std::span<const std::string> terms) {
 // stays one operand.
 std::string floatLiteral(double value) {
   return "(" + expr::floatText(value) + ")";
+}
+
+// A count or distance of positions (window, global, stride, dilation; keys <= 2^31) as an int
+// literal, which fits 32 bits. Every qpos - kv_idx lies within +-(2^31 - 2) and every position
+// below 2^31 - 1 (sizes are ints: at most 2^31 - 1), so from 2^31 - 1 on every n compares and
+// divides them alike, and 2^31 - 1 stands for it.
+std::string positionLiteral(int64_t n) {
+  return std::to_string(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
 }
 
 // slopes[h] for h in [first, first + count), as a balanced tree of where() on h.
@@ -92,23 +101,23 @@ std::string bigbirdText(const Spec& s) {
 }
 
 std::string maskText(const Spec& s, MaskKind kind) {
-  const std::string left = std::to_string(s.windowLeft), right = std::to_string(s.windowRight);
+  const std::string left = positionLiteral(s.windowLeft), right = positionLiteral(s.windowRight);
   switch (kind) {
   case MaskKind::Causal: return "kv_idx <= qpos";
   case MaskKind::Padding: return "kv_idx < lengths[b]";
   case MaskKind::Tensor: return "mask[b, h, q_idx, kv_idx] != 0";
   case MaskKind::Window: return "kv_idx >= qpos - " + left + " && kv_idx <= qpos + " + right;
   case MaskKind::Global: {
-    const std::string n = std::to_string(s.globalTokens);
+    const std::string n = positionLiteral(s.globalTokens);
     return "qpos < " + n + " || kv_idx < " + n;
   }
-  case MaskKind::Strided: return "(qpos - kv_idx) % " + std::to_string(s.stride) + " == 0";
+  case MaskKind::Strided: return "(qpos - kv_idx) % " + positionLiteral(s.stride) + " == 0";
   case MaskKind::Dilated: {
     // Keys qpos - k * dilation for k in [-right, left].
-    const std::string d = std::to_string(s.dilation);
+    const std::string d = positionLiteral(s.dilation);
     return "(qpos - kv_idx) % " + d + " == 0 && qpos - kv_idx <= " +
-           std::to_string(s.windowLeft * s.dilation) + " && kv_idx - qpos <= " +
-           std::to_string(s.windowRight * s.dilation);
+           positionLiteral(s.windowLeft * s.dilation) + " && kv_idx - qpos <= " +
+           positionLiteral(s.windowRight * s.dilation);
   }
   case MaskKind::BlockSparse: {
     const std::string block = std::to_string(s.block);

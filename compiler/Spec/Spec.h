@@ -74,7 +74,7 @@ struct MaskSet {
   friend bool operator==(MaskSet, MaskSet) = default;
 };
 
-// A named scalar of params="cap=30 w=128", which expressions read by name: an int when written
+// A named scalar of params="cap=30 width=128", which expressions read by name: an int when written
 // as one (within 32 bits, as kernels compute ints), else a float.
 struct SpecParam {
   std::string name;

@@ -1,9 +1,11 @@
 #include "Spec/SpecExpressions.h"
 
 #include "Abi/Arguments.h"
+#include "Abi/Identifiers.h"
 #include "Expr/ExprIndexCheck.h"
 #include "Expr/ExprParse.h"
 #include "Expr/ExprPrint.h"
+#include "Expr/ExprQueries.h"
 #include "Semantics/Random.h"
 #include "Spec/SpecKeys.h"
 
@@ -11,7 +13,6 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <set>
 
 namespace attnc {
 namespace {
@@ -20,7 +21,7 @@ constexpr std::string_view kAuxAllowed =
     "space-separated name:type[dims], type i32 or f32, 1 to 4 dims each B, Tq, Tk, heads, "
     "kv_heads or an integer in [1, 2147483647] (aux=\"doc:i32[B,Tk] rel:f32[heads,257]\")";
 constexpr std::string_view kParamsAllowed =
-    "space-separated name=number (params=\"cap=30 w=128\"): an integer within 32 bits, or a "
+    "space-separated name=number (params=\"cap=30 width=128\"): an integer within 32 bits, or a "
     "finite real";
 
 bool isIdentifier(std::string_view name) {
@@ -31,16 +32,35 @@ bool isIdentifier(std::string_view name) {
   });
 }
 
-// A param or aux tensor's name: an identifier the language does not already use.
+[[noreturn]] void failName(std::string_view key, std::string_view value, std::string_view name,
+                           const std::string& why) {
+  throw SpecError(std::string(key) + "=\"" + std::string(value) + "\": '" + std::string(name) +
+                  "' " + why + "; choose another");
+}
+
+// A param or aux tensor's name: an identifier that neither the language nor a kernel argument
+// of any spec uses, so that a spec stays valid as its other keys change.
 void checkName(std::string_view key, std::string_view value, std::string_view name) {
-  auto fail = [&](const std::string& why) {
-    throw SpecError(std::string(key) + "=\"" + std::string(value) + "\": '" + std::string(name) +
-                    "' " + why);
-  };
   if (!isIdentifier(name))
-    fail("is not a name (a letter or _, then letters, digits or _)");
+    throw SpecError(std::string(key) + "=\"" + std::string(value) + "\": '" + std::string(name) +
+                    "' is not a name (a letter or _, then letters, digits or _)");
   if (expr::isLanguageName(name))
-    fail("is a name of the expression language (a variable or function); choose another");
+    failName(key, value, name, "is a name of the expression language (a variable or function)");
+  if (builtinArgumentNames().count(std::string(name)))
+    failName(key, value, name, "is the name of a kernel argument (of this spec or another)");
+}
+
+// An aux tensor's name is a kernel argument's too, so a linked library's header declares it as a
+// C++ member and parameter (Link/LinkedHeader.h): a name a program may declare, and not one the
+// call passes beside the arguments.
+void checkAuxName(std::string_view value, std::string_view name) {
+  checkName("aux", value, name);
+  if (auto problem = cIdentifierProblem(name))
+    failName("aux", value, name,
+             "cannot be a C++ member of a linked library's header: " + *problem);
+  if (std::find(std::begin(kCallParameters), std::end(kCallParameters), name) !=
+      std::end(kCallParameters))
+    failName("aux", value, name, "is a parameter of the kernel's call (num_threads, stream)");
 }
 
 std::string printNumber(const expr::Value& v) {
@@ -64,10 +84,10 @@ expr::Affine affineDim(const Spec& s, const std::string& dim) {
   if (dim == "Tk")
     return {0, 0, 0, 1};
   if (dim == "heads")
-    return {static_cast<double>(s.heads), 0, 0, 0};
+    return {s.heads, 0, 0, 0};
   if (dim == "kv_heads")
-    return {static_cast<double>(s.kvHeads), 0, 0, 0};
-  return {static_cast<double>(std::stoll(dim)), 0, 0, 0};
+    return {s.kvHeads, 0, 0, 0};
+  return {std::stoll(dim), 0, 0, 0};
 }
 
 } // namespace
@@ -147,7 +167,7 @@ std::vector<AuxTensor> parseAux(std::string_view text) {
   while (skipSpace(), at < text.size()) {
     AuxTensor tensor;
     const std::string_view name = until(":");
-    checkName("aux", text, name);
+    checkAuxName(text, name);
     tensor.name = std::string(name);
     const std::string_view type = until("[");
     if (type != "i32" && type != "f32")
@@ -207,6 +227,27 @@ void checkBatchReads(std::string_view key, const std::string& text, const expr::
     checkBatchReads(key, text, node.args[a], s, &node, a);
 }
 
+// Whether score_mod or mask_mod reads the param (op Param) or aux tensor (op Aux) `name`.
+bool read(const Spec& s, expr::Op op, const std::string& name) {
+  const auto test = [&](const expr::Node& n) { return n.op == op && n.name == name; };
+  return (s.scoreMod.tree && expr::contains(*s.scoreMod.tree, test)) ||
+         (s.maskMod.tree && expr::contains(*s.maskMod.tree, test));
+}
+
+// A param or aux tensor that no expression reads is an error: the aux tensor would still be an
+// argument every call passes, and either changes the spec's hash, not what it computes.
+void checkEveryNameRead(const Spec& s) {
+  for (const SpecParam& p : s.params)
+    if (!read(s, expr::Op::Param, p.name))
+      throw SpecError("params=\"" + printParams(s.params) + "\": no expression reads '" + p.name +
+                      "'; read it in score_mod or mask_mod, or remove it");
+  for (const AuxTensor& t : s.aux)
+    if (!read(s, expr::Op::Aux, t.name))
+      throw SpecError("aux=\"" + printAux(s.aux) + "\": no expression reads '" + t.name +
+                      "' (it would be a kernel argument); read it in score_mod or mask_mod, or "
+                      "remove it");
+}
+
 } // namespace
 
 void resolveExpressions(Spec& s) {
@@ -214,13 +255,6 @@ void resolveExpressions(Spec& s) {
     for (const AuxTensor& t : s.aux)
       if (p.name == t.name)
         throw SpecError("'" + p.name + "' is both a param and an aux tensor; names are unique");
-  {
-    std::set<std::string> names;
-    for (const Argument& a : kernelArguments(s))
-      if (!names.insert(a.name).second)
-        throw SpecError("aux=\"" + printAux(s.aux) + "\": '" + a.name +
-                        "' is already an argument of this kernel; choose another name");
-  }
   expr::Scope scope;
   if (s.seed)
     scope.philoxKey = random::streamKey(*s.seed, random::kExpressionStream);
@@ -268,6 +302,7 @@ void resolveExpressions(Spec& s) {
   };
   resolve(s.scoreMod, "score_mod", expr::Role::Score);
   resolve(s.maskMod, "mask_mod", expr::Role::Mask);
+  checkEveryNameRead(s);
 }
 
 } // namespace attnc

@@ -1,4 +1,4 @@
-// The spec's expression keys: params="cap=30 w=128" and aux="doc:i32[B,Tk]" as text in and
+// The spec's expression keys: params="cap=30 width=128" and aux="doc:i32[B,Tk]" as text in and
 // out, and the step that turns score_mod and mask_mod into checked trees once every key is
 // parsed (they read params and aux, whatever order the keys came in).
 #ifndef ATTNC_COMPILER_SPEC_SPECEXPRESSIONS_H

@@ -42,7 +42,7 @@ bool listed(const SpecKey& key, const Spec& spec);
 std::span<const SpecKey> specKeys();
 const SpecKey* findSpecKey(std::string_view name);
 
-// The words of a spec's text, or of a key's list value (params="cap=30 w=128"), split at
+// The words of a spec's text, or of a key's list value (params="cap=30 width=128"), split at
 // spaces outside double quotes; an unclosed quote is a SpecError.
 std::vector<std::string_view> specWords(std::string_view text);
 

@@ -4,6 +4,7 @@
 #include "Spec/SpecExpressions.h"
 #include "Spec/SpecKeys.h"
 #include "Spec/SpecNames.h"
+#include "Support/Errors.h"
 
 #include <cmath>
 #include <filesystem>
@@ -299,6 +300,8 @@ std::string jsonValueText(const std::string& key, const nlohmann::json& value) {
 } // namespace
 
 Spec parseSpec(std::string_view text) {
+  if (auto control = controlCharacter(text))
+    throw SpecError("the spec holds " + *control + "; a spec is printable text");
   Entries entries;
   for (std::string_view token : specWords(text)) {
     std::string_view key, value;
@@ -315,8 +318,17 @@ Spec parseSpecJson(const nlohmann::json& object) {
     throw SpecError("a JSON spec must be an object of key: value pairs, got a " +
                     std::string(object.type_name()));
   Entries entries;
-  for (const auto& [key, value] : object.items())
-    addEntry(entries, key, jsonValueText(key, value));
+  for (const auto& [key, value] : object.items()) {
+    // Shown escaped: the key and value as JSON.
+    if (auto control = controlCharacter(key))
+      throw SpecError("the key " + nlohmann::json(key).dump() + " holds " + *control +
+                      "; a spec is printable text");
+    const std::string text = jsonValueText(key, value);
+    if (auto control = controlCharacter(text))
+      throw SpecError(key + ": " + value.dump() + " holds " + *control +
+                      "; a spec is printable text");
+    addEntry(entries, key, text);
+  }
   if (entries.empty())
     throw SpecError("empty spec: give keys such as {\"variant\": \"sdpa\", \"d_k\": 64}");
   return buildSpec(withPreset(std::move(entries)));

@@ -1,7 +1,7 @@
 // Paths a command is writing and removes when it finishes (a compile's staging directory, an
 // output's temporary file). Registered while they exist, so that a command ended by a signal
-// can still remove them: attnc's interrupt thread calls removeTemporaryPaths() before the
-// process dies.
+// or by LLVM can still remove them: attnc's interrupt thread and its LLVM fatal-error handler
+// (tools/attnc/FatalErrors.h) call removeTemporaryPaths() before the process dies.
 #ifndef ATTNC_COMPILER_SUPPORT_TEMPORARYPATHS_H
 #define ATTNC_COMPILER_SUPPORT_TEMPORARYPATHS_H
 

@@ -5,6 +5,7 @@
 #include "attnc/TensorSpan.hpp"
 
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace attnc {
@@ -44,6 +45,17 @@ template <class T> T loadRaw(const char* p) {
 
 template <class T> void storeRaw(char* p, T v) {
   std::memcpy(p, &v, sizeof(T));
+}
+
+// v truncated toward zero to the integer type I. C++ leaves the conversion of NaN, or of a
+// value whose truncation I cannot hold, undefined: such a value is refused.
+template <class I> I toInteger(double v) {
+  constexpr double below = static_cast<double>(std::numeric_limits<I>::min()) - 1;
+  constexpr double above = static_cast<double>(std::numeric_limits<I>::max()) + 1;
+  if (!(v > below && v < above))
+    throw std::invalid_argument("tensor access: " + std::to_string(v) +
+                                " is outside the range of the tensor's integer dtype");
+  return static_cast<I>(v);
 }
 
 [[noreturn]] void unsupported(const DLTensor& t) {
@@ -110,11 +122,11 @@ void writeDense(DLTensor& t, const std::vector<double>& values) {
   else if (sameDType(d, *parseDType("bf16")))
     write([](char* q, double v) { storeRaw<uint16_t>(q, doubleToBfloat16(v)); });
   else if (sameDType(d, *parseDType("i32")))
-    write([](char* q, double v) { storeRaw<int32_t>(q, static_cast<int32_t>(v)); });
+    write([](char* q, double v) { storeRaw<int32_t>(q, toInteger<int32_t>(v)); });
   else if (sameDType(d, *parseDType("i8")))
-    write([](char* q, double v) { storeRaw<int8_t>(q, static_cast<int8_t>(v)); });
+    write([](char* q, double v) { storeRaw<int8_t>(q, toInteger<int8_t>(v)); });
   else if (sameDType(d, *parseDType("u8")))
-    write([](char* q, double v) { storeRaw<uint8_t>(q, static_cast<uint8_t>(v)); });
+    write([](char* q, double v) { storeRaw<uint8_t>(q, toInteger<uint8_t>(v)); });
   else
     unsupported(t);
 }

@@ -15,7 +15,8 @@ int64_t elementCount(const DLTensor& t);
 std::vector<double> readDense(const DLTensor& t);
 
 // Stores values (dense, row-major in t's shape) into t through its strides, rounding once to
-// t's dtype.
+// t's dtype (integer dtypes: truncated toward zero; NaN, or a value outside the dtype's range,
+// throws std::invalid_argument).
 void writeDense(DLTensor& t, const std::vector<double>& values);
 
 } // namespace attnc

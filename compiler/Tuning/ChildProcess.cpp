@@ -1,12 +1,10 @@
 #include "Tuning/ChildProcess.h"
 
 #include "Support/Errors.h"
+#include "Support/Files.h"
 
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
-#include <fstream>
-#include <iterator>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <thread>
@@ -17,9 +15,8 @@ extern char** environ;
 namespace attnc::tuning {
 namespace {
 
-std::string tail(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+std::string tail(const MemoryFile& file) {
+  const std::string text = file.contents();
   constexpr size_t kKeep = 64 * 1024;
   return text.size() > kKeep ? text.substr(text.size() - kKeep) : text;
 }
@@ -41,12 +38,12 @@ std::string ChildResult::summary() const {
 }
 
 ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds limit,
-                     const std::filesystem::path& scratch, const StopRequest& stop) {
-  const std::filesystem::path outFile = scratch / "child.out", errFile = scratch / "child.err";
+                     const StopRequest& stop) {
+  const MemoryFile out("child.out"), err("child.err");
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&files, 2, errFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, out.fd(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&files, err.fd(), STDERR_FILENO);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
@@ -64,7 +61,7 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
   posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attributes);
   if (spawned != 0)
-    throw JobError("cannot start " + argv[0] + ": " + std::strerror(spawned));
+    throwSystemError("cannot start " + argv[0], spawned);
 
   ChildResult result;
   int status = 0;
@@ -93,8 +90,8 @@ ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds 
     else if (WIFSIGNALED(status))
       result.signal = WTERMSIG(status);
   }
-  result.out = tail(outFile);
-  result.err = tail(errFile);
+  result.out = tail(out);
+  result.err = tail(err);
   return result;
 }
 

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,10 +33,10 @@ struct ChildResult {
 };
 
 // Runs argv in its own process group (so a terminal's Ctrl-C reaches only this process, which
-// then stops the child), its output in files under `scratch`; past `limit`, or once `stop`
-// reports a signal, the whole group is killed.
+// then stops the child), its output kept in memory (what it says about a full disk is not lost
+// on that disk); past `limit`, or once `stop` reports a signal, the whole group is killed.
 ChildResult runChild(const std::vector<std::string>& argv, std::chrono::seconds limit,
-                     const std::filesystem::path& scratch, const StopRequest& stop);
+                     const StopRequest& stop);
 
 } // namespace attnc::tuning
 

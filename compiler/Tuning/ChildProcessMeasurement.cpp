@@ -1,7 +1,9 @@
 #include "Tuning/ChildProcessMeasurement.h"
 
 #include "Support/Errors.h"
+#include "Support/Files.h"
 
+#include <cerrno>
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -20,8 +22,9 @@ struct ScratchDirectory {
     // mkdtemp's template: it replaces the trailing XXXXXX with a unique suffix.
     std::string name = (std::filesystem::temp_directory_path() / "attnc-trial-XXXXXX").string();
     if (!mkdtemp(name.data()))
-      throw JobError("cannot create a scratch directory in " +
-                     std::filesystem::temp_directory_path().string());
+      throwSystemError("cannot create a scratch directory in " +
+                           std::filesystem::temp_directory_path().string(),
+                       errno);
     path = name;
   }
   ~ScratchDirectory() {
@@ -60,10 +63,16 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
   const ScratchDirectory scratchDirectory;
   const std::filesystem::path& scratch = scratchDirectory.path;
   const std::string threads = std::to_string(o.threads);
+  // A step that failed for want of something on this machine (attnc exits
+  // kEnvironmentExitCode) says nothing about the candidate: the trial is not recorded.
   auto run = [&](std::vector<std::string> arguments, std::chrono::seconds limit) {
     arguments.insert(arguments.begin(), attnc_.string());
-    ChildResult result = runChild(arguments, limit, scratch, stop_);
+    ChildResult result = runChild(arguments, limit, stop_);
     m.seconds += result.seconds;
+    if (result.exitCode == kEnvironmentExitCode)
+      throw EnvironmentError("attnc " + arguments[1] + " of " + c.name() + " failed on this " +
+                             "machine, not for the candidate (" + result.summary() +
+                             "); nothing was recorded of it");
     return result;
   };
   auto failed = [&](TrialStatus status, const ChildResult& step, const std::string& what) {

@@ -29,6 +29,8 @@ class Measurement {
 public:
   virtual ~Measurement() = default;
   // Compiles `candidate` for `spec`, checks its results against the reference and times it.
+  // Throws EnvironmentError when the machine failed the measurement (a full disk): nothing was
+  // learnt about the candidate, and the run records nothing of it.
   virtual Measured measure(const Spec& spec, const Candidate& candidate) = 0;
   // The signal the tuning run was asked to stop by, or 0: polled between trials and while
   // waiting on another run's claim.

@@ -163,7 +163,13 @@ private:
     const bool reused = found.has_value();
     if (!reused) {
       const std::string startedAt = utcNow();
-      const Measured measured = measurement_.measure(spec_, c);
+      Measured measured;
+      try {
+        measured = measurement_.measure(spec_, c);
+      } catch (...) {
+        db_.release(item); // nothing recorded: a later run measures it
+        throw;
+      }
       if (measured.interrupted) {
         db_.release(item);
         return std::nullopt;

@@ -61,7 +61,9 @@ struct TuneOutcome {
 // target, this machine and this attnc.
 TuningKey tuningKey(const Spec& spec, const TuneOptions& options);
 
-// Runs the search. Throws UsageError when none of options.backends can be tuned.
+// Runs the search. Throws UsageError when none of options.backends can be tuned, and the
+// measurement's EnvironmentError when the machine fails a trial: the trials before it stay
+// recorded, and that one is measured by the next run.
 TuneOutcome tune(const Spec& spec, const TuneOptions& options, TuningDatabase& db,
                  Measurement& measurement, TuneObserver& observer);
 

@@ -182,7 +182,7 @@ int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t me
   for (uint32_t a = 0; a < call->num_args; ++a) {
     if (auto problem = beyondInt32(*call->args[a], a)) {
       std::snprintf(message, messageSize, "halide: %s", problem->c_str());
-      return 1;
+      return ATTNC_ERROR_TENSOR_MISMATCH;
     }
     describe(*call->args[a], buffers[a], dims[a]);
     args.push_back(&buffers[a]);

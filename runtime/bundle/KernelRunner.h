@@ -20,8 +20,8 @@ typedef int32_t (*attnc_kernel_runner)(const attnc_kernel_call* call, char* mess
 // kernels[0]: the pipeline's argv entry, int (void** args).
 int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t message_size,
                          void* const* kernels);
-// kernels[0..3]: the C interfaces of the outlined kernel's _phases, _workspace, _tasks and
-// _run; kernels[4]: its shape contract (ShapeContract.h).
+// kernels[0..3]: the packed interfaces of the outlined kernel's _phases, _workspace, _tasks
+// and _run (MemrefCall.h); kernels[4]: its shape contract (ShapeContract.h).
 int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t message_size,
                        void* const* kernels);
 

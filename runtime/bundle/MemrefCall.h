@@ -1,19 +1,22 @@
-// Calling MLIR-generated C-interface functions from a bundle's kernel entry: DLPack tensors as
-// memref descriptors, passed as one pointer each after some leading scalars.
+// Calling MLIR-generated functions from a bundle's kernel entry: DLPack tensors as memref
+// descriptors, passed through the functions' packed interfaces.
+//
+// For each C-interface function _mlir_ciface_<f> (memrefs as pointers to descriptors), the
+// backend adds <f>_packed(void** args) (MlirTarget.cpp's addPackedInterfaces): args[i] points
+// at argument i, and args[n] at where the result goes when there is one, so one signature calls
+// a kernel of any number of arguments.
 #ifndef ATTNC_RUNTIME_BUNDLE_MEMREFCALL_H
 #define ATTNC_RUNTIME_BUNDLE_MEMREFCALL_H
 
 #include "attnc/attnc.h"
 
-#include <array>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <utility>
+#include <type_traits>
+#include <vector>
 
 namespace attnc::mlirkernel {
 
-inline constexpr uint32_t kMaxArgs = 12;
 inline constexpr int kMaxRank = 4;
 
 // MLIR's memref descriptor: {allocated, aligned, offset, sizes[rank], strides[rank]}; sizes
@@ -40,49 +43,43 @@ inline Memref describe(const DLTensor& t) {
 // The call's tensors as descriptors, and pointers to them, in manifest order, with room for
 // one more pointer after them (the CPU kernels' workspace).
 struct Descriptors {
-  explicit Descriptors(const attnc_kernel_call& call) {
-    for (uint32_t a = 0; a < call.num_args && a < kMaxArgs; ++a) {
+  explicit Descriptors(const attnc_kernel_call& call)
+      : memrefs(call.num_args), pointers(call.num_args + 1, nullptr) {
+    for (uint32_t a = 0; a < call.num_args; ++a) {
       memrefs[a] = describe(*call.args[a]);
       pointers[a] = &memrefs[a];
     }
   }
-  std::array<Memref, kMaxArgs> memrefs{};
-  std::array<Memref*, kMaxArgs + 1> pointers{};
+  std::vector<Memref> memrefs;
+  std::vector<Memref*> pointers;
 };
 
-// Whether this bundle can take the call (ABI version, argument count); writes why not.
+// Whether this bundle can take the call (its ABI version); writes why not.
 inline bool acceptCall(const attnc_kernel_call& call, char* message, size_t messageSize) {
   if (call.abi_version != ATTNC_ABI_VERSION) {
     std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
                   call.abi_version, ATTNC_ABI_VERSION);
     return false;
   }
-  if (call.num_args > kMaxArgs) {
-    std::snprintf(message, messageSize, "mlir bundle: %u arguments, at most %u supported",
-                  call.num_args, kMaxArgs);
-    return false;
-  }
   return true;
 }
 
-template <size_t> using MemrefArg = Memref*;
+using PackedFunction = void (*)(void** args);
 
-template <class R, size_t... I, class... Leading>
-R callExactly(void (*fn)(), Memref** args, std::index_sequence<I...>, Leading... leading) {
-  using Fn = R (*)(Leading..., MemrefArg<I>...);
-  return reinterpret_cast<Fn>(fn)(leading..., args[I]...);
-}
-
-// fn(leading..., args[0], ..., args[count - 1]), for count <= kMaxArgs + 1 (the caller checks
-// the arguments; the one more is a workspace).
-template <class R, size_t N = 0, class... Leading>
-R callWithMemrefs(void (*fn)(), uint32_t count, Memref** args, Leading... leading) {
-  if constexpr (N > kMaxArgs + 1) {
-    std::abort();
+// f(leading..., memrefs[0], ..., memrefs[count - 1]) through its packed interface `fn`; R is
+// f's result type (void: none), Leading its leading scalars' types.
+template <class R, class... Leading>
+R callPacked(void* fn, uint32_t count, Memref* const* memrefs, Leading... leading) {
+  std::vector<void*> args{static_cast<void*>(&leading)...};
+  for (uint32_t a = 0; a < count; ++a)
+    args.push_back(const_cast<Memref**>(&memrefs[a]));
+  if constexpr (std::is_void_v<R>) {
+    reinterpret_cast<PackedFunction>(fn)(args.data());
   } else {
-    if (count == N)
-      return callExactly<R>(fn, args, std::make_index_sequence<N>(), leading...);
-    return callWithMemrefs<R, N + 1>(fn, count, args, leading...);
+    R result{};
+    args.push_back(&result);
+    reinterpret_cast<PackedFunction>(fn)(args.data());
+    return result;
   }
 }
 

@@ -1,8 +1,9 @@
 // The kernel entry of MLIR CUDA bundles, and the mgpu* functions the generated host code calls
 // (gpu-to-llvm's runtime interface), implemented on the CUDA driver loaded at run time.
 //
-// The generated _mlir_ciface_attnc_mlir_kernel(Memref *arg0, ...) loads the embedded PTX
-// (mgpuModuleLoadJIT), looks the kernel up, launches it on "its" stream and synchronizes it.
+// The generated _mlir_ciface_attnc_mlir_kernel(Memref *arg0, ...), called through its packed
+// interface (MemrefCall.h), loads the embedded PTX (mgpuModuleLoadJIT), looks the kernel up,
+// launches it on "its" stream and synchronizes it.
 // Here that stream is the caller's (attnc_run_options.stream, or the default stream) and is
 // left running, modules are loaded once per process, and the first driver error of a run
 // (loading, launching) is reported by attnc_kernel_run.
@@ -18,7 +19,7 @@
 #include <string>
 
 extern "C" {
-void _mlir_ciface_attnc_mlir_kernel(); // called through a pointer of the right arity
+void attnc_mlir_kernel_packed(void**); // MemrefCall.h
 extern const char attnc_mlir_kernel_shapes[]; // bundle/ShapeContract.h
 // Tensor-core kernels only: which arguments need aligned rows (MmaContract.h).
 extern const int32_t attnc_mma_aligned_args __attribute__((weak));
@@ -168,10 +169,10 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
   // The contract first: it checks every rank and extent before anything reads the strides.
   if (auto problem = attnc::contractProblem(attnc_mlir_kernel_shapes, *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
-    return 1;
+    return ATTNC_ERROR_TENSOR_MISMATCH;
   }
   if (!alignedForMma(*call, message, messageSize))
-    return 1;
+    return ATTNC_ERROR_TENSOR_MISMATCH;
   Device device;
   std::string why;
   if (!useDevice(&device, &why)) {
@@ -181,8 +182,8 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
   RunState state{driver(nullptr), static_cast<CUstream>(call->stream), {}};
   current = &state;
   attnc::mlirkernel::Descriptors descriptors(*call);
-  attnc::mlirkernel::callWithMemrefs<void>(&_mlir_ciface_attnc_mlir_kernel, call->num_args,
-                                           descriptors.pointers.data());
+  attnc::mlirkernel::callPacked<void>(reinterpret_cast<void*>(&attnc_mlir_kernel_packed),
+                                      call->num_args, descriptors.pointers.data());
   current = nullptr;
   if (!state.error.empty()) {
     std::snprintf(message, messageSize, "%s", state.error.c_str());

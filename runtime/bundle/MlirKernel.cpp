@@ -9,7 +9,8 @@
 //   void    _mlir_ciface_attnc_mlir_kernel_run(int64_t phase, int64_t first, int64_t last,
 //                                               Memref *arg0, ..., Memref *workspace)
 // with one descriptor per argument of the manifest, in its order, and the workspace (bytes, a
-// 1-d i8 memref) allocated here once per call. attnc_mlir_run takes them as pointers
+// 1-d i8 memref) allocated here once per call; each is called through its packed interface
+// (MemrefCall.h), whatever the number of arguments. attnc_mlir_run takes those as pointers
 // (kernels[0..3]), with the kernel's shape contract (kernels[4], bundle/ShapeContract.h):
 // MlirKernelEntry.cpp passes a plain bundle's, a shape-dispatch bundle the one it picks. The
 // generated code takes every static size from its types, so the entry refuses tensors that
@@ -18,17 +19,15 @@
 #include "MemrefCall.h"
 #include "ShapeContract.h"
 
+#include <cstdlib>
 #include <memory>
 
 namespace {
 
 using attnc::mlirkernel::Memref;
 
-// Called through pointers of the right arity (MemrefCall.h).
-using KernelFunction = void (*)();
-
 struct Launch {
-  KernelFunction run;
+  void* run; // the packed _run
   int64_t phase;
   uint32_t count; // the arguments and the workspace
   Memref** args;
@@ -36,8 +35,8 @@ struct Launch {
 
 void runOne(void* opaque, int64_t task) {
   auto* launch = static_cast<Launch*>(opaque);
-  attnc::mlirkernel::callWithMemrefs<void>(launch->run, launch->count, launch->args,
-                                           launch->phase, task, task + 1);
+  attnc::mlirkernel::callPacked<void>(launch->run, launch->count, launch->args, launch->phase,
+                                      task, task + 1);
 }
 
 struct FreeWorkspace {
@@ -52,13 +51,13 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
     return 1;
   if (auto problem = attnc::contractProblem(static_cast<const char*>(kernels[4]), *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
-    return 1;
+    return ATTNC_ERROR_TENSOR_MISMATCH;
   }
   attnc::mlirkernel::Descriptors descriptors(*call);
   Memref** args = descriptors.pointers.data();
-  auto phases = reinterpret_cast<int64_t (*)()>(kernels[0]);
-  const auto workspaceBytes = attnc::mlirkernel::callWithMemrefs<int64_t>(
-      reinterpret_cast<KernelFunction>(kernels[1]), call->num_args, args);
+  const int64_t phaseCount = attnc::mlirkernel::callPacked<int64_t>(kernels[0], 0, args);
+  const auto workspaceBytes =
+      attnc::mlirkernel::callPacked<int64_t>(kernels[1], call->num_args, args);
   std::unique_ptr<void, FreeWorkspace> workspace;
   if (workspaceBytes > 0) {
     constexpr size_t kAlignment = 64; // the offsets' alignment (attn-outline-tasks)
@@ -76,10 +75,10 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
   workspaceDescriptor.sizesAndStrides[1] = 1;
   args[call->num_args] = &workspaceDescriptor;
 
-  for (int64_t phase = 0, count = phases(); phase < count; ++phase) {
-    Launch launch{reinterpret_cast<KernelFunction>(kernels[3]), phase, call->num_args + 1, args};
-    const auto tasks = attnc::mlirkernel::callWithMemrefs<int64_t>(
-        reinterpret_cast<KernelFunction>(kernels[2]), call->num_args, args, phase);
+  for (int64_t phase = 0; phase < phaseCount; ++phase) {
+    Launch launch{kernels[3], phase, call->num_args + 1, args};
+    const auto tasks =
+        attnc::mlirkernel::callPacked<int64_t>(kernels[2], call->num_args, args, phase);
     call->parallel_for(call->pool, tasks, runOne, &launch, call->num_threads);
   }
   return 0;

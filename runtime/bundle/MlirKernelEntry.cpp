@@ -4,20 +4,21 @@
 #include "KernelRunner.h"
 
 extern "C" {
-void _mlir_ciface_attnc_mlir_kernel_phases();
-void _mlir_ciface_attnc_mlir_kernel_workspace();
-void _mlir_ciface_attnc_mlir_kernel_tasks();
-void _mlir_ciface_attnc_mlir_kernel_run();
+// The packed interfaces (MemrefCall.h).
+void attnc_mlir_kernel_phases_packed(void**);
+void attnc_mlir_kernel_workspace_packed(void**);
+void attnc_mlir_kernel_tasks_packed(void**);
+void attnc_mlir_kernel_run_packed(void**);
 extern const char attnc_mlir_kernel_shapes[]; // bundle/ShapeContract.h
 }
 
 extern "C" int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message,
                                     size_t messageSize) {
   void* const kernels[ATTNC_KERNEL_SYMBOLS] = {
-      reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_phases),
-      reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_workspace),
-      reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_tasks),
-      reinterpret_cast<void*>(&_mlir_ciface_attnc_mlir_kernel_run),
+      reinterpret_cast<void*>(&attnc_mlir_kernel_phases_packed),
+      reinterpret_cast<void*>(&attnc_mlir_kernel_workspace_packed),
+      reinterpret_cast<void*>(&attnc_mlir_kernel_tasks_packed),
+      reinterpret_cast<void*>(&attnc_mlir_kernel_run_packed),
       const_cast<char*>(attnc_mlir_kernel_shapes)};
   return attnc_mlir_run(call, message, messageSize, kernels);
 }

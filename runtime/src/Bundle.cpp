@@ -61,6 +61,16 @@ attnc_status fail(attnc_error* error, attnc_status status, const std::string& me
   return status;
 }
 
+// A kernel's nonzero result (attnc_kernel_run_fn): its refusal of the call's tensors, or its
+// failure; `where` names the sequences of a ragged batch's run, else is empty.
+attnc_status failedRun(attnc_error* error, int32_t result, const std::string& where,
+                       const char* message) {
+  const bool refused = result == ATTNC_ERROR_TENSOR_MISMATCH;
+  return fail(error, refused ? ATTNC_ERROR_TENSOR_MISMATCH : ATTNC_ERROR_KERNEL,
+              (refused ? "the kernel refused the tensors" : "kernel failed") + where + ": " +
+                  message);
+}
+
 attnc_status succeed(attnc_error* error) {
   if (error) {
     error->status = ATTNC_OK;
@@ -365,8 +375,8 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   call.stream = options ? options->stream : nullptr;
   char message[sizeof(attnc_error::message)] = "";
   if (!ragged) {
-    if (bundle->run(&call, message, sizeof(message)) != 0)
-      return fail(error, ATTNC_ERROR_KERNEL, std::string("kernel failed: ") + message);
+    if (const int32_t result = bundle->run(&call, message, sizeof(message)); result != 0)
+      return failedRun(error, result, "", message);
     return succeed(error);
   }
   // A ragged batch: the kernel runs once per run of sequences with the same number of rows
@@ -387,9 +397,10 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
         return static_cast<int>(bundle->run(&call, message, sizeof(message)));
       });
   if (failed != 0)
-    return fail(error, ATTNC_ERROR_KERNEL,
-                "kernel failed on sequences " + std::to_string(runStart) + " to " +
-                    std::to_string(runEnd - 1) + ": " + message);
+    return failedRun(error, failed,
+                     " on sequences " + std::to_string(runStart) + " to " +
+                         std::to_string(runEnd - 1),
+                     message);
   return succeed(error);
 }
 

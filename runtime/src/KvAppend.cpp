@@ -49,7 +49,7 @@ double readElement(const DLTensor& t, int64_t element) {
 
 void writeElement(const DLTensor& t, int64_t element, double value) {
   char* p = elementPointer(t, element);
-  if (t.dtype.code == kDLInt) { // an int8 cache's element, already rounded and clamped
+  if (t.dtype.code == kDLInt) { // an int8 cache's code, in [-127, 127] (quantizeRow)
     const auto v = static_cast<int8_t>(value);
     std::memcpy(p, &v, sizeof v);
   } else if (t.dtype.code == kDLUInt) { // an fp8_e4m3 cache's byte, already encoded

@@ -16,7 +16,7 @@ namespace attnc::runtime {
 // KV head: k_new rotated there by RoPE when the manifest says so, each row rounded to the
 // cache's dtype, or for an int8 or fp8_e4m3 cache quantized (attnc/QuantizedRows.hpp: codes of
 // x / scale with scale = max|x| / 127 or 448, an f32 per position and KV head, 0 for a zero
-// row). rows_b is Tq, or a ragged batch's
+// row, NaN with codes 0 for a row holding NaN or ±inf). rows_b is Tq, or a ragged batch's
 // offsets[b + 1] - offsets[b]. Host tensors, already checked against the manifest; `cache`, the
 // lengths and block table checkKvCache read. Returns the first problem (a sequence holding
 // fewer keys than its new rows), before writing anything.

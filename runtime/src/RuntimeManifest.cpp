@@ -60,6 +60,15 @@ void checkKvAppend(const KvAppend& a, const RuntimeManifest& m) {
     fail("kv_append's rope_dims " + std::to_string(a.ropeDims) + " exceeds k_new's head dim");
 }
 
+// Whether kv_append writes into the argument named `name`: a contiguous or paged cache, or a
+// quantized cache's scales.
+bool appendedInto(std::string_view name) {
+  for (std::string_view cache : {"k", "v", "k_pages", "v_pages", "k_scale", "v_scale"})
+    if (name == cache)
+      return true;
+  return false;
+}
+
 ArgumentSpec parseArgument(const json& entry) {
   if (!entry.is_object())
     fail("an argument is not an object");
@@ -158,9 +167,10 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
     m.kvAppend = a;
   }
   for (size_t i = 0; i < m.arguments.size(); ++i) {
-    const std::string& name = m.arguments[i].name;
-    m.ragged = m.ragged || isQueryOffsets(m.arguments[i].shape);
-    if (!m.kvAppend || (name != "k_new" && name != "v_new"))
+    ArgumentSpec& arg = m.arguments[i];
+    m.ragged = m.ragged || isQueryOffsets(arg.shape);
+    arg.written = arg.role == ArgumentRole::Output || (m.kvAppend && appendedInto(arg.name));
+    if (!m.kvAppend || (arg.name != "k_new" && arg.name != "v_new"))
       m.kernelArguments.push_back(i);
   }
   return m;

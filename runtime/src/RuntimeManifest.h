@@ -20,6 +20,9 @@ struct ArgumentSpec {
   ArgumentRole role = ArgumentRole::Input;
   std::vector<DLDataType> dtypes; // any of these is accepted
   std::vector<DimExpr> shape;
+  // Derived: whether a call writes it, as an output or, with kv_append, as the cache and scales
+  // the runtime writes the new rows into; such a tensor must overlap nothing (TensorCheck).
+  bool written = false;
 };
 
 struct TargetSpec {

@@ -132,8 +132,8 @@ class ExpressionGenerator:
         if choice == 0:
             return self.aux_read("f32")
         if choice == 1:
-            self.params.setdefault("w", r.choice(EXACT_FLOATS))
-            return "w"
+            self.params.setdefault("gain", r.choice(EXACT_FLOATS))
+            return "gain"
         if choice == 2:
             return "%s * %s" % (self.wrapped(self.int_leaf()), r.choice(EXACT_FLOATS))
         if choice == 3:
@@ -230,8 +230,8 @@ class ExpressionGenerator:
         if choice == 2:
             return self.aux_read("f32")
         if choice == 3:
-            self.params.setdefault("w", r.choice(EXACT_FLOATS))
-            return "w"
+            self.params.setdefault("gain", r.choice(EXACT_FLOATS))
+            return "gain"
         if choice == 4:
             return "clamp(%s - kv_idx, -24, 24) * 0.125" % r.choice(["qpos", "q_idx"])
         return r.choice(EXACT_FLOATS + ["-1", "0"])

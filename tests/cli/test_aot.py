@@ -2,6 +2,7 @@
 import json
 import os
 import platform
+import shutil
 import subprocess
 import unittest
 
@@ -92,8 +93,8 @@ class LinkedLibraries(CliTestCase):
             header = f.read()
         self.assertIn("extern const attnc_kernel_exports padded_attention_kernel;", header)
         self.assertIn("class padded_attention {", header)
-        self.assertIn("void operator()(DLTensor& q, DLTensor& k, DLTensor& v, DLTensor& lengths, "
-                      "DLTensor& o, int32_t num_threads = 0) const", header)
+        self.assertIn("void operator()(::DLTensor& q, ::DLTensor& k, ::DLTensor& v, "
+                      "::DLTensor& lengths, ::DLTensor& o, ::int32_t num_threads = 0) const", header)
         self.assertIn("//   lengths: input, i32, [B]: valid keys per batch", header)
 
     def test_bad_names_and_targets_exit_2_without_output(self):
@@ -108,6 +109,48 @@ class LinkedLibraries(CliTestCase):
         self.expect(attnc("compile", spec, "--backend", "halide", "--target",
                           "host,arm-64-linux", "--emit", "lib", "-o", out), 2,
                     "arm-64-linux is a cross target")  # nothing sealed is left behind either
+        self.assertFalse(os.path.exists(out))
+
+
+class LinkedHeaderNames(CliTestCase):
+    """The header declares the user's names (--name, each aux tensor's) as C++ identifiers: every
+    name attnc accepts compiles, whatever macros the includer defines (issue 52: an aux tensor
+    named NULL, errno or num_threads made a header that did not)."""
+
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    # Standard macros (NULL, errno, assert, linux in GNU mode) and the header's own names.
+    NAMES = ["NULL", "errno", "assert", "linux", "DLTensor", "int32_t", "std", "attnc", "Args",
+             "run", "args", "tensors", "bundle_"]
+
+    @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no C++ compiler")
+    def test_hostile_names_compile(self):
+        out = os.path.join(self.tmp, "lib")
+        aux = " ".join(n + ":f32[Tk]" for n in self.NAMES)
+        score = " + ".join(n + "[kv_idx]" for n in self.NAMES)
+        self.expect(attnc("compile", 'd_k=8 mask=padding aux="%s" score_mod="score + %s"'
+                          % (aux, score), "--backend", "reference", "--emit", "lib", "--name",
+                          "attnc", "-o", out), 0)
+        source = os.path.join(self.tmp, "use.cpp")
+        with open(source, "w") as f:
+            f.write("#include <cassert>\n#include <cerrno>\n#include <cstddef>\n"
+                    "#include \"attnc.h\"\n"
+                    "int main() { attnc::kernels::attnc::Args args; (void)args;\n"
+                    "  return errno + linux + (NULL == nullptr); }\n")
+        r = subprocess.run([os.environ.get("CXX", "c++"), "-std=gnu++20", "-fsyntax-only", "-I",
+                            out, "-I", os.path.join(self.ROOT, "runtime", "include"), source],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_names_the_header_cannot_declare_exit_2(self):
+        out = os.path.join(self.tmp, "never")
+        for name in ("run", "target", "Args", "spec", "bundle_"):
+            self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--emit", "lib",
+                              "--name", name, "-o", out), 2,
+                        "--name %s" % name, "a member of the header's class")
+        for name in ("class", "this", "num_threads"):
+            self.expect(attnc("compile", 'd_k=8 aux="%s:f32[Tk]" score_mod="%s[kv_idx]"'
+                              % (name, name), "--backend", "reference", "--emit", "lib", "-o",
+                              out), 2, "aux=\"%s:f32[Tk]\": '%s'" % (name, name))
         self.assertFalse(os.path.exists(out))
 
 

@@ -35,6 +35,9 @@ CASES = [
     'heads=2 d_k=64 aux="rel:f32[heads,257] tree:i32[Tq]" params="cap=30" dtype=f16 '
     'score_mod="cap * tanh(score / cap) + rel[h, clamp(kv_idx - qpos, -128, 128) + 128]" '
     'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))"',
+    # floor, which the NVVM lowering expands without libdevice, at negative integers (a key 4,
+    # 8, ... before the row's position).
+    'heads=2 d_k=64 mask_mod="floor((kv_idx - qpos) / 4) >= -2"',
     # Sparsity patterns the MLIR backend compiles as expressions: a layout read through
     # block_layout (tensor cores), BigBird's Philox draws beside a strided pattern (SIMT).
     "heads=4 kv_heads=2 d_k=64 mask=causal+block_sparse block=64 lse=true dtype=bf16",

@@ -7,7 +7,8 @@ import struct
 import subprocess
 import time
 
-from common import ATTNC, BUILT_BACKENDS, CliTestCase, attnc, needs_backends, read_npy, write_npy
+from common import (ATTNC, BUILT_BACKENDS, CliTestCase, attnc, needs_backends, read_npy,
+                    verdicts, write_npy)
 
 
 def raw_npy(path, header, body=b"", version=1, header_length=None):
@@ -54,6 +55,9 @@ class MalformedNpy(CliTestCase):
         self.refused("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
                      "unsupported dtype '>f4'", body=b"\0" * 4)
         self.refused(f4_header("(1,)") + " junk", "text after the header's dict")
+        # Once: the message echoed the descr, cut short at the NUL ("unsupported dtype '<f4").
+        self.refused("{'descr': '<f4\0', 'fortran_order': False, 'shape': (1,), }",
+                     "bad header: it holds the control character U+0000 at offset 14")
 
 
 class FloatMasks(CliTestCase):
@@ -220,6 +224,62 @@ class SpecialValues(CliTestCase):
                                   "--v", paths["v"]), 0, "PASS")
 
 
+class KvAppendSpecialValues(CliTestCase):
+    def test_non_finite_new_rows_read_as_nan(self):
+        # A new row holding NaN or ±inf is stored in a quantized cache as codes 0 with scale NaN,
+        # so it reads as NaN (docs/spec.md). Once: an int8 cache stored int8(NaN), undefined (0
+        # in release builds), so the kernels attended a finite key where the reference had NaN,
+        # and an fp8 row of NaNs and zeros read as zeros on every backend and the reference.
+        t, d = 3, 4
+        nan, inf = float("nan"), float("inf")
+        rows = {"NaN": [1, nan, 2, 3], "-inf": [-inf, 1, 2, 3], "NaN and zeros": [nan, 0, 0, 0]}
+        seq_lens = os.path.join(self.tmp, "seq_lens.npy")
+        write_npy(seq_lens, [5], [1], "<i4")
+        k_new = os.path.join(self.tmp, "k_new.npy")
+        o = os.path.join(self.tmp, "o.npy")
+        for kv_dtype in ("int8", "fp8_e4m3"):
+            # Row i sits at position i + 2 and sees keys 0 .. i + 2: the new row 1 (position 3)
+            # reaches rows 1 and 2.
+            spec = ("heads=1 d_k=4 mask=causal kv_cache=contiguous kv_append=true kv_dtype=" +
+                    kv_dtype)
+            for backend, reason in verdicts(spec).items():
+                if reason:
+                    continue
+                out = os.path.join(self.tmp, backend + kv_dtype)
+                bundle = self.expect(attnc("compile", spec, "--backend", backend, "-o", out),
+                                     0).stdout.strip()
+                for name, row in rows.items():
+                    with self.subTest(backend=backend, kv_dtype=kv_dtype, row=name):
+                        write_npy(k_new, [1, 2, 3, 4] + row + [4, 3, 2, 1], [1, 1, t, d])
+                        call = ("--seq-q", str(t), "--seq-k", "5", "--param", "k_new=" + k_new,
+                                "--param", "seq_lens=" + seq_lens)
+                        self.expect(attnc("verify", bundle, *call), 0, "PASS")
+                        self.expect(attnc("run", bundle, *call, "--out", o), 0)
+                        values = read_npy(o)[2]
+                        self.assertFalse(any(v != v for v in values[:d]), values)
+                        self.assertTrue(all(v != v for v in values[d:]), values)
+
+
+class ManyKernelArguments(CliTestCase):
+    def test_every_backend_runs_what_it_compiles(self):
+        # Once: the mlir backend compiled kernels of more than 12 arguments (and auto chose it)
+        # whose every call failed, "13 arguments, at most 12 supported". Here 13: three aux
+        # tensors on an int8 paged cache with sinks and lse.
+        spec = ('heads=2 d_k=16 kv_cache=paged page_size=16 kv_dtype=int8 sinks=true lse=true '
+                'aux="x:f32[heads] y:f32[heads] z:f32[heads,Tk]" '
+                'score_mod="score + x[h] + y[h] - z[h, kv_idx]"')
+        for backend, reason in verdicts(spec).items():
+            if reason:
+                continue
+            with self.subTest(backend=backend):
+                out = os.path.join(self.tmp, backend)
+                bundle = self.expect(attnc("compile", spec, "--backend", backend, "-o", out),
+                                     0).stdout.strip()
+                for sizes in (("--seq-q", "1", "--seq-k", "64"),
+                              ("--batch", "3", "--seq-q", "7", "--seq-k", "96")):
+                    self.expect(attnc("verify", bundle, *sizes), 0, "PASS")
+
+
 class ValuesNearTheMaximum(CliTestCase):
     def test_no_backend_overflows_a_weighted_mean(self):
         # Once: every output inf on halide and mlir; o is a weighted mean of v, so it cannot
@@ -288,7 +348,11 @@ class SpecEdges(CliTestCase):
         path = os.path.join(self.tmp, "s.json")
         for text, mention in (('{"d_k": 64, "d_k": 32}', "key 'd_k' is given twice"),
                               ('{"d_k": "64"}', 'the JSON string "64" is not allowed'),
-                              ('{"d_k": 64,\n "heads" 8}', "line 2, column")):
+                              ('{"d_k": 64,\n "heads" 8}', "line 2, column"),
+                              # Once: "attnc: error: mask=cau", cut short at the NUL.
+                              ('{"d_k": 64, "mask": "cau\\u0000sal"}',
+                               'mask: "cau\\u0000sal" holds the control character U+0000 at '
+                               'offset 3; a spec is printable text')):
             with open(path, "w") as f:
                 f.write(text)
             self.expect(attnc("spec", path), 2, mention)

@@ -79,13 +79,17 @@ FEATURES = [
     'heads=2 d_k=16 scale=2 params="cap=5" score_mod="cap * tanh(score / cap)" lse=true',
     'heads=2 d_k=16 aux="tree:i32[Tq]" '
     'mask_mod="kv_idx < Tk - Tq || bit(tree[q_idx], kv_idx - (Tk - Tq))" lse=true',
-    'variant=mha heads=2 d_k=8 mask=causal params="w=0.5" '
-    'score_mod="where((q_idx - kv_idx) % 3 == 0, score * w, score - g)" dtype=f16',
+    'variant=mha heads=2 d_k=8 mask=causal params="gain=0.5" '
+    'score_mod="where((q_idx - kv_idx) % 3 == 0, score * gain, score - g)" dtype=f16',
     'variant=additive heads=2 d_k=8 mask=padding alibi=true '
     'mask_mod="kv_idx % 2 == 0 || abs(qpos - kv_idx) < 3" weights=true',
     'heads=4 kv_heads=2 d_k=16 softcap=20 bias=true dropout=0.2 seed=3 dtype=bf16 '
     'score_mod="sigmoid(score) * 4 + floor(sqrt(kv_idx + 0.5)) / (1 + h)" '
     'mask_mod="!(q_idx == 0 && b == 1) && max(kv_idx, q_idx) - min(kv_idx, q_idx) != 1"',
+    # Huge scores: a constant shift softmax ignores, and rows whose every key scores -1e30 (the
+    # first rows where Tq > Tk), which average v.
+    'heads=2 d_k=16 score_mod="score - 1e20" lse=true',
+    'heads=2 d_k=16 score_mod="where(kv_idx <= qpos, score, -1e30)" lse=true',
 ]
 
 PRESETS = ["gpt2", "bert-base", "llama3-8b", "mistral-7b", "gemma2-9b", "falcon-7b",
@@ -325,8 +329,9 @@ class NumericsMatrix(CliTestCase):
             "bias=true alibi=true weights=true layout=bshd",
             "heads=2 d_k=32 mask=padding+tensor+strided stride=3 softcap=10 rope=true "
             "weights=true lse=true dtype=bf16",
-            'heads=2 d_k=16 mask=padding+causal causal_align=top_left params="w=0.5" '
-            'score_mod="score * w - kv_idx / 8" mask_mod="kv_idx % 3 != 1" weights=true dtype=f16',
+            'heads=2 d_k=16 mask=padding+causal causal_align=top_left params="gain=0.5" '
+            'score_mod="score * gain - kv_idx / 8" mask_mod="kv_idx % 3 != 1" weights=true '
+            'dtype=f16',
         ]
         for spec, backend in ((s, b) for s in specs for b in BUILT_BACKENDS):
             with self.subTest(spec=spec, backend=backend):

@@ -78,6 +78,29 @@ class SpecCommand(CliTestCase):
         self.expect(attnc("spec", "d_k=64 colour=red"), 2, "unknown key 'colour'")
         self.expect(attnc("spec", os.path.join(self.tmp, "none.json")), 2, "cannot read spec file")
 
+    def test_reserved_and_unread_names_exit_2(self):
+        # Issue 52: each was accepted (exit 0).
+        for name in ("q", "lengths", "bias", "mask", "k_new", "omega"):
+            self.expect(attnc("spec", 'd_k=8 params="%s=1" score_mod="score + %s"' % (name, name)),
+                        2, "'%s' is the name of a kernel argument" % name)
+            self.expect(attnc("spec", 'd_k=8 aux="%s:f32[Tk]" score_mod="score + %s[kv_idx]"'
+                              % (name, name)), 2, "'%s' is the name of a kernel argument" % name)
+        self.expect(attnc("spec", 'd_k=8 params="cap=30 n=2" score_mod="cap * tanh(score / cap)"'),
+                    2, "no expression reads 'n'")
+        self.expect(attnc("spec", 'd_k=8 aux="t:f32[Tk] u:f32[Tk]" score_mod="score + t[kv_idx]"'),
+                    2, "no expression reads 'u'")
+        path = os.path.join(self.tmp, "unread.json")
+        with open(path, "w") as f:
+            json.dump({"d_k": 8, "params": {"cap": 30, "n": 2},
+                       "score_mod": "cap * tanh(score / cap)"}, f)
+        self.expect(attnc("spec", path), 2, "no expression reads 'n'")
+        for name, why in (("class", "C or C++ keyword"), ("int", "C or C++ keyword"),
+                          ("this", "C or C++ keyword"), ("__x", "reserved"),
+                          ("num_threads", "a parameter of the kernel's call")):
+            self.expect(attnc("spec", 'd_k=8 aux="%s:f32[Tk]" score_mod="score + %s[kv_idx]"'
+                              % (name, name)), 2, "aux=\"%s:f32[Tk]\": '%s'" % (name, name),
+                        why)
+
     def test_bad_json_file_exits_2(self):
         path = os.path.join(self.tmp, "bad.json")
         with open(path, "w") as f:

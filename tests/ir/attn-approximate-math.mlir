@@ -19,3 +19,36 @@ func.func @math(%x: vector<16xf32>, %s: f32) -> (vector<16xf32>, f32, vector<16x
   %t = math.tanh %x : vector<16xf32>
   return %e, %l, %t : vector<16xf32>, f32, vector<16xf32>
 }
+
+// The polynomial e^x converts x log2 e to an int, which LLVM makes poison for a NaN x: a
+// select passes NaN on.
+// CHECK-LABEL: func.func @exp_of_nan(
+// CHECK-SAME: %[[X:.*]]: vector<16xf32>
+// CHECK: %[[NAN:.*]] = arith.cmpf uno, %[[X]], %[[X]] : vector<16xf32>
+// CHECK: %[[E:.*]] = arith.select %[[NAN]], %[[X]], %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK: return %[[E]]
+func.func @exp_of_nan(%x: vector<16xf32>) -> vector<16xf32> {
+  %e = math.exp %x : vector<16xf32>
+  return %e : vector<16xf32>
+}
+
+// floor without libdevice: through i32 below 2^23 only (no i64 conversion, poison for NaN,
+// infinities and |x| >= 2^63), t - 1 only where the truncation t is above x, x itself beyond.
+// NVVM-LABEL: func.func @floor(
+// NVVM-SAME: %[[X:.*]]: f32
+// NVVM-NOT: i64
+// NVVM: %[[SMALL:.*]] = arith.cmpf olt, %{{.*}}, %{{.*}} : f32
+// NVVM: %[[IN:.*]] = arith.select %[[SMALL]], %[[X]], %{{.*}} : f32
+// NVVM: %[[I:.*]] = arith.fptosi %[[IN]] : f32 to i32
+// NVVM: %[[T:.*]] = arith.sitofp %[[I]] : i32 to f32
+// NVVM: %[[ABOVE:.*]] = arith.cmpf ogt, %[[T]], %[[IN]] : f32
+// NVVM: %[[F:.*]] = arith.select %[[ABOVE]], %{{.*}}, %[[T]] : f32
+// NVVM: %[[SIGNED:.*]] = math.copysign %[[F]], %[[X]] : f32
+// NVVM: %[[R:.*]] = arith.select %[[SMALL]], %[[SIGNED]], %[[X]] : f32
+// NVVM: return %[[R]]
+// CHECK-LABEL: func.func @floor(
+// CHECK: math.floor
+func.func @floor(%x: f32) -> f32 {
+  %f = math.floor %x : f32
+  return %f : f32
+}

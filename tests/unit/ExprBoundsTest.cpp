@@ -5,6 +5,7 @@
 #include "Expr/ExprParse.h"
 
 #include <gtest/gtest.h>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -70,6 +71,49 @@ TEST(ExprBounds, ScoresThatMayBeNaNCompareEitherWay) {
   const Node m = parseExpr("mask_mod", "sqrt(q_idx - kv_idx) < 100", Role::Mask, kScope);
   EXPECT_EQ(classifyMask(m, tile(0, 3, 0, 3)), TileClass::Partial); // sqrt(-3) is NaN
   EXPECT_EQ(classifyMask(m, tile(10, 13, 0, 3)), TileClass::AllKept);
+}
+
+// Kernels compute ints in 32 bits and wrap them, the reference in 64: an int +, -, *, negation,
+// abs or // that may leave 32 bits has no bounds, and floor saturates at either width.
+TEST(ExprBounds, IntsThatMayLeave32BitsAreUnbounded) {
+  auto over = [](const std::string& text, int64_t k0, int64_t k1, double s0 = 0, double s1 = 0) {
+    Box box = tile(0, 0, k0, k1);
+    box.variables["score"] = Bounds::ofFloat(s0, s1);
+    return bounds(parseExpr("score_mod", text, Role::Score, kScope), box);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t max = std::numeric_limits<int32_t>::max();
+  const int64_t min = std::numeric_limits<int32_t>::min();
+  EXPECT_EQ(over("kv_idx + 1", 0, 100).hi, 101);
+  for (const char* text :
+       {"kv_idx + 1", "kv_idx * 2", "-kv_idx - 2", "kv_idx - 2147483647 - 2"}) {
+    const Bounds b = over(text, 0, max);
+    EXPECT_TRUE(b.lo == -inf && b.hi == inf) << text << ": [" << b.lo << ", " << b.hi << "]";
+  }
+  for (const char* text : {"-kv_idx", "abs(kv_idx)", "kv_idx // -1"}) {
+    const Bounds b = over(text, min, 0);
+    EXPECT_TRUE(b.lo == -inf && b.hi == inf) << text << ": [" << b.lo << ", " << b.hi << "]";
+  }
+  // min, max and clamp pick an operand's value, whatever it is.
+  EXPECT_EQ(over("min(kv_idx + 1, 7)", 0, max).hi, 7);
+  // floor(3e9) is 2^31 - 1 in a kernel and 3e9 in the reference.
+  const Bounds floored = over("floor(score)", 0, 0, 3e9, 4e9);
+  EXPECT_LE(floored.lo, max);
+  EXPECT_EQ(floored.hi, inf);
+}
+
+// Kernels compute floats in f32: past its largest value a result may be inf, and below its
+// smallest normal 0.
+TEST(ExprBounds, FloatsAllowForF32sRange) {
+  Box box = tile(0, 0, 0, 0);
+  auto over = [&](const std::string& text) {
+    return bounds(parseExpr("score_mod", text, Role::Score, kScope), box);
+  };
+  EXPECT_EQ(over("2e38 * 2.0").hi, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(over("1e-46").lo, 0.0);
+  EXPECT_EQ(over("-1e-46").hi, 0.0);
+  EXPECT_TRUE(bounds(mask("1e-46 > 0.0"), box).canBeFalse);
+  EXPECT_TRUE(bounds(mask("2e38 * 2.0 < 1e39"), box).canBeFalse);
 }
 
 // At random points of random boxes, every expression's value lies within its bounds.

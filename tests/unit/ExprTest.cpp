@@ -83,7 +83,8 @@ TEST(Expr, Evaluation) {
   EXPECT_EQ(at(score("(q_idx - kv_idx) // -4"), 6, 1).i, -2);
   EXPECT_EQ(at(score("(q_idx - kv_idx) // 4"), 9, 1).i, 2);
   EXPECT_EQ(at(score("q_idx // 0"), 6, 1).i, 0);
-  EXPECT_EQ(at(score("(-9223372036854775807 - 1) // -1"), 0, 0).i, INT64_MIN);
+  // -2^63 // -1 wraps to -2^63 (-2^63 from 32-bit literals: -2^31 * 2^31 * 2).
+  EXPECT_EQ(at(score("(-2147483647 - 1) * (2147483647 + 1) * 2 // -1"), 0, 0).i, INT64_MIN);
   EXPECT_DOUBLE_EQ(at(score("q_idx / 4"), 6, 1).f, 1.5);
   EXPECT_DOUBLE_EQ(at(score("cap * tanh(score / cap)"), 0, 0, 60).f, 30 * std::tanh(2.0));
   EXPECT_TRUE(at(mask("doc[b, q_idx] == doc[b, kv_idx]"), 4, 5).truth());
@@ -94,8 +95,8 @@ TEST(Expr, Evaluation) {
   EXPECT_EQ(at(score("clamp(q_idx - kv_idx, -2, 2)"), 2, 9).i, -2);
   EXPECT_DOUBLE_EQ(at(score("sigmoid(0)"), 0, 0).f, 0.5);
   EXPECT_DOUBLE_EQ(at(score("where(kv_idx > qpos, 0, score)"), 1, 2, 7).f, 0.0);
-  // Int arithmetic wraps instead of overflowing.
-  EXPECT_EQ(at(score("9223372036854775807 + 1"), 0, 0).i, INT64_MIN);
+  // Int arithmetic wraps instead of overflowing: 2^31 * 2^31 * 2 = 2^63 is -2^63.
+  EXPECT_EQ(at(score("(2147483647 + 1) * (2147483647 + 1) * 2"), 0, 0).i, INT64_MIN);
 }
 
 // Each bad expression's message names the key and text, the column and the problem.
@@ -116,7 +117,12 @@ TEST(Expr, BadExpressionsSayWhatIsWrongAndWhere) {
       {Role::Mask, "kv <= qpos", "column 1: unknown name 'kv'; the names are b, h, g, q_idx"},
       {Role::Mask, "kv_idx <= foo(1)", "column 11: unknown function 'foo'; the functions are"},
       {Role::Mask, "kv_idx <= qpos + 1.2.3", "'1.2.3' is not a number"},
-      {Role::Mask, "kv_idx <= 99999999999999999999", "is not an integer that fits in 64 bits"},
+      {Role::Mask, "kv_idx <= 99999999999999999999", "column 11: '99999999999999999999' does "
+                                                        "not fit 32 bits"},
+      {Role::Mask, "kv_idx <= 2147483648",
+       "'2147483648' does not fit 32 bits (kernels compute ints in 32 bits; an int literal is at "
+       "most 2147483647)"},
+      {Role::Mask, "kv_idx <= 12ab", "'12ab' is not a number"},
       {Role::Mask, "kv_idx", "a mask_mod is a bool (true keeps the score); this is int"},
       {Role::Mask, "score > 0", "column 1: a mask_mod cannot read score"},
       {Role::Score, "kv_idx <= qpos", "a score_mod is a number; this is a bool"},

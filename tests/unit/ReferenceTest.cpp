@@ -46,6 +46,62 @@ TEST(Reference, HandComputedSink) {
   EXPECT_NEAR(out.lse[0], std::log(denominator), 1e-14);
 }
 
+// Softmax ignores a constant shift, however large: the row of HandComputedSoftmax shifted by
+// -2^52, where a double still holds the scores 1 and 3 apart, gives the same weights and o, and
+// an lse shifted by the same amount (within its one ulp there). m + log L rounds to m at that
+// size, so weights formed as exp(s - lse) would be e^-2 and 1, summing past one.
+TEST(Reference, HandComputedSoftmaxShiftedByTwoToThe52) {
+  tools::Call call = randomCall(
+      "d_k=1 lse=true weights=true score_mod=\"score - 4503599627370496.0\"", 1, 1, 2);
+  call.tensor("q").assign({1.0});
+  call.tensor("k").assign({1.0, 3.0});
+  call.tensor("v").assign({10.0, 20.0});
+  test::Outputs out = runReferenceOn(call);
+  double p0 = 1 / (1 + std::exp(2.0)), p1 = 1 - p0;
+  EXPECT_NEAR(out.weights[0], p0, 1e-15);
+  EXPECT_NEAR(out.weights[1], p1, 1e-15);
+  EXPECT_NEAR(out.o[0], 10 * p0 + 20 * p1, 1e-13);
+  EXPECT_NEAR(out.lse[0], -4503599627370496.0 + std::log(std::exp(1.0) + std::exp(3.0)), 1.0);
+}
+
+// Three equal scores shifted by -1e20 (a double's ulp there is 2^14): weights 1/3 each, o the
+// mean of v, lse -1e20 + log 3, which rounds to -1e20.
+TEST(Reference, HandComputedEqualScoresShiftedBy1e20) {
+  tools::Call call =
+      randomCall("d_k=1 lse=true weights=true score_mod=\"score - 1e20\"", 1, 1, 3);
+  call.tensor("q").assign({1.0});
+  call.tensor("k").assign({2.0, 2.0, 2.0});
+  call.tensor("v").assign({10.0, 20.0, 60.0});
+  test::Outputs out = runReferenceOn(call);
+  for (int j = 0; j < 3; ++j)
+    EXPECT_NEAR(out.weights[j], 1.0 / 3, 1e-15);
+  EXPECT_NEAR(out.o[0], 30.0, 1e-13);
+  EXPECT_EQ(out.lse[0], -1e20);
+}
+
+// A mask written as a score of -1e30 (the where(kv_idx <= qpos, score, -1e30)) is no
+// mask: Tq 3, Tk 2, bottom-right, so row i sits at qpos = i - 1. Row 0 scores both keys -1e30
+// and takes their mean with lse -1e30 + log 2 (rounding to -1e30); row 1 keeps key 0 whole;
+// row 2 is the plain softmax of its two scores.
+TEST(Reference, HandComputedRowsWhoseEveryKeyScoresMinus1e30) {
+  tools::Call call = randomCall(
+      "d_k=1 lse=true weights=true score_mod=\"where(kv_idx <= qpos, score, -1e30)\"", 1, 3, 2);
+  call.tensor("q").assign({1.0, 1.0, 1.0});
+  call.tensor("k").assign({1.0, 3.0});
+  call.tensor("v").assign({10.0, 20.0});
+  test::Outputs out = runReferenceOn(call);
+  const double p0 = 1 / (1 + std::exp(2.0)), p1 = 1 - p0;
+  const double weights[3][2] = {{0.5, 0.5}, {1.0, 0.0}, {p0, p1}};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 2; ++j)
+      EXPECT_NEAR(out.weights[i * 2 + j], weights[i][j], 1e-15) << "row " << i << " key " << j;
+    EXPECT_NEAR(out.o[i], 10 * weights[i][0] + 20 * weights[i][1], 1e-13) << "row " << i;
+  }
+  EXPECT_EQ(out.lse[0], -1e30);
+  EXPECT_NEAR(out.lse[1], 1.0, 1e-15);
+  EXPECT_NEAR(out.lse[2], std::log(std::exp(1.0) + std::exp(3.0)), 1e-14);
+}
+
 // A row with no kept key and a sink: o = 0 (the sink has no value) and lse = the sink.
 TEST(Reference, FullyMaskedRowWithSinkHasTheSinkAsLse) {
   tools::Call call = randomCall("heads=2 d_k=4 mask=padding lse=true sinks=true", 1, 2, 3);

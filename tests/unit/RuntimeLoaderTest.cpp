@@ -8,6 +8,7 @@
 #include "attnc/Runtime.hpp"
 
 #include <array>
+#include <cmath>
 #include <dlfcn.h>
 #include <filesystem>
 #include <gtest/gtest.h>
@@ -151,6 +152,29 @@ TEST_F(TensorChecks, WrongShape) {
   expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'v' has shape [1,4,6,8]");
 }
 
+// A shape error names the sizes the expected shape uses, as bound, and the tensor that bound
+// each. It once printed every size, unbound ones as 0 ("Tk=0" for q), and blamed a wrong
+// seq_lens in a ragged batch on cu_seqlens_q without naming seq_lens, which had bound B.
+TEST_F(TensorChecks, ShapeErrorsNameTheBoundSizesAndWhereEachCameFrom) {
+  tools::Call call = test::randomCall("heads=4 d_k=8", 1, 5, 7);
+  call.tensor("q").dl()->shape[1] = 3;
+  expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "tensor 'q' has shape [1,3,5,8]; expected [B,4,Tq,8] with B=1, Tq=5 "
+                 "(dimension 1)");
+  tools::Call wrongV = test::randomCall("heads=4 d_k=8", 1, 5, 7);
+  wrongV.tensor("v").dl()->shape[2] = 6;
+  expectRunFails(wrongV, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "expected [B,4,Tk,8] with B=1 (from 'q'), Tk=7 (from 'k') (dimension 2)");
+  // q [total_q, H, d], then k_pages, v_pages, seq_lens [B]: seq_lens binds B.
+  const std::string ragged =
+      "heads=2 d_k=8 layout=bshd kv_cache=paged page_size=4 ragged_q=true";
+  tools::Call shortLengths = test::randomCall(ragged, 3, 4, 12);
+  shortLengths.tensor("seq_lens").dl()->shape[0] = 2;
+  expectRunFails(shortLengths, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "tensor 'cu_seqlens_q' has shape [4]; expected [B+1] with B=2 (from "
+                 "'seq_lens') (dimension 0)");
+}
+
 TEST_F(TensorChecks, WrongDtype) {
   tools::Call call = test::randomCall("heads=4 d_k=8", 1, 5, 5);
   call.tensor("q").dl()->dtype = {kDLFloat, 16, 1};
@@ -179,6 +203,67 @@ TEST_F(TensorChecks, OutputAliasingAnInput) {
   tools::Call call = test::randomCall("heads=2 d_k=4", 1, 3, 3);
   call.tensor("o").dl()->data = call.tensor("q").dl()->data; // same shape, same buffer
   expectRunFails(call, ATTNC_ERROR_TENSOR_MISMATCH, "tensor 'o' shares memory with tensor 'q'");
+}
+
+// kv_append writes k and v (k_pages and v_pages when paged, and a quantized cache's k_scale and
+// v_scale): like outputs, they must overlap nothing. k == v, k_new inside k and k broadcast
+// over B once returned ATTNC_OK and wrote rows through one tensor into another.
+TEST_F(TensorChecks, TheCacheKvAppendWritesIntoOverlapsNothing) {
+  const std::string spec = "heads=2 d_k=4 kv_cache=contiguous kv_append=true";
+  tools::Call sameBuffer = test::randomCall(spec, 2, 1, 6);
+  sameBuffer.tensor("v").dl()->data = sameBuffer.tensor("k").dl()->data;
+  expectRunFails(sameBuffer, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "tensor 'k' shares memory with tensor 'v'; 'k' is a cache tensor kv_append "
+                 "writes into");
+  tools::Call rowsInCache = test::randomCall(spec, 2, 1, 6);
+  rowsInCache.tensor("k_new").dl()->data = rowsInCache.tensor("k").dl()->data;
+  expectRunFails(rowsInCache, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "tensor 'k' shares memory with tensor 'k_new'");
+  tools::Call broadcast = test::randomCall(spec, 2, 1, 6);
+  int64_t strides[4] = {0, 24, 4, 1};
+  broadcast.tensor("k").dl()->strides = strides;
+  expectRunFails(broadcast, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "tensor 'k' is a cache tensor kv_append writes into whose strides make "
+                 "elements overlap");
+  const std::string int8 = "heads=2 d_k=4 kv_cache=paged page_size=4 kv_append=true kv_dtype=int8";
+  tools::Call sharedScales = test::randomCall(int8, 2, 1, 8);
+  sharedScales.tensor("v_scale").dl()->data = sharedScales.tensor("k_scale").dl()->data;
+  expectRunFails(sharedScales, ATTNC_ERROR_TENSOR_MISMATCH,
+                 "tensor 'k_scale' shares memory with tensor 'v_scale'");
+}
+
+// Views of one buffer with the same strides share memory only where they share an element: k
+// and v interleaved position by position in one [B, H_kv, Tk, 2, d] cache are accepted, and
+// the call gives what separate tensors give.
+TEST_F(TensorChecks, InterleavedKAndVOfOneBufferAreAccepted) {
+  const std::string spec = "heads=2 d_k=4 mask=causal kv_cache=contiguous kv_append=true";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  const int64_t B = 2, Tq = 2, Tk = 6, H = 2, d = 4;
+  tools::Call separate = test::randomCall(spec, B, Tq, Tk);
+  tools::Call interleaved = test::randomCall(spec, B, Tq, Tk);
+  separate.tensor("seq_lens").assign({6, 3});
+  interleaved.tensor("seq_lens").assign({6, 3});
+  HostTensor cache(separate.tensor("k").dtype(), {B, H, Tk, 2, d});
+  std::vector<double> both(cache.bytes() / sizeof(float));
+  const std::vector<double> k = separate.tensor("k").values(), v = separate.tensor("v").values();
+  for (size_t row = 0; row < k.size() / d; ++row)
+    for (int64_t e = 0; e < d; ++e) {
+      both[row * 2 * d + e] = k[row * d + e];
+      both[row * 2 * d + d + e] = v[row * d + e];
+    }
+  cache.assign(both);
+  int64_t strides[4] = {H * Tk * 2 * d, Tk * 2 * d, 2 * d, 1};
+  for (const char* name : {"k", "v"}) {
+    DLTensor& t = *interleaved.tensor(name).dl();
+    t.data = static_cast<float*>(cache.data()) + (name[0] == 'v' ? d : 0);
+    t.strides = strides;
+  }
+  std::vector<attnc_named_tensor> a = separate.named(), b = interleaved.named();
+  bundle.run(a);
+  bundle.run(b);
+  EXPECT_EQ(separate.tensor("o").values(), interleaved.tensor("o").values());
+  EXPECT_EQ(separate.tensor("k").values(), interleaved.tensor("k").values());
+  EXPECT_EQ(separate.tensor("v").values(), interleaved.tensor("v").values());
 }
 
 TEST_F(TensorChecks, NegativeStrides) {
@@ -361,13 +446,40 @@ TEST_F(TensorChecks, QuantizedNewRowsAreStoredAsCodesTimesTheirScales) {
           const double x = rows[test::at4(H, Tq, d, 0, g, i, e)];
           const double code = codes[test::at4(H, Tk, d, 0, g, position, e)];
           const double value = fp8 ? e4m3ToDouble(static_cast<uint8_t>(code)) : code;
-          if (std::fabs(x) == largest)
+          if (std::fabs(x) == largest) {
             EXPECT_EQ(std::fabs(value), fp8 ? 448.0 : 127.0);
+          }
           const double step =
               fp8 ? std::max(std::fabs(x / scale) / 16, std::ldexp(1.0, -10)) : 0.5;
           EXPECT_LE(std::fabs(value - x / scale), step * (1 + 1e-6)) << x << " " << code;
         }
       }
+  }
+}
+
+// A new row holding NaN or ±inf reads as NaN in either quantized cache: codes 0, scale NaN. An
+// int8 cache once stored int8(NaN) (undefined behaviour; 0 in release builds), so kernels
+// attended a finite key where the reference had NaN, and an fp8 row of NaNs and zeros was stored
+// as a zero row.
+TEST_F(TensorChecks, NonFiniteNewRowsOfAQuantizedCacheReadAsNaN) {
+  const double nan = std::nan(""), inf = INFINITY;
+  for (const std::string dtype : {"int8", "fp8_e4m3"}) {
+    SCOPED_TRACE(dtype);
+    const std::string spec = "heads=1 d_k=4 kv_cache=contiguous kv_append=true kv_dtype=" + dtype;
+    runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+    tools::Call call = test::randomCall(spec, 1, 4, 4);
+    call.tensor("seq_lens").assign({4});
+    call.tensor("k_new").assign({1, nan, 2, 3, -inf, 1, 2, 3, nan, 0, 0, 0, 1, 2, 3, 4});
+    std::vector<attnc_named_tensor> named = call.named();
+    bundle.run(named);
+    const std::vector<double> codes = call.tensor("k").values(),
+                              scales = call.tensor("k_scale").values();
+    for (int64_t row = 0; row < 3; ++row) {
+      EXPECT_TRUE(std::isnan(scales[row])) << row;
+      for (int64_t e = 0; e < 4; ++e)
+        EXPECT_EQ(codes[row * 4 + e], 0) << row << " " << e;
+    }
+    EXPECT_EQ(scales[3], static_cast<float>(4 / (dtype == "int8" ? 127.0 : 448.0)));
   }
 }
 

@@ -1,8 +1,10 @@
 // Bad specs: each must fail with a message that names the key, the value and what is allowed.
+#include "Abi/Arguments.h"
 #include "Spec/Spec.h"
 
 #include <filesystem>
 #include <gtest/gtest.h>
+#include <set>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -90,8 +92,35 @@ const BadSpec kBadSpecs[] = {
     {"d_k=8 aux=\"t:f32[1,1,1,1,1]\" score_mod=score", {"t has 5 dims; at most 4"}},
     {"d_k=8 aux=\"doc:i32[B] doc:f32[Tk]\" score_mod=score", {"'doc' is declared twice"}},
     {"d_k=8 aux=\"kv_idx:i32[B]\" score_mod=score", {"'kv_idx' is a name of the expression"}},
-    {"d_k=8 bias=true aux=\"bias:f32[Tk]\" score_mod=score",
-     {"'bias' is already an argument of this kernel"}},
+    // A name that is a kernel argument of any spec (issue 52: these were accepted), whatever this
+    // spec's other keys: BadSpecNames below tries every one.
+    {"d_k=8 bias=true aux=\"bias:f32[Tk]\" score_mod=\"score + bias[kv_idx]\"",
+     {"aux=\"bias:f32[Tk]\": 'bias' is the name of a kernel argument"}},
+    {"d_k=8 params=\"q=1\" score_mod=\"score + q\"",
+     {"params=\"q=1\": 'q' is the name of a kernel argument", "choose another"}},
+    {"d_k=8 params=\"cap=1 lengths=4\" mask_mod=\"kv_idx < lengths\"", {"'lengths' is the name"}},
+    {"d_k=8 params=\"mask=1\" mask_mod=\"kv_idx < mask\"", {"'mask' is the name"}},
+    {"d_k=8 aux=\"k_new:f32[Tk]\" score_mod=\"score + k_new[kv_idx]\"", {"'k_new' is the name"}},
+    // A param or aux tensor that no expression reads (issue 52: an unread aux tensor was a
+    // kernel argument).
+    {"d_k=8 params=\"cap=30 n=2\" score_mod=\"cap * tanh(score / cap)\"",
+     {"params=\"cap=30 n=2\": no expression reads 'n'"}},
+    {"d_k=8 aux=\"t:f32[Tk] u:i32[B]\" score_mod=\"score + t[kv_idx]\"",
+     {"aux=\"t:f32[Tk] u:i32[B]\": no expression reads 'u'", "kernel argument"}},
+    {"d_k=8 params=\"cap=30\" aux=\"t:f32[Tk]\" score_mod=\"score + t[kv_idx]\"",
+     {"no expression reads 'cap'"}},
+    // An aux name is a C++ member and parameter in a linked library's header (issue 52: these
+    // compiled into a header that did not).
+    {"d_k=8 aux=\"class:f32[Tk]\" score_mod=\"score + class[kv_idx]\"",
+     {"'class' cannot be a C++ member of a linked library's header", "C or C++ keyword"}},
+    {"d_k=8 aux=\"int:f32[Tk]\" score_mod=\"score + int[kv_idx]\"", {"C or C++ keyword"}},
+    {"d_k=8 aux=\"this:f32[Tk]\" score_mod=\"score + this[kv_idx]\"", {"C or C++ keyword"}},
+    {"d_k=8 aux=\"__t:f32[Tk]\" score_mod=\"score + __t[kv_idx]\"", {"reserved"}},
+    {"d_k=8 aux=\"_T:f32[Tk]\" score_mod=\"score + _T[kv_idx]\"", {"reserved"}},
+    {"d_k=8 aux=\"num_threads:f32[Tk]\" score_mod=\"score + num_threads[kv_idx]\"",
+     {"'num_threads' is a parameter of the kernel's call"}},
+    {"d_k=8 aux=\"stream:f32[Tk]\" score_mod=\"score + stream[kv_idx]\"",
+     {"'stream' is a parameter of the kernel's call"}},
     {"d_k=8 params=\"doc=1\" aux=\"doc:f32[Tk]\" score_mod=score",
      {"'doc' is both a param and an aux tensor"}},
     {"d_k=8 aux=\"doc:i32[B,Tk]\" mask_mod=\"doc[b, q_idx] == doc[b, kv_idx]\"",
@@ -103,6 +132,27 @@ const BadSpec kBadSpecs[] = {
     {"d_k=8 aux=\"t:i32[8]\" mask_mod=\"t[t[kv_idx % 8]] > 0\"",
      {"index 1 of t (t[kv_idx % 8]) is not provably within [0, 8)"}},
     {"d_k=8 aux=\"t:i32[B]\" mask_mod=\"t[b + 1] > 0\"", {"index 1 of t (b + 1)", "below B"}},
+    // Kernels compute ints in 32 bits: a literal past them is refused, as a param is, and an
+    // index whose int arithmetic may leave them (at sizes up to 2^31 - 1) proves nothing. So do
+    // float bounds that only f64 gives: f32 rounds 2^24 + 3 up, overflows past 3.4e38 and
+    // flushes 1e-46 to 0.
+    {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[kv_idx + 9007199254740993 - "
+     "9007199254740992]\"",
+     {"column 20", "'9007199254740993' does not fit 32 bits"}},
+    {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[min(abs(-9223372036854775807 - 1), Tk - 1)]\"",
+     {"'9223372036854775807' does not fit 32 bits"}},
+    {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[min(abs(-2147483647 - 1), Tk - 1)]\"",
+     {"index 1 of x (min(abs(-2147483647 - 1), Tk - 1)) is not provably at least 0"}},
+    {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[min(kv_idx * 2, Tk - 1)]\"",
+     {"index 1 of x (min(kv_idx * 2, Tk - 1)) is not provably at least 0"}},
+    {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[(kv_idx * 2) // 2]\"",
+     {"index 1 of x (kv_idx * 2 // 2) is not provably within [0, Tk)"}},
+    {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[floor(kv_idx * 1.0)]\"",
+     {"index 1 of x (floor(kv_idx * 1.0)) is not provably below Tk"}},
+    {"d_k=8 aux=\"x:i32[8]\" score_mod=\"score + x[where(1e-46 > 0.0, 0, 9)]\"",
+     {"is not provably below 8"}},
+    {"d_k=8 aux=\"x:i32[8]\" score_mod=\"score + x[where(2e38 * 2.0 < 1e39, 0, 9)]\"",
+     {"is not provably below 8"}},
     {"d_k=64 dropout=1", {"dropout=1", "[0, 1)"}},
     {"d_k=64 dropout=-0.1", {"dropout=-0.1", "[0, 1)"}},
     {"d_k=64 scale=0", {"scale=0", "a normal f32 number"}},
@@ -226,6 +276,39 @@ TEST(BadSpecJson, NothingLenient) {
             64);
 }
 
+// JSON strings carry any character. A NUL once cut every message that echoed the value short
+// ("mask=cau"), and an escape reached the terminal: control characters are refused, named and
+// never echoed, in keys and values of JSON specs and in spec text alike.
+TEST(BadSpecJson, ControlCharactersAreRefusedUnechoed) {
+  for (const std::string& text :
+       {std::string(R"({"mask": "cau\u0000sal", "d_k": 8})"),
+        std::string(R"({"d_k": 8, "score_mod": "score\u001b[31m + 1"})"),
+        std::string(R"({"ma\u0000sk": "causal", "d_k": 8})"),
+        std::string(R"({"d_k": 8, "params": {"c\u0000ap": 30}})")}) {
+    try {
+      parseSpecJson(parseJsonObjectStrictly(text, "the spec"));
+      FAIL() << "accepted " << text;
+    } catch (const SpecError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("holds the control character U+00"), std::string::npos) << message;
+      EXPECT_NE(message.find("; a spec is printable text"), std::string::npos) << message;
+      EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+    }
+  }
+  EXPECT_THROW(parseSpec(std::string("d_k=8 mask=cau\0sal", 18)), SpecError);
+  try {
+    parseSpec("d_k=8 score_mod=\"score\x1b[31m + 1\"");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("the spec holds the control character U+001B at "
+                                         "offset 22"),
+              std::string::npos)
+        << e.what();
+  }
+  // Whitespace stays whitespace.
+  EXPECT_EQ(parseSpec("d_k=8\n\tmask=causal").dK, 8);
+}
+
 TEST(BadSpecJson, FilesThatAreNotSpecs) {
   try { // /dev/zero never ends: it must be refused, not read
     loadSpec("/dev/zero.json");
@@ -243,6 +326,43 @@ TEST(BadSpecJson, FilesThatAreNotSpecs) {
     EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
   }
   std::filesystem::remove(link);
+}
+
+// Every name a kernel argument has in any spec, whatever this one's keys, is refused as a param
+// and as an aux tensor. The names are kernelArguments' own; this list is the check that they
+// cover every variant, cache and option (docs/spec.md, Tensors of a bundle).
+TEST(BadSpecNames, EveryKernelArgumentOfAnySpec) {
+  const std::set<std::string> expected{
+      // Every spec's inputs and outputs; a cache's; the runtime's (kv_append, ragged_q).
+      "q", "k", "v", "o", "lse", "weights", "k_pages", "v_pages", "k_scale", "v_scale", "seq_lens",
+      "block_table", "k_new", "v_new", "cu_seqlens_q",
+      // The options'; the variants' parameters.
+      "lengths", "mask", "block_layout", "bias", "sinks", "w_q", "w_k", "w_v", "w_o", "w1", "w2",
+      "v_a", "w", "e", "f", "omega"};
+  EXPECT_EQ(builtinArgumentNames(), expected);
+  for (const std::string& name : builtinArgumentNames()) {
+    for (const std::string& spec :
+         {"d_k=8 params=\"" + name + "=1\" score_mod=\"score + " + name + "\"",
+          "d_k=8 aux=\"" + name + ":f32[Tk]\" score_mod=\"score + " + name + "[kv_idx]\""}) {
+      try {
+        parseSpec(spec);
+        ADD_FAILURE() << "accepted " << spec;
+      } catch (const SpecError& e) {
+        EXPECT_NE(std::string(e.what()).find("'" + name + "' is the name of a kernel argument"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
+// Names C and C++ programs use that are no keyword, not reserved and not the call's: the linked
+// header compiles with them (tests/cli/test_aot.py), so they stay aux names.
+TEST(BadSpecNames, CommonCIdentifiersAreAuxNames) {
+  for (const char* name : {"NULL", "errno", "linux", "assert", "DLTensor", "int32_t", "std"})
+    EXPECT_NO_THROW(parseSpec(std::string("d_k=8 aux=\"") + name + ":f32[Tk]\" score_mod=\"" +
+                              name + "[kv_idx]\""))
+        << name;
 }
 
 } // namespace

@@ -78,9 +78,9 @@ std::vector<std::string> roundTripSpecs() {
   specs.push_back("variant=linear d_k=32 feature_map=relu mask=causal+padding weights=true");
   specs.push_back("variant=bilinear d_q=7 d_k=5 d_v=3 mask=padding");
   specs.push_back("d_k=16 heads=4 kv_heads=2 aux=\"q_doc:i32[B,Tq] kv_doc:i32[B,Tk] "
-                  "rel:f32[heads, 257]\" params=\"w=1e-3 cap=30 n=-4\" "
+                  "rel:f32[heads, 257]\" params=\"gain=1e-3 cap=30 n=-4\" "
                   "mask_mod=\"q_doc[b,q_idx]==kv_doc[b,kv_idx]&&((kv_idx<=qpos))\" "
-                  "score_mod=\"where(score > cap, cap, score) * w + "
+                  "score_mod=\"where(score > cap, cap, score) * gain + "
                   "rel[h, clamp(kv_idx - qpos, -128, 128) + 128] + n\"");
   specs.push_back("variant=mha heads=2 d_k=8 mask=causal score_mod=score*2");
   return specs;
@@ -89,17 +89,17 @@ std::vector<std::string> roundTripSpecs() {
 INSTANTIATE_TEST_SUITE_P(Specs, RoundTrip, ::testing::ValuesIn(roundTripSpecs()));
 
 TEST(SpecExpressions, CanonicalFormNormalisesExpressionsParamsAndAux) {
-  const Spec a = parseSpec("d_k=8 params=\"w=2 cap=30.0\" aux=\"doc:i32[ B , Tk ]\" "
+  const Spec a = parseSpec("d_k=8 params=\"shift=2 cap=30.0\" aux=\"doc:i32[ B , Tk ]\" "
                            "mask_mod=\"(doc[b, kv_idx] == 1)\" "
-                           "score_mod=\"cap*tanh(score/cap)+w\"");
-  const Spec b = parseSpec("d_k=8 params=\"cap=3e1 w=2\" aux=\"doc:i32[B,Tk]\" "
+                           "score_mod=\"cap*tanh(score/cap)+shift\"");
+  const Spec b = parseSpec("d_k=8 params=\"cap=3e1 shift=2\" aux=\"doc:i32[B,Tk]\" "
                            "mask_mod=\"doc[b,kv_idx]==1\" "
-                           "score_mod=\"cap * tanh((score / cap)) + w\"");
+                           "score_mod=\"cap * tanh((score / cap)) + shift\"");
   EXPECT_EQ(a.canonical(), b.canonical());
   EXPECT_EQ(a.hash(), b.hash());
   EXPECT_NE(a.canonical().find("aux=\"doc:i32[B,Tk]\""), std::string::npos) << a.canonical();
-  EXPECT_NE(a.canonical().find("params=\"cap=30.0 w=2\""), std::string::npos) << a.canonical();
-  EXPECT_NE(a.canonical().find("score_mod=\"cap * tanh(score / cap) + w\""), std::string::npos);
+  EXPECT_NE(a.canonical().find("params=\"cap=30.0 shift=2\""), std::string::npos) << a.canonical();
+  EXPECT_NE(a.canonical().find("score_mod=\"cap * tanh(score / cap) + shift\""), std::string::npos);
   // Specs without expressions print none of the new keys: their canonical text, and hash, are
   // what they were before expressions existed.
   EXPECT_EQ(parseSpec("d_k=8").canonical().find("mod"), std::string::npos);
@@ -107,11 +107,29 @@ TEST(SpecExpressions, CanonicalFormNormalisesExpressionsParamsAndAux) {
 
 TEST(SpecExpressions, JsonTakesParamsAsAnObject) {
   const Spec s = parseSpecJson(nlohmann::json::parse(
-      R"({"d_k": 8, "params": {"cap": 30.0, "w": 2},
-          "score_mod": "cap * tanh(score / cap) * w"})"));
+      R"({"d_k": 8, "params": {"cap": 30.0, "gain": 2},
+          "score_mod": "cap * tanh(score / cap) * gain"})"));
   EXPECT_EQ(s.params.size(), 2u);
   EXPECT_EQ(s.params[0].value.type, expr::Type::Float);
   EXPECT_EQ(s.params[1].value.type, expr::Type::Int);
+}
+
+// Aux indices the check proves in exact integer arithmetic: a sum keeps its exact form, so
+// kv_idx - kv_idx is 0 and qpos - q_idx is Tk - Tq; +, - and * by a constant wrap in kernels as
+// in the reference, so kv_idx + 2 - 2 is kv_idx again even where kv_idx + 2 passes 2^31 - 1.
+TEST(SpecExpressions, AuxIndicesAreProvedExactly) {
+  auto accepts = [](const std::string& aux, const std::string& index) {
+    EXPECT_NO_THROW(parseSpec("d_k=8 aux=\"x:i32[" + aux + "]\" score_mod=\"score + x[" + index +
+                              "]\""))
+        << aux << ": " << index;
+  };
+  for (const char* zero : {"kv_idx - kv_idx", "2 * kv_idx - kv_idx - kv_idx",
+                           "(kv_idx - kv_idx) * 2147483647", "qpos - q_idx + Tq - Tk",
+                           "(2147483647 + 1) * 0", "abs(q_idx - kv_idx) % 1"})
+    accepts("1", zero);
+  for (const char* key : {"kv_idx + 2 - 2", "-(-kv_idx)", "min(kv_idx + 1, Tk - 1)",
+                          "kv_idx + 2147483647 - 2147483647", "clamp(kv_idx * 2, 0, Tk - 1)"})
+    accepts("Tk", key);
 }
 
 TEST(SpecExpressions, AuxTensorsAreKernelInputsAfterTheSpecsOwn) {

@@ -1,7 +1,9 @@
+#include "RunSupport.h"
 #include "ThreadPool.h"
 
 #include <atomic>
 #include <gtest/gtest.h>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -45,6 +47,26 @@ TEST(ThreadPool, ConcurrentAndNestedCallersFinish) {
     for (Nested& n : w)
       for (auto& h : n.inner.hits)
         EXPECT_EQ(h.load(), 1);
+}
+
+// The tools' own loop (the reference in attnc verify, run, bench and viz): every index once, and
+// a body's exception, here an aux read out of bounds, reaches the caller; on a thread of its own
+// it would end the process.
+TEST(ToolThreads, RunEveryIndexOnceAndPassABodysExceptionToTheCaller) {
+  Counter c(1000);
+  tools::threadedFor(8)(1000, [&](int64_t i) { count(&c, i); });
+  for (auto& h : c.hits)
+    EXPECT_EQ(h.load(), 1);
+  for (int64_t thrower : {0, 999}) // the calling thread's first index, and a helper's
+    try {
+      tools::threadedFor(8)(1000, [&](int64_t i) {
+        if (i == thrower)
+          throw std::logic_error("aux tensor x: index " + std::to_string(i));
+      });
+      ADD_FAILURE() << "no exception";
+    } catch (const std::logic_error& e) {
+      EXPECT_EQ(std::string(e.what()), "aux tensor x: index " + std::to_string(thrower));
+    }
 }
 
 } // namespace

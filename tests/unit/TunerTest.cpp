@@ -2,6 +2,7 @@
 // recorded trials, interruption, and backends whose default does not compile.
 #include "Driver/Driver.h"
 #include "Spec/Spec.h"
+#include "Support/Errors.h"
 #include "TestSupport.h"
 #include "Tuning/Tuner.h"
 
@@ -24,6 +25,8 @@ public:
   Measured measure(const Spec&, const Candidate& c) override {
     measured.push_back(c.name());
     Measured m;
+    if (machineFailsAfter && measured.size() > *machineFailsAfter)
+      throw EnvironmentError("compile: exit 75: No space left on device");
     if (stopAfter && measured.size() > *stopAfter) {
       signal = 15;
       m.interrupted = true;
@@ -44,9 +47,10 @@ public:
   }
   int stopSignal() const override { return signal; }
 
-  std::vector<std::string> measured;  // every candidate measured, in order
-  std::optional<size_t> stopAfter;    // the run is interrupted during the measure after these
-  std::set<std::string> refused;      // backends whose every candidate fails to compile
+  std::vector<std::string> measured;       // every candidate measured, in order
+  std::optional<size_t> stopAfter;         // the run is interrupted during the measure after these
+  std::optional<size_t> machineFailsAfter; // the disk fills up during the measure after these
+  std::set<std::string> refused;           // backends whose every candidate fails to compile
   int signal = 0;
 };
 
@@ -123,6 +127,21 @@ TEST_F(Tuner, AnInterruptedTrialIsNotRecorded) {
   EXPECT_EQ(outcome.interruptSignal, 15);
   EXPECT_EQ(outcome.trials, 3);
   EXPECT_EQ(recorded(), 3u);
+}
+
+// Once: a full disk's failures were recorded as the candidates' ("crash"), and a rerun with
+// room reused them.
+TEST_F(Tuner, ATrialTheMachineFailedIsNotRecorded) {
+  FakeMeasurement full;
+  full.machineFailsAfter = 3;
+  EXPECT_THROW(tune(10, full), EnvironmentError);
+  EXPECT_EQ(recorded(), 3u);
+  // The next run, with room, measures that trial first (tests/cli/test_faults.py checks that
+  // its claim was released too).
+  FakeMeasurement mended;
+  const tuning::TuneOutcome outcome = tune(10, mended);
+  EXPECT_EQ(outcome.freshTrials, 7);
+  EXPECT_EQ(mended.measured.front(), full.measured.back());
 }
 
 TEST_F(Tuner, ABackendWhoseDefaultDoesNotCompileLeavesTheSearch) {

@@ -24,7 +24,6 @@ int64_t reductionLength(const Spec& spec, int64_t seqK) {
 Comparison compare(const std::vector<double>& got, const std::vector<double>& want,
                    Tolerance tolerance) {
   Comparison c;
-  double maxWant = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     double g = got[i], w = want[i];
     double error;
@@ -34,14 +33,15 @@ Comparison compare(const std::vector<double>& got, const std::vector<double>& wa
       error = (g == w) ? 0.0 : std::numeric_limits<double>::infinity();
     else
       error = std::fabs(g - w);
-    if (std::isfinite(w))
-      maxWant = std::max(maxWant, std::fabs(w));
+    // An infinite want allows nothing but itself (error 0 or inf).
+    const double allowed =
+        tolerance.absolute + tolerance.relative * (std::isfinite(w) ? std::fabs(w) : 0.0);
+    const double share = error == 0 ? 0.0 : error / allowed;
     c.maxAbsError = std::max(c.maxAbsError, error);
-    bool ok = error == 0 || error <= tolerance.absolute + tolerance.relative * std::fabs(w);
-    if (!ok && c.failures++ == 0)
+    c.worstShare = std::max(c.worstShare, share);
+    if (share > 1 && c.failures++ == 0)
       c.firstFailure = static_cast<int64_t>(i);
   }
-  c.maxRelError = maxWant > 0 ? c.maxAbsError / maxWant : c.maxAbsError;
   return c;
 }
 

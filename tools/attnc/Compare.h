@@ -26,8 +26,11 @@ int64_t reductionLength(const Spec& spec, int64_t seqK);
 
 struct Comparison {
   double maxAbsError = 0;
-  double maxRelError = 0; // max |got - want| / max |want|
-  int64_t failures = 0;   // elements outside the tolerance
+  // The largest |got - want| / (absolute + relative · |want|): the share of its own tolerance the
+  // worst element takes, past 1 exactly where an element fails. (max |got - want| / max |want|
+  // stays small beside a failing element when |want| spans a wide range.)
+  double worstShare = 0;
+  int64_t failures = 0; // elements outside the tolerance
   int64_t firstFailure = -1;
 };
 

@@ -43,6 +43,8 @@ public:
       : text_(text), path_(path) {}
 
   Header parse() {
+    if (auto control = controlCharacter(text_)) // messages echo keys and descr
+      bad(path_, "bad header: it holds " + *control);
     Header header;
     std::set<std::string> seen;
     expect('{');

@@ -1,6 +1,7 @@
 #include "OutputFile.h"
 
 #include "Support/Errors.h"
+#include "Support/Files.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -34,26 +35,21 @@ StagedFile::StagedFile(const fs::path& path, std::string_view contents) : path_(
   std::string name = (directoryOf(path) / ("." + path.filename().string() + ".XXXXXX")).string();
   const int fd = ::mkstemp(name.data());
   if (fd < 0)
-    throw UsageError("cannot write " + path.string() + ": " + std::strerror(errno));
+    throwSystemError<UsageError>("cannot write " + path.string(), errno);
   temporary_ = name;
   registration_ = std::make_unique<TemporaryPath>(temporary_);
   // mkstemp creates 0600; an output gets the mode a plain create would give it.
   const mode_t mask = ::umask(0);
   ::umask(mask);
   int failure = ::fchmod(fd, 0666 & ~mask) == 0 ? 0 : errno;
-  for (size_t done = 0; failure == 0 && done < contents.size();) {
-    const ssize_t wrote = ::write(fd, contents.data() + done, contents.size() - done);
-    if (wrote < 0 && errno != EINTR)
-      failure = errno;
-    else if (wrote > 0)
-      done += static_cast<size_t>(wrote);
-  }
+  if (failure == 0)
+    failure = writeAll(fd, contents);
   if (::close(fd) != 0 && failure == 0)
     failure = errno;
   if (failure != 0) {
     std::error_code ignored; // no destructor runs for a constructor that throws
     fs::remove(temporary_, ignored);
-    throw JobError("cannot write " + path.string() + ": " + std::strerror(failure));
+    throwSystemError("cannot write " + path.string(), failure);
   }
 }
 
@@ -72,7 +68,7 @@ void StagedFile::commit() {
   std::error_code error;
   fs::rename(temporary_, path_, error);
   if (error)
-    throw JobError("cannot write " + path_.string() + ": " + error.message());
+    throwSystemError("cannot write " + path_.string(), error.value());
   temporary_.clear();
   registration_.reset();
 }

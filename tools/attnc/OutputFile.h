@@ -20,7 +20,7 @@ void checkOutputPath(const std::filesystem::path& path);
 // the umask), registered as a temporary path from its creation, so that an interrupt removes it
 // too; commit() renames it over `path`, and one never committed is removed. Throws UsageError,
 // with the system's reason, when `path` cannot be written (see checkOutputPath); JobError when
-// the write itself fails (a full disk).
+// the write itself fails, EnvironmentError when the disk is full (Support/Files.h).
 class StagedFile {
 public:
   StagedFile(const std::filesystem::path& path, std::string_view contents);

@@ -88,8 +88,8 @@ Action addVerifyCommand(CLI::App& app) {
         continue;
       Comparison c = compare(call.tensors[i].values(), expected[e++].values(), tolerance);
       pass = pass && c.failures == 0;
-      fmt::print("  {:<8} max abs err {:.3e}  max rel err {:.3e}  {}\n", call.arguments[i].name,
-                 c.maxAbsError, c.maxRelError,
+      fmt::print("  {:<8} max abs err {:.3e}  worst err/tol {:.3g}  {}\n",
+                 call.arguments[i].name, c.maxAbsError, c.worstShare,
                  c.failures == 0 ? "ok"
                                  : fmt::format("FAIL: {} elements past tolerance (first at flat "
                                                "index {})",

@@ -2,9 +2,9 @@
 
 #include "Abi/Manifest.h"
 #include "DeviceCall.h"
+#include "Support/Threads.h"
 
 #include <algorithm>
-#include <atomic>
 #include <fmt/core.h>
 #include <thread>
 
@@ -70,18 +70,7 @@ double attentionFlops(const Spec& s, const RunSizes& z) {
 
 ParallelFor threadedFor(int32_t threads) {
   return [threads](int64_t count, const std::function<void(int64_t)>& body) {
-    int32_t n = std::max<int32_t>(1, std::min<int64_t>(threads, count));
-    std::atomic<int64_t> next{0};
-    auto work = [&] {
-      for (int64_t i = next++; i < count; i = next++)
-        body(i);
-    };
-    std::vector<std::thread> helpers;
-    for (int32_t t = 1; t < n; ++t)
-      helpers.emplace_back(work);
-    work();
-    for (std::thread& h : helpers)
-      h.join();
+    forEachOnThreads(threads, count, [&](int64_t index, int64_t) { body(index); });
   };
 }
 

@@ -30,7 +30,8 @@ std::vector<double> timedRuns(const runtime::Bundle& bundle, Call& call, int32_t
                               int repeat);
 // 4 B H Tq Tk d (d the mean of d_k and d_v), halved for causal: the FLOPs of the two GEMMs.
 double attentionFlops(const Spec& s, const RunSizes& z);
-// A parallel loop on plain threads, for the in-process reference.
+// A parallel loop on plain threads, for the in-process reference: a body's exception reaches
+// the caller (forEachOnThreads).
 ParallelFor threadedFor(int32_t threads);
 int32_t threadsOrAll(int32_t threads);
 Spec bundleSpec(const runtime::Bundle& bundle);

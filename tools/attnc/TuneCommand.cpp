@@ -5,11 +5,14 @@
 #include "Driver/Driver.h"
 #include "Interrupts.h"
 #include "OutputFile.h"
+#include "Support/Files.h"
 #include "TuneReport.h"
 #include "Tuning/ChildProcessMeasurement.h"
 #include "Tuning/Tuner.h"
 
+#include <cerrno>
 #include <cmath>
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <fstream>
 #include <iostream>
@@ -29,18 +32,26 @@ public:
   explicit TuneProgress(std::filesystem::path events)
       : jsonOut_(!isatty(STDOUT_FILENO)), terminal_(isatty(STDERR_FILENO)),
         events_(std::move(events)) {}
+  ~TuneProgress() override {
+    if (file_ >= 0)
+      ::close(file_);
+  }
+  TuneProgress(const TuneProgress&) = delete;
+  TuneProgress& operator=(const TuneProgress&) = delete;
 
   void event(const nlohmann::json& e) override {
-    if (!events_.empty() && !file_.is_open()) {
-      file_.open(events_, std::ios::app);
-      if (!file_)
-        throw UsageError("--events " + events_.string() + ": cannot write it");
+    if (!events_.empty() && file_ < 0) {
+      file_ = ::open(events_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+      if (file_ < 0)
+        throwSystemError<UsageError>("--events " + events_.string() + ": cannot write it", errno);
     }
     const std::string line = e.dump();
     if (jsonOut_)
       fmt::print("{}\n", line);
-    if (file_.is_open())
-      file_ << line << "\n" << std::flush;
+    // Every event is written whole, or the run stops: a full disk must not drop them unseen.
+    if (file_ >= 0)
+      if (const int failure = writeAll(file_, line + "\n"))
+        throwSystemError("--events " + events_.string() + ": cannot write it", failure);
     std::fflush(stdout);
   }
 
@@ -74,7 +85,7 @@ public:
 private:
   bool jsonOut_, terminal_;
   std::filesystem::path events_;
-  std::ofstream file_;
+  int file_ = -1; // the --events file, opened by the first event
 };
 
 // Tunes `spec`, measuring each candidate with this attnc in child processes; the exit code.

@@ -1,8 +1,10 @@
 // attnc: the attention-kernel compiler's driver.
 //
 // Exit codes: 0 ok; 1 the job failed (a failed verification, a link error, a bundle this host
-// cannot run); 2 bad usage or a bad spec; 3 and above an internal error.
+// cannot run); 2 bad usage or a bad spec; 3 an internal error; 75 (kEnvironmentExitCode) the
+// machine failed it (a full disk), nothing was left behind and a rerun may succeed.
 #include "Commands.h"
+#include "FatalErrors.h"
 #include "Interrupts.h"
 #include "Support/Errors.h"
 #include "attnc/Runtime.hpp"
@@ -21,6 +23,7 @@ int exitCodeFor(attnc_status status) {
 
 int main(int argc, char** argv) {
   attnc::tools::handleInterrupts();
+  attnc::tools::handleLlvmFatalErrors();
   CLI::App app{"attnc: compiles attention specs into fused kernels, and runs and verifies them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "attnc " ATTNC_VERSION);
@@ -55,6 +58,9 @@ int main(int argc, char** argv) {
   } catch (const attnc::JobError& e) {
     fmt::print(stderr, "attnc: failed: {}\n", e.what());
     return 1;
+  } catch (const attnc::EnvironmentError& e) {
+    fmt::print(stderr, "attnc: the machine failed: {}\n", e.what());
+    return attnc::kEnvironmentExitCode;
   } catch (const attnc::runtime::Error& e) {
     fmt::print(stderr, "attnc: {}: {}\n", attnc_status_name(e.status()), e.what());
     return exitCodeFor(e.status());

@@ -4,15 +4,13 @@
 #include "RunSupport.h"
 #include "Semantics/Positions.h"
 #include "Spec/BuiltinExpressions.h"
+#include "Support/Threads.h"
 #include "VectorTanh.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cblas.h>
 #include <cmath>
-#include <functional>
 #include <limits>
-#include <thread>
 
 namespace attnc::bench {
 namespace {
@@ -32,22 +30,6 @@ std::vector<float> denseF32(const HostTensor& t) {
   return std::vector<float>(values.begin(), values.end());
 }
 
-// Runs body(0..count) over up to `threads` threads; body also gets its worker index.
-void parallelFor(int threads, int64_t count, const std::function<void(int64_t, int64_t)>& body) {
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(threads, count));
-  std::atomic<int64_t> next{0};
-  auto work = [&](int64_t worker) {
-    for (int64_t n = next++; n < count; n = next++)
-      body(n, worker);
-  };
-  std::vector<std::thread> helpers;
-  for (int64_t w = 1; w < workers; ++w)
-    helpers.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : helpers)
-    t.join();
-}
-
 // C [m x n] = alpha A B (+ beta C), row-major, B transposed when asked.
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, bool transposeB, float* c, int64_t ldc, float beta = 0) {
@@ -61,7 +43,7 @@ void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t 
 void parallelGemm(int threads, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float* c, int64_t ldc) {
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, m));
-  parallelFor(static_cast<int>(parts), parts, [&](int64_t part, int64_t) {
+  forEachOnThreads(parts, parts, [&](int64_t part, int64_t) {
     const int64_t first = m * part / parts, last = m * (part + 1) / parts;
     gemm(last - first, n, k, 1, a + first * lda, lda, b, ldb, false, c + first * ldc, ldc);
   });
@@ -329,7 +311,7 @@ void UnfusedBaseline::run(int threads) {
   case Variant::Bilinear: {
     // Q_h W_h per head, W [H, d_q, d_k].
     queries_.resize(B * H * Tq * dk);
-    parallelFor(threads, B * H, [&](int64_t bh, int64_t) {
+    forEachOnThreads(threads, B * H, [&](int64_t bh, int64_t) {
       gemm(Tq, dk, s.dQ, 1, query.at(bh / H, bh % H), s.dQ,
            &params_.at("w")[(bh % H) * s.dQ * dk], dk, false, &queries_[bh * Tq * dk], dk);
     });
@@ -341,7 +323,7 @@ void UnfusedBaseline::run(int threads) {
     const int64_t da = s.dAttn;
     queries_.resize(B * H * Tq * da);
     keysIn_.resize(B * H * Tk * da);
-    parallelFor(threads, B * H, [&](int64_t bh, int64_t) {
+    forEachOnThreads(threads, B * H, [&](int64_t bh, int64_t) {
       const int64_t b = bh / H, h = bh % H;
       gemm(Tq, da, s.dQ, 1, query.at(b, h), s.dQ, &params_.at("w1")[h * da * s.dQ], s.dQ, true,
            &queries_[bh * Tq * da], da);
@@ -354,7 +336,7 @@ void UnfusedBaseline::run(int threads) {
     // E_g K_g and F_g V_g over the valid keys, E [Hkv, proj_len, Tk].
     keysIn_.assign(B * Hkv * keys * dk, 0.0f);
     values_.assign(B * Hkv * keys * dv, 0.0f);
-    parallelFor(threads, B * Hkv, [&](int64_t bg, int64_t) {
+    forEachOnThreads(threads, B * Hkv, [&](int64_t bg, int64_t) {
       const int64_t b = bg / Hkv, g = bg % Hkv, valid = lengths_[b];
       if (valid == 0)
         return;
@@ -394,7 +376,7 @@ void UnfusedBaseline::run(int threads) {
 void UnfusedBaseline::rotate(int threads, std::vector<float>& data, const Operand& x,
                              const std::vector<float>& table) const {
   const int64_t pairs = spec_.ropeDims / 2;
-  parallelFor(threads, batch_ * x.heads, [&](int64_t bh, int64_t) {
+  forEachOnThreads(threads, batch_ * x.heads, [&](int64_t bh, int64_t) {
     float* head = data.data() + (x.at(bh / x.heads, bh % x.heads) - x.data);
     for (int64_t t = 0; t < x.rows; ++t) {
       float* row = head + t * x.rowStride();
@@ -448,7 +430,7 @@ void UnfusedBaseline::attendPerHead(int threads, const Operand& query, const Ope
   if (additive)
     for (float a : params_.at("v_a"))
       scaledVa.push_back(a * static_cast<float>(s.scale));
-  parallelFor(threads, B * H, [&](int64_t bh, int64_t worker) {
+  forEachOnThreads(threads, B * H, [&](int64_t bh, int64_t worker) {
     const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
     float* scores = &scratch_[worker * perWorker];
     if (additive) {

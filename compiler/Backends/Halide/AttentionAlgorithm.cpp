@@ -1,5 +1,6 @@
 #include "Backends/Halide/AttentionAlgorithm.h"
 
+#include "Backends/Halide/IeeeFloat.h"
 #include "Semantics/OnlineSoftmax.h"
 #include "Support/Errors.h"
 
@@ -14,22 +15,12 @@ using namespace Halide;
 // tanh(x) = 1 - 2 / (e^(2x) + 1), from the vectorised exp (Halide's tanh is a scalar libm call
 // per lane); e^(2x) = inf for large x gives exactly 1.
 Expr fastTanh(Expr x) {
-  return 1.0f - 2.0f / (exp(2.0f * x) + 1.0f);
-}
-
-// NaN of either sign, from the bits: integer compares, which no float flag can fold.
-Expr isNaN(Expr x) {
-  return (reinterpret(UInt(32), x) & cast<uint32_t>(0x7fffffff)) > cast<uint32_t>(0x7f800000);
+  return 1.0f - 2.0f / (ieeeExp(2.0f * x) + 1.0f);
 }
 
 // NaN of either sign, or +inf.
 Expr isNaNOrPositiveInf(Expr x) {
-  return isNaN(x) || reinterpret(UInt(32), x) == cast<uint32_t>(0x7f800000);
-}
-
-// A quiet NaN made from its bits, which no no-NaN assumption can rewrite.
-Expr quietNaN() {
-  return reinterpret(Float(32), cast<uint32_t>(0x7fc00000));
+  return isNaN(x) || isPositiveInf(x);
 }
 
 } // namespace

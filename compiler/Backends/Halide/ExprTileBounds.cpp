@@ -1,5 +1,6 @@
 #include "Backends/Halide/ExprTileBounds.h"
 
+#include "Backends/Halide/IeeeFloat.h"
 #include "Expr/ExprQueries.h"
 
 #include <algorithm>
@@ -16,10 +17,13 @@ using namespace Halide;
 using expr::Node;
 using expr::Op;
 
-// A number's range [lo, hi] as kernel values (int32 or f32), or unknown.
+// A number's range as kernel values (int32 or f32), or unknown: every value that is not NaN
+// lies in [lo, hi] (an empty range, lo > hi, when there is none), and NaN may occur where `nan`
+// holds. The ends are never NaN, so min and max of ends are order-free.
 struct Range {
   bool known = false;
   Expr lo, hi;
+  Expr nan = cast<bool>(false);
 };
 
 // Which values a bool can take over the tile.
@@ -27,8 +31,29 @@ struct Truth {
   Expr canBeTrue, canBeFalse;
 };
 
-Range known(Expr lo, Expr hi) {
-  return {true, std::move(lo), std::move(hi)};
+Range known(Expr lo, Expr hi, Expr nan = cast<bool>(false)) {
+  return {true, std::move(lo), std::move(hi), std::move(nan)};
+}
+
+// The range of one value: a NaN is no ordered value (an empty range) and the flag.
+Range ofValue(const Expr& v) {
+  if (!v.type().is_float())
+    return known(v, v);
+  return known(select(isNaN(v), positiveInf(), v), select(isNaN(v), -positiveInf(), v), isNaN(v));
+}
+
+Expr isInf(const Expr& x) {
+  return isPositiveInf(x) || isPositiveInf(-x);
+}
+
+// Ends made by arithmetic on infinite ends (inf - inf, 0 * inf) are NaN; the range's flag then
+// holds, and the end is taken as the widest, so ends stay ordered. An int end is left as it is.
+Expr widenedEnd(const Expr& end, const Expr& widest) {
+  return end.type().is_float() ? select(isNaN(end), widest, end) : end;
+}
+
+Range ordered(const Expr& lo, const Expr& hi, const Expr& nan) {
+  return known(widenedEnd(lo, -positiveInf()), widenedEnd(hi, positiveInf()), nan);
 }
 
 Truth either() {
@@ -179,9 +204,16 @@ private:
     const Range a = as(range(n.args[0]), floats), b = as(range(n.args[1]), floats);
     if (!a.known || !b.known)
       return either();
+    // A comparison with NaN is false (true for !=), and the ordered values do the rest.
+    const Expr unordered = a.nan || b.nan;
+    const Truth ordered = orderedComparison(n.op, a, b);
+    return {ordered.canBeTrue || unordered, ordered.canBeFalse || unordered};
+  }
+
+  static Truth orderedComparison(Op op, const Range& a, const Range& b) {
     // a < b can hold when a's least is below b's greatest, and fail when a's greatest is at or
     // above b's least; the others follow by symmetry.
-    switch (n.op) {
+    switch (op) {
     case Op::Lt: return {a.lo < b.hi, a.hi >= b.lo};
     case Op::Le: return {a.lo <= b.hi, a.hi > b.lo};
     case Op::Gt: return {a.hi > b.lo, a.lo <= b.hi};
@@ -192,13 +224,13 @@ private:
     // the same point; != the other way round.
     const Expr overlap = a.lo <= b.hi && b.lo <= a.hi;
     const Expr onePoint = a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
-    return n.op == Op::Eq ? Truth{overlap, !onePoint} : Truth{!onePoint, overlap};
+    return op == Op::Eq ? Truth{overlap, !onePoint} : Truth{!onePoint, overlap};
   }
 
   static Range as(const Range& r, bool floats) {
     if (!r.known || !floats)
       return r;
-    return known(cast<float>(r.lo), cast<float>(r.hi));
+    return known(cast<float>(r.lo), cast<float>(r.hi), r.nan);
   }
 
   static std::optional<double> literal(const Node& n) {
@@ -234,21 +266,35 @@ private:
     case Op::Variable: return variable(n.name);
     case Op::Neg: {
       const Range a = arg(0);
-      return a.known ? known(-a.hi, -a.lo) : a;
+      return a.known ? known(-a.hi, -a.lo, a.nan) : a;
     }
     case Op::Add:
     case Op::Sub: {
       const Range a = arg(0), b = arg(1);
       if (!a.known || !b.known)
         return {};
-      return n.op == Op::Add ? known(a.lo + b.lo, a.hi + b.hi) : known(a.lo - b.hi, a.hi - b.lo);
+      // inf - inf is NaN: a sum of infinities of both signs, or a difference of one sign.
+      const Range c = n.op == Op::Add ? b : known(-b.hi, -b.lo, b.nan);
+      const Expr cancels = floats ? (isPositiveInf(a.hi) && isPositiveInf(-c.lo)) ||
+                                        (isPositiveInf(-a.lo) && isPositiveInf(c.hi))
+                                  : cast<bool>(false);
+      return ordered(a.lo + c.lo, a.hi + c.hi, a.nan || c.nan || cancels);
     }
     case Op::Mul: {
       const Range a = arg(0), b = arg(1);
       if (!a.known || !b.known)
         return {};
-      const Expr p1 = a.lo * b.lo, p2 = a.lo * b.hi, p3 = a.hi * b.lo, p4 = a.hi * b.hi;
-      return known(min(min(p1, p2), min(p3, p4)), max(max(p1, p2), max(p3, p4)));
+      // 0 * inf is NaN: one range holds 0 and the other reaches an infinity. Such a product
+      // of ends stands for the 0 * x beside it, so it counts as 0.
+      auto product = [&](const Expr& x, const Expr& y) { return widenedEnd(x * y, 0.0f); };
+      const Expr p1 = product(a.lo, b.lo), p2 = product(a.lo, b.hi), p3 = product(a.hi, b.lo),
+                 p4 = product(a.hi, b.hi);
+      const Expr zeroTimesInf =
+          floats ? (holdsZero(a) && (isInf(b.lo) || isInf(b.hi))) ||
+                       (holdsZero(b) && (isInf(a.lo) || isInf(a.hi)))
+                 : cast<bool>(false);
+      return known(min(min(p1, p2), min(p3, p4)), max(max(p1, p2), max(p3, p4)),
+                   a.nan || b.nan || zeroTimesInf);
     }
     case Op::Div: {
       // By a constant only: a range that may hold 0 divides to anything.
@@ -257,7 +303,7 @@ private:
       if (!a.known || !divisor || *divisor == 0)
         return {};
       const Expr d = static_cast<float>(*divisor);
-      return *divisor > 0 ? known(a.lo / d, a.hi / d) : known(a.hi / d, a.lo / d);
+      return *divisor > 0 ? known(a.lo / d, a.hi / d, a.nan) : known(a.hi / d, a.lo / d, a.nan);
     }
     case Op::Mod: {
       const auto m = constantOf(n.args[1]);
@@ -284,8 +330,7 @@ private:
         if (!r.known || !other.known)
           return {};
         const bool lower = n.op == Op::Min || (n.op == Op::Clamp && i == 2);
-        r = lower ? known(min(r.lo, other.lo), min(r.hi, other.hi))
-                  : known(max(r.lo, other.lo), max(r.hi, other.hi));
+        r = lower ? least(r, other) : greatest(r, other);
       }
       return r;
     }
@@ -295,7 +340,7 @@ private:
         return {};
       const Expr zero = floats ? Expr(0.0f) : Expr(0);
       const Expr lo = select(a.lo >= zero, a.lo, a.hi <= zero, -a.hi, zero);
-      return known(lo, max(-a.lo, a.hi));
+      return known(lo, max(-a.lo, a.hi), a.nan);
     }
     case Op::Where: {
       const Truth c = truth(n.args[0]);
@@ -303,17 +348,38 @@ private:
       if (!a.known || !b.known)
         return {};
       return known(select(!c.canBeFalse, a.lo, !c.canBeTrue, b.lo, min(a.lo, b.lo)),
-                   select(!c.canBeFalse, a.hi, !c.canBeTrue, b.hi, max(a.hi, b.hi)));
+                   select(!c.canBeFalse, a.hi, !c.canBeTrue, b.hi, max(a.hi, b.hi)),
+                   (c.canBeTrue && a.nan) || (c.canBeFalse && b.nan));
     }
     case Op::Floor: {
       const Range a = range(n.args[0]);
       if (!a.known || n.args[0].type == expr::Type::Int)
         return a;
-      return known(cast<int32_t>(floor(a.lo)), cast<int32_t>(floor(a.hi)));
+      // floor saturates, so it is monotone; NaN floors to 0.
+      const Expr lo = floorToInt32(a.lo), hi = floorToInt32(a.hi);
+      return known(select(a.nan, min(lo, 0), lo), select(a.nan, max(hi, 0), hi));
     }
     case Op::Aux: return auxRange(n);
     default: return {}; // transcendental functions
     }
+  }
+
+  // min(x, y) over x in a and y in b, as the language has it (fmin): a NaN operand gives the
+  // other, so where either may be NaN the other's values can come through whole.
+  static Range least(const Range& a, const Range& b) {
+    const Expr eitherNaN = a.nan || b.nan;
+    return known(min(a.lo, b.lo), select(eitherNaN, max(a.hi, b.hi), min(a.hi, b.hi)),
+                 a.nan && b.nan);
+  }
+
+  static Range greatest(const Range& a, const Range& b) {
+    const Expr eitherNaN = a.nan || b.nan;
+    return known(select(eitherNaN, min(a.lo, b.lo), max(a.lo, b.lo)), max(a.hi, b.hi),
+                 a.nan && b.nan);
+  }
+
+  static Expr holdsZero(const Range& r) {
+    return r.lo <= 0.0f && r.hi >= 0.0f;
   }
 
   // The most an int index's value can differ between two elements of one tile, known when the
@@ -411,10 +477,8 @@ private:
     std::vector<Expr> at(rank);
     for (int k = 0; k < rank; ++k)
       at[rank - 1 - k] = clamp(indices[k].lo, 0, last(k));
-    if (varying.empty()) {
-      const Expr value = tensor(at);
-      return known(value, value);
-    }
+    if (varying.empty())
+      return ofValue(tensor(at));
     if (varying.size() > 1)
       return boxRange(tensor, indices, varying, at, n);
     const std::optional<int64_t> span = spanOf(n.args[varying.front()]);
@@ -425,14 +489,16 @@ private:
     const int k = varying.front();
     const Expr first = clamp(indices[k].lo, 0, last(k));
     const Expr lastChunk = clamp(indices[k].hi, first, last(k)) / kSummaryChunk;
-    Expr least, greatest;
+    Expr least, greatest, nan = cast<bool>(false);
     for (int64_t c = 0; c <= *span / kSummaryChunk + 1; ++c) {
       at[rank - 1 - k] = min(first / kSummaryChunk + static_cast<int>(c), lastChunk);
       const Expr low = summary->least(at), high = summary->greatest(at);
       least = c == 0 ? low : min(least, low);
       greatest = c == 0 ? high : max(greatest, high);
+      if (summary->nan.defined())
+        nan = nan || summary->nan(at);
     }
-    return known(least, greatest);
+    return known(least, greatest, nan);
   }
 
   // Every element of the box the varying indices span, clamped into the tensor as the kernel's
@@ -452,7 +518,7 @@ private:
       if (reads > kMaxLookups)
         return {};
     }
-    Expr least, greatest;
+    Range box;
     for (int64_t flat = 0; flat < reads; ++flat) {
       int64_t rest = flat;
       for (size_t v = 0; v < varying.size(); ++v) {
@@ -463,11 +529,11 @@ private:
             min(first + static_cast<int>(rest % counts[v]), clamp(indices[k].hi, first, last));
         rest /= counts[v];
       }
-      const Expr value = tensor(at);
-      least = flat == 0 ? value : min(least, value);
-      greatest = flat == 0 ? value : max(greatest, value);
+      const Range value = ofValue(tensor(at));
+      box = flat == 0 ? value
+                      : known(min(box.lo, value.lo), max(box.hi, value.hi), box.nan || value.nan);
     }
-    return known(least, greatest);
+    return box;
   }
 
   Range variable(const std::string& name) const {
@@ -516,9 +582,19 @@ AuxSummaries::AuxSummaries(const std::optional<Node>& mask,
     std::vector<Expr> at(vars.begin(), vars.end());
     at[dim] = min(vars[dim] * kSummaryChunk + within, tensor.dim(dim).extent() - 1);
     Summary summary{Func(name + "_least_" + std::to_string(varying)),
-                    Func(name + "_greatest_" + std::to_string(varying))};
-    summary.least(vars) = minimum(tensor(at));
-    summary.greatest(vars) = maximum(tensor(at));
+                    Func(name + "_greatest_" + std::to_string(varying)), Func()};
+    // A float chunk's least and greatest are over its values that are not NaN (+inf and -inf
+    // when it has none), and `nan` says whether it has a NaN.
+    const Expr value = tensor(at);
+    if (value.type().is_float()) {
+      summary.nan = Func(name + "_nan_" + std::to_string(varying));
+      summary.nan(vars) = maximum(isNaN(value));
+      summary.least(vars) = minimum(select(isNaN(value), positiveInf(), value));
+      summary.greatest(vars) = maximum(select(isNaN(value), -positiveInf(), value));
+    } else {
+      summary.least(vars) = minimum(value);
+      summary.greatest(vars) = maximum(value);
+    }
     summaries_.emplace(std::pair{name, varying}, summary);
   }
 }
@@ -533,6 +609,8 @@ std::vector<Func> AuxSummaries::funcs() const {
   for (const auto& [key, summary] : summaries_) {
     all.push_back(summary.least);
     all.push_back(summary.greatest);
+    if (summary.nan.defined())
+      all.push_back(summary.nan);
   }
   return all;
 }
@@ -541,7 +619,7 @@ TileClass classifyMask(const Node& mask, const TileRanges& tile, const Spec& spe
                        const std::map<std::string, ImageParam>& aux, const AuxSummaries& summaries,
                        const TabledDraws& draws) {
   const Truth truth = TileBounds(tile, spec, aux, summaries, draws).truth(mask);
-  return {truth.canBeTrue, truth.canBeFalse};
+  return {withIeeeFloats(mask, truth.canBeTrue), withIeeeFloats(mask, truth.canBeFalse)};
 }
 
 } // namespace attnc::halide

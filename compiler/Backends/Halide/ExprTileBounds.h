@@ -24,7 +24,9 @@
 // The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
 // language leaves overflow unspecified): ints are exact, and the float operations used (+, -, *,
 // / by a constant, floor, min, max) are monotone in each operand under rounding, so their values
-// at the corners bound their values inside. What has no such bound here (reads whose indices
+// at the corners bound their values inside. NaN, which has no order, is tracked beside the
+// bounds: where an aux element is NaN, or arithmetic may make one (inf - inf, 0 * inf), a
+// comparison may go either way. What has no such bound here (reads whose indices
 // vary by spans unknown when the kernel is built, transcendental functions, bit) is taken as
 // able to be anything.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
@@ -59,6 +61,7 @@ class AuxSummaries {
 public:
   struct Summary {
     Halide::Func least, greatest;
+    Halide::Func nan; // a float tensor's: whether the chunk holds a NaN (undefined for ints)
   };
   AuxSummaries(const std::optional<expr::Node>& mask,
                const std::map<std::string, Halide::ImageParam>& aux);

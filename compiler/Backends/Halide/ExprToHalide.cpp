@@ -1,6 +1,8 @@
 #include "Backends/Halide/ExprToHalide.h"
 
+#include "Backends/Halide/IeeeFloat.h"
 #include "Expr/ExprPrint.h"
+#include "Expr/ExprQueries.h"
 #include "Semantics/Random.h"
 
 #include <algorithm>
@@ -46,22 +48,26 @@ public:
     case Op::Variable: return variable(n.name);
     case Op::Param: return param(n.name);
     case Op::Aux: return read(n);
-    case Op::Neg: return -arg(0);
+    case Op::Neg: return n.type == expr::Type::Int ? wrapping(0, arg(0), std::minus<>()) : -arg(0);
     case Op::Not: return !arg(0);
-    case Op::Add: return as(0, n.type) + as(1, n.type);
-    case Op::Sub: return as(0, n.type) - as(1, n.type);
-    case Op::Mul: return as(0, n.type) * as(1, n.type);
+    case Op::Add: return arithmetic(n, std::plus<>());
+    case Op::Sub: return arithmetic(n, std::minus<>());
+    case Op::Mul: return arithmetic(n, std::multiplies<>());
     case Op::Div: return as(0, expr::Type::Float) / as(1, expr::Type::Float);
     case Op::Mod: return floorModulo(arg(0), arg(1));
     case Op::FloorDiv: return floorDivide(arg(0), arg(1));
-    case Op::Lt: return as(0, wide) < as(1, wide);
-    case Op::Le: return as(0, wide) <= as(1, wide);
-    case Op::Gt: return as(0, wide) > as(1, wide);
-    case Op::Ge: return as(0, wide) >= as(1, wide);
+    case Op::Lt: return compared(as(0, wide), as(1, wide), std::less<>());
+    case Op::Le: return compared(as(0, wide), as(1, wide), std::less_equal<>());
+    case Op::Gt: return compared(as(0, wide), as(1, wide), std::greater<>());
+    case Op::Ge: return compared(as(0, wide), as(1, wide), std::greater_equal<>());
     case Op::Eq:
-      return n.args[0].type == expr::Type::Bool ? arg(0) == arg(1) : as(0, wide) == as(1, wide);
+      if (n.args[0].type == expr::Type::Bool)
+        return arg(0) == arg(1);
+      return compared(as(0, wide), as(1, wide), std::equal_to<>());
     case Op::Ne:
-      return n.args[0].type == expr::Type::Bool ? arg(0) != arg(1) : as(0, wide) != as(1, wide);
+      if (n.args[0].type == expr::Type::Bool)
+        return arg(0) != arg(1);
+      return !compared(as(0, wide), as(1, wide), std::equal_to<>());
     case Op::And: return arg(0) && arg(1);
     case Op::Or:
       if (const Expr x = outsideRange(n); x.defined())
@@ -76,18 +82,18 @@ public:
       const Expr c = arg(0);
       return (c && arg(1)) || (!c && arg(2));
     }
-    case Op::Min: return min(as(0, n.type), as(1, n.type));
-    case Op::Max: return max(as(0, n.type), as(1, n.type));
-    case Op::Clamp: return min(max(as(0, n.type), as(1, n.type)), as(2, n.type));
+    case Op::Min: return least(as(0, n.type), as(1, n.type));
+    case Op::Max: return greatest(as(0, n.type), as(1, n.type));
+    case Op::Clamp: return least(greatest(as(0, n.type), as(1, n.type)), as(2, n.type));
     case Op::Abs:
       // Halide's abs of an int is unsigned; the language's stays an int.
       return n.type == expr::Type::Int ? cast<int32_t>(abs(arg(0))) : abs(arg(0));
     case Op::Floor: return floorToInt(n.args[0]);
-    case Op::Exp: return exp(as(0, expr::Type::Float));
-    case Op::Log: return log(as(0, expr::Type::Float));
+    case Op::Exp: return ieeeExp(as(0, expr::Type::Float));
+    case Op::Log: return ieeeLog(as(0, expr::Type::Float));
     case Op::Sqrt: return sqrt(as(0, expr::Type::Float));
     case Op::Tanh: return tanh(as(0, expr::Type::Float));
-    case Op::Sigmoid: return 1.0f / (1.0f + exp(-as(0, expr::Type::Float)));
+    case Op::Sigmoid: return 1.0f / (1.0f + ieeeExp(-as(0, expr::Type::Float)));
     case Op::Bit: {
       // Bits 32..63 of a sign-extended 32-bit word are its sign.
       const Expr word = arg(0), index = arg(1);
@@ -157,6 +163,41 @@ private:
            Expr(static_cast<uint32_t>(above.args[1].intValue));
   }
 
+  // The language's int +, - and * wrap in two's complement, as uint32 arithmetic does; Halide
+  // takes signed overflow as impossible (and refuses a constant that overflows), so the ints
+  // are added as uint32 and read back. Floats are the operation itself.
+  template <typename Operation> Expr arithmetic(const expr::Node& n, Operation operation) const {
+    if (n.type == expr::Type::Float)
+      return operation(cast<float>((*this)(n.args[0])), cast<float>((*this)(n.args[1])));
+    return wrapping((*this)(n.args[0]), (*this)(n.args[1]), operation);
+  }
+
+  template <typename Operation> static Expr wrapping(Expr a, Expr b, Operation operation) {
+    return reinterpret(Int(32), operation(cast<uint32_t>(a), cast<uint32_t>(b)));
+  }
+
+  // A comparison of floats is false when either is NaN (so != is true): tested on the bits,
+  // since Halide's simplifier takes x <= x and x == x as true for any x.
+  template <typename Comparison> static Expr compared(Expr a, Expr b, Comparison comparison) {
+    if (!a.type().is_float())
+      return comparison(a, b);
+    return !isNaN(a) && !isNaN(b) && comparison(a, b);
+  }
+
+  // min and max as the language has them (fmin, fmax): a NaN operand is ignored, unless both
+  // are NaN. Halide's min is a compare and select, which keeps one NaN operand.
+  static Expr least(Expr a, Expr b) {
+    if (!a.type().is_float())
+      return min(a, b);
+    return select(isNaN(a), b, isNaN(b), a, min(a, b));
+  }
+
+  static Expr greatest(Expr a, Expr b) {
+    if (!a.type().is_float())
+      return max(a, b);
+    return select(isNaN(a), b, isNaN(b), a, max(a, b));
+  }
+
   // The divisor's sign (Halide's % is Euclidean: never negative); x % 0 is 0 in both.
   static Expr floorModulo(Expr x, Expr m) {
     const Expr r = x % m;
@@ -170,13 +211,9 @@ private:
     return select(m < 0 && x % m != 0, q - 1, q);
   }
 
-  // floor to a 32-bit int: NaN gives 0, and values past the int range saturate.
   Expr floorToInt(const expr::Node& operand) const {
-    if (operand.type == expr::Type::Int)
-      return (*this)(operand);
     const Expr x = (*this)(operand);
-    const Expr saturated = clamp(floor(x), -2147483648.0f, 2147483520.0f);
-    return select(is_nan(x), 0, cast<int32_t>(saturated));
+    return operand.type == expr::Type::Int ? x : floorToInt32(x);
   }
 
   const ExprPoint& point_;
@@ -216,7 +253,13 @@ Expr philoxWord(const std::array<Expr, 4>& block, Expr index) {
 
 Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
                const std::map<std::string, ImageParam>& aux, const TabledDraws& draws) {
-  return Translator(point, spec, aux, draws)(node);
+  return withIeeeFloats(node, Translator(point, spec, aux, draws)(node));
+}
+
+Expr withIeeeFloats(const expr::Node& node, Expr e) {
+  const bool computesFloats = expr::contains(
+      node, [](const expr::Node& n) { return n.type == expr::Type::Float; });
+  return computesFloats ? strict_float(e) : e;
 }
 
 } // namespace attnc::halide

@@ -1,6 +1,7 @@
-// An attention expression (compiler/Expr) as a Halide Expr: ints in 32 bits, floats in f32,
-// bools as Halide bools, with the language's semantics (ExprEval.h) wherever a value stays
-// within 32 bits: floor modulo with x % 0 = 0, floor of NaN = 0, bit() of a sign-extended word.
+// An attention expression (compiler/Expr) as a Halide Expr: ints in 32 bits (wrapping), floats
+// in f32 with IEEE's NaN and infinities, bools as Halide bools, with the language's semantics
+// (ExprEval.h) wherever a value stays within 32 bits: floor modulo with x % 0 = 0, floor of NaN
+// = 0 and saturating, min and max ignoring a NaN, bit() of a sign-extended word.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTOHALIDE_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTOHALIDE_H
 
@@ -46,6 +47,11 @@ std::string drawIdentity(const expr::Node& part);
 Halide::Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
                        const std::map<std::string, Halide::ImageParam>& aux,
                        const TabledDraws& draws = {});
+
+// `e`, computed from `node`, with IEEE arithmetic when `node` computes floats (strict_float), so
+// NaN and Inf keep their meaning (x == x, inf - inf, 0 * inf) instead of Halide's and LLVM's
+// assumption that they never occur; as it is otherwise (ints and bools need no such care).
+Halide::Expr withIeeeFloats(const expr::Node& node, Halide::Expr e);
 
 } // namespace attnc::halide
 

@@ -6,17 +6,53 @@
 #include "Backends/Halide/HalideTarget.h"
 #include "Backends/Halide/LinearAlgorithm.h"
 #include "Link/Toolchain.h"
+#include "Support/Files.h"
 #include "attnc/attnc.h"
 #include "halide/AttentionSchedule.h"
 
-#include <fstream>
 #include <map>
+#include <memory>
 
 namespace attnc {
 namespace {
 
 // The entry point bundles call through attnc_kernel_run (HalideKernel.cpp).
 constexpr const char* kBundleEntry = "attnc_halide_kernel";
+
+// The files Halide writes into a directory, each first a MemoryFile behind a symlink of its
+// name (Halide opens it as it would the file, and its C header's include guard stays the
+// name's): Halide's C++ streams ignore write errors, so a full disk would leave a cut file, and
+// LLVM's end the process on them. commit() writes each one with writeFile, which checks.
+class HalideFiles {
+public:
+  explicit HalideFiles(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
+  // The path to give Halide for the file `name`.
+  std::string at(const std::string& name) {
+    auto file = std::make_unique<MemoryFile>(name);
+    std::error_code error;
+    std::filesystem::create_symlink(file->path(), dir_ / name, error);
+    if (error)
+      throwSystemError("cannot write " + (dir_ / name).string(), error.value());
+    files_.emplace_back(name, std::move(file));
+    return (dir_ / name).string();
+  }
+
+  // Replaces each symlink by the file Halide wrote through it.
+  void commit() {
+    for (const auto& [name, file] : files_) {
+      std::error_code error;
+      std::filesystem::remove(dir_ / name, error); // else writeFile would write through it
+      if (error)
+        throwSystemError("cannot write " + (dir_ / name).string(), error.value());
+      writeFile(dir_ / name, file->contents());
+    }
+  }
+
+private:
+  std::filesystem::path dir_;
+  std::vector<std::pair<std::string, std::unique_ptr<MemoryFile>>> files_;
+};
 
 std::string stemFor(const Spec& spec, const Target& target) {
   std::string stem = bundleStem(spec, "halide");
@@ -191,9 +227,11 @@ std::vector<std::string> writeBundleKernel(BuiltPipeline& built, const Spec& spe
   const std::filesystem::path& scratch = staging.scratch();
   const Halide::Target kernelTarget = target.target.with_feature(Halide::Target::UserContext)
                                           .with_feature(Halide::Target::NoRuntime);
-  built.pipeline.compile_to_object((scratch / "kernel.o").string(), built.arguments, kBundleEntry,
+  HalideFiles objects(scratch);
+  built.pipeline.compile_to_object(objects.at("kernel.o"), built.arguments, kBundleEntry,
                                    kernelTarget);
-  Halide::compile_standalone_runtime((scratch / "halide_runtime.o").string(), target.target);
+  Halide::compile_standalone_runtime(objects.at("halide_runtime.o"), target.target);
+  objects.commit();
   BundleRequest request;
   if (target.needs.target.isCuda()) {
     // A CUDA bundle keeps its Halide runtime (with the CUDA module) to itself.
@@ -218,17 +256,21 @@ std::vector<std::string> writeBundleKernel(BuiltPipeline& built, const Spec& spe
 }
 
 // kArtifacts' kinds that `emit` asks for, one compile_to for the kinds asked the same way;
-// the file of each kind written.
+// the file of each kind written. A static library is written in place, not through
+// HalideFiles: LLVM writes it to a temporary file that it renames.
 std::map<Emit, std::string> writeHalideArtifacts(BuiltPipeline& built, const Spec& spec,
                                                  const halide::HalideTarget& target,
                                                  const EmitSet& emit, const std::string& stem,
                                                  const std::filesystem::path& scratch) {
   std::map<std::pair<bool, bool>, std::map<Halide::OutputFileType, std::string>> calls;
   std::map<Emit, std::string> files;
+  HalideFiles written(scratch);
   for (const HalideArtifact& a : kArtifacts)
     if (emit.count(a.emit)) {
-      calls[{a.withoutRuntime, a.named}][a.output] = (scratch / (stem + a.suffix)).string();
-      files[a.emit] = stem + a.suffix;
+      const std::string name = stem + a.suffix;
+      calls[{a.withoutRuntime, a.named}][a.output] =
+          a.emit == Emit::HalideLibrary ? (scratch / name).string() : written.at(name);
+      files[a.emit] = name;
     }
   for (const auto& [how, outputs] : calls) {
     const auto [withoutRuntime, named] = how;
@@ -236,6 +278,7 @@ std::map<Emit, std::string> writeHalideArtifacts(BuiltPipeline& built, const Spe
         outputs, built.arguments, named ? functionName(spec) : "",
         withoutRuntime ? target.target.with_feature(Halide::Target::NoRuntime) : target.target);
   }
+  written.commit();
   return files;
 }
 
@@ -250,7 +293,7 @@ std::string writePtx(BuiltPipeline& built, const Spec& spec, const halide::Halid
       ptx.append(static_cast<const char*>(buffer.data()), buffer.size_in_bytes());
   while (!ptx.empty() && ptx.back() == '\0')
     ptx.pop_back();
-  std::ofstream((scratch / (stem + ".ptx")).string()) << ptx;
+  writeFile(scratch / (stem + ".ptx"), ptx);
   return stem + ".ptx";
 }
 
@@ -275,7 +318,10 @@ CompileResult HalideBackend::compile(const Spec& spec, const CompileOptions& opt
       if (artifacts.count(kind))
         files.push_back(artifacts.at(kind));
   } catch (const Halide::Error& e) {
-    throw JobError(std::string("Halide failed to compile the kernel: ") + e.what());
+    const std::string message = std::string("Halide failed to compile the kernel: ") + e.what();
+    if (mentionsEnvironmentFailure(e.what())) // a full disk under its static library, say
+      throw EnvironmentError(message);
+    throw JobError(message);
   }
   std::vector<std::filesystem::path> written = staging.commit(files);
   return {written.front(), written};

@@ -1,5 +1,7 @@
 #include "Backends/Halide/LinearAlgorithm.h"
 
+#include "Backends/Halide/IeeeFloat.h"
+
 #include <cmath>
 
 namespace attnc::halide {
@@ -52,8 +54,8 @@ LinearAlgorithm buildLinearAttention(const Spec& s, int chunk) {
     };
     a.queryNorm = halfNorm("query_norm", query);
     a.keyNorm = halfNorm("key_norm", key);
-    a.phiQ(f, i, h, b) = exp(a.queryDot.acc(f, i, h, b) - a.queryNorm(i, h, b)) * normaliser;
-    a.phiK(f, j, g, b) = exp(a.keyDot.acc(f, j, g, b) - a.keyNorm(j, g, b)) * normaliser;
+    a.phiQ(f, i, h, b) = ieeeExp(a.queryDot.acc(f, i, h, b) - a.queryNorm(i, h, b)) * normaliser;
+    a.phiK(f, j, g, b) = ieeeExp(a.keyDot.acc(f, j, g, b) - a.keyNorm(j, g, b)) * normaliser;
   } else {
     auto phi = [&](Expr x) {
       return s.featureMap == FeatureMap::Elu1 ? select(x > 0, x + 1.0f, exp(x)) : max(x, 0.0f);

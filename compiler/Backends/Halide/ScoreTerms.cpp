@@ -266,11 +266,13 @@ Expr ScoreTerms::validKeys(Expr b) const {
   return spec_.masks.has(MaskKind::Padding) ? clamp(lengths_(b), 0, seqK_) : seqK_;
 }
 
+// A score is an f32 whatever the modifier's type: an int score_mod (kv_idx - qpos) converts.
 Expr ScoreTerms::modified(Expr x, Expr queryRow, Expr key, Expr h, Expr b) const {
   if (modifiers_)
     x = translate(*modifiers_, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
   if (scoreMod_)
-    x = translate(*scoreMod_, expressionPoint(queryRow, key, h, b, x), spec_, tensors_);
+    x = cast<float>(
+        translate(*scoreMod_, expressionPoint(queryRow, key, h, b, x), spec_, tensors_));
   return x;
 }
 

@@ -7,6 +7,7 @@
 #include "Backends/MLIR/SpecToAttn.h"
 #include "Link/Toolchain.h"
 #include "Support/Errors.h"
+#include "Support/Files.h"
 #include "attnc/attnc.h"
 #include "bundle/ShapeContract.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -18,8 +19,6 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <fstream>
 
 namespace attnc {
 namespace {
@@ -74,13 +73,6 @@ std::string print(mlir::ModuleOp module) {
   llvm::raw_string_ostream os(text);
   module.print(os);
   return text;
-}
-
-void writeText(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out)
-    throw JobError("cannot write " + path.string());
 }
 
 class MlirBackend final : public Backend {
@@ -220,7 +212,8 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
   const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
   if (emitsKernel(emit)) {
-    mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object, scratch / "kernel.o");
+    writeFile(scratch / "kernel.o",
+              mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object));
     BundleRequest request;
     TargetNeeds needs = target.needs;
     needs.cpuFeatures = mlirbackend::neededCpuFeatures(*llvmModule, target);
@@ -233,37 +226,36 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
     if (!cuda) {
       request.runner = "attnc_mlir_run";
       request.kernelSymbols = {
-          "_mlir_ciface_attnc_mlir_kernel_phases", "_mlir_ciface_attnc_mlir_kernel_workspace",
-          "_mlir_ciface_attnc_mlir_kernel_tasks", "_mlir_ciface_attnc_mlir_kernel_run",
-          kShapeContractSymbol};
+          "attnc_mlir_kernel_phases_packed", "attnc_mlir_kernel_workspace_packed",
+          "attnc_mlir_kernel_tasks_packed", "attnc_mlir_kernel_run_packed", kShapeContractSymbol};
       request.kernelObject = scratch / "kernel.o";
     }
     std::vector<std::string> written = writeKernel(request, staging, emit);
     files.insert(files.end(), written.begin(), written.end());
   }
   if (emit.count(Emit::Ptx)) {
-    writeText(scratch / (stem + ".ptx"), embeddedPtx(*module));
+    writeFile(scratch / (stem + ".ptx"), embeddedPtx(*module));
     files.push_back(stem + ".ptx");
   }
   if (emit.count(Emit::Mlir)) {
-    writeText(scratch / (stem + ".mlir"), attnStage);
+    writeFile(scratch / (stem + ".mlir"), attnStage);
     files.push_back(stem + ".mlir");
   }
   if (emit.count(Emit::Llvm)) {
     std::string text;
     llvm::raw_string_ostream os(text);
     llvmModule->print(os, nullptr);
-    writeText(scratch / (stem + ".ll"), text);
+    writeFile(scratch / (stem + ".ll"), text);
     files.push_back(stem + ".ll");
   }
   if (emit.count(Emit::Assembly)) {
-    mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Assembly,
-                          scratch / (stem + ".s"));
+    writeFile(scratch / (stem + ".s"),
+              mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Assembly));
     files.push_back(stem + ".s");
   }
   if (emit.count(Emit::Object)) {
-    mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object,
-                          scratch / (stem + ".o"));
+    writeFile(scratch / (stem + ".o"),
+              mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object));
     files.push_back(stem + ".o");
   }
   std::vector<std::filesystem::path> written = staging.commit(files);

@@ -4,12 +4,12 @@
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -90,6 +90,40 @@ std::string hostFeatures() {
   return joined;
 }
 
+// For each C-interface function _mlir_ciface_<f> (llvm.emit_c_interface: memrefs as pointers
+// to descriptors), <f>_packed(ptr args) calling it with args[i] pointing at argument i, and
+// storing its result, when it has one, where args[n] points (MLIR's packed convention). The
+// bundle's entry calls every kernel through this one signature, whatever its number of
+// arguments (runtime/bundle/MemrefCall.h).
+void addPackedInterfaces(llvm::Module& module) {
+  constexpr llvm::StringLiteral kPrefix = "_mlir_ciface_";
+  llvm::LLVMContext& context = module.getContext();
+  llvm::PointerType* ptr = llvm::PointerType::getUnqual(context);
+  llvm::FunctionType* packedType =
+      llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, /*isVarArg=*/false);
+  llvm::SmallVector<llvm::Function*> interfaces;
+  for (llvm::Function& f : module)
+    if (!f.isDeclaration() && f.getName().starts_with(kPrefix))
+      interfaces.push_back(&f);
+  for (llvm::Function* f : interfaces) {
+    llvm::Function* packed =
+        llvm::Function::Create(packedType, llvm::GlobalValue::ExternalLinkage,
+                               f->getName().drop_front(kPrefix.size()) + "_packed", module);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "entry", packed));
+    // The address args[i] holds.
+    auto slot = [&](unsigned i) {
+      return b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, packed->getArg(0), i));
+    };
+    llvm::SmallVector<llvm::Value*> args;
+    for (llvm::Argument& arg : f->args())
+      args.push_back(b.CreateLoad(arg.getType(), slot(arg.getArgNo())));
+    llvm::CallInst* result = b.CreateCall(f, args);
+    if (!f->getReturnType()->isVoidTy())
+      b.CreateStore(result, slot(f->arg_size()));
+    b.CreateRetVoid();
+  }
+}
+
 } // namespace
 
 MlirTarget resolveMlirTarget(const Target& target) {
@@ -164,6 +198,7 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
     throw JobError("mlir backend: translating the LLVM dialect to LLVM IR failed");
   llvmModule->setTargetTriple(target.triple);
   llvmModule->setDataLayout(target.machine->createDataLayout());
+  addPackedInterfaces(*llvmModule);
   // The vector code is written for the target's full width: let the backend use it (LLVM
   // otherwise splits 512-bit vectors on CPUs that prefer 256-bit ones).
   const bool wide = target.family == ScheduleFamily::X86Avx512 ||
@@ -198,19 +233,16 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
   return llvmModule;
 }
 
-void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,
-              const std::filesystem::path& path) {
-  std::error_code error;
-  llvm::raw_fd_ostream out(path.string(), error, llvm::sys::fs::OF_None);
-  if (error)
-    throw JobError("cannot write " + path.string() + ": " + error.message());
+std::string emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind) {
+  llvm::SmallVector<char, 0> code;
+  llvm::raw_svector_ostream out(code);
   llvm::legacy::PassManager passes;
   auto type = kind == CodeFile::Object ? llvm::CodeGenFileType::ObjectFile
                                        : llvm::CodeGenFileType::AssemblyFile;
   if (target.machine->addPassesToEmitFile(passes, out, nullptr, type))
     throw JobError("mlir backend: LLVM cannot emit this file type for " + target.triple);
   passes.run(module);
-  out.flush();
+  return std::string(code.begin(), code.end());
 }
 
 } // namespace attnc::mlirbackend

@@ -7,7 +7,6 @@
 #include "ScheduleFamily.h"
 #include "mlir/IR/BuiltinOps.h"
 
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -40,9 +39,9 @@ std::unique_ptr<llvm::Module> translateToLLVM(mlir::ModuleOp module, const MlirT
 std::vector<std::string> neededCpuFeatures(const llvm::Module& module, const MlirTarget& target);
 
 enum class CodeFile { Object, Assembly };
-// Writes `module` as an object or assembly file. Throws JobError.
-void emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind,
-              const std::filesystem::path& path);
+// `module` as an object or assembly file, in memory: LLVM's file streams end the process on a
+// write error (Support/Files.h's writeFile checks instead). Throws JobError.
+std::string emitCode(llvm::Module& module, const MlirTarget& target, CodeFile kind);
 
 } // namespace attnc::mlirbackend
 

@@ -2,6 +2,7 @@
 #include "attn/Transforms/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -13,6 +14,62 @@ namespace attnc::attn {
 using namespace mlir;
 
 namespace {
+
+// `value` as a constant of `type` (an f32 or i32 scalar, or a vector of them).
+Value splat(OpBuilder& b, Location loc, Type type, Attribute value) {
+  if (auto vector = dyn_cast<VectorType>(type))
+    return b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vector, value));
+  return b.create<arith::ConstantOp>(loc, cast<TypedAttr>(value));
+}
+
+// e^NaN = NaN. MLIR's polynomial converts round(x log2 e) to an int by fptosi, which LLVM makes
+// poison for a NaN x: where LLVM knows x is NaN (a score_mod's exp(log(-1.0))), it folds the
+// exponential to any value, and the rows came out masked. The select passes a NaN x on and keeps
+// the poison out of the lanes it does not pick, as the softmax's own exponential does
+// (LoweringUtils' probabilityExp).
+void keepNaNThroughExp(Operation* root) {
+  root->walk([](math::ExpOp exp) {
+    if (!getElementTypeOrSelf(exp.getType()).isF32())
+      return;
+    OpBuilder b(exp);
+    b.setInsertionPointAfter(exp);
+    Value x = exp.getOperand();
+    Value nan = b.create<arith::CmpFOp>(exp.getLoc(), arith::CmpFPredicate::UNO, x, x);
+    auto kept = b.create<arith::SelectOp>(exp.getLoc(), nan, x, exp.getResult());
+    exp.getResult().replaceAllUsesExcept(kept, kept);
+  });
+}
+
+// floor(x) on f32 with no libdevice, in place of MLIR 19's expansion, trunc(x) - 1 for every
+// x < 0 (floor(-2.0) = -3), through an fptosi to i64 that LLVM makes poison for NaN, infinities
+// and |x| >= 2^63. An f32 of magnitude 2^23 or more is an integer, its own floor, as NaN and the
+// infinities are; below, t = trunc(x) through i32 is exact, and the floor is t, or t - 1 where
+// t > x (a negative x with a fraction), with x's sign (floor(-0.0) = -0.0).
+struct ExpandFloorF32 : OpRewritePattern<math::FloorOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::FloorOp op, PatternRewriter& rewriter) const override {
+    Type type = op.getType();
+    if (!getElementTypeOrSelf(type).isF32())
+      return failure();
+    Type intType = rewriter.getI32Type();
+    if (auto vector = dyn_cast<VectorType>(type))
+      intType = vector.clone(intType);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    auto constant = [&](float value) {
+      return splat(b, b.getLoc(), type, b.getF32FloatAttr(value));
+    };
+    Value x = op.getOperand();
+    Value small = b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, b.create<math::AbsFOp>(x),
+                                          constant(0x1p23f));
+    Value inRange = b.create<arith::SelectOp>(small, x, constant(0));
+    Value t = b.create<arith::SIToFPOp>(type, b.create<arith::FPToSIOp>(intType, inRange));
+    Value above = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, t, inRange);
+    Value floored = b.create<arith::SelectOp>(above, b.create<arith::SubFOp>(t, constant(1)), t);
+    rewriter.replaceOpWithNewOp<arith::SelectOp>(op, small, b.create<math::CopySignOp>(floored, x),
+                                                 x);
+    return success();
+  }
+};
 
 // |x| = bits(x) & 0x7fffffff for f32 (scalars and vectors).
 struct ExpandAbsF32 : OpRewritePattern<math::AbsFOp> {
@@ -26,10 +83,7 @@ struct ExpandAbsF32 : OpRewritePattern<math::AbsFOp> {
       intType = vector.clone(intType);
     Location loc = op.getLoc();
     Value bits = rewriter.create<arith::BitcastOp>(loc, intType, op.getOperand());
-    TypedAttr maskBits = rewriter.getI32IntegerAttr(0x7fffffff);
-    if (auto vector = dyn_cast<VectorType>(intType))
-      maskBits = DenseElementsAttr::get(vector, maskBits);
-    Value mask = rewriter.create<arith::ConstantOp>(loc, maskBits);
+    Value mask = splat(rewriter, loc, intType, rewriter.getI32IntegerAttr(0x7fffffff));
     Value cleared = rewriter.create<arith::AndIOp>(loc, bits, mask);
     rewriter.replaceOpWithNewOp<arith::BitcastOp>(op, type, cleared);
     return success();
@@ -39,6 +93,7 @@ struct ExpandAbsF32 : OpRewritePattern<math::AbsFOp> {
 struct ApproximateMathPass : attnc::attn::impl::AttnApproximateMathBase<ApproximateMathPass> {
   using AttnApproximateMathBase::AttnApproximateMathBase;
   void runOnOperation() override {
+    keepNaNThroughExp(getOperation());
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(patterns);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
@@ -46,8 +101,7 @@ struct ApproximateMathPass : attnc::attn::impl::AttnApproximateMathBase<Approxim
     if (!noLibdevice)
       return;
     RewritePatternSet expansions(&getContext());
-    populateExpandFloorFPattern(expansions);
-    expansions.add<ExpandAbsF32>(&getContext());
+    expansions.add<ExpandFloorF32, ExpandAbsF32>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(expansions))))
       return signalPassFailure();
   }

@@ -18,9 +18,11 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-// A number's range [lo, hi] (scalars of its type), or unknown (null).
+// A number's range [lo, hi] (scalars of its type), or unknown (null). NaN is no point of the
+// order, so a float's range bounds its other values, and `nan` (i1; null: never) says whether it
+// may be NaN.
 struct Range {
-  Value lo, hi;
+  Value lo, hi, nan;
   explicit operator bool() const { return lo && hi; }
 };
 
@@ -88,6 +90,17 @@ private:
   Value negate(Value x) { return b.create<arith::XOrIOp>(x, boolean(true)); }
 
   bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
+  Value isNaN(Value x) { return b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, x, x); }
+  Value mayBeNaN(const Range& r) { return r.nan ? r.nan : boolean(false); }
+  Value infinity(Type type, bool negative) {
+    return b.create<arith::ConstantOp>(
+        b.getFloatAttr(type, APFloat::getInf(cast<FloatType>(type).getFloatSemantics(), negative)));
+  }
+  // A range's end that came out NaN (inf - inf, inf * 0 or inf / inf at a corner) as the
+  // infinity on its side, which bounds any values.
+  Value orInfinity(Value end, bool negative) {
+    return b.create<arith::SelectOp>(isNaN(end), infinity(end.getType(), negative), end);
+  }
   Value minimum(Value x, Value y) {
     return isFloat(x) ? Value(b.create<arith::MinNumFOp>(x, y))
                       : Value(b.create<arith::MinSIOp>(x, y));
@@ -105,6 +118,18 @@ private:
                       : Value(b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, x, y));
   }
   Value zeroLike(Value x) { return b.create<arith::ConstantOp>(b.getZeroAttr(x.getType())); }
+  // Whether a float range reaches -inf or +inf, and whether it holds 0.
+  Value reachesInfinity(const Range& r) {
+    auto equal = [&](Value x, Value y) {
+      return b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, x, y);
+    };
+    return any(equal(r.lo, infinity(r.lo.getType(), true)),
+               equal(r.hi, infinity(r.hi.getType(), false)));
+  }
+  Value holdsZero(const Range& r) {
+    Value zero = zeroLike(r.lo);
+    return both(lessOrEqual(r.lo, zero), lessOrEqual(zero, r.hi));
+  }
   // The least or greatest signed int of `type`'s width, as a constant of `type`.
   Value signedLimit(Type type, bool greatest, unsigned width = 0) {
     width = width ? width : type.getIntOrFloatBitWidth();
@@ -116,8 +141,10 @@ private:
   Range range(Value v) {
     if (auto it = ranges.find(v); it != ranges.end())
       return it->second;
-    if (auto constant = v.getDefiningOp<arith::ConstantOp>())
-      return {constant, constant};
+    if (auto constant = v.getDefiningOp<arith::ConstantOp>()) {
+      auto value = dyn_cast<FloatAttr>(constant.getValue());
+      return {constant, constant, value ? boolean(value.getValue().isNaN()) : Value()};
+    }
     return {};
   }
   Truth truth(Value v) {
@@ -274,28 +301,55 @@ private:
         state.addTypes(p.getType());
         return b.create(state)->getResult(0);
       };
-      if (isa<arith::AddFOp>(op))
-        return {apply(x.lo, y.lo), apply(x.hi, y.hi)};
-      if (isa<arith::SubFOp>(op))
-        return {apply(x.lo, y.hi), apply(x.hi, y.lo)};
-      if (isa<arith::MulFOp>(op)) {
-        Value p1 = apply(x.lo, y.lo), p2 = apply(x.lo, y.hi), p3 = apply(x.hi, y.lo),
-              p4 = apply(x.hi, y.hi);
-        return {minimum(minimum(p1, p2), minimum(p3, p4)),
-                maximum(maximum(p1, p2), maximum(p3, p4))};
+      if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp>(op)) {
+        // Monotone in each operand, so bounded by the values at the corners, but NaN for
+        // inf - inf and inf * 0. The numbers near a NaN corner are other corners' values (or,
+        // for inf * 0, 0, which lies between two of them), so minnumf and maxnumf skip it; where
+        // every corner is NaN, the range is everything.
+        const std::array<Value, 4> corners = {apply(x.lo, y.lo), apply(x.lo, y.hi),
+                                              apply(x.hi, y.lo), apply(x.hi, y.hi)};
+        Range r{corners[0], corners[0], any(any(mayBeNaN(x), mayBeNaN(y)), isNaN(corners[0]))};
+        for (Value corner : llvm::drop_begin(corners)) {
+          r.lo = minimum(r.lo, corner);
+          r.hi = maximum(r.hi, corner);
+          r.nan = any(r.nan, isNaN(corner));
+        }
+        // inf * 0 where the 0 lies inside the other range, which no corner shows.
+        if (isa<arith::MulFOp>(op))
+          r.nan = any(r.nan, any(both(reachesInfinity(x), holdsZero(y)),
+                                 both(reachesInfinity(y), holdsZero(x))));
+        return {orInfinity(r.lo, true), orInfinity(r.hi, false), r.nan};
       }
       // min and max are monotone in both operands.
-      return {apply(x.lo, y.lo), apply(x.hi, y.hi)};
+      Range r{apply(x.lo, y.lo), apply(x.hi, y.hi)};
+      if (!isFloat(x.lo))
+        return r;
+      // But fmin and fmax give the other operand for a NaN one: where x may be NaN, min's
+      // greatest value may be y's greatest (max's least y's least), and likewise for y.
+      const bool isMin = isa<arith::MinNumFOp>(op);
+      Value& end = isMin ? r.hi : r.lo;
+      auto reach = [&](Value nan, Value otherEnd) {
+        end = b.create<arith::SelectOp>(
+            nan, isMin ? maximum(end, otherEnd) : minimum(end, otherEnd), end);
+      };
+      reach(mayBeNaN(x), isMin ? y.hi : y.lo);
+      reach(mayBeNaN(y), isMin ? x.hi : x.lo);
+      r.nan = both(mayBeNaN(x), mayBeNaN(y));
+      return r;
     }
     if (auto divide = dyn_cast<arith::DivFOp>(&op)) {
-      // By a constant only: a divisor range that may hold 0 divides to anything.
+      // By a constant only: a divisor range that may hold 0 divides to anything. Monotone in x;
+      // NaN for inf / inf (an end's) and for a NaN divisor.
       auto divisor = divide.getRhs().getDefiningOp<arith::ConstantFloatOp>();
       Range x = operand(0);
       if (!divisor || !x || divisor.value().isZero())
         return {};
       Value lo = b.create<arith::DivFOp>(x.lo, divisor),
             hi = b.create<arith::DivFOp>(x.hi, divisor);
-      return divisor.value().isNegative() ? Range{hi, lo} : Range{lo, hi};
+      if (divisor.value().isNegative())
+        std::swap(lo, hi);
+      return {orInfinity(lo, true), orInfinity(hi, false),
+              any(mayBeNaN(x), any(isNaN(lo), isNaN(hi)))};
     }
     if (auto divide = dyn_cast<arith::DivSIOp>(&op)) {
       // Truncating division by a nonzero constant is monotone, decreasing for a negative one.
@@ -328,7 +382,7 @@ private:
       Range x = operand(0);
       if (!x)
         return {};
-      return {b.create<arith::NegFOp>(x.hi), b.create<arith::NegFOp>(x.lo)};
+      return {b.create<arith::NegFOp>(x.hi), b.create<arith::NegFOp>(x.lo), x.nan};
     }
     if (isa<arith::SIToFPOp, arith::FPToSIOp, math::FloorOp>(op)) { // monotone
       Range x = operand(0);
@@ -340,7 +394,7 @@ private:
         state.addTypes(op.getResult(0).getType());
         return b.create(state)->getResult(0);
       };
-      return {apply(x.lo), apply(x.hi)};
+      return {apply(x.lo), apply(x.hi), isa<math::FloorOp>(op) ? x.nan : Value()};
     }
     if (auto extend = dyn_cast<arith::ExtUIOp>(&op)) {
       // Bytes read as unsigned: the signed range's ends, unless it straddles 0 (bytes on both
@@ -376,7 +430,7 @@ private:
           b.create<arith::SelectOp>(lessOrEqual(x.hi, zero), negHi, zero));
       Value hi = maximum(negLo, x.hi);
       if (isFloat(x.lo))
-        return {lo, hi};
+        return {lo, hi, x.nan};
       // The least int is its own absolute value (the negation wraps): then anything.
       Value least = signedLimit(x.lo.getType(), false);
       Value wraps = lessOrEqual(x.lo, least);
@@ -414,7 +468,9 @@ private:
             negate(c.canBeFalse), onlyX,
             b.create<arith::SelectOp>(negate(c.canBeTrue), onlyY, joined));
       };
-      return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi))};
+      Value nan =
+          isFloat(x.lo) ? pick(mayBeNaN(x), mayBeNaN(y), any(mayBeNaN(x), mayBeNaN(y))) : Value();
+      return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi)), nan};
     }
     if (auto load = dyn_cast<AuxLoadOp>(&op))
       return auxRange(load);
@@ -446,17 +502,16 @@ private:
     }
     const bool floats = isa<FloatType>(element);
     auto extreme = [&](bool greatest) -> Value {
-      if (floats)
-        return b.create<arith::ConstantOp>(b.getFloatAttr(
-            element, greatest ? APFloat::getInf(APFloat::IEEEsingle())
-                              : APFloat::getInf(APFloat::IEEEsingle(), /*Negative=*/true)));
-      return signedLimit(element, greatest);
+      return floats ? infinity(element, !greatest) : signedLimit(element, greatest);
     };
     Value tooMany = b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, count, constant(kMaxScan));
     Value scanned = b.create<arith::SelectOp>(tooMany, constant(0), count);
-    // Starting from the empty range (greatest below least), widened by every element.
-    auto loop = b.create<scf::ForOp>(constant(0), scanned, constant(1),
-                                     ValueRange{extreme(true), extreme(false)});
+    // Starting from the empty range (greatest below least), widened by every element; a float
+    // NaN, which minnumf and maxnumf skip, is noted apart.
+    SmallVector<Value, 3> start = {extreme(true), extreme(false)};
+    if (floats)
+      start.push_back(boolean(false));
+    auto loop = b.create<scf::ForOp>(constant(0), scanned, constant(1), start);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
@@ -468,10 +523,14 @@ private:
       }
       Value x = b.create<memref::LoadOp>(tensor, at);
       ValueRange acc = loop.getRegionIterArgs();
-      b.create<scf::YieldOp>(ValueRange{minimum(acc[0], x), maximum(acc[1], x)});
+      SmallVector<Value, 3> widened = {minimum(acc[0], x), maximum(acc[1], x)};
+      if (floats)
+        widened.push_back(any(acc[2], isNaN(x)));
+      b.create<scf::YieldOp>(widened);
     }
     return {b.create<arith::SelectOp>(tooMany, extreme(false), loop.getResult(0)),
-            b.create<arith::SelectOp>(tooMany, extreme(true), loop.getResult(1))};
+            b.create<arith::SelectOp>(tooMany, extreme(true), loop.getResult(1)),
+            floats ? any(tooMany, loop.getResult(2)) : Value()};
   }
 
   Truth truthOf(Operation& op) {
@@ -507,17 +566,25 @@ private:
       }
     }
     if (auto compare = dyn_cast<arith::CmpFOp>(&op)) {
-      // A NaN, which no range shows, makes an ordered comparison false and UNE true.
+      // A NaN operand makes an ordered comparison false, and UNE and UNO true.
       using P = arith::CmpFPredicate;
       Value lhs = compare.getLhs(), rhs = compare.getRhs();
-      auto orNaN = [&](Truth t) { return Truth{t.canBeTrue, boolean(true)}; };
+      Range x = range(lhs), y = range(rhs);
+      if (!x || !y)
+        return either();
+      Value nan = any(mayBeNaN(x), mayBeNaN(y));
+      auto orNaN = [&](Truth t) { return Truth{t.canBeTrue, any(t.canBeFalse, nan)}; };
       switch (compare.getPredicate()) {
       case P::OLT: return orNaN(ordered(lhs, rhs, true));
       case P::OLE: return orNaN(ordered(lhs, rhs, false));
       case P::OGT: return orNaN(ordered(rhs, lhs, true));
       case P::OGE: return orNaN(ordered(rhs, lhs, false));
       case P::OEQ: return orNaN(equal(lhs, rhs, false));
-      case P::UNE: return {boolean(true), equal(lhs, rhs, true).canBeFalse};
+      case P::UNE: {
+        Truth t = equal(lhs, rhs, true);
+        return {any(t.canBeTrue, nan), t.canBeFalse};
+      }
+      case P::UNO: return {nan, boolean(true)};
       default: return either();
       }
     }

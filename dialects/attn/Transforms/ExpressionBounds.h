@@ -18,7 +18,10 @@
 // The bounds are sound for the kernel's own wrapping 32-bit arithmetic: int +, -, * and abs
 // are bounded in 64 bits and taken as anything where an end leaves 32; the float ops used (+,
 // -, *, / by a constant, floor, min, max, conversions) are monotone in each operand under
-// rounding, so their values at the corners bound their values inside.
+// rounding, so their values at the corners bound their values inside. A float's range bounds
+// its values other than NaN, and says apart whether it may be NaN (an aux element, inf - inf,
+// inf * 0, inf / inf), since a NaN does not stay one: a comparison makes it false (!= true),
+// and min and max the other operand.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_EXPRESSIONBOUNDS_H

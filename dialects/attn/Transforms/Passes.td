@@ -73,7 +73,8 @@ def AttnApproximateMath : Pass<"attn-approximate-math"> {
   let summary = "Replaces math.exp, math.log and math.tanh by vectorisable polynomials";
   let description = [{
     Uses MLIR's polynomial approximations (about 1-2 ulp in f32), so that exponentials stay
-    in vector registers instead of becoming one libm call per lane. With `no-libdevice` the
+    in vector registers instead of becoming one libm call per lane; e^NaN stays NaN through a
+    select beside the polynomial, which LLVM makes poison there. With `no-libdevice` the
     floor and fabs the polynomials use become conversions and bit operations too, since
     NVVM lowering would otherwise call libdevice, which attnc does not link.
   }];

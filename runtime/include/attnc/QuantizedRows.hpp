@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 namespace attnc {
@@ -17,8 +18,14 @@ namespace attnc {
 enum class RowCode { Int8, E4m3 };
 
 // Replaces x by its codes, round(x / s) clamped to [-127, 127] or the E4M3 byte of x / s, and
-// returns s = max|x| / (127 or 448) in f32 (0 for a zero row, whose codes are 0).
+// returns s = max|x| / (127 or 448) in f32 (0 for a zero row, whose codes are 0). A row holding
+// NaN or ±inf, which int8 cannot hold and E4M3 holds only in part (NaN, no infinity), gets codes
+// 0 and s = NaN: it reads as NaN throughout, never as numbers.
 inline float quantizeRow(std::span<double> x, RowCode code) {
+  if (!std::all_of(x.begin(), x.end(), [](double v) { return std::isfinite(v); })) {
+    std::fill(x.begin(), x.end(), 0.0);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   double largest = 0;
   for (double v : x)
     largest = std::max(largest, std::fabs(v));

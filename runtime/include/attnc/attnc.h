@@ -75,6 +75,9 @@ typedef struct attnc_kernel_call {
   void* stream; /* a CUDA stream for GPU bundles; NULL on CPU */
 } attnc_kernel_call;
 
+/* Returns 0 when the kernel ran; ATTNC_ERROR_TENSOR_MISMATCH when it refuses the call's tensors
+ * (what its code cannot take, such as Halide's 32-bit indices or a tensor-core kernel's
+ * alignment); any other value when it failed. Either way `message` says why. */
 typedef int32_t (*attnc_kernel_run_fn)(const attnc_kernel_call* call, char* message,
                                        size_t message_size);
 

@@ -219,7 +219,7 @@ void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParam
   // the loop over key blocks streams through K and V, and the task finishes its rows from it.
   // When o reads the rows in the order they were merged (no gathered rows, no heads to put
   // side by side, nothing else to read), o's tasks compute their tile's state and write o.
-  // Otherwise the finished rows (d_v + 1 values each) are stored whole for their readers; that
+  // Otherwise the finished rows (d_v + 2 values each) are stored whole for their readers; that
   // round trip is a third of the state's, whose root storage cost 1.5x at T = 256.
   const bool oInTask = !a.gathered && !spec.lse && !spec.weights && spec.variant != Variant::Mha;
   Var oTile("o_tile"), oRow("o_row");
@@ -350,6 +350,7 @@ void scheduleAttention(AttentionStages& a, const Spec& spec, const ScheduleParam
   if (a.rowLse.defined())
     a.rowLse.compute_root().vectorize(i, lanes, guard).parallel(h);
   if (spec.weights) {
+    a.rowNormaliser.compute_root().vectorize(i, lanes, guard).parallel(h);
     scheduleWeightsPass(a.weights, a.weightScore, a.dot.x, lanes);
     a.weightQuery.compute_at(a.weights, i);
   }

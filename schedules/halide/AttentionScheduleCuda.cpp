@@ -112,6 +112,10 @@ void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleP
         .gpu_tile(a.i, io, ii, rows, TailStrategy::GuardWithIf)
         .gpu_blocks(hb);
   if (spec.weights) {
+    a.rowNormaliser.compute_root()
+        .fuse(h, b, hb)
+        .gpu_tile(a.i, io, ii, rows, TailStrategy::GuardWithIf)
+        .gpu_blocks(hb);
     Var jo("jo"), ji("ji");
     a.weights.compute_root()
         .fuse(h, b, hb)

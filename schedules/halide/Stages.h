@@ -47,14 +47,16 @@ struct AttentionStages {
   Halide::Func blockSum;   // (row, kb, tile, h, b)
   Halide::Func blockAcc;   // (d, row, kb, tile, h, b)      sum_j prob v_j
   Halide::Func state;      // (d, row, tile, h, b)          Tuple(M, L, A), merged over blocks
-  Halide::Func finished;   // (d, row, tile, h, b)          o = A / L; at d = d_v, lse when needed
+  Halide::Func finished;   // (d, row, tile, h, b)          o = A / L; at d_v, d_v + 1: M, L
   Halide::Func o, lse;     // outputs, indexed by query row i = tile * queryTile + row
   // mha: the heads' outputs side by side (h * d_v + d, i, b), and their product with W_O that o
   // stores.
   Halide::Func heads;
   Projection outputProjection;
-  Halide::Func rowLse;     // (i, h, b) the log-sum-exp, for lse and the weights pass (if asked)
-  // The weights pass (weights=true): scores again, normalised with the final lse.
+  Halide::Func rowLse;     // (i, h, b) the log-sum-exp (lse=true)
+  // The weights pass (weights=true): scores again, normalised with the row's final state
+  // (rowNormaliser: M and 1 / (L e^c) per row).
+  Halide::Func rowNormaliser; // (i, h, b)
   Halide::Func weightQuery; // (d, i, h, b)
   Halide::Func weightScore; // (j, i, h, b)
   Halide::Func weights;     // (j, i, h, b)

@@ -70,6 +70,12 @@ CASES = [
     # -1e30 is still a weighted mean.
     ("huge shift", 'score_mod="score - 1e20"', None),
     ("huge negative scores", 'score_mod="where(kv_idx <= qpos, score, -1e30)"', None),
+    # Their weights are e^(s - m) / L, not e^(s - lse): lse = m + log L rounds to m there. A
+    # sink joins m and L (at +1e20 the scores outweigh it).
+    ("weights at a huge shift", 'weights=true score_mod="score - 1e20"', None),
+    ("weights of huge negative scores",
+     'weights=true score_mod="where(kv_idx <= qpos, score, -1e30)"', None),
+    ("weights beside a sink", 'weights=true sinks=true score_mod="score + 1e20"', None),
 ]
 
 

@@ -49,29 +49,31 @@ func.func @kernel(%q: !Q, %k: !K, %v: !V, %len: memref<?xi32>, %o: !O, %lse: !L)
   return
 }
 
-// The weights without lse: an lse buffer in the workspace, written by the finalize and read by
-// attn.weights after it, which gets the attributes and a copy of mask_mod; the update keeps its
-// own.
+// The weights without lse: attn.weights after the finalize, which gets the attributes, the sinks
+// and a copy of mask_mod (the update keeps its own); no lse buffer, as the weights form each
+// row's max and sum themselves.
 // CHECK-LABEL: func.func @weights
-// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[O:.*]]: memref{{.*}}, %[[W:.*]]: memref
-func.func @weights(%q: !Q, %k: !K, %v: !V, %o: !O,
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x32xf32{{.*}}>, %[[K:.*]]: memref{{.*}}, %[[V:.*]]: memref{{.*}}, %[[S:.*]]: memref<4xf32>, %[[O:.*]]: memref{{.*}}, %[[W:.*]]: memref
+func.func @weights(%q: !Q, %k: !K, %v: !V, %sinks: memref<4xf32>, %o: !O,
                    %w: memref<?x4x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>) {
   // CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c2
   // CHECK: %[[TK:.*]] = memref.dim %[[K]], %c2
   // CHECK: memref.alloc({{.*}}) : memref<?x4x16x?xf32>
   // CHECK-COUNT-2: memref.alloc({{.*}}) : memref<?x4x?xf32>
-  // CHECK: %[[LSE:.*]] = memref.alloc({{.*}}) : memref<?x4x?xf32>
+  // CHECK-NOT: memref.alloc
   // CHECK: attn.online_update
   // CHECK: mask_mod
-  // CHECK: attn.online_finalize {{.*}} into %[[O]] lse(%[[LSE]] : memref<?x4x?xf32>)
-  // CHECK: attn.weights %[[Q]], %[[K]] lse %[[LSE]] into %[[W]] at[%c0, %c0, %c0, %c0] sizes[%{{.*}}, %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]] {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
+  // CHECK: attn.online_finalize {{.*}} into %[[O]] sinks(%[[S]] : memref<4xf32>)
+  // CHECK: attn.weights %[[Q]], %[[K]] sinks(%[[S]] : memref<4xf32>) into %[[W]] at[%c0, %c0, %c0, %c0] sizes[%{{.*}}, %c4, %[[TQ]], %[[TK]]] seq_q %[[TQ]] {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
   // CHECK: mask_mod
   // CHECK: arith.cmpi sge
-  // CHECK-COUNT-4: memref.dealloc
+  // CHECK-COUNT-3: memref.dealloc
+  // CHECK-NOT: memref.dealloc
   %qt = bufferization.to_tensor %q restrict : !Q
   %kt = bufferization.to_tensor %k restrict : !K
   %vt = bufferization.to_tensor %v restrict : !V
-  %out, %p = attn.attention %qt, %kt, %vt {scale = 0.125 : f64}
+  %st = bufferization.to_tensor %sinks restrict : memref<4xf32>
+  %out, %p = attn.attention %qt, %kt, %vt sinks(%st : tensor<4xf32>) {scale = 0.125 : f64}
       : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
       -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
       mask_mod {

@@ -219,11 +219,22 @@ func.func @bad_weights(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x6x16xf32>, %v: t
 // -----
 
 func.func @weights_heads(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
-                         %lse: memref<?x2x?xf32>, %w: memref<?x4x?x?xf32>, %i: index) {
-  // expected-error @+1 {{lse [B, H, Tq] and weights [B, H, Tq, Tk] need num_heads heads}}
-  attn.weights %q, %k lse %lse into %w at [%i, %i, %i, %i] sizes [%i, %i, %i, %i] seq_q %i
+                         %w: memref<?x2x?x?xf32>, %i: index) {
+  // expected-error @+1 {{weights [B, H, Tq, Tk] need num_heads heads}}
+  attn.weights %q, %k into %w at [%i, %i, %i, %i] sizes [%i, %i, %i, %i] seq_q %i
       {num_heads = 4 : i64, scale = 1.0 : f64}
-      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x2x?xf32>, memref<?x4x?x?xf32>
+      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x2x?x?xf32>
+  return
+}
+
+// -----
+
+func.func @weights_sinks(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
+                         %sinks: memref<2xf32>, %w: memref<?x4x?x?xf32>, %i: index) {
+  // expected-error @+1 {{sinks must have num_heads elements}}
+  attn.weights %q, %k sinks(%sinks : memref<2xf32>) into %w at [%i, %i, %i, %i]
+      sizes [%i, %i, %i, %i] seq_q %i {num_heads = 4 : i64, scale = 1.0 : f64}
+      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?x?xf32>
   return
 }
 

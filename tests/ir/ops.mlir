@@ -59,24 +59,24 @@ func.func @padding_window_bias_lse(%q: tensor<?x4x?x32xbf16>, %k: tensor<?x4x?x3
   return %o, %lse : tensor<?x4x?x16xbf16>, tensor<?x4x?xf32>
 }
 
-// The weights as a second result, and the op that computes them from lse on buffers, with a
-// mask_mod region over an aux tensor.
+// The weights as a second result, and the op that computes them on buffers, with a head's sink
+// and a mask_mod region over an aux tensor.
 // CHECK-LABEL: func.func @weights
 func.func @weights(%q: tensor<?x4x?x32xf32>, %k: tensor<?x2x?x32xf32>, %v: tensor<?x2x?x16xf32>,
                    %qb: memref<?x4x?x32xf32>, %kb: memref<?x2x?x32xf32>,
-                   %lse: memref<?x4x?xf32>, %w: memref<?x4x?x?xf32>, %doc: memref<?xi32>,
+                   %sinks: memref<4xf32>, %w: memref<?x4x?x?xf32>, %doc: memref<?xi32>,
                    %n: index) -> tensor<?x4x?x?xf32> {
   // CHECK: attn.attention {{.*}} -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
   %o, %p = attn.attention %q, %k, %v {scale = 0.125 : f64}
       : tensor<?x4x?x32xf32>, tensor<?x2x?x32xf32>, tensor<?x2x?x16xf32>
       -> tensor<?x4x?x16xf32> weights tensor<?x4x?x?xf32>
-  // CHECK: attn.weights %{{.*}}, %{{.*}} aux(%{{.*}} : memref<?xi32>) lse %{{.*}} into %{{.*}} at[{{.*}}] sizes[{{.*}}] seq_q %{{.*}} {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
-  // CHECK-SAME: : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
+  // CHECK: attn.weights %{{.*}}, %{{.*}} aux(%{{.*}} : memref<?xi32>) sinks(%{{.*}} : memref<4xf32>) into %{{.*}} at[{{.*}}] sizes[{{.*}}] seq_q %{{.*}} {num_heads = 4 : i64, scale = 1.250000e-01 : f64}
+  // CHECK-SAME: : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?x?xf32>
   // CHECK: mask_mod {
   // CHECK: attn.aux_load 0[%{{.*}}] : i32
-  attn.weights %qb, %kb aux(%doc : memref<?xi32>) lse %lse into %w at [%n, %n, %n, %n]
-      sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, scale = 0.125 : f64}
-      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?xf32>, memref<?x4x?x?xf32>
+  attn.weights %qb, %kb aux(%doc : memref<?xi32>) sinks(%sinks : memref<4xf32>) into %w
+      at [%n, %n, %n, %n] sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, scale = 0.125 : f64}
+      : memref<?x4x?x32xf32>, memref<?x2x?x32xf32>, memref<?x4x?x?xf32>
       mask_mod {
       ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
         %d = attn.aux_load 0 [%j] : i32

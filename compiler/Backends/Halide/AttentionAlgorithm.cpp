@@ -184,21 +184,20 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   }
 
   // A row's results in slot order: o = A / L for d < d_v (a row with no key left has L = 0 and
-  // gives o = 0), and, when lse or the weights need it, lse = M + c + log L (-inf for such a
-  // row; c as in prob) at d = d_v. One function, so a schedule can finish each tile's rows in the task that merged
-  // them and keep only d_v + 1 values per row, instead of the state's 3 d_v, for the readers
-  // that come after (gathered rows, lse, the weights pass, the heads of mha).
+  // gives o = 0), and, when lse or the weights need them, the row's state (M, L) at d = d_v and
+  // d_v + 1, from which rowLse and rowNormaliser finish the row. One function, so a schedule can
+  // finish each tile's rows in the task that merged them and keep only d_v + 2 values per row,
+  // instead of the state's 3 d_v, for the readers that come after (gathered rows, lse, the
+  // weights pass, the heads of mha).
   const int dv = static_cast<int>(s.dV);
-  const bool withLse = s.lse || s.weights;
+  const bool withState = s.lse || s.weights;
   {
     FuncRef merged = a.state(min(d, dv - 1), row, tile, h, b);
-    Expr poisonedRow = merged[0] >= kPoisoned();
-    Expr value = select(poisonedRow, quietNaN(), merged[1] > 0, merged[2] / merged[1], 0.0f);
-    if (withLse) {
+    Expr value =
+        select(merged[0] >= kPoisoned(), quietNaN(), merged[1] > 0, merged[2] / merged[1], 0.0f);
+    if (withState) {
       FuncRef first = a.state(0, row, tile, h, b);
-      Expr lse = select(poisonedRow, quietNaN(), first[1] > 0, first[0] + shift + log(first[1]),
-                        Expr(-std::numeric_limits<float>::infinity()));
-      value = select(d < dv, value, lse);
+      value = select(d < dv, value, d == dv, first[0], first[1]);
     }
     a.finished = Func("finished");
     a.finished(d, row, tile, h, b) = value;
@@ -234,11 +233,15 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   }
   a.outputs = {a.o};
 
-  if (withLse) {
-    a.rowLse = Func("row_lse");
-    a.rowLse(i, h, b) = a.finished(dv, rowOf, tileOf, h, b);
-  }
+  // The row's state (M, L) as the weights and lse read it.
+  const Expr rowMax = a.finished(dv, rowOf, tileOf, h, b);
+  const Expr rowSum = a.finished(dv + 1, rowOf, tileOf, h, b);
+  const Expr poisonedRow = rowMax >= kPoisoned();
   if (s.lse) {
+    // lse = M + c + log L (c as in prob), -inf for a row with no key left (L = 0).
+    a.rowLse = Func("row_lse");
+    a.rowLse(i, h, b) = select(poisonedRow, quietNaN(), rowSum > 0, rowMax + shift + log(rowSum),
+                               Expr(-std::numeric_limits<float>::infinity()));
     a.lse = Func("lse");
     a.lse(i, h, b) = a.rowLse(i, h, b);
     a.lse.output_buffer().dim(0).set_stride(Expr());
@@ -246,7 +249,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   }
 
   if (s.weights) {
-    // Exact normalised weights: the scores again, tile by tile, with the final lse.
+    // Exact normalised weights: the scores again, tile by tile, over the row's final state.
     a.weightQuery = Func("weight_query");
     a.weightQuery(d, i, h, b) = ops.queryIn(d, i, h, b) * scale;
     a.weightScore = Func("weight_score");
@@ -254,11 +257,20 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
     a.weightScore(j, i, h, b) +=
         combine(a.weightQuery(a.dot, i, h, b), ops.keyIn(a.dot, min(j, keys - 1), h, b), a.dot);
     Expr x = terms.modified(a.weightScore(j, i, h, b), i, j, h, b);
+    // p = e^(x - M - c) / L = e^(x - M) / (L e^c), as prob forms them (docs/spec.md,
+    // "Softmax"). Not e^(x - lse): where |M| dwarfs log L (a score_mod's shift of -1e20, a -1e30
+    // mask value), M + c + log L rounds to M + c and the weights no longer sum to one. Nor
+    // e^(x - M - c): Halide folds c into a row's M (a broadcast along j), where it rounds away
+    // too. Per row: (M, 1 / (L e^c)), whose L e^c lies in [1, Tk + 1], or 0 for a row with no
+    // key left, whose kept scores are -inf (ieeeExp gives 0).
+    a.rowNormaliser = Func("row_normaliser");
+    a.rowNormaliser(i, h, b) =
+        Tuple(rowMax, select(rowSum > 0, 1.0f / (rowSum * exp(shift)), 0.0f));
+    FuncRef normaliser = a.rowNormaliser(i, h, b);
     a.weights = Func("weights");
-    // A row whose lse is NaN (it met a NaN or +inf score) has NaN weights on its kept keys.
-    Expr lse = a.rowLse(i, h, b);
-    a.weights(j, i, h, b) = select(!terms.keep(i, j, h, b), 0.0f,
-                                   isNaNOrPositiveInf(lse), quietNaN(), exp(x - lse));
+    // A row that met a NaN or +inf score (M is the sentinel) has NaN weights on its kept keys.
+    a.weights(j, i, h, b) = select(!terms.keep(i, j, h, b), 0.0f, normaliser[0] >= kPoisoned(),
+                                   quietNaN(), ieeeExp(x - normaliser[0]) * normaliser[1]);
     a.weights.output_buffer().dim(0).set_stride(Expr());
     a.outputs.push_back(a.weights);
   }

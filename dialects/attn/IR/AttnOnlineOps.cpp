@@ -114,8 +114,10 @@ LogicalResult WeightsOp::verify() {
     return failure();
   if (q.getDimSize(3) != k.getDimSize(3) || q.getDimSize(1) != heads)
     return emitOpError() << "query must be [B, num_heads, Tq, d_k] with the key's d_k";
-  if (getLse().getType().getDimSize(1) != heads || getWeights().getType().getDimSize(1) != heads)
-    return emitOpError() << "lse [B, H, Tq] and weights [B, H, Tq, Tk] need num_heads heads";
+  if (getWeights().getType().getDimSize(1) != heads)
+    return emitOpError() << "weights [B, H, Tq, Tk] need num_heads heads";
+  if (Value sinks = getSinks(); sinks && cast<MemRefType>(sinks.getType()).getDimSize(0) != heads)
+    return emitOpError() << "sinks must have num_heads elements";
   return success();
 }
 

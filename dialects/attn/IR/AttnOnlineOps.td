@@ -223,27 +223,31 @@ def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [AttrSizedOperandSegments
 }
 
 def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpInterface]> {
-  let summary = "Writes the normalised attention weights p = exp(s - lse) of a domain";
+  let summary = "Writes the normalised attention weights p = exp(s - m) / L of a domain";
   let description = [{
     For the domain `offsets` = [b0, h0, i0, j0], `sizes` = [nb, nh, ni, nj] and s_ij the score
     of attn.attention (same operands, attributes and expression regions as attn.online_update):
 
     ```
-    weights[b, h, i, j] = exp(s_ij - lse[b, h, i])   where the masks keep (i, j)
-                        = 0                          where they do not
+    weights[b, h, i, j] = exp(s_ij - m_i) / L_i   where the masks keep (i, j)
+                        = 0                       where they do not
     ```
 
-    with `lse` the attention's finished log-sum-exp (online_finalize writes it), so the weights
-    are the softmax's probabilities before dropout. A row whose lse is NaN (a NaN or +inf
-    score) gets NaN at every kept key. attn.attention's `weights` result becomes one of these
-    after the online ops: a second pass over the keys that recomputes the scores.
+    with m_i the largest of row i's kept scores and its sink, and
+    L_i = exp(sink_h - m_i) + sum_j exp(s_ij - m_i) over its kept keys (the sink term only with
+    `sinks`), so the weights are the softmax's probabilities before dropout, exact where
+    exp(s_ij - lse_i) is not (lse_i = m_i + log L_i rounds to m_i when |m_i| dwarfs log L_i).
+    A row with a NaN or +inf score or sink gets NaN at every kept key, and a -inf score gets 0
+    (docs/spec.md, "Special values"). attn.attention's `weights` result becomes one of these
+    after the online ops: a pass over the keys that recomputes the scores, forming (m_i, L_i)
+    first.
 
     Example:
 
     ```mlir
-    attn.weights %q, %k lse %lse into %w at [%c0, %c0, %c0, %c0] sizes [%b, %c8, %tq, %tk]
-        seq_q %tq {num_heads = 8 : i64, scale = 0.125 : f64}
-        : memref<?x8x?x64xf32>, memref<?x2x?x64xf32>, memref<?x8x?xf32>, memref<?x8x?x?xf32>
+    attn.weights %q, %k sinks(%sinks : memref<8xf32>) into %w at [%c0, %c0, %c0, %c0]
+        sizes [%b, %c8, %tq, %tk] seq_q %tq {num_heads = 8 : i64, scale = 0.125 : f64}
+        : memref<?x8x?x64xf32>, memref<?x2x?x64xf32>, memref<?x8x?x?xf32>
     ```
   }];
   let arguments = !con((ins
@@ -257,7 +261,7 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
         [MemRead]>:$seq_lens,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "quantized cache: key rows' scales",
         [MemRead]>:$key_scale,
-    Arg<MemRefRankOf<[F32], [3]>, "lse [B, H, Tq]", [MemRead]>:$lse,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "attention sinks [H]", [MemRead]>:$sinks,
     Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes,
@@ -270,9 +274,9 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     (`scales` `(` $key_scale^ `:` type($key_scale) `)`)?
-    `lse` $lse `into` $weights
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? `into` $weights
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
-    attr-dict `:` type($query) `,` type($key) `,` type($lse) `,` type($weights)
+    attr-dict `:` type($query) `,` type($key) `,` type($weights)
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
   }];
   let hasVerifier = 1;

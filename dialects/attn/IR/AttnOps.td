@@ -68,8 +68,10 @@ def Attn_AttentionOp : Attn_Op<"attention",
     such as the tensor mask and the block_layout a block_sparse mask reads; f16 and bf16 ones,
     such as the bias in the spec's dtype, are read as such and widened by the region).
 
-    `weights`, when present, holds p_ij = exp(s_ij - lse_i) where the masks keep (i, j) and 0
-    elsewhere ([B, heads, Tq, Tk] in f32): the probabilities before dropout.
+    `weights`, when present, holds p_ij = exp(s_ij - m_i) / L_i where the masks keep (i, j) and
+    0 elsewhere ([B, heads, Tq, Tk] in f32): the probabilities before dropout, with m_i the
+    row's largest kept score and L_i = sum_j exp(s_ij - m_i) over its kept keys (with a sink,
+    below, both take it in), so that lse_i = m_i + log L_i.
 
     `rope` ("half" or "interleaved") rotates q_i at its position (above) and k_j at j before
     the product, pair p of the first `rope_dims` dims (default d_k) by the angle

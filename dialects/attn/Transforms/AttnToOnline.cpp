@@ -70,14 +70,9 @@ LogicalResult decompose(AttentionOp op) {
   Value max = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   Value sum = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
   // Heap buffers, freed after the finalize: the state (tiling moves it onto the stack), and
-  // workspace beside the kernel's phases: the lse the weights need when the caller did not ask
-  // for it, RoPE's rotated query and keys.
+  // workspace beside the kernel's phases: RoPE's rotated query and keys.
   SmallVector<Value> heapBuffers = {acc, max, sum};
   Value lse = storeLse ? storeLse.getDest() : Value();
-  if (storeWeights && !lse) {
-    lse = b.create<memref::AllocOp>(rowType, ValueRange{batch, seqQ});
-    heapBuffers.push_back(lse);
-  }
   if (std::optional<StringRef> style = op.getRope()) {
     // RoPE rotates the query rows at their aligned positions and the keys at theirs, each
     // once per call, into buffers of their type that the update reads instead (both allocated
@@ -122,11 +117,12 @@ LogicalResult decompose(AttentionOp op) {
   Value sinks = op.getSinks() ? bufferOf(op.getSinks()) : Value();
   b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(), lse, sinks,
                              ValueRange{zero, zero, zero}, ValueRange{batch, headsValue, seqQ});
-  // The weights, a second pass over the keys once lse is known. The expressions are copied
-  // (to the weights) or moved (to the update) whole: their blocks use only their arguments.
+  // The weights, a second pass over the keys that forms each row's max and sum itself. The
+  // expressions are copied (to the weights) or moved (to the update) whole: their blocks use
+  // only their arguments.
   if (storeWeights) {
     auto weights = b.create<WeightsOp>(
-        q, k, aux, blockTable, seqLens, keyScale, lse, storeWeights.getDest(),
+        q, k, aux, blockTable, seqLens, keyScale, sinks, storeWeights.getDest(),
         ValueRange{zero, zero, zero, zero},
         ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads),
         op.getScaleAttr(), op.getCausalAlignAttr());

@@ -326,7 +326,74 @@ Expr ScoreTerms::blockFull(const ScoreRegion& region, Expr h, Expr b) const {
   return Internal::is_const_zero(full) ? Expr() : full;
 }
 
+namespace {
+
+// The operands of the top-level &&s of `mask`, left to right.
+void collectConjuncts(const expr::Node& mask, std::vector<expr::Node>& conjuncts) {
+  if (mask.op != expr::Op::And) {
+    conjuncts.push_back(mask);
+    return;
+  }
+  collectConjuncts(mask.args[0], conjuncts);
+  collectConjuncts(mask.args[1], conjuncts);
+}
+
+expr::Node conjunction(const std::vector<expr::Node>& conjuncts) {
+  expr::Node all = conjuncts.front();
+  for (size_t i = 1; i < conjuncts.size(); ++i)
+    all = expr::Node{expr::Op::And, expr::Type::Bool, 0, 0, "", {all, conjuncts[i]}, 0};
+  return all;
+}
+
+} // namespace
+
+void ScoreTerms::tableTileClasses(int queryTile, int keyBlock) {
+  if (!mask_)
+    return;
+  std::vector<expr::Node> conjuncts, tabled, inlined;
+  collectConjuncts(*mask_, conjuncts);
+  for (const expr::Node& c : conjuncts)
+    (expr::contains(c, [](const expr::Node& n) { return n.op == expr::Op::Aux; }) ? tabled
+                                                                                  : inlined)
+        .push_back(c);
+  if (tabled.empty())
+    return;
+  Var kb("kb"), tile("tile"), h("h"), b("b");
+  const ScoreRegion region{kb * keyBlock, kb * keyBlock + keyBlock - 1, tile * queryTile,
+                           min(tile * queryTile + queryTile, seqQ_) - 1, queryTile, keyBlock};
+  const TileClass tabledClass = classifiedAs(conjunction(tabled), region, h, b);
+  const Expr keep = Internal::simplify(tabledClass.mayKeep);
+  const Expr drop = Internal::simplify(tabledClass.mayDrop);
+  tabledKeep_ = !Internal::is_const_one(keep);
+  tabledDrop_ = !Internal::is_const_one(drop);
+  if (!tabledKeep_ && !tabledDrop_) // bounds that decide nothing (a tensor mask): no table
+    return;
+  tileClasses_ = Func("tile_classes");
+  tileClasses_(kb, tile, h, b) = select(keep, cast<uint8_t>(1), cast<uint8_t>(0)) |
+                                 select(drop, cast<uint8_t>(2), cast<uint8_t>(0));
+  perTaskTables_.push_back(tileClasses_);
+  if (!inlined.empty())
+    inlineMask_ = conjunction(inlined);
+  classRows_ = queryTile;
+  classKeys_ = keyBlock;
+}
+
 TileClass ScoreTerms::classified(const ScoreRegion& region, Expr h, Expr b) const {
+  if (!tileClasses_.defined())
+    return classifiedAs(*mask_, region, h, b);
+  // mask = inline && tabled: it may keep where both may, and may drop where either may.
+  TileClass c = inlineMask_ ? classifiedAs(*inlineMask_, region, h, b)
+                            : TileClass{cast<bool>(true), cast<bool>(false)};
+  const Expr entry =
+      tileClasses_(region.firstKey / classKeys_, region.firstRow / classRows_, h, b);
+  if (tabledKeep_)
+    c.mayKeep = c.mayKeep && (entry & cast<uint8_t>(1)) != 0;
+  c.mayDrop = tabledDrop_ ? c.mayDrop || (entry & cast<uint8_t>(2)) != 0 : cast<bool>(true);
+  return c;
+}
+
+TileClass ScoreTerms::classifiedAs(const expr::Node& mask, const ScoreRegion& region, Expr h,
+                                   Expr b) const {
   // Halide solves the block loop's predicate for every variable in it, and narrowing the
   // batch or head loops by it (kv_idx < 1 - b) leaves their buffers sized for fewer heads or
   // batches than the loops visit: b and h reach the predicate through a call it cannot
@@ -338,7 +405,7 @@ TileClass ScoreTerms::classified(const ScoreRegion& region, Expr h, Expr b) cons
   const TileRanges tile{region.firstRow, lastRow, region.firstKey, min(region.lastKey, seqK_ - 1),
                         position(region.firstRow), position(lastRow), opaqueB, opaqueH, g,
                         seqQ_, seqK_, region.maxRows, region.maxKeys};
-  return classifyMask(*mask_, tile, spec_, tensors_, *auxSummaries_, drawsInTask(h, b));
+  return classifyMask(mask, tile, spec_, tensors_, *auxSummaries_, drawsInTask(h, b));
 }
 
 Expr ScoreTerms::dropFactor(Expr queryRow, Expr key, Expr h, Expr b) const {

@@ -90,6 +90,13 @@ public:
   // of blocks: (key block, query block, h, b)): the schedule computes them once per task.
   const std::vector<Halide::Func>& perTaskTables() const { return perTaskTables_; }
 
+  // Tables the tile classes of the mask's conjuncts that read aux tensors, per (key block, query
+  // tile, h, b) of these sizes, in perTaskTables(): the block loop's predicate then reads an
+  // entry instead of inlining their bounds, which Halide's bounds inference solves again for
+  // every box it computes (a mask with 10 aux reads took minutes to compile). For a schedule
+  // that computes per-task tables and regions aligned to these sizes (no residue order).
+  void tableTileClasses(int queryTile, int keyBlock);
+
   // Element d of x rotated by RoPE at `position`, where element(e) gives x's element e.
   Halide::Expr rotated(const std::function<Halide::Expr(Halide::Expr)>& element, Halide::Expr d,
                        Halide::Expr position) const;
@@ -105,6 +112,9 @@ private:
   // The mask's expression classified over the region (ExprTileBounds), for blockLive and
   // blockFull.
   TileClass classified(const ScoreRegion& region, Halide::Expr h, Halide::Expr b) const;
+  // `mask` classified over the region.
+  TileClass classifiedAs(const expr::Node& mask, const ScoreRegion& region, Halide::Expr h,
+                         Halide::Expr b) const;
   // The expressions' variables at (queryRow, key). Rows and keys of a tile's tail are left as
   // they are: the masks drop them, and every aux read is clamped into its tensor.
   ExprPoint expressionPoint(Halide::Expr queryRow, Halide::Expr key, Halide::Expr h,
@@ -133,6 +143,13 @@ private:
   std::vector<Halide::Func> perTaskTables_;
   Halide::Expr seqQ_, seqK_, keys_, offset_;
   Halide::Func rope_; // (pair, position): Tuple(cos, sin)
+  // tableTileClasses': the mask's conjuncts that read no aux tensor (classified inline), and
+  // the table of the others' classes (bit 0: may keep, bit 1: may drop) with its tile sizes;
+  // a bit their bounds never decide is left out of the table (tabledKeep_, tabledDrop_).
+  std::optional<expr::Node> inlineMask_;
+  Halide::Func tileClasses_;
+  int classRows_ = 0, classKeys_ = 0;
+  bool tabledKeep_ = false, tabledDrop_ = false;
 };
 
 } // namespace attnc::halide

@@ -16,17 +16,27 @@ using test::randomCall;
 using test::runReferenceOn;
 
 // One query, two keys, d = 1: scores are q.k / sqrt(1), so the weights are softmax(1, 3).
-TEST(Reference, HandComputedSoftmax) {
-  tools::Call call = randomCall("d_k=1 lse=true weights=true", 1, 1, 2);
+// The row of the hand-computed cases: q = 1, keys 1 and 3, values 10 and 20, so the scores are
+// 1 and 3 (plus what the spec's score_mod adds).
+test::Outputs oneRowOfScoresOneAndThree(const std::string& spec) {
+  tools::Call call = randomCall(spec, 1, 1, 2);
   call.tensor("q").assign({1.0});
   call.tensor("k").assign({1.0, 3.0});
   call.tensor("v").assign({10.0, 20.0});
-  test::Outputs out = runReferenceOn(call);
+  return runReferenceOn(call);
+}
+
+// softmax(1, 3) and its mean of (10, 20), lse shifted by `shift` within `lseTolerance`.
+void expectSoftmaxOfOneAndThree(const test::Outputs& out, double shift, double lseTolerance) {
   double p0 = 1 / (1 + std::exp(2.0)), p1 = 1 - p0;
   EXPECT_NEAR(out.weights[0], p0, 1e-15);
   EXPECT_NEAR(out.weights[1], p1, 1e-15);
   EXPECT_NEAR(out.o[0], 10 * p0 + 20 * p1, 1e-13);
-  EXPECT_NEAR(out.lse[0], std::log(std::exp(1.0) + std::exp(3.0)), 1e-14);
+  EXPECT_NEAR(out.lse[0], shift + std::log(std::exp(1.0) + std::exp(3.0)), lseTolerance);
+}
+
+TEST(Reference, HandComputedSoftmax) {
+  expectSoftmaxOfOneAndThree(oneRowOfScoresOneAndThree("d_k=1 lse=true weights=true"), 0, 1e-14);
 }
 
 // The same row with a sink logit of 2: softmax over (1, 3, 2) with the sink's share dropped, so
@@ -51,17 +61,10 @@ TEST(Reference, HandComputedSink) {
 // an lse shifted by the same amount (within its one ulp there). m + log L rounds to m at that
 // size, so weights formed as exp(s - lse) would be e^-2 and 1, summing past one.
 TEST(Reference, HandComputedSoftmaxShiftedByTwoToThe52) {
-  tools::Call call = randomCall(
-      "d_k=1 lse=true weights=true score_mod=\"score - 4503599627370496.0\"", 1, 1, 2);
-  call.tensor("q").assign({1.0});
-  call.tensor("k").assign({1.0, 3.0});
-  call.tensor("v").assign({10.0, 20.0});
-  test::Outputs out = runReferenceOn(call);
-  double p0 = 1 / (1 + std::exp(2.0)), p1 = 1 - p0;
-  EXPECT_NEAR(out.weights[0], p0, 1e-15);
-  EXPECT_NEAR(out.weights[1], p1, 1e-15);
-  EXPECT_NEAR(out.o[0], 10 * p0 + 20 * p1, 1e-13);
-  EXPECT_NEAR(out.lse[0], -4503599627370496.0 + std::log(std::exp(1.0) + std::exp(3.0)), 1.0);
+  expectSoftmaxOfOneAndThree(
+      oneRowOfScoresOneAndThree(
+          "d_k=1 lse=true weights=true score_mod=\"score - 4503599627370496.0\""),
+      -4503599627370496.0, 1.0);
 }
 
 // Three equal scores shifted by -1e20 (a double's ulp there is 2^14): weights 1/3 each, o the

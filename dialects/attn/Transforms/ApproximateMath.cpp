@@ -40,6 +40,13 @@ void keepNaNThroughExp(Operation* root) {
   });
 }
 
+// i32, or a vector of i32 of `type`'s shape: the bits of an f32 scalar or vector.
+Type i32Like(Builder& b, Type type) {
+  if (auto vector = dyn_cast<VectorType>(type))
+    return vector.clone(b.getI32Type());
+  return b.getI32Type();
+}
+
 // floor(x) on f32 with no libdevice, in place of MLIR 19's expansion, trunc(x) - 1 for every
 // x < 0 (floor(-2.0) = -3), through an fptosi to i64 that LLVM makes poison for NaN, infinities
 // and |x| >= 2^63. An f32 of magnitude 2^23 or more is an integer, its own floor, as NaN and the
@@ -51,9 +58,7 @@ struct ExpandFloorF32 : OpRewritePattern<math::FloorOp> {
     Type type = op.getType();
     if (!getElementTypeOrSelf(type).isF32())
       return failure();
-    Type intType = rewriter.getI32Type();
-    if (auto vector = dyn_cast<VectorType>(type))
-      intType = vector.clone(intType);
+    Type intType = i32Like(rewriter, type);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     auto constant = [&](float value) {
       return splat(b, b.getLoc(), type, b.getF32FloatAttr(value));
@@ -78,9 +83,7 @@ struct ExpandAbsF32 : OpRewritePattern<math::AbsFOp> {
     Type type = op.getType();
     if (!getElementTypeOrSelf(type).isF32())
       return failure();
-    Type intType = rewriter.getI32Type();
-    if (auto vector = dyn_cast<VectorType>(type))
-      intType = vector.clone(intType);
+    Type intType = i32Like(rewriter, type);
     Location loc = op.getLoc();
     Value bits = rewriter.create<arith::BitcastOp>(loc, intType, op.getOperand());
     Value mask = splat(rewriter, loc, intType, rewriter.getI32IntegerAttr(0x7fffffff));

@@ -4,20 +4,23 @@
 // (ExprPrint.h). ExprParse.h turns text into a tree, checking names and types.
 //
 // Types: int (64-bit and wrapping in the reference, 32-bit in kernels, so a literal fits 32 bits),
-// float (computed in f64 by the reference) and bool. Arithmetic on two ints stays int, a float
-// operand makes it float; `/` always divides as floats and `%` takes ints only, with the
-// divisor's sign (floor modulo, as Python's), so that `(q_idx - kv_idx) % 4` means what a
-// reader expects for negative differences; `x % 0` is 0, so no kernel traps. `//` divides ints
-// to the floor, the quotient that goes with `%` (x == m * (x // m) + x % m), and `x // 0` is 0:
-// block indices such as `q_idx // 64`. floor takes a number to an int. bit(x, i) reads one bit
-// of an int, for masks packed into the bits of an aux tensor.
+// float (computed in f64 by the reference, each constant an f32: f32Constant) and bool.
+// Arithmetic on two ints stays int, a float operand makes it float; `/` always divides as floats
+// and `%` takes ints only, with the divisor's sign (floor modulo, as Python's), so that
+// `(q_idx - kv_idx) % 4` means what a reader expects for negative differences; `x % 0` is 0, so
+// no kernel traps. `//` divides ints to the floor, the quotient that goes with `%`
+// (x == m * (x // m) + x % m), and `x // 0` is 0: block indices such as `q_idx // 64`. floor
+// takes a number to an int. bit(x, i) reads one bit of an int, for masks packed into the bits of
+// an aux tensor.
 #ifndef ATTNC_COMPILER_EXPR_EXPR_H
 #define ATTNC_COMPILER_EXPR_EXPR_H
 
 #include "Support/Errors.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +89,20 @@ enum class Role { Score, Mask };
 // The language's int +, -, * and negation wrap in two's complement: computed on uint64_t (signed
 // overflow is undefined in C++), then read back as signed.
 inline int64_t wrapped(uint64_t v) { return static_cast<int64_t>(v); }
+
+// A float constant (a literal, or a float param) is the f32 nearest its decimal, as kernels hold
+// it, so that the reference and the tile bounds compute with the kernels' value: `x >= 0.7`
+// keeps an aux element that holds 0.7 in f32 in every backend (0.7 in f64 is above it). Nullopt
+// for a decimal that no normal f32 holds (past f32's range, or nonzero and below its normal
+// numbers, which kernels may flush to 0): such a constant is refused.
+inline std::optional<double> f32Constant(double decimal) {
+  const float nearest = static_cast<float>(decimal);
+  if (decimal != 0 && !std::isnormal(nearest))
+    return std::nullopt;
+  return nearest;
+}
+inline constexpr std::string_view kF32ConstantRange =
+    "0 or a normal f32 number, at least 1.1754944e-38 and at most 3.4028235e38 in size";
 
 // Calls f with a comparison op (Lt, Le, Gt, Ge, Eq, Ne) as its function object, so that a loop
 // over many elements picks the comparison once.

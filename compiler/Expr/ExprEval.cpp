@@ -10,7 +10,14 @@ namespace attnc::expr {
 namespace {
 
 Value intValue(int64_t v) { return {Type::Int, v, 0}; }
-Value floatValue(double v) { return {Type::Float, 0, v}; }
+
+// A float the expression computes has f64's precision but f32's range, as in the kernels: a
+// value f32 rounds past its largest number is ±inf, and one it rounds to zero is ±0, so that
+// exp(100.0) * 0.0 is NaN and 1e-30 * 1e-30 * 1e30 is 0 here too.
+Value floatValue(double v) {
+  const float nearest = static_cast<float>(v);
+  return {Type::Float, 0, std::isinf(nearest) || nearest == 0 ? nearest : v};
+}
 Value boolValue(bool v) { return {Type::Bool, v ? 1 : 0, 0}; }
 
 int64_t variable(const std::string& name, const Point& p) {

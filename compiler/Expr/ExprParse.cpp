@@ -281,9 +281,16 @@ private:
     }
     n.op = Op::FloatLiteral;
     n.type = Type::Float;
-    auto [stop, error] = std::from_chars(digits.data(), end, n.floatValue);
-    if (error != std::errc() || stop != end)
+    double decimal = 0;
+    auto [stop, error] = std::from_chars(digits.data(), end, decimal);
+    if (stop != end || (error != std::errc() && error != std::errc::result_out_of_range))
       fail(start, "'" + std::string(digits) + "' is not a number");
+    const std::optional<double> constant = f32Constant(decimal);
+    if (error != std::errc() || !constant)
+      fail(start, "'" + std::string(digits) +
+                      "' is not an f32 (kernels compute floats in f32; a float literal is " +
+                      std::string(kF32ConstantRange) + ")");
+    n.floatValue = *constant;
     return n;
   }
 

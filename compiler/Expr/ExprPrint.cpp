@@ -159,7 +159,7 @@ std::string print(const Node& node) {
 
 std::string floatText(double value) {
   char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, static_cast<float>(value));
   std::string text(buffer, result.ptr);
   if (text.find_first_of(".e") == std::string::npos)
     text += ".0"; // stays a float when parsed again

@@ -22,7 +22,7 @@ constexpr std::string_view kAuxAllowed =
     "kv_heads or an integer in [1, 2147483647] (aux=\"doc:i32[B,Tk] rel:f32[heads,257]\")";
 constexpr std::string_view kParamsAllowed =
     "space-separated name=number (params=\"cap=30 width=128\"): an integer within 32 bits, or a "
-    "finite real";
+    "real that is an f32";
 
 bool isIdentifier(std::string_view name) {
   if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
@@ -114,8 +114,12 @@ std::vector<SpecParam> parseParams(std::string_view text) {
         fail(std::string(name) + "=" + std::string(number) + " does not fit 32 bits");
       value.i = i;
     } else if (auto [end2, ec2] = std::from_chars(first, last, f);
-               ec2 == std::errc() && end2 == last && std::isfinite(f)) {
-      value = {expr::Type::Float, 0, f};
+               (ec2 == std::errc() || ec2 == std::errc::result_out_of_range) && end2 == last) {
+      const std::optional<double> constant = expr::f32Constant(f);
+      if (ec2 != std::errc() || !constant)
+        fail(std::string(name) + "=" + std::string(number) + " is not an f32 (a float param is " +
+             std::string(expr::kF32ConstantRange) + ")");
+      value = {expr::Type::Float, 0, *constant};
     } else {
       fail("'" + std::string(number) + "' is not a number");
     }

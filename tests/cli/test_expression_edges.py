@@ -38,6 +38,11 @@ def nan_among_fives(tk):
 
 X = 'aux="x:f32[Tk]"'
 
+
+def near_seven_tenths(tk):
+    """0.7 and its f32 neighbours (.npy stores f32): 0.7 in f64 lies above the first."""
+    return [(0.7, 0.70000005, 0.69999993, 0.3)[j % 4] for j in range(tk)]
+
 CASES = [
     # The value of a score_mod is a score (f32) whatever its type: ints, negative ones included.
     ("negative int score", 'score_mod="kv_idx - qpos"', None),
@@ -66,6 +71,12 @@ CASES = [
     ("a mask over NaN alone", X + ' mask_mod="min(x[kv_idx], 3.0) == 3.0"',
      lambda tk: [NAN] * tk),
     ("weights of a NaN score", 'weights=true score_mod="log(-1.0)"', None),
+    # Float constants are f32s, as kernels hold them, and values past f32's range are ±inf
+    # mid-expression too.
+    ("a literal as an f32", X + ' mask_mod="x[kv_idx] >= 0.7"', near_seven_tenths),
+    ("a param as an f32", X + ' params="t=0.7" mask_mod="x[kv_idx] <= t"', near_seven_tenths),
+    ("exp past f32 times zero", 'score_mod="score + exp(100.0) * 0.0"', None),
+    ("a quotient past f32", 'score_mod="score + 1.0 / (1e-30 * 1e-30) * 0.0"', None),
     # Scores far from zero: softmax ignores a constant shift, and a row whose every key scores
     # -1e30 is still a weighted mean.
     ("huge shift", 'score_mod="score - 1e20"', None),

@@ -171,7 +171,7 @@ TEST(BuiltinExpressions, DropoutKeepsWhatRandomKeeps) {
               const bool keeps = random::dropoutKeeps(seed, threshold, b, h, i, j);
               const expr::Point at{b, h, h, i, j, i, 7, 23, 0};
               EXPECT_DOUBLE_EQ(expr::evaluate(*factor, at, {}).number(),
-                               keeps ? 1.0 / (1.0 - spec.dropout) : 0.0)
+                               keeps ? static_cast<float>(1.0 / (1.0 - spec.dropout)) : 0.0)
                   << "p=" << p << " seed=" << seed << " at " << b << h << i << j;
               kept += keeps;
               ++total;

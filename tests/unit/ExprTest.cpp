@@ -99,6 +99,19 @@ TEST(Expr, Evaluation) {
   EXPECT_EQ(at(score("(2147483647 + 1) * (2147483647 + 1) * 2"), 0, 0).i, INT64_MIN);
 }
 
+// Floats are computed in f64 within f32's range, from f32 constants, as kernels compute them.
+TEST(Expr, FloatsHaveTheKernelsConstantsAndRange) {
+  EXPECT_EQ(at(score("0.7"), 0, 0).f, static_cast<double>(0.7f));
+  EXPECT_EQ(print(score("score + 0.7")), "score + 0.7");
+  EXPECT_EQ(print(score("score + 0.70000001")), "score + 0.7"); // the same f32
+  EXPECT_EQ(at(score("2e38 * 2.0"), 0, 0).f, INFINITY);
+  EXPECT_EQ(at(score("-2e38 - 2e38"), 0, 0).f, -INFINITY);
+  EXPECT_TRUE(std::isnan(at(score("exp(100.0) * 0.0"), 0, 0).f));
+  EXPECT_EQ(at(score("1e-30 * 1e-30 * 1e30"), 0, 0).f, 0.0);
+  EXPECT_EQ(at(score("1.0 / (1e-30 * 1e-30)"), 0, 0).f, INFINITY);
+  EXPECT_EQ(at(score("exp(-100.0)"), 0, 0).f, std::exp(-100.0)); // an f32 subnormal stays
+}
+
 // Each bad expression's message names the key and text, the column and the problem.
 TEST(Expr, BadExpressionsSayWhatIsWrongAndWhere) {
   struct Case {

@@ -68,7 +68,7 @@ TEST(Reference, HandComputedSoftmaxShiftedByTwoToThe52) {
 }
 
 // Three equal scores shifted by -1e20 (a double's ulp there is 2^14): weights 1/3 each, o the
-// mean of v, lse -1e20 + log 3, which rounds to -1e20.
+// mean of v, lse -1e20 + log 3, which rounds to -1e20 (the literal's f32, as kernels hold it).
 TEST(Reference, HandComputedEqualScoresShiftedBy1e20) {
   tools::Call call =
       randomCall("d_k=1 lse=true weights=true score_mod=\"score - 1e20\"", 1, 1, 3);
@@ -79,7 +79,7 @@ TEST(Reference, HandComputedEqualScoresShiftedBy1e20) {
   for (int j = 0; j < 3; ++j)
     EXPECT_NEAR(out.weights[j], 1.0 / 3, 1e-15);
   EXPECT_NEAR(out.o[0], 30.0, 1e-13);
-  EXPECT_EQ(out.lse[0], -1e20);
+  EXPECT_EQ(out.lse[0], -static_cast<double>(1e20f));
 }
 
 // A mask written as a score of -1e30 (the where(kv_idx <= qpos, score, -1e30)) is no
@@ -100,7 +100,7 @@ TEST(Reference, HandComputedRowsWhoseEveryKeyScoresMinus1e30) {
       EXPECT_NEAR(out.weights[i * 2 + j], weights[i][j], 1e-15) << "row " << i << " key " << j;
     EXPECT_NEAR(out.o[i], 10 * weights[i][0] + 20 * weights[i][1], 1e-13) << "row " << i;
   }
-  EXPECT_EQ(out.lse[0], -1e30);
+  EXPECT_EQ(out.lse[0], -static_cast<double>(1e30f));
   EXPECT_NEAR(out.lse[1], 1.0, 1e-15);
   EXPECT_NEAR(out.lse[2], std::log(std::exp(1.0) + std::exp(3.0)), 1e-14);
 }

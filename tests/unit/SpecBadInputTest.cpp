@@ -135,7 +135,7 @@ const BadSpec kBadSpecs[] = {
     // Kernels compute ints in 32 bits: a literal past them is refused, as a param is, and an
     // index whose int arithmetic may leave them (at sizes up to 2^31 - 1) proves nothing. So do
     // float bounds that only f64 gives: f32 rounds 2^24 + 3 up, overflows past 3.4e38 and
-    // flushes 1e-46 to 0.
+    // flushes 1e-60 to 0. A float literal is an f32, so one that no normal f32 holds is refused.
     {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[kv_idx + 9007199254740993 - "
      "9007199254740992]\"",
      {"column 20", "'9007199254740993' does not fit 32 bits"}},
@@ -149,10 +149,16 @@ const BadSpec kBadSpecs[] = {
      {"index 1 of x (kv_idx * 2 // 2) is not provably within [0, Tk)"}},
     {"d_k=8 aux=\"x:i32[Tk]\" score_mod=\"score + x[floor(kv_idx * 1.0)]\"",
      {"index 1 of x (floor(kv_idx * 1.0)) is not provably below Tk"}},
-    {"d_k=8 aux=\"x:i32[8]\" score_mod=\"score + x[where(1e-46 > 0.0, 0, 9)]\"",
+    {"d_k=8 aux=\"x:i32[8]\" score_mod=\"score + x[where(1e-30 * 1e-30 > 0.0, 0, 9)]\"",
      {"is not provably below 8"}},
-    {"d_k=8 aux=\"x:i32[8]\" score_mod=\"score + x[where(2e38 * 2.0 < 1e39, 0, 9)]\"",
+    {"d_k=8 aux=\"x:i32[8]\" score_mod=\"score + x[where(2e38 * 2.0 < 3e38, 0, 9)]\"",
      {"is not provably below 8"}},
+    {"d_k=8 score_mod=\"score + 1e39\"",
+     {"column 9", "'1e39' is not an f32", "at most 3.4028235e38"}},
+    {"d_k=8 score_mod=\"score * 1e-46\"", {"'1e-46' is not an f32", "at least 1.1754944e-38"}},
+    {"d_k=8 score_mod=\"score + 1e400\"", {"'1e400' is not an f32"}},
+    {"d_k=8 score_mod=\"score + big\" params=\"big=1e300\"",
+     {"big=1e300 is not an f32", "0 or a normal f32 number"}},
     {"d_k=64 dropout=1", {"dropout=1", "[0, 1)"}},
     {"d_k=64 dropout=-0.1", {"dropout=-0.1", "[0, 1)"}},
     {"d_k=64 scale=0", {"scale=0", "a normal f32 number"}},

@@ -4,20 +4,33 @@ expressions (docs/spec.md, Expressions), for the differential test (test_express
 Every expression it writes is one the f64 reference and an f32 kernel must agree on within
 verify's tolerance, so a disagreement is a code generator's bug, not rounding:
 - masks, and the conditions inside score_mods, compare only values that f32 and f64 compute
-  exactly (ints, aux reads, params, and ints times or plus exact binary fractions), so no
-  comparison can flip by rounding;
-- floor and % see only ints and exact values, for the same reason;
+  exactly (ints, aux reads, params, ints times or plus exact binary fractions, and the special
+  values below), so no comparison can flip by rounding;
+- floor and % see only ints and exact values, for the same reason; a floor past 32 bits
+  (saturated in kernels, exact in the reference's 64-bit ints) is only compared with small ints;
 - score_mods stay within a few tens (softmax turns a score's relative rounding error into an
-  absolute one), and log and sqrt see only non-negative arguments, so no NaN appears;
+  absolute one), except for the special values: NaN, ±inf and 0 made exactly alike in f32 and
+  f64 (log and sqrt of ints at most 0, exp of thousands, division by 0, products past f32's
+  range), and ±inf and NaN read from aux tensors (Case.special_aux);
 - ints stay far inside 32 bits (the language leaves overflow unspecified): a philox() draw,
-  which takes any 32-bit value, is only ever taken % a small number;
+  which takes any 32-bit value, is only ever taken % a small number; the limits 2147483647 and
+  -2147483647 - 1 are only compared;
 - every aux index is provably in bounds (clamp, % by the extent, or the variable that ranges
   over the dimension), as the spec requires.
+
+A few specs carry one literal that no kernel type holds (an int past 32 bits, a float past
+f32's normal range); Case.refused_literal names it, and every backend must refuse the spec for
+it.
 """
+import collections
 import random
 
 # Binary fractions: exact in f32 and f64, so products and sums with small ints are exact too.
 EXACT_FLOATS = ["0.5", "0.25", "1.5", "2.0", "0.75", "3.5"]
+
+# Literals that kernels cannot hold: ints past 32 bits, floats past f32's normal numbers.
+WIDE_INTS = ["2147483648", "4294967296", "9007199254740993", "9223372036854775808"]
+WIDE_FLOATS = ["3.5e38", "1e39", "1e300", "1e-39", "1e-50"]
 
 # The aux tensors a spec may declare: name, element type, dimensions.
 AUX_TENSORS = [
@@ -43,9 +56,22 @@ BASES = [
 ]
 
 
+# A generated spec: its text, its head counts (aux shapes use them), the f32 aux tensors whose
+# elements the test mixes with NaN and ±inf, and the literal it must be refused for (or None).
+Case = collections.namedtuple("Case", "spec heads kv_heads special_aux refused_literal")
+
+
 class ExpressionGenerator:
     def __init__(self, seed):
         self.random = random.Random(seed)
+
+    def case(self):
+        spec = self.spec()
+        # The f32 aux tensors read with NaN and ±inf among their elements: in a third of the
+        # specs that read one.
+        floats = [name for name, kind, _ in AUX_TENSORS if kind == "f32" and name in self.aux_used]
+        special = floats if self.random.random() < 0.35 else []
+        return Case(spec, self.heads, self.kv_heads, special, self.refused_literal)
 
     def spec(self):
         """One spec text: a base, a score_mod and/or a mask_mod, and the params and aux
@@ -57,6 +83,7 @@ class ExpressionGenerator:
         self.params = {}  # name -> literal text
         self.aux_used = []
         self.draws = False  # a philox() call, which needs seed
+        self.refused_literal = None  # the literal past every kernel type, if the spec has one
         parts = [base]
         which = self.random.choice(["score", "mask", "both", "both"])
         if which in ("score", "both"):
@@ -89,8 +116,12 @@ class ExpressionGenerator:
             return "%s - %s" % (a, self.wrapped(self.integer(depth - 1)))
         if choice == 2:
             return "%s * %d" % (self.wrapped(a), r.randint(-3, 3))
+        if choice == 3 and r.random() < 0.5:
+            return "%s %% %d" % (self.wrapped(a), r.choice([-16, -3, -1, 0, 2, 3, 4, 7, 16]))
         if choice == 3:
-            return "%s %% %d" % (self.wrapped(a), r.choice([-3, 0, 2, 3, 4, 7, 16]))
+            # Floor modulo and division of operands of either sign, by an expression (0 too).
+            return "(%s - %s) %s %s" % (a, self.wrapped(self.integer(depth - 1)),
+                                        r.choice(["%", "//"]), self.wrapped(self.int_leaf()))
         if choice == 4:
             return "%s(%s, %s)" % (r.choice(["min", "max"]), a, self.integer(depth - 1))
         if choice == 5:
@@ -117,18 +148,29 @@ class ExpressionGenerator:
             return r.choice(["q_idx", "kv_idx", "qpos", "kv_idx", "q_idx", "b", "h", "g", "Tq",
                              "Tk"])
         if choice == 4:
-            return str(r.randint(0, 9))
+            return self.int_literal()
         if choice == 5:
             name = r.choice(["n", "m"])
             self.params.setdefault(name, str(r.randint(-4, 12)))
             return name
         return self.aux_read("i32")
 
+    def int_literal(self):
+        """A small int, negative ones included; rarely one past 32 bits, which the spec must be
+        refused for."""
+        r = self.random
+        if self.refused_literal is None and r.random() < 0.03:
+            self.refused_literal = r.choice(WIDE_INTS)
+            return self.refused_literal
+        return str(r.randint(-9, 9))
+
     # --- exact floats (comparisons and floor see only these) ---------------------------
 
     def exact_float(self):
         r = self.random
-        choice = r.randrange(5)
+        choice = r.randrange(6)
+        if choice == 5:
+            return self.special()
         if choice == 0:
             return self.aux_read("f32")
         if choice == 1:
@@ -138,7 +180,32 @@ class ExpressionGenerator:
             return "%s * %s" % (self.wrapped(self.int_leaf()), r.choice(EXACT_FLOATS))
         if choice == 3:
             return "%s + %s" % (self.int_leaf(), r.choice(EXACT_FLOATS))
+        return self.float_literal()
+
+    def float_literal(self):
+        """An exact binary fraction; rarely one past f32's normal numbers, which the spec must
+        be refused for, or one at their edge, which it must not."""
+        r = self.random
+        if self.refused_literal is None and r.random() < 0.03:
+            self.refused_literal = r.choice(WIDE_FLOATS)
+            return self.refused_literal
+        if r.random() < 0.03:
+            return r.choice(["3.4028235e38", "1.1754944e-38"])
         return r.choice(EXACT_FLOATS)
+
+    def special(self):
+        """NaN, ±inf or 0 made alike in f32 and f64 (or an exact small value for some ints)."""
+        r = self.random
+        form = r.choice([
+            "log(min(%s, 0))",  # -inf at 0, NaN below
+            "sqrt(min(%s, 0))",  # 0 at 0, NaN below
+            "exp(%s * 1000)",  # 0, 1 or inf
+            "%s / 0",  # ±inf, or NaN at 0
+            "1e30 * 1e30 * %s",  # past f32's range mid-expression: ±inf, or NaN at 0
+        ])
+        if r.random() < 0.15:
+            return "-exp(1000.0)"
+        return form % self.wrapped(self.int_leaf())
 
     # --- bools ---------------------------------------------------------------------------
 
@@ -163,8 +230,18 @@ class ExpressionGenerator:
     def comparison(self, depth):
         r = self.random
         op = r.choice(["<", "<=", ">", ">=", "==", "!="])
-        if r.random() < 0.25:
+        choice = r.random()
+        if choice < 0.25:
             return "%s %s %s" % (self.exact_float(), op, self.exact_float())
+        if choice < 0.35:
+            # floor saturates past the int range, and of NaN is 0; small ints compare alike
+            # with the kernels' 32-bit saturation and the reference's 64-bit value.
+            big = r.choice([lambda: "%s * 1e9" % self.wrapped(self.int_leaf()), self.special,
+                            lambda: self.aux_read("f32")])()
+            return "floor(%s) %s %s" % (big, op, self.wrapped(self.integer(depth)))
+        if choice < 0.4:
+            return "%s %s %s" % (self.integer(depth), op,
+                                 r.choice(["2147483647", "(-2147483647 - 1)"]))
         return "%s %s %s" % (self.integer(depth), op, self.wrapped(self.integer(depth)))
 
     # --- score_mods ----------------------------------------------------------------------
@@ -173,7 +250,12 @@ class ExpressionGenerator:
         """A float expression of about unit size; at its root it reads score, so the
         softmax sees the kernel's own scores transformed."""
         r = self.random
-        shape = r.randrange(4)
+        shape = r.randrange(6)
+        if shape == 4:  # an int score, negative ones included
+            return "clamp(%s, -20, 20)" % self.integer(depth - 1)
+        if shape == 5:
+            return "where(%s, score, clamp(%s, -20, 20))" % (self.boolean(depth - 1),
+                                                            self.integer(depth - 1))
         term = self.bounded(depth - 1)
         if shape == 0:
             return "score + %s" % term
@@ -222,7 +304,9 @@ class ExpressionGenerator:
 
     def float_leaf(self):
         r = self.random
-        choice = r.randrange(6)
+        choice = r.randrange(7)
+        if choice == 6:
+            return self.special()
         if choice == 0:
             return "tanh(score)"
         if choice == 1:
@@ -234,7 +318,7 @@ class ExpressionGenerator:
             return "gain"
         if choice == 4:
             return "clamp(%s - kv_idx, -24, 24) * 0.125" % r.choice(["qpos", "q_idx"])
-        return r.choice(EXACT_FLOATS + ["-1", "0"])
+        return self.float_literal() if r.random() < 0.8 else r.choice(["-1", "0"])
 
     # --- aux reads -----------------------------------------------------------------------
 

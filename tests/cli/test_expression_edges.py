@@ -71,6 +71,24 @@ CASES = [
     ("a mask over NaN alone", X + ' mask_mod="min(x[kv_idx], 3.0) == 3.0"',
      lambda tk: [NAN] * tk),
     ("weights of a NaN score", 'weights=true score_mod="log(-1.0)"', None),
+    ("NaN rows stored as f16", 'dtype=f16 score_mod="where(q_idx < 3, log(-1.0), score)"', None),
+    # IEEE's division by zero, signed zeros, and abs of NaN (Halide refused 0.0 / 0.0 under abs,
+    # took -(0.0) as +0, and folded a constant NaN's log to a number).
+    ("0 / 0 under abs and log", 'params="m=0" score_mod="max(score, log(abs(m / 0) + 1))"', None),
+    ("division by -0", 'score_mod="where(kv_idx < 2, 1.0 / -0.0, score)"', None),
+    ("log of a quotient by 0", 'score_mod="max(score, log(kv_idx / 0))"', None),
+    # Infinities in parts Halide lifts out of the expression (loop invariants), which LLVM once
+    # compiled as if no infinity existed.
+    ("a lifted infinity", 'score_mod="max(score, min(exp(1000.0) + h, 5.0))"', None),
+    ("a lifted infinity in a mask", X + ' mask_mod="1e30 * 1e30 * b <= x[kv_idx]"',
+     special_keys),
+    # Int constants at int32's limits, beside the kernels' tile offsets (Halide refused to fold
+    # them: "signed integer overflow").
+    ("comparisons at int32's limits",
+     'mask_mod="(q_idx <= 2147483600 && qpos > (-2147483647 - 1)) || kv_idx == 0"', None),
+    ("clamp at int32's limits", 'mask_mod="clamp(qpos, -2147483647, 2147483647) == qpos"', None),
+    ("a wrapped constant in a mask", 'mask_mod="2147483647 * 2147483647 * 2147483647 != kv_idx"',
+     None),
     # Float constants are f32s, as kernels hold them, and values past f32's range are ±inf
     # mid-expression too.
     ("a literal as an f32", X + ' mask_mod="x[kv_idx] >= 0.7"', near_seven_tenths),

@@ -223,14 +223,14 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
         [&](Expr c, Expr t, Expr, Expr batch, Expr x) {
           return a.heads(x, min(t, seqQ - 1), batch) * cast<float>(wo(min(c, dModel - 1), x));
         });
-    a.o(d, i, b) = cast(storageType(s.dtype), a.outputProjection.acc(d, i, 0, b));
+    a.o(d, i, b) = stored(s.dtype, a.outputProjection.acc(d, i, 0, b));
     a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, dModel);
   } else {
     Expr out = normalised(d, i, h);
     if (s.layout == Layout::Bhsd)
-      a.o(d, i, h, b) = cast(storageType(s.dtype), out);
+      a.o(d, i, h, b) = stored(s.dtype, out);
     else
-      a.o(d, h, i, b) = cast(storageType(s.dtype), out);
+      a.o(d, h, i, b) = stored(s.dtype, out);
     a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, static_cast<int>(s.dV));
   }
   a.outputs = {a.o};

@@ -17,9 +17,12 @@ using namespace Halide;
 using expr::Node;
 using expr::Op;
 
-// A number's range as kernel values (int32 or f32), or unknown: every value that is not NaN
-// lies in [lo, hi] (an empty range, lo > hi, when there is none), and NaN may occur where `nan`
-// holds. The ends are never NaN, so min and max of ends are order-free.
+// A number's range, or unknown: every value that is not NaN lies in [lo, hi] (an empty range,
+// lo > hi, when there is none), and NaN may occur where `nan` holds. The ends are never NaN, so
+// min and max of ends are order-free. A float's ends are f32s, as its values are; an int's are
+// int64s holding int32 values (intRange), so that no arithmetic on ends overflows: Halide takes
+// int overflow as impossible, and refused to compile `q_idx < 2147483600`, whose bound it moved
+// by the tile's offsets ("signed integer overflow occurred during constant-folding").
 struct Range {
   bool known = false;
   Expr lo, hi;
@@ -35,15 +38,24 @@ Range known(Expr lo, Expr hi, Expr nan = cast<bool>(false)) {
   return {true, std::move(lo), std::move(hi), std::move(nan)};
 }
 
+// The range of an int op's results whose exact ends are lo and hi (int64): where they leave
+// int32, the kernel's op wraps (as the language's +, -, * and negation do), to any int32.
+Range intRange(const Expr& lo, const Expr& hi) {
+  const Expr wraps = lo < INT32_MIN || hi > INT32_MAX;
+  return known(select(wraps, Expr(int64_t{INT32_MIN}), lo),
+               select(wraps, Expr(int64_t{INT32_MAX}), hi));
+}
+
 // The range of one value: a NaN is no ordered value (an empty range) and the flag.
 Range ofValue(const Expr& v) {
   if (!v.type().is_float())
-    return known(v, v);
-  return known(select(isNaN(v), positiveInf(), v), select(isNaN(v), -positiveInf(), v), isNaN(v));
+    return known(cast<int64_t>(v), cast<int64_t>(v));
+  return known(select(isNaN(v), positiveInf(), v), select(isNaN(v), negativeInf(), v), isNaN(v));
 }
 
-Expr isInf(const Expr& x) {
-  return isPositiveInf(x) || isPositiveInf(-x);
+// An index's range end (int64) clamped into [0, last], as the kernel's reads clamp: an int32.
+Expr clampedIndex(const Expr& end, const Expr& last) {
+  return cast<int32_t>(clamp(end, Expr(int64_t{0}), cast<int64_t>(last)));
 }
 
 // Ends made by arithmetic on infinite ends (inf - inf, 0 * inf) are NaN; the range's flag then
@@ -53,7 +65,7 @@ Expr widenedEnd(const Expr& end, const Expr& widest) {
 }
 
 Range ordered(const Expr& lo, const Expr& hi, const Expr& nan) {
-  return known(widenedEnd(lo, -positiveInf()), widenedEnd(hi, positiveInf()), nan);
+  return known(widenedEnd(lo, negativeInf()), widenedEnd(hi, positiveInf()), nan);
 }
 
 Truth either() {
@@ -260,13 +272,15 @@ private:
     case Op::FloatLiteral:
     case Op::Param: {
       const double c = *constantOf(n);
-      const Expr e = floats ? Expr(static_cast<float>(c)) : Expr(static_cast<int32_t>(c));
+      const Expr e = floats ? Expr(static_cast<float>(c)) : Expr(static_cast<int64_t>(c));
       return known(e, e);
     }
     case Op::Variable: return variable(n.name);
     case Op::Neg: {
       const Range a = arg(0);
-      return a.known ? known(-a.hi, -a.lo, a.nan) : a;
+      if (!a.known)
+        return a;
+      return floats ? negated(a) : intRange(-a.hi, -a.lo);
     }
     case Op::Add:
     case Op::Sub: {
@@ -274,10 +288,12 @@ private:
       if (!a.known || !b.known)
         return {};
       // inf - inf is NaN: a sum of infinities of both signs, or a difference of one sign.
-      const Range c = n.op == Op::Add ? b : known(-b.hi, -b.lo, b.nan);
-      const Expr cancels = floats ? (isPositiveInf(a.hi) && isPositiveInf(-c.lo)) ||
-                                        (isPositiveInf(-a.lo) && isPositiveInf(c.hi))
+      const Range c = n.op == Op::Add ? b : negated(b);
+      const Expr cancels = floats ? (isPositiveInf(a.hi) && isNegativeInf(c.lo)) ||
+                                        (isNegativeInf(a.lo) && isPositiveInf(c.hi))
                                   : cast<bool>(false);
+      if (!floats)
+        return intRange(a.lo + c.lo, a.hi + c.hi);
       return ordered(a.lo + c.lo, a.hi + c.hi, a.nan || c.nan || cancels);
     }
     case Op::Mul: {
@@ -293,8 +309,8 @@ private:
           floats ? (holdsZero(a) && (isInf(b.lo) || isInf(b.hi))) ||
                        (holdsZero(b) && (isInf(a.lo) || isInf(a.hi)))
                  : cast<bool>(false);
-      return known(min(min(p1, p2), min(p3, p4)), max(max(p1, p2), max(p3, p4)),
-                   a.nan || b.nan || zeroTimesInf);
+      const Expr lo = min(min(p1, p2), min(p3, p4)), hi = max(max(p1, p2), max(p3, p4));
+      return floats ? known(lo, hi, a.nan || b.nan || zeroTimesInf) : intRange(lo, hi);
     }
     case Op::Div: {
       // By a constant only: a range that may hold 0 divides to anything.
@@ -309,8 +325,9 @@ private:
       const auto m = constantOf(n.args[1]);
       if (!m || *m == 0)
         return {};
-      const int32_t mod = static_cast<int32_t>(*m);
-      return mod > 0 ? known(Expr(0), Expr(mod - 1)) : known(Expr(mod + 1), Expr(0));
+      const int64_t mod = static_cast<int64_t>(*m);
+      const Expr zero = Expr(int64_t{0});
+      return mod > 0 ? known(zero, Expr(mod - 1)) : known(Expr(mod + 1), zero);
     }
     case Op::FloorDiv: {
       // By a positive constant, where Halide's division is floor division: monotone.
@@ -318,7 +335,7 @@ private:
       const Range a = arg(0);
       if (!a.known || !m || *m <= 0)
         return {};
-      const Expr d = static_cast<int32_t>(*m);
+      const Expr d = Expr(static_cast<int64_t>(*m));
       return known(a.lo / d, a.hi / d);
     }
     case Op::Min:
@@ -338,9 +355,10 @@ private:
       const Range a = arg(0);
       if (!a.known)
         return {};
-      const Expr zero = floats ? Expr(0.0f) : Expr(0);
-      const Expr lo = select(a.lo >= zero, a.lo, a.hi <= zero, -a.hi, zero);
-      return known(lo, max(-a.lo, a.hi), a.nan);
+      const Expr zero = floats ? Expr(0.0f) : Expr(int64_t{0});
+      const Range minus = negated(a);
+      const Expr lo = select(a.lo >= zero, a.lo, a.hi <= zero, minus.lo, zero);
+      return floats ? known(lo, max(minus.hi, a.hi), a.nan) : intRange(lo, max(minus.hi, a.hi));
     }
     case Op::Where: {
       const Truth c = truth(n.args[0]);
@@ -356,12 +374,21 @@ private:
       if (!a.known || n.args[0].type == expr::Type::Int)
         return a;
       // floor saturates, so it is monotone; NaN floors to 0.
-      const Expr lo = floorToInt32(a.lo), hi = floorToInt32(a.hi);
-      return known(select(a.nan, min(lo, 0), lo), select(a.nan, max(hi, 0), hi));
+      const Expr lo = cast<int64_t>(floorToInt32(a.lo)), hi = cast<int64_t>(floorToInt32(a.hi));
+      const Expr zero = Expr(int64_t{0});
+      return known(select(a.nan, min(lo, zero), lo), select(a.nan, max(hi, zero), hi));
     }
     case Op::Aux: return auxRange(n);
     default: return {}; // transcendental functions
     }
+  }
+
+  // {-x : x in r}, its ends exact (the int ends in int64), a float's by its sign bit (IEEE's
+  // negation; Halide's is 0 - x).
+  static Range negated(const Range& r) {
+    if (!r.lo.type().is_float())
+      return known(-r.hi, -r.lo);
+    return known(ieeeNegate(r.hi), ieeeNegate(r.lo), r.nan);
   }
 
   // min(x, y) over x in a and y in b, as the language has it (fmin): a NaN operand gives the
@@ -476,7 +503,7 @@ private:
     auto last = [&](int k) { return tensor.dim(rank - 1 - k).extent() - 1; };
     std::vector<Expr> at(rank);
     for (int k = 0; k < rank; ++k)
-      at[rank - 1 - k] = clamp(indices[k].lo, 0, last(k));
+      at[rank - 1 - k] = clampedIndex(indices[k].lo, last(k));
     if (varying.empty())
       return ofValue(tensor(at));
     if (varying.size() > 1)
@@ -487,8 +514,8 @@ private:
       return {};
     // The chunks the index's range touches: at most span / chunk + 2 of them.
     const int k = varying.front();
-    const Expr first = clamp(indices[k].lo, 0, last(k));
-    const Expr lastChunk = clamp(indices[k].hi, first, last(k)) / kSummaryChunk;
+    const Expr first = clampedIndex(indices[k].lo, last(k));
+    const Expr lastChunk = max(clampedIndex(indices[k].hi, last(k)), first) / kSummaryChunk;
     Expr least, greatest, nan = cast<bool>(false);
     for (int64_t c = 0; c <= *span / kSummaryChunk + 1; ++c) {
       at[rank - 1 - k] = min(first / kSummaryChunk + static_cast<int>(c), lastChunk);
@@ -498,6 +525,8 @@ private:
       if (summary->nan.defined())
         nan = nan || summary->nan(at);
     }
+    if (!least.type().is_float())
+      return known(cast<int64_t>(least), cast<int64_t>(greatest));
     return known(least, greatest, nan);
   }
 
@@ -524,9 +553,9 @@ private:
       for (size_t v = 0; v < varying.size(); ++v) {
         const int k = varying[v];
         const Expr last = tensor.dim(rank - 1 - k).extent() - 1;
-        const Expr first = clamp(indices[k].lo, 0, last);
-        at[rank - 1 - k] =
-            min(first + static_cast<int>(rest % counts[v]), clamp(indices[k].hi, first, last));
+        const Expr first = clampedIndex(indices[k].lo, last);
+        at[rank - 1 - k] = min(first + static_cast<int>(rest % counts[v]),
+                               max(clampedIndex(indices[k].hi, last), first));
         rest /= counts[v];
       }
       const Range value = ofValue(tensor(at));
@@ -538,22 +567,25 @@ private:
 
   Range variable(const std::string& name) const {
     const TileRanges& t = tile_;
+    auto between = [](const Expr& first, const Expr& last) {
+      return known(cast<int64_t>(first), cast<int64_t>(last));
+    };
     if (name == "b")
-      return known(t.b, t.b);
+      return between(t.b, t.b);
     if (name == "h")
-      return known(t.h, t.h);
+      return between(t.h, t.h);
     if (name == "g")
-      return known(t.g, t.g);
+      return between(t.g, t.g);
     if (name == "q_idx")
-      return known(t.firstRow, t.lastRow);
+      return between(t.firstRow, t.lastRow);
     if (name == "kv_idx")
-      return known(t.firstKey, t.lastKey);
+      return between(t.firstKey, t.lastKey);
     if (name == "qpos")
-      return known(t.firstPos, t.lastPos);
+      return between(t.firstPos, t.lastPos);
     if (name == "Tq")
-      return known(t.tq, t.tq);
+      return between(t.tq, t.tq);
     if (name == "Tk")
-      return known(t.tk, t.tk);
+      return between(t.tk, t.tk);
     return {}; // score: masks never read it
   }
 
@@ -590,7 +622,7 @@ AuxSummaries::AuxSummaries(const std::optional<Node>& mask,
       summary.nan = Func(name + "_nan_" + std::to_string(varying));
       summary.nan(vars) = maximum(isNaN(value));
       summary.least(vars) = minimum(select(isNaN(value), positiveInf(), value));
-      summary.greatest(vars) = maximum(select(isNaN(value), -positiveInf(), value));
+      summary.greatest(vars) = maximum(select(isNaN(value), negativeInf(), value));
     } else {
       summary.least(vars) = minimum(value);
       summary.greatest(vars) = maximum(value);

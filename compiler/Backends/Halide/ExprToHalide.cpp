@@ -1,6 +1,7 @@
 #include "Backends/Halide/ExprToHalide.h"
 
 #include "Backends/Halide/IeeeFloat.h"
+#include "Backends/Halide/StrictFloats.h"
 #include "Expr/ExprPrint.h"
 #include "Expr/ExprQueries.h"
 #include "Semantics/Random.h"
@@ -21,6 +22,35 @@ Type halideType(expr::Type type) {
   case expr::Type::Bool: return Bool();
   }
   return Int(32);
+}
+
+// Whether e, once Halide folds it, holds an int constant of 2^24 or more in size: a literal, a
+// param or a wrapped product. Halide's solver moves constants across comparisons and min/max
+// (x + c0 < c1 to x < c1 - c0, with c0 from its own splits and bounds) and takes int32 overflow
+// there as impossible: it refused `q_idx < 2147483600` ("signed integer overflow occurred during
+// constant-folding"). Ops on such operands are made in int64, where no such step overflows and
+// every int32 result stays exact; the others stay in int32, whose vectors hold twice the lanes.
+bool holdsLargeConstant(const Expr& e) {
+  struct Finder : Internal::IRVisitor {
+    using IRVisitor::visit;
+    void visit(const Internal::IntImm* imm) override {
+      found = found || imm->value >= (1 << 24) || imm->value <= -(1 << 24);
+    }
+    void visit(const Internal::UIntImm* imm) override { // a wrapping op's operand: as int32
+      const int64_t v = static_cast<int32_t>(static_cast<uint32_t>(imm->value));
+      found = found || v >= (1 << 24) || v <= -(1 << 24);
+    }
+    bool found = false;
+  } finder;
+  Internal::simplify(e).accept(&finder);
+  return finder.found;
+}
+
+// a and b as int64 where an op on them in int32 could trip Halide's overflow assumption.
+std::pair<Expr, Expr> widenedForConstants(Expr a, Expr b) {
+  if (!a.type().is_int() || (!holdsLargeConstant(a) && !holdsLargeConstant(b)))
+    return {a, b};
+  return {cast<int64_t>(a), cast<int64_t>(b)};
 }
 
 class Translator {
@@ -48,12 +78,13 @@ public:
     case Op::Variable: return variable(n.name);
     case Op::Param: return param(n.name);
     case Op::Aux: return read(n);
-    case Op::Neg: return n.type == expr::Type::Int ? wrapping(0, arg(0), std::minus<>()) : -arg(0);
+    case Op::Neg:
+      return n.type == expr::Type::Int ? wrapping(0, arg(0), std::minus<>()) : ieeeNegate(arg(0));
     case Op::Not: return !arg(0);
     case Op::Add: return arithmetic(n, std::plus<>());
     case Op::Sub: return arithmetic(n, std::minus<>());
     case Op::Mul: return arithmetic(n, std::multiplies<>());
-    case Op::Div: return as(0, expr::Type::Float) / as(1, expr::Type::Float);
+    case Op::Div: return ieeeDivide(as(0, expr::Type::Float), as(1, expr::Type::Float));
     case Op::Mod: return floorModulo(arg(0), arg(1));
     case Op::FloorDiv: return floorDivide(arg(0), arg(1));
     case Op::Lt: return compared(as(0, wide), as(1, wide), std::less<>());
@@ -86,8 +117,8 @@ public:
     case Op::Max: return greatest(as(0, n.type), as(1, n.type));
     case Op::Clamp: return least(greatest(as(0, n.type), as(1, n.type)), as(2, n.type));
     case Op::Abs:
-      // Halide's abs of an int is unsigned; the language's stays an int.
-      return n.type == expr::Type::Int ? cast<int32_t>(abs(arg(0))) : abs(arg(0));
+      // Halide's abs of an int is unsigned; the language's stays an int, wrapping at -2^31.
+      return n.type == expr::Type::Int ? reinterpret(Int(32), abs(arg(0))) : ieeeAbs(arg(0));
     case Op::Floor: return floorToInt(n.args[0]);
     case Op::Exp: return ieeeExp(as(0, expr::Type::Float));
     case Op::Log: return ieeeLog(as(0, expr::Type::Float));
@@ -179,22 +210,28 @@ private:
   // A comparison of floats is false when either is NaN (so != is true): tested on the bits,
   // since Halide's simplifier takes x <= x and x == x as true for any x.
   template <typename Comparison> static Expr compared(Expr a, Expr b, Comparison comparison) {
-    if (!a.type().is_float())
-      return comparison(a, b);
+    if (!a.type().is_float()) {
+      const auto [x, y] = widenedForConstants(a, b);
+      return comparison(x, y);
+    }
     return !isNaN(a) && !isNaN(b) && comparison(a, b);
   }
 
   // min and max as the language has them (fmin, fmax): a NaN operand is ignored, unless both
   // are NaN. Halide's min is a compare and select, which keeps one NaN operand.
   static Expr least(Expr a, Expr b) {
-    if (!a.type().is_float())
-      return min(a, b);
+    if (!a.type().is_float()) {
+      const auto [x, y] = widenedForConstants(a, b);
+      return cast(a.type(), min(x, y));
+    }
     return select(isNaN(a), b, isNaN(b), a, min(a, b));
   }
 
   static Expr greatest(Expr a, Expr b) {
-    if (!a.type().is_float())
-      return max(a, b);
+    if (!a.type().is_float()) {
+      const auto [x, y] = widenedForConstants(a, b);
+      return cast(a.type(), max(x, y));
+    }
     return select(isNaN(a), b, isNaN(b), a, max(a, b));
   }
 
@@ -259,7 +296,7 @@ Expr translate(const expr::Node& node, const ExprPoint& point, const Spec& spec,
 Expr withIeeeFloats(const expr::Node& node, Expr e) {
   const bool computesFloats = expr::contains(
       node, [](const expr::Node& n) { return n.type == expr::Type::Float; });
-  return computesFloats ? strict_float(e) : e;
+  return computesFloats ? strictFloats(e) : e;
 }
 
 } // namespace attnc::halide

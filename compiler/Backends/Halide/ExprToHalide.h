@@ -48,9 +48,10 @@ Halide::Expr translate(const expr::Node& node, const ExprPoint& point, const Spe
                        const std::map<std::string, Halide::ImageParam>& aux,
                        const TabledDraws& draws = {});
 
-// `e`, computed from `node`, with IEEE arithmetic when `node` computes floats (strict_float), so
-// NaN and Inf keep their meaning (x == x, inf - inf, 0 * inf) instead of Halide's and LLVM's
-// assumption that they never occur; as it is otherwise (ints and bools need no such care).
+// `e`, computed from `node`, with IEEE arithmetic op by op when `node` computes floats
+// (StrictFloats.h), so NaN and Inf keep their meaning (x == x, inf - inf, 0 * inf) instead of
+// Halide's and LLVM's assumption that they never occur; as it is otherwise (ints and bools need
+// no such care).
 Halide::Expr withIeeeFloats(const expr::Node& node, Halide::Expr e);
 
 } // namespace attnc::halide

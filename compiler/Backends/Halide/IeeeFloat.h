@@ -7,9 +7,15 @@
 #define ATTNC_COMPILER_BACKENDS_HALIDE_IEEEFLOAT_H
 
 #include <Halide.h>
+#include <cmath>
 #include <cstdint>
 
 namespace attnc::halide {
+
+// A uint32 constant (bit patterns past 2^31 convert to Expr ambiguously).
+inline Halide::Expr u32(uint32_t bits) {
+  return Halide::Internal::make_const(Halide::UInt(32), uint64_t{bits});
+}
 
 inline Halide::Expr bitsOf(Halide::Expr x) {
   return Halide::reinterpret(Halide::UInt(32), x);
@@ -24,6 +30,14 @@ inline Halide::Expr isPositiveInf(Halide::Expr x) {
   return bitsOf(x) == Halide::cast<uint32_t>(0x7f800000);
 }
 
+inline Halide::Expr isNegativeInf(Halide::Expr x) {
+  return bitsOf(x) == u32(0xff800000);
+}
+
+inline Halide::Expr isInf(Halide::Expr x) {
+  return (bitsOf(x) & Halide::cast<uint32_t>(0x7fffffff)) == Halide::cast<uint32_t>(0x7f800000);
+}
+
 // A quiet NaN and +inf made from their bits, which no no-NaN assumption can rewrite.
 inline Halide::Expr quietNaN() {
   return Halide::reinterpret(Halide::Float(32), Halide::cast<uint32_t>(0x7fc00000));
@@ -31,6 +45,10 @@ inline Halide::Expr quietNaN() {
 
 inline Halide::Expr positiveInf() {
   return Halide::reinterpret(Halide::Float(32), Halide::cast<uint32_t>(0x7f800000));
+}
+
+inline Halide::Expr negativeInf() {
+  return Halide::reinterpret(Halide::Float(32), u32(0xff800000));
 }
 
 // e^x with IEEE's results past f32's range: +inf above ln(FLT_MAX), 0 below the least
@@ -46,6 +64,30 @@ inline Halide::Expr ieeeExp(Halide::Expr x) {
 inline Halide::Expr ieeeLog(Halide::Expr x) {
   return Halide::select(isNaN(x) || x < 0.0f, quietNaN(), x == 0.0f, -positiveInf(),
                         isPositiveInf(x), x, Halide::log(x));
+}
+
+// |x| by clearing the sign bit, as IEEE's abs: Halide's abs of a constant NaN (0.0 / 0.0) came
+// out as a number, or as a refusal to compile ("division by constant zero").
+inline Halide::Expr ieeeAbs(Halide::Expr x) {
+  return Halide::reinterpret(Halide::Float(32), bitsOf(x) & Halide::cast<uint32_t>(0x7fffffff));
+}
+
+// x / d with IEEE's results where d is a constant zero, which Halide refuses to divide by (and
+// whose product form, x * inf, its simplifier folds as if no NaN existed): x / ±0 is NaN for x
+// NaN or 0, else the infinity of the quotient's sign.
+inline Halide::Expr ieeeDivide(Halide::Expr x, Halide::Expr d) {
+  const Halide::Expr divisor = Halide::Internal::simplify(d);
+  const double* zero = Halide::Internal::as_const_float(divisor);
+  if (!zero || *zero != 0)
+    return x / d;
+  const Halide::Expr inf = std::signbit(*zero) ? negativeInf() : positiveInf();
+  return Halide::select(isNaN(x) || x == 0.0f, quietNaN(), x > 0.0f, inf, -inf);
+}
+
+// -x by flipping the sign bit, as IEEE's negation: Halide's is 0 - x, which is +0 for x = +0,
+// so 1.0 / -(0.0) came out +inf.
+inline Halide::Expr ieeeNegate(Halide::Expr x) {
+  return Halide::reinterpret(Halide::Float(32), bitsOf(x) ^ u32(0x80000000));
 }
 
 // floor to a 32-bit int as the language has it: NaN gives 0, and values past the int range

@@ -151,9 +151,9 @@ LinearAlgorithm buildLinearAttention(const Spec& s, int chunk) {
   Expr out = select(denominator != 0, a.total(e, i, h, b) / denominator, 0.0f);
   a.o = Func("o");
   if (s.layout == Layout::Bhsd)
-    a.o(e, i, h, b) = cast(storageType(s.dtype), out);
+    a.o(e, i, h, b) = stored(s.dtype, out);
   else
-    a.o(e, h, i, b) = cast(storageType(s.dtype), out);
+    a.o(e, h, i, b) = stored(s.dtype, out);
   a.o.output_buffer().dim(0).set_stride(Expr()).dim(0).set_bounds(0, dv);
   a.outputs = {a.o};
 

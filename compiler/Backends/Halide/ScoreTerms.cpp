@@ -1,6 +1,7 @@
 #include "Backends/Halide/ScoreTerms.h"
 
 #include "Abi/Arguments.h"
+#include "Backends/Halide/IeeeFloat.h"
 #include "Expr/ExprQueries.h"
 #include "Spec/BuiltinExpressions.h"
 
@@ -89,6 +90,14 @@ Type storageType(DType dtype) {
   case DType::BF16: return BFloat(16);
   }
   return Float(32);
+}
+
+Expr stored(DType dtype, Expr value) {
+  const Expr narrowed = cast(storageType(dtype), value);
+  if (dtype != DType::F16)
+    return narrowed;
+  const Expr quietNaN16 = reinterpret(Float(16), cast<uint16_t>(0x7e00));
+  return select(isNaN(value), quietNaN16, narrowed);
 }
 
 ScoreTerms::ScoreTerms(const Spec& s, bool tablesPerTask)

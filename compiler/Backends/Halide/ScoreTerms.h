@@ -23,6 +23,10 @@ namespace attnc::halide {
 
 Halide::Type storageType(DType dtype);
 
+// An f32 output value in the dtype's storage type. NaN stays NaN: Halide 14's conversion to f16
+// stored it as inf.
+Halide::Expr stored(DType dtype, Halide::Expr value);
+
 // A rectangle of the score matrix: rows [firstRow, lastRow] and keys [firstKey, lastKey], at
 // most maxRows by maxKeys (the schedule's tile sizes, known when the algorithm is built).
 struct ScoreRegion {

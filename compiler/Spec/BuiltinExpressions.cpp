@@ -100,13 +100,25 @@ std::string bigbirdText(const Spec& s) {
   return anyOf(terms);
 }
 
-std::string maskText(const Spec& s, MaskKind kind) {
+// qpos - L <= kv_idx <= qpos + R in terms that 32-bit ints hold: qpos + R left them for R near
+// 2^31, so kernels kept no key. The right edge as kv_idx - R <= qpos, exact for every size. The
+// left edge as kv_idx >= qpos - L, a term per row that kernels compare with a vector of keys
+// (the distance qpos - kv_idx, a subtraction per score, ran MLIR's windows 0.89x as fast): exact
+// while qpos >= L - 2^31, so for L up to 2^30 while Tq exceeds Tk by less than 2^30 rows; a
+// larger L is written as the distance.
+std::string windowText(const Spec& s) {
   const std::string left = positionLiteral(s.windowLeft), right = positionLiteral(s.windowRight);
+  const std::string leftEdge = s.windowLeft <= (int64_t{1} << 30) ? "kv_idx >= qpos - " + left
+                                                                   : "qpos - kv_idx <= " + left;
+  return leftEdge + " && kv_idx - " + right + " <= qpos";
+}
+
+std::string maskText(const Spec& s, MaskKind kind) {
   switch (kind) {
   case MaskKind::Causal: return "kv_idx <= qpos";
   case MaskKind::Padding: return "kv_idx < lengths[b]";
   case MaskKind::Tensor: return "mask[b, h, q_idx, kv_idx] != 0";
-  case MaskKind::Window: return "kv_idx >= qpos - " + left + " && kv_idx <= qpos + " + right;
+  case MaskKind::Window: return windowText(s);
   case MaskKind::Global: {
     const std::string n = positionLiteral(s.globalTokens);
     return "qpos < " + n + " || kv_idx < " + n;

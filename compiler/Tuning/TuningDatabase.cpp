@@ -159,6 +159,13 @@ void TuningDatabase::fail(const std::string& doing) {
   else if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM)
     advice = "; check the path and its permissions, or choose another with --db or "
              "ATTNC_TUNING_DB";
+  // A full disk, a failed read or write, no memory: the machine's failure, not the database's
+  // (SQLite rolled the statement back; the file holds what it held).
+  const int primary = code & 0xff; // an extended code's primary one
+  if (primary == SQLITE_FULL || primary == SQLITE_IOERR || primary == SQLITE_NOMEM)
+    throw EnvironmentError("tuning database " + path_.string() + ": " + doing + " failed: " +
+                           why + "; it holds what it held before, and the same command "
+                           "succeeds once the machine has room");
   throw DatabaseError("tuning database " + path_.string() + ": " + doing + " failed: " + why +
                       advice);
 }

@@ -132,6 +132,14 @@ class FullDiskTune(SmallDisk):
         self.assertEqual([t["status"] for t in trials], ["ok"] * 2)
         self.assertEqual(sum(t["reused"] for t in trials), len(statuses))
 
+    def test_a_database_on_a_full_disk_is_the_machines_failure(self):
+        # Once: exit 1, "failed", as if the database or the request were at fault.
+        db = os.path.join(self.disk, "tuning.db")
+        tune = ["tune", "heads=2 d_k=32", "--trials", "1", "--seq-q", "64", "--runs", "2",
+                "--threads", "1", "--db", db]
+        result, _ = self.on_disk(0, *tune)
+        self.expect(result, 75, "the machine failed", "tuning database", "disk")
+
 
 if __name__ == "__main__":
     unittest.main()

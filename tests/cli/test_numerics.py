@@ -20,6 +20,8 @@ FEATURES = [
     "heads=2 d_k=16 mask=padding+causal lse=true",
     "heads=2 d_k=16 mask=causal+window window_left=4 lse=true",
     "heads=2 d_k=16 mask=window+global window_left=3 window_right=3 global_tokens=2",
+    # Windows past every size: the whole row (distances, not positions, keep them in 32 bits).
+    "heads=2 d_k=16 mask=window window_left=2147483647 window_right=2147483647 lse=true",
     "heads=2 d_k=16 mask=strided stride=4 lse=true",
     "heads=2 d_k=16 mask=dilated window_left=3 window_right=1 dilation=2",
     "heads=2 d_k=16 mask=block_sparse block=4 lse=true",

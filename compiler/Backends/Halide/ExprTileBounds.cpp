@@ -116,6 +116,10 @@ public:
       : tile_(tile), spec_(spec), aux_(aux), summaries_(summaries), draws_(draws) {}
 
   Truth truth(const Node& n) const {
+    if (n.op != Op::BoolLiteral && sameOverTile(n)) {
+      const Expr value = valueOverTile(n);
+      return {value, !value};
+    }
     if (n.op != Op::BoolLiteral)
       if (const std::optional<Truth> exact = perBlockPair(n))
         return *exact;
@@ -149,6 +153,22 @@ public:
   }
 
 private:
+  // Whether `n` has one value over the tile: it reads no row, key or aux tensor (b, h, g, Tq, Tk,
+  // literals and params), and draws nothing (unrolled Philox rounds in a block loop's predicate
+  // take Halide minutes to compile). Such a part is its value, not a bound: an aux index
+  // `b % 9` is the one element b reads, where % alone bounds it by [0, 8] (and the read took
+  // element 0 for every b).
+  static bool sameOverTile(const Node& n) {
+    return n.op != Op::IntLiteral && n.op != Op::FloatLiteral && !varies(n) &&
+           !expr::contains(n, [](const Node& m) { return m.op == Op::Philox; });
+  }
+
+  Expr valueOverTile(const Node& n) const {
+    const TileRanges& t = tile_;
+    return translate(n, {t.b, t.h, t.g, t.firstRow, t.firstKey, t.firstPos, t.tq, t.tk, Expr()},
+                     spec_, aux_);
+  }
+
   // Whether `n` reads the rows and keys only as blocks (expr::blockOf), recording how in
   // `reads`, and draws only inside the tabled parts, whose tables are read at a row and key of
   // the block.
@@ -266,6 +286,10 @@ private:
 
   Range range(const Node& n) const {
     const bool floats = n.type == expr::Type::Float;
+    if (sameOverTile(n)) {
+      const Expr value = valueOverTile(n);
+      return floats ? ofValue(value) : known(cast<int64_t>(value), cast<int64_t>(value));
+    }
     auto arg = [&](size_t i) { return as(range(n.args[i]), floats); };
     switch (n.op) {
     case Op::IntLiteral:

@@ -7,7 +7,7 @@
 // such indices) bound the keys any row of the domain can keep:
 //
 //   kv_idx <= qpos                               causal    hi = last row's qpos + 1
-//   kv_idx >= qpos - L && kv_idx <= qpos + R     window    lo = first qpos - L, hi = last + R + 1
+//   kv_idx >= qpos - L && kv_idx - R <= qpos     window    lo = first qpos - L, hi = last + R + 1
 //   qpos - kv_idx <= L                           dilated   lo = first qpos - L
 //   kv_idx < lengths[b]                          padding   hi = lengths[b]
 //

@@ -21,14 +21,16 @@
 // indices vary along several dimensions, each by such a span (a block table at q_idx // 64,
 // kv_idx // 64), is bounded by reading every element of the box they span, when that is a few.
 //
-// The bounds are sound for the kernel's own arithmetic while ints stay within 32 bits (the
-// language leaves overflow unspecified): ints are exact, and the float operations used (+, -, *,
-// / by a constant, floor, min, max) are monotone in each operand under rounding, so their values
-// at the corners bound their values inside. NaN, which has no order, is tracked beside the
-// bounds: where an aux element is NaN, or arithmetic may make one (inf - inf, 0 * inf), a
-// comparison may go either way. What has no such bound here (reads whose indices
-// vary by spans unknown when the kernel is built, transcendental functions, bit) is taken as
-// able to be anything.
+// The bounds are sound for the kernel's own arithmetic: ints are exact, or any int32 where the
+// kernel's op may wrap (the language leaves that result unspecified), with 64-bit ends so that
+// no bound's arithmetic overflows; the float operations used (+, -, *, / by a constant, floor,
+// min, max) are monotone in each operand under rounding, so their values at the corners bound
+// their values inside. NaN, which has no order, is tracked beside the bounds: where an aux
+// element is NaN, or arithmetic may make one (inf - inf, 0 * inf), a comparison may go either
+// way. A part with one value over the tile (it reads b, h, g, Tq, Tk or params, but no row, key,
+// aux tensor or draw) is that value, computed as the kernel computes it. What has no such bound
+// here (reads whose indices vary by spans unknown when the kernel is built, transcendental
+// functions, bit) is taken as able to be anything.
 #ifndef ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
 #define ATTNC_COMPILER_BACKENDS_HALIDE_EXPRTILEBOUNDS_H
 

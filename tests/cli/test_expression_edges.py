@@ -95,6 +95,9 @@ CASES = [
     ("a param as an f32", X + ' params="t=0.7" mask_mod="x[kv_idx] <= t"', near_seven_tenths),
     ("exp past f32 times zero", 'score_mod="score + exp(100.0) * 0.0"', None),
     ("a quotient past f32", 'score_mod="score + 1.0 / (1e-30 * 1e-30) * 0.0"', None),
+    # A score read only under a condition on b or h past B or heads (Halide's bounds asked for
+    # q's batch entries [6, 1]).
+    ("scores read where b > 5", 'score_mod="where(b > 5 || h > 3, score, 0.5)"', None),
     # Scores far from zero: softmax ignores a constant shift, and a row whose every key scores
     # -1e30 is still a weighted mean.
     ("huge shift", 'score_mod="score - 1e20"', None),

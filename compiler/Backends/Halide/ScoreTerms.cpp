@@ -235,6 +235,10 @@ std::vector<Func> ScoreTerms::tables() const {
 }
 
 Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const {
+  // The batch entry and head clamped into the tensor, as rows are: Halide bounds a load under a
+  // select by the select's condition, and `where(b > 5, score, 0.5)` at B 2 asked for q's batch
+  // entries [6, 1], which its input check refused ("accessed at 6").
+  b = clamp(b, 0, p.dim(p.dimensions() - 1).extent() - 1);
   if (spec_.variant == Variant::Mha)
     return p(d, t, b);
   const bool cache = p.name() != q_.name();
@@ -253,9 +257,9 @@ Expr ScoreTerms::load(const ImageParam& p, Expr d, Expr t, Expr h, Expr b) const
     else
       at[0] = row, at[1] = h, at[2] = page;
   } else if (spec_.layout == Layout::Bhsd) {
-    at[0] = t, at[1] = h, at[2] = b;
+    at[0] = t, at[1] = clamp(h, 0, p.dim(2).extent() - 1), at[2] = b;
   } else {
-    at[0] = h, at[1] = t, at[2] = b;
+    at[0] = clamp(h, 0, p.dim(1).extent() - 1), at[1] = t, at[2] = b;
   }
   const Expr value = p(d, at[0], at[1], at[2]);
   if (!cache || spec_.kvDtype != KvDType::Int8)

@@ -293,8 +293,7 @@ private:
     auto arg = [&](size_t i) { return as(range(n.args[i]), floats); };
     switch (n.op) {
     case Op::IntLiteral:
-    case Op::FloatLiteral:
-    case Op::Param: {
+    case Op::FloatLiteral: { // a param has one value over the tile (above)
       const double c = *constantOf(n);
       const Expr e = floats ? Expr(static_cast<float>(c)) : Expr(static_cast<int64_t>(c));
       return known(e, e);
@@ -589,28 +588,20 @@ private:
     return box;
   }
 
+  // The rows', keys' and positions' ranges over the tile; every other variable has one value
+  // over it (sameOverTile), and score is no mask's.
   Range variable(const std::string& name) const {
     const TileRanges& t = tile_;
     auto between = [](const Expr& first, const Expr& last) {
       return known(cast<int64_t>(first), cast<int64_t>(last));
     };
-    if (name == "b")
-      return between(t.b, t.b);
-    if (name == "h")
-      return between(t.h, t.h);
-    if (name == "g")
-      return between(t.g, t.g);
     if (name == "q_idx")
       return between(t.firstRow, t.lastRow);
     if (name == "kv_idx")
       return between(t.firstKey, t.lastKey);
     if (name == "qpos")
       return between(t.firstPos, t.lastPos);
-    if (name == "Tq")
-      return between(t.tq, t.tq);
-    if (name == "Tk")
-      return between(t.tk, t.tk);
-    return {}; // score: masks never read it
+    return {};
   }
 
   const TileRanges& tile_;

@@ -53,6 +53,7 @@ BASES = [
     "heads=2 kv_heads=1 d_k=16 alibi=true softcap=15",
     "variant=additive heads=2 d_k=8",
     "variant=bilinear heads=2 d_q=6 d_k=10 mask=causal",
+    "variant=mha heads=2 kv_heads=1 d_k=8 pe=sinusoidal",
 ]
 
 
@@ -155,14 +156,17 @@ class ExpressionGenerator:
             return name
         return self.aux_read("i32")
 
+    def refused(self, wide):
+        """Rarely (3%, once per spec) one of the literals `wide`, past every kernel type, which
+        the spec must be refused for; else None."""
+        if self.refused_literal is not None or self.random.random() >= 0.03:
+            return None
+        self.refused_literal = self.random.choice(wide)
+        return self.refused_literal
+
     def int_literal(self):
-        """A small int, negative ones included; rarely one past 32 bits, which the spec must be
-        refused for."""
-        r = self.random
-        if self.refused_literal is None and r.random() < 0.03:
-            self.refused_literal = r.choice(WIDE_INTS)
-            return self.refused_literal
-        return str(r.randint(-9, 9))
+        """A small int, negative ones included; rarely one past 32 bits."""
+        return self.refused(WIDE_INTS) or str(self.random.randint(-9, 9))
 
     # --- exact floats (comparisons and floor see only these) ---------------------------
 
@@ -183,12 +187,12 @@ class ExpressionGenerator:
         return self.float_literal()
 
     def float_literal(self):
-        """An exact binary fraction; rarely one past f32's normal numbers, which the spec must
-        be refused for, or one at their edge, which it must not."""
+        """An exact binary fraction; rarely one past f32's normal numbers, or one at their edge,
+        which the spec must not be refused for."""
         r = self.random
-        if self.refused_literal is None and r.random() < 0.03:
-            self.refused_literal = r.choice(WIDE_FLOATS)
-            return self.refused_literal
+        wide = self.refused(WIDE_FLOATS)
+        if wide:
+            return wide
         if r.random() < 0.03:
             return r.choice(["3.4028235e38", "1.1754944e-38"])
         return r.choice(EXACT_FLOATS)

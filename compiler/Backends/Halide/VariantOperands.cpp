@@ -49,20 +49,23 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
   VariantOperands ops;
   const ImageParam &q = terms.q(), &k = terms.k(), &v = terms.v();
   const Expr seqQ = terms.seqQ(), seqK = terms.seqK(), keys = terms.keys();
-  const int group = dim(s.groupSize());
+  const int group = dim(s.groupSize()), heads = dim(s.heads), kvHeads = heads / group;
   Var e("e"), i("i"), j("j"), h("h"), b("b");
   ops.scoreDim = dim(s.variant == Variant::Additive ? s.dAttn : s.dK);
   ops.queryIn = Func("query_in");
   ops.keyIn = Func("key_in");
   ops.valueIn = Func("value_in");
 
-  // A product over r whose output element e and position t are clamped to [0, eLimit) and
-  // [0, tLimit) before any read.
-  auto project = [&](const char* name, Expr extent, int eLimit, Expr tLimit,
+  // A product over r whose output element e, position t and head are clamped to [0, eLimit),
+  // [0, tLimit) and [0, headLimit) before any read. Halide bounds a read under a select by the
+  // select's condition, so without the head's clamp `where(h > 5, score, 0.5)` at 2 heads asked
+  // for the weights' heads [6, 1], which their input check refused.
+  auto project = [&](const char* name, Expr extent, int eLimit, Expr tLimit, int headLimit,
                      const std::function<Expr(Expr, Expr, Expr, Expr, Expr)>& term) {
     return makeProjection(name, std::move(extent), [&](Expr x, Expr t, Expr head, Expr batch,
                                                        Expr r) {
-      return term(min(x, eLimit - 1), min(t, tLimit - 1), head, batch, r);
+      return term(min(x, eLimit - 1), min(t, tLimit - 1), clamp(head, 0, headLimit - 1), batch,
+                  r);
     });
   };
 
@@ -91,20 +94,21 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
       ops.tables.push_back(pe);
     }
     auto input = [&, pe](const ImageParam& x, Expr m, Expr t, Expr batch, Expr position) {
-      Expr value = cast<float>(x(m, t, batch));
+      Expr value = cast<float>(terms.load(x, m, t, 0, batch));
       return pe.defined() ? value + pe(m, position) : value;
     };
     const ImageParam &wq = terms.param("w_q"), &wk = terms.param("w_k"), &wv = terms.param("w_v");
     const int dk = dim(s.dK), dv = dim(s.dV), dModel = dim(s.dModel);
-    Projection qp = project("query_projected", dModel, dk, seqQ, [&](Expr x, Expr t, Expr head,
-                                                                     Expr batch, Expr m) {
-      return input(q, m, t, batch, terms.position(t)) * cast<float>(wq(head * dk + x, m));
-    });
-    Projection kp = project("key_projected", dModel, dk, seqK,
+    Projection qp = project("query_projected", dModel, dk, seqQ, heads,
+                            [&](Expr x, Expr t, Expr head, Expr batch, Expr m) {
+                              return input(q, m, t, batch, terms.position(t)) *
+                                     cast<float>(wq(head * dk + x, m));
+                            });
+    Projection kp = project("key_projected", dModel, dk, seqK, kvHeads,
                             [&](Expr x, Expr t, Expr g, Expr batch, Expr m) {
                               return input(k, m, t, batch, t) * cast<float>(wk(g * dk + x, m));
                             });
-    Projection vp = project("value_projected", dModel, dv, seqK,
+    Projection vp = project("value_projected", dModel, dv, seqK, kvHeads,
                             [&](Expr x, Expr t, Expr g, Expr batch, Expr m) {
                               return input(v, m, t, batch, t) * cast<float>(wv(g * dv + x, m));
                             });
@@ -146,7 +150,7 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
   case Variant::Bilinear: {
     // (q^T W)_e = sum_d q_d W[h, d, e], per query tile.
     const ImageParam& w = terms.param("w");
-    Projection qw = project("query_times_w", dim(s.dQ), dim(s.dK), seqQ,
+    Projection qw = project("query_times_w", dim(s.dQ), dim(s.dK), seqQ, heads,
                             [&](Expr x, Expr t, Expr head, Expr batch, Expr d) {
                               return query(d, t, head, batch) * cast<float>(w(x, d, head));
                             });
@@ -160,11 +164,11 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
     ops.tables.push_back(w1);
     ops.tables.push_back(w2);
     const int dAttn = dim(s.dAttn);
-    Projection qh = project("query_hidden", dim(s.dQ), dAttn, seqQ,
+    Projection qh = project("query_hidden", dim(s.dQ), dAttn, seqQ, heads,
                             [&, w1](Expr a, Expr t, Expr head, Expr batch, Expr d) {
                               return query(d, t, head, batch) * w1(a, d, head);
                             });
-    Projection kh = project("key_hidden", dim(s.dK), dAttn, seqK,
+    Projection kh = project("key_hidden", dim(s.dK), dAttn, seqK, heads,
                             [&, w2](Expr a, Expr t, Expr head, Expr batch, Expr d) {
                               return key(d, t, head, batch) * w2(a, d, head);
                             });
@@ -183,10 +187,12 @@ VariantOperands defineOperands(const Spec& s, const ScoreTerms& terms) {
     const ImageParam &keyMap = terms.param("e"), &valueMap = terms.param("f");
     auto alongKeys = [&](const char* name, const ImageParam& x, const ImageParam& weights,
                          int64_t width) {
-      return project(name, seqK, dim(width), keys, [&](Expr c, Expr p, Expr g, Expr batch, Expr r) {
-        return select(r < terms.validKeys(batch), cast<float>(weights(r, p, g)), 0.0f) *
-               cast<float>(terms.load(x, c, r, g, batch));
-      });
+      return project(name, seqK, dim(width), keys, kvHeads,
+                     [&](Expr c, Expr p, Expr g, Expr batch, Expr r) {
+                       return select(r < terms.validKeys(batch), cast<float>(weights(r, p, g)),
+                                     0.0f) *
+                              cast<float>(terms.load(x, c, r, g, batch));
+                     });
     };
     Projection ek = alongKeys("key_projected", k, keyMap, s.dK);
     Projection fv = alongKeys("value_projected", v, valueMap, s.dV);

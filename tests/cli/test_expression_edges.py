@@ -136,6 +136,24 @@ class ExpressionEdges(CliTestCase):
                                          0).stdout.strip()
                     verify(self, bundle, keys)
 
+    def test_every_variant_reads_scores_under_a_condition_on_b_or_h(self):
+        # Halide bounds a read under a select by its condition: where(b > 5, ...) at B 2 asked
+        # mha's q for batch entries [6, 1], and where(h > 5, ...) at 2 heads asked the
+        # projections' weights for heads [6, 1].
+        for variant in ["variant=mha kv_heads=1 pe=sinusoidal", "variant=bilinear d_q=8",
+                        "variant=additive d_attn=8"]:
+            for condition in ["b > 5", "h > 5"]:
+                spec = 'heads=2 d_k=8 %s score_mod="where(%s, score, 0.5)"' % (variant, condition)
+                for backend in CODE_GENERATORS:
+                    with self.subTest(spec=spec, backend=backend):
+                        if verdicts(spec)[backend] is not None:
+                            continue
+                        out = os.path.join(self.tmp, "%s_%s_%s" % (
+                            backend, variant.split()[0][8:], condition[0]))
+                        bundle = self.expect(attnc("compile", spec, "--backend", backend, "-o",
+                                                   out), 0).stdout.strip()
+                        verify(self, bundle, None)
+
     def test_ints_that_may_leave_32_bits_compile(self):
         # The language leaves ints past 32 bits unspecified, so a kernel may compute anything
         # there, but a spec the parser accepts compiles on every backend; at Tk = 1 no product

@@ -31,6 +31,20 @@ void stageOnThreads(Func f, Var inner, Var outer, int threads) {
       .store_in(MemoryType::GPUShared);
 }
 
+// A table computed once per call on the GPU: its dimensions fused into one, in blocks of 64
+// threads.
+void computeTableOnGpu(Func table) {
+  const std::vector<Var> args = table.args();
+  Var fused = args.front();
+  for (size_t i = 1; i < args.size(); ++i) {
+    Var outer(table.name() + "_fused_" + std::to_string(i));
+    table.fuse(fused, args[i], outer);
+    fused = outer;
+  }
+  Var blockIndex("table_block"), lane("table_lane");
+  table.compute_root().gpu_tile(fused, blockIndex, lane, 64, TailStrategy::GuardWithIf);
+}
+
 // Bytes of f32 staged per block: the query tile and one block of keys and values.
 int64_t stagedBytes(const Spec& spec, int64_t queryTile, int64_t keyBlock) {
   return (queryTile * spec.dK + keyBlock * (spec.dK + spec.dV)) * 4;
@@ -82,18 +96,13 @@ void scheduleAttentionCuda(AttentionStages& a, const Spec& spec, const ScheduleP
     a.rotatedKeys.compute_root().gpu_tile(a.d, Var("t"), Var("to"), Var("ti"), Var("dto"),
                                           Var("dti"), 32, 8, TailStrategy::GuardWithIf);
   // The small tables are computed on the GPU too: an aux tensor's summaries read the tensor
-  // where the runtime passes it, in device memory (a host stage would need a host copy).
-  for (Func table : a.tables) {
-    const std::vector<Var> args = table.args();
-    Var fused = args.front();
-    for (size_t i = 1; i < args.size(); ++i) {
-      Var outer(table.name() + "_fused_" + std::to_string(i));
-      table.fuse(fused, args[i], outer);
-      fused = outer;
-    }
-    Var blockIndex("table_block"), lane("table_lane");
-    table.compute_root().gpu_tile(fused, blockIndex, lane, 64, TailStrategy::GuardWithIf);
-  }
+  // where the runtime passes it, in device memory (a host stage would need a host copy). The
+  // per-task ones (the tile classes of a mask's aux reads) are computed for every task at once,
+  // before the blocks that read them.
+  for (Func table : a.tables)
+    computeTableOnGpu(table);
+  for (Func table : a.perTaskTables)
+    computeTableOnGpu(table);
 
   Var dOuter("d_outer"), iOuter("i_outer"), dInner("d_inner"), iInner("i_inner"), hb("hb");
   a.o.compute_root()

@@ -38,6 +38,10 @@ CASES = [
     # floor, which the NVVM lowering expands without libdevice, at negative integers (a key 4,
     # 8, ... before the row's position).
     'heads=2 d_k=64 mask_mod="floor((kv_idx - qpos) / 4) >= -2"',
+    # A mask reading 40 aux elements per key, whose tile classes Halide tables (inlined in the
+    # block loop's predicate, they took minutes to compile).
+    'heads=2 d_k=64 aux="t:i32[Tk]" mask_mod="kv_idx <= qpos && (%s)"'
+    % " || ".join("t[clamp(kv_idx + %d, 0, Tk - 1)] == %d" % (i, i) for i in range(40)),
     # Sparsity patterns the MLIR backend compiles as expressions: a layout read through
     # block_layout (tensor cores), BigBird's Philox draws beside a strided pattern (SIMT).
     "heads=4 kv_heads=2 d_k=64 mask=causal+block_sparse block=64 lse=true dtype=bf16",

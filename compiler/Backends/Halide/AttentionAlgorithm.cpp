@@ -36,7 +36,7 @@ AttentionAlgorithm buildAttention(const Spec& s, int queryTile, int keyBlock, bo
   if (gatherSparse)
     a.order =
         ResidueOrder::forSpec(s, seqQ, terms.seqK(), terms.position(0), queryTile, keyBlock);
-  if (gatherSparse && !a.order) // regions aligned to the tiles, and tables computed per task
+  if (!a.order) // regions aligned to the tiles: the aux reads' classes in a table
     a.terms->tableTileClasses(queryTile, keyBlock);
   // Rows and keys in streaming order: slots, which are positions unless a ResidueOrder sorts
   // them by class.

@@ -97,8 +97,9 @@ public:
   // Tables the tile classes of the mask's conjuncts that read aux tensors, per (key block, query
   // tile, h, b) of these sizes, in perTaskTables(): the block loop's predicate then reads an
   // entry instead of inlining their bounds, which Halide's bounds inference solves again for
-  // every box it computes (a mask with 10 aux reads took minutes to compile). For a schedule
-  // that computes per-task tables and regions aligned to these sizes (no residue order).
+  // every box it computes (a mask with 10 aux reads took minutes to compile). For regions
+  // aligned to these sizes (no residue order); a CPU schedule computes the table per task, a
+  // CUDA one per call.
   void tableTileClasses(int queryTile, int keyBlock);
 
   // Element d of x rotated by RoPE at `position`, where element(e) gives x's element e.

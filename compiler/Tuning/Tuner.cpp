@@ -2,6 +2,7 @@
 
 #include "Driver/Driver.h"
 #include "Support/Errors.h"
+#include "Tuning/BuildIdentity.h"
 #include "Tuning/Hardware.h"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ public:
       toolchainOf_[s.backend] = s.toolchain;
     // Earlier trials of the same key and toolchain, by candidate: a resumed run reuses them.
     for (TrialRecord& r : db_.trials(outcome_.key))
-      if (toolchainOf_.count(r.backend) && toolchainOf_[r.backend] == r.toolchain)
+      if (reusable(r))
         earlier_.insert_or_assign(r.candidate(), std::move(r));
   }
 
@@ -155,10 +156,10 @@ private:
       if (measurement_.stopSignal() != 0)
         return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      found = recordedElsewhere(name, toolchain);
+      found = recordedElsewhere(name);
     }
     // Claimed: another tune may still have recorded it since this one last looked.
-    if (!found && (found = recordedElsewhere(name, toolchain)))
+    if (!found && (found = recordedElsewhere(name)))
       db_.release(item);
     const bool reused = found.has_value();
     if (!reused) {
@@ -184,12 +185,20 @@ private:
     return found;
   }
 
+  // Whether this run takes record `r` for its candidate instead of measuring it: one measured
+  // with the backend's toolchain of now, and for a failure, by this very build (a failure from
+  // an earlier build of the same version may be a bug fixed since).
+  bool reusable(const TrialRecord& r) const {
+    const auto toolchain = toolchainOf_.find(r.backend);
+    return toolchain != toolchainOf_.end() && toolchain->second == r.toolchain &&
+           (r.status == TrialStatus::Ok || (!r.build.empty() && r.build == attncBuild()));
+  }
+
   // The record another tune on this database made of candidate `name` since this one started.
-  std::optional<TrialRecord> recordedElsewhere(const std::string& name,
-                                               const std::string& toolchain) {
+  std::optional<TrialRecord> recordedElsewhere(const std::string& name) {
     std::optional<TrialRecord> found;
     for (TrialRecord& r : db_.trials(outcome_.key))
-      if (r.candidate() == name && r.toolchain == toolchain)
+      if (r.candidate() == name && reusable(r))
         found = std::move(r);
     return found;
   }
@@ -202,6 +211,7 @@ private:
     r.key = outcome_.key;
     r.backend = c.backend;
     r.toolchain = toolchain;
+    r.build = attncBuild();
     r.params = c.values;
     r.status = m.status;
     r.medianMs = m.medianMs;

@@ -12,7 +12,7 @@
 namespace attnc::tuning {
 namespace {
 
-// The columns of a trial, in the order select() reads them.
+// The columns of a trial, in the order select() reads them, but the build, last.
 constexpr const char* kColumns =
     "uid, spec_hash, spec, seq_q_lo, seq_q_hi, seq_k_lo, seq_k_hi, target, hardware, "
     "attnc_version, backend, toolchain, params, status, median_ms, p10_ms, p90_ms, runs, batch, "
@@ -32,6 +32,11 @@ CREATE TABLE IF NOT EXISTS trials(
   detail TEXT, seconds REAL, created_at TEXT, seed INTEGER, shard TEXT);
 CREATE INDEX IF NOT EXISTS trials_by_key ON trials(spec_hash, target, hardware, seq_q_lo, seq_k_lo);
 )sql";
+
+// The build that measured a trial (TrialRecord::build). Added to databases of this schema
+// version when a writer opens them: older attnc versions leave it at ''.
+constexpr const char* kBuildColumn =
+    "ALTER TABLE trials ADD COLUMN build TEXT NOT NULL DEFAULT ''";
 
 // Trials being measured, one row per claim (TuningDatabase::claim). Added to databases of this
 // schema version when a writer opens them: older attnc versions ignore the table.
@@ -234,8 +239,21 @@ void TuningDatabase::prepareSchema() {
              .c_str());
     exec("COMMIT");
   }
-  if (mode_ == Mode::ReadWrite)
+  if (mode_ == Mode::ReadWrite) {
     execWaiting(kClaimsSchema);
+    execWaiting("BEGIN IMMEDIATE"); // one writer adds the column
+    if (!hasBuildColumn())
+      exec(kBuildColumn);
+    exec("COMMIT");
+  }
+  buildColumn_ = hasBuildColumn();
+}
+
+bool TuningDatabase::hasBuildColumn() {
+  Statement column(db_, "SELECT count(*) FROM pragma_table_info('trials') WHERE name = 'build'");
+  if (!column || sqlite3_step(column.get()) != SQLITE_ROW)
+    fail("reading the trials' columns");
+  return column.integer(0) > 0;
 }
 
 bool TuningDatabase::claim(const std::string& item, std::chrono::seconds stale) {
@@ -289,7 +307,8 @@ void TuningDatabase::release(const std::string& item) {
 
 bool TuningDatabase::insert(const TrialRecord& r) {
   Statement insert(db_, std::string("INSERT OR IGNORE INTO trials(") + kColumns +
-                            ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                            ", build) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                            "?)");
   if (!insert)
     fail("preparing an insert");
   int i = 0;
@@ -320,6 +339,7 @@ bool TuningDatabase::insert(const TrialRecord& r) {
   insert.bind(++i, r.createdAt);
   insert.bind(++i, static_cast<int64_t>(r.seed));
   insert.bind(++i, r.shard);
+  insert.bind(++i, r.build);
   if (sqlite3_step(insert.get()) != SQLITE_DONE)
     fail("adding a trial");
   return sqlite3_changes(db_) > 0;
@@ -327,8 +347,8 @@ bool TuningDatabase::insert(const TrialRecord& r) {
 
 std::vector<TrialRecord> TuningDatabase::select(const std::string& where,
                                                 const std::vector<std::string>& args) {
-  Statement query(db_, std::string("SELECT ") + kColumns + " FROM trials " + where +
-                           " ORDER BY created_at, rowid");
+  Statement query(db_, std::string("SELECT ") + kColumns + (buildColumn_ ? ", build" : ", ''") +
+                           " FROM trials " + where + " ORDER BY created_at, rowid");
   if (!query)
     fail("reading trials");
   for (size_t i = 0; i < args.size(); ++i)
@@ -372,6 +392,7 @@ std::vector<TrialRecord> TuningDatabase::select(const std::string& where,
     r.createdAt = query.text(c++);
     r.seed = static_cast<uint64_t>(query.integer(c++));
     r.shard = query.text(c++);
+    r.build = query.text(c++);
     records.push_back(std::move(r));
   }
   if (step != SQLITE_DONE)

@@ -61,6 +61,8 @@ private:
   // The meta table's schema_version; nullopt for a database without tables.
   std::optional<std::string> schemaVersion();
   void prepareSchema();
+  // Whether the trials table has the build column (databases written before it have not).
+  bool hasBuildColumn();
   std::vector<TrialRecord> select(const std::string& where, const std::vector<std::string>& args);
   [[noreturn]] void fail(const std::string& doing);
 
@@ -68,6 +70,7 @@ private:
   sqlite3* db_ = nullptr;
   int openError_ = 0; // SQLite's result code when open() failed
   Mode mode_;
+  bool buildColumn_ = false;
 };
 
 // Where the user's database lives: $ATTNC_TUNING_DB, else $XDG_CACHE_HOME/attnc/tuning.db,

@@ -77,7 +77,8 @@ nlohmann::json TrialRecord::toJson() const {
           {"seconds", seconds},
           {"created_at", createdAt},
           {"seed", seed},
-          {"shard", shard}};
+          {"shard", shard},
+          {"build", build}};
 }
 
 TrialRecord TrialRecord::fromJson(const nlohmann::json& j) {
@@ -110,6 +111,7 @@ TrialRecord TrialRecord::fromJson(const nlohmann::json& j) {
   r.createdAt = j.at("created_at").get<std::string>();
   r.seed = j.at("seed").get<uint64_t>();
   r.shard = j.at("shard").get<std::string>();
+  r.build = j.value("build", ""); // absent from records written before it was kept
   return r;
 }
 

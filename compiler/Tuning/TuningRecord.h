@@ -51,6 +51,7 @@ struct TrialRecord {
   std::string createdAt; // UTC, ISO 8601
   uint64_t seed = 0;
   std::string shard; // "I/N", or "" for a whole search
+  std::string build; // attncBuild() of the attnc that measured it; "" in older records
 
   // The candidate it measured, as the search names candidates: "mlir key_block=128 ...".
   std::string candidate() const;

@@ -4,6 +4,7 @@
 #include "Spec/Spec.h"
 #include "Support/Errors.h"
 #include "TestSupport.h"
+#include "Tuning/BuildIdentity.h"
 #include "Tuning/Tuner.h"
 
 #include <algorithm>
@@ -69,13 +70,32 @@ protected:
     if (!ATTNC_HAS_HALIDE || !ATTNC_HAS_MLIR)
       GTEST_SKIP() << "attnc was built without the halide and mlir backends to tune";
   }
+  static tuning::TuneOptions options(int trials) {
+    tuning::TuneOptions o;
+    o.trials = trials;
+    o.seqQ = o.seqK = 256;
+    return o;
+  }
   tuning::TuneOutcome tune(int trials, FakeMeasurement& measurement) {
     tuning::TuningDatabase db(scratch_.path() / "tuning.db",
                               tuning::TuningDatabase::Mode::ReadWrite);
-    tuning::TuneOptions options;
-    options.trials = trials;
-    options.seqQ = options.seqK = 256;
-    return tuning::tune(spec_, options, db, measurement, events_);
+    return tuning::tune(spec_, options(trials), db, measurement, events_);
+  }
+  // Records `space`'s default as measured by `build`, with `status`.
+  void record(const TuningSpace& space, const std::string& build, TrialStatus status) {
+    tuning::TrialRecord r;
+    r.uid = tuning::newUid();
+    r.key = tuning::tuningKey(spec_, options(0));
+    r.backend = space.backend;
+    r.toolchain = space.toolchain;
+    r.params = Candidate::defaultOf(space).values;
+    r.status = status;
+    r.medianMs = r.p10Ms = r.p90Ms = 1;
+    r.createdAt = tuning::utcNow();
+    r.build = build;
+    tuning::TuningDatabase db(scratch_.path() / "tuning.db",
+                              tuning::TuningDatabase::Mode::ReadWrite);
+    ASSERT_TRUE(db.insert(r));
   }
   size_t recorded() {
     tuning::TuningDatabase db(scratch_.path() / "tuning.db",
@@ -142,6 +162,30 @@ TEST_F(Tuner, ATrialTheMachineFailedIsNotRecorded) {
   const tuning::TuneOutcome outcome = tune(10, mended);
   EXPECT_EQ(outcome.freshTrials, 7);
   EXPECT_EQ(mended.measured.front(), full.measured.back());
+}
+
+// Once: a failed trial was reused by every later build of the same version, so a candidate that
+// crashed on a bug fixed since was never measured again. Its times are reused across builds.
+TEST_F(Tuner, AFailureAnotherBuildRecordedIsMeasuredAgain) {
+  EXPECT_EQ(tuning::attncBuild().size(), 16u); // the linker's build IDs, hashed
+  const std::vector<TuningSpace> spaces = tuningSpaces(spec_, parseTarget("host"));
+  ASSERT_GE(spaces.size(), 2u);
+  record(spaces[0], "0123456789abcdef", TrialStatus::Crash);
+  record(spaces[1], "0123456789abcdef", TrialStatus::Ok);
+  FakeMeasurement fixed;
+  tune(static_cast<int>(spaces.size()), fixed);
+  EXPECT_EQ(fixed.measured, std::vector<std::string>{Candidate::defaultOf(spaces[0]).name()});
+}
+
+TEST_F(Tuner, AFailureThisBuildRecordedIsReused) {
+  const std::vector<TuningSpace> spaces = tuningSpaces(spec_, parseTarget("host"));
+  ASSERT_GE(spaces.size(), 2u);
+  record(spaces[0], tuning::attncBuild(), TrialStatus::Crash);
+  FakeMeasurement measurement;
+  tune(static_cast<int>(spaces.size()), measurement);
+  EXPECT_EQ(std::count(measurement.measured.begin(), measurement.measured.end(),
+                       Candidate::defaultOf(spaces[0]).name()),
+            0);
 }
 
 TEST_F(Tuner, ABackendWhoseDefaultDoesNotCompileLeavesTheSearch) {

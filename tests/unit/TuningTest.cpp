@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <limits>
 #include <set>
+#include <sqlite3.h>
 #include <thread>
 
 namespace attnc {
@@ -339,6 +340,33 @@ TEST_F(TuningDatabaseTest, DamagedFilesAreReportedAndKept) {
   EXPECT_THROW(tuning::TuningDatabase(text, tuning::TuningDatabase::Mode::ReadWrite),
                tuning::DatabaseError);
   EXPECT_EQ(std::filesystem::file_size(text), 4096u);
+}
+
+// Databases of this schema version written before trials kept their build: read as ''
+// (reused only if they are times), and the column added when a writer opens them.
+TEST_F(TuningDatabaseTest, ADatabaseWithoutBuildsIsReadAndGainsThem) {
+  const std::filesystem::path path = dir_ / "older.db";
+  tuning::TrialRecord built = record(1);
+  built.build = "0123456789abcdef";
+  {
+    tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadWrite);
+    db.insert(built);
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, "ALTER TABLE trials DROP COLUMN build", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  {
+    tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadOnly);
+    ASSERT_EQ(db.all().size(), 1u);
+    EXPECT_EQ(db.all()[0].build, "");
+  }
+  tuning::TuningDatabase db(path, tuning::TuningDatabase::Mode::ReadWrite);
+  built.uid = tuning::newUid();
+  db.insert(built);
+  ASSERT_EQ(db.all().size(), 2u);
+  EXPECT_EQ(db.all()[1].build, built.build);
 }
 
 TEST(ShapeBucket, PowersOfTwo) {

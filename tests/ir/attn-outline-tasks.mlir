@@ -20,7 +20,7 @@
 // CHECK: func.func @kernel_run(%[[P:.*]]: index, %[[FIRST:.*]]: index, %[[LAST:.*]]: index, %[[X:.*]]: memref<?x8xf32>, %{{.*}}: memref<?xi8>) attributes {llvm.emit_c_interface}
 // CHECK: scf.index_switch %[[P]]
 // CHECK: case 0 {
-// CHECK: memref.alloca() : memref<8xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<8xf32>
 // CHECK: scf.for %[[I:.*]] = %[[FIRST]] to %[[LAST]] step %c1
 // CHECK-NOT: memref.alloca
 // CHECK: memref.load %[[X]][%[[I]], %c0]

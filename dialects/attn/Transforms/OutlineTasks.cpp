@@ -98,6 +98,10 @@ std::pair<SmallVector<Value>, Value> workspaceLayout(OpBuilder& b, Location loc,
   return {offsets, end};
 }
 
+// Stack and heap buffers start on a cache line: 16-byte aligned, a tile's vectors split lines
+// or not by where the thread's stack happened to start.
+constexpr int64_t kCacheLineBytes = 64;
+
 // The phase's iterations [first, last) at the builder: stack buffers of static size first,
 // allocated once per range; on the heap when together they would take more than
 // `stackBytes` of the thread's stack.
@@ -115,13 +119,14 @@ void emitPhase(OpBuilder& b, scf::ForallOp phase, Value first, Value last, int64
     }
   const bool onHeap = bytes > stackBytes;
   SmallVector<Value> heap;
+  const IntegerAttr cacheLine = b.getI64IntegerAttr(kCacheLineBytes);
   for (memref::AllocaOp alloca : hoisted) {
     if (!onHeap) {
-      b.clone(*alloca, mapping);
+      auto buffer = cast<memref::AllocaOp>(b.clone(*alloca, mapping));
+      buffer.setAlignmentAttr(cacheLine);
       continue;
     }
-    auto buffer = b.create<memref::AllocOp>(alloca.getLoc(), alloca.getType(),
-                                            alloca.getAlignmentAttr());
+    auto buffer = b.create<memref::AllocOp>(alloca.getLoc(), alloca.getType(), cacheLine);
     mapping.map(alloca.getResult(), buffer.getResult());
     heap.push_back(buffer);
   }

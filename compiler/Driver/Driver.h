@@ -32,7 +32,8 @@ struct KernelRequest {
   std::map<std::string, int64_t> schedule;
   std::string scheduleProvenance;
   // Two or more: a kernel per range of sequence lengths, each with its own backend and
-  // schedule, picked per call (ShapeDispatch.h); backend and schedule above are then unused.
+  // schedule, picked per call (ShapeDispatch.h); schedule above is then unused, and backend
+  // picks only the decode kernel's.
   std::vector<ShapeSchedule> shapeSchedules;
   // Short queries (Tq <= kDecodeRows) run a decode kernel when a backend the request allows has
   // one: the bundle holds it beside the others and picks per call (ShapeDispatch.h). False: the

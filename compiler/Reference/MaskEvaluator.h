@@ -28,9 +28,8 @@ public:
   double dropFactor(int64_t b, int64_t h, int64_t i, int64_t j) const;
 
   int64_t offset() const { return offset_; }
-  // Where the expressions read (b, h, i, j), with `score`; and what else they read.
+  // Where the expressions read (b, h, i, j), with `score`.
   expr::Point point(int64_t b, int64_t h, int64_t i, int64_t j, double score = 0) const;
-  const expr::Environment& expressionEnvironment() const { return expressions_.environment(); }
 
 private:
   const Spec& spec_;

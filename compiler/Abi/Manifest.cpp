@@ -8,7 +8,7 @@ namespace attnc {
 
 nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
                              const nlohmann::json& schedule, const TargetNeeds& needs,
-                             uint64_t workspaceBytes, const nlohmann::json& extra) {
+                             const nlohmann::json& extra) {
   nlohmann::json m = {
       {"abi_version", ATTNC_ABI_VERSION},
       {"attnc_version", ATTNC_VERSION},
@@ -22,7 +22,6 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
         {"device", deviceName(needs.target.device)},
         {"cpu_features", needs.cpuFeatures}}},
       {"arguments", argumentsToJson(kernelArguments(spec))},
-      {"workspace_bytes", workspaceBytes},
   };
   if (needs.target.isCuda())
     m["target"]["cuda_arch"] = needs.target.cudaArch();

@@ -1,12 +1,12 @@
 // A bundle's manifest: everything needed to check a call without looking at the code.
 //
-//   {"abi_version": 1, "attnc_version": "0.1.0", "spec": "<canonical spec>",
+//   {"abi_version": 2, "attnc_version": "0.1.0", "spec": "<canonical spec>",
 //    "spec_hash": "...", "backend": "reference", "schedule": {...},
 //    "target": {"name": "host", "arch": "x86_64", "device": "cpu", "cpu_features": [...]},
 //    (GPU bundles: "device": "cuda", "cuda_arch": "sm_90"; arch is the host code's),
 //    (fat bundles, Backends/FatBundle.h: also "targets": [{...}, ...], best first),
 //    "arguments": [{"name": "q", "role": "input", "dtypes": ["f32"], "shape": [...]}, ...],
-//    "workspace_bytes": 0, "content_hash": "..."}
+//    "content_hash": "..."}
 //
 // content_hash covers every other field, so two bundles with the same hash are interchangeable.
 #ifndef ATTNC_COMPILER_ABI_MANIFEST_H
@@ -32,7 +32,6 @@ struct TargetNeeds {
 // `extra` holds backend-specific fields (e.g. "shared_runtime"), covered by the content hash.
 nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
                              const nlohmann::json& schedule, const TargetNeeds& target,
-                             uint64_t workspaceBytes,
                              const nlohmann::json& extra = nlohmann::json::object());
 
 // Sets "content_hash" to the hash of everything else in the manifest: after any change to a

@@ -65,7 +65,6 @@ nlohmann::json fatManifest(const std::vector<Member>& members) {
   nlohmann::json manifest = members.front().manifest;
   nlohmann::json targets = nlohmann::json::array(), schedules = nlohmann::json::array();
   std::vector<std::string> backends;
-  uint64_t workspace = 0;
   for (const Member& m : members) {
     targets.push_back(m.manifest.at("target"));
     schedules.push_back({{"target", m.manifest.at("target").at("name")},
@@ -74,7 +73,6 @@ nlohmann::json fatManifest(const std::vector<Member>& members) {
     const std::string backend = m.manifest.at("backend");
     if (std::find(backends.begin(), backends.end(), backend) == backends.end())
       backends.push_back(backend);
-    workspace = std::max(workspace, m.manifest.value("workspace_bytes", uint64_t{0}));
   }
   std::string backend;
   for (const std::string& b : backends)
@@ -83,7 +81,6 @@ nlohmann::json fatManifest(const std::vector<Member>& members) {
   manifest["schedule"] = {{"targets", schedules}};
   manifest["target"] = targets.back();
   manifest["targets"] = targets;
-  manifest["workspace_bytes"] = workspace;
   // Each member keeps its runtime to itself, so the whole shares none.
   manifest.erase("shared_runtime");
   stampContentHash(manifest);

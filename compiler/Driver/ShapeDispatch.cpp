@@ -139,7 +139,6 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
   std::vector<fs::path> objects, archives{findArchive("libattnc_bundle_dispatch.a")};
   std::vector<std::string> runners;
   std::vector<std::vector<std::string>> kernels;
-  uint64_t workspace = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const ShapeSchedule& shape = shapes[i];
     const KernelRequest part{shape.backend,   kernel.target, shape.schedule,
@@ -163,7 +162,6 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
     for (const nlohmann::json& feature : m.at("target").at("cpu_features"))
       cpuFeatures.insert(feature.get<std::string>());
     backendNames.insert(shape.backend);
-    workspace = std::max(workspace, m.value("workspace_bytes", uint64_t{0}));
     buckets.push_back({{"seq_q", {shape.seqQLo, shape.seqQHi}},
                        {"seq_k", {shape.seqKLo, shape.seqKHi}},
                        {"only_inside", shape.onlyInside},
@@ -193,7 +191,6 @@ CompileResult compileShapeDispatch(const Spec& spec, const KernelRequest& kernel
     backend += (backend.empty() ? "" : "+") + b;
   manifest["backend"] = backend;
   manifest["schedule"] = {{"shape_dispatch", buckets}};
-  manifest["workspace_bytes"] = workspace;
   manifest["target"]["cpu_features"] = cpuFeatures;
   stampContentHash(manifest);
 

@@ -196,10 +196,6 @@ attnc_status openExports(attnc_bundle& bundle, const attnc_kernel_exports& expor
   return ATTNC_OK;
 }
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-
 } // namespace
 
 extern "C" {
@@ -339,19 +335,6 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   int32_t threads = options && options->num_threads > 0
                         ? options->num_threads
                         : attnc::runtime::ThreadPool::hardwareThreads();
-  std::unique_ptr<void, AlignedFree> workspace;
-  size_t workspaceBytes = bundle->manifest.workspaceBytes;
-  if (workspaceBytes > uint64_t{PTRDIFF_MAX})
-    return fail(error, ATTNC_ERROR_MANIFEST,
-                "the manifest asks for a workspace of " + std::to_string(workspaceBytes) +
-                    " bytes, more than the address space holds");
-  if (workspaceBytes > 0) {
-    workspace.reset(std::aligned_alloc(64, (workspaceBytes + 63) / 64 * 64));
-    if (!workspace)
-      return fail(error, ATTNC_ERROR_KERNEL,
-                  "cannot allocate the kernel's workspace of " + std::to_string(workspaceBytes) +
-                      " bytes");
-  }
   // The new rows into the cache first (kv_append); the kernel takes every argument but them.
   if (bundle->manifest.kvAppend)
     if (auto problem =
@@ -370,8 +353,6 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
   call.num_threads = threads;
   call.parallel_for = &attnc::runtime::ThreadPool::parallelForEntry;
   call.pool = &attnc::runtime::ThreadPool::global();
-  call.workspace = workspace.get();
-  call.workspace_bytes = workspaceBytes;
   call.stream = options ? options->stream : nullptr;
   char message[sizeof(attnc_error::message)] = "";
   if (!ragged) {

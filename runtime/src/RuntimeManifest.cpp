@@ -143,7 +143,6 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
   } else {
     m.targets.push_back(parseTarget(field(root, "target", json::value_t::object)));
   }
-  m.workspaceBytes = field(root, "workspace_bytes", json::value_t::number_unsigned).get<uint64_t>();
   for (const json& entry : field(root, "arguments", json::value_t::array))
     m.arguments.push_back(parseArgument(entry));
   if (root.contains("shared_runtime"))

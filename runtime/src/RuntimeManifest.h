@@ -48,7 +48,6 @@ struct RuntimeManifest {
   // A fat bundle's "targets", best first; else the one "target".
   std::vector<TargetSpec> targets;
   bool fat = false; // the manifest lists "targets" (and the bundle a run function for each)
-  uint64_t workspaceBytes = 0;
   std::vector<ArgumentSpec> arguments;
   // A runtime the bundle's code shares with other bundles ("halide-14"); empty when none.
   std::string sharedRuntime;

@@ -35,7 +35,7 @@ protected:
     Spec s = parseSpec(spec);
     BundleRequest request;
     request.manifest =
-        buildManifest(s, "reference", nlohmann::json::object(), {parseTarget("host"), {}}, 0);
+        buildManifest(s, "reference", nlohmann::json::object(), {parseTarget("host"), {}});
     edit(request.manifest);
     if (restamp)
       stampContentHash(request.manifest);

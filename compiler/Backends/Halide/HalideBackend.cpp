@@ -235,13 +235,13 @@ std::vector<std::string> writeBundleKernel(BuiltPipeline& built, const Spec& spe
   BundleRequest request;
   if (target.needs.target.isCuda()) {
     // A CUDA bundle keeps its Halide runtime (with the CUDA module) to itself.
-    request.manifest = buildManifest(spec, "halide", built.params.toJson(), target.needs, 0);
+    request.manifest = buildManifest(spec, "halide", built.params.toJson(), target.needs);
     request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",
                           findArchive("libattnc_bundle_halide_cuda.a")};
   } else {
     // One Halide runtime per process: the runtime makes the first such bundle's halide_*
     // symbols global, and every later bundle's kernel binds to them.
-    request.manifest = buildManifest(spec, "halide", built.params.toJson(), target.needs, 0,
+    request.manifest = buildManifest(spec, "halide", built.params.toJson(), target.needs,
                                      {{"shared_runtime", "halide-14"}});
     request.sharedExports = {"halide_*"};
     request.linkInputs = {scratch / "kernel.o", scratch / "halide_runtime.o",

@@ -218,7 +218,7 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
     TargetNeeds needs = target.needs;
     needs.cpuFeatures = mlirbackend::neededCpuFeatures(*llvmModule, target);
     request.manifest =
-        buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs, 0);
+        buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs);
     request.linkInputs = {scratch / "kernel.o",
                           findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
     request.stem = stem;

@@ -35,7 +35,7 @@ CompileResult ReferenceBackend::compile(const Spec& spec, const CompileOptions& 
     throw UsageError("--schedule: the reference backend has no schedule parameters");
   BundleRequest request;
   request.manifest = buildManifest(options.describedSpec(spec), "reference",
-                                   nlohmann::json::object(), {parseTarget("host"), {}}, 0);
+                                   nlohmann::json::object(), {parseTarget("host"), {}});
   request.linkInputs = {findArchive("libattnc_bundle_reference.a"), findArchive("libattnc_core.a")};
   request.stem = bundleStem(options.describedSpec(spec), "reference");
   request.abiVersion = ATTNC_ABI_VERSION;

@@ -29,7 +29,7 @@ extern "C" {
 
 /* Bumped on any change to attnc_kernel_call, to the exported symbols or to the manifest's
  * required fields. The runtime refuses bundles built for another version. */
-#define ATTNC_ABI_VERSION 1u
+#define ATTNC_ABI_VERSION 2u
 
 #if defined(__GNUC__)
 #define ATTNC_API __attribute__((visibility("default")))
@@ -70,8 +70,6 @@ typedef struct attnc_kernel_call {
   int32_t num_threads;         /* at least 1 */
   attnc_parallel_for_fn parallel_for;
   void* pool;
-  void* workspace; /* the manifest's workspace_bytes, or NULL when it asks for none */
-  size_t workspace_bytes;
   void* stream; /* a CUDA stream for GPU bundles; NULL on CPU */
 } attnc_kernel_call;
 

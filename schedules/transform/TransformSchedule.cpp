@@ -139,10 +139,15 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // of 4 columns: vdpbf16ps takes no broadcast operand from memory where it is used thrice,
   // and 8 broadcasts beside 24 accumulators spilled (H 8, d 128, T 2048: the same speed on
   // the Xeon of docs/benchmarks.md, 28 more instructions in the loop).
+  // f32: tiles of 32 rows. S of 128 keys x 48 rows takes 24 KiB of a 32 KiB L1 (Zen 4) beside
+  // the f32 K and V rows PV streams; at 32 rows (16 KiB) H 8, T 2048 ran 1.15x as fast at d 64
+  // and 128, causal too, where f16 ran 0.92x and bf16's products the same (docs/benchmarks.md;
+  // not measured on a 48 KiB L1).
   if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
-      family == ScheduleFamily::X86Amx)
+      family == ScheduleFamily::X86Amx) {
+    const bool smallTiles = spec.dtype == DType::F32;
     return ScheduleParams("mlir",
-                          {{"query_tile", queryTile(spec, 48, 16)},
+                          {{"query_tile", queryTile(spec, smallTiles ? 32 : 48, 16)},
                            {"key_block", 128},
                            {"vector_width", 16},
                            {"key_unroll", 8},
@@ -152,7 +157,11 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
-                          "register budget of 32 zmm; key_block 128 keeps S (24 KiB) in L1");
+                          smallTiles ? "register budget of 32 zmm; f32 tiles of 32 rows keep S "
+                                       "(16 KiB) and the K/V rows in a 32 KiB L1"
+                                     : "register budget of 32 zmm; key_block 128 keeps S (24 KiB) "
+                                       "in L1");
+  }
   if (family == ScheduleFamily::X86Avx2)
     return ScheduleParams("mlir",
                           {{"query_tile", queryTile(spec, 16, 8)},

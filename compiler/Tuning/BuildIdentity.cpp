@@ -3,7 +3,6 @@
 #include "attnc/Hash.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <elf.h>
 #include <link.h>
@@ -16,7 +15,7 @@ constexpr size_t alignedTo4(size_t n) {
   return (n + 3) & ~size_t{3};
 }
 
-// The build ID in one loaded object's PT_NOTE segments, as hex, or "".
+// The build ID in one loaded object's PT_NOTE segments (its bytes), or "".
 std::string buildIdOf(const dl_phdr_info& object) {
   for (int i = 0; i < object.dlpi_phnum; ++i) {
     const ElfW(Phdr)& segment = object.dlpi_phdr[i];
@@ -28,19 +27,11 @@ std::string buildIdOf(const dl_phdr_info& object) {
       ElfW(Nhdr) note;
       std::memcpy(&note, at, sizeof note);
       const char* name = at + sizeof note;
-      const unsigned char* id =
-          reinterpret_cast<const unsigned char*>(name + alignedTo4(note.n_namesz));
+      const char* id = name + alignedTo4(note.n_namesz);
       if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 &&
-          std::memcmp(name, "GNU", 4) == 0) {
-        std::string hex;
-        for (size_t byte = 0; byte < note.n_descsz; ++byte) {
-          char digits[3];
-          std::snprintf(digits, sizeof digits, "%02x", id[byte]);
-          hex += digits;
-        }
-        return hex;
-      }
-      at = reinterpret_cast<const char*>(id) + alignedTo4(note.n_descsz);
+          std::memcmp(name, "GNU", 4) == 0)
+        return std::string(id, note.n_descsz);
+      at = id + alignedTo4(note.n_descsz);
     }
   }
   return "";
@@ -67,7 +58,7 @@ const std::string& attncBuild() {
     std::sort(ids.begin(), ids.end()); // load order does not name a build
     std::string joined;
     for (const std::string& id : ids)
-      joined += id + " ";
+      joined += id;
     return fnv1a64Hex(joined);
   }();
   return build;

@@ -239,14 +239,16 @@ void TuningDatabase::prepareSchema() {
              .c_str());
     exec("COMMIT");
   }
-  if (mode_ == Mode::ReadWrite) {
-    execWaiting(kClaimsSchema);
-    execWaiting("BEGIN IMMEDIATE"); // one writer adds the column
+  buildColumn_ = hasBuildColumn();
+  if (mode_ == Mode::ReadWrite && !buildColumn_) {
+    execWaiting("BEGIN IMMEDIATE"); // one writer adds the column; the others find it added
     if (!hasBuildColumn())
       exec(kBuildColumn);
     exec("COMMIT");
+    buildColumn_ = true;
   }
-  buildColumn_ = hasBuildColumn();
+  if (mode_ == Mode::ReadWrite)
+    execWaiting(kClaimsSchema);
 }
 
 bool TuningDatabase::hasBuildColumn() {

@@ -2,7 +2,7 @@
 //
 // Parses, verifies, transforms and prints IR with the attn dialect, its passes, its
 // transform-dialect ops and the upstream dialects its pipeline lowers through. The lit suite
-// (tests/ir) drives it.
+// (dialects/attn/test) drives it.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/IR/AttnDialect.h"

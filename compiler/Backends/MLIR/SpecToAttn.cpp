@@ -34,7 +34,7 @@ Type elementType(MLIRContext& ctx, const std::string& dtype) {
 
 // Static sizes for constant dims; B, Tq, Tk and broadcastable dims are dynamic. Strides and
 // offset are dynamic: the runtime passes any DLPack strides through. An fp8_e4m3 cache's rows
-// (u8 bytes in the ABI) are f8E4M3FN, which the lowerings decode (LoweringUtils' toF32).
+// (u8 bytes in the ABI) are f8E4M3FN, which the lowerings decode (the kit's toF32, Kit/Elements.h).
 MemRefType argumentType(MLIRContext& ctx, const Spec& spec, const Argument& arg) {
   const bool cacheRows =
       arg.name == "k" || arg.name == "v" || arg.name == "k_pages" || arg.name == "v_pages";

@@ -26,7 +26,7 @@ Value splat(OpBuilder& b, Location loc, Type type, Attribute value) {
 // poison for a NaN x: where LLVM knows x is NaN (a score_mod's exp(log(-1.0))), it folds the
 // exponential to any value, and the rows came out masked. The select passes a NaN x on and keeps
 // the poison out of the lanes it does not pick, as the softmax's own exponential does
-// (LoweringUtils' probabilityExp).
+// (the kit's probabilityExp, Kit/OnlineState.h).
 void keepNaNThroughExp(Operation* root) {
   root->walk([](math::ExpOp exp) {
     if (!getElementTypeOrSelf(exp.getType()).isF32())

@@ -2,7 +2,7 @@
 #include "attn/Transforms/ExpressionBounds.h"
 
 #include "attn/IR/AttnOps.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Kit/Builders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"

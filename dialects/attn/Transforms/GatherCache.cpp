@@ -11,7 +11,11 @@
 // are not read.
 //
 //===---------------------------------------------------------------------------===//
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/CacheRows.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

@@ -1,8 +1,9 @@
 //===- KeyRange.cpp - the keys a mask can keep, from its affine terms ------------===//
+#include "attn/IR/AttnOps.h"
 #include "attn/Transforms/KeyRange.h"
 
 #include "attn/IR/ExpressionRegion.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Kit/Builders.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -33,8 +33,13 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
+#include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/CacheRows.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
+#include "attn/Kit/Products.h"
 #include "attn/Transforms/KeyRange.h"
-#include "attn/Transforms/LoweringUtils.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -8,7 +8,10 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/Positions.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

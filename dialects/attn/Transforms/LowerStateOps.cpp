@@ -4,7 +4,11 @@
 // update, so they lower to plain scalar loops that work for any domain.
 //
 //===---------------------------------------------------------------------------===//
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 

@@ -38,10 +38,16 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
+#include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
+#include "attn/Kit/Products.h"
 #include "attn/Transforms/ExpressionBounds.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/PairedOperands.h"
 #include "attn/Transforms/ScoreTerms.h"
+#include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -862,12 +868,14 @@ LogicalResult UpdateLowering::emit() {
   return success();
 }
 
-} // namespace
-
+// paired: K and V^T laid out for bf16 pair products (PairedOperands.h: AMX tiles or dot
+// products, as options say), or null for f32 FMAs.
 LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
                           const PairedOperands* paired) {
   return UpdateLowering(b, op, options, paired).emit();
 }
+
+} // namespace
 
 LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
                                       const VectorOptions& options) {

@@ -16,9 +16,15 @@
 // by lane: its strides are known only at run time.
 //
 //===---------------------------------------------------------------------------===//
+#include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
+#include "attn/Kit/Products.h"
 #include "attn/Transforms/KeyRange.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/ScoreTerms.h"
+#include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

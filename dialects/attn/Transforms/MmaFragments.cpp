@@ -1,6 +1,8 @@
 //===- MmaFragments.cpp - warp-level blocks of the tensor-core kernels --------===//
 #include "attn/Transforms/MmaFragments.h"
 
+#include "attn/Kit/CacheRows.h"
+#include "attn/Kit/Elements.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

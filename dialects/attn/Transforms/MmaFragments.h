@@ -22,7 +22,7 @@
 #define ATTNC_DIALECTS_ATTN_TRANSFORMS_MMAFRAGMENTS_H
 
 #include "attn/IR/AttnOps.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Kit/Builders.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"

@@ -24,6 +24,9 @@
 // The launch and the key loop serve the split-key kernels too (MmaSplitKey.cpp).
 //
 //===---------------------------------------------------------------------------===//
+#include "attn/Kit/CacheRows.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
 #include "attn/Transforms/MmaLowering.h"
 #include "bundle/MmaContract.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -11,6 +11,9 @@
 // storing its state instead of finalizing.
 //
 //===---------------------------------------------------------------------------===//
+#include "attn/Kit/CacheRows.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
 #include "attn/Transforms/MmaLowering.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"

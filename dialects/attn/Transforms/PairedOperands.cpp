@@ -1,8 +1,9 @@
 //===- PairedOperands.cpp - K and V laid out for bf16 pair products -----------===//
+#include "attn/IR/AttnOps.h"
 #include "attn/Transforms/PairedOperands.h"
 
 #include "Semantics/PairedProducts.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Kit/Builders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

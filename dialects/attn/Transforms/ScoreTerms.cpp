@@ -1,13 +1,14 @@
 //===- ScoreTerms.cpp - an update's score terms, elementwise -------------------===//
+#include "attn/IR/AttnOps.h"
 #include "attn/Transforms/ScoreTerms.h"
 
 #include "attn/IR/ExpressionRegion.h"
-#include "attn/Transforms/LoweringUtils.h"
+#include "attn/Kit/Builders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 
 #include "llvm/ADT/STLExtras.h"

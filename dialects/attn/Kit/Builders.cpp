@@ -1,0 +1,61 @@
+//===- Builders.cpp - small IR builders -----------------------------------===//
+#include "attn/Kit/Builders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace attnc::attn {
+
+Value indexConstant(ImplicitLocOpBuilder& b, int64_t value) {
+  return b.create<arith::ConstantIndexOp>(value);
+}
+
+Value f32Constant(ImplicitLocOpBuilder& b, double value) {
+  return b.create<arith::ConstantOp>(b.getF32FloatAttr(static_cast<float>(value)));
+}
+
+Value f32Splat(ImplicitLocOpBuilder& b, int64_t lanes, double value) {
+  auto type = VectorType::get({lanes}, b.getF32Type());
+  return b.create<arith::ConstantOp>(
+      DenseElementsAttr::get(type, b.getF32FloatAttr(static_cast<float>(value))));
+}
+
+Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {
+  if (!index.getType().isIndex())
+    index = b.create<arith::IndexCastOp>(b.getIndexType(), index);
+  return b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(index, indexConstant(b, 0)), last);
+}
+
+Operation* firstPhase(Block& block) {
+  for (Operation& op : block)
+    if (isa<scf::ForallOp>(op) || op.getDialect()->getNamespace() == "attn")
+      return &op;
+  return block.getTerminator();
+}
+
+void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
+              const std::function<void(ImplicitLocOpBuilder&, Value)>& body) {
+  b.create<scf::ForOp>(lower, upper, indexConstant(b, 1), std::nullopt,
+                       [&](OpBuilder& nested, Location loc, Value i, ValueRange) {
+                         ImplicitLocOpBuilder inner(loc, nested);
+                         body(inner, i);
+                         inner.create<scf::YieldOp>();
+                       });
+}
+
+Value gatherRows(ImplicitLocOpBuilder& b, Value firstRow, Value seqQ, int64_t lanes, Type element,
+                 function_ref<Value(ImplicitLocOpBuilder&, Value)> load) {
+  Value lastRow = b.create<arith::SubIOp>(seqQ, indexConstant(b, 1));
+  Value rows = b.create<arith::ConstantOp>(b.getZeroAttr(VectorType::get({lanes}, element)));
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    Value i = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(firstRow, indexConstant(b, lane)),
+                                       lastRow);
+    rows = b.create<vector::InsertOp>(load(b, i), rows, lane);
+  }
+  return rows;
+}
+
+} // namespace attnc::attn

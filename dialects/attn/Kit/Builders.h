@@ -1,0 +1,43 @@
+//===- Builders.h - small IR builders -------------------------------------===//
+//
+// The IR every kit part and kernel builds alike: constants, counted loops, clamped indices,
+// the query rows of a vector's lanes and where a kernel's phases begin.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_KIT_BUILDERS_H
+#define ATTNC_DIALECTS_ATTN_KIT_BUILDERS_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include <functional>
+
+namespace attnc::attn {
+
+mlir::Value indexConstant(mlir::ImplicitLocOpBuilder& b, int64_t value);
+mlir::Value f32Constant(mlir::ImplicitLocOpBuilder& b, double value);
+// A vector of `lanes` f32 lanes all equal to `value`.
+mlir::Value f32Splat(mlir::ImplicitLocOpBuilder& b, int64_t lanes, double value);
+
+// An aux tensor index (i32 or index) clamped into [0, last], as index: how every kernel reads an
+// aux tensor (the spec proved the indices inside it, but rows past Tq are evaluated too), and so
+// how the tile classifiers bound and scan those reads.
+mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::Value last);
+
+// The first op of a kernel's block that runs as a phase or becomes one: a phase added before
+// the kernel's own goes before it, after every workspace allocation (attn-outline-tasks needs
+// them first).
+mlir::Operation* firstPhase(mlir::Block& block);
+
+// for (i = lower; i < upper; ++i) body(i), as scf.for.
+void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
+              const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);
+
+// load(i) for the `lanes` query rows i = firstRow + lane, as one vector of `element`; rows past
+// Tq read the last row (their results are never stored).
+mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir::Value seqQ,
+                       int64_t lanes, mlir::Type element,
+                       llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value)>
+                           load);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_KIT_BUILDERS_H

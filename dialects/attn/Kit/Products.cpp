@@ -1,0 +1,63 @@
+//===- Products.cpp - the ways of multiplying -----------------------------===//
+#include "attn/Kit/Products.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace attnc::attn {
+
+SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
+                                 ArrayRef<Value> scalars, ValueRange acc) {
+  const size_t vectors = rowVectors.size();
+  auto type = cast<VectorType>(rowVectors.front().getType());
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, scalar] : llvm::enumerate(scalars)) {
+    Value splat = b.create<vector::BroadcastOp>(type, scalar);
+    for (size_t r = 0; r < vectors; ++r)
+      next[s * vectors + r] = b.create<vector::FMAOp>(rowVectors[r], splat, acc[s * vectors + r]);
+  }
+  return next;
+}
+
+Value dotBf16Pairs(ImplicitLocOpBuilder& b, Value acc, Value a, Value bPairs) {
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::none);
+  return b
+      .create<LLVM::CallIntrinsicOp>(acc.getType(),
+                                     b.getStringAttr("llvm.x86.avx512bf16.dpbf16ps.512"),
+                                     ValueRange{acc, a, bPairs}, noFastMath)
+      .getResult(0);
+}
+
+Value roundToBf16(ImplicitLocOpBuilder& b, Value vector) {
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::none);
+  auto type =
+      VectorType::get({cast<VectorType>(vector.getType()).getNumElements()}, b.getBF16Type());
+  return b
+      .create<LLVM::CallIntrinsicOp>(type, b.getStringAttr("llvm.x86.avx512bf16.cvtneps2bf16.512"),
+                                     ValueRange{vector}, noFastMath)
+      .getResult(0);
+}
+
+Value loadBf16Pair(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
+  Value pair = b.create<vector::LoadOp>(VectorType::get({2}, b.getBF16Type()), buffer, indices);
+  return b.create<vector::ExtractOp>(
+      b.create<vector::BitCastOp>(VectorType::get({1}, b.getI32Type()), pair), 0);
+}
+
+Value loadBf16Alone(ImplicitLocOpBuilder& b, Value buffer, ValueRange indices) {
+  return b.create<arith::ExtUIOp>(
+      b.getI32Type(),
+      b.create<arith::BitcastOp>(b.getI16Type(), b.create<memref::LoadOp>(buffer, indices)));
+}
+
+Value broadcastBf16Pair(ImplicitLocOpBuilder& b, Value pair, int64_t lanes) {
+  return b.create<vector::BitCastOp>(
+      VectorType::get({2 * lanes}, b.getBF16Type()),
+      b.create<vector::BroadcastOp>(VectorType::get({lanes}, b.getI32Type()), pair));
+}
+
+} // namespace attnc::attn

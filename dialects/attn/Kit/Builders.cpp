@@ -46,6 +46,18 @@ void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
                        });
 }
 
+SmallVector<Value>
+foldRange(ImplicitLocOpBuilder& b, Value lower, Value upper, ValueRange init,
+          function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value, ValueRange)> body) {
+  auto loop =
+      b.create<scf::ForOp>(lower, upper, indexConstant(b, 1), init,
+                           [&](OpBuilder& nested, Location loc, Value i, ValueRange carried) {
+                             ImplicitLocOpBuilder inner(loc, nested);
+                             inner.create<scf::YieldOp>(body(inner, i, carried));
+                           });
+  return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
+}
+
 Value gatherRows(ImplicitLocOpBuilder& b, Value firstRow, Value seqQ, int64_t lanes, Type element,
                  function_ref<Value(ImplicitLocOpBuilder&, Value)> load) {
   Value lastRow = b.create<arith::SubIOp>(seqQ, indexConstant(b, 1));

@@ -31,6 +31,15 @@ mlir::Operation* firstPhase(mlir::Block& block);
 void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
               const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);
 
+// for (i = lower; i < upper; ++i) carried = body(i, carried), from `init`, as scf.for: the
+// carried values after the last iteration.
+llvm::SmallVector<mlir::Value>
+foldRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
+          mlir::ValueRange init,
+          llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::ImplicitLocOpBuilder&,
+                                                            mlir::Value, mlir::ValueRange)>
+              body);
+
 // load(i) for the `lanes` query rows i = firstRow + lane, as one vector of `element`; rows past
 // Tq read the last row (their results are never stored).
 mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir::Value seqQ,

@@ -30,13 +30,40 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 } // namespace
 
-Value finiteMax(ImplicitLocOpBuilder& b, Value m) {
+Value OnlineState::exp(ImplicitLocOpBuilder& b, Value x) const {
+  if (exponential == Exponential::Natural)
+    return b.create<math::ExpOp>(x);
+  return b.create<math::Exp2Op>(
+      b.create<arith::MulFOp>(x, constantLike(b, x, std::numbers::log2e)));
+}
+
+Value OnlineState::finiteMax(ImplicitLocOpBuilder& b, Value m) const {
   return b.create<arith::SelectOp>(equals(b, m, -kInf), constantLike(b, m, 0), m);
 }
 
-Value rescaleFactor(ImplicitLocOpBuilder& b, Value from, Value to) {
+Value OnlineState::rescaleFactor(ImplicitLocOpBuilder& b, Value from, Value to) const {
   return b.create<arith::SelectOp>(equals(b, from, -kInf), constantLike(b, from, 0),
-                                   b.create<math::ExpOp>(b.create<arith::SubFOp>(from, to)));
+                                   exp(b, b.create<arith::SubFOp>(from, to)));
+}
+
+Value OnlineState::probabilityOffset(ImplicitLocOpBuilder& b, Value safeMax) const {
+  Value offset =
+      b.create<arith::AddFOp>(safeMax, constantLike(b, safeMax, static_cast<float>(shift)));
+  if (exponential == Exponential::Natural)
+    return offset;
+  return b.create<arith::MulFOp>(offset, constantLike(b, offset, std::numbers::log2e));
+}
+
+Value OnlineState::probability(ImplicitLocOpBuilder& b, Value s, Value offset) const {
+  if (exponential == Exponential::Natural)
+    return probabilityExp(b, b.create<arith::SubFOp>(s, offset));
+  return b.create<math::Exp2Op>(b.create<vector::FMAOp>(s, constantLike(b, s, std::numbers::log2e),
+                                                        b.create<arith::NegFOp>(offset)));
+}
+
+Value OnlineState::carriedSum(ImplicitLocOpBuilder& b, Value alpha, Value sum,
+                              Value blockSum) const {
+  return b.create<math::FmaOp>(alpha, sum, blockSum);
 }
 
 Value probabilityExp(ImplicitLocOpBuilder& b, Value x) {
@@ -77,28 +104,63 @@ Value probabilityExp(ImplicitLocOpBuilder& b, Value x) {
   return b.create<arith::SelectOp>(nan, x, result);
 }
 
-Value inverseSum(ImplicitLocOpBuilder& b, Value l) {
+Value OnlineState::inverseSum(ImplicitLocOpBuilder& b, Value l) const {
   return b.create<arith::SelectOp>(equals(b, l, 0), constantLike(b, l, 0),
                                    b.create<arith::DivFOp>(constantLike(b, l, 1), l));
 }
 
-Value finishedLse(ImplicitLocOpBuilder& b, Value m, Value l) {
-  Value shift = constantLike(b, m, static_cast<float>(attnc::softmax::kProbabilityShift));
-  Value lse = b.create<arith::AddFOp>(b.create<arith::AddFOp>(m, shift), b.create<math::LogOp>(l));
+Value OnlineState::finishedLse(ImplicitLocOpBuilder& b, Value m, Value l) const {
+  Value c = constantLike(b, m, static_cast<float>(shift));
+  Value lse = b.create<arith::AddFOp>(b.create<arith::AddFOp>(m, c), b.create<math::LogOp>(l));
   return b.create<arith::SelectOp>(equals(b, l, 0), constantLike(b, l, -kInf), lse);
 }
 
-Value sinkShare(ImplicitLocOpBuilder& b, Value sink, Value to, double shift) {
+Value OnlineState::sinkShare(ImplicitLocOpBuilder& b, Value sink, Value to) const {
   return rescaleFactor(b, sink, b.create<arith::AddFOp>(to, constantLike(b, to, shift)));
 }
 
-SinkFold foldSink(ImplicitLocOpBuilder& b, Value m, Value l, Value sink, double shift) {
+FinishedRow OnlineState::finish(ImplicitLocOpBuilder& b, Value m, Value l, Value sink) const {
+  if (!sink)
+    return {m, l, inverseSum(b, l)};
   Value max = b.create<arith::MaximumFOp>(m, sink);
   Value to = finiteMax(b, max);
   Value accFactor = rescaleFactor(b, m, to);
-  Value sum = b.create<arith::AddFOp>(b.create<arith::MulFOp>(l, accFactor),
-                                      sinkShare(b, sink, to, shift));
-  return {max, sum, accFactor};
+  Value sum =
+      b.create<arith::AddFOp>(b.create<arith::MulFOp>(l, accFactor), sinkShare(b, sink, to));
+  return {max, sum, b.create<arith::MulFOp>(accFactor, inverseSum(b, sum))};
+}
+
+namespace {
+
+// combine(s, running) folded over s in [0, splits), from `init`.
+Value overSplits(ImplicitLocOpBuilder& b, Value splits, Value init,
+                 llvm::function_ref<Value(ImplicitLocOpBuilder&, Value, Value)> combine) {
+  return foldRange(b, indexConstant(b, 0), splits, init,
+                   [&](ImplicitLocOpBuilder& sb, Value s, ValueRange running) {
+                     return SmallVector<Value>{combine(sb, s, running[0])};
+                   })
+      .front();
+}
+
+} // namespace
+
+MergedSplits OnlineState::mergeSplits(ImplicitLocOpBuilder& b, Value splits, SplitRead maxOf,
+                                      SplitRead sumOf, Value sink) const {
+  MergedSplits merged;
+  // M = max_s m_s; a sink joins as one more split (m = sink, l = e^-c, acc = 0).
+  merged.max = overSplits(b, splits, sink ? sink : f32Constant(b, -kInf),
+                          [&](ImplicitLocOpBuilder& sb, Value s, Value running) -> Value {
+                            return sb.create<arith::MaximumFOp>(running, maxOf(sb, s));
+                          });
+  merged.safeMax = finiteMax(b, merged.max);
+  // L = sum_s w_s l_s.
+  Value sinkSum = sink ? sinkShare(b, sink, merged.safeMax) : Value(f32Constant(b, 0));
+  merged.sum = overSplits(
+      b, splits, sinkSum, [&](ImplicitLocOpBuilder& sb, Value s, Value running) -> Value {
+        return carriedSum(sb, splitWeight(sb, merged, maxOf(sb, s)), sumOf(sb, s), running);
+      });
+  merged.inverse = inverseSum(b, merged.sum);
+  return merged;
 }
 
 } // namespace attnc::attn

@@ -32,7 +32,6 @@
 // columns put in that order before the key loop and back after it.
 //
 //===---------------------------------------------------------------------------===//
-#include "Semantics/OnlineSoftmax.h"
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/CacheRows.h"
@@ -43,7 +42,6 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -325,6 +323,7 @@ private:
   Value query, scores, acc, rowMax, rowSum, alpha;
   Value queryPairs, probabilityPairs; // pairs: q and P rounded to bf16
   Value partials; // one row's partial sums of a key group, key by key (emitScores)
+  const OnlineState softmax;
 };
 
 std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key) {
@@ -557,7 +556,6 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, lanes));
   Value off = ScoreTerms::positionOffset(b, taskOp);
   Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
-  const float shift = static_cast<float>(attnc::softmax::kProbabilityShift);
   forRange(b, indexConstant(b, 0), rowCount, [&](ImplicitLocOpBuilder& rb, Value r) {
     auto [head, i] = rowAt(rb, r);
     ScoreTerms terms(rb, taskOp, batch, head);
@@ -603,15 +601,14 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,
     Value blockMax = rb.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, maxima);
     Value oldMax = rb.create<memref::LoadOp>(rowMax, ValueRange{r});
     Value newMax = rb.create<arith::MaximumFOp>(oldMax, blockMax);
-    Value safeMax = finiteMax(rb, newMax);
-    Value rescale = rescaleFactor(rb, oldMax, safeMax);
-    Value shifted = rb.create<vector::BroadcastOp>(
-        vector, rb.create<arith::AddFOp>(safeMax, f32Constant(rb, shift)));
+    Value safeMax = softmax.finiteMax(rb, newMax);
+    Value rescale = softmax.rescaleFactor(rb, oldMax, safeMax);
+    Value offset = rb.create<vector::BroadcastOp>(vector, softmax.probabilityOffset(rb, safeMax));
     // P = exp(S - m' - c), 0 where masked; dropout's factor weights P for PV only.
     Value sums = overKeyGroups(zeros, [&](ImplicitLocOpBuilder& kb, const KeyLanes& keys,
                                           Value s, Value running) -> Value {
       Value isMasked = kb.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, negInf);
-      Value p = probabilityExp(kb, kb.create<arith::SubFOp>(s, shifted));
+      Value p = softmax.probability(kb, s, offset);
       p = kb.create<arith::SelectOp>(isMasked, zeros, p);
       Value sum = kb.create<arith::AddFOp>(running, p);
       p = terms.dropout(kb, p, position, keys.key);
@@ -623,7 +620,7 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,
     Value blockSum = rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, sums);
     Value oldSum = rb.create<memref::LoadOp>(rowSum, ValueRange{r});
     rb.create<memref::StoreOp>(newMax, rowMax, ValueRange{r});
-    rb.create<memref::StoreOp>(rb.create<math::FmaOp>(rescale, oldSum, blockSum), rowSum,
+    rb.create<memref::StoreOp>(softmax.carriedSum(rb, rescale, oldSum, blockSum), rowSum,
                                ValueRange{r});
     rb.create<memref::StoreOp>(rescale, alpha, ValueRange{r});
   });
@@ -986,53 +983,32 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
   Value batchIndex = b.create<arith::DivUIOp>(task, indexConstant(b, heads));
   Value head = b.create<arith::RemUIOp>(task, indexConstant(b, heads));
   Value output = finalize.getOutput(), lse = finalize.getLse();
-  Value zero = indexConstant(b, 0), one = indexConstant(b, 1);
+  Value zero = indexConstant(b, 0);
   forRange(b, zero, seqQ, [&](ImplicitLocOpBuilder& ib, Value i) {
     Value row = workspaceRow(ib, batchIndex, head, i);
-    auto overSplits = [&](ImplicitLocOpBuilder& at, ValueRange init,
-                          function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value,
-                                                          ValueRange)>
-                              body) {
-      auto loop = at.create<scf::ForOp>(
-          zero, splits, one, init, [&](OpBuilder& nested, Location loc, Value s, ValueRange run) {
-            ImplicitLocOpBuilder sb(loc, nested);
-            sb.create<scf::YieldOp>(body(sb, s, run));
-          });
-      return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
-    };
-    // M = max_s m_s; a sink joins as one more split (m = sink, l = e^-c, acc = 0).
     Value sink = finalize.getSinks()
                      ? ib.create<memref::LoadOp>(finalize.getSinks(), ValueRange{head}).getResult()
                      : Value();
-    Value maxAll = overSplits(ib, {sink ? sink : f32Constant(ib, -kInf)},
-                              [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
-                                Value m = sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
-                                return SmallVector<Value>{sb.create<arith::MaximumFOp>(run[0], m)};
-                              })[0];
-    Value safeMax = finiteMax(ib, maxAll);
-    // w_s = exp(m_s - M), 0 for a split that kept nothing; L = sum_s w_s l_s; O = sum_s w_s A_s.
-    auto weightOf = [&](ImplicitLocOpBuilder& sb, Value s) {
-      return rescaleFactor(sb, sb.create<memref::LoadOp>(workMax, ValueRange{s, row}), safeMax);
+    auto maxOf = [&](ImplicitLocOpBuilder& sb, Value s) -> Value {
+      return sb.create<memref::LoadOp>(workMax, ValueRange{s, row});
     };
-    Value total = overSplits(ib, {sink ? sinkShare(ib, sink, safeMax) : f32Constant(ib, 0)},
-                             [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
-                               Value l = sb.create<memref::LoadOp>(workSum, ValueRange{s, row});
-                               return SmallVector<Value>{
-                                   sb.create<math::FmaOp>(weightOf(sb, s), l, run[0])};
-                             })[0];
-    Value inverse = inverseSum(ib, total);
+    auto sumOf = [&](ImplicitLocOpBuilder& sb, Value s) -> Value {
+      return sb.create<memref::LoadOp>(workSum, ValueRange{s, row});
+    };
+    MergedSplits merged = softmax.mergeSplits(ib, splits, maxOf, sumOf, sink);
     // o = sum_s w_s A_s / L, a vector of columns at a time, stored element by element (o has
     // any strides) up to d_v.
     forRange(ib, zero, indexConstant(ib, dvPadded / lanes), [&](ImplicitLocOpBuilder& cb, Value c) {
       Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, lanes));
-      Value o = overSplits(cb, {f32Splat(cb, lanes, 0)},
-                           [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
-                             Value w = sb.create<vector::BroadcastOp>(vector, weightOf(sb, s));
-                             Value a = sb.create<vector::LoadOp>(vector, workAcc,
-                                                                 ValueRange{s, row, column});
-                             return SmallVector<Value>{sb.create<vector::FMAOp>(w, a, run[0])};
-                           })[0];
-      o = cb.create<arith::MulFOp>(o, cb.create<vector::BroadcastOp>(vector, inverse));
+      Value o = foldRange(
+          cb, zero, splits, {f32Splat(cb, lanes, 0)},
+          [&](ImplicitLocOpBuilder& sb, Value s, ValueRange run) {
+            Value w = sb.create<vector::BroadcastOp>(vector,
+                                                     softmax.splitWeight(sb, merged, maxOf(sb, s)));
+            Value a = sb.create<vector::LoadOp>(vector, workAcc, ValueRange{s, row, column});
+            return SmallVector<Value>{sb.create<vector::FMAOp>(w, a, run[0])};
+          })[0];
+      o = cb.create<arith::MulFOp>(o, cb.create<vector::BroadcastOp>(vector, merged.inverse));
       Value lanesHere = cb.create<arith::MinUIOp>(
           indexConstant(cb, lanes), cb.create<arith::SubIOp>(indexConstant(cb, dv), column));
       forRange(cb, zero, lanesHere, [&](ImplicitLocOpBuilder& lb, Value lane) {
@@ -1041,7 +1017,7 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
       });
     });
     if (lse)
-      ib.create<memref::StoreOp>(finishedLse(ib, maxAll, total), lse,
+      ib.create<memref::StoreOp>(softmax.finishedLse(ib, merged.max, merged.sum), lse,
                                  ValueRange{batchIndex, head, i});
   });
 }

@@ -73,6 +73,7 @@ void lowerPack(ImplicitLocOpBuilder& b, PackQueryOp op) {
 // o = acc / sum and lse = max + c + log(sum); a row with sum = 0 kept nothing: o = 0,
 // lse = -inf. With sinks, the row's sink is folded into (max, sum, acc) first.
 void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
+  const OnlineState state;
   Value zero = indexConstant(b, 0);
   ValueRange offsets = op.getOffsets(), sizes = op.getSizes();
   Value dv = indexConstant(b, op.getAcc().getType().getDimSize(2));
@@ -84,23 +85,18 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
         Value row = ib.create<arith::AddIOp>(offsets[2], r);
         Value sum = ib.create<memref::LoadOp>(op.getSum(), ValueRange{nb, nh, r});
         Value max = ib.create<memref::LoadOp>(op.getMax(), ValueRange{nb, nh, r});
-        Value accFactor;
-        if (Value sinks = op.getSinks()) {
-          SinkFold folded =
-              foldSink(ib, max, sum, ib.create<memref::LoadOp>(sinks, ValueRange{head}));
-          max = folded.max;
-          sum = folded.sum;
-          accFactor = folded.accFactor;
-        }
-        Value inverse = inverseSum(ib, sum);
-        if (accFactor)
-          inverse = ib.create<arith::MulFOp>(accFactor, inverse);
+        Value sink;
+        if (Value sinks = op.getSinks())
+          sink = ib.create<memref::LoadOp>(sinks, ValueRange{head});
+        FinishedRow finished = state.finish(ib, max, sum, sink);
         forRange(ib, zero, dv, [&](ImplicitLocOpBuilder& ic, Value c) {
           Value a = ic.create<memref::LoadOp>(op.getAcc(), ValueRange{nb, nh, c, r});
-          storeF32(ic, ic.create<arith::MulFOp>(a, inverse), op.getOutput(), {batch, head, row, c});
+          storeF32(ic, ic.create<arith::MulFOp>(a, finished.inverse), op.getOutput(),
+                   {batch, head, row, c});
         });
         if (Value lse = op.getLse())
-          ib.create<memref::StoreOp>(finishedLse(ib, max, sum), lse, ValueRange{batch, head, row});
+          ib.create<memref::StoreOp>(state.finishedLse(ib, finished.max, finished.sum), lse,
+                                     ValueRange{batch, head, row});
       });
     });
   });

@@ -78,8 +78,8 @@ MmaLowering::MmaLowering(RewriterBase& rewriter, scf::ForallOp tasks, const Task
                          const MmaOptions& options)
     : MmaFragments(rewriter, ops.update), rewriter(rewriter), tasks(tasks), ops(ops),
       options(options),
-      probabilityShift(
-          static_cast<float>(attnc::softmax::probabilityShiftFor(element.isF16()))) {}
+      softmax(Exponential::Base2,
+              static_cast<float>(attnc::softmax::probabilityShiftFor(element.isF16()))) {}
 
 LogicalResult MmaLowering::check() {
   auto fail = [&]() { return update.emitOpError() << "lower_to_mma: "; };

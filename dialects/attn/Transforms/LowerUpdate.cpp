@@ -37,7 +37,6 @@
 // in f32, as FlashAttention does.
 //
 //===---------------------------------------------------------------------------===//
-#include "Semantics/OnlineSoftmax.h"
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
@@ -51,7 +50,6 @@
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -143,7 +141,7 @@ private:
   void emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll);
   SmallVector<Value> maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                 ScoreTerms::MaskMod maskMod);
-  void emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum);
+  void emitExpAndSum(ArrayRef<Value> offsets, SmallVector<Value>& sum);
   // acc = alpha acc (no scaling for an empty alpha) + P^T V over the keys [first, last) (first
   // even for dot products); probabilityPairs: P^T's pairs of rows for dot products, else null
   // (P in S, f32 FMAs).
@@ -161,7 +159,7 @@ private:
   tileProducts(ImplicitLocOpBuilder& ib, SmallVector<Value> acc, int64_t aTiles, int64_t bTiles,
                int64_t steps, function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
                function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB);
-  void emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum, Value pairs);
+  void emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum, Value pairs);
   // rescale: an i1, whether any row's alpha differs from 1.
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
@@ -177,6 +175,7 @@ private:
   const PairedOperands* paired;
   const Products products;
   const double scale; // the softmax scale, which the packed query carries
+  const OnlineState softmax;
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
@@ -280,7 +279,7 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
 // B operand of PV), its row sums, dropout's factor then; a key outside the keys attended in an
 // attended pair gets P = 0, and for AMX tiles, which multiply the whole block, the pair rows
 // outside them are zero.
-void UpdateLowering::emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>& sum,
+void UpdateLowering::emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum,
                                      Value pairs) {
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
   Value two = indexConstant(b, 2), zero = indexConstant(b, 0);
@@ -318,7 +317,7 @@ void UpdateLowering::emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>
             Value dropped = ib.create<arith::OrIOp>(
                 ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, f32Splat(ib, lanes, -kInf)),
                 ib.create<vector::BroadcastOp>(VectorType::get({lanes}, ib.getI1Type()), outside));
-            Value x = probabilityExp(ib, ib.create<arith::SubFOp>(s, safeMax[r]));
+            Value x = softmax.probability(ib, s, offsets[r]);
             x = ib.create<arith::SelectOp>(dropped, f32Splat(ib, lanes, 0), x);
             next[r] = ib.create<arith::AddFOp>(next[r], x);
             probabilities[e].push_back(terms->dropout(ib, x, rowPositions(ib, r), keys));
@@ -334,7 +333,7 @@ void UpdateLowering::emitExpAndPairs(ArrayRef<Value> safeMax, SmallVector<Value>
 
 // Step 3: P = exp(S - m') in place (0 where S = -inf), and its row sums; dropout's factor
 // then weights P for step 4 only.
-void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& sum) {
+void UpdateLowering::emitExpAndSum(ArrayRef<Value> offsets, SmallVector<Value>& sum) {
   SmallVector<Value> zeros(vectors, f32Splat(b, lanes, 0));
   auto loop = b.create<scf::ForOp>(
       keyBegin, keyCount, indexConstant(b, 1), zeros,
@@ -347,7 +346,7 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> safeMax, SmallVector<Value>& 
           Value s = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
           Value masked =
               ib.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, s, f32Splat(ib, lanes, -kInf));
-          Value p = probabilityExp(ib, ib.create<arith::SubFOp>(s, safeMax[r]));
+          Value p = softmax.probability(ib, s, offsets[r]);
           p = ib.create<arith::SelectOp>(masked, f32Splat(ib, lanes, 0), p);
           next.push_back(ib.create<arith::AddFOp>(running[r], p));
           p = terms->dropout(ib, p, rowPositions(ib, r), keys);
@@ -831,18 +830,17 @@ LogicalResult UpdateLowering::emit() {
         b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, blockMax[r],
                                 b.create<arith::AddFOp>(oldMax[r], f32Splat(b, lanes, kMaxSlack)));
     newMax.push_back(b.create<arith::SelectOp>(moved, blockMax[r], oldMax[r]));
-    safeMax.push_back(finiteMax(b, newMax[r]));
-    alpha.push_back(b.create<arith::SelectOp>(moved, rescaleFactor(b, oldMax[r], safeMax[r]),
-                                              f32Splat(b, lanes, 1)));
+    safeMax.push_back(softmax.finiteMax(b, newMax[r]));
+    alpha.push_back(b.create<arith::SelectOp>(
+        moved, softmax.rescaleFactor(b, oldMax[r], safeMax[r]), f32Splat(b, lanes, 1)));
     anyMoved = b.create<arith::OrIOp>(
         anyMoved, b.create<vector::ReductionOp>(vector::CombiningKind::OR, moved));
   }
   // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
   // (Semantics/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
-  SmallVector<Value> shiftedMax, blockSum;
+  SmallVector<Value> probabilityOffsets, blockSum;
   for (Value m : safeMax)
-    shiftedMax.push_back(b.create<arith::AddFOp>(
-        m, f32Splat(b, lanes, static_cast<float>(attnc::softmax::kProbabilityShift))));
+    probabilityOffsets.push_back(softmax.probabilityOffset(b, m));
   Value probabilityPairs;
   if (paired) {
     {
@@ -851,12 +849,12 @@ LogicalResult UpdateLowering::emit() {
       probabilityPairs = b.create<memref::AllocaOp>(
           MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
     }
-    emitExpAndPairs(shiftedMax, blockSum, probabilityPairs);
+    emitExpAndPairs(probabilityOffsets, blockSum, probabilityPairs);
   } else {
-    emitExpAndSum(shiftedMax, blockSum);
+    emitExpAndSum(probabilityOffsets, blockSum);
   }
   for (int64_t r = 0; r < vectors; ++r) {
-    Value sum = b.create<vector::FMAOp>(alpha[r], oldSum[r], blockSum[r]);
+    Value sum = softmax.carriedSum(b, alpha[r], oldSum[r], blockSum[r]);
     b.create<vector::StoreOp>(newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
     b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
   }

@@ -150,10 +150,12 @@ SmallVector<Value> WeightsLowering::initialState() {
 }
 
 void WeightsLowering::rowNormaliser(RowVector& v, Value m, Value l) {
+  const OnlineState state;
   Value infinite = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, m, f32Splat(b, lanes, kInf));
-  v.max = b.create<arith::SelectOp>(
-      infinite, f32Splat(b, lanes, std::numeric_limits<double>::quiet_NaN()), finiteMax(b, m));
-  v.inverse = inverseSum(b, l);
+  v.max = b.create<arith::SelectOp>(infinite,
+                                    f32Splat(b, lanes, std::numeric_limits<double>::quiet_NaN()),
+                                    state.finiteMax(b, m));
+  v.inverse = state.inverseSum(b, l);
 }
 
 SmallVector<Value> WeightsLowering::keysFrom(ImplicitLocOpBuilder& ib, Value j, int64_t unroll) {

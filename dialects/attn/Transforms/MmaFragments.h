@@ -34,7 +34,6 @@
 namespace attnc::attn {
 
 constexpr int64_t kWarpSize = 32;
-constexpr double kLog2e = 1.4426950408889634;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The building blocks, with the tile's shape and fragment types (fixed by the update) and the

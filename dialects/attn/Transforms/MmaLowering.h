@@ -8,6 +8,7 @@
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_MMALOWERING_H
 #define ATTNC_DIALECTS_ATTN_TRANSFORMS_MMALOWERING_H
 
+#include "attn/Kit/OnlineState.h"
 #include "attn/Transforms/MmaFragments.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
@@ -57,8 +58,9 @@ private:
   mlir::scf::ForallOp tasks;
   TaskOps ops;
   MmaOptions options;
-  // P is rounded to the storage type for the PV MMA: no shift for f16 (OnlineSoftmax.h).
-  float probabilityShift;
+  // exp2 (ex2.approx); P is rounded to the storage type for the PV MMA: no shift for f16
+  // (OnlineSoftmax.h).
+  const OnlineState softmax;
 
   // Unit-stride views of the tensors, made before the launch.
   mlir::Value query, key, value, output;

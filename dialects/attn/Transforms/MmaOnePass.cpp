@@ -30,7 +30,6 @@
 #include "attn/Transforms/MmaLowering.h"
 #include "bundle/MmaContract.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -147,8 +146,7 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
 
     // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
     // scale e^-c keeping the accumulators from overflowing (c = probabilityShift).
-    Value log2e = f32Constant(b, kLog2e);
-    Value newMax[2], alpha[2], scaledMax[2];
+    Value newMax[2], alpha[2], offsets[2];
     for (int64_t r = 0; r < 2; ++r) {
       Value x = carried[r];
       for (Value sj : s)
@@ -156,26 +154,18 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
           x = b.create<arith::MaximumFOp>(
               x, b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
       newMax[r] = quadReduce(b, x, /*max=*/true);
-      using P = arith::CmpFPredicate;
-      Value empty = b.create<arith::CmpFOp>(P::OEQ, newMax[r], f32Constant(b, -kInf));
-      Value safe = b.create<arith::SelectOp>(empty, f32Constant(b, 0), newMax[r]);
-      scaledMax[r] = b.create<arith::MulFOp>(
-          b.create<arith::AddFOp>(safe, f32Constant(b, probabilityShift)), log2e);
-      Value wasEmpty = b.create<arith::CmpFOp>(P::OEQ, carried[r], f32Constant(b, -kInf));
-      Value a = b.create<math::Exp2Op>(
-          b.create<arith::MulFOp>(b.create<arith::SubFOp>(carried[r], safe), log2e));
-      alpha[r] = b.create<arith::SelectOp>(wasEmpty, f32Constant(b, 0), a);
+      Value safe = softmax.finiteMax(b, newMax[r]);
+      offsets[r] = softmax.probabilityOffset(b, safe);
+      alpha[r] = softmax.rescaleFactor(b, carried[r], safe);
     }
-    Value shift = rowsVector(b, scaledMax[0], scaledMax[1], cType);
-    Value log2eSplat = splatConstant(b, cType, kLog2e);
+    Value offset = rowsVector(b, offsets[0], offsets[1], cType);
     Value sums[2] = {b.create<arith::MulFOp>(alpha[0], carried[2]),
                      b.create<arith::MulFOp>(alpha[1], carried[3])};
     for (auto [j, sj] : llvm::enumerate(s)) {
       Value masked =
           b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sj, splatConstant(b, cType, -kInf));
-      Value p = b.create<math::Exp2Op>(
-          b.create<vector::FMAOp>(sj, log2eSplat, b.create<arith::NegFOp>(shift)));
-      sj = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0), p);
+      sj = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0),
+                                     softmax.probability(b, sj, offset));
       for (int64_t r = 0; r < 2; ++r)
         for (int64_t col = 0; col < 2; ++col)
           sums[r] = b.create<arith::AddFOp>(
@@ -250,23 +240,14 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
   for (int64_t r = 0; r < 2; ++r) {
     Value sink =
         sinks ? b.create<memref::LoadOp>(sinks, ValueRange{myHeads[r]}).getResult() : Value();
-    Value sum = quadReduce(b, sumRow[r], /*max=*/false);
-    Value max = maxRow[r];
-    Value inverse;
-    if (sink) {
-      SinkFold folded = foldSink(b, max, sum, sink, probabilityShift);
-      max = folded.max;
-      sum = folded.sum;
-      inverse = b.create<arith::MulFOp>(folded.accFactor, inverseSum(b, sum));
-    } else {
-      inverse = inverseSum(b, sum);
-    }
-    Value empty = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sum, f32Constant(b, 0));
+    FinishedRow finished =
+        softmax.finish(b, maxRow[r], quadReduce(b, sumRow[r], /*max=*/false), sink);
     Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, myRows[r], rowEnd);
     auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifLive.thenBlock());
-    Value inverseRow = b.create<vector::BroadcastOp>(VectorType::get({2}, b.getF32Type()), inverse);
+    Value inverseRow =
+        b.create<vector::BroadcastOp>(VectorType::get({2}, b.getF32Type()), finished.inverse);
     for (auto [n, fragment] : llvm::enumerate(acc)) {
       Value x = b.create<arith::MulFOp>(b.create<vector::ExtractOp>(fragment, r), inverseRow);
       if (outElement != b.getF32Type())
@@ -278,12 +259,8 @@ void MmaLowering::emitFinalize(ImplicitLocOpBuilder& b, IRMapping& map) {
       Value first = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t, c(b, 0));
       auto ifFirst = b.create<scf::IfOp>(first, /*withElseRegion=*/false);
       b.setInsertionPointToStart(ifFirst.thenBlock());
-      Value x = b.create<arith::AddFOp>(
-          b.create<arith::AddFOp>(max, f32Constant(b, probabilityShift)),
-          b.create<math::LogOp>(sum));
-      x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
-      b.create<memref::StoreOp>(x, map.lookupOrDefault(lse),
-                                ValueRange{batch, myHeads[r], myRows[r]});
+      b.create<memref::StoreOp>(softmax.finishedLse(b, finished.max, finished.sum),
+                                map.lookupOrDefault(lse), ValueRange{batch, myHeads[r], myRows[r]});
     }
   }
 }

@@ -16,7 +16,6 @@
 #include "attn/Kit/OnlineState.h"
 #include "attn/Transforms/MmaLowering.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -117,16 +116,7 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   Value columns = c(b, dv), heads = c(b, headsPerTask);
   Value pairs = b.create<arith::MulIOp>(
       b.create<arith::MulIOp>(map.lookupOrDefault(finalize.getSizes()[2]), heads), columns);
-  Value zero = c(b, 0), one = c(b, 1), splits = b.create<memref::DimOp>(workMax, 0);
-  auto overSplits = [&](ImplicitLocOpBuilder& at, Value init, auto&& body) {
-    return at
-        .create<scf::ForOp>(zero, splits, one, ValueRange{init},
-                            [&](OpBuilder& nested, Location loc, Value s, ValueRange carried) {
-                              ImplicitLocOpBuilder ib(loc, nested);
-                              ib.create<scf::YieldOp>(ValueRange{Value(body(ib, s, carried[0]))});
-                            })
-        .getResult(0);
-  };
+  Value zero = c(b, 0), splits = b.create<memref::DimOp>(workMax, 0);
   auto pairLoop = b.create<scf::ForOp>(tid, pairs, c(b, warps * kWarpSize));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(pairLoop.getBody()->getTerminator());
@@ -140,42 +130,30 @@ void MmaLowering::emitCombine(ImplicitLocOpBuilder& b, IRMapping& map) {
   Value sink;
   if (Value sinks = finalize.getSinks())
     sink = b.create<memref::LoadOp>(map.lookupOrDefault(sinks), ValueRange{headIndex});
-  Value max = overSplits(b, sink ? sink : f32Constant(b, -kInf),
-                         [&](ImplicitLocOpBuilder& ib, Value s, Value m) {
-                           Value ms = ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow});
-                           return ib.create<arith::MaximumFOp>(m, ms);
-                         });
-  using P = arith::CmpFPredicate;
-  Value safe = b.create<arith::SelectOp>(
-      b.create<arith::CmpFOp>(P::OEQ, max, f32Constant(b, -kInf)), f32Constant(b, 0), max);
-  auto weight = [&](ImplicitLocOpBuilder& ib, Value s) -> Value {
-    Value m = ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow});
-    Value w = ib.create<math::Exp2Op>(
-        ib.create<arith::MulFOp>(ib.create<arith::SubFOp>(m, safe), f32Constant(ib, kLog2e)));
-    Value empty = ib.create<arith::CmpFOp>(P::OEQ, m, f32Constant(ib, -kInf));
-    return ib.create<arith::SelectOp>(empty, f32Constant(ib, 0), w);
+  auto maxOf = [&](ImplicitLocOpBuilder& ib, Value s) -> Value {
+    return ib.create<memref::LoadOp>(workMax, ValueRange{s, workRow});
   };
-  Value sinkSum = sink ? sinkShare(b, sink, safe, probabilityShift) : f32Constant(b, 0);
-  Value sum = overSplits(b, sinkSum, [&](ImplicitLocOpBuilder& ib, Value s, Value l) {
-    Value ls = ib.create<memref::LoadOp>(workSum, ValueRange{s, workRow});
-    return ib.create<arith::AddFOp>(l, ib.create<arith::MulFOp>(weight(ib, s), ls));
-  });
-  Value empty = b.create<arith::CmpFOp>(P::OEQ, sum, f32Constant(b, 0));
-  Value inverse = b.create<arith::SelectOp>(empty, f32Constant(b, 0),
-                                            b.create<arith::DivFOp>(f32Constant(b, 1), sum));
-  Value o = overSplits(b, f32Constant(b, 0), [&](ImplicitLocOpBuilder& ib, Value s, Value x) {
-    Value a = ib.create<memref::LoadOp>(workAcc, ValueRange{s, workRow, column});
-    return ib.create<arith::AddFOp>(x, ib.create<arith::MulFOp>(weight(ib, s), a));
-  });
-  storeF32(b, b.create<arith::MulFOp>(o, inverse), output, {batchIndex, headIndex, row, column});
+  auto sumOf = [&](ImplicitLocOpBuilder& ib, Value s) -> Value {
+    return ib.create<memref::LoadOp>(workSum, ValueRange{s, workRow});
+  };
+  MergedSplits merged = softmax.mergeSplits(b, splits, maxOf, sumOf, sink);
+  Value o =
+      foldRange(b, zero, splits, {f32Constant(b, 0)},
+                [&](ImplicitLocOpBuilder& ib, Value s, ValueRange x) {
+                  Value a = ib.create<memref::LoadOp>(workAcc, ValueRange{s, workRow, column});
+                  Value w = softmax.splitWeight(ib, merged, maxOf(ib, s));
+                  return SmallVector<Value>{
+                      ib.create<arith::AddFOp>(x[0], ib.create<arith::MulFOp>(w, a))};
+                })
+          .front();
+  storeF32(b, b.create<arith::MulFOp>(o, merged.inverse), output,
+           {batchIndex, headIndex, row, column});
   if (Value lse = finalize.getLse()) {
     // The partial states share the scale e^-c: lse = m + c + log l.
     auto ifFirst = b.create<scf::IfOp>(
         b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, column, zero), /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifFirst.thenBlock());
-    Value x = b.create<arith::AddFOp>(
-        b.create<arith::AddFOp>(max, f32Constant(b, probabilityShift)), b.create<math::LogOp>(sum));
-    x = b.create<arith::SelectOp>(empty, f32Constant(b, -kInf), x);
+    Value x = softmax.finishedLse(b, merged.max, merged.sum);
     b.create<memref::StoreOp>(x, map.lookupOrDefault(lse), ValueRange{batchIndex, headIndex, row});
   }
 }

@@ -1,30 +1,47 @@
 //===- CacheRows.h - reading a KV cache's rows ----------------------------===//
 //
-// Where a key's row lies in a KV cache: contiguous ([B, H_kv, Tk, d]) or paged through a block
-// table ([pages, H_kv, page_size, d]). Elements.h widens the rows' int8 or fp8 codes.
+// A KV cache as every kernel that reads one sees it (the gather of GatherCache, the CPU decode
+// kernel, the tensor-core kernels): rows [B, H_kv, Tk, d] (contiguous) or [pages, H_kv,
+// page_size, d] through a block table [B, pages of a sequence] (paged), of values or of int8 /
+// fp8 E4M3 codes with a scale per row [B or pages, H_kv, Tk or page_size] (quantized).
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_KIT_CACHEROWS_H
 #define ATTNC_DIALECTS_ATTN_KIT_CACHEROWS_H
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
 #include <utility>
 
 namespace attnc::attn {
 
-// Tk of a KV cache whose rows are `rows` ([B or pages, H_kv, Tk or page_size, d]): its third
-// dim, or with a block table the table's width times the page size.
-mlir::Value cacheKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value rows, mlir::Value table);
-// A paged cache's last page, where pagedRow clamps block-table entries: its rows' (`rows`,
-// [pages, H_kv, page_size, d]) first dim minus one.
-mlir::Value cacheLastPage(mlir::ImplicitLocOpBuilder& b, mlir::Value rows);
-// Where key `key` of sequence `sequence` lies in a paged cache of `pageSize` rows a page:
-// (page, row) = (block_table[sequence, key / page_size] clamped into [0, lastPage],
-// key mod page_size). The decode kernels read a key past the sequence's end from whatever page
-// its entry names (the runtime checked only the entries below seq_lens) and drop or zero it.
-std::pair<mlir::Value, mlir::Value> pagedRow(mlir::ImplicitLocOpBuilder& b, mlir::Value table,
-                                             mlir::Value sequence, mlir::Value key,
-                                             int64_t pageSize, mlir::Value lastPage);
+class CacheRows {
+public:
+  // The cache whose rows are `rows` (K's or V's: they share their pages), paged through `table`
+  // when it is not null. A paged cache's last page, where `place` clamps the table's entries,
+  // is built at b.
+  CacheRows(mlir::ImplicitLocOpBuilder& b, mlir::Value rows, mlir::Value table);
+
+  // Tk: the rows' third dim, or the table's width times the page size.
+  static mlir::Value keys(mlir::ImplicitLocOpBuilder& b, mlir::Value rows, mlir::Value table);
+
+  // Where key `key` of sequence `sequence` lies: the first and third of the rows' indices
+  // [outer, head, row, column]: (sequence, key), or in a paged cache (page, key mod page_size),
+  // page = block_table[sequence, key / page_size] clamped into the cache. The decode kernels
+  // read a key past the sequence's end from whatever page its entry names (the runtime checked
+  // only the entries below seq_lens) and drop or zero it.
+  std::pair<mlir::Value, mlir::Value> place(mlir::ImplicitLocOpBuilder& b, mlir::Value sequence,
+                                            mlir::Value key) const;
+
+  // A quantized row's scale (scales[outer, head, row]) times the factor toF32Unscaled leaves
+  // out of its codes (Elements.h): what the row's unscaled elements are multiplied by.
+  static mlir::Value rowScale(mlir::ImplicitLocOpBuilder& b, mlir::Value scales, mlir::Value codes,
+                              mlir::Value outer, mlir::Value head, mlir::Value row);
+
+private:
+  mlir::Value table, lastPage;
+  int64_t pageSize;
+};
 
 } // namespace attnc::attn
 

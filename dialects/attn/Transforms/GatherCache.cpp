@@ -79,12 +79,11 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
   ImplicitLocOpBuilder b(ops.front()->getLoc(), rewriter);
   Value zero = indexConstant(b, 0);
   Value anyRows = gathered.front().first;
-  const int64_t pageSize = cast<MemRefType>(anyRows.getType()).getDimSize(2);
   Value batch = table ? b.create<memref::DimOp>(table, 0).getResult()
                       : b.create<memref::DimOp>(anyRows, 0).getResult();
-  Value seqK = cacheKeys(b, anyRows, table);
-  // A paged cache's last page (the runtime checked the entries below seq_lens; pagedRow clamps).
-  Value lastPage = table ? cacheLastPage(b, anyRows) : Value();
+  Value seqK = CacheRows::keys(b, anyRows, table);
+  // The runtime checked the block table's entries below seq_lens; `place` clamps the others.
+  const CacheRows cache(b, anyRows, table);
   Type queryElement = cast<MemRefType>(ops.front()->getOperand(0).getType()).getElementType();
   for (auto& [rowsOf, entry] : gathered) {
     auto type = cast<MemRefType>(rowsOf.getType());
@@ -111,9 +110,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
                      Value g, Value row) {
     if (!entry.scale)
       return Value();
-    return scaleForUnscaled(
-        at, at.create<memref::LoadOp>(entry.scale, ValueRange{outer, g, row}).getResult(),
-        rowsOf.getType());
+    return CacheRows::rowScale(at, entry.scale, rowsOf, outer, g, row);
   };
   auto zeroOf = [&](ImplicitLocOpBuilder& at, Gathered& entry) -> Value {
     auto bufferType = cast<MemRefType>(entry.buffer.getType());
@@ -134,7 +131,7 @@ LogicalResult gatherCache(RewriterBase& rewriter, Operation* root, int64_t rows,
     auto ifInside = at.create<scf::IfOp>(
         at.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, length), /*withElseRegion=*/true);
     auto then = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.thenBlock());
-    auto [page, row] = pagedRow(then, table, sequence, j, pageSize, lastPage);
+    auto [page, row] = cache.place(then, sequence, j);
     inside(then, page, row);
     auto otherwise = ImplicitLocOpBuilder::atBlockTerminator(at.getLoc(), ifInside.elseBlock());
     outside(otherwise);

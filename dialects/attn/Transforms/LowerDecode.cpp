@@ -317,7 +317,7 @@ private:
   Value workAcc, workMax, workSum;
   // The task's.
   Value batch, kvHead, firstRow, headRows, rowCount, split;
-  Value lastPage; // a paged cache's last page, where keyAt clamps block table entries
+  std::optional<CacheRows> cache; // K's and V's rows, where keyAt finds a key
   OnlineFinalizeOp finalize; // the whole attention's, whose output and lse the merge writes
   OnlineUpdateOp taskOp; // the update over the task's domain, read by KeyRange and ScoreTerms
   Value query, scores, acc, rowMax, rowSum, alpha;
@@ -327,10 +327,7 @@ private:
 };
 
 std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key) {
-  Value table = op.getBlockTable();
-  if (!table)
-    return {batch, key};
-  return pagedRow(b, table, batch, key, op.getKey().getType().getDimSize(2), lastPage);
+  return cache->place(b, batch, key);
 }
 
 // Elements of `buffer` in a 64-byte cache line.
@@ -682,9 +679,7 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
           // codes' factor (loadRow's).
           Value valueScale;
           if (Value scale = op.getValueScale())
-            valueScale = scaleForUnscaled(
-                jb, jb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}),
-                kv.getType());
+            valueScale = CacheRows::rowScale(jb, scale, kv, outer, kvHead, row);
           SmallVector<Value> p;
           for (int64_t rr = 0; rr < pvRows; ++rr) {
             Value weight = jb.create<memref::LoadOp>(scores, ValueRange{rows[rr], j});
@@ -842,8 +837,7 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
   headRows = b.create<arith::MinUIOp>(indexConstant(b, rowsPerHead),
                                       b.create<arith::SubIOp>(seqQ, firstRow));
   rowCount = b.create<arith::MulIOp>(headRows, indexConstant(b, group));
-  if (op.getBlockTable())
-    lastPage = cacheLastPage(b, op.getKey());
+  cache.emplace(b, op.getKey(), op.getBlockTable());
 
   // The update over the task's domain: its heads, rows and every key, for the key range and
   // the terms; erased once the task is emitted.

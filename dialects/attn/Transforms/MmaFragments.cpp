@@ -80,9 +80,9 @@ void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
 // Issues cp.async copies of keys [firstKey, firstKey + block) x [0, width) of `global` (K or
 // V of this task's K/V head) into `shared`, 16 bytes per copy, the threads sharing the
 // chunks; keys at or past validEnd are zero-filled (their address clamped into the tensor).
-// A paged cache's keys are read through the block table (pagedRow), those past the sequence's
-// end zero-filled. Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and bf16:
-// toF32Unscaled) and stored by the threads themselves, and each row's scale (times the codes'
+// A paged cache's keys are read through the block table (CacheRows::place), those past the
+// sequence's end zero-filled. Quantized rows (int8, fp8 E4M3) are loaded, decoded (exact in f16 and
+// bf16: toF32Unscaled) and stored by the threads themselves, and each row's scale (times the codes'
 // factor, 0 past validEnd) into `sharedScales`, for the scores and probabilities
 // (fragmentScales). Returns the group of cp.async copies to wait on, or null for quantized rows.
 Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
@@ -103,11 +103,8 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
       valid = b.create<arith::AndIOp>(
           valid, b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, sequenceEnd));
     Value source = b.create<arith::MinUIOp>(keyIndex, lastKey);
-    Value outer = batch;
-    if (Value table = update.getBlockTable())
-      std::tie(outer, source) = pagedRow(b, table, batch, source,
-                                         cast<MemRefType>(global.getType()).getDimSize(2),
-                                         lastPage);
+    Value outer;
+    std::tie(outer, source) = cache->place(b, batch, source);
     if (sharedScales) {
       Type codeType = cast<MemRefType>(global.getType()).getElementType();
       Value codes = b.create<vector::LoadOp>(VectorType::get({kChunk}, codeType), global,
@@ -123,9 +120,7 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
           /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifFirst.thenBlock());
-      Value scale = scaleForUnscaled(
-          b, b.create<memref::LoadOp>(rowScales, ValueRange{outer, kvHead, source}),
-          global.getType());
+      Value scale = CacheRows::rowScale(b, rowScales, global, outer, kvHead, source);
       b.create<memref::StoreOp>(b.create<arith::SelectOp>(valid, scale, f32Constant(b, 0)),
                                 sharedScales, ValueRange{row});
       continue;

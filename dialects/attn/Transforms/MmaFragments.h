@@ -23,6 +23,7 @@
 
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
+#include "attn/Kit/CacheRows.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -89,7 +90,7 @@ protected:
   mlir::Value myRows[2], myHeads[2];      // their query rows and heads
   mlir::Value positions;                  // their key positions i + off, as a C fragment (i32)
   mlir::Value lastRow, lastKey;           // Tq - 1, Tk - 1
-  mlir::Value lastPage;                   // a paged cache's last page (pages - 1)
+  std::optional<CacheRows> cache;         // K's and V's rows, where copyTile finds a key
   mlir::Value sequenceEnd;                // a paged cache's seq_lens[batch], else null
   // A fragments of Q, one per 16 columns of d_k.
   llvm::SmallVector<mlir::Value> queryFrags;

@@ -101,10 +101,10 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   kvHead = ScoreTerms::kvHeadOf(b, update, head);
   emitRows(b, map.lookupOrDefault(offsets[2]));
   lastRow = b.create<arith::SubIOp>(map.lookupOrDefault(update.getSeqQ()), c(b, 1));
-  lastKey = b.create<arith::SubIOp>(cacheKeys(b, key, update.getBlockTable()), c(b, 1));
-  lastPage = sequenceEnd = Value();
+  lastKey = b.create<arith::SubIOp>(CacheRows::keys(b, key, update.getBlockTable()), c(b, 1));
+  cache.emplace(b, key, update.getBlockTable());
+  sequenceEnd = Value();
   if (update.getBlockTable()) {
-    lastPage = cacheLastPage(b, key);
     sequenceEnd = b.create<arith::IndexCastOp>(
         b.getIndexType(), b.create<memref::LoadOp>(update.getSeqLens(), ValueRange{batch}));
   }

@@ -29,7 +29,7 @@ namespace attnc::attn {
 void MmaLowering::emitSplitOrWhole(ImplicitLocOpBuilder& b, Value count) {
   Value one = c(b, 1);
   Value keyBlocks =
-      b.create<arith::CeilDivUIOp>(cacheKeys(b, key, update.getBlockTable()), c(b, block));
+      b.create<arith::CeilDivUIOp>(CacheRows::keys(b, key, update.getBlockTable()), c(b, block));
   Value wanted =
       b.create<arith::CeilDivUIOp>(c(b, options.fillBlocks), b.create<arith::MaxUIOp>(count, one));
   Value splits = b.create<arith::MaxUIOp>(

@@ -226,6 +226,34 @@ private:
                  RowTiles tiles);
   void emitScores(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
                   int64_t scoreRows);
+  // A register tile of QK^T in emitScores: K (or its view), its rows (`rowIndices`, the task's
+  // rows from a multiple of `rows`), its keys per group, its pass over the block and the
+  // passes of a block (prefetchNext), the last key, and whether a row's keys go one by one.
+  struct ScoreTile {
+    Value kv;
+    bool contiguous, keyByKey;
+    int64_t rows, keys, passes;
+    SmallVector<Value> rowIndices;
+    Value pass, lastKey;
+  };
+  using KeyRows = ArrayRef<std::pair<Value, Value>>;
+  // The scores of key group `keyGroup` of the block from j0 for the tile's rows.
+  void emitScoreGroup(ImplicitLocOpBuilder& gb, const ScoreTile& tile, Value j0, Value keyGroup);
+  // Key u of the group from firstKey, clamped into K (the softmax drops the scores of a partial
+  // group's keys past the block).
+  std::pair<Value, Value> groupKey(ImplicitLocOpBuilder& b, const ScoreTile& tile,
+                                   Value firstKey, Value u);
+  // A quantized cache's scales of `keys` as one vector, or null.
+  Value keyScalesOf(ImplicitLocOpBuilder& gb, const ScoreTile& tile, KeyRows keys);
+  // q_rr . k_u for the tile's rows and the keys `over`, as W-lane partial sums.
+  SmallVector<Value> keyDots(ImplicitLocOpBuilder& db, const ScoreTile& tile, KeyRows over);
+  SmallVector<Value> widenedDotChunk(ImplicitLocOpBuilder& cb, const ScoreTile& tile, Value c,
+                                     ValueRange running, bool whole, KeyRows over);
+  SmallVector<Value> pairDotChunk(ImplicitLocOpBuilder& cb, const ScoreTile& tile, Value c,
+                                  ValueRange running, KeyRows over);
+  // The group's reduced scores `s` into S, scaled.
+  void storeGroupScores(ImplicitLocOpBuilder& gb, const ScoreTile& tile, Value s,
+                        Value keyScales, Value firstColumn);
   // roundedPairs: also P rounded to bf16 into probabilityPairs, for the dot products' PV.
   void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count, bool roundedPairs);
   void emitValues(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
@@ -397,155 +425,167 @@ std::pair<Value, Value> DecodeLowering::rowAt(ImplicitLocOpBuilder& b, Value r) 
 
 void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
                                 bool contiguous, int64_t scoreRows) {
-  Value kv = contiguous ? keyView : op.getKey();
-  Value lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
+  ScoreTile tile;
+  tile.kv = contiguous ? keyView : op.getKey();
+  tile.contiguous = contiguous;
+  tile.lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
   // A register tile: scoreRows rows x keysPerTile keys, W accumulators in all, so each K chunk
   // loaded (and widened) serves scoreRows rows. The key groups loop inside the row blocks: the
   // other way round, a K group's chunks (invariant in the row loop) were hoisted out of it by
   // LLVM and spilled, a store and a load more per chunk.
-  const int64_t keysPerTile = lanes / scoreRows, passes = llvm::divideCeil(group, scoreRows);
-  const bool keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
-  Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, keysPerTile));
+  tile.rows = scoreRows;
+  tile.keys = lanes / scoreRows;
+  tile.passes = llvm::divideCeil(group, scoreRows);
+  tile.keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
+  Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, tile.keys));
   b.create<scf::ForOp>(
       indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
         ImplicitLocOpBuilder rb(loc, nested);
-        Value pass = rb.create<arith::DivUIOp>(r0, indexConstant(rb, scoreRows));
-        SmallVector<Value> rows;
+        tile.pass = rb.create<arith::DivUIOp>(r0, indexConstant(rb, scoreRows));
+        tile.rowIndices.clear();
         for (int64_t rr = 0; rr < scoreRows; ++rr)
-          rows.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
+          tile.rowIndices.push_back(rb.create<arith::AddIOp>(r0, indexConstant(rb, rr)));
         forRange(rb, indexConstant(rb, 0), groups, [&](ImplicitLocOpBuilder& gb, Value keyGroup) {
-          Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, keysPerTile));
-          Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
-          // Key u of the group, clamped into K (the softmax drops the scores of a partial
-          // group's keys past the block).
-          auto groupKey = [&](ImplicitLocOpBuilder& kb, Value u) {
-            return keyAt(kb, kb.create<arith::MinUIOp>(kb.create<arith::AddIOp>(firstKey, u),
-                                                       lastKey));
-          };
-          // The group's keys at once, but for one row read key by key (which has no scales:
-          // quantized rows keep the unrolled group).
-          SmallVector<std::pair<Value, Value>> keys;
-          if (!keyByKey)
-            for (int64_t u = 0; u < keysPerTile; ++u)
-              keys.push_back(groupKey(gb, indexConstant(gb, u)));
-          // The next block's rows: with one row the loop below prefetches each key's before
-          // reading it (all the group's at once, 16 keys x 4 lines, the loads waited behind
-          // them: H 8, paged hnd pages of 16, key by key 1.23x / 1.15x as fast, 1 / 2 threads).
-          if (!keyByKey)
-            for (int64_t u = 0; u < keysPerTile; ++u)
-              prefetchNext(gb, Phase::Scores,
-                           gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)), pass,
-                           passes);
-          // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the
-          // codes' factor, loadRow's) applied to the sums.
-          Value keyScales;
-          if (Value scale = op.getKeyScale()) {
-            SmallVector<Value> perKey;
-            for (auto [outer, row] : keys)
-              perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
-            keyScales = scaleForUnscaled(
-                gb,
-                gb.create<vector::FromElementsOp>(
-                    VectorType::get({keysPerTile}, gb.getF32Type()), perKey),
-                kv.getType());
-          }
-          // sums[rr * n + u] accumulates q_rr * k_u along the head dim for the n keys `over`, a
-          // chunk of W elements at a time: the whole chunks, then the one the head dim ends in
-          // (q is zero past d_k).
-          using KeyRows = ArrayRef<std::pair<Value, Value>>;
-          auto chunk = [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running, bool whole,
-                           KeyRows over) {
-            Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, lanes));
-            SmallVector<Value> q;
-            for (Value row : rows)
-              q.push_back(cb.create<vector::LoadOp>(vector, query, ValueRange{row, column}));
-            SmallVector<Value> next(running.begin(), running.end());
-            const int64_t n = static_cast<int64_t>(over.size());
-            for (int64_t u = 0; u < n; ++u) {
-              Value k = loadRow(cb, kv, {over[u].first, kvHead, over[u].second, column}, lanes,
-                                contiguous, whole, dk);
-              for (int64_t rr = 0; rr < scoreRows; ++rr)
-                next[rr * n + u] = cb.create<vector::FMAOp>(q[rr], k, running[rr * n + u]);
-            }
-            return next;
-          };
-          // With dot products, a chunk of 2W bf16 of q and of each key, as they lie.
-          auto pairChunk = [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running,
-                               KeyRows over) {
-            auto chunkType = VectorType::get({2 * lanes}, cb.getBF16Type());
-            Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, 2 * lanes));
-            SmallVector<Value> q;
-            for (Value row : rows)
-              q.push_back(
-                  cb.create<vector::LoadOp>(chunkType, queryPairs, ValueRange{row, column}));
-            SmallVector<Value> next(running.begin(), running.end());
-            const int64_t n = static_cast<int64_t>(over.size());
-            for (int64_t u = 0; u < n; ++u) {
-              Value k = cb.create<vector::LoadOp>(
-                  chunkType, kv, ValueRange{over[u].first, kvHead, over[u].second, column});
-              for (int64_t rr = 0; rr < scoreRows; ++rr)
-                next[rr * n + u] = dotBf16Pairs(cb, running[rr * n + u], q[rr], k);
-            }
-            return next;
-          };
-          auto dot = [&](ImplicitLocOpBuilder& db, KeyRows over) {
-            if (pairs && contiguous)
-              return overChunks(db, dk / (2 * lanes),
-                                SmallVector<Value>(scoreRows * over.size(), f32Splat(db, lanes, 0)),
-                                [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
-                                  return pairChunk(cb, c, running, over);
-                                });
-            SmallVector<Value> sums = overChunks(
-                db, dk / lanes,
-                SmallVector<Value>(scoreRows * over.size(), f32Splat(db, lanes, 0)),
-                [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
-                  return chunk(cb, c, running, /*whole=*/true, over);
-                });
-            if (dk % lanes != 0)
-              sums = chunk(db, indexConstant(db, dk / lanes), sums, /*whole=*/false, over);
-            return sums;
-          };
-          // With GQA the group's keys chunk by chunk, each K chunk widened once for the
-          // scoreRows rows. One row of f16, bf16 or f32 keys reads them one by one in a loop,
-          // each key's partial sums through `partials`: unrolled, the group's loads were
-          // scheduled chunk by chunk across its keys (4 KiB apart at W = 16, d 128, f16), and
-          // the hardware's prefetchers fell behind (1 thread, H 8, Tk 16k: 1.3-1.5x as fast in
-          // a loop, d 64 to 256, f16 and bf16). With GQA the loop was slower (q reloaded per
-          // key), and int8 rows 4% slower.
-          SmallVector<Value> sums;
-          if (!keyByKey) {
-            sums = dot(gb, keys);
-          } else {
-            forRange(gb, indexConstant(gb, 0), indexConstant(gb, keysPerTile),
-                     [&](ImplicitLocOpBuilder& ub, Value u) {
-                       prefetchNext(ub, Phase::Scores, ub.create<arith::AddIOp>(firstKey, u),
-                                    pass, passes);
-                       ub.create<vector::StoreOp>(dot(ub, groupKey(ub, u)).front(), partials,
-                                                  ValueRange{u, indexConstant(ub, 0)});
-                     });
-            for (int64_t u = 0; u < keysPerTile; ++u)
-              sums.push_back(gb.create<vector::LoadOp>(
-                  vector, partials, ValueRange{indexConstant(gb, u), indexConstant(gb, 0)}));
-          }
-          // Lanes [rr * keysPerTile, (rr + 1) * keysPerTile) hold row rr's scores.
-          Value s = transposeReduce(gb, sums);
-          for (int64_t rr = 0; rr < scoreRows; ++rr) {
-            Value part = scoreRows == 1 ? s
-                                        : gb.create<vector::ExtractStridedSliceOp>(
-                                              s, ArrayRef<int64_t>{rr * keysPerTile},
-                                              ArrayRef<int64_t>{keysPerTile},
-                                              ArrayRef<int64_t>{1});
-            if (keyScales)
-              part = gb.create<arith::MulFOp>(part, keyScales);
-            if (pairs && contiguous)
-              part = gb.create<arith::MulFOp>(
-                  part, f32Splat(gb, keysPerTile, op.getScale().convertToDouble()));
-            gb.create<vector::StoreOp>(part, scores, ValueRange{rows[rr], firstColumn});
-          }
+          emitScoreGroup(gb, tile, j0, keyGroup);
         });
         rb.create<scf::YieldOp>();
       });
+}
+
+std::pair<Value, Value> DecodeLowering::groupKey(ImplicitLocOpBuilder& b, const ScoreTile& tile,
+                                                 Value firstKey, Value u) {
+  return keyAt(b, b.create<arith::MinUIOp>(b.create<arith::AddIOp>(firstKey, u), tile.lastKey));
+}
+
+void DecodeLowering::emitScoreGroup(ImplicitLocOpBuilder& gb, const ScoreTile& tile, Value j0,
+                                    Value keyGroup) {
+  Value firstColumn = gb.create<arith::MulIOp>(keyGroup, indexConstant(gb, tile.keys));
+  Value firstKey = gb.create<arith::AddIOp>(j0, firstColumn);
+  // The group's keys at once, but for one row read key by key (which has no scales: quantized
+  // rows keep the unrolled group).
+  SmallVector<std::pair<Value, Value>> keys;
+  if (!tile.keyByKey)
+    for (int64_t u = 0; u < tile.keys; ++u)
+      keys.push_back(groupKey(gb, tile, firstKey, indexConstant(gb, u)));
+  // The next block's rows: with one row the loop below prefetches each key's before reading it
+  // (all the group's at once, 16 keys x 4 lines, the loads waited behind them: H 8, paged hnd
+  // pages of 16, key by key 1.23x / 1.15x as fast, 1 / 2 threads).
+  if (!tile.keyByKey)
+    for (int64_t u = 0; u < tile.keys; ++u)
+      prefetchNext(gb, Phase::Scores, gb.create<arith::AddIOp>(firstKey, indexConstant(gb, u)),
+                   tile.pass, tile.passes);
+  Value keyScales = keyScalesOf(gb, tile, keys);
+  // With GQA the group's keys chunk by chunk, each K chunk widened once for the tile's rows. One
+  // row of f16, bf16 or f32 keys reads them one by one in a loop, each key's partial sums
+  // through `partials`: unrolled, the group's loads were scheduled chunk by chunk across its
+  // keys (4 KiB apart at W = 16, d 128, f16), and the hardware's prefetchers fell behind (1
+  // thread, H 8, Tk 16k: 1.3-1.5x as fast in a loop, d 64 to 256, f16 and bf16). With GQA the
+  // loop was slower (q reloaded per key), and int8 rows 4% slower.
+  SmallVector<Value> sums;
+  if (!tile.keyByKey) {
+    sums = keyDots(gb, tile, keys);
+  } else {
+    forRange(gb, indexConstant(gb, 0), indexConstant(gb, tile.keys),
+             [&](ImplicitLocOpBuilder& ub, Value u) {
+               prefetchNext(ub, Phase::Scores, ub.create<arith::AddIOp>(firstKey, u), tile.pass,
+                            tile.passes);
+               ub.create<vector::StoreOp>(keyDots(ub, tile, groupKey(ub, tile, firstKey, u)).front(),
+                                          partials, ValueRange{u, indexConstant(ub, 0)});
+             });
+    for (int64_t u = 0; u < tile.keys; ++u)
+      sums.push_back(gb.create<vector::LoadOp>(
+          vector, partials, ValueRange{indexConstant(gb, u), indexConstant(gb, 0)}));
+  }
+  storeGroupScores(gb, tile, transposeReduce(gb, sums), keyScales, firstColumn);
+}
+
+Value DecodeLowering::keyScalesOf(ImplicitLocOpBuilder& gb, const ScoreTile& tile,
+                                  KeyRows keys) {
+  // A quantized cache's keys: s_u = k_scale[u] (q . k_q[u]), the scale (times the codes' factor,
+  // loadRow's) applied to the sums.
+  Value scale = op.getKeyScale();
+  if (!scale)
+    return Value();
+  SmallVector<Value> perKey;
+  for (auto [outer, row] : keys)
+    perKey.push_back(gb.create<memref::LoadOp>(scale, ValueRange{outer, kvHead, row}));
+  return scaleForUnscaled(
+      gb, gb.create<vector::FromElementsOp>(VectorType::get({tile.keys}, gb.getF32Type()), perKey),
+      tile.kv.getType());
+}
+
+// sums[rr * n + u] accumulates q_rr * k_u along the head dim for the n keys `over`, a chunk of W
+// elements at a time: the whole chunks, then the one the head dim ends in (q is zero past d_k).
+// With dot products, chunks of 2W bf16 of q and of each key, as they lie.
+SmallVector<Value> DecodeLowering::keyDots(ImplicitLocOpBuilder& db, const ScoreTile& tile,
+                                           KeyRows over) {
+  SmallVector<Value> zeros(tile.rows * over.size(), f32Splat(db, lanes, 0));
+  if (pairs && tile.contiguous)
+    return overChunks(db, dk / (2 * lanes), zeros,
+                      [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
+                        return pairDotChunk(cb, tile, c, running, over);
+                      });
+  SmallVector<Value> sums =
+      overChunks(db, dk / lanes, zeros, [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
+        return widenedDotChunk(cb, tile, c, running, /*whole=*/true, over);
+      });
+  if (dk % lanes != 0)
+    sums = widenedDotChunk(db, tile, indexConstant(db, dk / lanes), sums, /*whole=*/false, over);
+  return sums;
+}
+
+SmallVector<Value> DecodeLowering::widenedDotChunk(ImplicitLocOpBuilder& cb,
+                                                   const ScoreTile& tile, Value c,
+                                                   ValueRange running, bool whole, KeyRows over) {
+  Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, lanes));
+  SmallVector<Value> q;
+  for (Value row : tile.rowIndices)
+    q.push_back(cb.create<vector::LoadOp>(vector, query, ValueRange{row, column}));
+  SmallVector<Value> next(running.begin(), running.end());
+  const int64_t n = static_cast<int64_t>(over.size());
+  for (int64_t u = 0; u < n; ++u) {
+    Value k = loadRow(cb, tile.kv, {over[u].first, kvHead, over[u].second, column}, lanes,
+                      tile.contiguous, whole, dk);
+    for (int64_t rr = 0; rr < tile.rows; ++rr)
+      next[rr * n + u] = cb.create<vector::FMAOp>(q[rr], k, running[rr * n + u]);
+  }
+  return next;
+}
+
+SmallVector<Value> DecodeLowering::pairDotChunk(ImplicitLocOpBuilder& cb, const ScoreTile& tile,
+                                                Value c, ValueRange running, KeyRows over) {
+  auto chunkType = VectorType::get({2 * lanes}, cb.getBF16Type());
+  Value column = cb.create<arith::MulIOp>(c, indexConstant(cb, 2 * lanes));
+  SmallVector<Value> q;
+  for (Value row : tile.rowIndices)
+    q.push_back(cb.create<vector::LoadOp>(chunkType, queryPairs, ValueRange{row, column}));
+  SmallVector<Value> next(running.begin(), running.end());
+  const int64_t n = static_cast<int64_t>(over.size());
+  for (int64_t u = 0; u < n; ++u) {
+    Value k = cb.create<vector::LoadOp>(chunkType, tile.kv,
+                                        ValueRange{over[u].first, kvHead, over[u].second, column});
+    for (int64_t rr = 0; rr < tile.rows; ++rr)
+      next[rr * n + u] = dotBf16Pairs(cb, running[rr * n + u], q[rr], k);
+  }
+  return next;
+}
+
+// Lanes [rr * keys, (rr + 1) * keys) of the reduced sums hold row rr's scores.
+void DecodeLowering::storeGroupScores(ImplicitLocOpBuilder& gb, const ScoreTile& tile, Value s,
+                                      Value keyScales, Value firstColumn) {
+  for (int64_t rr = 0; rr < tile.rows; ++rr) {
+    Value part = tile.rows == 1 ? s
+                                : gb.create<vector::ExtractStridedSliceOp>(
+                                      s, ArrayRef<int64_t>{rr * tile.keys},
+                                      ArrayRef<int64_t>{tile.keys}, ArrayRef<int64_t>{1});
+    if (keyScales)
+      part = gb.create<arith::MulFOp>(part, keyScales);
+    if (pairs && tile.contiguous)
+      part = gb.create<arith::MulFOp>(part,
+                                      f32Splat(gb, tile.keys, op.getScale().convertToDouble()));
+    gb.create<vector::StoreOp>(part, scores, ValueRange{tile.rowIndices[rr], firstColumn});
+  }
 }
 
 void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,

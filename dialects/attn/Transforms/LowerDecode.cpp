@@ -218,8 +218,32 @@ public:
   LogicalResult emit();
 
 private:
+  // What the decode kernel takes: a power-of-two vector width, positive sizes, the whole
+  // attention (before tiling) with static KV heads dividing the heads.
+  LogicalResult check();
+  // The splits and the workspace of their partial states; returns B.
+  Value emitWorkspace(ImplicitLocOpBuilder& b);
+  // `buffer` ([.., d], K or V) with its innermost stride stated as 1 into `view`, and an i1,
+  // whether it is 1.
+  Value unitInnermost(ImplicitLocOpBuilder& b, Value buffer, Value& view);
+  // Phase 1: the splits' partial states; phase 2: their merge, where the update was.
+  void emitPhases(ImplicitLocOpBuilder& at, Value batches);
   // The task loop's body: one (batch, KV head, query rows, split).
   void emitPartial(ImplicitLocOpBuilder& b, Value task);
+  // The task's place (batch, KV head, rows, split), the update over its domain (taskOp) and
+  // its cache's rows.
+  void placeTask(ImplicitLocOpBuilder& b, Value task);
+  // The task's stack: the rows' scaled queries, scores, state and the block's rescale factors.
+  void allocateTaskStack(ImplicitLocOpBuilder& b);
+  // An i1, whether the task takes wideTiles, or null without them.
+  Value wideTilesWanted(ImplicitLocOpBuilder& b);
+  // The rows' queries packed and their state initialised, up to whole tiles.
+  void emitTaskInit(ImplicitLocOpBuilder& b, Value useWide);
+  void packQueryRow(ImplicitLocOpBuilder& b, Value r);
+  // The split's key blocks, with the tiles the task takes and the layout K and V have.
+  void emitKeyBlocks(ImplicitLocOpBuilder& b, Value useWide);
+  // The split's unnormalised state of the task's rows into the workspace.
+  void storePartialState(ImplicitLocOpBuilder& b);
   // One key block [j0, j0 + count) folded into the task's state, K and V read with vector loads
   // when `contiguous`.
   void emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
@@ -918,6 +942,16 @@ void DecodeLowering::emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, b
 }
 
 void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
+  placeTask(b, task);
+  allocateTaskStack(b);
+  Value useWide = wideTilesWanted(b);
+  emitTaskInit(b, useWide);
+  emitKeyBlocks(b, useWide);
+  storePartialState(b);
+  rewriter.eraseOp(taskOp);
+}
+
+void DecodeLowering::placeTask(ImplicitLocOpBuilder& b, Value task) {
   split = b.create<arith::RemUIOp>(task, splits);
   Value rest = b.create<arith::DivUIOp>(task, splits);
   Value queryTile = b.create<arith::RemUIOp>(rest, queryTiles);
@@ -940,7 +974,9 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
     taskOp.getSizesMutable().assign(
         {indexConstant(b, 1), indexConstant(b, group), headRows, seqK});
   });
+}
 
+void DecodeLowering::allocateTaskStack(ImplicitLocOpBuilder& b) {
   // The task's stack: the rows' scaled queries, scores, state and the block's rescale factors.
   auto f32 = b.getF32Type();
   {
@@ -961,7 +997,9 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
           MemRefType::get({taskRows, roundUp(keyBlock, lanes)}, b.getBF16Type()));
     }
   }
-  const float scale = static_cast<float>(op.getScale().convertToDouble());
+}
+
+Value DecodeLowering::wideTilesWanted(ImplicitLocOpBuilder& b) {
   // Wide tiles once they are half full and hold more rows than the group's (H 8, d 128, f16,
   // Tk 16k, 1 thread: 4 rows 1.12x as fast as four passes of one row, 3 rows 1.08x slower than
   // three passes), chosen once per task: chosen per key block, a GQA 32/8 step of one row was
@@ -971,46 +1009,57 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
     useWide = b.create<arith::CmpIOp>(
         arith::CmpIPredicate::uge, rowCount,
         indexConstant(b, std::max(wideTiles->score / 2, groupTiles.score + 1)));
+  return useWide;
+}
+
+void DecodeLowering::emitTaskInit(ImplicitLocOpBuilder& b, Value useWide) {
   // The rows the tiles read: the task's, rounded up to whole tiles.
   Value tileRows = indexConstant(b, groupTiles.most());
   if (useWide)
     tileRows = b.create<arith::SelectOp>(useWide, indexConstant(b, wideTiles->most()), tileRows);
   Value usedRows = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(rowCount, tileRows),
                                            tileRows);
-  forRange(b, indexConstant(b, 0), usedRows,
-           [&](ImplicitLocOpBuilder& rb, Value r) {
-             auto [head, i] = rowAt(rb, r);
-             forRange(rb, indexConstant(rb, 0), indexConstant(rb, dkPadded),
-                      [&](ImplicitLocOpBuilder& cb, Value c) {
-                        Value inside = cb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, c,
-                                                                indexConstant(cb, dk));
-                        Value element = loadF32(
-                            cb, op.getQuery(),
-                            {batch, head, i, cb.create<arith::MinUIOp>(c, indexConstant(cb, dk - 1))});
-                        Value value = cb.create<arith::SelectOp>(
-                            inside, cb.create<arith::MulFOp>(element, f32Constant(cb, scale)),
-                            f32Constant(cb, 0));
-                        cb.create<memref::StoreOp>(value, query, ValueRange{r, c});
-                        // Unscaled for dot products (exact in bf16 where q times the scale
-                        // is not); emitScores scales their sums in f32.
-                        if (pairs)
-                          cb.create<memref::StoreOp>(
-                              cb.create<arith::TruncFOp>(
-                                  cb.getBF16Type(),
-                                  cb.create<arith::SelectOp>(inside, element, f32Constant(cb, 0))),
-                              queryPairs, ValueRange{r, c});
-                      });
-             forRange(rb, indexConstant(rb, 0), indexConstant(rb, dvPadded / lanes),
-                      [&](ImplicitLocOpBuilder& cb, Value c) {
-                        cb.create<vector::StoreOp>(
-                            f32Splat(cb, lanes, 0), acc,
-                            ValueRange{r, cb.create<arith::MulIOp>(c, indexConstant(cb, lanes))});
-                      });
-             rb.create<memref::StoreOp>(f32Constant(rb, -kInf), rowMax, ValueRange{r});
-             rb.create<memref::StoreOp>(f32Constant(rb, 0), rowSum, ValueRange{r});
-             rb.create<memref::StoreOp>(f32Constant(rb, 0), alpha, ValueRange{r});
-           });
+  forRange(b, indexConstant(b, 0), usedRows, [&](ImplicitLocOpBuilder& rb, Value r) {
+    packQueryRow(rb, r);
+    rb.create<memref::StoreOp>(f32Constant(rb, -kInf), rowMax, ValueRange{r});
+    rb.create<memref::StoreOp>(f32Constant(rb, 0), rowSum, ValueRange{r});
+    rb.create<memref::StoreOp>(f32Constant(rb, 0), alpha, ValueRange{r});
+  });
+}
 
+// Row r's query scaled into the task's stack, zero past d_k (and unscaled in bf16 for dot
+// products), and its accumulator zeroed.
+void DecodeLowering::packQueryRow(ImplicitLocOpBuilder& b, Value r) {
+  const float scale = static_cast<float>(op.getScale().convertToDouble());
+  auto [head, i] = rowAt(b, r);
+  forRange(
+      b, indexConstant(b, 0), indexConstant(b, dkPadded), [&](ImplicitLocOpBuilder& cb, Value c) {
+        Value inside =
+            cb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, c, indexConstant(cb, dk));
+        Value element =
+            loadF32(cb, op.getQuery(),
+                    {batch, head, i, cb.create<arith::MinUIOp>(c, indexConstant(cb, dk - 1))});
+        Value value = cb.create<arith::SelectOp>(
+            inside, cb.create<arith::MulFOp>(element, f32Constant(cb, scale)), f32Constant(cb, 0));
+        cb.create<memref::StoreOp>(value, query, ValueRange{r, c});
+        // Unscaled for dot products (exact in bf16 where q times the scale
+        // is not); emitScores scales their sums in f32.
+        if (pairs)
+          cb.create<memref::StoreOp>(
+              cb.create<arith::TruncFOp>(
+                  cb.getBF16Type(),
+                  cb.create<arith::SelectOp>(inside, element, f32Constant(cb, 0))),
+              queryPairs, ValueRange{r, c});
+      });
+  forRange(b, indexConstant(b, 0), indexConstant(b, dvPadded / lanes),
+           [&](ImplicitLocOpBuilder& cb, Value c) {
+             cb.create<vector::StoreOp>(
+                 f32Splat(cb, lanes, 0), acc,
+                 ValueRange{r, cb.create<arith::MulIOp>(c, indexConstant(cb, lanes))});
+           });
+}
+
+void DecodeLowering::emitKeyBlocks(ImplicitLocOpBuilder& b, Value useWide) {
   // This split's whole key blocks of the range the mask can keep for the task's rows.
   auto [lo, hi] = keptKeyRange(b, taskOp);
   Value block = indexConstant(b, keyBlock);
@@ -1044,7 +1093,9 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
     b.setInsertionPoint(layout.elseBlock()->getTerminator());
     emitBlocks(groupTiles, /*contiguous=*/false);
   }
+}
 
+void DecodeLowering::storePartialState(ImplicitLocOpBuilder& b) {
   // The split's unnormalised state of the task's rows into the workspace.
   forRange(b, indexConstant(b, 0), rowCount, [&](ImplicitLocOpBuilder& rb, Value r) {
     auto [head, i] = rowAt(rb, r);
@@ -1061,7 +1112,6 @@ void DecodeLowering::emitPartial(ImplicitLocOpBuilder& b, Value task) {
                    ValueRange{split, row, column});
              });
   });
-  rewriter.eraseOp(taskOp);
 }
 
 void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
@@ -1108,15 +1158,8 @@ void DecodeLowering::emitMerge(ImplicitLocOpBuilder& b, Value task) {
 }
 
 LogicalResult DecodeLowering::emit() {
-  if (lanes <= 1 || (lanes & (lanes - 1)) != 0)
-    return op.emitOpError() << "lower_decode: vector_width must be a power of two above 1";
-  if (keyBlock <= 0 || rowsPerHead <= 0 || splitKeys <= 0)
-    return op.emitOpError() << "lower_decode: key_block, rows and split_keys must be positive";
-  if (op.hasPackedQuery() || ShapedType::isDynamic(kvHeads) || heads % kvHeads != 0)
-    return op.emitOpError() << "lower_decode needs the whole query and static KV heads";
-  for (Value offset : op.getOffsets())
-    if (getConstantIntValue(offset) != 0)
-      return op.emitOpError() << "lower_decode needs the whole attention (before tiling)";
+  if (failed(check()))
+    return failure();
   FailureOr<StateOps> state = findStateOps(op, "lower_decode");
   if (failed(state))
     return failure();
@@ -1127,6 +1170,33 @@ LogicalResult DecodeLowering::emit() {
   // included (attn-outline-tasks).
   rewriter.setInsertionPoint(state->allocs.front());
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  Value batches = emitWorkspace(b);
+  // K and V with their innermost stride stated as 1, read by vector loads when it is.
+  contiguousKv = b.create<arith::AndIOp>(unitInnermost(b, op.getKey(), keyView),
+                                         unitInnermost(b, op.getValue(), valueView));
+
+  // The phases where the update was.
+  rewriter.setInsertionPoint(op);
+  ImplicitLocOpBuilder at(op.getLoc(), rewriter);
+  emitPhases(at, batches);
+  eraseWithStateOps(rewriter, op, *state);
+  return success();
+}
+
+LogicalResult DecodeLowering::check() {
+  if (lanes <= 1 || (lanes & (lanes - 1)) != 0)
+    return op.emitOpError() << "lower_decode: vector_width must be a power of two above 1";
+  if (keyBlock <= 0 || rowsPerHead <= 0 || splitKeys <= 0)
+    return op.emitOpError() << "lower_decode: key_block, rows and split_keys must be positive";
+  if (op.hasPackedQuery() || ShapedType::isDynamic(kvHeads) || heads % kvHeads != 0)
+    return op.emitOpError() << "lower_decode needs the whole query and static KV heads";
+  for (Value offset : op.getOffsets())
+    if (getConstantIntValue(offset) != 0)
+      return op.emitOpError() << "lower_decode needs the whole attention (before tiling)";
+  return success();
+}
+
+Value DecodeLowering::emitWorkspace(ImplicitLocOpBuilder& b) {
   ValueRange sizes = op.getSizes();
   Value batches = sizes[0];
   seqQ = sizes[2];
@@ -1153,32 +1223,31 @@ LogicalResult DecodeLowering::emit() {
                                       ValueRange{splits, workRows});
   workMax = b.create<memref::AllocOp>(MemRefType::get({dyn, dyn}, f32), ValueRange{splits, workRows});
   workSum = b.create<memref::AllocOp>(MemRefType::get({dyn, dyn}, f32), ValueRange{splits, workRows});
+  return batches;
+}
 
-  // K and V with their innermost stride stated as 1, read by vector loads when it is.
-  auto unitInnermost = [&](Value buffer, Value& view) {
-    auto type = cast<MemRefType>(buffer.getType());
-    auto metadata = b.create<memref::ExtractStridedMetadataOp>(buffer);
-    SmallVector<int64_t> staticStrides(4, dyn);
-    staticStrides[3] = 1;
-    auto layout = StridedLayoutAttr::get(b.getContext(), dyn, staticStrides);
-    auto viewType = MemRefType::get(type.getShape(), type.getElementType(), layout);
-    SmallVector<OpFoldResult> viewSizes, viewStrides;
-    for (int d = 0; d < 4; ++d) {
-      viewSizes.push_back(metadata.getSizes()[d]);
-      viewStrides.push_back(d == 3 ? OpFoldResult(b.getIndexAttr(1))
-                                   : OpFoldResult(metadata.getStrides()[d]));
-    }
-    view = b.create<memref::ReinterpretCastOp>(viewType, metadata.getBaseBuffer(),
-                                               OpFoldResult(metadata.getOffset()), viewSizes,
-                                               viewStrides);
-    return b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, metadata.getStrides()[3], one);
-  };
-  contiguousKv = b.create<arith::AndIOp>(unitInnermost(op.getKey(), keyView),
-                                         unitInnermost(op.getValue(), valueView));
+Value DecodeLowering::unitInnermost(ImplicitLocOpBuilder& b, Value buffer, Value& view) {
+  const int64_t dyn = ShapedType::kDynamic;
+  auto type = cast<MemRefType>(buffer.getType());
+  auto metadata = b.create<memref::ExtractStridedMetadataOp>(buffer);
+  SmallVector<int64_t> staticStrides(4, dyn);
+  staticStrides[3] = 1;
+  auto layout = StridedLayoutAttr::get(b.getContext(), dyn, staticStrides);
+  auto viewType = MemRefType::get(type.getShape(), type.getElementType(), layout);
+  SmallVector<OpFoldResult> viewSizes, viewStrides;
+  for (int d = 0; d < 4; ++d) {
+    viewSizes.push_back(metadata.getSizes()[d]);
+    viewStrides.push_back(d == 3 ? OpFoldResult(b.getIndexAttr(1))
+                                 : OpFoldResult(metadata.getStrides()[d]));
+  }
+  view = b.create<memref::ReinterpretCastOp>(viewType, metadata.getBaseBuffer(),
+                                             OpFoldResult(metadata.getOffset()), viewSizes,
+                                             viewStrides);
+  return b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, metadata.getStrides()[3],
+                                 indexConstant(b, 1));
+}
 
-  // Phase 1: the splits' partial states; phase 2: their merge, where the update was.
-  rewriter.setInsertionPoint(op);
-  ImplicitLocOpBuilder at(op.getLoc(), rewriter);
+void DecodeLowering::emitPhases(ImplicitLocOpBuilder& at, Value batches) {
   Value tasks = at.create<arith::MulIOp>(
       at.create<arith::MulIOp>(at.create<arith::MulIOp>(batches, indexConstant(at, kvHeads)),
                                queryTiles),
@@ -1200,9 +1269,6 @@ LogicalResult DecodeLowering::emit() {
   }
   for (Value buffer : {workAcc, workMax, workSum})
     at.create<memref::DeallocOp>(buffer);
-
-  eraseWithStateOps(rewriter, op, *state);
-  return success();
 }
 
 } // namespace

@@ -44,6 +44,24 @@ private:
   void emitLaunch(mlir::ImplicitLocOpBuilder& b, Phase phase, mlir::Value count,
                   mlir::Value splits);
   void emitKeyLoop(mlir::ImplicitLocOpBuilder& b, mlir::IRMapping& map, Phase phase);
+  // The task's batch, heads, rows, cache and positions, and Q's fragments.
+  void placeTask(mlir::ImplicitLocOpBuilder& b, mlir::IRMapping& map);
+  // One key block's step of the key loop: the state after it.
+  llvm::SmallVector<mlir::Value> emitKeyBlock(mlir::ImplicitLocOpBuilder& b, mlir::IRMapping& map,
+                                              mlir::Value keyBlock, mlir::Value upper,
+                                              mlir::ValueRange carried);
+  // The block's softmax step on the scores' fragments `s` (made P in place): each C row's new
+  // max, its rescale factor and its partial sum.
+  struct BlockSoftmax {
+    mlir::Value newMax[2], alpha[2], sums[2];
+  };
+  BlockSoftmax emitBlockSoftmax(mlir::ImplicitLocOpBuilder& b, llvm::SmallVector<mlir::Value>& s,
+                                mlir::Value keyBlock, mlir::ValueRange carried);
+  // O = alpha O + P V.
+  llvm::SmallVector<mlir::Value> emitValueProducts(mlir::ImplicitLocOpBuilder& b,
+                                                   llvm::ArrayRef<mlir::Value> s,
+                                                   const BlockSoftmax& step,
+                                                   mlir::ValueRange carried);
   void emitFinalize(mlir::ImplicitLocOpBuilder& b, mlir::IRMapping& map);
 
   // MmaSplitKey.cpp: the split's keys, its partial state, the merge, and the choice.

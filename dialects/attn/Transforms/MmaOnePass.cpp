@@ -95,6 +95,36 @@ void MmaLowering::emitLaunch(ImplicitLocOpBuilder& b, Phase phase, Value count, 
 }
 
 void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase phase) {
+  placeTask(b, map);
+  // The first K tile, then the loop over key blocks with the state in registers.
+  scf::ForOp keys = ops.keys;
+  Value lower = map.lookupOrDefault(keys.getLowerBound()),
+        upper = map.lookupOrDefault(keys.getUpperBound());
+  if (phase == Phase::Partial)
+    std::tie(lower, upper) = splitKeyRange(b, lower, upper);
+  waitAndSync(b, copyTile(b, key, sharedK, dk, lower, upper, update.getKeyScale(), sharedKScale));
+  SmallVector<Value> state{f32Constant(b, -kInf), f32Constant(b, -kInf), f32Constant(b, 0),
+                           f32Constant(b, 0)};
+  state.append(dv / 8, splatConstant(b, cType, 0));
+  auto loop = b.create<scf::ForOp>(lower, upper, c(b, block), state);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    map.map(keys.getInductionVar(), loop.getInductionVar());
+    for (Operation& op : keys.getBody()->without_terminator())
+      if (&op != update.getOperation())
+        b.clone(op, map);
+    b.create<scf::YieldOp>(
+        emitKeyBlock(b, map, loop.getInductionVar(), upper, loop.getRegionIterArgs()));
+  }
+  maxRow[0] = loop.getResult(0);
+  maxRow[1] = loop.getResult(1);
+  sumRow[0] = loop.getResult(2);
+  sumRow[1] = loop.getResult(3);
+  acc.assign(loop.getResults().begin() + 4, loop.getResults().end());
+}
+
+void MmaLowering::placeTask(ImplicitLocOpBuilder& b, IRMapping& map) {
   ValueRange offsets = update.getOffsets();
   batch = map.lookupOrDefault(offsets[0]);
   head = map.lookupOrDefault(offsets[1]);
@@ -112,119 +142,107 @@ void MmaLowering::emitKeyLoop(ImplicitLocOpBuilder& b, IRMapping& map, Phase pha
   positions = rowsVector(b, i32(b, b.create<arith::AddIOp>(myRows[0], off)),
                          i32(b, b.create<arith::AddIOp>(myRows[1], off)), cTypeI32);
   emitQueryFragments(b, query);
+}
 
-  // The first K tile, then the loop over key blocks with the state in registers.
-  scf::ForOp keys = ops.keys;
-  Value lower = map.lookupOrDefault(keys.getLowerBound()),
-        upper = map.lookupOrDefault(keys.getUpperBound());
-  if (phase == Phase::Partial)
-    std::tie(lower, upper) = splitKeyRange(b, lower, upper);
-  Value keyScale = update.getKeyScale(), valueScale = update.getValueScale();
-  waitAndSync(b, copyTile(b, key, sharedK, dk, lower, upper, keyScale, sharedKScale));
-  SmallVector<Value> state{f32Constant(b, -kInf), f32Constant(b, -kInf), f32Constant(b, 0),
-                           f32Constant(b, 0)};
-  state.append(dv / 8, splatConstant(b, cType, 0));
-  auto loop = b.create<scf::ForOp>(lower, upper, c(b, block), state);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    map.map(keys.getInductionVar(), loop.getInductionVar());
-    for (Operation& op : keys.getBody()->without_terminator())
-      if (&op != update.getOperation())
-        b.clone(op, map);
-    Value keyBlock = loop.getInductionVar();
-    Value keyEnd = b.create<arith::AddIOp>(keyBlock, map.lookupOrDefault(update.getSizes()[3]));
-    ValueRange carried = loop.getRegionIterArgs();
+SmallVector<Value> MmaLowering::emitKeyBlock(ImplicitLocOpBuilder& b, IRMapping& map,
+                                             Value keyBlock, Value upper, ValueRange carried) {
+  Value keyEnd = b.create<arith::AddIOp>(keyBlock, map.lookupOrDefault(update.getSizes()[3]));
+  Value valueGroup =
+      copyTile(b, value, sharedV, dv, keyBlock, keyEnd, update.getValueScale(), sharedVScale);
+  SmallVector<Value> s = emitScores(b);
+  // Quantized keys: S = (Q K_codes^T) k_scale, column by column.
+  if (sharedKScale)
+    for (auto [j, sj] : llvm::enumerate(s))
+      sj = b.create<arith::MulFOp>(sj, fragmentScales(b, sharedKScale, static_cast<int64_t>(j)));
+  applyTerms(b, s, keyBlock, keyEnd);
+  BlockSoftmax step = emitBlockSoftmax(b, s, keyBlock, carried);
 
-    Value valueGroup = copyTile(b, value, sharedV, dv, keyBlock, keyEnd, valueScale, sharedVScale);
-    SmallVector<Value> s = emitScores(b);
-    // Quantized keys: S = (Q K_codes^T) k_scale, column by column.
-    if (sharedKScale)
-      for (auto [j, sj] : llvm::enumerate(s))
-        sj = b.create<arith::MulFOp>(sj, fragmentScales(b, sharedKScale, static_cast<int64_t>(j)));
-    applyTerms(b, s, keyBlock, keyEnd);
+  // V has landed and every warp is done with K: fetch the next K tile during P V.
+  waitAndSync(b, valueGroup);
+  Value nextBlock = b.create<arith::AddIOp>(keyBlock, c(b, block));
+  Value keyGroup =
+      copyTile(b, key, sharedK, dk, nextBlock, upper, update.getKeyScale(), sharedKScale);
+  SmallVector<Value> o = emitValueProducts(b, s, step, carried);
+  waitAndSync(b, keyGroup);
+  SmallVector<Value> next{step.newMax[0], step.newMax[1], step.sums[0], step.sums[1]};
+  next.append(o);
+  return next;
+}
 
-    // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
-    // scale e^-c keeping the accumulators from overflowing (c = probabilityShift).
-    Value newMax[2], alpha[2], offsets[2];
-    for (int64_t r = 0; r < 2; ++r) {
-      Value x = carried[r];
-      for (Value sj : s)
-        for (int64_t col = 0; col < 2; ++col)
-          x = b.create<arith::MaximumFOp>(
-              x, b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
-      newMax[r] = quadReduce(b, x, /*max=*/true);
-      Value safe = softmax.finiteMax(b, newMax[r]);
-      offsets[r] = softmax.probabilityOffset(b, safe);
-      alpha[r] = softmax.rescaleFactor(b, carried[r], safe);
-    }
-    Value offset = rowsVector(b, offsets[0], offsets[1], cType);
-    Value sums[2] = {b.create<arith::MulFOp>(alpha[0], carried[2]),
-                     b.create<arith::MulFOp>(alpha[1], carried[3])};
-    for (auto [j, sj] : llvm::enumerate(s)) {
-      Value masked =
-          b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sj, splatConstant(b, cType, -kInf));
-      sj = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0),
-                                     softmax.probability(b, sj, offset));
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t col = 0; col < 2; ++col)
-          sums[r] = b.create<arith::AddFOp>(
-              sums[r], b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
-      sj = applyDropout(b, sj, keyBlock, static_cast<int64_t>(j)); // weights P V only
-    }
+MmaLowering::BlockSoftmax MmaLowering::emitBlockSoftmax(ImplicitLocOpBuilder& b,
+                                                        SmallVector<Value>& s, Value keyBlock,
+                                                        ValueRange carried) {
+  BlockSoftmax step;
+  // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
+  // scale e^-c keeping the accumulators from overflowing (c = probabilityShift).
+  Value offsets[2];
+  for (int64_t r = 0; r < 2; ++r) {
+    Value x = carried[r];
+    for (Value sj : s)
+      for (int64_t col = 0; col < 2; ++col)
+        x = b.create<arith::MaximumFOp>(x,
+                                        b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
+    step.newMax[r] = quadReduce(b, x, /*max=*/true);
+    Value safe = softmax.finiteMax(b, step.newMax[r]);
+    offsets[r] = softmax.probabilityOffset(b, safe);
+    step.alpha[r] = softmax.rescaleFactor(b, carried[r], safe);
+  }
+  Value offset = rowsVector(b, offsets[0], offsets[1], cType);
+  step.sums[0] = b.create<arith::MulFOp>(step.alpha[0], carried[2]);
+  step.sums[1] = b.create<arith::MulFOp>(step.alpha[1], carried[3]);
+  for (auto [j, sj] : llvm::enumerate(s)) {
+    Value masked =
+        b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sj, splatConstant(b, cType, -kInf));
+    sj = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0),
+                                   softmax.probability(b, sj, offset));
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t col = 0; col < 2; ++col)
+        step.sums[r] = b.create<arith::AddFOp>(
+            step.sums[r], b.create<vector::ExtractOp>(sj, ArrayRef<int64_t>{r, col}));
+    sj = applyDropout(b, sj, keyBlock, static_cast<int64_t>(j)); // weights P V only
+  }
+  return step;
+}
 
-    // V has landed and every warp is done with K: fetch the next K tile during P V.
-    waitAndSync(b, valueGroup);
-    Value nextBlock = b.create<arith::AddIOp>(keyBlock, c(b, block));
-    Value keyGroup = copyTile(b, key, sharedK, dk, nextBlock, upper, keyScale, sharedKScale);
-
-    // O = alpha O + P V. An ldmatrix.x4.trans reads the B fragments of two 8-column tiles of
-    // V: lanes 0-7 address keys 0-7, lanes 8-15 keys 8-15 (columns 0-7), lanes 16-31 the same
-    // at columns 8-15.
-    Value alphaRows = rowsVector(b, alpha[0], alpha[1], cType);
-    SmallVector<Value> o;
-    for (Value x : carried.drop_front(4))
-      o.push_back(b.create<arith::MulFOp>(x, alphaRows));
-    Value vRow = b.create<arith::AddIOp>(
-        b.create<arith::RemUIOp>(lane, c(b, 8)),
-        b.create<arith::MulIOp>(
-            b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
-    Value vColumn = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
-    auto fragType = VectorType::get({4, 2}, element);
-    // Quantized values: P V = (P v_scale) V_codes, the scales per key (column of P).
-    auto weighted = [&](int64_t j) {
-      return sharedVScale ? b.create<arith::MulFOp>(s[j], fragmentScales(b, sharedVScale, j))
-                                .getResult()
-                          : s[j];
-    };
-    for (int64_t kk = 0; kk < block / 16; ++kk) {
-      Value lo = b.create<arith::TruncFOp>(bType, weighted(2 * kk));
-      Value hi = b.create<arith::TruncFOp>(bType, weighted(2 * kk + 1));
-      Value pFrag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
-      for (int64_t pair = 0; pair < dv / 16; ++pair) {
-        Value frag = b.create<nvgpu::LdMatrixOp>(
-            fragType, sharedV,
-            ValueRange{b.create<arith::AddIOp>(vRow, c(b, 16 * kk)),
-                       b.create<arith::AddIOp>(vColumn, c(b, 16 * pair))},
-            /*transpose=*/true, /*numTiles=*/4);
-        for (int64_t half = 0; half < 2; ++half) {
-          Value bFrag = b.create<vector::ExtractStridedSliceOp>(
-              frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2},
-              ArrayRef<int64_t>{1, 1});
-          o[2 * pair + half] = mma(b, pFrag, bFrag, o[2 * pair + half]);
-        }
+SmallVector<Value> MmaLowering::emitValueProducts(ImplicitLocOpBuilder& b, ArrayRef<Value> s,
+                                                  const BlockSoftmax& step, ValueRange carried) {
+  // O = alpha O + P V. An ldmatrix.x4.trans reads the B fragments of two 8-column tiles of
+  // V: lanes 0-7 address keys 0-7, lanes 8-15 keys 8-15 (columns 0-7), lanes 16-31 the same
+  // at columns 8-15.
+  Value alphaRows = rowsVector(b, step.alpha[0], step.alpha[1], cType);
+  SmallVector<Value> o;
+  for (Value x : carried.drop_front(4))
+    o.push_back(b.create<arith::MulFOp>(x, alphaRows));
+  Value vRow = b.create<arith::AddIOp>(
+      b.create<arith::RemUIOp>(lane, c(b, 8)),
+      b.create<arith::MulIOp>(
+          b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
+  Value vColumn = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
+  auto fragType = VectorType::get({4, 2}, element);
+  // Quantized values: P V = (P v_scale) V_codes, the scales per key (column of P).
+  auto weighted = [&](int64_t j) {
+    return sharedVScale
+               ? b.create<arith::MulFOp>(s[j], fragmentScales(b, sharedVScale, j)).getResult()
+               : s[j];
+  };
+  for (int64_t kk = 0; kk < block / 16; ++kk) {
+    Value lo = b.create<arith::TruncFOp>(bType, weighted(2 * kk));
+    Value hi = b.create<arith::TruncFOp>(bType, weighted(2 * kk + 1));
+    Value pFrag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
+    for (int64_t pair = 0; pair < dv / 16; ++pair) {
+      Value frag =
+          b.create<nvgpu::LdMatrixOp>(fragType, sharedV,
+                                      ValueRange{b.create<arith::AddIOp>(vRow, c(b, 16 * kk)),
+                                                 b.create<arith::AddIOp>(vColumn, c(b, 16 * pair))},
+                                      /*transpose=*/true, /*numTiles=*/4);
+      for (int64_t half = 0; half < 2; ++half) {
+        Value bFrag = b.create<vector::ExtractStridedSliceOp>(
+            frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
+        o[2 * pair + half] = mma(b, pFrag, bFrag, o[2 * pair + half]);
       }
     }
-    waitAndSync(b, keyGroup);
-    SmallVector<Value> next{newMax[0], newMax[1], sums[0], sums[1]};
-    next.append(o);
-    b.create<scf::YieldOp>(next);
   }
-  maxRow[0] = loop.getResult(0);
-  maxRow[1] = loop.getResult(1);
-  sumRow[0] = loop.getResult(2);
-  sumRow[1] = loop.getResult(3);
-  acc.assign(loop.getResults().begin() + 4, loop.getResults().end());
+  return o;
 }
 
 // O = acc / l (0 where l = 0) and lse = m + c + log l (-inf where l = 0), for the rows < Tq;

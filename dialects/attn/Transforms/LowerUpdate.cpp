@@ -113,6 +113,23 @@ public:
   LogicalResult emit();
 
 private:
+  // What lower_to_vectors takes: a packed query, max_keys, whole vectors of rows.
+  LogicalResult check();
+  // kvHead, the keys the update attends (keyBegin, keyCount: the mask's live chunks), the rows'
+  // positions and the score terms; returns maskModKeepsAll (emitMaskAndMax). With mask_mod,
+  // what follows goes into an scf.if on a live key.
+  Value placeKeys();
+  // Step 1: S for the keys attended.
+  void emitAllScores(Value queryPairs, Value zeroTiles);
+  // The rows' new maxima m', their finite m' and alpha, and an i1, whether any row's moved.
+  struct RowMaxima {
+    SmallVector<Value> newMax, safeMax, alpha;
+    Value anyMoved;
+  };
+  RowMaxima rowMaxima(ArrayRef<Value> oldMax, ArrayRef<Value> blockMax);
+  // 3. P and its row sums into blockSum; returns P^T's pairs of rows for paired products, else
+  // null.
+  Value emitProbabilities(ArrayRef<Value> probabilityOffsets, SmallVector<Value>& blockSum);
   // The corners of the update's domain, its rows and keys cut at Tq and Tk, for the bounds of
   // mask_mod (ExpressionBounds.h). off is the key position of query row 0
   // (ScoreTerms::positionOffset); kvHead is set.
@@ -742,6 +759,52 @@ UpdateLowering::LiveKeys UpdateLowering::liveKeys(const DomainCorners& corners) 
 }
 
 LogicalResult UpdateLowering::emit() {
+  if (failed(check()))
+    return failure();
+  const Value queryPairs = paired ? emitQueryPairs() : Value();
+  const Value zeroTiles = products == Products::Amx ? emitZeroTiles() : Value();
+  // The scores buffer goes on the stack of the task that owns the update.
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(taskStackBlock(op));
+    scores = b.create<memref::AllocaOp>(
+        MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
+  }
+  Value maskModKeepsAll = placeKeys();
+  emitAllScores(queryPairs, zeroTiles);
+
+  // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
+  Value zero = indexConstant(b, 0);
+  SmallVector<Value> oldMax, oldSum;
+  for (int64_t r = 0; r < vectors; ++r) {
+    oldMax.push_back(
+        b.create<vector::LoadOp>(vector, op.getMax(), ValueRange{zero, zero, column(r)}));
+    oldSum.push_back(
+        b.create<vector::LoadOp>(vector, op.getSum(), ValueRange{zero, zero, column(r)}));
+  }
+  SmallVector<Value> blockMax = oldMax;
+  emitMaskAndMax(blockMax, maskModKeepsAll);
+  const RowMaxima m = rowMaxima(oldMax, blockMax);
+  // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
+  // (Semantics/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
+  SmallVector<Value> probabilityOffsets, blockSum;
+  for (Value safe : m.safeMax)
+    probabilityOffsets.push_back(softmax.probabilityOffset(b, safe));
+  Value probabilityPairs = emitProbabilities(probabilityOffsets, blockSum);
+  for (int64_t r = 0; r < vectors; ++r) {
+    Value sum = softmax.carriedSum(b, m.alpha[r], oldSum[r], blockSum[r]);
+    b.create<vector::StoreOp>(m.newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
+    b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
+  }
+  // 4. acc = alpha acc + P^T V.
+  if (products == Products::Amx)
+    emitAmxValues(m.alpha, probabilityPairs, m.anyMoved);
+  else
+    emitValues(m.alpha, keyBegin, keyCount, probabilityPairs);
+  return success();
+}
+
+LogicalResult UpdateLowering::check() {
   if (!op.hasPackedQuery())
     return op.emitOpError() << "lower_to_vectors needs a packed query (pack_query first)";
   if (!op.getMaxKeys())
@@ -751,17 +814,10 @@ LogicalResult UpdateLowering::emit() {
                             << " rows must be a multiple of the vector width " << lanes;
   if (options.keyUnroll <= 0)
     return op.emitOpError() << "lower_to_vectors: key_unroll must be positive";
-  const Value queryPairs = paired ? emitQueryPairs() : Value();
-  const Value zeroTiles = products == Products::Amx ? emitZeroTiles() : Value();
+  return success();
+}
 
-  // The scores buffer goes on the stack of the task that owns the update.
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(taskStackBlock(op));
-    scores = b.create<memref::AllocaOp>(
-        MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
-  }
-
+Value UpdateLowering::placeKeys() {
   ValueRange offsets = op.getOffsets();
   kvHead = ScoreTerms::kvHeadOf(b, op, offsets[1]);
   Value off = ScoreTerms::positionOffset(b, op);
@@ -796,7 +852,10 @@ LogicalResult UpdateLowering::emit() {
       b.create<vector::BroadcastOp>(vectorI32, first),
       b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef<int32_t>(iota))));
   terms.emplace(b, op, offsets[0], offsets[1]);
+  return maskModKeepsAll;
+}
 
+void UpdateLowering::emitAllScores(Value queryPairs, Value zeroTiles) {
   // 1. Scores: on tiles, or whole groups of keyUnroll keys, then the remaining keys one at a
   // time.
   if (products == Products::Amx) {
@@ -808,39 +867,31 @@ LogicalResult UpdateLowering::emit() {
     emitScores(keyBegin, whole, options.keyUnroll, queryPairs);
     emitScores(whole, keyCount, 1, queryPairs);
   }
+}
 
-  // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
-  Value zero = indexConstant(b, 0);
-  SmallVector<Value> oldMax, oldSum;
-  for (int64_t r = 0; r < vectors; ++r) {
-    oldMax.push_back(
-        b.create<vector::LoadOp>(vector, op.getMax(), ValueRange{zero, zero, column(r)}));
-    oldSum.push_back(
-        b.create<vector::LoadOp>(vector, op.getSum(), ValueRange{zero, zero, column(r)}));
-  }
-  SmallVector<Value> blockMax = oldMax;
-  emitMaskAndMax(blockMax, maskModKeepsAll);
+UpdateLowering::RowMaxima UpdateLowering::rowMaxima(ArrayRef<Value> oldMax,
+                                                    ArrayRef<Value> blockMax) {
   // A row keeps its max until a block's exceeds it by more than kMaxSlack (FlashAttention-4's
   // conditional rescaling): its P then stay below e^(kMaxSlack - c), and alpha is 1, so that
   // on AMX tiles a block no row's max moved in skips acc's rescaling pass.
-  SmallVector<Value> newMax, safeMax, alpha;
-  Value anyMoved = b.create<arith::ConstantIntOp>(0, 1);
+  RowMaxima m;
+  m.anyMoved = b.create<arith::ConstantIntOp>(0, 1);
   for (int64_t r = 0; r < vectors; ++r) {
     Value moved =
         b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, blockMax[r],
                                 b.create<arith::AddFOp>(oldMax[r], f32Splat(b, lanes, kMaxSlack)));
-    newMax.push_back(b.create<arith::SelectOp>(moved, blockMax[r], oldMax[r]));
-    safeMax.push_back(softmax.finiteMax(b, newMax[r]));
-    alpha.push_back(b.create<arith::SelectOp>(
-        moved, softmax.rescaleFactor(b, oldMax[r], safeMax[r]), f32Splat(b, lanes, 1)));
-    anyMoved = b.create<arith::OrIOp>(
-        anyMoved, b.create<vector::ReductionOp>(vector::CombiningKind::OR, moved));
+    m.newMax.push_back(b.create<arith::SelectOp>(moved, blockMax[r], oldMax[r]));
+    m.safeMax.push_back(softmax.finiteMax(b, m.newMax[r]));
+    m.alpha.push_back(b.create<arith::SelectOp>(
+        moved, softmax.rescaleFactor(b, oldMax[r], m.safeMax[r]), f32Splat(b, lanes, 1)));
+    m.anyMoved = b.create<arith::OrIOp>(
+        m.anyMoved, b.create<vector::ReductionOp>(vector::CombiningKind::OR, moved));
   }
-  // P = exp(S - m' - c): every probability scaled by e^-c, so acc and l cannot overflow
-  // (Semantics/OnlineSoftmax.h); alpha is a ratio of scales and keeps exp(m - m').
-  SmallVector<Value> probabilityOffsets, blockSum;
-  for (Value m : safeMax)
-    probabilityOffsets.push_back(softmax.probabilityOffset(b, m));
+  return m;
+}
+
+Value UpdateLowering::emitProbabilities(ArrayRef<Value> probabilityOffsets,
+                                        SmallVector<Value>& blockSum) {
   Value probabilityPairs;
   if (paired) {
     {
@@ -853,17 +904,7 @@ LogicalResult UpdateLowering::emit() {
   } else {
     emitExpAndSum(probabilityOffsets, blockSum);
   }
-  for (int64_t r = 0; r < vectors; ++r) {
-    Value sum = softmax.carriedSum(b, alpha[r], oldSum[r], blockSum[r]);
-    b.create<vector::StoreOp>(newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
-    b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
-  }
-  // 4. acc = alpha acc + P^T V.
-  if (products == Products::Amx)
-    emitAmxValues(alpha, probabilityPairs, anyMoved);
-  else
-    emitValues(alpha, keyBegin, keyCount, probabilityPairs);
-  return success();
+  return probabilityPairs;
 }
 
 // paired: K and V^T laid out for bf16 pair products (PairedOperands.h: AMX tiles or dot

@@ -163,6 +163,10 @@ private:
   // even for dot products); probabilityPairs: P^T's pairs of rows for dot products, else null
   // (P in S, f32 FMAs).
   void emitValues(ArrayRef<Value> alpha, Value first, Value last, Value probabilityPairs);
+  SmallVector<Value> widenedValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
+                                      ArrayRef<Value> cols);
+  SmallVector<Value> pairValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
+                                   ArrayRef<Value> cols, Value probabilityPairs, bool alone);
   // Paired products: Q^T's pairs of rows from the packed query unscaled (q, a bf16 input, is
   // exact in bf16 where q times the scale is not: FlashAttention scales S in f32), once per
   // task before the key loop.
@@ -380,32 +384,10 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
                                 Value probabilityPairs) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   int64_t split = std::gcd(dv, std::max<int64_t>(1, options.valueSplit));
-  Value batch = op.getOffsets()[0], two = indexConstant(b, 2);
+  Value two = indexConstant(b, 2);
   // Dot products: the whole pairs of the keys, then an odd last key alone.
   Value begin = probabilityPairs ? b.create<arith::DivUIOp>(first, two) : first;
   Value end = probabilityPairs ? b.create<arith::DivUIOp>(last, two) : last;
-  auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
-  // Keys 2j and 2j + 1 (`alone`: 2j only, its partner's V taken as 0, so that a value outside
-  // the keys attended, which may be anything past a padded length, never meets its P = 0).
-  // The block starts at a multiple of max_keys (a multiple of 32), so both lie in one chunk of
-  // V^T, side by side.
-  auto pairStep = [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
-                      bool alone) {
-    Value key = keyAt(jb, jb.create<arith::MulIOp>(j, two));
-    Value chunkKeys = indexConstant(jb, kValueChunkKeys);
-    Value chunk = jb.create<arith::DivUIOp>(key, chunkKeys);
-    Value inChunk = jb.create<arith::RemUIOp>(key, chunkKeys);
-    SmallVector<Value> p, v;
-    for (int64_t r = 0; r < vectors; ++r)
-      p.push_back(jb.create<vector::LoadOp>(pairsType, probabilityPairs,
-                                            ValueRange{j, indexConstant(jb, r * 2 * lanes)}));
-    for (int64_t cc = 0; cc < split; ++cc) {
-      const SmallVector<Value> at{batch, kvHead, chunk, cols[cc], inChunk};
-      v.push_back(alone ? loadBf16Alone(jb, paired->values, at)
-                        : loadBf16Pair(jb, paired->values, at));
-    }
-    return pairDotUpdate(jb, p, v, acc);
-  };
   b.create<scf::ForOp>(
       indexConstant(b, 0), indexConstant(b, dv), indexConstant(b, split), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value c0, ValueRange) {
@@ -424,18 +406,10 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
             begin, end, indexConstant(ib, 1), start,
             [&](OpBuilder& n2, Location l2, Value j, ValueRange acc) {
               ImplicitLocOpBuilder jb(l2, n2);
-              if (probabilityPairs) {
-                jb.create<scf::YieldOp>(pairStep(jb, j, acc, cols, /*alone=*/false));
-                return;
-              }
-              SmallVector<Value> p;
-              for (int64_t r = 0; r < vectors; ++r)
-                p.push_back(jb.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)}));
-              Value key = keyAt(jb, j);
-              SmallVector<Value> v;
-              for (int64_t cc = 0; cc < split; ++cc)
-                v.push_back(loadF32(jb, op.getValue(), {batch, kvHead, key, cols[cc]}));
-              jb.create<scf::YieldOp>(rankOneUpdate(jb, p, v, acc));
+              jb.create<scf::YieldOp>(
+                  probabilityPairs
+                      ? pairValueStep(jb, j, acc, cols, probabilityPairs, /*alone=*/false)
+                      : widenedValueStep(jb, j, acc, cols));
             });
         ValueRange result = loop.getResults();
         if (probabilityPairs) {
@@ -445,7 +419,8 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
               odd,
               [&](OpBuilder& n2, Location l2) {
                 ImplicitLocOpBuilder jb(l2, n2);
-                jb.create<scf::YieldOp>(pairStep(jb, end, result, cols, /*alone=*/true));
+                jb.create<scf::YieldOp>(
+                    pairValueStep(jb, end, result, cols, probabilityPairs, /*alone=*/true));
               },
               [&](OpBuilder& n2, Location l2) { n2.create<scf::YieldOp>(l2, result); });
           result = oddKey.getResults();
@@ -456,6 +431,43 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
                                        ValueRange{zero, zero, cols[cc], column(r)});
         ib.create<scf::YieldOp>();
       });
+}
+
+// acc += P[j] V[key j], V widened to f32, for the columns `cols`.
+SmallVector<Value> UpdateLowering::widenedValueStep(ImplicitLocOpBuilder& jb, Value j,
+                                                    ValueRange acc, ArrayRef<Value> cols) {
+  SmallVector<Value> p;
+  for (int64_t r = 0; r < vectors; ++r)
+    p.push_back(jb.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)}));
+  Value key = keyAt(jb, j);
+  SmallVector<Value> v;
+  for (Value col : cols)
+    v.push_back(loadF32(jb, op.getValue(), {op.getOffsets()[0], kvHead, key, col}));
+  return rankOneUpdate(jb, p, v, acc);
+}
+
+// Keys 2j and 2j + 1 (`alone`: 2j only, its partner's V taken as 0, so that a value outside the
+// keys attended, which may be anything past a padded length, never meets its P = 0). The block
+// starts at a multiple of max_keys (a multiple of 32), so both lie in one chunk of V^T, side by
+// side.
+SmallVector<Value> UpdateLowering::pairValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
+                                                 ArrayRef<Value> cols, Value probabilityPairs,
+                                                 bool alone) {
+  auto pairsType = VectorType::get({2 * lanes}, jb.getBF16Type());
+  Value key = keyAt(jb, jb.create<arith::MulIOp>(j, indexConstant(jb, 2)));
+  Value chunkKeys = indexConstant(jb, kValueChunkKeys);
+  Value chunk = jb.create<arith::DivUIOp>(key, chunkKeys);
+  Value inChunk = jb.create<arith::RemUIOp>(key, chunkKeys);
+  SmallVector<Value> p, v;
+  for (int64_t r = 0; r < vectors; ++r)
+    p.push_back(jb.create<vector::LoadOp>(pairsType, probabilityPairs,
+                                          ValueRange{j, indexConstant(jb, r * 2 * lanes)}));
+  for (Value col : cols) {
+    const SmallVector<Value> at{op.getOffsets()[0], kvHead, chunk, col, inChunk};
+    v.push_back(alone ? loadBf16Alone(jb, paired->values, at)
+                      : loadBf16Pair(jb, paired->values, at));
+  }
+  return pairDotUpdate(jb, p, v, acc);
 }
 
 // vcvtne2ps2bf16 rounds both to nearest even in one instruction (every target of paired

@@ -30,20 +30,79 @@ bufferization::MaterializeInDestinationOp storeOf(Value result) {
   return dyn_cast<bufferization::MaterializeInDestinationOp>(*result.getUsers().begin());
 }
 
+// The tensors' stores: o's, and lse's and the weights' where the op has them.
+struct Stores {
+  bufferization::MaterializeInDestinationOp output, lse, weights;
+};
+
+// Whether every operand is read with bufferization.to_tensor and every result stored once.
+bool readsAndStoresBuffers(AttentionOp op, Stores stores) {
+  return bufferOf(op.getQuery()) && bufferOf(op.getKey()) && bufferOf(op.getValue()) &&
+         stores.output && (!op.getLse() || stores.lse) && (!op.getWeights() || stores.weights) &&
+         llvm::all_of(op.getAux(), [](Value aux) { return static_cast<bool>(bufferOf(aux)); }) &&
+         (!op.getSinks() || bufferOf(op.getSinks())) &&
+         (!op.getBlockTable() || (bufferOf(op.getBlockTable()) && bufferOf(op.getSeqLens()))) &&
+         (!op.getKeyScale() || (bufferOf(op.getKeyScale()) && bufferOf(op.getValueScale())));
+}
+
+// RoPE rotates the query rows at their aligned positions and the keys at theirs, each once per
+// call, into buffers of their type that the update reads instead (both allocated before either
+// rotation: a kernel's workspace precedes its phases), added to heapBuffers. A KV cache holds
+// its keys rotated already; its queries sit at the end of each sequence's seq_lens[b] keys.
+void emitRope(ImplicitLocOpBuilder& b, AttentionOp op, StringRef style, Value& q, Value& k,
+              Value zero, Value seqQ, Value seqK, SmallVector<Value>& heapBuffers) {
+  auto qType = cast<MemRefType>(q.getType());
+  const int64_t dims = op.getRopeDims().value_or(qType.getDimSize(3));
+  auto bufferLike = [&](Value rows) {
+    auto type = cast<MemRefType>(rows.getType());
+    SmallVector<Value> dynamicSizes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        dynamicSizes.push_back(b.create<memref::DimOp>(rows, d));
+    heapBuffers.push_back(b.create<memref::AllocOp>(
+        MemRefType::get(type.getShape(), type.getElementType()), dynamicSizes));
+    return heapBuffers.back();
+  };
+  Value ends = op.getQueryEnds() ? bufferOf(op.getQueryEnds()) : Value();
+  Value rotatedQ = bufferLike(q), rotatedK = ends ? Value() : bufferLike(k);
+  auto rotate = [&](Value rows, Value rotated, Value offset, Value ends) {
+    b.create<RopeOp>(rows, rotated, offset, ends, b.getStringAttr(style), op.getRopeThetaAttr(),
+                     b.getI64IntegerAttr(dims));
+  };
+  if (ends) {
+    rotate(q, rotatedQ, b.create<arith::SubIOp>(zero, seqQ), ends);
+  } else {
+    Value queryOffset = op.getCausalAlign() == "bottom_right"
+                            ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
+                            : zero;
+    rotate(q, rotatedQ, queryOffset, Value());
+    rotate(k, rotatedK, zero, Value());
+    k = rotatedK;
+  }
+  q = rotatedQ;
+}
+
+// The tensors are gone: erase the stores, the op and the reads nothing else uses.
+void eraseTensors(IRRewriter& rewriter, AttentionOp op, Stores stores) {
+  SmallVector<Operation*> reads;
+  for (Value operand : op->getOperands())
+    reads.push_back(operand.getDefiningOp());
+  for (Operation* store :
+       {stores.output.getOperation(), stores.lse.getOperation(), stores.weights.getOperation()})
+    if (store)
+      rewriter.eraseOp(store);
+  rewriter.eraseOp(op);
+  for (Operation* read : reads)
+    if (read->use_empty())
+      rewriter.eraseOp(read);
+}
+
 LogicalResult decompose(AttentionOp op) {
-  Value q = bufferOf(op.getQuery()), k = bufferOf(op.getKey()), v = bufferOf(op.getValue());
-  auto storeO = storeOf(op.getOutput());
-  auto storeLse = storeOf(op.getLse());
-  auto storeWeights = storeOf(op.getWeights());
-  if (!q || !k || !v || !storeO || (op.getLse() && !storeLse) ||
-      (op.getWeights() && !storeWeights) ||
-      llvm::any_of(op.getAux(), [](Value aux) { return !bufferOf(aux); }) ||
-      (op.getSinks() && !bufferOf(op.getSinks())) ||
-      (op.getBlockTable() && (!bufferOf(op.getBlockTable()) || !bufferOf(op.getSeqLens()))) ||
-      (op.getKeyScale() && (!bufferOf(op.getKeyScale()) || !bufferOf(op.getValueScale()))))
+  Stores stores{storeOf(op.getOutput()), storeOf(op.getLse()), storeOf(op.getWeights())};
+  if (!readsAndStoresBuffers(op, stores))
     return op.emitOpError() << "attn-to-online needs operands read with bufferization.to_tensor "
                                "and results stored with bufferization.materialize_in_destination";
-
+  Value q = bufferOf(op.getQuery()), k = bufferOf(op.getKey()), v = bufferOf(op.getValue());
   IRRewriter rewriter(op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   auto qType = cast<MemRefType>(q.getType());
@@ -72,41 +131,9 @@ LogicalResult decompose(AttentionOp op) {
   // Heap buffers, freed after the finalize: the state (tiling moves it onto the stack), and
   // workspace beside the kernel's phases: RoPE's rotated query and keys.
   SmallVector<Value> heapBuffers = {acc, max, sum};
-  Value lse = storeLse ? storeLse.getDest() : Value();
-  if (std::optional<StringRef> style = op.getRope()) {
-    // RoPE rotates the query rows at their aligned positions and the keys at theirs, each
-    // once per call, into buffers of their type that the update reads instead (both allocated
-    // before either rotation: a kernel's workspace precedes its phases). A KV cache holds its
-    // keys rotated already; its queries sit at the end of each sequence's seq_lens[b] keys.
-    const int64_t dims = op.getRopeDims().value_or(qType.getDimSize(3));
-    auto bufferLike = [&](Value rows) {
-      auto type = cast<MemRefType>(rows.getType());
-      SmallVector<Value> dynamicSizes;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        if (type.isDynamicDim(d))
-          dynamicSizes.push_back(b.create<memref::DimOp>(rows, d));
-      heapBuffers.push_back(b.create<memref::AllocOp>(
-          MemRefType::get(type.getShape(), type.getElementType()), dynamicSizes));
-      return heapBuffers.back();
-    };
-    Value ends = op.getQueryEnds() ? bufferOf(op.getQueryEnds()) : Value();
-    Value rotatedQ = bufferLike(q), rotatedK = ends ? Value() : bufferLike(k);
-    auto rotate = [&](Value rows, Value rotated, Value offset, Value ends) {
-      b.create<RopeOp>(rows, rotated, offset, ends, b.getStringAttr(*style),
-                       op.getRopeThetaAttr(), b.getI64IntegerAttr(dims));
-    };
-    if (ends) {
-      rotate(q, rotatedQ, b.create<arith::SubIOp>(zero, seqQ), ends);
-    } else {
-      Value queryOffset = op.getCausalAlign() == "bottom_right"
-                              ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
-                              : zero;
-      rotate(q, rotatedQ, queryOffset, Value());
-      rotate(k, rotatedK, zero, Value());
-      k = rotatedK;
-    }
-    q = rotatedQ;
-  }
+  Value lse = stores.lse ? stores.lse.getDest() : Value();
+  if (std::optional<StringRef> style = op.getRope())
+    emitRope(b, op, *style, q, k, zero, seqQ, seqK, heapBuffers);
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
   auto update = b.create<OnlineUpdateOp>(
@@ -115,17 +142,16 @@ LogicalResult decompose(AttentionOp op) {
       ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads), IntegerAttr(),
       op.getScaleAttr(), op.getCausalAlignAttr());
   Value sinks = op.getSinks() ? bufferOf(op.getSinks()) : Value();
-  b.create<OnlineFinalizeOp>(acc, max, sum, storeO.getDest(), lse, sinks,
+  b.create<OnlineFinalizeOp>(acc, max, sum, stores.output.getDest(), lse, sinks,
                              ValueRange{zero, zero, zero}, ValueRange{batch, headsValue, seqQ});
   // The weights, a second pass over the keys that forms each row's max and sum itself. The
   // expressions are copied (to the weights) or moved (to the update) whole: their blocks use
   // only their arguments.
-  if (storeWeights) {
+  if (stores.weights) {
     auto weights = b.create<WeightsOp>(
-        q, k, aux, blockTable, seqLens, keyScale, sinks, storeWeights.getDest(),
-        ValueRange{zero, zero, zero, zero},
-        ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads),
-        op.getScaleAttr(), op.getCausalAlignAttr());
+        q, k, aux, blockTable, seqLens, keyScale, sinks, stores.weights.getDest(),
+        ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
+        b.getI64IntegerAttr(heads), op.getScaleAttr(), op.getCausalAlignAttr());
     IRMapping none;
     op.getScoreMod().cloneInto(&weights.getScoreMod(), none);
     op.getMaskMod().cloneInto(&weights.getMaskMod(), none);
@@ -136,18 +162,7 @@ LogicalResult decompose(AttentionOp op) {
   for (Value buffer : heapBuffers)
     b.create<memref::DeallocOp>(buffer);
 
-  // The tensors are gone: erase the stores, the op and the reads nothing else uses.
-  SmallVector<Operation*> reads;
-  for (Value operand : op->getOperands())
-    reads.push_back(operand.getDefiningOp());
-  rewriter.eraseOp(storeO);
-  for (Operation* store : {storeLse.getOperation(), storeWeights.getOperation()})
-    if (store)
-      rewriter.eraseOp(store);
-  rewriter.eraseOp(op);
-  for (Operation* read : reads)
-    if (read->use_empty())
-      rewriter.eraseOp(read);
+  eraseTensors(rewriter, op, stores);
   return success();
 }
 

@@ -290,191 +290,233 @@ private:
       return wrapping(op, x, y);
     }
     if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::MinSIOp, arith::MinNumFOp,
-            arith::MaxSIOp, arith::MaxNumFOp>(op)) {
-      Range x = operand(0), y = operand(1);
-      if (!x || !y)
-        return {};
-      OperationName name = op.getName();
-      auto apply = [&](Value p, Value q) {
-        OperationState state(b.getLoc(), name);
-        state.addOperands({p, q});
-        state.addTypes(p.getType());
-        return b.create(state)->getResult(0);
-      };
-      if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp>(op)) {
-        // Monotone in each operand, so bounded by the values at the corners, but NaN for
-        // inf - inf and inf * 0. The numbers near a NaN corner are other corners' values (or,
-        // for inf * 0, 0, which lies between two of them), so minnumf and maxnumf skip it; where
-        // every corner is NaN, the range is everything.
-        const std::array<Value, 4> corners = {apply(x.lo, y.lo), apply(x.lo, y.hi),
-                                              apply(x.hi, y.lo), apply(x.hi, y.hi)};
-        Range r{corners[0], corners[0], any(any(mayBeNaN(x), mayBeNaN(y)), isNaN(corners[0]))};
-        for (Value corner : llvm::drop_begin(corners)) {
-          r.lo = minimum(r.lo, corner);
-          r.hi = maximum(r.hi, corner);
-          r.nan = any(r.nan, isNaN(corner));
-        }
-        // inf * 0 where the 0 lies inside the other range, which no corner shows.
-        if (isa<arith::MulFOp>(op))
-          r.nan = any(r.nan, any(both(reachesInfinity(x), holdsZero(y)),
-                                 both(reachesInfinity(y), holdsZero(x))));
-        return {orInfinity(r.lo, true), orInfinity(r.hi, false), r.nan};
-      }
-      // min and max are monotone in both operands.
-      Range r{apply(x.lo, y.lo), apply(x.hi, y.hi)};
-      if (!isFloat(x.lo))
-        return r;
-      // But fmin and fmax give the other operand for a NaN one: where x may be NaN, min's
-      // greatest value may be y's greatest (max's least y's least), and likewise for y.
-      const bool isMin = isa<arith::MinNumFOp>(op);
-      Value& end = isMin ? r.hi : r.lo;
-      auto reach = [&](Value nan, Value otherEnd) {
-        end = b.create<arith::SelectOp>(
-            nan, isMin ? maximum(end, otherEnd) : minimum(end, otherEnd), end);
-      };
-      reach(mayBeNaN(x), isMin ? y.hi : y.lo);
-      reach(mayBeNaN(y), isMin ? x.hi : x.lo);
-      r.nan = both(mayBeNaN(x), mayBeNaN(y));
-      return r;
-    }
-    if (auto divide = dyn_cast<arith::DivFOp>(&op)) {
-      // By a constant only: a divisor range that may hold 0 divides to anything. Monotone in x;
-      // NaN for inf / inf (an end's) and for a NaN divisor.
-      auto divisor = divide.getRhs().getDefiningOp<arith::ConstantFloatOp>();
-      Range x = operand(0);
-      if (!divisor || !x || divisor.value().isZero())
-        return {};
-      Value lo = b.create<arith::DivFOp>(x.lo, divisor),
-            hi = b.create<arith::DivFOp>(x.hi, divisor);
-      if (divisor.value().isNegative())
-        std::swap(lo, hi);
-      return {orInfinity(lo, true), orInfinity(hi, false),
-              any(mayBeNaN(x), any(isNaN(lo), isNaN(hi)))};
-    }
-    if (auto divide = dyn_cast<arith::DivSIOp>(&op)) {
-      // Truncating division by a nonzero constant is monotone, decreasing for a negative one.
-      Range x = operand(0);
-      if (!x)
-        return {};
-      if (auto divisor = divide.getRhs().getDefiningOp<arith::ConstantIntOp>()) {
-        if (divisor.value() == 0)
-          return {};
-        Value lo = b.create<arith::DivSIOp>(x.lo, divisor),
-              hi = b.create<arith::DivSIOp>(x.hi, divisor);
-        return divisor.value() < 0 ? Range{hi, lo} : Range{lo, hi};
-      }
-      // By a positive range (floor division's guarded divisor): x / d is monotone in x for each
-      // d > 0 and in d for each x, so its ends are at the corners; else anything.
-      Range d = operand(1);
-      if (!d)
-        return {};
-      Value positive = both(less(zeroLike(d.lo), d.lo), lessOrEqual(d.lo, d.hi));
-      Value one = b.create<arith::ConstantOp>(b.getIntegerAttr(d.lo.getType(), 1));
-      Value dLo = b.create<arith::SelectOp>(positive, d.lo, one),
-            dHi = b.create<arith::SelectOp>(positive, d.hi, one);
-      auto divided = [&](Value p, Value q) { return b.create<arith::DivSIOp>(p, q); };
-      Value lo = minimum(divided(x.lo, dLo), divided(x.lo, dHi)),
-            hi = maximum(divided(x.hi, dLo), divided(x.hi, dHi));
-      return {b.create<arith::SelectOp>(positive, lo, signedLimit(lo.getType(), false)),
-              b.create<arith::SelectOp>(positive, hi, signedLimit(hi.getType(), true))};
-    }
+            arith::MaxSIOp, arith::MaxNumFOp>(op))
+      return arithmeticRange(op);
+    if (isa<arith::DivFOp>(op))
+      return floatQuotientRange(op);
+    if (isa<arith::DivSIOp>(op))
+      return intQuotientRange(op);
     if (isa<arith::NegFOp>(op)) {
       Range x = operand(0);
       if (!x)
         return {};
       return {b.create<arith::NegFOp>(x.hi), b.create<arith::NegFOp>(x.lo), x.nan};
     }
-    if (isa<arith::SIToFPOp, arith::FPToSIOp, math::FloorOp>(op)) { // monotone
-      Range x = operand(0);
-      if (!x)
-        return {};
-      auto apply = [&](Value v) {
-        OperationState state(b.getLoc(), op.getName());
-        state.addOperands(v);
-        state.addTypes(op.getResult(0).getType());
-        return b.create(state)->getResult(0);
-      };
-      return {apply(x.lo), apply(x.hi), isa<math::FloorOp>(op) ? x.nan : Value()};
-    }
-    if (auto extend = dyn_cast<arith::ExtUIOp>(&op)) {
-      // Bytes read as unsigned: the signed range's ends, unless it straddles 0 (bytes on both
-      // sides of 128), when the whole byte range.
-      Range x = operand(0);
-      if (!x)
-        return {};
-      Type wide = extend.getType();
-      auto constant = [&](int64_t v) {
-        return b.create<arith::ConstantOp>(b.getIntegerAttr(wide, v));
-      };
-      const int64_t largest = (int64_t{1} << x.lo.getType().getIntOrFloatBitWidth()) - 1;
-      Value zero = zeroLike(x.lo);
-      Value straddles = both(less(x.lo, zero), lessOrEqual(zero, x.hi));
-      return {b.create<arith::SelectOp>(straddles, constant(0),
-                                        b.create<arith::ExtUIOp>(wide, x.lo)),
-              b.create<arith::SelectOp>(straddles, constant(largest),
-                                        b.create<arith::ExtUIOp>(wide, x.hi))};
-    }
-    if (isa<math::AbsIOp, math::AbsFOp>(op)) {
-      Range x = operand(0);
-      if (!x)
-        return {};
-      Value zero = zeroLike(x.lo);
-      auto negated = [&](Value v) {
-        return isFloat(v) ? Value(b.create<arith::NegFOp>(v))
-                          : Value(b.create<arith::SubIOp>(zero, v));
-      };
-      Value negLo = negated(x.lo), negHi = negated(x.hi);
-      // |x| >= lo when lo >= 0, >= -hi when hi <= 0, else >= 0.
-      Value lo = b.create<arith::SelectOp>(
-          lessOrEqual(zero, x.lo), x.lo,
-          b.create<arith::SelectOp>(lessOrEqual(x.hi, zero), negHi, zero));
-      Value hi = maximum(negLo, x.hi);
-      if (isFloat(x.lo))
-        return {lo, hi, x.nan};
-      // The least int is its own absolute value (the negation wraps): then anything.
-      Value least = signedLimit(x.lo.getType(), false);
-      Value wraps = lessOrEqual(x.lo, least);
-      return {b.create<arith::SelectOp>(wraps, least, lo),
-              b.create<arith::SelectOp>(wraps, signedLimit(x.lo.getType(), true), hi)};
-    }
-    if (auto remainder = dyn_cast<arith::RemSIOp>(&op)) {
-      // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|, and never negative
-      // for x >= 0 (the remainder takes x's sign), so floor division of indices is exact.
-      Range x = operand(0), m = operand(1);
-      if (!m)
-        return {};
-      Value zero = zeroLike(m.lo);
-      Value largest = maximum(maximum(m.hi, b.create<arith::SubIOp>(zero, m.lo)),
-                              b.create<arith::SubIOp>(zero, m.hi));
-      Value bound = b.create<arith::SubIOp>(
-          largest, b.create<arith::ConstantOp>(b.getIntegerAttr(m.lo.getType(), 1)));
-      Value lo = b.create<arith::SubIOp>(zero, bound);
-      if (x)
-        lo = b.create<arith::SelectOp>(lessOrEqual(zero, x.lo), zero, lo);
-      // A divisor range reaching the least int, whose negation wraps: anything.
-      Value least = signedLimit(m.lo.getType(), false);
-      Value wraps = lessOrEqual(m.lo, least);
-      return {b.create<arith::SelectOp>(wraps, least, lo),
-              b.create<arith::SelectOp>(wraps, signedLimit(m.lo.getType(), true), bound)};
-    }
-    if (auto select = dyn_cast<arith::SelectOp>(&op)) {
-      Truth c = truth(select.getCondition());
-      Range x = operand(1), y = operand(2);
-      if (!x || !y)
-        return {};
-      // Only the taken side when the condition is fixed over the domain, else both.
-      auto pick = [&](Value onlyX, Value onlyY, Value joined) {
-        return b.create<arith::SelectOp>(
-            negate(c.canBeFalse), onlyX,
-            b.create<arith::SelectOp>(negate(c.canBeTrue), onlyY, joined));
-      };
-      Value nan =
-          isFloat(x.lo) ? pick(mayBeNaN(x), mayBeNaN(y), any(mayBeNaN(x), mayBeNaN(y))) : Value();
-      return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi)), nan};
-    }
+    if (isa<arith::SIToFPOp, arith::FPToSIOp, math::FloorOp>(op))
+      return monotoneRange(op);
+    if (isa<arith::ExtUIOp>(op))
+      return unsignedRange(op);
+    if (isa<math::AbsIOp, math::AbsFOp>(op))
+      return absoluteRange(op);
+    if (isa<arith::RemSIOp>(op))
+      return remainderRange(op);
+    if (isa<arith::SelectOp>(op))
+      return selectedRange(op);
     if (auto load = dyn_cast<AuxLoadOp>(&op))
       return auxRange(load);
     return {}; // bits, transcendental functions
+  }
+
+  // +, -, * of floats (monotone at the corners) and min / max of ints and floats.
+  Range arithmeticRange(Operation& op) {
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    Range x = operand(0), y = operand(1);
+    if (!x || !y)
+      return {};
+    OperationName name = op.getName();
+    auto apply = [&](Value p, Value q) {
+      OperationState state(b.getLoc(), name);
+      state.addOperands({p, q});
+      state.addTypes(p.getType());
+      return b.create(state)->getResult(0);
+    };
+    if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp>(op)) {
+      // Monotone in each operand, so bounded by the values at the corners, but NaN for
+      // inf - inf and inf * 0. The numbers near a NaN corner are other corners' values (or,
+      // for inf * 0, 0, which lies between two of them), so minnumf and maxnumf skip it; where
+      // every corner is NaN, the range is everything.
+      const std::array<Value, 4> corners = {apply(x.lo, y.lo), apply(x.lo, y.hi), apply(x.hi, y.lo),
+                                            apply(x.hi, y.hi)};
+      Range r{corners[0], corners[0], any(any(mayBeNaN(x), mayBeNaN(y)), isNaN(corners[0]))};
+      for (Value corner : llvm::drop_begin(corners)) {
+        r.lo = minimum(r.lo, corner);
+        r.hi = maximum(r.hi, corner);
+        r.nan = any(r.nan, isNaN(corner));
+      }
+      // inf * 0 where the 0 lies inside the other range, which no corner shows.
+      if (isa<arith::MulFOp>(op))
+        r.nan = any(r.nan, any(both(reachesInfinity(x), holdsZero(y)),
+                               both(reachesInfinity(y), holdsZero(x))));
+      return {orInfinity(r.lo, true), orInfinity(r.hi, false), r.nan};
+    }
+    // min and max are monotone in both operands.
+    Range r{apply(x.lo, y.lo), apply(x.hi, y.hi)};
+    if (!isFloat(x.lo))
+      return r;
+    // But fmin and fmax give the other operand for a NaN one: where x may be NaN, min's
+    // greatest value may be y's greatest (max's least y's least), and likewise for y.
+    const bool isMin = isa<arith::MinNumFOp>(op);
+    Value& end = isMin ? r.hi : r.lo;
+    auto reach = [&](Value nan, Value otherEnd) {
+      end = b.create<arith::SelectOp>(nan, isMin ? maximum(end, otherEnd) : minimum(end, otherEnd),
+                                      end);
+    };
+    reach(mayBeNaN(x), isMin ? y.hi : y.lo);
+    reach(mayBeNaN(y), isMin ? x.hi : x.lo);
+    r.nan = both(mayBeNaN(x), mayBeNaN(y));
+    return r;
+  }
+
+  // x / constant.
+  Range floatQuotientRange(Operation& op) {
+    auto divide = cast<arith::DivFOp>(op);
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    // By a constant only: a divisor range that may hold 0 divides to anything. Monotone in x;
+    // NaN for inf / inf (an end's) and for a NaN divisor.
+    auto divisor = divide.getRhs().getDefiningOp<arith::ConstantFloatOp>();
+    Range x = operand(0);
+    if (!divisor || !x || divisor.value().isZero())
+      return {};
+    Value lo = b.create<arith::DivFOp>(x.lo, divisor), hi = b.create<arith::DivFOp>(x.hi, divisor);
+    if (divisor.value().isNegative())
+      std::swap(lo, hi);
+    return {orInfinity(lo, true), orInfinity(hi, false),
+            any(mayBeNaN(x), any(isNaN(lo), isNaN(hi)))};
+  }
+
+  // Truncating integer division.
+  Range intQuotientRange(Operation& op) {
+    auto divide = cast<arith::DivSIOp>(op);
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    // Truncating division by a nonzero constant is monotone, decreasing for a negative one.
+    Range x = operand(0);
+    if (!x)
+      return {};
+    if (auto divisor = divide.getRhs().getDefiningOp<arith::ConstantIntOp>()) {
+      if (divisor.value() == 0)
+        return {};
+      Value lo = b.create<arith::DivSIOp>(x.lo, divisor),
+            hi = b.create<arith::DivSIOp>(x.hi, divisor);
+      return divisor.value() < 0 ? Range{hi, lo} : Range{lo, hi};
+    }
+    // By a positive range (floor division's guarded divisor): x / d is monotone in x for each
+    // d > 0 and in d for each x, so its ends are at the corners; else anything.
+    Range d = operand(1);
+    if (!d)
+      return {};
+    Value positive = both(less(zeroLike(d.lo), d.lo), lessOrEqual(d.lo, d.hi));
+    Value one = b.create<arith::ConstantOp>(b.getIntegerAttr(d.lo.getType(), 1));
+    Value dLo = b.create<arith::SelectOp>(positive, d.lo, one),
+          dHi = b.create<arith::SelectOp>(positive, d.hi, one);
+    auto divided = [&](Value p, Value q) { return b.create<arith::DivSIOp>(p, q); };
+    Value lo = minimum(divided(x.lo, dLo), divided(x.lo, dHi)),
+          hi = maximum(divided(x.hi, dLo), divided(x.hi, dHi));
+    return {b.create<arith::SelectOp>(positive, lo, signedLimit(lo.getType(), false)),
+            b.create<arith::SelectOp>(positive, hi, signedLimit(hi.getType(), true))};
+  }
+
+  // An int-float conversion or floor: monotone.
+  Range monotoneRange(Operation& op) {
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    Range x = operand(0);
+    if (!x)
+      return {};
+    auto apply = [&](Value v) {
+      OperationState state(b.getLoc(), op.getName());
+      state.addOperands(v);
+      state.addTypes(op.getResult(0).getType());
+      return b.create(state)->getResult(0);
+    };
+    return {apply(x.lo), apply(x.hi), isa<math::FloorOp>(op) ? x.nan : Value()};
+  }
+
+  // An unsigned extension.
+  Range unsignedRange(Operation& op) {
+    auto extend = cast<arith::ExtUIOp>(op);
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    // Bytes read as unsigned: the signed range's ends, unless it straddles 0 (bytes on both
+    // sides of 128), when the whole byte range.
+    Range x = operand(0);
+    if (!x)
+      return {};
+    Type wide = extend.getType();
+    auto constant = [&](int64_t v) {
+      return b.create<arith::ConstantOp>(b.getIntegerAttr(wide, v));
+    };
+    const int64_t largest = (int64_t{1} << x.lo.getType().getIntOrFloatBitWidth()) - 1;
+    Value zero = zeroLike(x.lo);
+    Value straddles = both(less(x.lo, zero), lessOrEqual(zero, x.hi));
+    return {b.create<arith::SelectOp>(straddles, constant(0), b.create<arith::ExtUIOp>(wide, x.lo)),
+            b.create<arith::SelectOp>(straddles, constant(largest),
+                                      b.create<arith::ExtUIOp>(wide, x.hi))};
+  }
+
+  // |x|, int or float.
+  Range absoluteRange(Operation& op) {
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    Range x = operand(0);
+    if (!x)
+      return {};
+    Value zero = zeroLike(x.lo);
+    auto negated = [&](Value v) {
+      return isFloat(v) ? Value(b.create<arith::NegFOp>(v))
+                        : Value(b.create<arith::SubIOp>(zero, v));
+    };
+    Value negLo = negated(x.lo), negHi = negated(x.hi);
+    // |x| >= lo when lo >= 0, >= -hi when hi <= 0, else >= 0.
+    Value lo =
+        b.create<arith::SelectOp>(lessOrEqual(zero, x.lo), x.lo,
+                                  b.create<arith::SelectOp>(lessOrEqual(x.hi, zero), negHi, zero));
+    Value hi = maximum(negLo, x.hi);
+    if (isFloat(x.lo))
+      return {lo, hi, x.nan};
+    // The least int is its own absolute value (the negation wraps): then anything.
+    Value least = signedLimit(x.lo.getType(), false);
+    Value wraps = lessOrEqual(x.lo, least);
+    return {b.create<arith::SelectOp>(wraps, least, lo),
+            b.create<arith::SelectOp>(wraps, signedLimit(x.lo.getType(), true), hi)};
+  }
+
+  // The signed remainder.
+  Range remainderRange(Operation& op) {
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|, and never negative
+    // for x >= 0 (the remainder takes x's sign), so floor division of indices is exact.
+    Range x = operand(0), m = operand(1);
+    if (!m)
+      return {};
+    Value zero = zeroLike(m.lo);
+    Value largest = maximum(maximum(m.hi, b.create<arith::SubIOp>(zero, m.lo)),
+                            b.create<arith::SubIOp>(zero, m.hi));
+    Value bound = b.create<arith::SubIOp>(
+        largest, b.create<arith::ConstantOp>(b.getIntegerAttr(m.lo.getType(), 1)));
+    Value lo = b.create<arith::SubIOp>(zero, bound);
+    if (x)
+      lo = b.create<arith::SelectOp>(lessOrEqual(zero, x.lo), zero, lo);
+    // A divisor range reaching the least int, whose negation wraps: anything.
+    Value least = signedLimit(m.lo.getType(), false);
+    Value wraps = lessOrEqual(m.lo, least);
+    return {b.create<arith::SelectOp>(wraps, least, lo),
+            b.create<arith::SelectOp>(wraps, signedLimit(m.lo.getType(), true), bound)};
+  }
+
+  // A select: the taken side's range where the condition is fixed, else both.
+  Range selectedRange(Operation& op) {
+    auto select = cast<arith::SelectOp>(op);
+    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
+    Truth c = truth(select.getCondition());
+    Range x = operand(1), y = operand(2);
+    if (!x || !y)
+      return {};
+    // Only the taken side when the condition is fixed over the domain, else both.
+    auto pick = [&](Value onlyX, Value onlyY, Value joined) {
+      return b.create<arith::SelectOp>(
+          negate(c.canBeFalse), onlyX,
+          b.create<arith::SelectOp>(negate(c.canBeTrue), onlyY, joined));
+    };
+    Value nan =
+        isFloat(x.lo) ? pick(mayBeNaN(x), mayBeNaN(y), any(mayBeNaN(x), mayBeNaN(y))) : Value();
+    return {pick(x.lo, y.lo, minimum(x.lo, y.lo)), pick(x.hi, y.hi, maximum(x.hi, y.hi)), nan};
   }
 
   // The least and greatest element of the aux tensor over the box of its indices' ranges,

@@ -54,6 +54,53 @@ RankedTensorType tensorOf(Value memref) {
   return RankedTensorType::get(type.getShape(), type.getElementType());
 }
 
+// The kernel's arguments by name, each a memref as the ops take it. Tensors whose positions
+// come before their heads ([B, T, H, d] with bshd, a paged cache's nhd pages [pages,
+// page_size, H_kv, d], and a quantized cache's scales of either, without d) are viewed heads
+// first: the attention is always written BHSD.
+std::map<std::string, Value> argumentsByName(ImplicitLocOpBuilder& b, const Spec& spec,
+                                             const std::vector<Argument>& args,
+                                             func::FuncOp kernel) {
+  std::map<std::string, Value> byName;
+  for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
+    Value v = value;
+    const bool query = arg.name == "q" || arg.name == "o";
+    const bool cacheRows = arg.name == "k" || arg.name == "v" || arg.name == "k_pages" ||
+                           arg.name == "v_pages" || arg.name == "k_scale" ||
+                           arg.name == "v_scale";
+    const bool positionsFirst = spec.kvCache == KvCache::Paged
+                                    ? spec.pageLayout == PageLayout::Nhd
+                                    : spec.layout == Layout::Bshd;
+    if ((query && spec.layout == Layout::Bshd) || (cacheRows && positionsFirst)) {
+      SmallVector<unsigned> order = {0, 2, 1, 3};
+      order.resize(cast<MemRefType>(v.getType()).getRank());
+      v = b.create<memref::TransposeOp>(
+          v, AffineMapAttr::get(AffineMap::getPermutationMap(order, b.getContext())));
+    }
+    byName[arg.name] = v;
+  }
+  return byName;
+}
+
+// The op's regions: the score (the built-in modifiers (softcap, ALiBi, bias), then the spec's
+// score_mod), every built-in mask with the spec's mask_mod, and dropout's factor.
+void buildRegions(attn::AttentionOp attention, const Spec& spec,
+                  const std::vector<mlirbackend::AuxOperand>& auxOperands) {
+  const std::optional<expr::Node> modifiers = modifiersAsExpression(spec);
+  SmallVector<const expr::Node*, 2> scoreTrees;
+  if (modifiers)
+    scoreTrees.push_back(&*modifiers);
+  const std::optional<expr::Node> scoreMod = scoreModAsExpression(spec);
+  if (scoreMod)
+    scoreTrees.push_back(&*scoreMod);
+  if (!scoreTrees.empty())
+    buildExpressionRegion(attention.getScoreMod(), scoreTrees, spec, auxOperands);
+  if (std::optional<expr::Node> mask = masksWithMaskMod(spec, kBuiltinMasks))
+    buildExpressionRegion(attention.getMaskMod(), *mask, spec, auxOperands);
+  if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
+    buildExpressionRegion(attention.getDropout(), *dropout, spec, auxOperands);
+}
+
 } // namespace
 
 OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
@@ -69,27 +116,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   kernel->setAttr("attn.kernel", b.getUnitAttr());
   b.setInsertionPointToStart(kernel.addEntryBlock());
 
-  std::map<std::string, Value> byName;
-  for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
-    Value v = value;
-    // Tensors whose positions come before their heads ([B, T, H, d] with bshd, a paged cache's
-    // nhd pages [pages, page_size, H_kv, d], and a quantized cache's scales of either, without
-    // d) are viewed heads first, as the ops take them: the attention is always written BHSD.
-    const bool query = arg.name == "q" || arg.name == "o";
-    const bool cacheRows = arg.name == "k" || arg.name == "v" || arg.name == "k_pages" ||
-                           arg.name == "v_pages" || arg.name == "k_scale" ||
-                           arg.name == "v_scale";
-    const bool positionsFirst = spec.kvCache == KvCache::Paged
-                                    ? spec.pageLayout == PageLayout::Nhd
-                                    : spec.layout == Layout::Bshd;
-    if ((query && spec.layout == Layout::Bshd) || (cacheRows && positionsFirst)) {
-      SmallVector<unsigned> order = {0, 2, 1, 3};
-      order.resize(cast<MemRefType>(v.getType()).getRank());
-      v = b.create<memref::TransposeOp>(
-          v, AffineMapAttr::get(AffineMap::getPermutationMap(order, &ctx)));
-    }
-    byName[arg.name] = v;
-  }
+  const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
   auto read = [&](const std::string& name) -> Value {
     auto it = byName.find(name);
     if (it == byName.end())
@@ -97,10 +124,8 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     return b.create<bufferization::ToTensorOp>(tensorOf(it->second), it->second, /*restrict=*/true);
   };
 
-  // Every built-in mask and the spec's mask_mod make the op's mask_mod region; the spec's aux
-  // tensors and the kernel inputs the built-ins read (lengths, mask, bias, block_layout) are
-  // its aux operands.
-  std::optional<expr::Node> mask = masksWithMaskMod(spec, kBuiltinMasks);
+  // The spec's aux tensors and the kernel inputs the built-ins read (lengths, mask, bias,
+  // block_layout) are the op's aux operands.
   Value o = byName.at("o");
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   Type weightsType = spec.weights ? Type(tensorOf(byName.at("weights"))) : Type();
@@ -124,20 +149,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
                 : StringAttr(),
       b.getF64FloatAttr(spec.ropeTheta),
       spec.rope ? b.getI64IntegerAttr(spec.ropeDims) : IntegerAttr());
-  // The score: the built-in modifiers (softcap, ALiBi, bias), then the spec's score_mod.
-  const std::optional<expr::Node> modifiers = modifiersAsExpression(spec);
-  SmallVector<const expr::Node*, 2> scoreTrees;
-  if (modifiers)
-    scoreTrees.push_back(&*modifiers);
-  const std::optional<expr::Node> scoreMod = scoreModAsExpression(spec);
-  if (scoreMod)
-    scoreTrees.push_back(&*scoreMod);
-  if (!scoreTrees.empty())
-    buildExpressionRegion(attention.getScoreMod(), scoreTrees, spec, auxOperands);
-  if (mask)
-    buildExpressionRegion(attention.getMaskMod(), *mask, spec, auxOperands);
-  if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
-    buildExpressionRegion(attention.getDropout(), *dropout, spec, auxOperands);
+  buildRegions(attention, spec, auxOperands);
   auto store = [&](Value result, Value dest) {
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);

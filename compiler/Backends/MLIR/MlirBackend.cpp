@@ -165,32 +165,95 @@ std::optional<TuningSpace> MlirBackend::tuningSpace(const Spec& spec,
                                                     const Target& target) const {
   const ScheduleFamily family =
       mlirschedule::scheduleFamily(mlirbackend::resolveMlirTarget(target).family, spec);
-  return TuningSpace{"mlir",
-          family,
-          "LLVM " LLVM_VERSION_STRING,
-          mlirschedule::mlirTuningParams(family),
-          mlirschedule::defaultMlirSchedule(family, spec),
-          [family, spec](const ScheduleParams& p) {
-            mlirschedule::checkMlirSchedule(family, p, spec);
-          }};
+  return TuningSpace{
+      "mlir",
+      family,
+      "LLVM " LLVM_VERSION_STRING,
+      mlirschedule::mlirTuningParams(family),
+      mlirschedule::defaultMlirSchedule(family, spec),
+      [family, spec](const ScheduleParams& p) { mlirschedule::checkMlirSchedule(family, p, spec); },
+      /*generated=*/{}};
 }
 
-CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& options) const {
-  for (Emit kind : options.emit)
+namespace {
+
+// The artifacts the mlir backend does not write.
+void checkEmits(const EmitSet& emit) {
+  for (Emit kind : emit)
     if (kind == Emit::Lib || kind == Emit::HalideLibrary || kind == Emit::HalideHeader ||
         kind == Emit::Stmt)
       throw UsageError("--emit " + std::string(emitName(kind)) +
                        ": the mlir backend writes so, mlir, llvm, asm, obj (and ptx for cuda)");
+}
+
+// The bundle of the kernel object: its manifest, the entry it links and its symbols.
+std::vector<std::string> writeBundle(const Spec& spec, const CompileOptions& options,
+                                     const mlirbackend::MlirTarget& target,
+                                     const ScheduleParams& params, llvm::Module& llvmModule,
+                                     OutputStaging& staging, const std::string& stem) {
+  const bool cuda = options.target.isCuda();
+  const std::filesystem::path scratch = staging.scratch();
+  writeFile(scratch / "kernel.o",
+            mlirbackend::emitCode(llvmModule, target, mlirbackend::CodeFile::Object));
+  BundleRequest request;
+  TargetNeeds needs = target.needs;
+  needs.cpuFeatures = mlirbackend::neededCpuFeatures(llvmModule, target);
+  request.manifest = buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs);
+  request.linkInputs = {scratch / "kernel.o",
+                        findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
+  request.stem = stem;
+  request.abiVersion = ATTNC_ABI_VERSION;
+  if (!cuda) {
+    request.runner = "attnc_mlir_run";
+    request.kernelSymbols = {"attnc_mlir_kernel_phases_packed",
+                             "attnc_mlir_kernel_workspace_packed", "attnc_mlir_kernel_tasks_packed",
+                             "attnc_mlir_kernel_run_packed", kShapeContractSymbol};
+    request.kernelObject = scratch / "kernel.o";
+  }
+  return writeKernel(request, staging, options.emit);
+}
+
+// The text and code artifacts --emit asks for besides the bundle: ptx, mlir (the attn stage),
+// llvm, asm, obj.
+std::vector<std::string> writeArtifacts(const EmitSet& emit, const mlirbackend::MlirTarget& target,
+                                        mlir::ModuleOp module, const std::string& attnStage,
+                                        llvm::Module& llvmModule, OutputStaging& staging,
+                                        const std::string& stem) {
+  const std::filesystem::path scratch = staging.scratch();
+  std::vector<std::string> files;
+  auto write = [&](const std::string& suffix, const std::string& text) {
+    writeFile(scratch / (stem + suffix), text);
+    files.push_back(stem + suffix);
+  };
+  if (emit.count(Emit::Ptx))
+    write(".ptx", embeddedPtx(module));
+  if (emit.count(Emit::Mlir))
+    write(".mlir", attnStage);
+  if (emit.count(Emit::Llvm)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvmModule.print(os, nullptr);
+    write(".ll", text);
+  }
+  if (emit.count(Emit::Assembly))
+    write(".s", mlirbackend::emitCode(llvmModule, target, mlirbackend::CodeFile::Assembly));
+  if (emit.count(Emit::Object))
+    write(".o", mlirbackend::emitCode(llvmModule, target, mlirbackend::CodeFile::Object));
+  return files;
+}
+
+} // namespace
+
+CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& options) const {
+  checkEmits(options.emit);
   mlirbackend::MlirTarget target = mlirbackend::resolveMlirTarget(options.target);
-  const EmitSet& emit = options.emit;
-  if (emitsKernel(emit) && !target.runsHere)
+  if (emitsKernel(options.emit) && !target.runsHere)
     throw UsageError("--target " + options.target.name + " is a cross target (" +
                      std::string(architectureName(options.target.architecture)) +
                      "): bundles run where they are built; use --emit with mlir, llvm, asm "
                      "or obj");
   ScheduleParams params = scheduleFor(target, spec, options);
-  const bool cuda = options.target.isCuda();
-  if (emit.count(Emit::Ptx) && !cuda)
+  if (options.emit.count(Emit::Ptx) && !options.target.isCuda())
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
 
   std::unique_ptr<mlir::MLIRContext> context = mlirbackend::makeContext();
@@ -209,55 +272,12 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
 
   const std::string stem = stemFor(options.describedSpec(spec), options.target);
   OutputStaging staging(options.outDir);
-  const std::filesystem::path scratch = staging.scratch();
   std::vector<std::string> files;
-  if (emitsKernel(emit)) {
-    writeFile(scratch / "kernel.o",
-              mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object));
-    BundleRequest request;
-    TargetNeeds needs = target.needs;
-    needs.cpuFeatures = mlirbackend::neededCpuFeatures(*llvmModule, target);
-    request.manifest =
-        buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs);
-    request.linkInputs = {scratch / "kernel.o",
-                          findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
-    request.stem = stem;
-    request.abiVersion = ATTNC_ABI_VERSION;
-    if (!cuda) {
-      request.runner = "attnc_mlir_run";
-      request.kernelSymbols = {
-          "attnc_mlir_kernel_phases_packed", "attnc_mlir_kernel_workspace_packed",
-          "attnc_mlir_kernel_tasks_packed", "attnc_mlir_kernel_run_packed", kShapeContractSymbol};
-      request.kernelObject = scratch / "kernel.o";
-    }
-    std::vector<std::string> written = writeKernel(request, staging, emit);
-    files.insert(files.end(), written.begin(), written.end());
-  }
-  if (emit.count(Emit::Ptx)) {
-    writeFile(scratch / (stem + ".ptx"), embeddedPtx(*module));
-    files.push_back(stem + ".ptx");
-  }
-  if (emit.count(Emit::Mlir)) {
-    writeFile(scratch / (stem + ".mlir"), attnStage);
-    files.push_back(stem + ".mlir");
-  }
-  if (emit.count(Emit::Llvm)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    llvmModule->print(os, nullptr);
-    writeFile(scratch / (stem + ".ll"), text);
-    files.push_back(stem + ".ll");
-  }
-  if (emit.count(Emit::Assembly)) {
-    writeFile(scratch / (stem + ".s"),
-              mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Assembly));
-    files.push_back(stem + ".s");
-  }
-  if (emit.count(Emit::Object)) {
-    writeFile(scratch / (stem + ".o"),
-              mlirbackend::emitCode(*llvmModule, target, mlirbackend::CodeFile::Object));
-    files.push_back(stem + ".o");
-  }
+  if (emitsKernel(options.emit))
+    files = writeBundle(spec, options, target, params, *llvmModule, staging, stem);
+  std::vector<std::string> artifacts =
+      writeArtifacts(options.emit, target, *module, attnStage, *llvmModule, staging, stem);
+  files.insert(files.end(), artifacts.begin(), artifacts.end());
   std::vector<std::filesystem::path> written = staging.commit(files);
   return {written.front(), written};
 }

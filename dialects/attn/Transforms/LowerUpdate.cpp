@@ -36,6 +36,9 @@
 // input, is exact in bf16 where q times the scale is not) and step 2 multiplies S by the scale
 // in f32, as FlashAttention does.
 //
+// Each way of multiplying is one UpdateProducts (WidenedProducts, DotProducts, AmxProducts),
+// chosen once per kernel; the steps call it and never ask which it is.
+//
 //===---------------------------------------------------------------------------===//
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
@@ -55,6 +58,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -92,44 +96,35 @@ bool comparesSums(Region& region) {
   });
 }
 
-// How the update multiplies: f32 FMAs (bf16 and f16 widened), or bf16 pairs as
-// vdpbf16ps dot products or on AMX tiles.
-enum class Products { Widened, Dot, Amx };
+class UpdateProducts;
 
 class UpdateLowering {
 public:
   // paired: the laid-out K and V^T when the products take bf16 pairs (options.amx picks tiles
   // over dot products), else null.
   UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
-                 const PairedOperands* paired)
-      : b(b), op(op), options(options), paired(paired), products(!paired       ? Products::Widened
-                                                                 : options.amx ? Products::Amx
-                                                                               : Products::Dot),
-        scale(op.getScale().convertToDouble()), lanes(options.vectorWidth),
-        rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
-        vector(VectorType::get({lanes}, b.getF32Type())),
-        vectorI32(VectorType::get({lanes}, b.getI32Type())) {}
+                 const PairedOperands* paired);
+  ~UpdateLowering();
 
   LogicalResult emit();
 
 private:
+  friend class WidenedProducts;
+  friend class DotProducts;
+  friend class AmxProducts;
+
   // What lower_to_vectors takes: a packed query, max_keys, whole vectors of rows.
   LogicalResult check();
   // kvHead, the keys the update attends (keyBegin, keyCount: the mask's live chunks), the rows'
   // positions and the score terms; returns maskModKeepsAll (emitMaskAndMax). With mask_mod,
   // what follows goes into an scf.if on a live key.
   Value placeKeys();
-  // Step 1: S for the keys attended.
-  void emitAllScores(Value queryPairs, Value zeroTiles);
   // The rows' new maxima m', their finite m' and alpha, and an i1, whether any row's moved.
   struct RowMaxima {
     SmallVector<Value> newMax, safeMax, alpha;
     Value anyMoved;
   };
   RowMaxima rowMaxima(ArrayRef<Value> oldMax, ArrayRef<Value> blockMax);
-  // 3. P and its row sums into blockSum; returns P^T's pairs of rows for paired products, else
-  // null.
-  Value emitProbabilities(ArrayRef<Value> probabilityOffsets, SmallVector<Value>& blockSum);
   // The corners of the update's domain, its rows and keys cut at Tq and Tk, for the bounds of
   // mask_mod (ExpressionBounds.h). off is the key position of query row 0
   // (ScoreTerms::positionOffset); kvHead is set.
@@ -152,17 +147,30 @@ private:
   Value keyAt(ImplicitLocOpBuilder& ib, Value j) {
     return ib.create<arith::AddIOp>(op.getOffsets()[3], j);
   }
-  // queryPairs: Q^T's pairs of rows for dot products, else null (f32 FMAs).
-  void emitScores(Value begin, Value end, int64_t unroll, Value queryPairs);
+  // A step of the contraction over the head dim for a register tile of `keys`: the tile's
+  // accumulators after step c.
+  using ScoreStep = function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value c, ValueRange acc,
+                                                    ArrayRef<Value> keys)>;
+  // S for the keys attended: whole groups of keyUnroll keys, then the rest one at a time, each
+  // group a register tile over `steps` steps.
+  void emitScoresInGroups(int64_t steps, ScoreStep step);
+  void emitScores(Value begin, Value end, int64_t unroll, int64_t steps, ScoreStep step);
+  SmallVector<Value> widenedScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
+                                      ArrayRef<Value> keys);
+  SmallVector<Value> pairScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
+                                   ArrayRef<Value> keys, Value queryPairs);
   // maskModKeepsAll: null, or an i1 that picks the step's copy without the mask_mod region.
   void emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll);
   SmallVector<Value> maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                 ScoreTerms::MaskMod maskMod);
   void emitExpAndSum(ArrayRef<Value> offsets, SmallVector<Value>& sum);
+  // A step over keys of PV for the columns `cols`: key j, or with `inPairs` the pair j (keys
+  // 2j and 2j + 1, `alone`: 2j only); the accumulators after it.
+  using ValueStep = function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value j, ValueRange acc,
+                                                    ArrayRef<Value> cols, bool alone)>;
   // acc = alpha acc (no scaling for an empty alpha) + P^T V over the keys [first, last) (first
-  // even for dot products); probabilityPairs: P^T's pairs of rows for dot products, else null
-  // (P in S, f32 FMAs).
-  void emitValues(ArrayRef<Value> alpha, Value first, Value last, Value probabilityPairs);
+  // even in pairs, and an odd last key alone).
+  void emitValues(ArrayRef<Value> alpha, Value first, Value last, bool inPairs, ValueStep step);
   SmallVector<Value> widenedValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
                                       ArrayRef<Value> cols);
   SmallVector<Value> pairValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
@@ -180,7 +188,10 @@ private:
   tileProducts(ImplicitLocOpBuilder& ib, SmallVector<Value> acc, int64_t aTiles, int64_t bTiles,
                int64_t steps, function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
                function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB);
-  void emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum, Value pairs);
+  // wholeBlock: the pair rows outside the keys attended zero too (AMX tiles multiply the
+  // whole block).
+  void emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum, Value pairs,
+                       bool wholeBlock);
   // rescale: an i1, whether any row's alpha differs from 1.
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
@@ -194,7 +205,7 @@ private:
   OnlineUpdateOp op;
   const VectorOptions& options;
   const PairedOperands* paired;
-  const Products products;
+  const std::unique_ptr<UpdateProducts> products; // chosen once, in the constructor
   const double scale; // the softmax scale, which the packed query carries
   const OnlineState softmax;
   const int64_t lanes, rows, vectors;
@@ -207,11 +218,135 @@ private:
   std::optional<ScoreTerms> terms;
 };
 
+// One way of multiplying of the update (Kit/Products.h holds the instructions), chosen once per
+// kernel: the steps that multiply (1: S = Q K^T; 3: P in the form step 4 reads; 4: acc += P^T
+// V) ask it, and no emit method asks which kind it is.
+class UpdateProducts {
+public:
+  explicit UpdateProducts(UpdateLowering& u) : u(u) {}
+  virtual ~UpdateProducts() = default;
+  // Before the key loop: the operands the products take from the task's stack.
+  virtual void prepare() {}
+  // Step 1: S for the keys attended.
+  virtual void scores() = 0;
+  // S as the terms take it (paired products multiply the query unscaled).
+  virtual Value scaled(ImplicitLocOpBuilder& ib, Value s) { return s; }
+  // Step 3: P and its row sums into blockSum, where step 4 reads them.
+  virtual void probabilities(ArrayRef<Value> offsets, SmallVector<Value>& blockSum) = 0;
+  // Step 4: acc = alpha acc + P^T V (anyMoved: an i1, whether any row's alpha differs from 1).
+  virtual void values(ArrayRef<Value> alpha, Value anyMoved) = 0;
+
+protected:
+  UpdateLowering& u;
+};
+
+// f32 FMAs, bf16 and f16 widened: register tiles of rank-1 updates, P in S.
+class WidenedProducts final : public UpdateProducts {
+public:
+  using UpdateProducts::UpdateProducts;
+  void scores() override {
+    u.emitScoresInGroups(
+        u.op.getKey().getType().getDimSize(3),
+        [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc, ArrayRef<Value> keys) {
+          return u.widenedScoreStep(cb, c, acc, keys);
+        });
+  }
+  void probabilities(ArrayRef<Value> offsets, SmallVector<Value>& blockSum) override {
+    u.emitExpAndSum(offsets, blockSum);
+  }
+  void values(ArrayRef<Value> alpha, Value) override {
+    u.emitValues(alpha, u.keyBegin, u.keyCount, /*inPairs=*/false,
+                 [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
+                     bool) { return u.widenedValueStep(jb, j, acc, cols); });
+  }
+};
+
+// bf16 pairs as AVX512-BF16 dot products (vdpbf16ps) in the same register tiles, Q^T and P^T
+// in pairs of rows, K and V^T as PairedOperands lays them out.
+class DotProducts : public UpdateProducts {
+public:
+  using UpdateProducts::UpdateProducts;
+  void prepare() override { queryPairs = u.emitQueryPairs(); }
+  void scores() override {
+    u.emitScoresInGroups(
+        u.op.getKey().getType().getDimSize(3) / 2,
+        [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc, ArrayRef<Value> keys) {
+          return u.pairScoreStep(cb, c, acc, keys, queryPairs);
+        });
+  }
+  Value scaled(ImplicitLocOpBuilder& ib, Value s) override {
+    return ib.create<arith::MulFOp>(s, f32Splat(ib, u.lanes, u.scale));
+  }
+  void probabilities(ArrayRef<Value> offsets, SmallVector<Value>& blockSum) override {
+    {
+      OpBuilder::InsertionGuard guard(u.b);
+      u.b.setInsertionPointToStart(taskStackBlock(u.op));
+      probabilityPairs = u.b.create<memref::AllocaOp>(MemRefType::get(
+          {static_cast<int64_t>(*u.op.getMaxKeys()) / 2, u.rows * 2}, u.b.getBF16Type()));
+    }
+    u.emitExpAndPairs(offsets, blockSum, probabilityPairs, wholeBlock());
+  }
+  void values(ArrayRef<Value> alpha, Value) override {
+    u.emitValues(
+        alpha, u.keyBegin, u.keyCount, /*inPairs=*/true,
+        [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols, bool alone) {
+          return u.pairValueStep(jb, j, acc, cols, probabilityPairs, alone);
+        });
+  }
+
+protected:
+  // Whether step 4 multiplies the whole block (tiles), so that P^T's rows outside the keys
+  // attended must be zero.
+  virtual bool wholeBlock() const { return false; }
+
+  Value queryPairs, probabilityPairs;
+};
+
+// bf16 pairs on AMX tiles: S^T = K Q^T and O^T += V^T P^T, tiles of the whole block.
+class AmxProducts final : public DotProducts {
+public:
+  using DotProducts::DotProducts;
+  void prepare() override {
+    DotProducts::prepare();
+    zeroTiles = u.emitZeroTiles();
+  }
+  void scores() override { u.emitAmxScores(queryPairs, zeroTiles); }
+  void values(ArrayRef<Value> alpha, Value anyMoved) override {
+    u.emitAmxValues(alpha, probabilityPairs, anyMoved);
+  }
+
+private:
+  bool wholeBlock() const override { return true; }
+
+  Value zeroTiles;
+};
+
+// paired: the laid-out K and V^T when the products take bf16 pairs (options.amx picks tiles
+// over dot products), else null.
+UpdateLowering::UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op,
+                               const VectorOptions& options, const PairedOperands* paired)
+    : b(b), op(op), options(options), paired(paired),
+      products(!paired       ? std::unique_ptr<UpdateProducts>(new WidenedProducts(*this))
+               : options.amx ? std::unique_ptr<UpdateProducts>(new AmxProducts(*this))
+                             : std::unique_ptr<UpdateProducts>(new DotProducts(*this))),
+      scale(op.getScale().convertToDouble()), lanes(options.vectorWidth),
+      rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
+      vector(VectorType::get({lanes}, b.getF32Type())),
+      vectorI32(VectorType::get({lanes}, b.getI32Type())) {}
+
+UpdateLowering::~UpdateLowering() = default;
+
+void UpdateLowering::emitScoresInGroups(int64_t steps, ScoreStep step) {
+  Value unroll = indexConstant(b, options.keyUnroll);
+  Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
+  Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
+  emitScores(keyBegin, whole, options.keyUnroll, steps, step);
+  emitScores(whole, keyCount, 1, steps, step);
+}
+
 // S[j, :] for keys j in [begin, end), `unroll` keys per step (end - begin divisible by it).
-void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, Value queryPairs) {
-  const int64_t dk = op.getKey().getType().getDimSize(3);
-  auto pairsType = VectorType::get({2 * lanes}, b.getBF16Type());
-  Value batch = op.getOffsets()[0];
+void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, int64_t steps,
+                                ScoreStep step) {
   b.create<scf::ForOp>(
       begin, end, indexConstant(b, unroll), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
@@ -220,31 +355,11 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, Value qu
         SmallVector<Value> keys;
         for (int64_t u = 0; u < unroll; ++u)
           keys.push_back(keyAt(ib, ib.create<arith::AddIOp>(j, indexConstant(ib, u))));
-        // Over the head dim, one element a step, or with dot products a pair (c: pair c).
-        const int64_t steps = queryPairs ? dk / 2 : dk;
         auto dot = ib.create<scf::ForOp>(
             indexConstant(ib, 0), indexConstant(ib, steps), indexConstant(ib, 1), zeros,
             [&](OpBuilder& n2, Location l2, Value c, ValueRange acc) {
               ImplicitLocOpBuilder cb(l2, n2);
-              if (queryPairs) {
-                SmallVector<Value> q, k;
-                for (int64_t r = 0; r < vectors; ++r)
-                  q.push_back(cb.create<vector::LoadOp>(
-                      pairsType, queryPairs, ValueRange{c, indexConstant(cb, r * 2 * lanes)}));
-                Value element = cb.create<arith::MulIOp>(c, indexConstant(cb, 2));
-                for (int64_t u = 0; u < unroll; ++u)
-                  k.push_back(loadBf16Pair(cb, paired->keys, {batch, kvHead, keys[u], element}));
-                cb.create<scf::YieldOp>(pairDotUpdate(cb, q, k, acc));
-                return;
-              }
-              SmallVector<Value> q;
-              for (int64_t r = 0; r < vectors; ++r)
-                q.push_back(cb.create<vector::LoadOp>(vector, op.getQuery(),
-                                                      ValueRange{c, indexConstant(cb, r * lanes)}));
-              SmallVector<Value> k;
-              for (int64_t u = 0; u < unroll; ++u)
-                k.push_back(loadF32(cb, op.getKey(), {batch, kvHead, keys[u], c}));
-              cb.create<scf::YieldOp>(rankOneUpdate(cb, q, k, acc));
+              cb.create<scf::YieldOp>(step(cb, c, acc, keys));
             });
         for (int64_t u = 0; u < unroll; ++u)
           for (int64_t r = 0; r < vectors; ++r)
@@ -253,6 +368,33 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, Value qu
                 ValueRange{ib.create<arith::AddIOp>(j, indexConstant(ib, u)), column(r)});
         ib.create<scf::YieldOp>();
       });
+}
+
+// Over the head dim one element a step: q_c's rows times k_c of each key.
+SmallVector<Value> UpdateLowering::widenedScoreStep(ImplicitLocOpBuilder& cb, Value c,
+                                                    ValueRange acc, ArrayRef<Value> keys) {
+  SmallVector<Value> q;
+  for (int64_t r = 0; r < vectors; ++r)
+    q.push_back(cb.create<vector::LoadOp>(vector, op.getQuery(),
+                                          ValueRange{c, indexConstant(cb, r * lanes)}));
+  SmallVector<Value> k;
+  for (Value key : keys)
+    k.push_back(loadF32(cb, op.getKey(), {op.getOffsets()[0], kvHead, key, c}));
+  return rankOneUpdate(cb, q, k, acc);
+}
+
+// Over the head dim a pair a step (c: pair c), Q^T's pair rows against each key's pair.
+SmallVector<Value> UpdateLowering::pairScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
+                                                 ArrayRef<Value> keys, Value queryPairs) {
+  auto pairsType = VectorType::get({2 * lanes}, cb.getBF16Type());
+  SmallVector<Value> q, k;
+  for (int64_t r = 0; r < vectors; ++r)
+    q.push_back(cb.create<vector::LoadOp>(pairsType, queryPairs,
+                                          ValueRange{c, indexConstant(cb, r * 2 * lanes)}));
+  Value element = cb.create<arith::MulIOp>(c, indexConstant(cb, 2));
+  for (Value key : keys)
+    k.push_back(loadBf16Pair(cb, paired->keys, {op.getOffsets()[0], kvHead, key, element}));
+  return pairDotUpdate(cb, q, k, acc);
 }
 
 // Step 2: masks and modifiers applied in place, and the new running max m'.
@@ -284,8 +426,7 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
         SmallVector<Value> next;
         for (int64_t r = 0; r < vectors; ++r) {
           Value raw = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
-          // Paired products multiply the query unscaled (emitQueryPairs): scaled here, in f32.
-          Value s = paired ? ib.create<arith::MulFOp>(raw, f32Splat(ib, lanes, scale)) : raw;
+          Value s = products->scaled(ib, raw);
           s = terms->apply(ib, s, rowPositions(ib, r), keys, maskMod);
           if (s != raw) // without modifiers or a mask the scores stay as they are
             ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
@@ -300,8 +441,8 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
 // B operand of PV), its row sums, dropout's factor then; a key outside the keys attended in an
 // attended pair gets P = 0, and for AMX tiles, which multiply the whole block, the pair rows
 // outside them are zero.
-void UpdateLowering::emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum,
-                                     Value pairs) {
+void UpdateLowering::emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum, Value pairs,
+                                     bool wholeBlock) {
   const int64_t maxKeys = static_cast<int64_t>(*op.getMaxKeys());
   Value two = indexConstant(b, 2), zero = indexConstant(b, 0);
   Value pairBegin = b.create<arith::DivUIOp>(keyBegin, two);
@@ -314,7 +455,7 @@ void UpdateLowering::emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>
         zb.create<vector::StoreOp>(none, pairs, ValueRange{p, indexConstant(zb, r * 2 * lanes)});
     });
   };
-  if (products == Products::Amx) {
+  if (wholeBlock) {
     zeroRows(zero, pairBegin);
     zeroRows(pairEnd, indexConstant(b, maxKeys / 2));
   }
@@ -380,14 +521,14 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> offsets, SmallVector<Value>& 
 
 // Step 4: acc = alpha * acc + P^T V, valueSplit output columns per pass over the keys (with dot
 // products, over pairs of keys: P^T's pair rows and V^T's pairs).
-void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
-                                Value probabilityPairs) {
+void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last, bool inPairs,
+                                ValueStep step) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   int64_t split = std::gcd(dv, std::max<int64_t>(1, options.valueSplit));
   Value two = indexConstant(b, 2);
-  // Dot products: the whole pairs of the keys, then an odd last key alone.
-  Value begin = probabilityPairs ? b.create<arith::DivUIOp>(first, two) : first;
-  Value end = probabilityPairs ? b.create<arith::DivUIOp>(last, two) : last;
+  // In pairs: the whole pairs of the keys, then an odd last key alone.
+  Value begin = inPairs ? b.create<arith::DivUIOp>(first, two) : first;
+  Value end = inPairs ? b.create<arith::DivUIOp>(last, two) : last;
   b.create<scf::ForOp>(
       indexConstant(b, 0), indexConstant(b, dv), indexConstant(b, split), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value c0, ValueRange) {
@@ -406,21 +547,17 @@ void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last,
             begin, end, indexConstant(ib, 1), start,
             [&](OpBuilder& n2, Location l2, Value j, ValueRange acc) {
               ImplicitLocOpBuilder jb(l2, n2);
-              jb.create<scf::YieldOp>(
-                  probabilityPairs
-                      ? pairValueStep(jb, j, acc, cols, probabilityPairs, /*alone=*/false)
-                      : widenedValueStep(jb, j, acc, cols));
+              jb.create<scf::YieldOp>(step(jb, j, acc, cols, /*alone=*/false));
             });
         ValueRange result = loop.getResults();
-        if (probabilityPairs) {
+        if (inPairs) {
           Value odd = ib.create<arith::CmpIOp>(arith::CmpIPredicate::ne,
                                                ib.create<arith::RemUIOp>(last, two), zero);
           auto oddKey = ib.create<scf::IfOp>(
               odd,
               [&](OpBuilder& n2, Location l2) {
                 ImplicitLocOpBuilder jb(l2, n2);
-                jb.create<scf::YieldOp>(
-                    pairValueStep(jb, end, result, cols, probabilityPairs, /*alone=*/true));
+                jb.create<scf::YieldOp>(step(jb, end, result, cols, /*alone=*/true));
               },
               [&](OpBuilder& n2, Location l2) { n2.create<scf::YieldOp>(l2, result); });
           result = oddKey.getResults();
@@ -689,7 +826,9 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last), /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(edge.thenBlock()->getTerminator());
-    emitValues({}, first, last, pairs);
+    emitValues({}, first, last, /*inPairs=*/true,
+               [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
+                   bool alone) { return pairValueStep(jb, j, acc, cols, pairs, alone); });
   }
 }
 
@@ -773,8 +912,7 @@ UpdateLowering::LiveKeys UpdateLowering::liveKeys(const DomainCorners& corners) 
 LogicalResult UpdateLowering::emit() {
   if (failed(check()))
     return failure();
-  const Value queryPairs = paired ? emitQueryPairs() : Value();
-  const Value zeroTiles = products == Products::Amx ? emitZeroTiles() : Value();
+  products->prepare();
   // The scores buffer goes on the stack of the task that owns the update.
   {
     OpBuilder::InsertionGuard guard(b);
@@ -783,7 +921,7 @@ LogicalResult UpdateLowering::emit() {
         MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
   }
   Value maskModKeepsAll = placeKeys();
-  emitAllScores(queryPairs, zeroTiles);
+  products->scores();
 
   // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
   Value zero = indexConstant(b, 0);
@@ -802,17 +940,14 @@ LogicalResult UpdateLowering::emit() {
   SmallVector<Value> probabilityOffsets, blockSum;
   for (Value safe : m.safeMax)
     probabilityOffsets.push_back(softmax.probabilityOffset(b, safe));
-  Value probabilityPairs = emitProbabilities(probabilityOffsets, blockSum);
+  products->probabilities(probabilityOffsets, blockSum);
   for (int64_t r = 0; r < vectors; ++r) {
     Value sum = softmax.carriedSum(b, m.alpha[r], oldSum[r], blockSum[r]);
     b.create<vector::StoreOp>(m.newMax[r], op.getMax(), ValueRange{zero, zero, column(r)});
     b.create<vector::StoreOp>(sum, op.getSum(), ValueRange{zero, zero, column(r)});
   }
   // 4. acc = alpha acc + P^T V.
-  if (products == Products::Amx)
-    emitAmxValues(m.alpha, probabilityPairs, m.anyMoved);
-  else
-    emitValues(m.alpha, keyBegin, keyCount, probabilityPairs);
+  products->values(m.alpha, m.anyMoved);
   return success();
 }
 
@@ -867,20 +1002,6 @@ Value UpdateLowering::placeKeys() {
   return maskModKeepsAll;
 }
 
-void UpdateLowering::emitAllScores(Value queryPairs, Value zeroTiles) {
-  // 1. Scores: on tiles, or whole groups of keyUnroll keys, then the remaining keys one at a
-  // time.
-  if (products == Products::Amx) {
-    emitAmxScores(queryPairs, zeroTiles);
-  } else {
-    Value unroll = indexConstant(b, options.keyUnroll);
-    Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
-    Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
-    emitScores(keyBegin, whole, options.keyUnroll, queryPairs);
-    emitScores(whole, keyCount, 1, queryPairs);
-  }
-}
-
 UpdateLowering::RowMaxima UpdateLowering::rowMaxima(ArrayRef<Value> oldMax,
                                                     ArrayRef<Value> blockMax) {
   // A row keeps its max until a block's exceeds it by more than kMaxSlack (FlashAttention-4's
@@ -900,23 +1021,6 @@ UpdateLowering::RowMaxima UpdateLowering::rowMaxima(ArrayRef<Value> oldMax,
         m.anyMoved, b.create<vector::ReductionOp>(vector::CombiningKind::OR, moved));
   }
   return m;
-}
-
-Value UpdateLowering::emitProbabilities(ArrayRef<Value> probabilityOffsets,
-                                        SmallVector<Value>& blockSum) {
-  Value probabilityPairs;
-  if (paired) {
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(taskStackBlock(op));
-      probabilityPairs = b.create<memref::AllocaOp>(
-          MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()) / 2, rows * 2}, b.getBF16Type()));
-    }
-    emitExpAndPairs(probabilityOffsets, blockSum, probabilityPairs);
-  } else {
-    emitExpAndSum(probabilityOffsets, blockSum);
-  }
-  return probabilityPairs;
 }
 
 // paired: K and V^T laid out for bf16 pair products (PairedOperands.h: AMX tiles or dot

@@ -1,14 +1,52 @@
 //===- Products.cpp - the ways of multiplying -----------------------------===//
 #include "attn/Kit/Products.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
 namespace attnc::attn {
+
+SmallVector<Value> pairDotUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowPairs,
+                                 ArrayRef<Value> pairs, ValueRange acc) {
+  const size_t count = rowPairs.size();
+  const int64_t lanes = cast<VectorType>(rowPairs.front().getType()).getNumElements() / 2;
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, pair] : llvm::enumerate(pairs)) {
+    Value splat = broadcastBf16Pair(b, pair, lanes);
+    for (size_t r = 0; r < count; ++r)
+      next[s * count + r] = dotBf16Pairs(b, acc[s * count + r], rowPairs[r], splat);
+  }
+  return next;
+}
+
+SmallVector<Value>
+amxTileProducts(ImplicitLocOpBuilder& b, SmallVector<Value> acc, int64_t aTiles, int64_t bTiles,
+                int64_t steps, function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
+                function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB) {
+  constexpr int64_t kTileRows = 16;
+  auto tileF32 = VectorType::get({kTileRows, kTileRows}, b.getF32Type());
+  for (int64_t s = 0; s < steps; ++s) {
+    SmallVector<Value> a;
+    for (int64_t i = 0; i < aTiles; ++i)
+      a.push_back(loadA(b, s, i));
+    for (int64_t t = 0; t < bTiles; ++t) {
+      Value bTile = loadB(b, s, t);
+      for (int64_t i = 0; i < aTiles; ++i)
+        acc[i * bTiles + t] = b.create<amx::TileMulFOp>(tileF32, a[i], bTile, acc[i * bTiles + t]);
+    }
+  }
+  return acc;
+}
+
+Value mmaSync(ImplicitLocOpBuilder& b, Value a, Value bFrag, Value acc) {
+  return b.create<nvgpu::MmaSyncOp>(a, bFrag, acc, ArrayRef<int64_t>{16, 8, 16});
+}
 
 SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
                                  ArrayRef<Value> scalars, ValueRange acc) {

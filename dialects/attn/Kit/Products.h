@@ -1,7 +1,8 @@
 //===- Products.h - the ways of multiplying -------------------------------===//
 //
-// The products the CPU kernels are built from: FMAs on widened f32 values (a register tile's
-// rank-1 update) and AVX512-BF16's pair products (vdpbf16ps) with the bf16 pairs they read.
+// Every way the kernels multiply, one implementation each: FMAs on widened f32 values (a
+// register tile's rank-1 update), AVX512-BF16's pair products (vdpbf16ps) with the bf16 pairs
+// they read, AMX tiles (tdpbf16ps) and the tensor cores' mma.sync.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_KIT_PRODUCTS_H
@@ -17,6 +18,28 @@ llvm::SmallVector<mlir::Value> rankOneUpdate(mlir::ImplicitLocOpBuilder& b,
                                              mlir::ArrayRef<mlir::Value> rowVectors,
                                              mlir::ArrayRef<mlir::Value> scalars,
                                              mlir::ValueRange acc);
+
+// The register tile of AVX512-BF16 dot products: acc[s * R + r] += vdpbf16ps(rowPairs[r],
+// pairs[s] in every lane) for R vectors of 2W bf16 (pairs of query rows) and each i32 pair
+// (two elements of a key or value): rankOneUpdate with two products per lane and instruction.
+llvm::SmallVector<mlir::Value> pairDotUpdate(mlir::ImplicitLocOpBuilder& b,
+                                             mlir::ArrayRef<mlir::Value> rowPairs,
+                                             mlir::ArrayRef<mlir::Value> pairs,
+                                             mlir::ValueRange acc);
+
+// AMX tiles: acc[a * bTiles + t] += A_a B_t (tdpbf16ps: 16 x 16 f32 += 16 x 32 bf16 times
+// 16 x 16 pairs) over `steps` steps of the contraction, loadA(step, a) and loadB(step, t)
+// giving the bf16 tiles: each B tile loaded once a step for every A tile.
+llvm::SmallVector<mlir::Value> amxTileProducts(
+    mlir::ImplicitLocOpBuilder& b, llvm::SmallVector<mlir::Value> acc, int64_t aTiles,
+    int64_t bTiles, int64_t steps,
+    llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
+    llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, int64_t, int64_t)> loadB);
+
+// A tensor-core MMA, mma.sync m16n8k16: acc (4 f32 of a 16 x 8 C fragment) += a (A's 16 x 16
+// fragment of f16 or bf16) times bFrag (B's 16 x 8).
+mlir::Value mmaSync(mlir::ImplicitLocOpBuilder& b, mlir::Value a, mlir::Value bFrag,
+                    mlir::Value acc);
 
 // AVX512-BF16's vdpbf16ps (Semantics/PairedProducts.h): acc[l] + a[2l] b[2l] + a[2l+1] b[2l+1]
 // for the 16 f32 lanes of acc and the 32 bf16 of a and b (denormal inputs and outputs flushed).

@@ -182,12 +182,6 @@ private:
   // zeros: kStepTiles^2 tiles of f32 zeros, [16 x kStepTiles^2, 16], on the task's stack.
   Value emitZeroTiles();
   void emitAmxScores(Value queryPairs, Value zeros);
-  // acc[a * bTiles + t] += A_a B_t over `steps` steps of the contraction, loadA(step, a) and
-  // loadB(step, t) giving the bf16 tiles: each B tile loaded once a step for every A tile.
-  SmallVector<Value>
-  tileProducts(ImplicitLocOpBuilder& ib, SmallVector<Value> acc, int64_t aTiles, int64_t bTiles,
-               int64_t steps, function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
-               function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB);
   // wholeBlock: the pair rows outside the keys attended zero too (AMX tiles multiply the
   // whole block).
   void emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>& sum, Value pairs,
@@ -196,10 +190,6 @@ private:
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
   // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
   static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
-  // acc[s * R + r] += vdpbf16ps(rowPairs[r], pairs[s] in every lane): rankOneUpdate's tile
-  // with two products per lane and instruction.
-  SmallVector<Value> pairDotUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowPairs,
-                                   ArrayRef<Value> pairs, ValueRange acc);
 
   ImplicitLocOpBuilder& b;
   OnlineUpdateOp op;
@@ -623,18 +613,6 @@ Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) 
   return ib.create<vector::ShuffleOp>(halves, halves, interleaved);
 }
 
-SmallVector<Value> UpdateLowering::pairDotUpdate(ImplicitLocOpBuilder& ib, ArrayRef<Value> rowPairs,
-                                                 ArrayRef<Value> pairs, ValueRange acc) {
-  const size_t count = rowPairs.size();
-  SmallVector<Value> next(acc.begin(), acc.end());
-  for (auto [s, pair] : llvm::enumerate(pairs)) {
-    Value splat = broadcastBf16Pair(ib, pair, lanes);
-    for (size_t r = 0; r < count; ++r)
-      next[s * count + r] = dotBf16Pairs(ib, acc[s * count + r], rowPairs[r], splat);
-  }
-  return next;
-}
-
 Value UpdateLowering::emitZeroTiles() {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(taskStackBlock(op));
@@ -706,7 +684,7 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
           for (int64_t a = 0; a < kStepTiles * count; ++a)
             acc.push_back(ib.create<amx::TileLoadOp>(
                 tileF32, zeros, ValueRange{indexConstant(ib, a * kTileRows), column(0)}));
-          acc = tileProducts(
+          acc = amxTileProducts(
               ib, acc, kStepTiles, count, dk / kTileBf16,
               [&](ImplicitLocOpBuilder& lb, int64_t c, int64_t k) -> Value {
                 return lb.create<amx::TileLoadOp>(
@@ -726,25 +704,6 @@ void UpdateLowering::emitAmxScores(Value queryPairs, Value zeros) {
         }
         ib.create<scf::YieldOp>();
       });
-}
-
-SmallVector<Value>
-UpdateLowering::tileProducts(ImplicitLocOpBuilder& ib, SmallVector<Value> acc, int64_t aTiles,
-                             int64_t bTiles, int64_t steps,
-                             function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadA,
-                             function_ref<Value(ImplicitLocOpBuilder&, int64_t, int64_t)> loadB) {
-  auto tileF32 = VectorType::get({kTileRows, kTileRows}, ib.getF32Type());
-  for (int64_t s = 0; s < steps; ++s) {
-    SmallVector<Value> a;
-    for (int64_t i = 0; i < aTiles; ++i)
-      a.push_back(loadA(ib, s, i));
-    for (int64_t t = 0; t < bTiles; ++t) {
-      Value bTile = loadB(ib, s, t);
-      for (int64_t i = 0; i < aTiles; ++i)
-        acc[i * bTiles + t] = ib.create<amx::TileMulFOp>(tileF32, a[i], bTile, acc[i * bTiles + t]);
-    }
-  }
-  return acc;
 }
 
 // Step 4 on tiles: acc *= alpha where a row's max moved, then O^T += V^T P^T (P^T's pairs from
@@ -798,7 +757,7 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
         for (int64_t t = 0; t < count; ++t)
           acc.push_back(b.create<amx::TileLoadOp>(
               tileF32, op.getAcc(), ValueRange{zero, zero, columns[u], column(row + t)}));
-      acc = tileProducts(
+      acc = amxTileProducts(
           b, acc, columnTiles, count, maxKeys / kValueChunkKeys,
           [&](ImplicitLocOpBuilder& lb, int64_t k, int64_t u) -> Value {
             return lb.create<amx::TileLoadOp>(

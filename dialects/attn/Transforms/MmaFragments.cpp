@@ -3,6 +3,7 @@
 
 #include "attn/Kit/CacheRows.h"
 #include "attn/Kit/Elements.h"
+#include "attn/Kit/Products.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -174,7 +175,7 @@ SmallVector<Value> MmaFragments::emitScores(ImplicitLocOpBuilder& b) {
       for (int64_t half = 0; half < 2; ++half) {
         Value bFrag = b.create<vector::ExtractStridedSliceOp>(
             frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
-        s[2 * pair + half] = mma(b, queryFrags[kk], bFrag, s[2 * pair + half]);
+        s[2 * pair + half] = mmaSync(b, queryFrags[kk], bFrag, s[2 * pair + half]);
       }
     }
   return s;

@@ -67,10 +67,6 @@ protected:
   mlir::Value quadReduce(mlir::ImplicitLocOpBuilder& b, mlir::Value x, bool max);
 
   mlir::Value c(mlir::ImplicitLocOpBuilder& b, int64_t v) { return indexConstant(b, v); }
-  mlir::Value mma(mlir::ImplicitLocOpBuilder& b, mlir::Value a, mlir::Value bFrag,
-                  mlir::Value acc) {
-    return b.create<mlir::nvgpu::MmaSyncOp>(a, bFrag, acc, llvm::ArrayRef<int64_t>{16, 8, 16});
-  }
   mlir::Value i32(mlir::ImplicitLocOpBuilder& b, mlir::Value index) {
     return b.create<mlir::arith::IndexCastOp>(b.getI32Type(), index);
   }

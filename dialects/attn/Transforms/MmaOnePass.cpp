@@ -27,6 +27,7 @@
 #include "attn/Kit/CacheRows.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
+#include "attn/Kit/Products.h"
 #include "attn/Transforms/MmaLowering.h"
 #include "bundle/MmaContract.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -238,7 +239,7 @@ SmallVector<Value> MmaLowering::emitValueProducts(ImplicitLocOpBuilder& b, Array
       for (int64_t half = 0; half < 2; ++half) {
         Value bFrag = b.create<vector::ExtractStridedSliceOp>(
             frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
-        o[2 * pair + half] = mma(b, pFrag, bFrag, o[2 * pair + half]);
+        o[2 * pair + half] = mmaSync(b, pFrag, bFrag, o[2 * pair + half]);
       }
     }
   }

@@ -195,6 +195,8 @@ std::optional<RowTiles> wideRowTiles(RowTiles narrow, int64_t lanes, int64_t mos
   return RowTiles{rows, pvRowsFor(rows, rowsApart)};
 }
 
+class DecodeProducts;
+
 class DecodeLowering {
 public:
   DecodeLowering(RewriterBase& rewriter, OnlineUpdateOp op, const DecodeOptions& options)
@@ -218,6 +220,10 @@ public:
   LogicalResult emit();
 
 private:
+  friend class DecodeProducts;
+  friend class WidenedDecodeProducts;
+  friend class DotDecodeProducts;
+
   // What the decode kernel takes: a power-of-two vector width, positive sizes, the whole
   // attention (before tiling) with static KV heads dividing the heads.
   LogicalResult check();
@@ -278,8 +284,7 @@ private:
   // The group's reduced scores `s` into S, scaled.
   void storeGroupScores(ImplicitLocOpBuilder& gb, const ScoreTile& tile, Value s,
                         Value keyScales, Value firstColumn);
-  // roundedPairs: also P rounded to bf16 into probabilityPairs, for the dot products' PV.
-  void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count, bool roundedPairs);
+  void emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count);
   void emitValues(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
                   int64_t pvRows);
   // PV's register tiles in emitValues over the block [j0, j0 + count): V (or its view), the
@@ -405,6 +410,87 @@ private:
   Value queryPairs, probabilityPairs; // pairs: q and P rounded to bf16
   Value partials; // one row's partial sums of a key group, key by key (emitScores)
   const OnlineState softmax;
+  DecodeProducts* blockProducts = nullptr; // the blocks' way of multiplying (emitKeyBlocks)
+};
+
+// The decode kernel's way of multiplying in a block's steps, chosen once per layout of K and V
+// (emitKeyBlocks): FMAs on widened values, or AVX512-BF16 dot products where bf16 K and V have
+// unit inner strides (DecodeLowering::pairs). The steps call it and never ask which it is.
+class DecodeProducts {
+public:
+  explicit DecodeProducts(DecodeLowering& d) : d(d) {}
+  virtual ~DecodeProducts() = default;
+  // q_rr . k_u for the tile's rows and the keys `over`, as W-lane partial sums.
+  virtual SmallVector<Value> keyDots(ImplicitLocOpBuilder& db,
+                                     const DecodeLowering::ScoreTile& tile,
+                                     DecodeLowering::KeyRows over) = 0;
+  // A row's scores of `keys` keys as the terms take them.
+  virtual Value scaled(ImplicitLocOpBuilder& gb, Value part, int64_t keys) { return part; }
+  // Key group `first` of row r's probabilities P, in S already, where PV reads them too.
+  virtual void storeProbabilities(ImplicitLocOpBuilder& kb, Value p, Value r, Value first) {}
+  // The vectors of d_v a PV tile holds: of `wholeVectors`, at most `most`.
+  virtual int64_t valueWidth(int64_t wholeVectors, int64_t most) = 0;
+  // PV for a tile of whole vectors of d_v.
+  virtual void valueTile(ImplicitLocOpBuilder& tb, const DecodeLowering::ValueTiles& tiles,
+                         const DecodeLowering::ValueTile& at) = 0;
+
+protected:
+  DecodeLowering& d;
+};
+
+// FMAs on K and V widened to f32, a chunk of W elements of the head dim at a time: the whole
+// chunks, then the one the head dim ends in (q is zero past d_k).
+class WidenedDecodeProducts final : public DecodeProducts {
+public:
+  using DecodeProducts::DecodeProducts;
+  SmallVector<Value> keyDots(ImplicitLocOpBuilder& db, const DecodeLowering::ScoreTile& tile,
+                             DecodeLowering::KeyRows over) override {
+    SmallVector<Value> zeros(tile.rows * over.size(), f32Splat(db, d.lanes, 0));
+    SmallVector<Value> sums = overChunks(
+        db, d.dk / d.lanes, zeros, [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
+          return d.widenedDotChunk(cb, tile, c, running, /*whole=*/true, over);
+        });
+    if (d.dk % d.lanes != 0)
+      sums = d.widenedDotChunk(db, tile, indexConstant(db, d.dk / d.lanes), sums,
+                               /*whole=*/false, over);
+    return sums;
+  }
+  int64_t valueWidth(int64_t wholeVectors, int64_t most) override {
+    return divisorUpTo(wholeVectors, most);
+  }
+  void valueTile(ImplicitLocOpBuilder& tb, const DecodeLowering::ValueTiles& tiles,
+                 const DecodeLowering::ValueTile& at) override {
+    d.emitValueTile(tb, tiles, at, /*whole=*/true);
+  }
+};
+
+// vdpbf16ps on q's and K's chunks of 2W bf16 as they lie (q unscaled, exact in bf16, the sums
+// scaled in f32), and on two keys' V rows interleaved against P's pairs (P rounded to bf16).
+// The vectors of d_v go in pairs (a 32-column chunk of two keys' rows).
+class DotDecodeProducts final : public DecodeProducts {
+public:
+  using DecodeProducts::DecodeProducts;
+  SmallVector<Value> keyDots(ImplicitLocOpBuilder& db, const DecodeLowering::ScoreTile& tile,
+                             DecodeLowering::KeyRows over) override {
+    SmallVector<Value> zeros(tile.rows * over.size(), f32Splat(db, d.lanes, 0));
+    return overChunks(db, d.dk / (2 * d.lanes), zeros,
+                      [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
+                        return d.pairDotChunk(cb, tile, c, running, over);
+                      });
+  }
+  Value scaled(ImplicitLocOpBuilder& gb, Value part, int64_t keys) override {
+    return gb.create<arith::MulFOp>(part, f32Splat(gb, keys, d.op.getScale().convertToDouble()));
+  }
+  void storeProbabilities(ImplicitLocOpBuilder& kb, Value p, Value r, Value first) override {
+    kb.create<vector::StoreOp>(roundToBf16(kb, p), d.probabilityPairs, ValueRange{r, first});
+  }
+  int64_t valueWidth(int64_t wholeVectors, int64_t most) override {
+    return 2 * divisorUpTo(wholeVectors / 2, std::max<int64_t>(1, most / 2));
+  }
+  void valueTile(ImplicitLocOpBuilder& tb, const DecodeLowering::ValueTiles& tiles,
+                 const DecodeLowering::ValueTile& at) override {
+    d.emitPairValueTile(tb, tiles, at);
+  }
 };
 
 std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key) {
@@ -568,24 +654,9 @@ Value DecodeLowering::keyScalesOf(ImplicitLocOpBuilder& gb, const ScoreTile& til
       tile.kv.getType());
 }
 
-// sums[rr * n + u] accumulates q_rr * k_u along the head dim for the n keys `over`, a chunk of W
-// elements at a time: the whole chunks, then the one the head dim ends in (q is zero past d_k).
-// With dot products, chunks of 2W bf16 of q and of each key, as they lie.
 SmallVector<Value> DecodeLowering::keyDots(ImplicitLocOpBuilder& db, const ScoreTile& tile,
                                            KeyRows over) {
-  SmallVector<Value> zeros(tile.rows * over.size(), f32Splat(db, lanes, 0));
-  if (pairs && tile.contiguous)
-    return overChunks(db, dk / (2 * lanes), zeros,
-                      [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
-                        return pairDotChunk(cb, tile, c, running, over);
-                      });
-  SmallVector<Value> sums =
-      overChunks(db, dk / lanes, zeros, [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
-        return widenedDotChunk(cb, tile, c, running, /*whole=*/true, over);
-      });
-  if (dk % lanes != 0)
-    sums = widenedDotChunk(db, tile, indexConstant(db, dk / lanes), sums, /*whole=*/false, over);
-  return sums;
+  return blockProducts->keyDots(db, tile, over);
 }
 
 SmallVector<Value> DecodeLowering::widenedDotChunk(ImplicitLocOpBuilder& cb,
@@ -634,15 +705,12 @@ void DecodeLowering::storeGroupScores(ImplicitLocOpBuilder& gb, const ScoreTile&
                                       ArrayRef<int64_t>{tile.keys}, ArrayRef<int64_t>{1});
     if (keyScales)
       part = gb.create<arith::MulFOp>(part, keyScales);
-    if (pairs && tile.contiguous)
-      part = gb.create<arith::MulFOp>(part,
-                                      f32Splat(gb, tile.keys, op.getScale().convertToDouble()));
+    part = blockProducts->scaled(gb, part, tile.keys);
     gb.create<vector::StoreOp>(part, scores, ValueRange{tile.rowIndices[rr], firstColumn});
   }
 }
 
-void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,
-                                 bool roundedPairs) {
+void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count) {
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, lanes));
   Value off = ScoreTerms::positionOffset(b, taskOp);
   Value negInf = f32Splat(b, lanes, -kInf), zeros = f32Splat(b, lanes, 0);
@@ -703,8 +771,7 @@ void DecodeLowering::emitSoftmax(ImplicitLocOpBuilder& b, Value j0, Value count,
       Value sum = kb.create<arith::AddFOp>(running, p);
       p = terms.dropout(kb, p, position, keys.key);
       kb.create<vector::StoreOp>(p, scores, ValueRange{r, keys.first});
-      if (roundedPairs)
-        kb.create<vector::StoreOp>(roundToBf16(kb, p), probabilityPairs, ValueRange{r, keys.first});
+      blockProducts->storeProbabilities(kb, p, r, keys.first);
       return sum;
     });
     Value blockSum = rb.create<vector::ReductionOp>(vector::CombiningKind::ADD, sums);
@@ -728,11 +795,9 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
   tiles.j0 = j0;
   tiles.count = count;
   tiles.rows = pvRows;
-  const bool pairTiles = pairs && contiguous;
   const int64_t most = std::min(kPvVectors, kPvAccumulators / pvRows);
   const int64_t wholeVectors = dv / lanes;
-  tiles.width = pairTiles ? 2 * divisorUpTo(wholeVectors / 2, std::max<int64_t>(1, most / 2))
-                          : divisorUpTo(wholeVectors, most);
+  tiles.width = blockProducts->valueWidth(wholeVectors, most);
   tiles.columnTiles = wholeVectors / tiles.width + (dv % lanes != 0 ? 1 : 0);
   tiles.passes = llvm::divideCeil(group, pvRows) * tiles.columnTiles;
   // Whole register tiles of rows: a tile's rows past the task's compute on whatever their
@@ -748,10 +813,7 @@ void DecodeLowering::emitValues(ImplicitLocOpBuilder& b, Value j0, Value count,
                            gb.create<arith::MulIOp>(columnTile, indexConstant(gb, tiles.width));
                        const ValueTile at = tileAt(gb, tiles, r0, columnTile, firstVector,
                                                    tiles.width);
-                       if (pairTiles)
-                         emitPairValueTile(gb, tiles, at);
-                       else
-                         emitValueTile(gb, tiles, at, /*whole=*/true);
+                       blockProducts->valueTile(gb, tiles, at);
                        return SmallVector<Value>{};
                      });
         if (dv % lanes != 0)
@@ -937,7 +999,7 @@ SmallVector<Value> DecodeLowering::pairValueStep(ImplicitLocOpBuilder& jb,
 void DecodeLowering::emitBlock(ImplicitLocOpBuilder& b, Value j0, Value count, bool contiguous,
                                RowTiles tiles) {
   emitScores(b, j0, count, contiguous, tiles.score);
-  emitSoftmax(b, j0, count, pairs && contiguous);
+  emitSoftmax(b, j0, count);
   emitValues(b, j0, count, contiguous, tiles.values);
 }
 
@@ -1070,7 +1132,11 @@ void DecodeLowering::emitKeyBlocks(ImplicitLocOpBuilder& b, Value useWide) {
       b.create<arith::AddIOp>(lo, b.create<arith::MulIOp>(split, per)), hi);
   Value last = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(first, per), hi);
   // The key blocks with the given tiles.
+  WidenedDecodeProducts widened(*this);
+  DotDecodeProducts dot(*this);
   auto emitBlocks = [&](RowTiles tiles, bool contiguous) {
+    // Dot products where bf16 K and V allow them and their inner strides are 1.
+    blockProducts = pairs && contiguous ? static_cast<DecodeProducts*>(&dot) : &widened;
     auto blocks = b.create<scf::ForOp>(first, last, block);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(blocks.getBody()->getTerminator());

@@ -142,7 +142,8 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // f32: tiles of 32 rows. S of 128 keys x 48 rows takes 24 KiB of a 32 KiB L1 (Zen 4) beside
   // the f32 K and V rows PV streams; at 32 rows (16 KiB) H 8, T 2048 ran 1.15x as fast at d 64
   // and 128, causal too, where f16 ran 0.92x and bf16's products the same (docs/benchmarks.md;
-  // not measured on a 48 KiB L1).
+  // not measured on a 48 KiB L1). Their QK^T tiles take 4 keys: 1.025-1.03x as fast as 8 at d 64
+  // and 128, causal too (H 8, T 2048, 1 thread, the Zen 4 EPYC, 8-10 processes each).
   if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
       family == ScheduleFamily::X86Amx) {
     const bool smallTiles = spec.dtype == DType::F32;
@@ -150,7 +151,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                           {{"query_tile", queryTile(spec, smallTiles ? 32 : 48, 16)},
                            {"key_block", 128},
                            {"vector_width", 16},
-                           {"key_unroll", 8},
+                           {"key_unroll", smallTiles ? 4 : 8},
                            {"value_split", family == ScheduleFamily::X86Avx512Bf16 ? 4 : 8},
                            {"amx", family == ScheduleFamily::X86Amx ? 1 : 0},
                            {"dot", family == ScheduleFamily::X86Avx512Bf16 ? 1 : 0},

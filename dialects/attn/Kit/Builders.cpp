@@ -3,7 +3,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -56,18 +55,6 @@ foldRange(ImplicitLocOpBuilder& b, Value lower, Value upper, ValueRange init,
                              inner.create<scf::YieldOp>(body(inner, i, carried));
                            });
   return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
-}
-
-Value gatherRows(ImplicitLocOpBuilder& b, Value firstRow, Value seqQ, int64_t lanes, Type element,
-                 function_ref<Value(ImplicitLocOpBuilder&, Value)> load) {
-  Value lastRow = b.create<arith::SubIOp>(seqQ, indexConstant(b, 1));
-  Value rows = b.create<arith::ConstantOp>(b.getZeroAttr(VectorType::get({lanes}, element)));
-  for (int64_t lane = 0; lane < lanes; ++lane) {
-    Value i = b.create<arith::MinSIOp>(b.create<arith::AddIOp>(firstRow, indexConstant(b, lane)),
-                                       lastRow);
-    rows = b.create<vector::InsertOp>(load(b, i), rows, lane);
-  }
-  return rows;
 }
 
 } // namespace attnc::attn

@@ -1,7 +1,7 @@
 //===- Builders.h - small IR builders -------------------------------------===//
 //
-// The IR every kit part and kernel builds alike: constants, counted loops, clamped indices,
-// the query rows of a vector's lanes and where a kernel's phases begin.
+// The IR every kit part and kernel builds alike: constants, counted loops, clamped indices
+// and where a kernel's phases begin.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_KIT_BUILDERS_H
@@ -39,13 +39,6 @@ foldRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
           llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::ImplicitLocOpBuilder&,
                                                             mlir::Value, mlir::ValueRange)>
               body);
-
-// load(i) for the `lanes` query rows i = firstRow + lane, as one vector of `element`; rows past
-// Tq read the last row (their results are never stored).
-mlir::Value gatherRows(mlir::ImplicitLocOpBuilder& b, mlir::Value firstRow, mlir::Value seqQ,
-                       int64_t lanes, mlir::Type element,
-                       llvm::function_ref<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value)>
-                           load);
 
 } // namespace attnc::attn
 

@@ -61,10 +61,6 @@ public:
   mlir::Value carriedSum(mlir::ImplicitLocOpBuilder& b, mlir::Value alpha, mlir::Value sum,
                          mlir::Value blockSum) const;
 
-  // The attention sink (online_finalize's `sinks`) as a partial state of its own: a logit with
-  // no value, m = sink, l = e^-c, acc = 0. Carried over to the finite max `to`, its share of the
-  // sum is e^(sink - to - c), or 0 where the sink is -inf.
-  mlir::Value sinkShare(mlir::ImplicitLocOpBuilder& b, mlir::Value sink, mlir::Value to) const;
   // A row's state (m, l) finished, with the sink (or null) folded in first: m' = max(m, sink)
   // (NaN stays NaN), l' = l e^(m - m') + e^(sink - m' - c), and acc scaled by e^(m - m') through
   // the inverse, e^(m - m') / l'.
@@ -86,6 +82,10 @@ public:
   mlir::Value finishedLse(mlir::ImplicitLocOpBuilder& b, mlir::Value m, mlir::Value l) const;
 
 private:
+  // The attention sink (online_finalize's `sinks`) as a partial state of its own: a logit with
+  // no value, m = sink, l = e^-c, acc = 0. Carried over to the finite max `to`, its share of the
+  // sum is e^(sink - to - c), or 0 where the sink is -inf.
+  mlir::Value sinkShare(mlir::ImplicitLocOpBuilder& b, mlir::Value sink, mlir::Value to) const;
   // e^x in the kernel's exponential.
   mlir::Value exp(mlir::ImplicitLocOpBuilder& b, mlir::Value x) const;
 

@@ -2,8 +2,8 @@
 //
 // DecodeLowering replaces a whole attention's online_update by the decode kernel
 // (LowerDecode.cpp: the tasks, their state and the merge; DecodeScores.cpp: QK^T and the
-// softmax of a key block; DecodeValues.cpp: PV, and the ways of multiplying). Private to those
-// files.
+// softmax of a key block; DecodeValues.cpp: PV), with the ways of multiplying here
+// (DecodeProducts). Private to those files.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_DECODELOWERING_H
@@ -255,7 +255,7 @@ private:
   // Register tiles sized by the GQA group G, not by Tq (a step of one row is the common case),
   // and, for tasks of more rows than those hold and at least kMaxScoreRows / 2 (several query
   // rows per head: speculative decoding, short chunks), tiles of kMaxScoreRows rows, each K and
-  // V chunk widened once for them (emitPartial picks per task; H 8, d 128, f16, Tk 16k: Tq 8
+  // V chunk widened once for them (wideTilesWanted picks per task; H 8, d 128, f16, Tk 16k: Tq 8
   // and 16 1.6-1.7x as fast, H 32/8 Tq 2 1.16-1.35x, Tq 4 to 16 1.0-1.1x).
   const RowTiles groupTiles;
   const std::optional<RowTiles> wideTiles;

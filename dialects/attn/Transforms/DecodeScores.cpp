@@ -47,14 +47,14 @@ void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
   tile.kv = contiguous ? keyView : op.getKey();
   tile.contiguous = contiguous;
   tile.lastKey = b.create<arith::SubIOp>(seqK, indexConstant(b, 1));
-  // A register tile: scoreRows rows x keysPerTile keys, W accumulators in all, so each K chunk
+  // A register tile: scoreRows rows x tile.keys keys, W accumulators in all, so each K chunk
   // loaded (and widened) serves scoreRows rows. The key groups loop inside the row blocks: the
   // other way round, a K group's chunks (invariant in the row loop) were hoisted out of it by
   // LLVM and spilled, a store and a load more per chunk.
   tile.rows = scoreRows;
   tile.keys = lanes / scoreRows;
   tile.passes = llvm::divideCeil(group, scoreRows);
-  tile.keyByKey = scoreRows == 1 && partials; // emitPartial allocates partials for it
+  tile.keyByKey = scoreRows == 1 && partials; // allocateTaskStack allocates partials for it
   Value groups = b.create<arith::CeilDivUIOp>(count, indexConstant(b, tile.keys));
   b.create<scf::ForOp>(
       indexConstant(b, 0), rowCount, indexConstant(b, scoreRows), std::nullopt,

@@ -1,5 +1,4 @@
 //===- KeyRange.cpp - the keys a mask can keep, from its affine terms ------------===//
-#include "attn/IR/AttnOps.h"
 #include "attn/Transforms/KeyRange.h"
 
 #include "attn/IR/ExpressionRegion.h"

@@ -37,10 +37,8 @@
 #include "attn/Kit/CacheRows.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
-#include "attn/Kit/Products.h"
 #include "attn/Transforms/DecodeLowering.h"
 #include "attn/Transforms/KeyRange.h"
-#include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -49,7 +47,6 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <bit>
-#include <numeric>
 
 using namespace mlir;
 
@@ -160,10 +157,14 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   return cache->place(b, batch, key);
 }
 
+namespace {
+
 // Elements of `buffer` in a 64-byte cache line.
 int64_t elementsPerLine(Value buffer) {
   return 64 * 8 / cast<MemRefType>(buffer.getType()).getElementTypeBitWidth();
 }
+
+} // namespace
 
 DecodeLowering::Lines DecodeLowering::phaseLines(Value buffer, Phase phase) {
   const bool isKey = buffer == op.getKey();
@@ -334,7 +335,7 @@ void DecodeLowering::packQueryRow(ImplicitLocOpBuilder& b, Value r) {
             inside, cb.create<arith::MulFOp>(element, f32Constant(cb, scale)), f32Constant(cb, 0));
         cb.create<memref::StoreOp>(value, query, ValueRange{r, c});
         // Unscaled for dot products (exact in bf16 where q times the scale
-        // is not); emitScores scales their sums in f32.
+        // is not); DotDecodeProducts::scaled scales their sums in f32.
         if (pairs)
           cb.create<memref::StoreOp>(
               cb.create<arith::TruncFOp>(

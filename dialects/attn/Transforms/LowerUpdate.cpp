@@ -51,9 +51,7 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "attn/Transforms/UpdateLowering.h"
-#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -304,6 +302,8 @@ DomainCorners UpdateLowering::domainCorners(Value off) {
   return corners;
 }
 
+namespace {
+
 // Keys [first, first + count) of the domain, the last cut at the domain's last key.
 DomainCorners withKeys(ImplicitLocOpBuilder& b, const DomainCorners& corners, Value first,
                        Value count) {
@@ -318,6 +318,8 @@ DomainCorners withKeys(ImplicitLocOpBuilder& b, const DomainCorners& corners, Va
       corners.last[key]);
   return keys;
 }
+
+} // namespace
 
 UpdateLowering::LiveKeys UpdateLowering::liveKeys(const DomainCorners& corners) {
   constexpr int64_t kLiveChunk = 16;
@@ -468,12 +470,16 @@ UpdateLowering::RowMaxima UpdateLowering::rowMaxima(ArrayRef<Value> oldMax,
   return m;
 }
 
+namespace {
+
 // paired: K and V^T laid out for bf16 pair products (PairedOperands.h: AMX tiles or dot
 // products, as options say), or null for f32 FMAs.
 LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
                           const PairedOperands* paired) {
   return UpdateLowering(b, op, options, paired).emit();
 }
+
+} // namespace
 
 } // namespace prefill
 

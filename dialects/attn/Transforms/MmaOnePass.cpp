@@ -25,7 +25,6 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/CacheRows.h"
-#include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/MmaLowering.h"
@@ -175,7 +174,7 @@ MmaLowering::BlockSoftmax MmaLowering::emitBlockSoftmax(ImplicitLocOpBuilder& b,
                                                         ValueRange carried) {
   BlockSoftmax step;
   // m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); P = exp(S - m' - c), its
-  // scale e^-c keeping the accumulators from overflowing (c = probabilityShift).
+  // scale e^-c keeping the accumulators from overflowing (c: `softmax`'s shift, OnlineState).
   Value offsets[2];
   for (int64_t r = 0; r < 2; ++r) {
     Value x = carried[r];

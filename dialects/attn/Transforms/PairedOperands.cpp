@@ -1,5 +1,4 @@
 //===- PairedOperands.cpp - K and V laid out for bf16 pair products -----------===//
-#include "attn/IR/AttnOps.h"
 #include "attn/Transforms/PairedOperands.h"
 
 #include "Semantics/PairedProducts.h"

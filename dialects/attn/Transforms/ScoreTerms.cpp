@@ -1,5 +1,4 @@
 //===- ScoreTerms.cpp - an update's score terms, elementwise -------------------===//
-#include "attn/IR/AttnOps.h"
 #include "attn/Transforms/ScoreTerms.h"
 
 #include "attn/IR/ExpressionRegion.h"

@@ -29,7 +29,6 @@ namespace attnc::attn::prefill {
 // The two files of the update write MLIR's names unqualified, as every lowering does.
 using namespace mlir;
 
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // An AMX tile: 16 rows of 16 f32 (S^T, O^T) or of 32 bf16 (K, V^T and the pairs of Q^T, P^T);
@@ -158,8 +157,8 @@ private:
 };
 
 // One way of multiplying of the update (Kit/Products.h holds the instructions), chosen once per
-// kernel: the steps that multiply (1: S = Q K^T; 3: P in the form step 4 reads; 4: acc += P^T
-// V) ask it, and no emit method asks which kind it is.
+// kernel: the steps that multiply (1: S = Q K^T; 2: S's scale; 3: P in the form step 4 reads;
+// 4: acc += P^T V) ask it, and no emit method asks which kind it is.
 class UpdateProducts {
 public:
   explicit UpdateProducts(UpdateLowering& u) : u(u) {}

@@ -5,10 +5,8 @@
 // block.
 //
 //===---------------------------------------------------------------------------===//
-#include "attn/Transforms/UpdateLowering.h"
-
-#include "attn/Kit/Elements.h"
 #include "attn/Kit/Products.h"
+#include "attn/Transforms/UpdateLowering.h"
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

@@ -1,7 +1,7 @@
 // OCP FP8 E4M3 ("e4m3fn": 1 sign, 4 exponent bits of bias 7, 3 mantissa bits; no infinity,
 // NaN only as S.1111.111, largest finite 448) to and from double: the reference and the tools
 // read an fp8 KV cache's bytes through these, and the compiler's kernels decode them to the same
-// values (LoweringUtils' toF32).
+// values (the MLIR kernel kit's toF32, dialects/attn/Kit/Elements.h).
 #ifndef ATTNC_FLOAT8_HPP
 #define ATTNC_FLOAT8_HPP
 

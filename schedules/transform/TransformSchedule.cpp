@@ -143,7 +143,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // the f32 K and V rows PV streams; at 32 rows (16 KiB) H 8, T 2048 ran 1.15x as fast at d 64
   // and 128, causal too, where f16 ran 0.92x and bf16's products the same (docs/benchmarks.md;
   // not measured on a 48 KiB L1). Their QK^T tiles take 4 keys: 1.025-1.03x as fast as 8 at d 64
-  // and 128, causal too (H 8, T 2048, 1 thread, the Zen 4 EPYC, 8-10 processes each).
+  // and 128, causal too (H 8, T 2048, 1 thread, the Zen 4 EPYC, 10 processes each).
   if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
       family == ScheduleFamily::X86Amx) {
     const bool smallTiles = spec.dtype == DType::F32;

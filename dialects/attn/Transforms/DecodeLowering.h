@@ -45,10 +45,6 @@ constexpr int64_t kMaxSplits = 64;
 // few KV heads keeps every core of a server busy.
 constexpr int64_t kMinTasks = 32;
 
-inline int64_t roundUp(int64_t x, int64_t to) {
-  return (x + to - 1) / to * to;
-}
-
 // The largest divisor of n up to `most` (at least 1).
 inline int64_t divisorUpTo(int64_t n, int64_t most) {
   for (int64_t d = std::min(n, most); d > 1; --d)
@@ -142,8 +138,6 @@ private:
                                    Value firstKey, Value u);
   // A quantized cache's scales of `keys` as one vector, or null.
   Value keyScalesOf(ImplicitLocOpBuilder& gb, const ScoreTile& tile, KeyRows keys);
-  // q_rr . k_u for the tile's rows and the keys `over`, as W-lane partial sums.
-  SmallVector<Value> keyDots(ImplicitLocOpBuilder& db, const ScoreTile& tile, KeyRows over);
   SmallVector<Value> widenedDotChunk(ImplicitLocOpBuilder& cb, const ScoreTile& tile, Value c,
                                      ValueRange running, bool whole, KeyRows over);
   SmallVector<Value> pairDotChunk(ImplicitLocOpBuilder& cb, const ScoreTile& tile, Value c,
@@ -246,8 +240,8 @@ private:
 
   RewriterBase& rewriter;
   OnlineUpdateOp op;
-  const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv,
-      dkPadded, dvPadded;
+  const int64_t lanes, keyBlock, rowsPerHead, splitKeys, heads, kvHeads, group, dk, dv, dkPadded,
+      dvPadded, keyBlockPadded; // ...Padded: rounded up to whole vectors
   const bool rowsApart; // positionsBeforeHeads
   // bf16 K and V whose products can go as dot products (vdpbf16ps): d_k and d_v in whole
   // chunks of 2W, no scales; taken where the run-time check finds unit inner strides.

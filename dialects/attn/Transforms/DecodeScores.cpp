@@ -39,6 +39,21 @@ Value transposeReduce(ImplicitLocOpBuilder& b, SmallVector<Value> vectors) {
   return vectors.front();
 }
 
+// QK^T's register tile, a chunk of the head dim: next[rr * n + u] = product(running[rr * n + u],
+// q[rr], k_u) for the rows' chunks q and the n keys' chunks k_u = loadKey(u), each key's chunk
+// read once for every row.
+SmallVector<Value> keyTile(ArrayRef<Value> q, size_t n, ValueRange running,
+                           function_ref<Value(size_t)> loadKey,
+                           function_ref<Value(Value, Value, Value)> product) {
+  SmallVector<Value> next(running.begin(), running.end());
+  for (size_t u = 0; u < n; ++u) {
+    Value k = loadKey(u);
+    for (size_t rr = 0; rr < q.size(); ++rr)
+      next[rr * n + u] = product(running[rr * n + u], q[rr], k);
+  }
+  return next;
+}
+
 } // namespace
 
 void DecodeLowering::emitScores(ImplicitLocOpBuilder& b, Value j0, Value count,
@@ -102,14 +117,15 @@ void DecodeLowering::emitScoreGroup(ImplicitLocOpBuilder& gb, const ScoreTile& t
   // loop was slower (q reloaded per key), and int8 rows 4% slower.
   SmallVector<Value> sums;
   if (!tile.keyByKey) {
-    sums = keyDots(gb, tile, keys);
+    sums = blockProducts->keyDots(gb, tile, keys);
   } else {
     forRange(gb, indexConstant(gb, 0), indexConstant(gb, tile.keys),
              [&](ImplicitLocOpBuilder& ub, Value u) {
                prefetchNext(ub, Phase::Scores, ub.create<arith::AddIOp>(firstKey, u), tile.pass,
                             tile.passes);
-               ub.create<vector::StoreOp>(keyDots(ub, tile, groupKey(ub, tile, firstKey, u)).front(),
-                                          partials, ValueRange{u, indexConstant(ub, 0)});
+               ub.create<vector::StoreOp>(
+                   blockProducts->keyDots(ub, tile, groupKey(ub, tile, firstKey, u)).front(),
+                   partials, ValueRange{u, indexConstant(ub, 0)});
              });
     for (int64_t u = 0; u < tile.keys; ++u)
       sums.push_back(gb.create<vector::LoadOp>(
@@ -133,11 +149,6 @@ Value DecodeLowering::keyScalesOf(ImplicitLocOpBuilder& gb, const ScoreTile& til
       tile.kv.getType());
 }
 
-SmallVector<Value> DecodeLowering::keyDots(ImplicitLocOpBuilder& db, const ScoreTile& tile,
-                                           KeyRows over) {
-  return blockProducts->keyDots(db, tile, over);
-}
-
 SmallVector<Value> DecodeLowering::widenedDotChunk(ImplicitLocOpBuilder& cb,
                                                    const ScoreTile& tile, Value c,
                                                    ValueRange running, bool whole, KeyRows over) {
@@ -145,15 +156,13 @@ SmallVector<Value> DecodeLowering::widenedDotChunk(ImplicitLocOpBuilder& cb,
   SmallVector<Value> q;
   for (Value row : tile.rowIndices)
     q.push_back(cb.create<vector::LoadOp>(vector, query, ValueRange{row, column}));
-  SmallVector<Value> next(running.begin(), running.end());
-  const int64_t n = static_cast<int64_t>(over.size());
-  for (int64_t u = 0; u < n; ++u) {
-    Value k = loadRow(cb, tile.kv, {over[u].first, kvHead, over[u].second, column}, lanes,
-                      tile.contiguous, whole, dk);
-    for (int64_t rr = 0; rr < tile.rows; ++rr)
-      next[rr * n + u] = cb.create<vector::FMAOp>(q[rr], k, running[rr * n + u]);
-  }
-  return next;
+  return keyTile(
+      q, over.size(), running,
+      [&](size_t u) {
+        return loadRow(cb, tile.kv, {over[u].first, kvHead, over[u].second, column}, lanes,
+                       tile.contiguous, whole, dk);
+      },
+      [&](Value acc, Value qRow, Value k) { return cb.create<vector::FMAOp>(qRow, k, acc); });
 }
 
 SmallVector<Value> DecodeLowering::pairDotChunk(ImplicitLocOpBuilder& cb, const ScoreTile& tile,
@@ -163,15 +172,13 @@ SmallVector<Value> DecodeLowering::pairDotChunk(ImplicitLocOpBuilder& cb, const 
   SmallVector<Value> q;
   for (Value row : tile.rowIndices)
     q.push_back(cb.create<vector::LoadOp>(chunkType, queryPairs, ValueRange{row, column}));
-  SmallVector<Value> next(running.begin(), running.end());
-  const int64_t n = static_cast<int64_t>(over.size());
-  for (int64_t u = 0; u < n; ++u) {
-    Value k = cb.create<vector::LoadOp>(chunkType, tile.kv,
-                                        ValueRange{over[u].first, kvHead, over[u].second, column});
-    for (int64_t rr = 0; rr < tile.rows; ++rr)
-      next[rr * n + u] = dotBf16Pairs(cb, running[rr * n + u], q[rr], k);
-  }
-  return next;
+  return keyTile(
+      q, over.size(), running,
+      [&](size_t u) -> Value {
+        return cb.create<vector::LoadOp>(chunkType, tile.kv,
+                                         ValueRange{over[u].first, kvHead, over[u].second, column});
+      },
+      [&](Value acc, Value qRow, Value k) { return dotBf16Pairs(cb, acc, qRow, k); });
 }
 
 // Lanes [rr * keys, (rr + 1) * keys) of the reduced sums hold row rr's scores.

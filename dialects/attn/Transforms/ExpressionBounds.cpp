@@ -138,6 +138,9 @@ private:
   }
 
   // A value defined outside the block (a hoisted constant) or before this op.
+  // The range of op's operand i.
+  Range operand(Operation& op, unsigned i) { return range(op.getOperand(i)); }
+
   Range range(Value v) {
     if (auto it = ranges.find(v); it != ranges.end())
       return it->second;
@@ -282,9 +285,8 @@ private:
   }
 
   Range rangeOf(Operation& op) {
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
     if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op)) {
-      Range x = operand(0), y = operand(1);
+      Range x = operand(op, 0), y = operand(op, 1);
       if (!x || !y || !op.getResult(0).getType().isInteger(32))
         return {};
       return wrapping(op, x, y);
@@ -297,7 +299,7 @@ private:
     if (isa<arith::DivSIOp>(op))
       return intQuotientRange(op);
     if (isa<arith::NegFOp>(op)) {
-      Range x = operand(0);
+      Range x = operand(op, 0);
       if (!x)
         return {};
       return {b.create<arith::NegFOp>(x.hi), b.create<arith::NegFOp>(x.lo), x.nan};
@@ -319,8 +321,7 @@ private:
 
   // +, -, * of floats (monotone at the corners) and min / max of ints and floats.
   Range arithmeticRange(Operation& op) {
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
-    Range x = operand(0), y = operand(1);
+    Range x = operand(op, 0), y = operand(op, 1);
     if (!x || !y)
       return {};
     OperationName name = op.getName();
@@ -370,11 +371,10 @@ private:
   // x / constant.
   Range floatQuotientRange(Operation& op) {
     auto divide = cast<arith::DivFOp>(op);
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
     // By a constant only: a divisor range that may hold 0 divides to anything. Monotone in x;
     // NaN for inf / inf (an end's) and for a NaN divisor.
     auto divisor = divide.getRhs().getDefiningOp<arith::ConstantFloatOp>();
-    Range x = operand(0);
+    Range x = operand(op, 0);
     if (!divisor || !x || divisor.value().isZero())
       return {};
     Value lo = b.create<arith::DivFOp>(x.lo, divisor), hi = b.create<arith::DivFOp>(x.hi, divisor);
@@ -387,9 +387,8 @@ private:
   // Truncating integer division.
   Range intQuotientRange(Operation& op) {
     auto divide = cast<arith::DivSIOp>(op);
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
     // Truncating division by a nonzero constant is monotone, decreasing for a negative one.
-    Range x = operand(0);
+    Range x = operand(op, 0);
     if (!x)
       return {};
     if (auto divisor = divide.getRhs().getDefiningOp<arith::ConstantIntOp>()) {
@@ -401,7 +400,7 @@ private:
     }
     // By a positive range (floor division's guarded divisor): x / d is monotone in x for each
     // d > 0 and in d for each x, so its ends are at the corners; else anything.
-    Range d = operand(1);
+    Range d = operand(op, 1);
     if (!d)
       return {};
     Value positive = both(less(zeroLike(d.lo), d.lo), lessOrEqual(d.lo, d.hi));
@@ -417,8 +416,7 @@ private:
 
   // An int-float conversion or floor: monotone.
   Range monotoneRange(Operation& op) {
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
-    Range x = operand(0);
+    Range x = operand(op, 0);
     if (!x)
       return {};
     auto apply = [&](Value v) {
@@ -433,10 +431,9 @@ private:
   // An unsigned extension.
   Range unsignedRange(Operation& op) {
     auto extend = cast<arith::ExtUIOp>(op);
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
     // Bytes read as unsigned: the signed range's ends, unless it straddles 0 (bytes on both
     // sides of 128), when the whole byte range.
-    Range x = operand(0);
+    Range x = operand(op, 0);
     if (!x)
       return {};
     Type wide = extend.getType();
@@ -453,8 +450,7 @@ private:
 
   // |x|, int or float.
   Range absoluteRange(Operation& op) {
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
-    Range x = operand(0);
+    Range x = operand(op, 0);
     if (!x)
       return {};
     Value zero = zeroLike(x.lo);
@@ -479,10 +475,9 @@ private:
 
   // The signed remainder.
   Range remainderRange(Operation& op) {
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
     // |x rem m| < |m|: within [-(M - 1), M - 1] for M the largest |m|, and never negative
     // for x >= 0 (the remainder takes x's sign), so floor division of indices is exact.
-    Range x = operand(0), m = operand(1);
+    Range x = operand(op, 0), m = operand(op, 1);
     if (!m)
       return {};
     Value zero = zeroLike(m.lo);
@@ -503,9 +498,8 @@ private:
   // A select: the taken side's range where the condition is fixed, else both.
   Range selectedRange(Operation& op) {
     auto select = cast<arith::SelectOp>(op);
-    auto operand = [&](unsigned i) { return range(op.getOperand(i)); };
     Truth c = truth(select.getCondition());
-    Range x = operand(1), y = operand(2);
+    Range x = operand(op, 1), y = operand(op, 2);
     if (!x || !y)
       return {};
     // Only the taken side when the condition is fixed over the domain, else both.

@@ -140,15 +140,19 @@ DecodeLowering::DecodeLowering(RewriterBase& rewriter, OnlineUpdateOp op,
       rowsPerHead(options.rows), splitKeys(options.splitKeys),
       heads(static_cast<int64_t>(op.getNumHeads())), kvHeads(op.getKey().getType().getDimSize(1)),
       group(heads / kvHeads), dk(op.getKey().getType().getDimSize(3)),
-      dv(op.getValue().getType().getDimSize(3)), dkPadded(roundUp(dk, lanes)),
-      dvPadded(roundUp(dv, lanes)), rowsApart(positionsBeforeHeads(op)),
+      dv(op.getValue().getType().getDimSize(3)),
+      dkPadded(static_cast<int64_t>(llvm::alignTo(dk, lanes))),
+      dvPadded(static_cast<int64_t>(llvm::alignTo(dv, lanes))),
+      keyBlockPadded(static_cast<int64_t>(llvm::alignTo(keyBlock, lanes))),
+      rowsApart(positionsBeforeHeads(op)),
       pairs(options.dot && lanes == 16 && !op.getKeyScale() && !op.getValueScale() &&
             op.getKey().getType().getElementType().isBF16() &&
             op.getValue().getType().getElementType().isBF16() && dk % (2 * lanes) == 0 &&
             dv % (2 * lanes) == 0),
       groupTiles(groupRowTiles(group, lanes, rowsApart)),
       wideTiles(wideRowTiles(groupTiles, lanes, group * rowsPerHead, rowsApart)),
-      taskRows(roundUp(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most())),
+      taskRows(static_cast<int64_t>(
+          llvm::alignTo(group * rowsPerHead, (wideTiles ? *wideTiles : groupTiles).most()))),
       keysAhead(rowsApart ? std::max<int64_t>(1, keyBlock / kvHeads) : keyBlock),
       vector(VectorType::get({lanes}, rewriter.getF32Type())),
       vectorI32(VectorType::get({lanes}, rewriter.getI32Type())) {}
@@ -275,7 +279,7 @@ void DecodeLowering::allocateTaskStack(ImplicitLocOpBuilder& b) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(taskStackBlock(taskOp));
     query = b.create<memref::AllocaOp>(MemRefType::get({taskRows, dkPadded}, f32));
-    scores = b.create<memref::AllocaOp>(MemRefType::get({taskRows, roundUp(keyBlock, lanes)}, f32));
+    scores = b.create<memref::AllocaOp>(MemRefType::get({taskRows, keyBlockPadded}, f32));
     acc = b.create<memref::AllocaOp>(MemRefType::get({taskRows, dvPadded}, f32));
     rowMax = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
     rowSum = b.create<memref::AllocaOp>(MemRefType::get({taskRows}, f32));
@@ -285,8 +289,8 @@ void DecodeLowering::allocateTaskStack(ImplicitLocOpBuilder& b) {
     if (pairs) {
       queryPairs =
           b.create<memref::AllocaOp>(MemRefType::get({taskRows, dkPadded}, b.getBF16Type()));
-      probabilityPairs = b.create<memref::AllocaOp>(
-          MemRefType::get({taskRows, roundUp(keyBlock, lanes)}, b.getBF16Type()));
+      probabilityPairs =
+          b.create<memref::AllocaOp>(MemRefType::get({taskRows, keyBlockPadded}, b.getBF16Type()));
     }
   }
 }

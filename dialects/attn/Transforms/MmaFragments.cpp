@@ -164,21 +164,26 @@ SmallVector<Value> MmaFragments::emitScores(ImplicitLocOpBuilder& b) {
       b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8));
   Value zero = splatConstant(b, cType, 0);
   SmallVector<Value> s(block / 8, zero);
-  auto fragType = VectorType::get({4, 2}, element);
   for (int64_t kk = 0; kk < dk / 16; ++kk)
-    for (int64_t pair = 0; pair < block / 16; ++pair) {
-      Value frag =
-          b.create<nvgpu::LdMatrixOp>(fragType, sharedK,
-                                      ValueRange{b.create<arith::AddIOp>(row, c(b, 16 * pair)),
-                                                 b.create<arith::AddIOp>(column, c(b, 16 * kk))},
-                                      /*transpose=*/false, /*numTiles=*/4);
-      for (int64_t half = 0; half < 2; ++half) {
-        Value bFrag = b.create<vector::ExtractStridedSliceOp>(
-            frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
-        s[2 * pair + half] = mmaSync(b, queryFrags[kk], bFrag, s[2 * pair + half]);
-      }
-    }
+    for (int64_t pair = 0; pair < block / 16; ++pair)
+      mmaTwoTiles(b, queryFrags[kk], sharedK, row, 16 * pair, column, 16 * kk,
+                  /*transpose=*/false, s, 2 * pair);
   return s;
+}
+
+void MmaFragments::mmaTwoTiles(ImplicitLocOpBuilder& b, Value a, Value shared, Value row,
+                               int64_t rowOffset, Value column, int64_t columnOffset,
+                               bool transpose, SmallVectorImpl<Value>& acc, int64_t first) {
+  Value frag =
+      b.create<nvgpu::LdMatrixOp>(VectorType::get({4, 2}, element), shared,
+                                  ValueRange{b.create<arith::AddIOp>(row, c(b, rowOffset)),
+                                             b.create<arith::AddIOp>(column, c(b, columnOffset))},
+                                  transpose, /*numTiles=*/4);
+  for (int64_t half = 0; half < 2; ++half) {
+    Value bFrag = b.create<vector::ExtractStridedSliceOp>(
+        frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
+    acc[first + half] = mmaSync(b, a, bFrag, acc[first + half]);
+  }
 }
 
 Value MmaFragments::keyBase(ImplicitLocOpBuilder& b, Value keyBlock, int64_t j) {

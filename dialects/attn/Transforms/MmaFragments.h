@@ -65,6 +65,12 @@ protected:
   mlir::Value applyDropout(mlir::ImplicitLocOpBuilder& b, mlir::Value p, mlir::Value keyBlock,
                            int64_t j);
   mlir::Value quadReduce(mlir::ImplicitLocOpBuilder& b, mlir::Value x, bool max);
+  // acc[first] and acc[first + 1] += a times the two 8-column B fragments that one
+  // ldmatrix.x4 (`transpose`d for V) reads from `shared` at (row + rowOffset, column +
+  // columnOffset).
+  void mmaTwoTiles(mlir::ImplicitLocOpBuilder& b, mlir::Value a, mlir::Value shared,
+                   mlir::Value row, int64_t rowOffset, mlir::Value column, int64_t columnOffset,
+                   bool transpose, llvm::SmallVectorImpl<mlir::Value>& acc, int64_t first);
 
   mlir::Value c(mlir::ImplicitLocOpBuilder& b, int64_t v) { return indexConstant(b, v); }
   mlir::Value i32(mlir::ImplicitLocOpBuilder& b, mlir::Value index) {

@@ -218,7 +218,6 @@ SmallVector<Value> MmaLowering::emitValueProducts(ImplicitLocOpBuilder& b, Array
       b.create<arith::MulIOp>(
           b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
   Value vColumn = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
-  auto fragType = VectorType::get({4, 2}, element);
   // Quantized values: P V = (P v_scale) V_codes, the scales per key (column of P).
   auto weighted = [&](int64_t j) {
     return sharedVScale
@@ -229,18 +228,9 @@ SmallVector<Value> MmaLowering::emitValueProducts(ImplicitLocOpBuilder& b, Array
     Value lo = b.create<arith::TruncFOp>(bType, weighted(2 * kk));
     Value hi = b.create<arith::TruncFOp>(bType, weighted(2 * kk + 1));
     Value pFrag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
-    for (int64_t pair = 0; pair < dv / 16; ++pair) {
-      Value frag =
-          b.create<nvgpu::LdMatrixOp>(fragType, sharedV,
-                                      ValueRange{b.create<arith::AddIOp>(vRow, c(b, 16 * kk)),
-                                                 b.create<arith::AddIOp>(vColumn, c(b, 16 * pair))},
-                                      /*transpose=*/true, /*numTiles=*/4);
-      for (int64_t half = 0; half < 2; ++half) {
-        Value bFrag = b.create<vector::ExtractStridedSliceOp>(
-            frag, ArrayRef<int64_t>{2 * half, 0}, ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
-        o[2 * pair + half] = mmaSync(b, pFrag, bFrag, o[2 * pair + half]);
-      }
-    }
+    for (int64_t pair = 0; pair < dv / 16; ++pair)
+      mmaTwoTiles(b, pFrag, sharedV, vRow, 16 * kk, vColumn, 16 * pair, /*transpose=*/true, o,
+                  2 * pair);
   }
   return o;
 }

@@ -93,6 +93,14 @@ int pageOrders() {
              add(s, v + nhd(j, g) * kRow);
            }
        }},
+      // The same order over pages in place (a [positions, heads, d] cache): what the shuffle costs.
+      {"nhd pages in address order, not shuffled",
+       [&](Vector* s) {
+         for (size_t row = 0; row < kPositions * kHeads; ++row) {
+           add(s, k + row * kRow);
+           add(s, v + row * kRow);
+         }
+       }},
   };
   std::printf("K and V of %zu positions x %zu heads x %zu bytes (%.1f MB), pages of %zu in a "
               "shuffled order, 1 thread, median of 7 passes:\n",

@@ -4,8 +4,10 @@
 unfused form users write when they need dropout or RoPE inside (FlashAttention's CPU kernel
 takes neither); with --rope, q and k rotated first as LLaMA's reference code does (rotate_half,
 cos/sin tables built once). Prints the median of RUNS timed runs in ms after two warm-up runs,
-on all of the machine's threads. Runs in the peers' venv (scripts/peers/env prints its Python):
-  "$(scripts/peers/env)" scripts/torch-attention.py HEADS D T RUNS [--causal] [--dropout P] [--rope]
+on all of the machine's threads. Runs in the peers' venv (scripts/python-env --peers prints its
+Python):
+  "$(scripts/python-env --peers)" scripts/torch-attention.py HEADS D T RUNS [--causal]
+      [--dropout P] [--rope]
 (docs/benchmarks.md's dropout and RoPE rows were measured with Debian's PyTorch 1.13)."""
 import argparse
 import os

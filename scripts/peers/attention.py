@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times one peer's CPU attention on a list of cases, in this one process, at one thread count.
 
-Run with the peers' venv (scripts/peers/env prints its Python); the bench scripts start one such
-process per peer, thread count and round, alternating with attnc's own processes
+Run with the peers' venv (scripts/python-env --peers prints its Python); the bench scripts start
+one such process per peer, thread count and round, alternating with attnc's own processes
 (scripts/peers/rounds.py), so each figure is the median over separate processes.
 
   PYTHON attention.py PEER --threads N --cases CASES.json

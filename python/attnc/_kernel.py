@@ -1,0 +1,136 @@
+"""attnc.Kernel: an opened bundle called on numpy or torch tensors (any DLPack array).
+
+Positional tensors are the manifest's inputs in order (q, k, v, or q, k_pages, v_pages, ...);
+every other input and parameter is given by name. The outputs are allocated in the first
+tensor's library and device, or written into out=; their shapes follow the manifest, each
+symbol (B, Tq, Tk) taken from its first plain use among the inputs, as the runtime binds it."""
+import collections
+import json
+import sys
+
+from . import _attnc
+from ._spec import Spec
+
+Argument = collections.namedtuple("Argument", "name role dtypes shape doc")
+
+_NUMPY_TYPES = {"f64": "float64", "f32": "float32", "f16": "float16", "i32": "int32",
+                "i8": "int8", "u8": "uint8"}
+_TORCH_TYPES = dict(_NUMPY_TYPES, bf16="bfloat16")
+
+
+class Kernel:
+    """A compiled attention kernel (attnc.compile returns one). Calling it runs the kernel with
+    the GIL released."""
+
+    def __init__(self, path, spec=None):
+        self._bundle = _attnc.Bundle(path)
+        self.path = path
+        self.manifest = json.loads(self._bundle.manifest)
+        self.spec = Spec(spec if spec is not None else self.manifest["spec"])
+        self.arguments = [Argument(a["name"], a["role"], tuple(a["dtypes"]), tuple(a["shape"]),
+                                   a.get("doc", "")) for a in self.manifest["arguments"]]
+        self.outputs = [a.name for a in self.arguments if a.role == "output"]
+        self._Outputs = collections.namedtuple("Outputs", self.outputs)
+
+    @property
+    def target(self):
+        """The target that runs here ("x86-64-avx512", "host", "cuda-sm_90", ...)."""
+        return self._bundle.target
+
+    def __repr__(self):
+        return "attnc.Kernel(%r, target=%r)" % (self.spec.canonical, self.target)
+
+    def __call__(self, *tensors, out=None, threads=0, **named):
+        """Runs the kernel: kernel(q, k, v, lengths=..., out=None, threads=0). Returns the one
+        output (o), or the outputs as a named tuple (o, lse, weights) in manifest order."""
+        inputs = self._inputs(tensors, named)
+        outputs = self._outputs(inputs, out)
+        first = next(iter(inputs.values()))
+        self._bundle.run(inputs, outputs, threads, _stream_of(first))
+        if len(self.outputs) == 1:
+            return outputs[self.outputs[0]]
+        return self._Outputs(**outputs)
+
+    def _inputs(self, tensors, named):
+        takes = [a for a in self.arguments if a.role != "output"]
+        positional = [a.name for a in takes if a.role == "input"]
+        if len(tensors) > len(positional):
+            raise TypeError("attnc: %d tensors given by position; this kernel takes at most %d "
+                            "(%s)" % (len(tensors), len(positional), ", ".join(positional)))
+        inputs = dict(zip(positional, tensors))
+        for name, tensor in named.items():
+            if name in inputs:
+                raise TypeError("attnc: tensor '%s' given twice" % name)
+            if name not in {a.name for a in takes}:
+                raise TypeError("attnc: this kernel takes no tensor '%s'; it takes %s" % (
+                    name, ", ".join(a.name for a in takes)))
+            inputs[name] = tensor
+        missing = [a for a in takes if a.name not in inputs]
+        if missing:
+            raise TypeError("attnc: missing %s" % "; ".join(
+                "'%s' (%s, %s)" % (a.name, a.doc, "x".join(map(str, a.shape))) for a in missing))
+        return {a.name: inputs[a.name] for a in takes}  # manifest order, as the runtime binds
+
+    def _outputs(self, inputs, out):
+        given = out if isinstance(out, dict) else {} if out is None else {self.outputs[0]: out}
+        unknown = set(given) - set(self.outputs)
+        if unknown:
+            raise TypeError("attnc: out= names %s; this kernel's outputs are %s" % (
+                ", ".join(sorted(unknown)), ", ".join(self.outputs)))
+        sizes = self._sizes(inputs)
+        first = next(iter(inputs.values()))
+        outputs = {}
+        for argument in self.arguments:
+            if argument.role == "output":
+                outputs[argument.name] = given.get(argument.name)
+                if outputs[argument.name] is None:
+                    outputs[argument.name] = _allocate(first, argument, sizes)
+        return outputs
+
+    def _sizes(self, inputs):
+        sizes = {}
+        for argument in self.arguments:
+            tensor = inputs.get(argument.name)
+            shape = getattr(tensor, "shape", ())
+            if len(shape) != len(argument.shape):
+                continue  # the runtime names the wrong rank
+            for symbol, extent in zip(argument.shape, shape):
+                if isinstance(symbol, str) and symbol.isidentifier():
+                    sizes.setdefault(symbol, int(extent))
+        return sizes
+
+
+def _allocate(like, argument, sizes):
+    """An output in LIKE's library and device: torch for torch tensors, numpy otherwise."""
+    shape = []
+    for symbol in argument.shape:
+        if isinstance(symbol, int):
+            shape.append(symbol)
+        elif symbol in sizes:
+            shape.append(sizes[symbol])
+        else:
+            raise _attnc.TensorError(
+                "attnc: the shape of output '%s' (%s) needs %s, which no input gives; pass it "
+                "as out={'%s': tensor}" % (argument.name, ", ".join(map(str, argument.shape)),
+                                           symbol, argument.name))
+    dtype = argument.dtypes[0]
+    if _is_torch(like):
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, _TORCH_TYPES[dtype]), device=like.device)
+    import numpy
+    if dtype not in _NUMPY_TYPES:
+        raise _attnc.TensorError(
+            "attnc: output '%s' is %s, which numpy has no type for; pass torch tensors, or the "
+            "output as out=" % (argument.name, dtype))
+    return numpy.empty(shape, dtype=_NUMPY_TYPES[dtype])
+
+
+def _is_torch(tensor):
+    return type(tensor).__module__.split(".")[0] == "torch"
+
+
+def _stream_of(tensor):
+    """The current CUDA stream of a torch tensor on a GPU (GPU bundles launch on it), else 0."""
+    if _is_torch(tensor) and tensor.is_cuda:
+        return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+    return 0

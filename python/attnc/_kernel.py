@@ -44,12 +44,17 @@ class Kernel:
         """Runs the kernel: kernel(q, k, v, lengths=..., out=None, threads=0). Returns the one
         output (o), or the outputs as a named tuple (o, lse, weights) in manifest order."""
         inputs = self._inputs(tensors, named)
-        outputs = self._outputs(inputs, out)
+        outputs = self._outputs(inputs, out if out is not None else {})
         first = next(iter(inputs.values()))
         self._bundle.run(inputs, outputs, threads, _stream_of(first))
         if len(self.outputs) == 1:
             return outputs[self.outputs[0]]
         return self._Outputs(**outputs)
+
+    def empty_outputs(self, *tensors, **named):
+        """{name: output} allocated for a call on these tensors, as the call would (torch's
+        fake tensors under torch.compile and torch.export get fake outputs)."""
+        return self._outputs(self._inputs(tensors, named), {})
 
     def _inputs(self, tensors, named):
         takes = [a for a in self.arguments if a.role != "output"]
@@ -72,7 +77,7 @@ class Kernel:
         return {a.name: inputs[a.name] for a in takes}  # manifest order, as the runtime binds
 
     def _outputs(self, inputs, out):
-        given = out if isinstance(out, dict) else {} if out is None else {self.outputs[0]: out}
+        given = out if isinstance(out, dict) else {self.outputs[0]: out}
         unknown = set(given) - set(self.outputs)
         if unknown:
             raise TypeError("attnc: out= names %s; this kernel's outputs are %s" % (
@@ -96,7 +101,7 @@ class Kernel:
                 continue  # the runtime names the wrong rank
             for symbol, extent in zip(argument.shape, shape):
                 if isinstance(symbol, str) and symbol.isidentifier():
-                    sizes.setdefault(symbol, int(extent))
+                    sizes.setdefault(symbol, extent)  # a torch SymInt stays symbolic
         return sizes
 
 

@@ -1,0 +1,95 @@
+"""attnc.torch.attention, the attnc::attention operator: eager against torch's SDPA and the f64
+reference, torch.compile(fullgraph=True) with changing lengths, torch.export, and the error
+backward gives until attnc computes gradients."""
+import os
+
+import numpy
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnc
+import attnc.torch
+
+GQA_CAUSAL = "heads=4 kv_heads=2 d_k=16 mask=causal"
+
+
+def qkv(seq_q, seq_k, heads=4, kv_heads=2, d=16, dtype=torch.float32, batch=2, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(batch, heads, seq_q, d, generator=generator).to(dtype),
+            torch.randn(batch, kv_heads, seq_k, d, generator=generator).to(dtype),
+            torch.randn(batch, kv_heads, seq_k, d, generator=generator).to(dtype))
+
+
+def test_eager_matches_torchs_sdpa():
+    q, k, v = qkv(37, 37)
+    o = attnc.torch.attention(q, k, v, spec=GQA_CAUSAL)
+    assert isinstance(o, torch.Tensor) and o.dtype == torch.float32 and o.shape == q.shape
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True), atol=2e-5, rtol=1e-4)
+
+
+def test_odd_shapes_and_named_inputs_match_the_reference():
+    """Tq != Tk (bottom-right causal, the first rows fully masked), padding lengths by name,
+    lse as a second output."""
+    spec = "heads=4 kv_heads=2 d_k=16 mask=causal+padding lse=true"
+    q, k, v = qkv(19, 7)
+    lengths = torch.tensor([7, 4], dtype=torch.int32)
+    o, lse = attnc.torch.attention(q, k, v, spec=spec, lengths=lengths)
+    expected = attnc.compile(spec, backend="reference")(q, k, v, lengths=lengths)
+    torch.testing.assert_close(o, expected.o, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(lse, expected.lse, atol=2e-5, rtol=1e-4)
+
+
+def test_bf16_tensors_give_bf16_outputs():
+    q, k, v = qkv(33, 33, d=32, dtype=torch.bfloat16)
+    o = attnc.torch.attention(q, k, v, spec="heads=4 kv_heads=2 d_k=32 dtype=bf16")
+    assert o.dtype == torch.bfloat16
+    torch.testing.assert_close(o.float(), F.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), enable_gqa=True), atol=2e-2, rtol=2e-2)
+
+
+def test_the_kernels_refusals_reach_the_caller():
+    q, k, v = qkv(5, 5)
+    with pytest.raises(attnc.TensorError, match="'q'.*f64"):
+        attnc.torch.attention(q.double(), k, v, spec=GQA_CAUSAL)
+
+
+def test_torch_compile_keeps_the_operator_and_lengths_never_recompile():
+    def block(q, k, v):
+        return attnc.torch.attention(torch.tanh(q), k, v, spec=GQA_CAUSAL) * 2
+
+    compiled = torch.compile(block, fullgraph=True, dynamic=True)
+    for seq in (16, 23, 40):
+        q, k, v = qkv(seq, seq, seed=seq)
+        torch.testing.assert_close(compiled(q, k, v), block(q, k, v))
+    compiled_for_host = [entry for entry in os.listdir(attnc.cache_dir())
+                         if entry.startswith(attnc.Spec(GQA_CAUSAL).hash + "-auto-host")]
+    assert len(compiled_for_host) == 1
+
+
+def test_torch_export_exports_the_operator():
+    class Block(torch.nn.Module):
+        def forward(self, q, k, v):
+            return attnc.torch.attention(q, k, v, spec=GQA_CAUSAL)
+
+    q, k, v = qkv(8, 8)
+    exported = torch.export.export(Block(), (q, k, v))
+    assert "attnc.attention" in str(exported.graph)
+    q, k, v = qkv(8, 8, seed=1)
+    torch.testing.assert_close(exported.module()(q, k, v), Block()(q, k, v))
+
+
+def test_backward_says_there_is_none_yet():
+    q, k, v = qkv(4, 4)
+    o = attnc.torch.attention(q.requires_grad_(), k, v, spec=GQA_CAUSAL)
+    with pytest.raises(RuntimeError, match="attnc::attention has no backward yet"):
+        o.sum().backward()
+
+
+def test_numpy_kernels_return_torch_for_torch():
+    q, k, v = qkv(6, 6)
+    o = attnc.compile(GQA_CAUSAL)(q, k, v)
+    assert isinstance(o, torch.Tensor)
+    numpy.testing.assert_array_equal(o.numpy(), attnc.compile(GQA_CAUSAL)(
+        q.numpy(), k.numpy(), v.numpy()))

@@ -1,69 +1,20 @@
-"""attnc kernels as a PyTorch operator, attnc::attention (torch.library.custom_op with a fake
-implementation), so torch.compile(fullgraph=True) keeps it in its graph and torch.export exports
-it.
+"""attnc in PyTorch.
 
     import attnc.torch
     o = attnc.torch.attention(q, k, v, spec="heads=8 kv_heads=2 d_k=64 mask=causal")
     o = attnc.torch.attention(q, k, v, spec="heads=8 d_k=64 mask=padding", lengths=lengths)
 
-The spec's kernel is compiled once for the tensors' device (the CPU: the host; a GPU: its
-cuda-sm_XY) and cached on disk; sequence lengths are run-time sizes, so they never recompile.
-There is no backward yet: backward raises an error saying so."""
-import torch
+    # FlexAttention's surface, compiled ahead of time by attnc:
+    def rel_bias(score, b, h, q_idx, kv_idx):
+        return score + bias[h, q_idx - kv_idx + 128]
+    mask = attnc.torch.create_block_mask(lambda b, h, q, kv: q >= kv, B, H, L, S)
+    o = attnc.torch.flex_attention(q, k, v, score_mod=rel_bias, block_mask=mask)
 
-from ._cache import compile as _compile
-from ._spec import Spec
+`attention` is the operator attnc::attention (torch.compile and torch.export keep it);
+`flex_attention` traces its callables into a spec (attnc._trace) and runs it through the same
+operator."""
+from ._flex import BlockMask, create_block_mask, flex_attention
+from ._operator import attention
+from ._trace import TraceError
 
-__all__ = ["attention"]
-
-
-def attention(q, k, v, spec, **tensors):
-    """The attention SPEC describes (text, dict or attnc.Spec) of q, k and v (the manifest's
-    first three inputs: k_pages and v_pages for a paged cache), with its other inputs by name
-    (lengths, mask, bias, seq_lens, block_table, aux tensors, ...). Returns o, or the tuple
-    (o, lse, weights) of the outputs the spec asks for, in that order."""
-    text = spec if isinstance(spec, str) else Spec(spec).canonical
-    names = sorted(tensors)
-    outputs = torch.ops.attnc.attention(q, k, v, text, ",".join(names),
-                                        [tensors[n] for n in names])
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _named(names, tensors):
-    """The operator's names (one string: a schema has no list of strings) with their tensors."""
-    return dict(zip(names.split(","), tensors)) if names else {}
-
-
-def _kernel_for(spec, device):
-    if device.type == "cpu":
-        return _compile(spec)
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        return _compile(spec, target="cuda-sm_%d%d" % (major, minor))
-    raise ValueError("attnc::attention: no kernels for %s tensors; attnc compiles for CPUs and "
-                     "NVIDIA GPUs (cpu and cuda tensors)" % device.type)
-
-
-@torch.library.custom_op("attnc::attention", mutates_args=())
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: str, names: str,
-               tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    kernel = _kernel_for(spec, q.device)
-    outputs = kernel(q, k, v, **_named(names, tensors))
-    return [outputs] if len(kernel.outputs) == 1 else list(outputs)
-
-
-@_attention.register_fake
-def _(q, k, v, spec, names, tensors):
-    """The outputs' shapes and dtypes from the kernel's manifest (compiled, or loaded from the
-    cache, while tracing)."""
-    return list(_kernel_for(spec, q.device).empty_outputs(q, k, v, **_named(names, tensors))
-                .values())
-
-
-def _no_backward(ctx, *gradients):
-    raise RuntimeError(
-        "attnc::attention has no backward yet: attnc compiles the forward pass only; compute "
-        "gradients with torch's own attention until attnc's backward kernels land")
-
-
-torch.library.register_autograd("attnc::attention", _no_backward)
+__all__ = ["BlockMask", "TraceError", "attention", "create_block_mask", "flex_attention"]

@@ -19,8 +19,10 @@ from ._kernel import Kernel
 from ._spec import Spec
 
 CompileError = _cli.CompileError
+_VERSION = importlib.metadata.version("attnc")
 
 _opened = {}  # cache key -> Kernel
+_by_text = {}  # (spec text as given, backend, target) -> Kernel: a call's path without parsing
 _lock = threading.Lock()
 
 
@@ -37,6 +39,10 @@ def compile(spec, backend="auto", target="host"):
     """The kernel of SPEC (text, dict or attnc.Spec) for TARGET, from the cache when it holds
     one, else compiled by `attnc compile --backend BACKEND --target TARGET` and cached. Raises
     attnc.SpecError for a bad spec and attnc.CompileError when compiling fails."""
+    given = (spec, backend, target) if isinstance(spec, str) else None
+    kernel = _by_text.get(given)
+    if kernel is not None:
+        return kernel
     spec = Spec(spec)
     key = _key(spec, backend, target)
     with _lock:
@@ -44,12 +50,13 @@ def compile(spec, backend="auto", target="host"):
         if kernel is None:
             kernel = _open_cached(spec, backend, target, key)
             _opened[key] = kernel
+        if given is not None:
+            _by_text[given] = kernel
     return kernel
 
 
 def _key(spec, backend, target):
-    name = "%s-%s-%s-%s-%s" % (spec.hash, backend, target,
-                               importlib.metadata.version("attnc"), _cli.identity())
+    name = "%s-%s-%s-%s-%s" % (spec.hash, backend, target, _VERSION, _cli.identity())
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 

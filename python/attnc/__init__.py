@@ -8,6 +8,7 @@ torch tensors (any DLPack array).
 A bad spec raises attnc.SpecError with the CLI's message; a tensor the kernel cannot take raises
 attnc.TensorError naming the tensor and the rule."""
 from ._attnc import BundleError, SpecError, TensorError
+from ._cache import _VERSION as __version__
 from ._cache import CompileError, cache_dir, compile
 from ._kernel import Argument, Kernel
 from ._spec import Preset, Spec, presets

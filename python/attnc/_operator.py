@@ -1,6 +1,7 @@
 """attnc::attention, attnc's kernels as a PyTorch operator (torch.library.custom_op with a fake
 implementation), so torch.compile(fullgraph=True) keeps it in its graph and torch.export exports
-it. The spec's kernel is compiled once for the tensors' device (the CPU: the host; a GPU: its
+it. The kernel runs on torch's thread count (torch.set_num_threads). The spec's kernel is
+compiled once for the tensors' device (the CPU: the host; a GPU: its
 cuda-sm_XY) and cached on disk; sequence lengths are run-time sizes, so they never recompile.
 There is no backward yet: backward raises an error saying so."""
 import torch
@@ -39,7 +40,7 @@ def _kernel_for(spec, device):
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: str, names: str,
                tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     kernel = _kernel_for(spec, q.device)
-    outputs = kernel(q, k, v, **_named(names, tensors))
+    outputs = kernel(q, k, v, threads=torch.get_num_threads(), **_named(names, tensors))
     return [outputs] if len(kernel.outputs) == 1 else list(outputs)
 
 

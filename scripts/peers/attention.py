@@ -13,7 +13,8 @@ CASES.json is a list of objects:
             queries', as in decoding: attnc's bottom-right alignment)
   dtype     f32, bf16 or f16
   mask      none, causal, window (causal and the last `window` keys), document (`documents`
-            equal documents, each token sees its own) or alibi (causal, with ALiBi's slopes)
+            equal documents, each token sees its own), alibi (causal, with ALiBi's slopes) or
+            softcap (causal, scores soft-capped at `softcap`: FlexAttention's peers only)
   runs      timed calls; flush: whether each call starts with the caches flushed
 Prints one JSON object per case and line: {"id", "median_ms", "kernel", "version"}, or
 {"id", "error"} where the peer cannot run the case (the message says why)."""

@@ -65,7 +65,7 @@ def keep_function(case, as_array=numpy.asarray):
     torch.from_numpy, torch tensors (FlexAttention's mask_mod): the one definition every peer
     uses."""
     offset, mask = case["tk"] - case["tq"], case["mask"]
-    if mask in ("causal", "alibi"):
+    if mask in ("causal", "alibi", "softcap"):
         return lambda q_idx, kv_idx: kv_idx <= q_idx + offset
     if mask == "window":
         return lambda q_idx, kv_idx: (kv_idx <= q_idx + offset) & (

@@ -19,6 +19,7 @@ PEERS = {
     "onnxruntime": _lazy("ort_peer", "OnnxRuntime"),
     "torch-sdpa": _lazy("torch_peers", "Sdpa"),
     "flex": _lazy("torch_peers", "Flex"),
+    "attnc-flex": _lazy("torch_peers", "AttncFlex"),
     "openvino": _lazy("openvino_peer", "OpenVino"),
     "openvino-paged": _lazy("openvino_paged", "OpenVinoPaged"),
     "iree": _lazy("iree_peer", "Iree"),

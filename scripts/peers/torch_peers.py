@@ -2,10 +2,13 @@
   - `Sdpa`: F.scaled_dot_product_attention under sdpa_kernel(FLASH_ATTENTION), its fused CPU
     flash kernel; where that kernel refuses a case, PyTorch's own choice runs and the table says
     which kernel that was (read from the profiler, never assumed);
-  - `Flex`: torch.compile(flex_attention) with create_block_mask, the masks and ALiBi written as
-    mask_mod / score_mod, the same functions attnc compiles from expressions (FlexAttention's
-    CPU path: Inductor's C++ template, compiled once; Inductor's cache keeps it for the next
-    processes).
+  - `Flex`: torch.compile(flex_attention) with create_block_mask, the masks, ALiBi and softcap
+    written as mask_mod / score_mod, the same functions attnc compiles from expressions
+    (FlexAttention's CPU path: Inductor's C++ template, compiled once; Inductor's cache keeps it
+    for the next processes);
+and attnc's FlexAttention front on the same callables:
+  - `AttncFlex`: attnc.torch.flex_attention (the callables traced into a spec, its kernel
+    compiled ahead of time and cached on disk), on torch's thread count.
 Queries sit at the last tq of tk positions (attnc's bottom-right alignment); PyTorch's is_causal
 is top-left, so it is used only where tq == tk, and a decoding row (tq = 1) needs no mask."""
 import warnings
@@ -74,25 +77,52 @@ class Flex:
         self.compiled = torch.compile(flex_attention, dynamic=False)
 
     def prepare(self, case):
-        q, k, v = torch_inputs(case)
-        offset = case["tk"] - case["tq"]
-        options = {"enable_gqa": case["heads"] != case["kv_heads"]}
-        mask_mod = flex_mask_mod(case)
-        if mask_mod is not None:
-            options["block_mask"] = create_block_mask(mask_mod, 1, None, case["tq"], case["tk"],
-                                                      device="cpu")
-        if case["mask"] == "alibi":
-            slopes = torch.tensor(cases.alibi_slopes(case["heads"]), dtype=torch.float32)
+        return flex_call(self.compiled, case), "torch.compile(flex_attention)" + (
+            ", create_block_mask" if flex_mask_mod(case) is not None else "")
 
-            def alibi(score, b, h, q_idx, kv_idx):
-                return score - slopes[h] * (q_idx + offset - kv_idx).abs()
-            options["score_mod"] = alibi
 
-        def attention():
-            with torch.no_grad():
-                return self.compiled(q, k, v, **options)
-        return attention, "torch.compile(flex_attention)" + (
-            ", create_block_mask" if mask_mod is not None else "")
+class AttncFlex:
+    def __init__(self, threads):
+        import attnc
+        import attnc.torch
+        torch.set_num_threads(threads)  # attnc::attention runs on torch's thread count
+        self.version = "attnc " + attnc.__version__
+        self.flex_attention = attnc.torch.flex_attention
+
+    def prepare(self, case):
+        return flex_call(self.flex_attention, case), "attnc.torch.flex_attention"
+
+
+def flex_call(flex, case):
+    """A call of FLEX (torch's flex_attention compiled, or attnc's) on the case's inputs with
+    its mask as a block mask and ALiBi or softcap as a score_mod, the same callables for both."""
+    q, k, v = torch_inputs(case)
+    options = {"enable_gqa": case["heads"] != case["kv_heads"]}
+    mask_mod = flex_mask_mod(case)
+    if mask_mod is not None:
+        options["block_mask"] = create_block_mask(mask_mod, 1, None, case["tq"], case["tk"],
+                                                  device="cpu")
+    score_mod = flex_score_mod(case)
+    if score_mod is not None:
+        options["score_mod"] = score_mod
+
+    def attention():
+        with torch.no_grad():
+            return flex(q, k, v, **options)
+    return attention
+
+
+def flex_score_mod(case):
+    """ALiBi's bias or tanh soft-capping as FlexAttention's score_mod, or None."""
+    offset = case["tk"] - case["tq"]
+    if case["mask"] == "alibi":
+        slopes = torch.tensor(cases.alibi_slopes(case["heads"]), dtype=torch.float32)
+        return lambda score, b, h, q_idx, kv_idx: score - slopes[h] * (
+            q_idx + offset - kv_idx).abs()
+    if case["mask"] == "softcap":
+        cap = case["softcap"]
+        return lambda score, b, h, q_idx, kv_idx: cap * torch.tanh(score / cap)
+    return None
 
 
 def flex_mask_mod(case):

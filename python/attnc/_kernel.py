@@ -31,6 +31,14 @@ class Kernel:
                                    a.get("doc", "")) for a in self.manifest["arguments"]]
         self.outputs = [a.name for a in self.arguments if a.role == "output"]
         self._Outputs = collections.namedtuple("Outputs", self.outputs)
+        # What every call needs, worked out once (a decoding step's call costs microseconds).
+        self._takes = [a for a in self.arguments if a.role != "output"]
+        self._names = [a.name for a in self._takes]
+        self._positional = [a.name for a in self._takes if a.role == "input"]
+        self._output_arguments = [a for a in self.arguments if a.role == "output"]
+        self._plain_uses = [(a.name, len(a.shape), position, symbol)
+                            for a in self._takes for position, symbol in enumerate(a.shape)
+                            if isinstance(symbol, str) and symbol.isidentifier()]
 
     @property
     def target(self):
@@ -57,8 +65,9 @@ class Kernel:
         return self._outputs(self._inputs(tensors, named), {})
 
     def _inputs(self, tensors, named):
-        takes = [a for a in self.arguments if a.role != "output"]
-        positional = [a.name for a in takes if a.role == "input"]
+        if not named and len(tensors) == len(self._positional) == len(self._names):
+            return dict(zip(self._names, tensors))  # every tensor an input, by position
+        takes, positional = self._takes, self._positional
         if len(tensors) > len(positional):
             raise TypeError("attnc: %d tensors given by position; this kernel takes at most %d "
                             "(%s)" % (len(tensors), len(positional), ", ".join(positional)))
@@ -66,7 +75,7 @@ class Kernel:
         for name, tensor in named.items():
             if name in inputs:
                 raise TypeError("attnc: tensor '%s' given twice" % name)
-            if name not in {a.name for a in takes}:
+            if name not in self._names:
                 raise TypeError("attnc: this kernel takes no tensor '%s'; it takes %s" % (
                     name, ", ".join(a.name for a in takes)))
             inputs[name] = tensor
@@ -85,23 +94,19 @@ class Kernel:
         sizes = self._sizes(inputs)
         first = next(iter(inputs.values()))
         outputs = {}
-        for argument in self.arguments:
-            if argument.role == "output":
-                outputs[argument.name] = given.get(argument.name)
-                if outputs[argument.name] is None:
-                    outputs[argument.name] = _allocate(first, argument, sizes)
+        for argument in self._output_arguments:
+            tensor = given.get(argument.name)
+            outputs[argument.name] = tensor if tensor is not None else _allocate(
+                first, argument, sizes)
         return outputs
 
     def _sizes(self, inputs):
         sizes = {}
-        for argument in self.arguments:
-            tensor = inputs.get(argument.name)
-            shape = getattr(tensor, "shape", ())
-            if len(shape) != len(argument.shape):
-                continue  # the runtime names the wrong rank
-            for symbol, extent in zip(argument.shape, shape):
-                if isinstance(symbol, str) and symbol.isidentifier():
-                    sizes.setdefault(symbol, extent)  # a torch SymInt stays symbolic
+        for name, rank, position, symbol in self._plain_uses:
+            if symbol not in sizes:
+                shape = getattr(inputs[name], "shape", ())
+                if len(shape) == rank:  # else the runtime names the wrong rank
+                    sizes[symbol] = shape[position]  # a torch SymInt stays symbolic
         return sizes
 
 
@@ -120,7 +125,7 @@ def _allocate(like, argument, sizes):
                                            symbol, argument.name))
     dtype = argument.dtypes[0]
     if _is_torch(like):
-        import torch
+        torch = sys.modules["torch"]  # imported: LIKE is its tensor
         return torch.empty(shape, dtype=getattr(torch, _TORCH_TYPES[dtype]), device=like.device)
     import numpy
     if dtype not in _NUMPY_TYPES:
@@ -131,7 +136,7 @@ def _allocate(like, argument, sizes):
 
 
 def _is_torch(tensor):
-    return type(tensor).__module__.split(".")[0] == "torch"
+    return type(tensor).__module__.startswith("torch")
 
 
 def _stream_of(tensor):

@@ -1,13 +1,20 @@
 """attnc::attention, attnc's kernels as a PyTorch operator (torch.library.custom_op with a fake
 implementation), so torch.compile(fullgraph=True) keeps it in its graph and torch.export exports
 it. The kernel runs on torch's thread count (torch.set_num_threads). The spec's kernel is
-compiled once for the tensors' device (the CPU: the host; a GPU: its
-cuda-sm_XY) and cached on disk; sequence lengths are run-time sizes, so they never recompile.
-There is no backward yet: backward raises an error saying so."""
+compiled once for the tensors' device (the CPU: the host; a GPU: its cuda-sm_XY) and cached on
+disk; sequence lengths are run-time sizes, so they never recompile. There is no backward yet:
+backward raises an error saying so.
+
+An eager call that nothing observes runs the kernel without the dispatcher: a custom op's first
+call imports Dynamo (1.5 s here) and every call costs tens of microseconds in its Python
+layers. Under torch.compile or torch.export, with a gradient asked, on tensor subclasses (fake
+and functional tensors), under a torch function or dispatch mode or the profiler, the call goes
+through attnc::attention, so tracing, autograd, modes and profiles see the operator."""
 import torch
 
 from ._cache import compile as _compile
 from ._spec import Spec
+
 
 def attention(q, k, v, spec, **tensors):
     """The attention SPEC describes (text, dict or attnc.Spec) of q, k and v (the manifest's
@@ -15,10 +22,30 @@ def attention(q, k, v, spec, **tensors):
     (lengths, mask, bias, seq_lens, block_table, aux tensors, ...). Returns o, or the tuple
     (o, lse, weights) of the outputs the spec asks for, in that order."""
     text = spec if isinstance(spec, str) else Spec(spec).canonical
-    names = sorted(tensors)
-    outputs = torch.ops.attnc.attention(q, k, v, text, ",".join(names),
-                                        [tensors[n] for n in names])
+    if _unobserved((q, k, v, *tensors.values())):
+        outputs = _run(q, k, v, text, tensors)
+    else:
+        names = sorted(tensors)
+        outputs = torch.ops.attnc.attention(q, k, v, text, ",".join(names),
+                                            [tensors[n] for n in names])
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _unobserved(tensors):
+    """Whether an eager call may run the kernel directly (the module's docstring says why)."""
+    return (not torch.compiler.is_compiling()
+            and all(type(t) is torch.Tensor for t in tensors)
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            and not torch._C._is_torch_function_mode_enabled()
+            and torch._C._len_torch_dispatch_stack() == 0
+            and not torch.autograd._profiler_enabled())
+
+
+def _run(q, k, v, spec, named):
+    """The kernel's outputs as the operator returns them: a list."""
+    kernel = _kernel_for(spec, q.device)
+    outputs = kernel(q, k, v, threads=torch.get_num_threads(), **named)
+    return [outputs] if len(kernel.outputs) == 1 else list(outputs)
 
 
 def _named(names, tensors):
@@ -39,9 +66,7 @@ def _kernel_for(spec, device):
 @torch.library.custom_op("attnc::attention", mutates_args=())
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: str, names: str,
                tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    kernel = _kernel_for(spec, q.device)
-    outputs = kernel(q, k, v, threads=torch.get_num_threads(), **_named(names, tensors))
-    return [outputs] if len(kernel.outputs) == 1 else list(outputs)
+    return _run(q, k, v, spec, _named(names, tensors))
 
 
 @_attention.register_fake

@@ -5,7 +5,8 @@ CPU, in one run.
      (scripts/peers/torch_peers.py: flex_call), H 8, T 2048: causal, a sliding window of 256,
      8 documents, ALiBi and tanh softcap (causal); d 64 and 128, f32 and bf16, 1 and 2 threads
      (--quick: d 64, f32). Each figure the median over separate processes, alternated
-     (rounds.py); rates count the kept scores' 4 H d FLOPs against the FMA peak of the threads.
+     (rounds.py); rates count the kept scores' 4 H d FLOPs against the peak of the threads
+     (f32: FMA; bf16: AMX, else vdpbf16ps).
   2. The first call in a new process, the kernel cache warm (attnc) or Inductor's cache warm
      (FlexAttention, whose first call compiles), causal, d 64, f32.
   3. attnc::attention's cost over the kernel's: the same bundle timed from Python (the torch
@@ -53,11 +54,16 @@ def speed_table(rounds, limits, shapes, seq):
         ours, theirs = map(statistics.median, samples)
         rate = tables.giga_per_second(flops, ours)
         rows.append([function, d, dtype, threads, cell(samples[0]), cell(samples[1]),
-                     "%.1f (%.0f%%)" % (rate, 100 * rate / (limits["fma"] * threads)),
+                     "%.1f (%.0f%%)" % (rate, 100 * rate / (peak(limits, dtype) * threads)),
                      "%.2fx" % (theirs / ours)])
     return tables.markdown(["function", "d", "dtype", "threads", "attnc.torch.flex_attention ms",
-                            "torch.compile(flex_attention) ms", "attnc GFLOP/s (% of FMA peak)",
+                            "torch.compile(flex_attention) ms", "attnc GFLOP/s (% of peak)",
                             "attnc's speed / FlexAttention's"], rows)
+
+
+def peak(limits, dtype):
+    """A core's peak for the dtype's products: f32 FMAs, or the best bf16 unit here."""
+    return limits["fma"] if dtype == "f32" else limits["amx"] or limits["dot"] or limits["fma"]
 
 
 FIRST_CALL = """

@@ -2,6 +2,8 @@
 reference, torch.compile(fullgraph=True) with changing lengths, torch.export, and the error
 backward gives until attnc computes gradients."""
 import os
+import subprocess
+import sys
 
 import numpy
 import pytest
@@ -78,6 +80,24 @@ def test_torch_export_exports_the_operator():
     assert "attnc.attention" in str(exported.graph)
     q, k, v = qkv(8, 8, seed=1)
     torch.testing.assert_close(exported.module()(q, k, v), Block()(q, k, v))
+
+
+def test_an_eager_call_runs_without_importing_dynamo():
+    """A custom op's first call imports torch._dynamo (over a second); an eager call nothing
+    observes runs the kernel directly."""
+    source = ("import sys, torch, attnc.torch\n"
+              "q = torch.rand(1, 4, 8, 16); k = torch.rand(1, 2, 8, 16)\n"
+              "attnc.torch.attention(q, k, k, spec=%r)\n"
+              "print('torch._dynamo' in sys.modules)" % GQA_CAUSAL)
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr
+
+
+def test_the_profiler_sees_the_operator():
+    q, k, v = qkv(8, 8)
+    with torch.profiler.profile() as profile:
+        attnc.torch.attention(q, k, v, spec=GQA_CAUSAL)
+    assert "attnc::attention" in {event.name for event in profile.events()}
 
 
 def test_backward_says_there_is_none_yet():

@@ -33,12 +33,14 @@ def attention(q, k, v, spec, **tensors):
 
 def _unobserved(tensors):
     """Whether an eager call may run the kernel directly (the module's docstring says why)."""
-    return (not torch.compiler.is_compiling()
-            and all(type(t) is torch.Tensor for t in tensors)
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-            and not torch._C._is_torch_function_mode_enabled()
-            and torch._C._len_torch_dispatch_stack() == 0
-            and not torch.autograd._profiler_enabled())
+    if (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
+            or torch._C._len_torch_dispatch_stack() or torch.autograd._profiler_enabled()):
+        return False
+    gradients = torch.is_grad_enabled()
+    for tensor in tensors:  # a loop, not all(): this runs at every call
+        if type(tensor) is not torch.Tensor or (gradients and tensor.requires_grad):
+            return False
+    return True
 
 
 def _run(q, k, v, spec, named):

@@ -62,12 +62,17 @@ def _key(spec, backend, target):
 
 def _open_cached(spec, backend, target, key):
     """The cached bundle opened; one that no longer opens (a host bundle built on another CPU,
-    a damaged file) is compiled again."""
+    a damaged file) is compiled again. A named target this machine lacks (a GPU's, another
+    ISA's) is refused as it is: compiling it again would not make it run here."""
     entry = os.path.join(cache_dir(), key)
     if os.path.isdir(entry):
         try:
             return Kernel(_bundle_in(entry), spec)
-        except (_attnc.BundleError, FileNotFoundError):
+        except _attnc.BundleError as refusal:
+            if target != "host" and str(refusal).startswith("unsupported target"):
+                raise
+            shutil.rmtree(entry, ignore_errors=True)
+        except FileNotFoundError:
             shutil.rmtree(entry, ignore_errors=True)
     _compile_into(entry, spec, backend, target)
     return Kernel(_bundle_in(entry), spec)

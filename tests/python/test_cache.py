@@ -63,6 +63,18 @@ def test_a_damaged_bundle_is_compiled_again(tmp_path):
     assert os.path.getsize(second.stdout.strip()) > 1000
 
 
+def test_a_target_this_machine_lacks_is_refused_without_compiling_again(monkeypatch):
+    try:
+        attnc.compile(SPEC, target="cuda-sm_80")
+        pytest.skip("this machine runs CUDA bundles")
+    except attnc.BundleError as refusal:
+        assert "unsupported target" in str(refusal) and "NVIDIA" in str(refusal)
+    monkeypatch.setattr(attnc._cli, "run", lambda *arguments: pytest.fail("compiled again"))
+    monkeypatch.setattr(attnc._cache, "_by_text", {})
+    with pytest.raises(attnc.BundleError, match="unsupported target"):
+        attnc.compile(SPEC, target="cuda-sm_80")
+
+
 def test_a_failed_compile_raises_compile_error_and_caches_nothing():
     with pytest.raises(attnc.CompileError, match="attnc compile failed.*nonsense"):
         attnc.compile(SPEC, target="nonsense")

@@ -6,9 +6,12 @@ installed compiler's identity, in $ATTNC_KERNEL_CACHE, else $XDG_CACHE_HOME/attn
 place, so another process sees a whole bundle or none; when two compile the same spec at once,
 the first rename wins and the other's copy is dropped. Within a process, a compiled kernel is
 kept and returned again."""
+import functools
 import glob
+import hashlib
 import importlib.metadata
 import os
+import platform
 import re
 import shutil
 import tempfile
@@ -55,9 +58,35 @@ def compile(spec, backend="auto", target="host"):
     return kernel
 
 
+def forget(spec):
+    """Drops SPEC's kernels from this process and from the disk cache, so the next compile
+    builds them again (attnc.tune calls it: a tuned schedule makes another bundle)."""
+    prefix = Spec(spec).hash + "-"
+    with _lock:
+        for cache in (_opened, _by_text):
+            for key in [key for key, kernel in cache.items() if kernel.spec.hash + "-" == prefix]:
+                del cache[key]
+        for entry in glob.glob(os.path.join(cache_dir(), prefix + "*")):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def _key(spec, backend, target):
+    if target == "host":  # a cache shared by machines keeps each CPU's own bundles
+        target = "host_" + _host_identity()
     name = "%s-%s-%s-%s-%s" % (spec.hash, backend, target, _VERSION, _cli.identity())
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+@functools.cache
+def _host_identity():
+    """This CPU's architecture and feature flags, hashed: what a host bundle is built for."""
+    flags = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags += next((line for line in cpuinfo if line.startswith("flags")), "")
+    except OSError:
+        pass
+    return hashlib.sha256(flags.encode()).hexdigest()[:12]
 
 
 def _open_cached(spec, backend, target, key):
@@ -91,6 +120,7 @@ def _compile_into(entry, spec, backend, target):
     try:
         _cli.run("compile", spec.canonical, "--backend", backend, "--target", target,
                  "-o", staging)
+        os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide it from a shared cache's users
         os.rename(staging, entry)
     except OSError:
         if not os.path.isdir(entry):  # not another process's copy renamed first

@@ -1,8 +1,9 @@
 """attnc.Kernel: an opened bundle called on numpy or torch tensors (any DLPack array).
 
 Positional tensors are the manifest's inputs in order (q, k, v, or q, k_pages, v_pages, ...);
-every other input and parameter is given by name. The outputs are allocated in the first
-tensor's library and device, or written into out=; their shapes follow the manifest, each
+every other input and parameter is given by name. The outputs are allocated as torch tensors
+on the first tensor's device when it is a torch tensor, else as numpy arrays, or written into
+out=; their shapes follow the manifest, each
 symbol (B, Tq, Tk) taken from its first plain use among the inputs, as the runtime binds it."""
 import collections
 import json
@@ -54,10 +55,8 @@ class Kernel:
         output (o), or the outputs as a named tuple (o, lse, weights) in manifest order."""
         inputs = self._inputs(tensors, named)
         outputs = self._outputs(inputs, out if out is not None else {})
-        if self._on_gpu:
-            self._bundle.run(inputs, outputs, threads, _stream_of(next(iter(inputs.values()))))
-        else:
-            self._bundle.run(_host_views(inputs), _host_views(outputs), threads, 0)
+        stream = _stream_of(next(iter(inputs.values()))) if self._on_gpu else 0
+        self._bundle.run(_crossing(inputs), _crossing(outputs), threads, stream)
         if len(self.outputs) == 1:
             return outputs[self.outputs[0]]
         return self._Outputs(**outputs)
@@ -138,16 +137,23 @@ def _allocate(like, argument, sizes):
     return numpy.empty(shape, dtype=_NUMPY_TYPES[dtype])
 
 
-def _host_views(tensors):
-    """CPU torch tensors as numpy views of their memory (no copy), for the bundle: torch's
-    __dlpack__ is written in Python and costs about 2 µs a tensor, Tensor.numpy() a tenth of
-    that. bf16 (numpy has none) and anything else cross by DLPack as they are."""
+def _crossing(tensors):
+    """The tensors as the bundle takes them. torch tensors are detached (DLPack refuses one that
+    requires a gradient; the kernel only reads it), and CPU ones cross as numpy views of their
+    memory (no copy): torch's __dlpack__ is written in Python and costs about 2 µs a tensor,
+    Tensor.numpy() half that. bf16 (numpy has none) and GPU tensors cross by DLPack."""
     torch = sys.modules.get("torch")
     if torch is None:
         return tensors
     viewable = (torch.float32, torch.float16, torch.int32, torch.int8, torch.uint8)
-    return {name: tensor.detach().numpy() if type(tensor) is torch.Tensor and tensor.is_cpu and
-            tensor.dtype in viewable else tensor for name, tensor in tensors.items()}
+    crossing = {}
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor):
+            tensor = tensor.detach()
+            if tensor.is_cpu and tensor.dtype in viewable:
+                tensor = tensor.numpy()
+        crossing[name] = tensor
+    return crossing
 
 
 def _is_torch(tensor):

@@ -7,13 +7,17 @@ backward raises an error saying so.
 
 An eager call that nothing observes runs the kernel without the dispatcher: a custom op's first
 call imports Dynamo (1.5 s here) and every call costs tens of microseconds in its Python
-layers. Under torch.compile or torch.export, with a gradient asked, on tensor subclasses (fake
-and functional tensors), under a torch function or dispatch mode or the profiler, the call goes
-through attnc::attention, so tracing, autograd, modes and profiles see the operator."""
+layers. Under torch.compile, torch.export or torch.jit.trace, with a gradient asked, on tensor
+subclasses (fake and functional tensors), under torch.func's transforms, a torch function or
+dispatch mode or the profiler, the call goes through attnc::attention, so tracing, autograd,
+modes and profiles see the operator."""
 import torch
 
 from ._cache import compile as _compile
 from ._spec import Spec
+
+# torch's dtypes as a spec's dtype= values
+SPEC_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 def attention(q, k, v, spec, **tensors):
@@ -34,7 +38,10 @@ def attention(q, k, v, spec, **tensors):
 def _unobserved(tensors):
     """Whether an eager call may run the kernel directly (the module's docstring says why)."""
     if (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
-            or torch._C._len_torch_dispatch_stack() or torch.autograd._profiler_enabled()):
+            or torch._C._len_torch_dispatch_stack() or torch.autograd._profiler_enabled()
+            or torch._C._get_tracing_state() is not None  # torch.jit.trace, onnx's exporter
+            or torch._C._functorch.maybe_current_level() is not None  # vmap, grad, jvp
+            or torch.autograd.forward_ad._current_level >= 0):  # dual tensors
         return False
     gradients = torch.is_grad_enabled()
     for tensor in tensors:  # a loop, not all(): this runs at every call

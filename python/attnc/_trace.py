@@ -5,13 +5,16 @@ __torch_function__) write the expression's text.
 
 What a callable captures becomes the spec's run-time values: a tensor it indexes (a bias table,
 document ids) an `aux` tensor passed at each call, a number bound in its closure or globals a
-`params` scalar, both named after the variable. Every index into a captured tensor is clamped
-into its dimension: attnc proves each read in bounds when it compiles, and FlexAttention leaves
-an out-of-range read undefined, so the clamp changes nothing a correct callable computes. An
-operation the language cannot express raises TraceError naming it. A negative index counts
-from the end, as torch's indexing does."""
+`params` scalar, both named after the variable (a literal equal to such a number reads as it
+too: the two cannot be told apart, and the value is the same). Every index into a captured
+tensor is clamped into its dimension: attnc proves each read in bounds when it compiles, and
+FlexAttention leaves an out-of-range read undefined, so the clamp changes nothing a correct
+callable computes. A negative index counts from the end, as torch's indexing does. An
+operation the language cannot express raises TraceError naming it."""
 import math
 import numbers
+import re
+import threading
 
 import torch
 
@@ -33,6 +36,7 @@ class Captures:
         self.params = {}  # name -> number
         self.aux = {}  # name -> (tensor, declaration)
         self._aux_of = {}  # id(tensor) -> name
+        self._held = []
 
     def _learn_names(self, function):
         """The names FUNCTION binds, and those of the functions it calls (a score_mod built of
@@ -49,7 +53,7 @@ class Captures:
             if isinstance(value, torch.Tensor):
                 self.names.setdefault(id(value), name)
             elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-                self.names.setdefault(("number", type(value), value), name)
+                self.names.setdefault(_number_key(value), name)
             for inner in value if isinstance(value, (tuple, list)) else (value,):
                 if callable(inner):
                     self._learn_names(inner)
@@ -58,8 +62,9 @@ class Captures:
         """A Python number's text: a captured one as a param, any other as a literal."""
         if isinstance(value, bool):
             return Expr("true" if value else "false", "bool")
-        kind = "int" if isinstance(value, numbers.Integral) else "float"
-        name = self.names.get(("number", type(value), value))
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)  # numpy's too
+        kind = "int" if isinstance(value, int) else "float"
+        name = self.names.get(_number_key(value))
         if name is not None and math.isfinite(value):
             return Expr(self._param(name, value), kind)
         return Expr(_literal(value), kind)
@@ -80,7 +85,16 @@ class Captures:
             dims = ",".join(self.dimension(extent) for extent in tensor.shape)
             self.aux[name] = (tensor, "%s:%s[%s]" % (name, element, dims))
             self._aux_of[key] = name
+            if original is not None:  # its id names the aux: it must outlive the trace
+                self._held.append(original)
         return name
+
+    def keep_only_read(self, text):
+        """Drops the params and aux tensors TEXT does not read (an intermediate value the
+        callable computed and discarded): a spec refuses names no expression reads."""
+        read = set(re.findall(r"[A-Za-z_]\w*", text))
+        self.params = {name: value for name, value in self.params.items() if name in read}
+        self.aux = {name: entry for name, entry in self.aux.items() if name in read}
 
     def dimension(self, extent):
         """A dimension as the kernel's size it equals (Tk first), so other lengths reuse the
@@ -97,6 +111,11 @@ class Captures:
             suffix += 1
             candidate = "%s_%d" % (name, suffix)
         return candidate
+
+
+def _number_key(value):
+    """A captured number's key: Python's int or float of it (numpy scalars alike)."""
+    return ("int", int(value)) if isinstance(value, numbers.Integral) else ("float", float(value))
 
 
 def _filled(cell):
@@ -137,13 +156,34 @@ class Expr:
     def __getattr__(self, name):  # tensor methods: x.abs(), score.tanh(), b.new_ones(()) ...
         if name.startswith("__"):
             raise AttributeError(name)
-        return lambda *args, **kwargs: call(getattr(torch.Tensor, name, name), (self, *args),
-                                            kwargs)
+        if not callable(getattr(torch.Tensor, name, None)):
+            raise TraceError("%s.%s of a traced value: it is one number per score, with no "
+                             "shape, dtype or device to read" % (self.text, name))
+        return lambda *args, **kwargs: call(getattr(torch.Tensor, name), (self, *args), kwargs)
+
+
+def _unsupported(operator):
+    def refuse(*operands):
+        raise TraceError("'%s': attnc's expressions have no bitwise operators or powers but "
+                         "squares (bit(x, i) reads one bit; exp and log write powers)" % operator)
+    return refuse
+
+
+for _name, _operator in (("xor", "^"), ("rxor", "^"), ("lshift", "<<"), ("rlshift", "<<"),
+                         ("rshift", ">>"), ("rrshift", ">>"), ("rpow", "**")):
+    setattr(Expr, "__%s__" % _name, _unsupported(_operator))
+
+
+def _numeric(x):
+    """X with a bool read as 0 or 1, as torch promotes bools in arithmetic."""
+    return Expr("where(%s, 1, 0)" % x.text, "int") if x.kind == "bool" else x
 
 
 def _binary(operator, result=None, ints_only=False):
     def apply(a, b):
         a, b = coerce(a), coerce(b)
+        if a.kind != b.kind or result != "bool":  # bool == bool stays a comparison of bools
+            a, b = _numeric(a), _numeric(b)
         if ints_only and "float" in (a.kind, b.kind):
             raise TraceError("'%s' of floats: attnc's %s takes ints" % (operator, operator))
         kind = result or ("float" if "float" in (a.kind, b.kind) else "int")
@@ -199,21 +239,31 @@ def _function(name, result=None):
 def _negate(x):
     x = coerce(x)
     if x.kind == "bool":
-        return Expr("(!%s)" % x.text, "bool")
+        raise TraceError("-%s of a bool: write ~ for not" % x.text)
     return Expr("(-%s)" % x.text, x.kind)
+
+
+def _not(x):
+    x = coerce(x)
+    if x.kind != "bool":
+        raise TraceError("~ or logical_not of an %s: attnc's expressions have no bitwise "
+                         "operators (compare it, as x == 0)" % x.kind)
+    return Expr("(!%s)" % x.text, "bool")
 
 
 def _where(condition, a, b):
     condition, a, b = coerce(condition), coerce(a), coerce(b)
     if condition.kind != "bool":
         raise TraceError("torch.where's condition is %s, not bool" % condition.kind)
+    if a.kind != b.kind:
+        a, b = _numeric(a), _numeric(b)
     kind = a.kind if a.kind == b.kind else "float"
     return Expr("where(%s, %s, %s)" % (condition.text, a.text, b.text), kind)
 
 
 def _two(name):
     def apply(a, b):
-        a, b = coerce(a), coerce(b)
+        a, b = _numeric(coerce(a)), _numeric(coerce(b))
         kind = "float" if "float" in (a.kind, b.kind) else "int"
         return Expr("%s(%s, %s)" % (name, a.text, b.text), kind)
     return apply
@@ -229,22 +279,29 @@ def _clamp(x, min=None, max=None):
 
 
 def _power(x, exponent):
-    if exponent == 2:
+    if not isinstance(exponent, Expr) and exponent == 2:
         x = coerce(x)
         return _OPERATORS["mul"](x, x)
-    raise TraceError("x ** %r: attnc's expressions have no power but squares (exp and log "
-                     "write the rest)" % (exponent,))
+    raise TraceError("x ** %s: attnc's expressions have no power but squares (exp and log "
+                     "write the rest)" % getattr(exponent, "text", repr(exponent)))
 
 
-def _constant_like(fill):
-    def apply(like, *shape, value=None, dtype=None, **ignored):
-        x = coerce(like)
-        literal = fill if fill is not None else value if value is not None else shape[0]
-        if dtype is torch.bool or (dtype is None and x.kind == "bool"):
-            return Expr("true" if literal else "false", "bool")
-        return _current[-1].number(float(literal) if dtype in _FLOAT_TYPES or (
-            dtype is None and x.kind == "float") else int(literal))
-    return apply
+def _constant(like, value, dtype):
+    """VALUE in LIKE's type, or DTYPE's: what new_ones, zeros_like, full_like ... make of one
+    score (their sizes are one element here)."""
+    kind = coerce(like).kind
+    if dtype is torch.bool or (dtype is None and kind == "bool"):
+        return Expr("true" if value else "false", "bool")
+    floats = dtype in _FLOAT_TYPES or (dtype is None and kind == "float")
+    return _running.captures.number(float(value) if floats else int(value))
+
+
+def _new_constant(value):  # x.new_ones(size, dtype=...), x.new_zeros(size, dtype=...)
+    return lambda like, size=(), dtype=None, **ignored: _constant(like, value, dtype)
+
+
+def _constant_like(value):  # torch.ones_like(x, dtype=...), torch.zeros_like(x, dtype=...)
+    return lambda like, dtype=None, **ignored: _constant(like, value, dtype)
 
 
 def _to_float(x, *ignored):
@@ -255,19 +312,23 @@ def _to_float(x, *ignored):
 _FLOAT_TYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 _FUNCTIONS = dict(_OPERATORS, **{
-    "neg": _negate, "negative": _negate, "logical_not": _negate, "bitwise_not": _negate,
+    "neg": _negate, "negative": _negate, "logical_not": _not, "bitwise_not": _not,
+    "bitwise_and": _logical("&"), "bitwise_or": _logical("|"),
+    "rsub": lambda a, b: _OPERATORS["sub"](b, a),  # torch.rsub(a, b) is b - a
     "abs": _function("abs"), "exp": _function("exp", "float"), "log": _function("log", "float"),
     "sqrt": _function("sqrt", "float"), "tanh": _function("tanh", "float"),
     "sigmoid": _function("sigmoid", "float"), "floor": _function("floor", "int"),
     "where": _where, "minimum": _two("min"), "maximum": _two("max"), "min": _two("min"),
     "max": _two("max"), "clamp": _clamp, "clip": _clamp, "pow": _power,
-    "new_ones": _constant_like(1), "new_zeros": _constant_like(0), "ones_like": _constant_like(1),
-    "zeros_like": _constant_like(0), "full_like": _constant_like(None),
-    "new_full": _constant_like(None), "float": _to_float,
+    "new_ones": _new_constant(1), "new_zeros": _new_constant(0), "ones_like": _constant_like(1),
+    "zeros_like": _constant_like(0), "float": _to_float,
+    "full_like": lambda like, fill_value, dtype=None, **ignored: _constant(like, fill_value, dtype),
+    "new_full": lambda like, size, fill_value, dtype=None, **ignored: _constant(
+        like, fill_value, dtype),
 })
 for _name in ("neg", "abs", "pow"):
     setattr(Expr, "__%s__" % _name, _FUNCTIONS[_name])
-Expr.__invert__ = _negate
+Expr.__invert__ = _not
 Expr.__pos__ = lambda x: x
 
 
@@ -277,8 +338,6 @@ def call(func, args, kwargs):
     name = getattr(func, "__name__", func).strip("_")
     if name == "getitem":
         return _read(*args)
-    if name.startswith("r") and name[1:] in _OPERATORS and name not in _OPERATORS:
-        return _OPERATORS[name[1:]](args[1], args[0])  # Tensor.__radd__(tensor, expr)
     handler = _FUNCTIONS.get(name)
     if handler is None:
         raise TraceError("%s is not in attnc's expression language: it has + - * / // %% "
@@ -299,7 +358,7 @@ def coerce(value):
     if isinstance(value, Expr):
         return value
     if isinstance(value, numbers.Number) and not isinstance(value, complex):
-        return _current[-1].number(value)
+        return _running.captures.number(value)
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return _read(value.reshape(1), (0,), original=value)
     raise TraceError("%s used as a value: index a captured tensor at the traced indices, as "
@@ -320,7 +379,7 @@ def _read(tensor, index, original=None):
     if len(index) != tensor.dim() or any(isinstance(i, (slice, type(Ellipsis))) for i in index):
         raise TraceError("a captured tensor of shape %s read as [%s]: attnc reads one element, "
                          "one index per dimension" % (list(tensor.shape), _index_text(index)))
-    captures = _current[-1]
+    captures = _running.captures
     name = captures.tensor(tensor, original)
     reads = []
     for position, extent in zip(index, tensor.shape):
@@ -347,7 +406,11 @@ def _index_text(index):
                      getattr(i, "text", str(i)) for i in index)
 
 
-_current = []  # the Captures of the trace running (nested traces never happen)
+class _Running(threading.local):
+    captures = None  # the Captures of this thread's trace
+
+
+_running = _Running()
 
 
 _INDICES = (Expr("b", "int"), Expr("h", "int"), Expr("q_idx", "int"), Expr("kv_idx", "int"))
@@ -357,13 +420,14 @@ def trace(score_mod, mask_mod, sizes):
     """(score_mod's text or None, mask_mod's text or None, their Captures). SIZES: {"Tq": ...,
     "Tk": ...}, the dimensions captured tensors may share with the call."""
     captures = Captures([f for f in (score_mod, mask_mod) if f is not None], sizes)
-    _current.append(captures)
+    _running.captures = captures
     try:
         score = None if score_mod is None else _score_text(score_mod(Expr("score", "float"),
                                                                      *_INDICES))
         mask = None if mask_mod is None else _mask_text(mask_mod(*_INDICES))
     finally:
-        _current.pop()
+        _running.captures = None
+    captures.keep_only_read((score or "") + " " + (mask or ""))
     return score, mask, captures
 
 

@@ -12,10 +12,9 @@ import torch
 import transformers
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from ._operator import attention
+from ._operator import SPEC_DTYPES, attention
 
 NAME = "attnc"
-_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 def attnc_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
@@ -24,7 +23,7 @@ def attnc_attention(module, query, key, value, attention_mask, dropout=0.0, scal
     in, the output [B, Tq, H, d] and no weights out."""
     _refuse_what_attnc_lacks(module, query, dropout, kwargs)
     keys = ["heads=%d" % query.shape[1], "kv_heads=%d" % key.shape[1], "d_k=%d" % query.shape[3],
-            "d_v=%d" % value.shape[3], "dtype=%s" % _DTYPES[query.dtype], "layout=bshd"]
+            "d_v=%d" % value.shape[3], "dtype=%s" % SPEC_DTYPES[query.dtype], "layout=bshd"]
     if scaling is not None:
         keys.append("scale=%r" % float(scaling))
     if kwargs.get("softcap") is not None:
@@ -33,7 +32,7 @@ def attnc_attention(module, query, key, value, attention_mask, dropout=0.0, scal
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     if attention_mask is not None:
         keys.append("mask=tensor")
-        named["mask"] = _keep_mask(attention_mask)
+        named["mask"] = _keep_mask(attention_mask[..., :key.shape[2]])  # as sdpa slices it
     elif causal and query.shape[2] > 1:  # as sdpa's is_causal: no cache before the rows
         keys += ["mask=causal", "causal_align=top_left"]
     output = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
@@ -42,7 +41,7 @@ def attnc_attention(module, query, key, value, attention_mask, dropout=0.0, scal
 
 
 def _refuse_what_attnc_lacks(module, query, dropout, kwargs):
-    if query.dtype not in _DTYPES:
+    if query.dtype not in SPEC_DTYPES:
         raise ValueError("attnc attention: the model runs in %s; attnc's kernels take float32, "
                          "float16 and bfloat16" % query.dtype)
     if module.training and dropout > 0:

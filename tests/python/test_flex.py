@@ -2,7 +2,9 @@
 kinds of functions attention-gym collects, on odd shapes: Tq != Tk, Tq = 1, GQA, sizes off every
 tile, rows every key of which is masked; and the errors of callables attnc cannot express."""
 import os
+import threading
 
+import numpy
 import pytest
 import torch
 from torch.nn.attention import flex_attention as torch_flex
@@ -98,13 +100,23 @@ def clamped(score, b, h, q_idx, kv_idx):
     return torch.clamp(score, min=-1.0, max=1.5) + torch.maximum(score, score * 0.1)
 
 
+NUMPY_SCALE = numpy.float32(0.75)
+
+
+def bool_arithmetic(score, b, h, q_idx, kv_idx):
+    """Bools promoted as torch promotes them, a numpy scalar captured, constants made alike."""
+    penalty = torch.full_like(score, 2.0) * (q_idx < kv_idx) + score.new_zeros(())
+    return score * NUMPY_SCALE - penalty + torch.zeros_like(q_idx)
+
+
 CASES = [  # (score_mod, mask_mod)
     (None, causal), (None, window), (None, prefix_lm), (None, dilated), (None, strided),
     (None, global_tokens), (None, per_head_window), (None, nothing_before_40),
     (None, torch_flex.and_masks(causal, window)), (None, torch_flex.or_masks(prefix_lm, strided)),
     (alibi, None), (softcap, None), (relative_distance, None), (bias_table, None),
     (t5_buckets, None), (where_masked, None), (affine, None), (distance_penalty, None),
-    (gated, None), (clamped, None), (softcap_alibi, causal), (bias_table, window),
+    (gated, None), (clamped, None), (bool_arithmetic, None), (softcap_alibi, causal),
+    (bias_table, window),
     (alibi, per_head_window),
 ]
 
@@ -174,6 +186,33 @@ def test_new_lengths_never_compile_again():
     assert len(os.listdir(attnc.cache_dir())) == compiled
 
 
+def test_threads_trace_their_own_callables():
+    """Each thread's trace has its own captures: two threads tracing at once, each with its own
+    bias table, each get their own result."""
+    tables = [torch.randn(H, 2 * 64 + 1, generator=generator) for _ in range(2)]
+    q, k, v = qkv(21, 21)
+    expected, results = [], [None, None]
+
+    def mod_for(table):
+        return lambda score, b, h, q_idx, kv_idx: score + table[h, q_idx - kv_idx + 64]
+
+    for table in tables:
+        expected.append(torch_reference(q, k, v, mod_for(table), None))
+
+    def run(index):
+        for _ in range(20):
+            results[index] = attnc.torch.flex_attention(q, k, v, score_mod=mod_for(
+                tables[index]), enable_gqa=True)
+
+    workers = [threading.Thread(target=run, args=(index,)) for index in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for result, want in zip(results, expected):
+        torch.testing.assert_close(result, want, atol=3e-5, rtol=1e-4)
+
+
 def test_the_traced_spec_names_what_the_callable_captured():
     from attnc import _trace
     score, mask, captures = _trace.trace(softcap_alibi, prefix_lm, {"Tq": 9, "Tk": 9})
@@ -189,6 +228,9 @@ def test_the_traced_spec_names_what_the_callable_captured():
     (lambda s, b, h, q, kv: s + TABLE[h], r"shape \[4, 129\] read as \[h\]"),
     (lambda s, b, h, q, kv: s + (q & kv), "'&' of int and int: attnc has no bitwise operators"),
     (lambda s, b, h, q, kv: s ** 3, r"x \*\* 3"),
+    (lambda s, b, h, q, kv: s + ~q, "~ or logical_not of an int"),
+    (lambda s, b, h, q, kv: s + (q ^ kv), "'\\^': attnc's expressions have no bitwise"),
+    (lambda s, b, h, q, kv: s * s.shape[0], r"score.shape of a traced value"),
     (lambda s, b, h, q, kv: q > kv, "score_mod returned a bool"),
 ])
 def test_what_attnc_cannot_express_is_named(score_mod, message):

@@ -1,5 +1,6 @@
 """One kernel called from several Python threads at once: each call's own result, and the GIL
 released while a kernel runs."""
+import sys
 import threading
 
 import numpy
@@ -29,22 +30,27 @@ def test_threads_calling_one_kernel_get_their_own_results():
 
 
 def test_python_runs_while_a_kernel_runs():
-    """The main thread counts while the worker is inside a long kernel call: with the GIL held
-    through the call it could not count at all."""
+    """The main thread counts while the worker is inside one long kernel call. With a switch
+    interval longer than the call, a GIL held through it would let the main thread count
+    nothing until the call ended."""
     kernel = attnc.compile("heads=8 d_k=64")
     q, k, v = random_qkv(numpy.random.default_rng(0), 1, 8, 8, 1024, 1024, 64)
     state = {"inside": False, "done": False}
 
     def call():
-        for _ in range(4):
-            state["inside"] = True
-            kernel(q, k, v, threads=1)
+        state["inside"] = True
+        kernel(q, k, v, threads=1)
         state["done"] = True
 
-    worker = threading.Thread(target=call)
-    counted = 0
-    worker.start()
-    while not state["done"]:
-        counted += state["inside"]
-    worker.join()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    try:
+        worker = threading.Thread(target=call)
+        counted = 0
+        worker.start()
+        while not state["done"]:
+            counted += state["inside"]
+        worker.join()
+    finally:
+        sys.setswitchinterval(interval)
     assert counted > 10000

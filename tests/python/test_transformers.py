@@ -75,6 +75,18 @@ def test_small_llama_generates_eagers_tokens(attnc_calls):
     assert len(attnc_calls) == 2 * 32 and attnc_calls[-1][2] == 1  # prefill, then 1-row steps
 
 
+def test_an_unpadded_batch_runs_the_causal_kernel(attnc_calls):
+    """No padding: transformers passes no mask, and a causal module's prefill is causal."""
+    prompts = torch.tensor([[5, 17, 42, 8, 3], [11, 23, 35, 47, 59]])
+    outputs = {}
+    for implementation in ("eager", "attnc"):
+        with torch.inference_mode():
+            outputs[implementation] = small_llama(implementation).generate(
+                prompts, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    assert torch.equal(outputs["attnc"], outputs["eager"])
+    assert attnc_calls[0][2] == 5  # the prefill's 5 rows in one call
+
+
 def test_what_attnc_does_not_take_is_refused():
     module = torch.nn.Module()
     q = torch.zeros(1, 2, 3, 8, dtype=torch.float64)

@@ -11,7 +11,6 @@ import glob
 import hashlib
 import importlib.metadata
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -79,14 +78,10 @@ def _key(spec, backend, target):
 
 @functools.cache
 def _host_identity():
-    """This CPU's architecture and feature flags, hashed: what a host bundle is built for."""
-    flags = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags += next((line for line in cpuinfo if line.startswith("flags")), "")
-    except OSError:
-        pass
-    return hashlib.sha256(flags.encode()).hexdigest()[:12]
+    """This CPU's architecture and features (the runtime's reading of them), hashed: what a
+    host bundle is built for."""
+    arch, features = _attnc.host_cpu()
+    return hashlib.sha256(" ".join([arch, *sorted(features)]).encode()).hexdigest()[:12]
 
 
 def _open_cached(spec, backend, target, key):

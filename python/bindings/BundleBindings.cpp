@@ -5,9 +5,12 @@
 // thread-safe).
 #include "Bindings.h"
 #include "attnc/attnc.h"
+#include "src/HostCpu.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/set.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <string>
 #include <vector>
 
@@ -99,6 +102,10 @@ private:
 } // namespace
 
 void bindBundle(nb::module_& module) {
+  module.def(
+      "host_cpu",
+      [] { return std::tuple(std::string(runtime::hostArch()), runtime::hostCpuFeatures()); },
+      "(architecture, CPU features) of this host, as the runtime judges a bundle's target.");
   nb::class_<Bundle>(module, "Bundle", "A kernel bundle opened by the runtime.")
       .def(nb::init<const std::string&>(), nb::arg("path"),
            "Opens a bundle .so: its ABI version, manifest and target checked against this host.")

@@ -12,7 +12,6 @@
      32 / 8, f16, Tk 16k) against the peers taking as many new tokens, judged by the time their
      FLOPs (4 H Tq Tk d) take at the FMA peak.
 Each figure is the median over separate processes (rounds.py)."""
-import argparse
 import functools
 import os
 import sys
@@ -22,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import attnc  # noqa: E402
 import machine  # noqa: E402
 import tables  # noqa: E402
-from rounds import MIN_ROUNDS, Rounds  # noqa: E402
+from rounds import Rounds, arguments  # noqa: E402
 
 KV_HEADS, D, CACHED = 8, 128, 16384
 DECODE_PEERS = ["onnxruntime", "torch-sdpa", "flex", "openvino", "openvino-paged", "iree"]
@@ -109,10 +108,7 @@ LEADING = (["H / H_kv", "dtype", "Tq", "Tk", "threads"], lambda case, threads: [
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
-    parser.add_argument("--quick", action="store_true", help="Tk 16k only; Tq 1, 4 and 16")
-    args = parser.parse_args()
+    args = arguments(__doc__, "Tk 16k only; Tq 1, 4 and 16")
     limits = machine.measure()
     rounds = Rounds(args.rounds, sys.executable)
     with tempfile.TemporaryDirectory() as work:

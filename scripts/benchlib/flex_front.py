@@ -11,7 +11,6 @@ CPU, in one run.
      (FlexAttention, whose first call compiles), causal, d 64, f32.
   3. attnc::attention's cost over the kernel's: the same bundle timed from Python (the torch
      operator) and from C (`attnc bench`), Tq 1 and Tk 16, 1 thread, alternated processes."""
-import argparse
 import os
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ import attnc as attnc_tools  # noqa: E402
 import cases  # noqa: E402
 import machine  # noqa: E402
 import tables  # noqa: E402
-from rounds import MIN_ROUNDS, Rounds, attnc_ms, cell  # noqa: E402
+from rounds import Rounds, arguments, attnc_ms, cell  # noqa: E402
 
 HEADS, WINDOW, DOCUMENTS, SOFTCAP = 8, 256, 8, 30.0
 FUNCTIONS = ["causal", "window", "document", "alibi", "softcap"]
@@ -143,11 +142,7 @@ def per_call(rounds, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
-    parser.add_argument("--quick", action="store_true", help="d 64, f32 only")
-    parser.add_argument("--seq", type=int, default=2048, help="T, queries and keys")
-    args = parser.parse_args()
+    args = arguments(__doc__, "d 64, f32 only", seq=True)
     limits = machine.measure()
     rounds = Rounds(args.rounds, sys.executable)
     shapes = [(function, d, dtype, threads)

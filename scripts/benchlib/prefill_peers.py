@@ -9,7 +9,6 @@
      FlexAttention's mask_mod / score_mod; the other peers take them as mask tensors.
 Rates count the useful work, 4 H d over the kept scores. Each figure is the median over
 separate processes (rounds.py), the limits are measured in the same run (machine.py)."""
-import argparse
 import functools
 import os
 import sys
@@ -22,7 +21,7 @@ import attnc  # noqa: E402
 import cases  # noqa: E402
 import machine  # noqa: E402
 import tables  # noqa: E402
-from rounds import MIN_ROUNDS, Rounds  # noqa: E402
+from rounds import Rounds, arguments  # noqa: E402
 
 PEERS = ["onnxruntime", "torch-sdpa", "flex", "openvino", "iree"]
 HEADS, WINDOW, DOCUMENTS = 8, 256, 8
@@ -117,11 +116,7 @@ LEADING = (["d", "mask", "dtype"], lambda case, threads: [case["d"], case["mask"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
-    parser.add_argument("--quick", action="store_true", help="d 64 only")
-    parser.add_argument("--seq", type=int, default=2048, help="T, queries and keys")
-    args = parser.parse_args()
+    args = arguments(__doc__, "d 64 only", seq=True)
     limits = machine.measure(gemm=True)
     rounds = Rounds(args.rounds, sys.executable)
     with tempfile.TemporaryDirectory() as work:

@@ -7,6 +7,7 @@ machine weighs on both alike), given with its spread: min-max over the processes
 attnc's side is one `attnc bench` process per figure and round; a peer's is one process per
 peer, thread count and round timing all of its cases (scripts/peers/attention.py), since its
 start (importing torch, loading a compiled model) costs seconds."""
+import argparse
 import json
 import os
 import statistics
@@ -17,6 +18,17 @@ import tempfile
 MIN_ROUNDS = 5
 SPREAD_LIMIT = 0.20
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers")
+
+
+def arguments(doc, quick, seq=False):
+    """A bench script's options: --rounds (processes a figure), --quick (QUICK says what it
+    keeps) and, with SEQ, --seq (T, queries and keys)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    if seq:
+        parser.add_argument("--seq", type=int, default=2048, help="T, queries and keys")
+    return parser.parse_args()
 
 
 def spread(samples):

@@ -116,7 +116,10 @@ std::string windowText(const Spec& s) {
 std::string maskText(const Spec& s, MaskKind kind) {
   switch (kind) {
   case MaskKind::Causal: return "kv_idx <= qpos";
-  case MaskKind::Padding: return "kv_idx < lengths[b]";
+  // Linformer's padding acts in its projections (E K over the first lengths[b] keys): every
+  // projected key is kept, unless the batch has no valid key at all.
+  case MaskKind::Padding:
+    return s.variant == Variant::Linformer ? "lengths[b] > 0" : "kv_idx < lengths[b]";
   case MaskKind::Tensor: return "mask[b, h, q_idx, kv_idx] != 0";
   case MaskKind::Window: return windowText(s);
   case MaskKind::Global: {

@@ -26,14 +26,21 @@ constexpr const char* kCudaMmaScript =
 
 } // namespace
 
+DType attentionOperandDtype(const Spec& spec) {
+  const bool projected = spec.variant == Variant::Mha || spec.variant == Variant::Bilinear ||
+                         spec.variant == Variant::Linformer;
+  return projected ? DType::F32 : spec.dtype;
+}
+
 ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec) {
-  const bool halfStorage = spec.dtype == DType::F16 || spec.dtype == DType::BF16;
+  const DType operands = attentionOperandDtype(spec);
+  const bool halfStorage = operands == DType::F16 || operands == DType::BF16;
   if (targetFamily == ScheduleFamily::Cuda && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
     return ScheduleFamily::CudaMma;
   // AMX tiles and vdpbf16ps multiply pairs of bf16 laid out by the kernel: tiles of 32
   // elements of d_k, V transposed 16 columns at a time (PairedOperands.h).
   if (targetFamily == ScheduleFamily::X86Amx || targetFamily == ScheduleFamily::X86Avx512Bf16)
-    return spec.dtype == DType::BF16 && spec.dK % paired::kKeyDims == 0 &&
+    return operands == DType::BF16 && spec.dK % paired::kKeyDims == 0 &&
                    spec.dV % paired::kValueDims == 0
                ? targetFamily
                : ScheduleFamily::X86Avx512;
@@ -146,7 +153,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // and 128, causal too (H 8, T 2048, 1 thread, the Zen 4 EPYC, 10 processes each).
   if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
       family == ScheduleFamily::X86Amx) {
-    const bool smallTiles = spec.dtype == DType::F32;
+    const bool smallTiles = attentionOperandDtype(spec) == DType::F32;
     return ScheduleParams("mlir",
                           {{"query_tile", queryTile(spec, smallTiles ? 32 : 48, 16)},
                            {"key_block", 128},

@@ -36,10 +36,16 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family);
 // vector_width, which follows the target.
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
 
-// The schedule family for a spec on a target family: CudaMma for f16 and bf16 storage with head
-// dims that are multiples of 16 on CUDA targets; X86Amx and X86Avx512Bf16 for bf16 with d_k a
-// multiple of 32 and d_v of 16 on targets with AMX or AVX512-BF16 (else X86Avx512); else the
-// target family itself.
+// The element type of the q, k and v the attention itself reads: the spec's dtype for sdpa;
+// f32 where a variant's products make them (mha's projections, bilinear's q W, Linformer's
+// E K and F V), since rounding them to bf16 put bilinear (scale 1) past bf16's tolerance
+// (err/tol 1.3 at H 4/2, d_k 32, T 50).
+DType attentionOperandDtype(const Spec& spec);
+
+// The schedule family for a spec on a target family (from the attention's operand dtype): CudaMma
+// for f16 and bf16 storage with head dims that are multiples of 16 on CUDA targets; X86Amx and
+// X86Avx512Bf16 for bf16 with d_k a multiple of 32 and d_v of 16 on targets with AMX or AVX512-BF16
+// (else X86Avx512); else the target family itself.
 ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec);
 
 // The default for a schedule family (X86Avx512, X86Avx512Bf16, X86Amx, X86Avx2, ArmNeon, Cuda,

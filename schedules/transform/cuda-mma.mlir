@@ -39,6 +39,10 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_to_mma %tasks
         {max_key_splits = ${max_key_splits}, fill_blocks = ${fill_blocks}} : !transform.any_op
+    %products = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_matmuls %products rows = 1 vector_width = 1 columns = 8
+        : !transform.any_op
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 1 : !transform.any_op

@@ -22,6 +22,10 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_to_vectors %kernels vector_width = 1
         key_unroll = ${key_unroll} value_split = ${value_split} : !transform.any_op
+    %products = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_matmuls %products rows = 1 vector_width = 1 columns = ${value_split}
+        : !transform.any_op
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 1 : !transform.any_op

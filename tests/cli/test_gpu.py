@@ -78,6 +78,11 @@ CASES = [
     # rows, on device views of the packed rows.
     "heads=4 kv_heads=1 d_k=64 layout=bshd kv_cache=paged page_size=16 ragged_q=true "
     "mask=causal lse=true dtype=f16",
+    # The variants whose operands products make (attn.matmul phases before the attention, and
+    # W_O after mha's): f32 operands, so the SIMT path whatever the dtype.
+    "variant=mha heads=4 kv_heads=2 d_model=128 mask=causal pe=sinusoidal lse=true",
+    "variant=bilinear heads=2 d_q=48 d_k=64 mask=padding dtype=f16",
+    "variant=linformer heads=2 d_k=64 proj_len=32 mask=padding dropout=0.1 seed=3 dtype=bf16",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
@@ -140,7 +145,8 @@ class CudaBundles(CliTestCase):
                     self.assertIn(".entry", text)
                     self.assertIn("fma.rn.f32", text)  # the dot products
                     self.assertNotIn(".extern", text)  # no libdevice or other external calls
-                    tensor_cores = backend == "mlir" and ("f16" in spec)
+                    tensor_cores = (backend == "mlir" and "f16" in spec
+                                    and "variant=" not in spec)
                     for instruction in SHARED_STAGING:
                         self.assertEqual(instruction in text, backend == "halide" or tensor_cores,
                                          instruction)

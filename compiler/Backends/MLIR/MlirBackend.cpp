@@ -93,7 +93,7 @@ public:
   // the family's default.
   std::optional<std::map<std::string, int64_t>> decodeSchedule(const Spec& spec,
                                                                const Target& target) const override {
-    if (target.isCuda() || unsupported(spec, target))
+    if (target.isCuda() || spec.variant != Variant::Sdpa || unsupported(spec, target))
       return std::nullopt;
     return std::map<std::string, int64_t>{{"decode", 1}, {"key_block", 256}, {"split_keys", 2048}};
   }
@@ -126,7 +126,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
       if (device == Device::Cpu) // the runtime writes the new rows into host caches only
         modifiers.push_back(Modifier::KvAppend);
       rows.push_back({device,
-                      {Variant::Sdpa},
+                      {Variant::Sdpa, Variant::Mha, Variant::Bilinear, Variant::Linformer},
                       {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
                        MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
                        MaskKind::BlockSparse, MaskKind::BigBird},

@@ -2,6 +2,7 @@
 
 #include "Abi/Arguments.h"
 #include "Backends/MLIR/ExprToMlir.h"
+#include "Backends/MLIR/VariantOperands.h"
 #include "Spec/BuiltinExpressions.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
@@ -117,16 +118,18 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   b.setInsertionPointToStart(kernel.addEntryBlock());
 
   const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
+  const VariantOperands operands(b, spec, byName);
+  auto readBuffer = [&](Value buffer) -> Value {
+    return b.create<bufferization::ToTensorOp>(tensorOf(buffer), buffer, /*restrict=*/true);
+  };
   auto read = [&](const std::string& name) -> Value {
     auto it = byName.find(name);
-    if (it == byName.end())
-      return {};
-    return b.create<bufferization::ToTensorOp>(tensorOf(it->second), it->second, /*restrict=*/true);
+    return it == byName.end() ? Value() : readBuffer(it->second);
   };
 
   // The spec's aux tensors and the kernel inputs the built-ins read (lengths, mask, bias,
   // block_layout) are the op's aux operands.
-  Value o = byName.at("o");
+  Value o = operands.output();
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   Type weightsType = spec.weights ? Type(tensorOf(byName.at("weights"))) : Type();
   SmallVector<Value> aux;
@@ -138,12 +141,10 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   for (const ExpressionTensor& tensor : expressionTensors(spec))
     addAux(tensor.name);
   auto attention = b.create<attn::AttentionOp>(
-      tensorOf(o), lseType, weightsType, read("q"),
-      read(spec.kvCache == KvCache::Paged ? "k_pages" : "k"),
-      read(spec.kvCache == KvCache::Paged ? "v_pages" : "v"), aux, read("sinks"),
-      read("block_table"), spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(),
-      read("k_scale"), read("v_scale"), spec.rope && spec.cached() ? read("seq_lens") : Value(),
-      b.getF64FloatAttr(spec.scale),
+      tensorOf(o), lseType, weightsType, readBuffer(operands.query()), readBuffer(operands.keys()),
+      readBuffer(operands.values()), aux, read("sinks"), read("block_table"),
+      spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(), read("k_scale"), read("v_scale"),
+      spec.rope && spec.cached() ? read("seq_lens") : Value(), b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")
                 : StringAttr(),
@@ -159,6 +160,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     store(attention.getLse(), byName.at("lse"));
   if (spec.weights)
     store(attention.getWeights(), byName.at("weights"));
+  operands.finish(b);
   b.create<func::ReturnOp>();
   return module;
 }

@@ -152,5 +152,6 @@ def Attn_AuxLoadOp
 }
 
 include "AttnOnlineOps.td"
+include "AttnOperandOps.td"
 
 #endif // ATTN_OPS_TD

@@ -114,6 +114,20 @@ DiagnosedSilenceableFailure transform::AttnLowerRopeOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure
+transform::AttnLowerMatmulsOp::applyToOne(transform::TransformRewriter& rewriter, Operation* target,
+                                          transform::ApplyToEachResultList& results,
+                                          transform::TransformState&) {
+  SmallVector<MatmulOp> ops;
+  target->walk([&](MatmulOp op) { ops.push_back(op); });
+  const MatmulTiles tiles{getRowsAttr().getInt(), getVectorWidthAttr().getInt(),
+                          getColumnsAttr().getInt()};
+  for (MatmulOp op : ops)
+    if (failed(lowerMatmul(rewriter, op, tiles)))
+      return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerWeightsOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

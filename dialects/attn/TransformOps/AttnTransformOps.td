@@ -198,6 +198,29 @@ def AttnLowerRopeOp : Attn_TransformOp<"lower_rope"> {
   }];
 }
 
+def AttnLowerMatmulsOp : Attn_TransformOp<"lower_matmuls"> {
+  let summary = "Lowers the attn.matmul ops under the target to task loops of their own";
+  let description = [{
+    Each attn.matmul becomes an scf.forall in its place: one task per `rows` rows and up to 256
+    columns of its output for a batch and head, the rows in `vector_width` lanes, `columns`
+    output columns accumulated at once; a phase of the kernel that attn-outline-tasks or
+    attn-map-tasks-to-gpu runs to completion before the next.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows,
+                   I64Attr:$vector_width, I64Attr:$columns);
+  let results = (outs);
+  let assemblyFormat = [{
+    $target `rows` `=` $rows `vector_width` `=` $vector_width `columns` `=` $columns attr-dict
+    `:` type($target)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerWeightsOp : Attn_TransformOp<"lower_weights"> {
   let summary = "Lowers the attn.weights ops under the target to task loops of their own";
   let description = [{

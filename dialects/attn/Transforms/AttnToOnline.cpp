@@ -1,5 +1,6 @@
 //===- AttnToOnline.cpp - attn.attention to the online-softmax form -----------===//
 #include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
 #include "attn/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/IR/IRMapping.h"
@@ -54,6 +55,8 @@ void emitRope(ImplicitLocOpBuilder& b, AttentionOp op, StringRef style, Value& q
   auto qType = cast<MemRefType>(q.getType());
   const int64_t dims = op.getRopeDims().value_or(qType.getDimSize(3));
   auto bufferLike = [&](Value rows) {
+    OpBuilder::InsertionGuard atWorkspace(b);
+    b.setInsertionPoint(firstPhase(*op->getBlock()));
     auto type = cast<MemRefType>(rows.getType());
     SmallVector<Value> dynamicSizes;
     for (int64_t d = 0; d < type.getRank(); ++d)
@@ -104,7 +107,10 @@ LogicalResult decompose(AttentionOp op) {
                                "and results stored with bufferization.materialize_in_destination";
   Value q = bufferOf(op.getQuery()), k = bufferOf(op.getKey()), v = bufferOf(op.getValue());
   IRRewriter rewriter(op);
+  // The sizes and the state's heap buffers come before the kernel's first phase (a variant's
+  // operand products may precede the attention), the ops in the attention's place.
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  b.setInsertionPoint(firstPhase(*op->getBlock()));
   auto qType = cast<MemRefType>(q.getType());
   const int64_t heads = qType.getDimSize(1);
   const int64_t dv = cast<MemRefType>(v.getType()).getDimSize(3);
@@ -131,6 +137,7 @@ LogicalResult decompose(AttentionOp op) {
   // Heap buffers, freed after the finalize: the state (tiling moves it onto the stack), and
   // workspace beside the kernel's phases: RoPE's rotated query and keys.
   SmallVector<Value> heapBuffers = {acc, max, sum};
+  b.setInsertionPoint(op);
   Value lse = stores.lse ? stores.lse.getDest() : Value();
   if (std::optional<StringRef> style = op.getRope())
     emitRope(b, op, *style, q, k, zero, seqQ, seqK, heapBuffers);

@@ -9,14 +9,12 @@
 //===---------------------------------------------------------------------------===//
 #include "Semantics/Positions.h"
 #include "attn/IR/AttnOps.h"
+#include "attn/Kit/Angles.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-
-#include <numbers>
 
 using namespace mlir;
 
@@ -31,17 +29,6 @@ std::pair<Value, Value> pairDims(ImplicitLocOpBuilder& b, RopeOp op, Value pair)
   }
   Value first = b.create<arith::MulIOp>(pair, indexConstant(b, 2));
   return {first, b.create<arith::AddIOp>(first, indexConstant(b, 1))};
-}
-
-// cos and sin of `angle` (f64): reduced modulo 2 pi in f64, where a far position's angle is
-// still exact to f32's precision, then taken in f32 on [-pi, pi].
-std::pair<Value, Value> cosSin(ImplicitLocOpBuilder& b, Value angle) {
-  auto f64 = [&](double x) { return b.create<arith::ConstantOp>(b.getF64FloatAttr(x)); };
-  const double twoPi = 2 * std::numbers::pi;
-  Value turns = b.create<math::RoundEvenOp>(b.create<arith::MulFOp>(angle, f64(1 / twoPi)));
-  Value reduced = b.create<arith::SubFOp>(angle, b.create<arith::MulFOp>(turns, f64(twoPi)));
-  Value x = b.create<arith::TruncFOp>(b.getF32Type(), reduced);
-  return {b.create<math::CosOp>(x), b.create<math::SinOp>(x)};
 }
 
 } // namespace
@@ -88,9 +75,7 @@ FailureOr<scf::ForallOp> lowerRope(RewriterBase& rewriter, RopeOp op, int64_t ro
 
   Value pairCount = indexConstant(b, pairs);
   forRange(b, first, last, [&](ImplicitLocOpBuilder& rb, Value t) {
-    Value position = rb.create<arith::SIToFPOp>(
-        rb.getF64Type(), rb.create<arith::IndexCastOp>(
-                             rb.getI64Type(), rb.create<arith::AddIOp>(t, offset)));
+    Value position = positionAsF64(rb, rb.create<arith::AddIOp>(t, offset));
     forRange(rb, zero, pairCount, [&](ImplicitLocOpBuilder& pb, Value p) {
       Value angle = pb.create<arith::MulFOp>(
           position, pb.create<memref::LoadOp>(frequency, ValueRange{p}));

@@ -15,11 +15,49 @@ namespace {
 
 constexpr int64_t kWorkspaceAlignment = 64; // a cache line; more than any vector load needs
 
-// A kernel's parts: the buffers that live across phases, and the phases in order.
+// A kernel's parts: the buffers that live across phases, the views of them beside the phases
+// (a variant's operands seen heads first: memref.cast, transpose, expand_shape), which only
+// the run function can form, and the phases in order.
 struct KernelParts {
   SmallVector<memref::AllocOp> workspace;
+  SmallVector<Operation*> workspaceViews;
   SmallVector<scf::ForallOp> phases;
 };
+
+// The extent of dim `d` of `view`, a workspace buffer seen through views, as the buffer's sizes
+// give it; null through any other op.
+Value workspaceExtent(OpBuilder& b, Location loc, Value view, unsigned d) {
+  auto type = cast<MemRefType>(view.getType());
+  if (!type.isDynamicDim(d))
+    return b.create<arith::ConstantIndexOp>(loc, type.getDimSize(d));
+  Operation* def = view.getDefiningOp();
+  if (auto alloc = dyn_cast_or_null<memref::AllocOp>(def))
+    return alloc.getDynamicSizes()[type.getDynamicDimIndex(d)];
+  if (auto cast = dyn_cast_or_null<memref::CastOp>(def))
+    return workspaceExtent(b, loc, cast.getSource(), d);
+  if (auto transpose = dyn_cast_or_null<memref::TransposeOp>(def))
+    return workspaceExtent(b, loc, transpose.getIn(), transpose.getPermutation().getDimPosition(d));
+  if (auto expand = dyn_cast_or_null<memref::ExpandShapeOp>(def))
+    return expand.getOutputShape()[type.getDynamicDimIndex(d)];
+  return {};
+}
+
+// The extents of workspace views, read with memref.dim anywhere in the kernel (a phase's trip
+// count, which the task-count function forms without the workspace), as their buffers' sizes.
+void resolveWorkspaceExtents(func::FuncOp kernel) {
+  SmallVector<memref::DimOp> dims;
+  kernel.walk([&](memref::DimOp dim) { dims.push_back(dim); });
+  for (memref::DimOp dim : dims) {
+    std::optional<int64_t> index = dim.getConstantIndex();
+    if (!index)
+      continue;
+    OpBuilder b(dim);
+    if (Value extent = workspaceExtent(b, dim.getLoc(), dim.getSource(), *index)) {
+      dim.replaceAllUsesWith(extent);
+      dim.erase();
+    }
+  }
+}
 
 // Index arithmetic anywhere, workspace allocations before the first phase and their
 // deallocations after the last, the phases: 1-d scf.forall loops without outputs.
@@ -45,6 +83,12 @@ FailureOr<KernelParts> findParts(func::FuncOp kernel) {
       return kernel.emitOpError() << "attn-outline-tasks: only index arithmetic may come beside "
                                      "the phases, found "
                                   << op.getName();
+    } else if (llvm::any_of(op.getOperands(), [&](Value v) {
+                 Operation* def = v.getDefiningOp();
+                 return def && (isa<memref::AllocOp>(def) ||
+                                llvm::is_contained(parts.workspaceViews, def));
+               })) {
+      parts.workspaceViews.push_back(&op);
     }
   }
   if (parts.phases.empty())
@@ -54,8 +98,9 @@ FailureOr<KernelParts> findParts(func::FuncOp kernel) {
 
 // A new function `name` taking `leading` index arguments, the kernel's and `trailing`, its
 // body the kernel's index arithmetic; `mapping` maps the kernel's values to the new ones.
-func::FuncOp startFunction(OpBuilder& b, func::FuncOp kernel, StringRef name, unsigned leading,
-                           TypeRange trailing, TypeRange results, IRMapping& mapping) {
+func::FuncOp startFunction(OpBuilder& b, func::FuncOp kernel, const KernelParts& parts,
+                           StringRef name, unsigned leading, TypeRange trailing, TypeRange results,
+                           IRMapping& mapping) {
   SmallVector<Type> inputs(leading, b.getIndexType());
   llvm::append_range(inputs, kernel.getArgumentTypes());
   llvm::append_range(inputs, trailing);
@@ -68,7 +113,8 @@ func::FuncOp startFunction(OpBuilder& b, func::FuncOp kernel, StringRef name, un
     mapping.map(from, to);
   OpBuilder body = OpBuilder::atBlockEnd(entry);
   for (Operation& op : kernel.getBody().front())
-    if (!isa<func::ReturnOp>(op) && isMemoryEffectFree(&op))
+    if (!isa<func::ReturnOp>(op) && isMemoryEffectFree(&op) &&
+        !llvm::is_contained(parts.workspaceViews, &op))
       body.clone(op, mapping);
   return fn;
 }
@@ -142,6 +188,7 @@ void emitPhase(OpBuilder& b, scf::ForallOp phase, Value first, Value last, int64
 }
 
 LogicalResult outline(func::FuncOp kernel, int64_t stackBytes) {
+  resolveWorkspaceExtents(kernel);
   FailureOr<KernelParts> found = findParts(kernel);
   if (failed(found))
     return failure();
@@ -163,13 +210,13 @@ LogicalResult outline(func::FuncOp kernel, int64_t stackBytes) {
   // @<name>_workspace(args) -> index: bytes
   IRMapping workspaceMap;
   func::FuncOp workspace =
-      startFunction(b, kernel, "_workspace", 0, {}, {indexType}, workspaceMap);
+      startFunction(b, kernel, parts, "_workspace", 0, {}, {indexType}, workspaceMap);
   OpBuilder wb = OpBuilder::atBlockEnd(&workspace.getBody().front());
   wb.create<func::ReturnOp>(loc, workspaceLayout(wb, loc, parts.workspace, workspaceMap).second);
 
   // @<name>_tasks(phase, args) -> index: the phase's trip count, 0 past the last phase.
   IRMapping countMap;
-  func::FuncOp count = startFunction(b, kernel, "_tasks", 1, {}, {indexType}, countMap);
+  func::FuncOp count = startFunction(b, kernel, parts, "_tasks", 1, {}, {indexType}, countMap);
   Block& countEntry = count.getBody().front();
   OpBuilder cb = OpBuilder::atBlockEnd(&countEntry);
   auto countSwitch = cb.create<scf::IndexSwitchOp>(loc, TypeRange{indexType},
@@ -185,7 +232,7 @@ LogicalResult outline(func::FuncOp kernel, int64_t stackBytes) {
 
   // @<name>_run(phase, first, last, args, workspace): the phase's tasks [first, last).
   IRMapping runMap;
-  func::FuncOp run = startFunction(b, kernel, "_run", 3, {workspaceType}, {}, runMap);
+  func::FuncOp run = startFunction(b, kernel, parts, "_run", 3, {workspaceType}, {}, runMap);
   Block& runEntry = run.getBody().front();
   OpBuilder rb = OpBuilder::atBlockEnd(&runEntry);
   Value workspaceBytes = runEntry.getArguments().back();
@@ -197,6 +244,8 @@ LogicalResult outline(func::FuncOp kernel, int64_t stackBytes) {
                                                             offset, sizes)
                                       .getResult());
   }
+  for (Operation* view : parts.workspaceViews)
+    rb.clone(*view, runMap);
   auto runSwitch = rb.create<scf::IndexSwitchOp>(loc, TypeRange{}, runEntry.getArgument(0), cases,
                                                  phaseCount);
   for (auto [region, phase] : llvm::zip(runSwitch.getCaseRegions(), parts.phases)) {

@@ -122,6 +122,19 @@ mlir::LogicalResult gatherCache(mlir::RewriterBase& rewriter, mlir::Operation* r
 mlir::FailureOr<mlir::scf::ForallOp> lowerRope(mlir::RewriterBase& rewriter, RopeOp op,
                                                int64_t rows);
 
+// An attn.matmul's register tiles: `rows` rows of out in vector lanes of `vectorWidth` f32,
+// `columns` of its columns accumulated at once.
+struct MatmulTiles {
+  int64_t rows = 48;
+  int64_t vectorWidth = 16;
+  int64_t columns = 8;
+};
+
+// Lowers an attn.matmul to an scf.forall in its place: one task per `rows` rows and up to 256
+// columns of out for a batch and head (a kernel phase that completes before the next).
+mlir::FailureOr<mlir::scf::ForallOp> lowerMatmul(mlir::RewriterBase& rewriter, MatmulOp op,
+                                                 const MatmulTiles& tiles);
+
 struct DecodeOptions {
   int64_t vectorWidth = 16; // f32 lanes per vector, along keys and the head dim
   int64_t keyBlock = 128;   // keys per online-softmax step

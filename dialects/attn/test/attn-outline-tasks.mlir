@@ -125,3 +125,32 @@ func.func @large(%x: memref<?x8xf32>) attributes {attn.kernel} {
   }
   return
 }
+
+// A view of a workspace buffer beside the phases (a variant's operand seen heads first) is formed
+// in the range function only, from the buffer's view of the workspace; a phase's trip count
+// that reads the view's extent reads the buffer's size instead, so the task-count function
+// needs no workspace.
+// CHECK-LABEL: func.func @views_tasks(
+// CHECK-NOT: memref.expand_shape
+// CHECK: %[[N:.*]] = memref.dim
+// CHECK: scf.yield %[[N]]
+// CHECK-LABEL: func.func @views_run(
+// CHECK: %[[BUFFER:.*]] = memref.view
+// CHECK: %[[VIEW:.*]] = memref.expand_shape %[[BUFFER]]
+// CHECK: scf.index_switch
+// CHECK: memref.store %{{.*}}, %[[VIEW]]
+func.func @views(%x: memref<?x8xf32>) attributes {attn.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %x, %c0 : memref<?x8xf32>
+  %buffer = memref.alloc(%n) : memref<?x8xf32>
+  %view = memref.expand_shape %buffer [[0, 1], [2]] output_shape [1, %n, 8]
+      : memref<?x8xf32> into memref<1x?x8xf32>
+  %rows = memref.dim %view, %c1 : memref<1x?x8xf32>
+  scf.forall (%t) in (%rows) {
+    %e = memref.load %x[%t, %c0] : memref<?x8xf32>
+    memref.store %e, %view[%c0, %t, %c0] : memref<1x?x8xf32>
+  }
+  memref.dealloc %buffer : memref<?x8xf32>
+  return
+}

@@ -300,3 +300,40 @@ func.func @e5m2_key(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf8E5M2>,
       -> tensor<1x2x4x16xf32>
   return
 }
+
+// -----
+
+func.func @matmul_contraction(%a: memref<?x2x?x16xf32>, %b: memref<1x2x8x4xf32>,
+                              %o: memref<?x2x?x4xf32>) {
+  // expected-error @+1 {{lhs's columns and rhs's rows (the contraction) disagree}}
+  attn.matmul %a, %b into %o : memref<?x2x?x16xf32>, memref<1x2x8x4xf32>, memref<?x2x?x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_heads(%a: memref<?x3x?x16xf32>, %b: memref<1x2x16x4xf32>,
+                        %o: memref<?x2x?x4xf32>) {
+  // expected-error @+1 {{lhs's heads (3) must be static and divide out's (2)}}
+  attn.matmul %a, %b into %o : memref<?x3x?x16xf32>, memref<1x2x16x4xf32>, memref<?x2x?x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_columns(%a: memref<?x2x?x16xf32>, %b: memref<1x2x16x?xf32>,
+                          %o: memref<?x2x?x?xf32>) {
+  // expected-error @+1 {{rhs and out must have the same static columns}}
+  attn.matmul %a, %b into %o : memref<?x2x?x16xf32>, memref<1x2x16x?xf32>, memref<?x2x?x?xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_sinusoid(%a: memref<?x1x?x15xf32>, %b: memref<1x1x15x4xf32>,
+                           %o: memref<?x1x?x4xf32>, %p: index) {
+  // expected-error @+1 {{the sinusoidal encoding needs a static, even contraction extent}}
+  attn.matmul %a, %b into %o sinusoid %p
+      : memref<?x1x?x15xf32>, memref<1x1x15x4xf32>, memref<?x1x?x4xf32>
+  return
+}

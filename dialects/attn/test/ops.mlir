@@ -162,3 +162,21 @@ func.func @byte_layout(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,
       }
   return %o : tensor<?x2x?x16xf32>
 }
+
+// attn.matmul: a product into a buffer, a factor's batch of 1 and fewer heads broadcast; with
+// a limit on the contraction (Linformer's padding) and mha's sinusoid on lhs.
+// CHECK-LABEL: func.func @matmul
+// CHECK: attn.matmul %{{.*}}, %{{.*}} into %{{.*}} : memref<?x8x?x64xf32>, memref<1x8x64x32xbf16>, memref<?x8x?x32xf32>
+// CHECK: attn.matmul %{{.*}}, %{{.*}} into %{{.*}} limit %{{.*}} : memref<1x2x16x?xf32>, memref<?x2x?x64xf32>, memref<?x2x16x64xf32>, memref<?xi32>
+// CHECK: attn.matmul %{{.*}}, %{{.*}} into %{{.*}} sinusoid %{{.*}} : memref<?x1x?x64xf32>, memref<1x1x64x128xf32>, memref<?x1x?x128xf32>
+func.func @matmul(%q: memref<?x8x?x64xf32>, %w: memref<1x8x64x32xbf16>, %qw: memref<?x8x?x32xf32>,
+                  %e: memref<1x2x16x?xf32>, %k: memref<?x2x?x64xf32>, %ek: memref<?x2x16x64xf32>,
+                  %lengths: memref<?xi32>, %x: memref<?x1x?x64xf32>, %wq: memref<1x1x64x128xf32>,
+                  %xw: memref<?x1x?x128xf32>, %offset: index) {
+  attn.matmul %q, %w into %qw : memref<?x8x?x64xf32>, memref<1x8x64x32xbf16>, memref<?x8x?x32xf32>
+  attn.matmul %e, %k into %ek limit %lengths
+      : memref<1x2x16x?xf32>, memref<?x2x?x64xf32>, memref<?x2x16x64xf32>, memref<?xi32>
+  attn.matmul %x, %wq into %xw sinusoid %offset
+      : memref<?x1x?x64xf32>, memref<1x1x64x128xf32>, memref<?x1x?x128xf32>
+  return
+}

@@ -1,0 +1,159 @@
+#include "Backends/MLIR/VariantOperands.h"
+
+#include "Support/Errors.h"
+#include "attn/IR/AttnOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+
+namespace attnc::mlirbackend {
+namespace {
+
+constexpr int64_t kDynamic = ShapedType::kDynamic;
+
+// `memref` as the type of the kernel's arguments (every stride and the offset dynamic), the
+// type the lowerings take for any operand.
+Value asArgumentType(ImplicitLocOpBuilder& b, Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<int64_t> strides(type.getRank(), kDynamic);
+  auto layout = StridedLayoutAttr::get(b.getContext(), kDynamic, strides);
+  return b.create<memref::CastOp>(MemRefType::get(type.getShape(), type.getElementType(), layout),
+                                  memref);
+}
+
+// A view of `memref` with its dims split as `groups` says, into `shape`, in which a group has
+// at most one dynamic dim: the source dim's extent.
+Value expand(ImplicitLocOpBuilder& b, Value memref, ArrayRef<int64_t> shape,
+             ArrayRef<ReassociationIndices> groups) {
+  auto type = cast<MemRefType>(memref.getType());
+  FailureOr<MemRefType> expanded = memref::ExpandShapeOp::computeExpandedType(type, shape, groups);
+  if (failed(expanded))
+    throw JobError("mlir backend: no strided view of an operand in the shape asked");
+  SmallVector<Value> dynamicSizes;
+  for (auto [source, group] : llvm::enumerate(groups))
+    for (int64_t d : group)
+      if (ShapedType::isDynamic(shape[d]))
+        dynamicSizes.push_back(b.create<memref::DimOp>(memref, source));
+  return b.create<memref::ExpandShapeOp>(
+      *expanded, memref, getReassociationIndicesAttribute(b, groups), dynamicSizes, shape);
+}
+
+// [B, T, d] as [B, 1, T, d], or [H, R, C] as [1, H, R, C]: a batch of one head, or heads
+// shared by every batch, as attn.matmul takes its factors.
+Value withUnitFirst(ImplicitLocOpBuilder& b, Value memref, bool unitBatch) {
+  ArrayRef<int64_t> s = cast<MemRefType>(memref.getType()).getShape();
+  if (unitBatch)
+    return expand(b, memref, {1, s[0], s[1], s[2]}, {{0, 1}, {2}, {3}});
+  return expand(b, memref, {s[0], 1, s[1], s[2]}, {{0, 1}, {2}, {3}});
+}
+
+// A weight [R, C] as [1, 1, R, C].
+Value asOneMatrix(ImplicitLocOpBuilder& b, Value weight) {
+  ArrayRef<int64_t> s = cast<MemRefType>(weight.getType()).getShape();
+  return expand(b, weight, {1, 1, s[0], s[1]}, {{0, 1, 2}, {3}});
+}
+
+// Rows of heads side by side [B, T, H d] as the attention's [B, H, T, d].
+Value headsFirst(ImplicitLocOpBuilder& b, Value rows, int64_t heads, int64_t d) {
+  Value split = expand(b, rows, {kDynamic, kDynamic, heads, d}, {{0}, {1}, {2, 3}});
+  auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 2, 1, 3}, b.getContext());
+  return asArgumentType(b, b.create<memref::TransposeOp>(split, AffineMapAttr::get(order)));
+}
+
+} // namespace
+
+VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
+                                 const std::map<std::string, Value>& arguments)
+    : spec(spec), arguments(arguments) {
+  const bool paged = spec.kvCache == KvCache::Paged;
+  q = arguments.at("q");
+  k = arguments.at(paged ? "k_pages" : "k");
+  v = arguments.at(paged ? "v_pages" : "v");
+  o = arguments.at("o");
+  switch (spec.variant) {
+  case Variant::Mha: projectMha(b); break;
+  case Variant::Bilinear: projectBilinear(b); break;
+  case Variant::Linformer: projectLinformer(b); break;
+  default: break;
+  }
+}
+
+Value VariantOperands::workspace(ImplicitLocOpBuilder& b, ArrayRef<int64_t> shape,
+                                 ValueRange dynamicSizes) {
+  buffers.push_back(
+      b.create<memref::AllocOp>(MemRefType::get(shape, b.getF32Type()), dynamicSizes));
+  return buffers.back();
+}
+
+// Q = x_q W_Q, K = x_k W_K, V = x_v W_V, each [B, T, heads d] with heads side by side, after
+// PE(qpos) or PE(j) is added to the inputs under pe=sinusoidal (in the products' packing). The
+// projections, and the attention's output [B, Tq, H d_v] that W_O reads, are f32
+// (attentionOperandDtype).
+void VariantOperands::projectMha(ImplicitLocOpBuilder& b) {
+  const Value xq = q, xk = k, xv = v;
+  Value batch = b.create<memref::DimOp>(xq, 0);
+  Value seqQ = b.create<memref::DimOp>(xq, 1), seqK = b.create<memref::DimOp>(xk, 1);
+  const int64_t H = spec.heads, Hkv = spec.kvHeads;
+  Value qRows = workspace(b, {kDynamic, kDynamic, H * spec.dK}, {batch, seqQ});
+  Value kRows = workspace(b, {kDynamic, kDynamic, Hkv * spec.dK}, {batch, seqK});
+  Value vRows = workspace(b, {kDynamic, kDynamic, Hkv * spec.dV}, {batch, seqK});
+  concatenatedHeads = workspace(b, {kDynamic, kDynamic, H * spec.dV}, {batch, seqQ});
+
+  Value queryOffset, keyOffset;
+  if (spec.pe == PositionalEncoding::Sinusoidal) {
+    keyOffset = b.create<arith::ConstantIndexOp>(0);
+    queryOffset = spec.causalAlign == CausalAlign::BottomRight
+                      ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
+                      : keyOffset;
+  }
+  auto project = [&](Value x, const char* weight, Value rows, Value offset) {
+    b.create<attn::MatmulOp>(withUnitFirst(b, x, false), asOneMatrix(b, arguments.at(weight)),
+                             withUnitFirst(b, rows, false), Value(), offset);
+  };
+  q = headsFirst(b, qRows, H, spec.dK);
+  k = headsFirst(b, kRows, Hkv, spec.dK);
+  v = headsFirst(b, vRows, Hkv, spec.dV);
+  o = headsFirst(b, concatenatedHeads, H, spec.dV);
+  project(xq, "w_q", qRows, queryOffset);
+  project(xk, "w_k", kRows, keyOffset);
+  project(xv, "w_v", vRows, keyOffset);
+}
+
+// q W per head: [B, H, Tq, d_q] [H, d_q, d_k] -> [B, H, Tq, d_k], the query of q^T W k.
+void VariantOperands::projectBilinear(ImplicitLocOpBuilder& b) {
+  Value batch = b.create<memref::DimOp>(q, 0), seqQ = b.create<memref::DimOp>(q, 2);
+  Value projected = workspace(b, {kDynamic, spec.heads, kDynamic, spec.dK}, {batch, seqQ});
+  Value rows = q;
+  q = asArgumentType(b, projected);
+  b.create<attn::MatmulOp>(rows, withUnitFirst(b, arguments.at("w"), true), projected, Value(),
+                           Value());
+}
+
+// K~ = E K and V~ = F V per KV head over the first lengths[b] keys under padding (all Tk
+// without): [H_kv, proj_len, Tk] [B, H_kv, Tk, d] -> [B, H_kv, proj_len, d].
+void VariantOperands::projectLinformer(ImplicitLocOpBuilder& b) {
+  Value batch = b.create<memref::DimOp>(q, 0);
+  const int64_t Hkv = spec.kvHeads, keys = spec.projLen;
+  Value projectedK = workspace(b, {kDynamic, Hkv, keys, spec.dK}, {batch});
+  Value projectedV = workspace(b, {kDynamic, Hkv, keys, spec.dV}, {batch});
+  Value limit = spec.masks.has(MaskKind::Padding) ? arguments.at("lengths") : Value();
+  const Value keyRows = k, valueRows = v;
+  k = asArgumentType(b, projectedK);
+  v = asArgumentType(b, projectedV);
+  b.create<attn::MatmulOp>(withUnitFirst(b, arguments.at("e"), true), keyRows, projectedK, limit,
+                           Value());
+  b.create<attn::MatmulOp>(withUnitFirst(b, arguments.at("f"), true), valueRows, projectedV, limit,
+                           Value());
+}
+
+void VariantOperands::finish(ImplicitLocOpBuilder& b) const {
+  if (concatenatedHeads) // O = Concat(heads) W_O
+    b.create<attn::MatmulOp>(withUnitFirst(b, concatenatedHeads, false),
+                             asOneMatrix(b, arguments.at("w_o")),
+                             withUnitFirst(b, arguments.at("o"), false), Value(), Value());
+  for (Value buffer : buffers)
+    b.create<memref::DeallocOp>(buffer);
+}
+
+} // namespace attnc::mlirbackend

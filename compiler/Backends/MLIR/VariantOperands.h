@@ -1,0 +1,50 @@
+// The buffers attn.attention reads and writes for each variant (docs/spec.md, "Semantics"):
+// the kernel's own for sdpa; for mha, bilinear and Linformer workspace buffers that attn.matmul
+// products fill before the attention (mha's Q, K, V projections, bilinear's q W, Linformer's
+// E K and F V), and for mha one that W_O reads after it.
+#ifndef ATTNC_COMPILER_BACKENDS_MLIR_VARIANTOPERANDS_H
+#define ATTNC_COMPILER_BACKENDS_MLIR_VARIANTOPERANDS_H
+
+#include "Spec/Spec.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <map>
+#include <string>
+
+namespace attnc::mlirbackend {
+
+class VariantOperands {
+public:
+  // Emits the workspace and the products that make the attention's inputs at b's point, from
+  // the kernel's arguments by name (each viewed heads first where it has heads).
+  VariantOperands(mlir::ImplicitLocOpBuilder& b, const Spec& spec,
+                  const std::map<std::string, mlir::Value>& arguments);
+
+  // The attention's query, keys and values [B, H(_kv), T, d] and output [B, H, Tq, d_v]
+  // (for a paged cache, its pages).
+  mlir::Value query() const { return q; }
+  mlir::Value keys() const { return k; }
+  mlir::Value values() const { return v; }
+  mlir::Value output() const { return o; }
+
+  // Emits what follows the attention at b's point: mha's W_O, then the workspace's release.
+  void finish(mlir::ImplicitLocOpBuilder& b) const;
+
+private:
+  // An f32 buffer freed by finish.
+  mlir::Value workspace(mlir::ImplicitLocOpBuilder& b, llvm::ArrayRef<int64_t> shape,
+                        mlir::ValueRange dynamicSizes);
+  void projectMha(mlir::ImplicitLocOpBuilder& b);
+  void projectBilinear(mlir::ImplicitLocOpBuilder& b);
+  void projectLinformer(mlir::ImplicitLocOpBuilder& b);
+
+  const Spec& spec;
+  const std::map<std::string, mlir::Value>& arguments;
+  mlir::Value q, k, v, o;
+  mlir::Value concatenatedHeads; // mha: the attention's output [B, Tq, H d_v], W_O's input
+  llvm::SmallVector<mlir::Value> buffers;
+};
+
+} // namespace attnc::mlirbackend
+
+#endif // ATTNC_COMPILER_BACKENDS_MLIR_VARIANTOPERANDS_H

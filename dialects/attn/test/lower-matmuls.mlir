@@ -1,0 +1,72 @@
+// RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
+// transform.attn.lower_matmuls: a task loop of its own over (batch, head, 32 rows, column
+// tiles); a task zeroes its out^T tile, packs 256 steps of lhs's rows at a time transposed
+// (rows past T zero), accumulates register tiles of 4 columns x 2 vectors of 16 rows with each
+// rhs element broadcast, and writes the tile back rounded to out's type.
+
+// CHECK-LABEL: func.func @project
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x24xf32>, %[[W:.*]]: memref<1x4x24x8xbf16>, %[[OUT:.*]]: memref<?x4x?x8xf16>)
+// CHECK: %[[T:.*]] = memref.dim %[[OUT]], %c2
+// CHECK: %[[ROWTILES:.*]] = arith.ceildivui %[[T]], %c32
+// CHECK: %[[B:.*]] = memref.dim %[[OUT]], %c0
+// CHECK: %[[BH:.*]] = arith.muli %[[B]], %c4
+// CHECK: %[[TASKS:.*]] = arith.muli %[[BH]], %[[ROWTILES]]
+// CHECK: scf.forall (%{{.*}}) in (%[[TASKS]])
+// CHECK: %[[TILE:.*]] = memref.alloca() : memref<8x32xf32>
+// CHECK: %[[PACKED:.*]] = memref.alloca() : memref<256x32xf32>
+// CHECK: vector.store %{{.*}}, %[[TILE]]
+// CHECK: scf.for %{{.*}} = %c0 to %c24
+// CHECK:   scf.for
+// CHECK:     memref.load %[[Q]]
+// CHECK:     arith.select
+// CHECK:     memref.store %{{.*}}, %[[PACKED]]
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:   vector.load %[[PACKED]]
+// CHECK:   memref.load %[[W]]
+// CHECK:   arith.extf %{{.*}} : bf16 to f32
+// CHECK:   vector.fma
+// CHECK: vector.store %{{.*}}, %[[TILE]]
+// CHECK: scf.for
+// CHECK:   scf.for
+// CHECK:     memref.load %[[TILE]]
+// CHECK:     arith.truncf %{{.*}} : f32 to f16
+// CHECK:     memref.store %{{.*}}, %[[OUT]]
+// CHECK-NOT: attn.matmul
+func.func @project(%q: memref<?x4x?x24xf32>, %w: memref<1x4x24x8xbf16>,
+                   %out: memref<?x4x?x8xf16>) {
+  attn.matmul %q, %w into %out : memref<?x4x?x24xf32>, memref<1x4x24x8xbf16>, memref<?x4x?x8xf16>
+  return
+}
+
+// A limit: the contraction runs over min(R, max(limit[b], 0)) steps. A sinusoid: the task's
+// frequency table by a running product, then sin or cos of each packed step's angle.
+// CHECK-LABEL: func.func @project_limited
+// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<?xi32>
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK-LABEL: func.func @project_with_positions
+// CHECK: memref.alloca() : memref<4xf64>
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: arith.select
+func.func @project_limited(%e: memref<1x2x16x?xf32>, %k: memref<?x2x?x64xf32>,
+                           %out: memref<?x2x16x64xf32>, %limit: memref<?xi32>) {
+  attn.matmul %e, %k into %out limit %limit
+      : memref<1x2x16x?xf32>, memref<?x2x?x64xf32>, memref<?x2x16x64xf32>, memref<?xi32>
+  return
+}
+func.func @project_with_positions(%x: memref<?x1x?x8xf32>, %w: memref<1x1x8x4xf32>,
+                                  %out: memref<?x1x?x4xf32>, %offset: index) {
+  attn.matmul %x, %w into %out sinusoid %offset
+      : memref<?x1x?x8xf32>, memref<1x1x8x4xf32>, memref<?x1x?x4xf32>
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_matmuls %f rows = 32 vector_width = 16 columns = 4 : !transform.any_op
+    transform.yield
+  }
+}

@@ -2,7 +2,8 @@
 // transform.attn.lower_matmuls: a task loop of its own over (batch, head, 32 rows, column
 // tiles); a task zeroes its out^T tile, packs 256 steps of lhs's rows at a time transposed
 // (rows past T zero), accumulates register tiles of 4 columns x 2 vectors of 16 rows with each
-// rhs element broadcast, and writes the tile back rounded to out's type.
+// rhs element broadcast (rhs seen with a unit column stride where it has one), and writes the
+// tile back rounded to out's type.
 
 // CHECK-LABEL: func.func @project
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x24xf32>, %[[W:.*]]: memref<1x4x24x8xbf16>, %[[OUT:.*]]: memref<?x4x?x8xf16>)
@@ -20,9 +21,10 @@
 // CHECK:     memref.load %[[Q]]
 // CHECK:     arith.select
 // CHECK:     memref.store %{{.*}}, %[[PACKED]]
+// CHECK: %[[BYROWS:.*]] = memref.reinterpret_cast %[[W]]{{.*}} to memref<1x4x24x8xbf16, strided<[?, ?, ?, 1], offset: ?>>
 // CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK:   vector.load %[[PACKED]]
-// CHECK:   memref.load %[[W]]
+// CHECK:   memref.load %[[BYROWS]]
 // CHECK:   arith.extf %{{.*}} : bf16 to f32
 // CHECK:   vector.fma
 // CHECK: vector.store %{{.*}}, %[[TILE]]
@@ -35,6 +37,26 @@
 func.func @project(%q: memref<?x4x?x24xf32>, %w: memref<1x4x24x8xbf16>,
                    %out: memref<?x4x?x8xf16>) {
   attn.matmul %q, %w into %out : memref<?x4x?x24xf32>, memref<1x4x24x8xbf16>, memref<?x4x?x8xf16>
+  return
+}
+
+// rhs's column stride known only at run time: the register tiles twice, one for a unit
+// stride (rhs seen with a static one) and one for any.
+// CHECK-LABEL: func.func @project_any_stride
+// CHECK: %strides:4 = memref.extract_strided_metadata %[[RHS:.*]] :
+// CHECK: %[[UNIT:.*]] = arith.cmpi eq, %strides#3, %c1
+// CHECK: scf.if %[[UNIT]]
+// CHECK:   memref.reinterpret_cast %[[RHS]]
+// CHECK:   vector.fma
+// CHECK: } else {
+// CHECK:   memref.load %[[RHS]]
+// CHECK:   vector.fma
+func.func @project_any_stride(%q: memref<?x1x?x16xf32>,
+                              %w: memref<1x1x16x4xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                              %out: memref<?x1x?x4xf32>) {
+  attn.matmul %q, %w into %out
+      : memref<?x1x?x16xf32>, memref<1x1x16x4xf32, strided<[?, ?, ?, ?], offset: ?>>,
+        memref<?x1x?x4xf32>
   return
 }
 

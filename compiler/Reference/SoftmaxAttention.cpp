@@ -76,11 +76,9 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
                                  const ParallelFor& parallelFor) {
   const Spec& s = t.spec();
   const int64_t B = t.batch(), H = s.heads, seqQ = t.seqQ(), keys = in.k.dims[2];
+  // Linformer's padding acts in its projections, so its mask keeps every projected key unless
+  // the batch has no valid key (Spec/BuiltinExpressions.cpp, the one definition).
   const MaskEvaluator mask(t);
-  // Linformer's padding acted in the projection: every projected key is kept, unless the batch
-  // has no valid key at all, when its rows are fully masked like any other.
-  const bool linformer = s.variant == Variant::Linformer;
-  const std::vector<int64_t> lengths = keyLengths(t);
   const std::vector<double> sinks = s.sinks ? t.dense("sinks") : std::vector<double>();
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -107,7 +105,7 @@ AttentionResult softmaxAttention(const KernelTensors& t, const HeadInputs& in,
       double rowMax = sink;
       bool rowNaN = std::isnan(sink);
       for (int64_t j = 0; j < keys; ++j) {
-        kept[j] = linformer ? lengths[b] > 0 : mask.allowed(b, h, i, j);
+        kept[j] = mask.allowed(b, h, i, j);
         if (!kept[j])
           continue;
         double x = s.scale * score(i, j);

@@ -39,10 +39,12 @@ void applyRope(double* x, int64_t pos, int64_t rotaryDims, double theta, RopeSty
   rope::apply(x, pos, rotaryDims, theta, style == RopeStyle::Interleaved);
 }
 
+double sinusoidalFrequency(int64_t dim, int64_t dModel) {
+  return std::pow(10000.0, -static_cast<double>(dim - dim % 2) / static_cast<double>(dModel));
+}
+
 double sinusoidal(int64_t pos, int64_t dim, int64_t dModel) {
-  double frequency =
-      std::pow(10000.0, -static_cast<double>(dim - dim % 2) / static_cast<double>(dModel));
-  double angle = static_cast<double>(pos) * frequency;
+  double angle = static_cast<double>(pos) * sinusoidalFrequency(dim, dModel);
   return dim % 2 == 0 ? std::sin(angle) : std::cos(angle);
 }
 

@@ -31,6 +31,9 @@ std::pair<int64_t, int64_t> ropePairDims(int64_t pair, int64_t rotaryDims, RopeS
 
 // Vaswani et al. 2017: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...).
 double sinusoidal(int64_t pos, int64_t dim, int64_t dModel);
+// Its frequency 10000^(-(dim - dim mod 2) / d_model): what sinusoidal does, for code that
+// tabulates the angles.
+double sinusoidalFrequency(int64_t dim, int64_t dModel);
 
 } // namespace attnc::positions
 

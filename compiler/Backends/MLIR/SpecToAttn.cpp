@@ -16,8 +16,6 @@
 using namespace mlir;
 
 namespace attnc::mlirbackend {
-namespace {
-
 Type elementType(MLIRContext& ctx, const std::string& dtype) {
   Builder b(&ctx);
   if (dtype == "f32")
@@ -33,8 +31,10 @@ Type elementType(MLIRContext& ctx, const std::string& dtype) {
   throw JobError("mlir backend: no MLIR type for dtype " + dtype);
 }
 
-// Static sizes for constant dims; B, Tq, Tk and broadcastable dims are dynamic. Strides and
-// offset are dynamic: the runtime passes any DLPack strides through. An fp8_e4m3 cache's rows
+namespace {
+
+// Static sizes for constant dims; B, Tq, Tk and broadcastable dims are dynamic, in the argument
+// layout. An fp8_e4m3 cache's rows
 // (u8 bytes in the ABI) are f8E4M3FN, which the lowerings decode (the kit's toF32, Kit/Elements.h).
 MemRefType argumentType(MLIRContext& ctx, const Spec& spec, const Argument& arg) {
   const bool cacheRows =
@@ -45,9 +45,7 @@ MemRefType argumentType(MLIRContext& ctx, const Spec& spec, const Argument& arg)
   SmallVector<int64_t> shape;
   for (const DimExpr& d : arg.shape)
     shape.push_back(!d.symbol && !d.broadcastable ? d.value : ShapedType::kDynamic);
-  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
-  auto layout = StridedLayoutAttr::get(&ctx, ShapedType::kDynamic, strides);
-  return MemRefType::get(shape, element, layout);
+  return withArgumentLayout(shape, element);
 }
 
 RankedTensorType tensorOf(Value memref) {
@@ -103,6 +101,12 @@ void buildRegions(attn::AttentionOp attention, const Spec& spec,
 }
 
 } // namespace
+
+MemRefType withArgumentLayout(ArrayRef<int64_t> shape, Type element) {
+  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
+  auto layout = StridedLayoutAttr::get(element.getContext(), ShapedType::kDynamic, strides);
+  return MemRefType::get(shape, element, layout);
+}
 
 OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   const std::vector<Argument> args = kernelArguments(spec);

@@ -1,9 +1,11 @@
 #include "Backends/MLIR/VariantOperands.h"
 
+#include "Backends/MLIR/SpecToAttn.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "transform/TransformSchedule.h"
 
 using namespace mlir;
 
@@ -12,13 +14,10 @@ namespace {
 
 constexpr int64_t kDynamic = ShapedType::kDynamic;
 
-// `memref` as the type of the kernel's arguments (every stride and the offset dynamic), the
-// type the lowerings take for any operand.
+// `memref` in the kernel's argument layout, the type the lowerings take for any operand.
 Value asArgumentType(ImplicitLocOpBuilder& b, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
-  SmallVector<int64_t> strides(type.getRank(), kDynamic);
-  auto layout = StridedLayoutAttr::get(b.getContext(), kDynamic, strides);
-  return b.create<memref::CastOp>(MemRefType::get(type.getShape(), type.getElementType(), layout),
+  return b.create<memref::CastOp>(withArgumentLayout(type.getShape(), type.getElementType()),
                                   memref);
 }
 
@@ -65,7 +64,9 @@ Value headsFirst(ImplicitLocOpBuilder& b, Value rows, int64_t heads, int64_t d) 
 
 VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
                                  const std::map<std::string, Value>& arguments)
-    : spec(spec), arguments(arguments) {
+    : spec(spec), arguments(arguments),
+      workspaceElement(elementType(
+          *b.getContext(), std::string(dtypeName(mlirschedule::attentionOperandDtype(spec))))) {
   const bool paged = spec.kvCache == KvCache::Paged;
   q = arguments.at("q");
   k = arguments.at(paged ? "k_pages" : "k");
@@ -82,14 +83,14 @@ VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
 Value VariantOperands::workspace(ImplicitLocOpBuilder& b, ArrayRef<int64_t> shape,
                                  ValueRange dynamicSizes) {
   buffers.push_back(
-      b.create<memref::AllocOp>(MemRefType::get(shape, b.getF32Type()), dynamicSizes));
+      b.create<memref::AllocOp>(MemRefType::get(shape, workspaceElement), dynamicSizes));
   return buffers.back();
 }
 
 // Q = x_q W_Q, K = x_k W_K, V = x_v W_V, each [B, T, heads d] with heads side by side, after
 // PE(qpos) or PE(j) is added to the inputs under pe=sinusoidal (in the products' packing). The
-// projections, and the attention's output [B, Tq, H d_v] that W_O reads, are f32
-// (attentionOperandDtype).
+// projections, and the attention's output [B, Tq, H d_v] that W_O reads, are in the workspace's
+// type (attentionOperandDtype: f32).
 void VariantOperands::projectMha(ImplicitLocOpBuilder& b) {
   const Value xq = q, xk = k, xv = v;
   Value batch = b.create<memref::DimOp>(xq, 0);

@@ -31,7 +31,7 @@ public:
   void finish(mlir::ImplicitLocOpBuilder& b) const;
 
 private:
-  // An f32 buffer freed by finish.
+  // A buffer of the attention's operand type, freed by finish.
   mlir::Value workspace(mlir::ImplicitLocOpBuilder& b, llvm::ArrayRef<int64_t> shape,
                         mlir::ValueRange dynamicSizes);
   void projectMha(mlir::ImplicitLocOpBuilder& b);
@@ -40,6 +40,7 @@ private:
 
   const Spec& spec;
   const std::map<std::string, mlir::Value>& arguments;
+  const mlir::Type workspaceElement; // attentionOperandDtype's (transform/TransformSchedule.h)
   mlir::Value q, k, v, o;
   mlir::Value concatenatedHeads; // mha: the attention's output [B, Tq, H d_v], W_O's input
   llvm::SmallVector<mlir::Value> buffers;

@@ -14,6 +14,8 @@ namespace attnc::attn {
 
 // cos and sin (f32) of `angle` (f64): reduced modulo 2 pi in f64, then taken on [-pi, pi].
 std::pair<mlir::Value, mlir::Value> cosSin(mlir::ImplicitLocOpBuilder& b, mlir::Value angle);
+// sin alone, the same way.
+mlir::Value sinOf(mlir::ImplicitLocOpBuilder& b, mlir::Value angle);
 
 // A position (index) as f64, the angles' unit.
 mlir::Value positionAsF64(mlir::ImplicitLocOpBuilder& b, mlir::Value position);

@@ -2,6 +2,7 @@
 #include "attn/Kit/Builders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
@@ -20,6 +21,15 @@ Value f32Splat(ImplicitLocOpBuilder& b, int64_t lanes, double value) {
   auto type = VectorType::get({lanes}, b.getF32Type());
   return b.create<arith::ConstantOp>(
       DenseElementsAttr::get(type, b.getF32FloatAttr(static_cast<float>(value))));
+}
+
+Value f64Table(ImplicitLocOpBuilder& b, ArrayRef<double> values) {
+  const int64_t size = static_cast<int64_t>(values.size());
+  Value table = b.create<memref::AllocaOp>(MemRefType::get({size}, b.getF64Type()));
+  for (int64_t i = 0; i < size; ++i)
+    b.create<memref::StoreOp>(b.create<arith::ConstantOp>(b.getF64FloatAttr(values[i])), table,
+                              ValueRange{indexConstant(b, i)});
+  return table;
 }
 
 Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {

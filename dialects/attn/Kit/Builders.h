@@ -17,6 +17,9 @@ mlir::Value f32Constant(mlir::ImplicitLocOpBuilder& b, double value);
 // A vector of `lanes` f32 lanes all equal to `value`.
 mlir::Value f32Splat(mlir::ImplicitLocOpBuilder& b, int64_t lanes, double value);
 
+// A stack table of f64 constants (a position's frequencies), filled where it is allocated.
+mlir::Value f64Table(mlir::ImplicitLocOpBuilder& b, llvm::ArrayRef<double> values);
+
 // An aux tensor index (i32 or index) clamped into [0, last], as index: how every kernel reads an
 // aux tensor (the spec proved the indices inside it, but rows past Tq are evaluated too), and so
 // how the tile classifiers bound and scan those reads.

@@ -9,6 +9,7 @@
 // so rhs and out may have any strides and nothing is packed but lhs's rows.
 //
 //===---------------------------------------------------------------------------===//
+#include "Semantics/Positions.h"
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Angles.h"
 #include "attn/Kit/Builders.h"
@@ -19,7 +20,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
-#include <cmath>
+#include <numbers>
 
 using namespace mlir;
 
@@ -113,33 +114,27 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
   return t;
 }
 
-// The sinusoid's frequencies w_p = 10000^(-2p / R) of each pair p of the contraction, in a
-// stack table (f64) filled by a running product: after p steps its relative error is about
-// p ulps, 1e-13 for R = 4096, which moves an angle at position 32768 by 1e-8.
+// The sinusoid's frequency of each pair p of the contraction, as the reference takes it
+// (Semantics/Positions.h), in a stack table.
 Value MatmulLowering::frequencies(Builder& b) {
-  const int64_t model = lhs.getType().getDimSize(3), pairs = model / 2;
-  Value table = b.create<memref::AllocaOp>(MemRefType::get({pairs}, b.getF64Type()));
-  Value ratio = b.create<arith::ConstantOp>(
-      b.getF64FloatAttr(std::pow(10000.0, -2.0 / static_cast<double>(model))));
-  Value one = b.create<arith::ConstantOp>(b.getF64FloatAttr(1.0));
-  foldRange(b, indexConstant(b, 0), indexConstant(b, pairs), ValueRange{one},
-            [&](ImplicitLocOpBuilder& fb, Value p, ValueRange w) -> SmallVector<Value> {
-              fb.create<memref::StoreOp>(w[0], table, ValueRange{p});
-              return {fb.create<arith::MulFOp>(w[0], ratio)};
-            });
-  return table;
+  const int64_t model = lhs.getType().getDimSize(3);
+  SmallVector<double> values;
+  for (int64_t p = 0; p < model / 2; ++p)
+    values.push_back(positions::sinusoidalFrequency(2 * p, model));
+  return f64Table(b, values);
 }
 
-// PE(position, step): sin(position w_{step/2}) for an even step, cos for an odd one.
+// PE(position, step): sin(position w) for an even step, cos = sin(. + pi/2) for an odd one,
+// one sine per element (the pi/2 added in f64, before the reduction).
 Value MatmulLowering::sinusoid(Builder& rb, Value table, Value position, Value step) {
   Value pair = rb.create<arith::DivUIOp>(step, indexConstant(rb, 2));
   Value angle = rb.create<arith::MulFOp>(positionAsF64(rb, position),
                                          rb.create<memref::LoadOp>(table, ValueRange{pair}));
-  auto [cosine, sine] = cosSin(rb, angle);
-  Value odd = rb.create<arith::CmpIOp>(arith::CmpIPredicate::ne,
-                                       rb.create<arith::RemUIOp>(step, indexConstant(rb, 2)),
-                                       indexConstant(rb, 0));
-  return rb.create<arith::SelectOp>(odd, cosine, sine);
+  Value parity = rb.create<arith::RemUIOp>(step, indexConstant(rb, 2));
+  Value phase = rb.create<arith::MulFOp>(
+      positionAsF64(rb, parity),
+      rb.create<arith::ConstantOp>(rb.getF64FloatAttr(std::numbers::pi / 2)));
+  return sinOf(rb, rb.create<arith::AddFOp>(angle, phase));
 }
 
 // packed[r, t] = lhs[.., firstRow + t, first + r] (+ PE) for r < steps, 0 for rows past the

@@ -64,14 +64,13 @@ FailureOr<scf::ForallOp> lowerRope(RewriterBase& rewriter, RopeOp op, int64_t ro
 
   // The frequencies theta^(-2p/dims) as the reference computes them (f64), and the row's
   // cosines and sines, in stack buffers.
-  Value frequency = b.create<memref::AllocaOp>(MemRefType::get({pairs}, b.getF64Type()));
+  const double theta = op.getTheta().convertToDouble();
+  SmallVector<double> frequencies;
+  for (int64_t p = 0; p < pairs; ++p)
+    frequencies.push_back(positions::ropeAngle(1, p, dims, theta));
+  Value frequency = f64Table(b, frequencies);
   Value cosines = b.create<memref::AllocaOp>(MemRefType::get({pairs}, b.getF32Type()));
   Value sines = b.create<memref::AllocaOp>(MemRefType::get({pairs}, b.getF32Type()));
-  const double theta = op.getTheta().convertToDouble();
-  for (int64_t p = 0; p < pairs; ++p)
-    b.create<memref::StoreOp>(
-        b.create<arith::ConstantOp>(b.getF64FloatAttr(positions::ropeAngle(1, p, dims, theta))),
-        frequency, ValueRange{indexConstant(b, p)});
 
   Value pairCount = indexConstant(b, pairs);
   forRange(b, first, last, [&](ImplicitLocOpBuilder& rb, Value t) {

@@ -44,6 +44,8 @@ Value workspaceExtent(OpBuilder& b, Location loc, Value view, unsigned d) {
 
 // The extents of workspace views, read with memref.dim anywhere in the kernel (a phase's trip
 // count, which the task-count function forms without the workspace), as their buffers' sizes.
+// MLIR's own (memref.dim's folds, resolve-ranked-shaped-type-result-dims) see through cast and
+// expand_shape but not transpose, which the heads-first views take.
 void resolveWorkspaceExtents(func::FuncOp kernel) {
   SmallVector<memref::DimOp> dims;
   kernel.walk([&](memref::DimOp dim) { dims.push_back(dim); });

@@ -82,6 +82,7 @@ CASES = [
     # W_O after mha's): f32 operands, so the SIMT path whatever the dtype.
     "variant=mha heads=4 kv_heads=2 d_model=128 mask=causal pe=sinusoidal lse=true",
     "variant=bilinear heads=2 d_q=48 d_k=64 mask=padding dtype=f16",
+    "variant=additive heads=4 kv_heads=2 d_q=48 d_k=64 d_attn=40 mask=causal weights=true",
     "variant=linformer heads=2 d_k=64 proj_len=32 mask=padding dropout=0.1 seed=3 dtype=bf16",
 ]
 

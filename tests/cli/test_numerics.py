@@ -4,6 +4,7 @@ backends`) is checked; new variants join by being added to the lists below. What
 covers is its rows of the capability table: a spec it does not cover must be refused with exit 2
 and the table's reason, which the test checks too, so nothing is skipped silently."""
 import itertools
+import os
 import unittest
 
 from common import BUILT_BACKENDS, CliTestCase, attnc, needs_backends, verdicts, write_npy
@@ -356,6 +357,28 @@ class NumericsMatrix(CliTestCase):
                      "heads=3 kv_heads=1 d_k=80 rope=true rope_dims=64 mask=padding+causal "
                      "alibi=true dtype=f16"]:
             self.check(spec, shapes, backends=["halide", "mlir"])
+
+    def test_additive_hidden_rows_past_the_exponentials_bound(self):
+        # The MLIR kernels form tanh(a + b) from E(a) E(b), E = e^2x, where the query tile's and
+        # the key block's hidden rows lie within |x| <= 40 (AdditiveKeys.h), and tanh itself
+        # elsewhere: a = 100 + u and b = -100 + u' (u, u' in [-1, 1)) lie far past the bound while
+        # tanh(a + b) is anything but +-1, so a kernel that clamped them would score every pair 0.
+        tq, tk = 37, 45
+        spread = lambda n, shift, step: [shift + ((i * step) % 200 - 100) / 100.0 for i in range(n)]
+        inputs = {"q": (spread(tq, 100, 37), [1, 1, tq, 1]), "k": (spread(tk, -100, 53), [1, 1, tk, 1]),
+                  "w1": ([1.0], [1, 1, 1]), "w2": ([1.0], [1, 1, 1]), "v_a": ([3.0], [1, 1])}
+        paths = {}
+        for name, (values, shape) in inputs.items():
+            paths[name] = os.path.join(self.tmp, name + ".npy")
+            write_npy(paths[name], values, shape)
+        spec = "variant=additive d_q=1 d_k=1 d_v=1 d_attn=1 lse=true weights=true"
+        for backend in [b for b in ("halide", "mlir") if b in BUILT_BACKENDS]:
+            with self.subTest(backend=backend):
+                bundle = self.expect(attnc("compile", spec, "--backend", backend, "-o",
+                                           os.path.join(self.tmp, backend)), 0).stdout.strip()
+                self.expect(attnc("verify", bundle, "--q", paths["q"], "--k", paths["k"],
+                                  *[a for n in ("w1", "w2", "v_a")
+                                    for a in ("--param", "%s=%s" % (n, paths[n]))]), 0, "PASS")
 
     def test_sparse_patterns_on_long_sequences(self):
         # Long enough for many tiles per residue class (strided, dilated: gathered key tiles) and

@@ -148,7 +148,9 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
       tensorOf(o), lseType, weightsType, readBuffer(operands.query()), readBuffer(operands.keys()),
       readBuffer(operands.values()), aux, read("sinks"), read("block_table"),
       spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(), read("k_scale"), read("v_scale"),
-      spec.rope && spec.cached() ? read("seq_lens") : Value(), b.getF64FloatAttr(spec.scale),
+      spec.rope && spec.cached() ? read("seq_lens") : Value(),
+      operands.scoreWeights() ? readBuffer(operands.scoreWeights()) : Value(),
+      b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
       spec.rope ? b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved")
                 : StringAttr(),

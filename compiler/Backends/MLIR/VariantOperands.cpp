@@ -75,6 +75,7 @@ VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
   switch (spec.variant) {
   case Variant::Mha: projectMha(b); break;
   case Variant::Bilinear: projectBilinear(b); break;
+  case Variant::Additive: projectAdditive(b); break;
   case Variant::Linformer: projectLinformer(b); break;
   default: break;
   }
@@ -129,6 +130,33 @@ void VariantOperands::projectBilinear(ImplicitLocOpBuilder& b) {
   q = asArgumentType(b, projected);
   b.create<attn::MatmulOp>(rows, withUnitFirst(b, arguments.at("w"), true), projected, Value(),
                            Value());
+}
+
+// The hidden rows W1 q and W2 k of Bahdanau's score, both per query head (W2 is indexed by the
+// query head under GQA too): [B, H(_kv), T, d] [H, d_attn, d] -> [B, H, T, d_attn], the weights
+// in nn.Linear's orientation used transposed; and v_a [H, d_attn] grouped by KV head, as
+// attn.attention's score_weights take it.
+void VariantOperands::projectAdditive(ImplicitLocOpBuilder& b) {
+  Value batch = b.create<memref::DimOp>(q, 0);
+  const int64_t H = spec.heads, Hkv = spec.kvHeads;
+  const Value queryRows = q, keyRows = k;
+  // The workspace and its views first: the attention's sizes are read before the first product.
+  auto workspaceFor = [&](Value rows) {
+    return workspace(b, {kDynamic, H, kDynamic, spec.dAttn},
+                     {batch, b.create<memref::DimOp>(rows, 2)});
+  };
+  Value queryHidden = workspaceFor(queryRows), keyHidden = workspaceFor(keyRows);
+  q = asArgumentType(b, queryHidden);
+  k = asArgumentType(b, keyHidden);
+  weights = expand(b, arguments.at("v_a"), {Hkv, H / Hkv, spec.dAttn}, {{0, 1}, {2}});
+  auto project = [&](Value rows, const char* weight, Value hidden) {
+    Value w = withUnitFirst(b, arguments.at(weight), true); // [1, H, d_attn, d]
+    auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 1, 3, 2}, b.getContext());
+    b.create<attn::MatmulOp>(rows, b.create<memref::TransposeOp>(w, AffineMapAttr::get(order)),
+                             hidden, Value(), Value());
+  };
+  project(queryRows, "w1", queryHidden);
+  project(keyRows, "w2", keyHidden);
 }
 
 // K~ = E K and V~ = F V per KV head over the first lengths[b] keys under padding (all Tk

@@ -1,7 +1,7 @@
 // The buffers attn.attention reads and writes for each variant (docs/spec.md, "Semantics"):
-// the kernel's own for sdpa; for mha, bilinear and Linformer workspace buffers that attn.matmul
-// products fill before the attention (mha's Q, K, V projections, bilinear's q W, Linformer's
-// E K and F V), and for mha one that W_O reads after it.
+// the kernel's own for sdpa; for mha, additive, bilinear and Linformer workspace buffers that
+// attn.matmul products fill before the attention (mha's Q, K, V projections, additive's W1 q and
+// W2 k, bilinear's q W, Linformer's E K and F V), and for mha one that W_O reads after it.
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_VARIANTOPERANDS_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_VARIANTOPERANDS_H
 
@@ -26,6 +26,8 @@ public:
   mlir::Value keys() const { return k; }
   mlir::Value values() const { return v; }
   mlir::Value output() const { return o; }
+  // Additive's score weights v_a as [H_kv, H / H_kv, d_attn] (null for the other variants).
+  mlir::Value scoreWeights() const { return weights; }
 
   // Emits what follows the attention at b's point: mha's W_O, then the workspace's release.
   void finish(mlir::ImplicitLocOpBuilder& b) const;
@@ -36,12 +38,13 @@ private:
                         mlir::ValueRange dynamicSizes);
   void projectMha(mlir::ImplicitLocOpBuilder& b);
   void projectBilinear(mlir::ImplicitLocOpBuilder& b);
+  void projectAdditive(mlir::ImplicitLocOpBuilder& b);
   void projectLinformer(mlir::ImplicitLocOpBuilder& b);
 
   const Spec& spec;
   const std::map<std::string, mlir::Value>& arguments;
   const mlir::Type workspaceElement; // attentionOperandDtype's (transform/TransformSchedule.h)
-  mlir::Value q, k, v, o;
+  mlir::Value q, k, v, o, weights;
   mlir::Value concatenatedHeads; // mha: the attention's output [B, Tq, H d_v], W_O's input
   llvm::SmallVector<mlir::Value> buffers;
 };

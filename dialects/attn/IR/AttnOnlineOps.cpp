@@ -84,7 +84,8 @@ LogicalResult OnlineUpdateOp::verify() {
   const int64_t heads = getNumHeads();
   if (failed(verifyNumHeads(*this, heads, k)) ||
       failed(verifyScales(*this, k, getKeyScale(), "the key")) ||
-      failed(verifyScales(*this, v, getValueScale(), "the value")))
+      failed(verifyScales(*this, v, getValueScale(), "the value")) ||
+      failed(verifyScoreWeights(*this, heads, k, v.getDimSize(1))))
     return failure();
   int64_t dk = k.getDimSize(3);
   if (hasPackedQuery()) {
@@ -110,7 +111,8 @@ LogicalResult WeightsOp::verify() {
   MemRefType q = getQuery().getType(), k = getKey().getType();
   const int64_t heads = getNumHeads();
   if (failed(verifyNumHeads(*this, heads, k)) ||
-      failed(verifyScales(*this, k, getKeyScale(), "the key")))
+      failed(verifyScales(*this, k, getKeyScale(), "the key")) ||
+      failed(verifyScoreWeights(*this, heads, k, /*valueHeads=*/0)))
     return failure();
   if (q.getDimSize(3) != k.getDimSize(3) || q.getDimSize(1) != heads)
     return emitOpError() << "query must be [B, num_heads, Tq, d_k] with the key's d_k";

@@ -128,6 +128,8 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     `scales(key_scale, value_scale)` a quantized one, as attn.attention defines them; only the
     decode lowering reads them so, every other lowering needs `transform.attn.gather_cache`
     first.
+    With `score_weights` the score is attn.attention's additive one, the key [B, H, Tk, d_k]
+    (one head per query head) and the KV groups those of the weights [H_kv, H / H_kv, d_k].
 
     Example:
 
@@ -153,6 +155,8 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
         [MemRead]>:$key_scale,
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "quantized cache: value rows' scales",
         [MemRead]>:$value_scale,
+    Arg<Optional<MemRefRankOf<[F32, F16, BF16], [3]>>, "additive score weights [H_kv, H / H_kv, d_k]",
+        [MemRead]>:$score_weights,
     Arg<MemRefRankOf<[F32], [4]>, "running output", [MemRead, MemWrite]>:$acc,
     Arg<MemRefRankOf<[F32], [3]>, "running row max", [MemRead, MemWrite]>:$max,
     Arg<MemRefRankOf<[F32], [3]>, "running normaliser", [MemRead, MemWrite]>:$sum,
@@ -169,6 +173,7 @@ def Attn_OnlineUpdateOp : Attn_Op<"online_update",
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     (`scales` `(` $key_scale^ `,` $value_scale `:` type($key_scale) `,` type($value_scale) `)`)?
+    (`score_weights` `(` $score_weights^ `:` type($score_weights) `)`)?
     `into` $acc `,` $max `,` $sum
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
@@ -262,6 +267,8 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     Arg<Optional<MemRefRankOf<[F32], [3]>>, "quantized cache: key rows' scales",
         [MemRead]>:$key_scale,
     Arg<Optional<MemRefRankOf<[F32], [1]>>, "attention sinks [H]", [MemRead]>:$sinks,
+    Arg<Optional<MemRefRankOf<[F32, F16, BF16], [3]>>, "additive score weights [H_kv, H / H_kv, d_k]",
+        [MemRead]>:$score_weights,
     Arg<MemRefRankOf<[F32], [4]>, "weights [B, H, Tq, Tk]", [MemWrite]>:$weights,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes,
@@ -274,7 +281,8 @@ def Attn_WeightsOp : Attn_Op<"weights", [AttrSizedOperandSegments, Attn_ScoreOpI
     (`aux` `(` $aux^ `:` type($aux) `)`)?
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     (`scales` `(` $key_scale^ `:` type($key_scale) `)`)?
-    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? `into` $weights
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`score_weights` `(` $score_weights^ `:` type($score_weights) `)`)? `into` $weights
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($weights)
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?

@@ -54,7 +54,9 @@ LogicalResult AttentionOp::verify() {
        {std::pair{"query heads", qs[1]}, {"key heads", ks[1]}, {"d_k", qs[3]}, {"d_v", vs[3]}})
     if (ShapedType::isDynamic(size))
       return emitOpError() << name << " must be static";
-  if (ks[1] != vs[1] || !compatible(ks[2], vs[2]) || !compatible(ks[0], vs[0]))
+  // Additive keys have a head per query head (verifyScoreWeights), other keys the value's.
+  if ((!getScoreWeights() && ks[1] != vs[1]) || !compatible(ks[2], vs[2]) ||
+      !compatible(ks[0], vs[0]))
     return emitOpError() << "key and value must agree in batch, heads and length";
   if (qs[3] != ks[3])
     return emitOpError() << "query d_k " << qs[3] << " differs from key d_k " << ks[3];
@@ -65,7 +67,7 @@ LogicalResult AttentionOp::verify() {
       os[1] != qs[1] ||
       !compatible(os[2], qs[2]) || os[3] != vs[3])
     return emitOpError() << "output must be [B, heads, Tq, d_v] of the query and value";
-  if (failed(verifyScoreAttrs(*this)))
+  if (failed(verifyScoreAttrs(*this)) || failed(verifyScoreWeights(*this, qs[1], k, vs[1])))
     return failure();
   if (getRope() &&
       failed(verifyRope(*this, *getRope(), getRopeTheta().convertToDouble(),

@@ -94,6 +94,13 @@ def Attn_AttentionOp : Attn_Op<"attention",
     or f8E4M3FN elements): row j of KV head g is key_scale[., g, j] times its elements' values
     (the scales shaped as key and value without d: [B, H_kv, Tk], or [pages, H_kv, page_size]
     with pages).
+
+    `score_weights` ([H_kv, H / H_kv, d_k], a float type), when present, makes the score Bahdanau's
+    additive one: `s_ij = score_mod(scale * sum_c w[g, h mod (H / H_kv), c] tanh(q_i[c] +
+    k_j[c]))`, q and k the hidden rows (W1 q and W2 k: the key then has one head per query
+    head, [B, H, Tk, d_k], and only the value is shared by a KV group). The weights are
+    grouped by KV head so that the ops after this one, which may lack the value, know the
+    groups.
   }];
 
   let arguments = !con((ins
@@ -106,7 +113,8 @@ def Attn_AttentionOp : Attn_Op<"attention",
     Optional<RankedTensorOf<[I32]>>:$seq_lens,
     Optional<RankedTensorOf<[F32]>>:$key_scale,
     Optional<RankedTensorOf<[F32]>>:$value_scale,
-    Optional<RankedTensorOf<[I32]>>:$query_ends), Attn_ScoreAttrs, (ins
+    Optional<RankedTensorOf<[I32]>>:$query_ends,
+    Optional<RankedTensorOf<[F32, F16, BF16]>>:$score_weights), Attn_ScoreAttrs, (ins
     OptionalAttr<StrAttr>:$rope,
     DefaultValuedAttr<F64Attr, "10000.0">:$rope_theta,
     OptionalAttr<I64Attr>:$rope_dims));
@@ -125,6 +133,7 @@ def Attn_AttentionOp : Attn_Op<"attention",
     (`pages` `(` $block_table^ `,` $seq_lens `:` type($block_table) `,` type($seq_lens) `)`)?
     (`scales` `(` $key_scale^ `,` $value_scale `:` type($key_scale) `,` type($value_scale) `)`)?
     (`query_ends` `(` $query_ends^ `:` type($query_ends) `)`)?
+    (`score_weights` `(` $score_weights^ `:` type($score_weights) `)`)?
     attr-dict `:` type($query) `,` type($key) `,` type($value)
     `->` type($output) (`,` type($lse)^)? (`weights` type($weights)^)?
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`dropout` $dropout^)?

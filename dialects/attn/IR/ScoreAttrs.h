@@ -47,6 +47,28 @@ template <class ScoreOp> mlir::LogicalResult verifyScoreAttrs(ScoreOp op) {
   return mlir::success();
 }
 
+// Additive score weights [H_kv, H / H_kv, d_k] (attn.attention's `score_weights`), if any: the
+// groups multiply to the query heads, the key has one head per query head and the key's d_k,
+// and the values (`valueHeads`, 0 for an op without them) one per KV head. A cache's keys have
+// no hidden rows.
+template <class ScoreOp>
+mlir::LogicalResult verifyScoreWeights(ScoreOp op, int64_t heads, mlir::ShapedType key,
+                                       int64_t valueHeads) {
+  mlir::Value weights = op.getScoreWeights();
+  if (!weights)
+    return mlir::success();
+  llvm::ArrayRef<int64_t> w = llvm::cast<mlir::ShapedType>(weights.getType()).getShape();
+  if (w.size() != 3 || w[0] * w[1] != heads || w[2] != key.getDimSize(3))
+    return op.emitOpError() << "score_weights must be [H_kv, H / H_kv, d_k] with " << heads
+                            << " query heads and d_k " << key.getDimSize(3);
+  if (key.getDimSize(1) != heads || (valueHeads != 0 && valueHeads != w[0]))
+    return op.emitOpError() << "with score_weights the key has one head per query head (" << heads
+                            << ") and the value one per KV head (" << w[0] << ")";
+  if (op.getBlockTable() || op.getKeyScale())
+    return op.emitOpError() << "score_weights take hidden key rows, not a paged or quantized cache";
+  return mlir::success();
+}
+
 } // namespace attnc::attn
 
 #endif // ATTNC_DIALECTS_ATTN_IR_SCOREATTRS_H

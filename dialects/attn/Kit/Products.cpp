@@ -4,6 +4,7 @@
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -57,6 +58,40 @@ SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVec
     Value splat = b.create<vector::BroadcastOp>(type, scalar);
     for (size_t r = 0; r < vectors; ++r)
       next[s * vectors + r] = b.create<vector::FMAOp>(rowVectors[r], splat, acc[s * vectors + r]);
+  }
+  return next;
+}
+
+SmallVector<Value> tanhUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
+                              ArrayRef<Value> scalars, Value weight, ValueRange acc) {
+  const size_t vectors = rowVectors.size();
+  auto type = cast<VectorType>(rowVectors.front().getType());
+  Value weights = b.create<vector::BroadcastOp>(type, weight);
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, scalar] : llvm::enumerate(scalars)) {
+    Value splat = b.create<vector::BroadcastOp>(type, scalar);
+    for (size_t r = 0; r < vectors; ++r) {
+      Value hidden = b.create<math::TanhOp>(b.create<arith::AddFOp>(rowVectors[r], splat));
+      next[s * vectors + r] = b.create<vector::FMAOp>(hidden, weights, acc[s * vectors + r]);
+    }
+  }
+  return next;
+}
+
+SmallVector<Value> reciprocalUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
+                                    ArrayRef<Value> scalars, Value weight, ValueRange acc) {
+  const size_t vectors = rowVectors.size();
+  auto type = cast<VectorType>(rowVectors.front().getType());
+  Value weights = b.create<vector::BroadcastOp>(type, weight);
+  Value one = b.create<arith::ConstantOp>(DenseElementsAttr::get(type, b.getF32FloatAttr(1.0f)));
+  SmallVector<Value> next(acc.begin(), acc.end());
+  for (auto [s, scalar] : llvm::enumerate(scalars)) {
+    Value splat = b.create<vector::BroadcastOp>(type, scalar);
+    for (size_t r = 0; r < vectors; ++r) {
+      Value denominator = b.create<vector::FMAOp>(rowVectors[r], splat, one);
+      next[s * vectors + r] = b.create<vector::FMAOp>(b.create<arith::DivFOp>(one, denominator),
+                                                      weights, acc[s * vectors + r]);
+    }
   }
   return next;
 }

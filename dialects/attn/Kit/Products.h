@@ -19,6 +19,22 @@ llvm::SmallVector<mlir::Value> rankOneUpdate(mlir::ImplicitLocOpBuilder& b,
                                              mlir::ArrayRef<mlir::Value> scalars,
                                              mlir::ValueRange acc);
 
+// The register tile of an additive score (Bahdanau's): acc[s * R + r] += weight *
+// tanh(rowVectors[r] + scalars[s]) for the R vectors of query rows' hidden elements and each
+// key's hidden element, `weight` (a scalar) the step's weight.
+llvm::SmallVector<mlir::Value> tanhUpdate(mlir::ImplicitLocOpBuilder& b,
+                                          mlir::ArrayRef<mlir::Value> rowVectors,
+                                          mlir::ArrayRef<mlir::Value> scalars, mlir::Value weight,
+                                          mlir::ValueRange acc);
+
+// The register tile of the additive score through exponentials (Transforms/AdditiveKeys.h):
+// acc[s * R + r] += weight / (rowVectors[r] * scalars[s] + 1), for E of the query rows' and of
+// each key's hidden element and `weight` (a scalar) -2 times the step's weight.
+llvm::SmallVector<mlir::Value> reciprocalUpdate(mlir::ImplicitLocOpBuilder& b,
+                                                mlir::ArrayRef<mlir::Value> rowVectors,
+                                                mlir::ArrayRef<mlir::Value> scalars,
+                                                mlir::Value weight, mlir::ValueRange acc);
+
 // The register tile of AVX512-BF16 dot products: acc[s * R + r] += vdpbf16ps(rowPairs[r],
 // pairs[s] in every lane) for R vectors of 2W bf16 (pairs of query rows) and each i32 pair
 // (two elements of a key or value): rankOneUpdate with two products per lane and instruction.

@@ -143,11 +143,11 @@ LogicalResult decompose(AttentionOp op) {
     emitRope(b, op, *style, q, k, zero, seqQ, seqK, heapBuffers);
   b.create<OnlineInitOp>(acc, max, sum);
   SmallVector<Value> aux = llvm::map_to_vector(op.getAux(), bufferOf);
+  Value scoreWeights = op.getScoreWeights() ? bufferOf(op.getScoreWeights()) : Value();
   auto update = b.create<OnlineUpdateOp>(
-      q, k, v, aux, blockTable, seqLens, keyScale, valueScale, acc, max, sum,
-      ValueRange{zero, zero, zero, zero},
-      ValueRange{batch, headsValue, seqQ, seqK}, seqQ, b.getI64IntegerAttr(heads), IntegerAttr(),
-      op.getScaleAttr(), op.getCausalAlignAttr());
+      q, k, v, aux, blockTable, seqLens, keyScale, valueScale, scoreWeights, acc, max, sum,
+      ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
+      b.getI64IntegerAttr(heads), IntegerAttr(), op.getScaleAttr(), op.getCausalAlignAttr());
   Value sinks = op.getSinks() ? bufferOf(op.getSinks()) : Value();
   b.create<OnlineFinalizeOp>(acc, max, sum, stores.output.getDest(), lse, sinks,
                              ValueRange{zero, zero, zero}, ValueRange{batch, headsValue, seqQ});
@@ -156,7 +156,7 @@ LogicalResult decompose(AttentionOp op) {
   // only their arguments.
   if (stores.weights) {
     auto weights = b.create<WeightsOp>(
-        q, k, aux, blockTable, seqLens, keyScale, sinks, stores.weights.getDest(),
+        q, k, aux, blockTable, seqLens, keyScale, sinks, scoreWeights, stores.weights.getDest(),
         ValueRange{zero, zero, zero, zero}, ValueRange{batch, headsValue, seqQ, seqK}, seqQ,
         b.getI64IntegerAttr(heads), op.getScaleAttr(), op.getCausalAlignAttr());
     IRMapping none;

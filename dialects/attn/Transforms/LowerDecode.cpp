@@ -490,6 +490,8 @@ LogicalResult DecodeLowering::check() {
     return op.emitOpError() << "lower_decode: key_block, rows and split_keys must be positive";
   if (op.hasPackedQuery() || ShapedType::isDynamic(kvHeads) || heads % kvHeads != 0)
     return op.emitOpError() << "lower_decode needs the whole query and static KV heads";
+  if (op.getScoreWeights())
+    return op.emitOpError() << "lower_decode takes q . k scores, not an additive score";
   for (Value offset : op.getOffsets())
     if (getConstantIntValue(offset) != 0)
       return op.emitOpError() << "lower_decode needs the whole attention (before tiling)";

@@ -85,6 +85,8 @@ LogicalResult MmaLowering::check() {
   auto fail = [&]() { return update.emitOpError() << "lower_to_mma: "; };
   if (!element.isF16() && !element.isBF16())
     return fail() << "tensor cores take f16 or bf16 storage, not " << element;
+  if (update.getScoreWeights())
+    return fail() << "an additive score (score_weights) has no Q K^T product for tensor cores";
   for (Value rows : {update.getKey(), update.getValue()}) {
     Type stored = cast<MemRefType>(rows.getType()).getElementType();
     if (stored != element && !(update.getKeyScale() && (stored.isInteger(8) ||

@@ -45,6 +45,7 @@
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
 #include "attn/Kit/Products.h"
+#include "attn/Transforms/AdditiveKeys.h"
 #include "attn/Transforms/ExpressionBounds.h"
 #include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/PairedOperands.h"
@@ -83,14 +84,14 @@ bool comparesSums(Region& region) {
 
 } // namespace
 
-// paired: the laid-out K and V^T when the products take bf16 pairs (options.amx picks tiles
-// over dot products), else null.
 UpdateLowering::UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op,
-                               const VectorOptions& options, const PairedOperands* paired)
-    : b(b), op(op), options(options), paired(paired),
-      products(!paired       ? std::unique_ptr<UpdateProducts>(new WidenedProducts(*this))
-               : options.amx ? std::unique_ptr<UpdateProducts>(new AmxProducts(*this))
-                             : std::unique_ptr<UpdateProducts>(new DotProducts(*this))),
+                               const VectorOptions& options, const PairedOperands* paired,
+                               Value additiveKeys)
+    : b(b), op(op), options(options), paired(paired), additiveKeys(additiveKeys),
+      products(op.getScoreWeights() ? std::unique_ptr<UpdateProducts>(new AdditiveProducts(*this))
+               : !paired            ? std::unique_ptr<UpdateProducts>(new WidenedProducts(*this))
+               : options.amx        ? std::unique_ptr<UpdateProducts>(new AmxProducts(*this))
+                                    : std::unique_ptr<UpdateProducts>(new DotProducts(*this))),
       scale(op.getScale().convertToDouble()), lanes(options.vectorWidth),
       rows(op.getAcc().getType().getDimSize(3)), vectors(rows / lanes),
       vector(VectorType::get({lanes}, b.getF32Type())),
@@ -98,22 +99,24 @@ UpdateLowering::UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op,
 
 UpdateLowering::~UpdateLowering() = default;
 
-void UpdateLowering::emitScoresInGroups(int64_t steps, ScoreStep step) {
+void UpdateLowering::emitScoresInGroups(int64_t steps, ScoreStep step, Value start) {
   Value unroll = indexConstant(b, options.keyUnroll);
   Value span = b.create<arith::SubIOp>(keyCount, keyBegin);
   Value whole = b.create<arith::SubIOp>(keyCount, b.create<arith::RemUIOp>(span, unroll));
-  emitScores(keyBegin, whole, options.keyUnroll, steps, step);
-  emitScores(whole, keyCount, 1, steps, step);
+  emitScores(keyBegin, whole, options.keyUnroll, steps, step, start);
+  emitScores(whole, keyCount, 1, steps, step, start);
 }
 
 // S[j, :] for keys j in [begin, end), `unroll` keys per step (end - begin divisible by it).
 void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, int64_t steps,
-                                ScoreStep step) {
+                                ScoreStep step, Value start) {
   b.create<scf::ForOp>(
       begin, end, indexConstant(b, unroll), std::nullopt,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
         ImplicitLocOpBuilder ib(loc, nested);
-        SmallVector<Value> zeros(unroll * vectors, f32Splat(ib, lanes, 0));
+        Value first = start ? ib.create<vector::BroadcastOp>(vector, start).getResult()
+                            : f32Splat(ib, lanes, 0);
+        SmallVector<Value> zeros(unroll * vectors, first);
         SmallVector<Value> keys;
         for (int64_t u = 0; u < unroll; ++u)
           keys.push_back(keyAt(ib, ib.create<arith::AddIOp>(j, indexConstant(ib, u))));
@@ -141,7 +144,7 @@ SmallVector<Value> UpdateLowering::widenedScoreStep(ImplicitLocOpBuilder& cb, Va
                                           ValueRange{c, indexConstant(cb, r * lanes)}));
   SmallVector<Value> k;
   for (Value key : keys)
-    k.push_back(loadF32(cb, op.getKey(), {op.getOffsets()[0], kvHead, key, c}));
+    k.push_back(loadF32(cb, op.getKey(), {op.getOffsets()[0], keyHead, key, c}));
   return rankOneUpdate(cb, q, k, acc);
 }
 
@@ -414,6 +417,7 @@ LogicalResult UpdateLowering::check() {
 Value UpdateLowering::placeKeys() {
   ValueRange offsets = op.getOffsets();
   kvHead = ScoreTerms::kvHeadOf(b, op, offsets[1]);
+  keyHead = ScoreTerms::keyHeadOf(b, op, offsets[1]);
   Value off = ScoreTerms::positionOffset(b, op);
   keyBegin = indexConstant(b, 0);
   keyCount = op.getSizes()[3];
@@ -449,6 +453,15 @@ Value UpdateLowering::placeKeys() {
   return maskModKeepsAll;
 }
 
+Operation* UpdateLowering::beforeKeyLoop() {
+  auto keyLoop = op->getParentOfType<scf::ForOp>();
+  if (keyLoop &&
+      keyLoop->getParentOfType<scf::ForallOp>() == op->getParentOfType<scf::ForallOp>() &&
+      !keyLoop->isAncestor(op.getQuery().getParentBlock()->getParentOp()))
+    return keyLoop;
+  return op;
+}
+
 UpdateLowering::RowMaxima UpdateLowering::rowMaxima(ArrayRef<Value> oldMax,
                                                     ArrayRef<Value> blockMax) {
   // A row keeps its max until a block's exceeds it by more than kMaxSlack (FlashAttention-4's
@@ -473,10 +486,11 @@ UpdateLowering::RowMaxima UpdateLowering::rowMaxima(ArrayRef<Value> oldMax,
 namespace {
 
 // paired: K and V^T laid out for bf16 pair products (PairedOperands.h: AMX tiles or dot
-// products, as options say), or null for f32 FMAs.
+// products, as options say), or null for f32 FMAs; additiveKeys: an additive score's key
+// exponentials (AdditiveKeys.h), or null.
 LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
-                          const PairedOperands* paired) {
-  return UpdateLowering(b, op, options, paired).emit();
+                          const PairedOperands* paired, Value additiveKeys) {
+  return UpdateLowering(b, op, options, paired, additiveKeys).emit();
 }
 
 } // namespace
@@ -490,9 +504,10 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
     if (isa<OnlineInitOp, PackQueryOp, OnlineUpdateOp, OnlineFinalizeOp>(op))
       ops.push_back(op);
   });
-  // K and V laid out for paired products once per kernel and block size, whichever updates
-  // read them.
+  // K and V laid out for paired products once per kernel and block size, and an additive
+  // score's key exponentials once per kernel, whichever updates read them.
   llvm::DenseMap<std::tuple<Value, Value, int64_t>, PairedOperands> laidOut;
+  llvm::DenseMap<Value, Value> additiveKeys;
   for (Operation* op : ops) {
     auto update = dyn_cast<OnlineUpdateOp>(op);
     std::optional<PairedOperands> paired;
@@ -505,6 +520,16 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
         it = laidOut.try_emplace(key, layOutPairedOperands(rewriter, update, blockKeys)).first;
       paired = it->second;
     }
+    Value exponentials;
+    if (update && update.getScoreWeights()) {
+      auto it = additiveKeys.find(update.getKey());
+      if (it == additiveKeys.end())
+        it = additiveKeys
+                 .try_emplace(update.getKey(),
+                              layOutAdditiveKeys(rewriter, update, options.vectorWidth))
+                 .first;
+      exponentials = it->second;
+    }
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op->getLoc(), rewriter);
     if (auto init = dyn_cast<OnlineInitOp>(op))
@@ -513,7 +538,8 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
       lowerPack(b, pack);
     else if (auto finalize = dyn_cast<OnlineFinalizeOp>(op))
       lowerFinalize(b, finalize);
-    else if (failed(prefill::lowerUpdate(b, update, options, paired ? &*paired : nullptr)))
+    else if (failed(prefill::lowerUpdate(b, update, options, paired ? &*paired : nullptr,
+                                         exponentials)))
       return failure();
     rewriter.eraseOp(op);
   }

@@ -6,6 +6,7 @@
 //
 //   packedQ = scale * Q[rows, :]^T                      once per task (attn.pack_query)
 //   S[j, :] = modifiers(sum_c packedQ[c, :] * K[j, c])  keyUnroll keys at a time (ScoreTerms)
+//             (additive: sum_c scale w_c tanh(Q[rows, c]^T + K[j, c]), Q^T packed unscaled)
 //   m, L    = max and sum_j e^(S[j, :] - m) over kept keys and the sink   (first sweep)
 //   W[:, j] = kept(j) ? e^(S[j, :] - m) / L : 0                          (second sweep)
 //
@@ -114,8 +115,8 @@ private:
   WeightsOp op;
   const int64_t lanes, rows, vectors, keyUnroll;
   VectorType vector, vectorI32;
-  Value packed; // scale * Q^T: [d_k, rows] f32 on the task's stack
-  Value kvHead; // h / (H / H_kv)
+  Value packed;  // scale * Q^T (Q^T for additive): [d_k, rows] f32 on the task's stack
+  Value keyHead; // h / (H / H_kv), or h for additive keys
   SmallVector<RowVector> rowVectors;
   std::optional<ScoreTerms> terms;
 };
@@ -177,8 +178,13 @@ WeightsLowering::Scores WeightsLowering::scoresAt(ImplicitLocOpBuilder& ib, Arra
         for (int64_t r = 0; r < vectors; ++r)
           q.push_back(cb.create<vector::LoadOp>(vector, packed, ValueRange{c, column(r)}));
         for (Value key : keys)
-          k.push_back(loadF32(cb, op.getKey(), {batch(), kvHead, key, c}));
-        cb.create<scf::YieldOp>(rankOneUpdate(cb, q, k, acc));
+          k.push_back(loadF32(cb, op.getKey(), {batch(), keyHead, key, c}));
+        if (!op.getScoreWeights()) {
+          cb.create<scf::YieldOp>(rankOneUpdate(cb, q, k, acc));
+          return;
+        }
+        Value weight = ScoreTerms::additiveWeight(cb, op, head(), c);
+        cb.create<scf::YieldOp>(tanhUpdate(cb, q, k, weight, acc));
       });
   Scores scores;
   for (int64_t u = 0; u < unroll; ++u) {
@@ -266,10 +272,10 @@ void WeightsLowering::emit() {
     packed = b.create<memref::AllocaOp>(MemRefType::get({dk, rows}, b.getF32Type()));
   }
   auto pack = b.create<PackQueryOp>(op.getQuery(), batch(), head(), firstRow(), op.getSizes()[2],
-                                    packed, op.getScaleAttr());
+                                    packed, packingScale(op));
   lowerPack(b, pack);
   pack.erase();
-  kvHead = ScoreTerms::kvHeadOf(b, op, head());
+  keyHead = ScoreTerms::keyHeadOf(b, op, head());
 
   Value off = ScoreTerms::positionOffset(b, op);
   for (int64_t r = 0; r < vectors; ++r)

@@ -64,8 +64,9 @@ bool takesPairedProducts(OnlineUpdateOp op) {
   // Defined outside the task loop: the kernel's arguments or its workspace (a gathered cache).
   auto outsideTasks = [&](Value v) { return kernel && v.getParentRegion() == &kernel.getBody(); };
   return op.hasPackedQuery() && op.getMaxKeys() && *op.getMaxKeys() % 32 == 0 &&
-         !op.getBlockTable() && !op.getKeyScale() && keyType.getElementType().isBF16() &&
-         valueType.getElementType().isBF16() && keyType.getDimSize(3) % paired::kKeyDims == 0 &&
+         !op.getBlockTable() && !op.getKeyScale() && !op.getScoreWeights() &&
+         keyType.getElementType().isBF16() && valueType.getElementType().isBF16() &&
+         keyType.getDimSize(3) % paired::kKeyDims == 0 &&
          valueType.getDimSize(3) % paired::kValueDims == 0 && accType.hasStaticShape() &&
          accType.getDimSize(3) % 16 == 0 && accType.getLayout().isIdentity() &&
          outsideTasks(op.getKey()) && outsideTasks(op.getValue());

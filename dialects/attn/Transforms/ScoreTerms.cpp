@@ -3,6 +3,7 @@
 
 #include "attn/IR/ExpressionRegion.h"
 #include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -31,8 +32,25 @@ Value ScoreTerms::positionOffset(ImplicitLocOpBuilder& b, ScoreOpInterface op) {
   return b.create<arith::SubIOp>(b.create<memref::DimOp>(op.getKey(), 2), op.getSeqQ());
 }
 
+Value ScoreTerms::keyHeadOf(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value head) {
+  return op.getScoreWeights() ? head : kvHeadOf(b, op, head);
+}
+
+Value ScoreTerms::additiveWeight(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value head,
+                                 Value c) {
+  Value weights = op.getScoreWeights();
+  Value group = indexConstant(b, cast<MemRefType>(weights.getType()).getDimSize(1));
+  Value w =
+      loadF32(b, weights,
+              {b.create<arith::DivUIOp>(head, group), b.create<arith::RemUIOp>(head, group), c});
+  return b.create<arith::MulFOp>(w, f32Constant(b, op.getScale().convertToDouble()));
+}
+
 Value ScoreTerms::kvHeadOf(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value head) {
-  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
+  // Additive weights are grouped by KV head: [H_kv, H / H_kv, d_k].
+  const int64_t group = op.getScoreWeights()
+                            ? op.getScoreWeights().getType().getDimSize(1)
+                            : op.getNumHeads() / op.getKey().getType().getDimSize(1);
   return b.create<arith::DivUIOp>(head, indexConstant(b, group));
 }
 

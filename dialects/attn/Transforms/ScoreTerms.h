@@ -48,6 +48,14 @@ public:
   // off, the key position of query row 0 (index): Tk - Tq when causal_align is bottom_right,
   // else 0.
   static mlir::Value positionOffset(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op);
+  // The head of the key rows query head `head` reads (index): g, or `head` itself for additive
+  // keys (one head per query head).
+  static mlir::Value keyHeadOf(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op,
+                               mlir::Value head);
+  // scale * w[g, head mod (H / H_kv), c], the additive score's weight of hidden dim c (f32)
+  // from op's score_weights.
+  static mlir::Value additiveWeight(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op,
+                                    mlir::Value head, mlir::Value c);
   // g, the key/value head of query head `head` (index): head / (H / H_kv).
   static mlir::Value kvHeadOf(mlir::ImplicitLocOpBuilder& b, ScoreOpInterface op,
                               mlir::Value head);

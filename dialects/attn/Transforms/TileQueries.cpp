@@ -159,9 +159,14 @@ FailureOr<PackQueryOp> packQuery(RewriterBase& rewriter, OnlineUpdateOp update) 
   rewriter.setInsertionPoint(update);
   auto pack =
       rewriter.create<PackQueryOp>(update.getLoc(), update.getQuery(), offsets[0], offsets[1],
-                                   offsets[2], sizes[2], packed, update.getScaleAttr());
+                                   offsets[2], sizes[2], packed, packingScale(update));
   rewriter.modifyOpInPlace(update, [&] { update.getQueryMutable().assign(packed); });
   return pack;
+}
+
+FloatAttr packingScale(ScoreOpInterface op) {
+  return Builder(op->getContext())
+      .getF64FloatAttr(op.getScoreWeights() ? 1.0 : op.getScale().convertToDouble());
 }
 
 } // namespace attnc::attn

@@ -20,6 +20,10 @@ namespace attnc::attn {
 // body (one buffer per task), else of the enclosing function's entry block.
 mlir::Block* taskStackBlock(mlir::Operation* op);
 
+// The scale attn.pack_query multiplies a score op's query tile by: the op's scale, or 1 for an
+// additive score, whose weights take the scale (the tile holds hidden rows inside tanh).
+mlir::FloatAttr packingScale(ScoreOpInterface op);
+
 // The ops around a whole-domain update's state (attn-to-online's form): the allocations, their
 // online_init and online_finalize beside the update, over its domain, and the deallocations.
 struct StateOps {

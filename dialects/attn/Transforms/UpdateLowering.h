@@ -2,7 +2,8 @@
 //
 // UpdateLowering lowers one tile's online_update to vector code (LowerUpdate.cpp: the steps and
 // the register tiles of FMAs on widened values; UpdatePairs.cpp: the bf16 pair products, as
-// AVX512-BF16 dot products or on AMX tiles), with the way of multiplying an UpdateProducts.
+// AVX512-BF16 dot products or on AMX tiles; UpdateAdditive.cpp: Bahdanau's score), with the way
+// of multiplying an UpdateProducts.
 // Private to those files.
 //
 //===---------------------------------------------------------------------------===//
@@ -49,15 +50,17 @@ class UpdateProducts;
 class UpdateLowering {
 public:
   // paired: the laid-out K and V^T when the products take bf16 pairs (options.amx picks tiles
-  // over dot products), else null.
+  // over dot products), else null; additiveKeys: an additive score's key exponentials
+  // (AdditiveKeys.h), else null.
   UpdateLowering(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const VectorOptions& options,
-                 const PairedOperands* paired);
+                 const PairedOperands* paired, Value additiveKeys);
   ~UpdateLowering();
 
   LogicalResult emit();
 
 private:
   friend class WidenedProducts;
+  friend class AdditiveProducts;
   friend class DotProducts;
   friend class AmxProducts;
 
@@ -100,11 +103,31 @@ private:
   using ScoreStep = function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value c, ValueRange acc,
                                                     ArrayRef<Value> keys)>;
   // S for the keys attended: whole groups of keyUnroll keys, then the rest one at a time, each
-  // group a register tile over `steps` steps.
-  void emitScoresInGroups(int64_t steps, ScoreStep step);
-  void emitScores(Value begin, Value end, int64_t unroll, int64_t steps, ScoreStep step);
+  // group a register tile over `steps` steps from `start` (an f32 in every element; null: 0).
+  void emitScoresInGroups(int64_t steps, ScoreStep step, Value start = nullptr);
+  void emitScores(Value begin, Value end, int64_t unroll, int64_t steps, ScoreStep step,
+                  Value start);
   SmallVector<Value> widenedScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
                                       ArrayRef<Value> keys);
+  // The additive score (UpdateAdditive.cpp, AdditiveKeys.h). The query tile's exponentials
+  // E(q^T) on the task's stack, whether its rows are within the bound, and sum_c w_c, formed
+  // once per task before the key loop.
+  struct HiddenRows {
+    Value exponentials, inBound, weightSum;
+  };
+  HiddenRows emitHiddenRows();
+  // S through exponentials where the tile's rows and the block's keys are within the bound,
+  // else through tanh.
+  void emitAdditiveScores(const HiddenRows& rows);
+  // Step c through tanh: w_c tanh(q_c's rows + k_c of each key).
+  SmallVector<Value> tanhScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
+                                   ArrayRef<Value> keys);
+  // Step c through exponentials, from sum_c w_c: -2 w_c / (E(q_c) E(k_c) + 1).
+  SmallVector<Value> exponentialScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
+                                          ArrayRef<Value> keys, Value rowExponentials);
+  // Where code that runs once per task goes: before tile_keys' loop when the packed query is
+  // filled before that loop, else before the update.
+  Operation* beforeKeyLoop();
   SmallVector<Value> pairScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
                                    ArrayRef<Value> keys, Value queryPairs);
   // maskModKeepsAll: null, or an i1 that picks the step's copy without the mask_mod region.
@@ -143,6 +166,7 @@ private:
   OnlineUpdateOp op;
   const VectorOptions& options;
   const PairedOperands* paired;
+  const Value additiveKeys;                       // [B, H, d + 1, Tk'] (AdditiveKeys.h), or null
   const std::unique_ptr<UpdateProducts> products; // chosen once, in the constructor
   const double scale; // the softmax scale, which the packed query carries
   const OnlineState softmax;
@@ -150,6 +174,7 @@ private:
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
   Value kvHead;     // h / (H / H_kv)
+  Value keyHead;    // the key rows' head: kvHead, or h for additive keys
   Value keyBegin;   // the first key the update attends (a multiple of the live chunk)
   Value keyCount;   // the end of the keys it attends, at most nj
   Value positions0; // i0 + off + lane, the key positions of the first vector's rows (i32)
@@ -179,7 +204,7 @@ protected:
 };
 
 // f32 FMAs, bf16 and f16 widened: register tiles of rank-1 updates, P in S.
-class WidenedProducts final : public UpdateProducts {
+class WidenedProducts : public UpdateProducts {
 public:
   using UpdateProducts::UpdateProducts;
   void scores() override {
@@ -197,6 +222,19 @@ public:
                  [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
                      bool) { return u.widenedValueStep(jb, j, acc, cols); });
   }
+};
+
+// Bahdanau's additive score (the op's score_weights) on widened values: S's register tiles of
+// weighted tanh over the hidden dims (through exponentials, AdditiveKeys.h), then P and P V as
+// WidenedProducts forms them.
+class AdditiveProducts final : public WidenedProducts {
+public:
+  using WidenedProducts::WidenedProducts;
+  void prepare() override { rows = u.emitHiddenRows(); }
+  void scores() override { u.emitAdditiveScores(rows); }
+
+private:
+  UpdateLowering::HiddenRows rows;
 };
 
 // bf16 pairs as AVX512-BF16 dot products (vdpbf16ps) in the same register tiles, Q^T and P^T

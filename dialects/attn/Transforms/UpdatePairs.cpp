@@ -143,13 +143,7 @@ Value UpdateLowering::emitQueryPairs() {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(taskStackBlock(op));
   Value pairs = b.create<memref::AllocaOp>(MemRefType::get({dk / 2, rows * 2}, b.getBF16Type()));
-  // Once per task, before tile_keys' loop, when the packed query is filled before that loop.
-  b.setInsertionPoint(op);
-  if (auto keyLoop = op->getParentOfType<scf::ForOp>();
-      keyLoop &&
-      keyLoop->getParentOfType<scf::ForallOp>() == op->getParentOfType<scf::ForallOp>() &&
-      !keyLoop->isAncestor(op.getQuery().getParentBlock()->getParentOp()))
-    b.setInsertionPoint(keyLoop);
+  b.setInsertionPoint(beforeKeyLoop());
   forRange(
       b, indexConstant(b, 0), indexConstant(b, dk / 2), [&](ImplicitLocOpBuilder& pb, Value p) {
         Value even = pb.create<arith::MulIOp>(p, indexConstant(pb, 2));

@@ -56,6 +56,26 @@ func.func @bad_sinks(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: ten
 
 // -----
 
+func.func @additive_weights_shape(%q: tensor<1x4x4x16xf32>, %k: tensor<1x4x4x16xf32>,
+                                  %v: tensor<1x2x4x8xf32>, %w: tensor<4x16xf32>) {
+  // expected-error @+1 {{score_weights must be [H_kv, H / H_kv, d_k] with 4 query heads and d_k 16}}
+  %o = attn.attention %q, %k, %v score_weights(%w : tensor<4x16xf32>) {scale = 1.0 : f64}
+      : tensor<1x4x4x16xf32>, tensor<1x4x4x16xf32>, tensor<1x2x4x8xf32> -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @additive_key_heads(%q: tensor<1x4x4x16xf32>, %k: tensor<1x2x4x16xf32>,
+                              %v: tensor<1x2x4x8xf32>, %w: tensor<2x2x16xf32>) {
+  // expected-error @+1 {{with score_weights the key has one head per query head (4) and the value one per KV head (2)}}
+  %o = attn.attention %q, %k, %v score_weights(%w : tensor<2x2x16xf32>) {scale = 1.0 : f64}
+      : tensor<1x4x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x8xf32> -> tensor<1x4x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @update_domain_rank(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
                               %acc: memref<1x1x32x16xf32>, %m: memref<1x1x16xf32>, %i: index) {
   // expected-error @+1 {{needs 4 offsets and 4 sizes, got 3 and 4}}
@@ -273,7 +293,7 @@ func.func @finalize_bad_sinks(%acc: memref<1x1x16x8xf32>, %max: memref<1x1x8xf32
 func.func @pages_without_lengths(%q: tensor<1x2x4x16xf32>, %k: tensor<3x2x4x16xf32>,
                                  %v: tensor<3x2x4x16xf32>, %t: tensor<1x2xi32>) {
   // expected-error @+1 {{a paged cache needs both block_table and seq_lens}}
-  %o = "attn.attention"(%q, %k, %v, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 0>,
+  %o = "attn.attention"(%q, %k, %v, %t) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0>,
       resultSegmentSizes = array<i32: 1, 0, 0>, scale = 0.25 : f64}> ({}, {}, {})
       : (tensor<1x2x4x16xf32>, tensor<3x2x4x16xf32>, tensor<3x2x4x16xf32>, tensor<1x2xi32>)
       -> tensor<1x2x4x16xf32>

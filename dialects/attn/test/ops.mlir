@@ -20,6 +20,26 @@ func.func @sdpa_causal_gqa(%q: tensor<2x8x?x64xf32>, %k: tensor<2x2x?x64xf32>,
   return %o : tensor<2x8x?x64xf32>
 }
 
+// CHECK-LABEL: func.func @additive_gqa
+// Bahdanau's score: the hidden query and key rows per query head (8), the values per KV head
+// (2), the weights grouped by KV head.
+func.func @additive_gqa(%q: tensor<2x8x?x32xf32>, %k: tensor<2x8x?x32xf32>,
+                        %v: tensor<2x2x?x64xf32>, %w: tensor<2x4x32xbf16>,
+                        %wm: memref<2x4x32xbf16>, %qm: memref<?x8x?x32xf32>,
+                        %km: memref<?x8x?x32xf32>, %vm: memref<?x2x?x64xf32>,
+                        %acc: memref<1x1x64x16xf32>, %m: memref<1x1x16xf32>, %i: index)
+    -> tensor<2x8x?x64xf32> {
+  // CHECK: attn.attention %{{.*}}, %{{.*}}, %{{.*}} score_weights(%{{.*}} : tensor<2x4x32xbf16>) {scale = 1.000000e+00 : f64}
+  %o = attn.attention %q, %k, %v score_weights(%w : tensor<2x4x32xbf16>) {scale = 1.0 : f64}
+      : tensor<2x8x?x32xf32>, tensor<2x8x?x32xf32>, tensor<2x2x?x64xf32> -> tensor<2x8x?x64xf32>
+  // CHECK: attn.online_update %{{.*}}, %{{.*}}, %{{.*}} score_weights(%{{.*}} : memref<2x4x32xbf16>) into
+  attn.online_update %qm, %km, %vm score_weights(%wm : memref<2x4x32xbf16>) into %acc, %m, %m
+      at [%i, %i, %i, %i] sizes [%i, %i, %i, %i] seq_q %i {num_heads = 8 : i64, scale = 1.0 : f64}
+      : memref<?x8x?x32xf32>, memref<?x8x?x32xf32>, memref<?x2x?x64xf32>,
+        memref<1x1x64x16xf32>, memref<1x1x16xf32>, memref<1x1x16xf32>
+  return %o : tensor<2x8x?x64xf32>
+}
+
 // CHECK-LABEL: func.func @padding_window_bias_lse
 // The kernel inputs the built-ins read are aux operands: the key lengths (padding) that
 // mask_mod reads beside a window, and a bias in the spec's dtype (bf16) that score_mod reads and

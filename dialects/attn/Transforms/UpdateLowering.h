@@ -230,11 +230,11 @@ public:
 class AdditiveProducts final : public WidenedProducts {
 public:
   using WidenedProducts::WidenedProducts;
-  void prepare() override { rows = u.emitHiddenRows(); }
-  void scores() override { u.emitAdditiveScores(rows); }
+  void prepare() override { hidden = u.emitHiddenRows(); }
+  void scores() override { u.emitAdditiveScores(hidden); }
 
 private:
-  UpdateLowering::HiddenRows rows;
+  UpdateLowering::HiddenRows hidden;
 };
 
 // bf16 pairs as AVX512-BF16 dot products (vdpbf16ps) in the same register tiles, Q^T and P^T

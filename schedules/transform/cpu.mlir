@@ -23,9 +23,10 @@ module attributes {transform.with_named_sequence} {
   // Query rows in vector lanes; register tiles of key_unroll keys (QK^T) and value_split
   // output columns (PV), or both products on AMX tiles (amx = 1) or as AVX512-BF16 dot
   // products (dot = 1). A variant's operand products (attn.matmul: mha's projections,
-  // bilinear's q W, Linformer's E K) in tasks of a query tile's rows, register tiles of
-  // value_split columns as PV's; RoPE's rotations, when the spec has them, run first in tasks
-  // of 16 rows (every head); the weights, when asked for, last, in tasks of a query tile.
+  // additive's W1 q and W2 k, bilinear's q W, Linformer's E K) in tasks of a query tile's rows,
+  // register tiles of value_split columns as PV's; RoPE's rotations, when the spec has them,
+  // run first in tasks of 16 rows (every head); the weights, when asked for, last, in tasks of
+  // a query tile.
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %kernels = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op

@@ -140,7 +140,8 @@ void VariantOperands::projectAdditive(ImplicitLocOpBuilder& b) {
   Value batch = b.create<memref::DimOp>(q, 0);
   const int64_t H = spec.heads, Hkv = spec.kvHeads;
   const Value queryRows = q, keyRows = k;
-  // The workspace and its views first: the attention's sizes are read before the first product.
+  // The workspace and its views before the first product: the lowerings read the attention's
+  // sizes and allocate from them before the kernel's first phase (attn-to-online, AdditiveKeys).
   auto workspaceFor = [&](Value rows) {
     return workspace(b, {kDynamic, H, kDynamic, spec.dAttn},
                      {batch, b.create<memref::DimOp>(rows, 2)});
@@ -148,7 +149,7 @@ void VariantOperands::projectAdditive(ImplicitLocOpBuilder& b) {
   Value queryHidden = workspaceFor(queryRows), keyHidden = workspaceFor(keyRows);
   q = asArgumentType(b, queryHidden);
   k = asArgumentType(b, keyHidden);
-  weights = expand(b, arguments.at("v_a"), {Hkv, H / Hkv, spec.dAttn}, {{0, 1}, {2}});
+  additiveWeights = expand(b, arguments.at("v_a"), {Hkv, H / Hkv, spec.dAttn}, {{0, 1}, {2}});
   auto project = [&](Value rows, const char* weight, Value hidden) {
     Value w = withUnitFirst(b, arguments.at(weight), true); // [1, H, d_attn, d]
     auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 1, 3, 2}, b.getContext());

@@ -27,7 +27,7 @@ public:
   mlir::Value values() const { return v; }
   mlir::Value output() const { return o; }
   // Additive's score weights v_a as [H_kv, H / H_kv, d_attn] (null for the other variants).
-  mlir::Value scoreWeights() const { return weights; }
+  mlir::Value scoreWeights() const { return additiveWeights; }
 
   // Emits what follows the attention at b's point: mha's W_O, then the workspace's release.
   void finish(mlir::ImplicitLocOpBuilder& b) const;
@@ -44,7 +44,8 @@ private:
   const Spec& spec;
   const std::map<std::string, mlir::Value>& arguments;
   const mlir::Type workspaceElement; // attentionOperandDtype's (transform/TransformSchedule.h)
-  mlir::Value q, k, v, o, weights;
+  mlir::Value q, k, v, o;
+  mlir::Value additiveWeights;   // v_a grouped by KV head
   mlir::Value concatenatedHeads; // mha: the attention's output [B, Tq, H d_v], W_O's input
   llvm::SmallVector<mlir::Value> buffers;
 };

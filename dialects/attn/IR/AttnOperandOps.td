@@ -1,7 +1,8 @@
 //===- AttnOperandOps.td - the products that make a variant's operands ----------===//
 //
 // Variants other than sdpa feed the attention operands it does not take as they are: mha's
-// projections of its inputs (and W_O of its output), bilinear's q W, Linformer's E K and F V.
+// projections of its inputs (and W_O of its output), additive's W1 q and W2 k, bilinear's q W,
+// Linformer's E K and F V.
 // Each is a batched matrix product on buffers, written into a workspace buffer before the
 // attention reads it (or, for W_O, after the attention wrote its input).
 //

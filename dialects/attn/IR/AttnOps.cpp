@@ -57,7 +57,8 @@ LogicalResult AttentionOp::verify() {
   // Additive keys have a head per query head (verifyScoreWeights), other keys the value's.
   if ((!getScoreWeights() && ks[1] != vs[1]) || !compatible(ks[2], vs[2]) ||
       !compatible(ks[0], vs[0]))
-    return emitOpError() << "key and value must agree in batch, heads and length";
+    return emitOpError() << "key and value must agree in batch, length and (without "
+                            "score_weights) heads";
   if (qs[3] != ks[3])
     return emitOpError() << "query d_k " << qs[3] << " differs from key d_k " << ks[3];
   if (qs[1] % ks[1] != 0)

@@ -16,11 +16,9 @@ namespace attnc::attn {
 
 namespace {
 
-// A constant like x (an f32 scalar or vector).
+// A constant of x's f32 vector type.
 Value constantLike(ImplicitLocOpBuilder& b, Value x, double value) {
-  if (auto vector = dyn_cast<VectorType>(x.getType()))
-    return f32Splat(b, vector.getNumElements(), value);
-  return f32Constant(b, value);
+  return f32Splat(b, cast<VectorType>(x.getType()).getNumElements(), value);
 }
 
 // The phase's task: `lanes` keys from `first` of head h in batch entry bi, each hidden dim's

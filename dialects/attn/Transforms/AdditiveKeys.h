@@ -6,10 +6,11 @@
 //   tanh(a + b) = 1 - 2 / (E(a) E(b) + 1)
 //
 // a product, a reciprocal and an FMA per element instead of an exponential, once E is formed
-// per query tile and per key. It is exact wherever |a|, |b| <= kHiddenBound: E is then a
-// normal f32 from e^-80 to e^80, and E(a) E(b) overflows or underflows only where |a + b| > 43,
-// where tanh is +-1 in f32. The CPU update (LowerUpdate.cpp) takes tanh directly in a block whose
-// rows or keys pass the bound.
+// per query tile and per key. Wherever |a|, |b| <= kHiddenBound it is as accurate as tanh's own
+// approximation in absolute terms (about f32's epsilon): E is then a normal f32 from e^-80 to
+// e^80, and E(a) E(b) overflows or underflows only where |a + b| > 43, where tanh is +-1 in f32.
+// The update (UpdateAdditive.cpp, on CPUs and CUDA's SIMT path) takes tanh itself in a block whose
+// rows or keys pass the bound, or whose weights pass kWeightBound (-2 w would overflow).
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_ADDITIVEKEYS_H
@@ -22,8 +23,9 @@
 namespace attnc::attn {
 
 inline constexpr double kHiddenBound = 40.0;
+inline constexpr double kWeightBound = 1e37;
 
-// E(clamp(x, -kHiddenBound, kHiddenBound)) of a scalar or vector x.
+// E(clamp(x, -kHiddenBound, kHiddenBound)) of a vector x.
 mlir::Value boundedExponential(mlir::ImplicitLocOpBuilder& b, mlir::Value x);
 
 // A workspace buffer [B, H, d + 1, Tk'] f32, Tk' = Tk rounded up to `lanes`, of the update's

@@ -8,7 +8,7 @@
 //
 // a register tile of an FMA, a division and an FMA per element, E(Q^T) formed once per task on
 // its stack and E(K) once per kernel by AdditiveKeys' phase. A block whose rows or keys pass the
-// bound takes tanh(Q^T[c, :] + K[j, c]) itself.
+// bound, or whose weights are past kWeightBound, takes tanh(Q^T[c, :] + K[j, c]) itself.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
@@ -29,9 +29,9 @@ UpdateLowering::HiddenRows UpdateLowering::emitHiddenRows() {
   b.setInsertionPointToStart(taskStackBlock(op));
   hidden.exponentials = b.create<memref::AllocaOp>(MemRefType::get({dims, rows}, b.getF32Type()));
   b.setInsertionPoint(beforeKeyLoop());
-  // Carried: each row vector's largest magnitude, then sum_c w_c.
+  // Carried: each row vector's largest magnitude, then sum_c w_c and max_c |w_c|.
   SmallVector<Value> init(vectors, f32Splat(b, lanes, 0));
-  init.push_back(f32Constant(b, 0));
+  init.append({f32Constant(b, 0), f32Constant(b, 0)});
   SmallVector<Value> folded = foldRange(
       b, indexConstant(b, 0), indexConstant(b, dims), init,
       [&](ImplicitLocOpBuilder& cb, Value c, ValueRange running) {
@@ -42,17 +42,23 @@ UpdateLowering::HiddenRows UpdateLowering::emitHiddenRows() {
                                      ValueRange{c, column(r)});
           next.push_back(cb.create<arith::MaximumFOp>(running[r], cb.create<math::AbsFOp>(q)));
         }
-        next.push_back(cb.create<arith::AddFOp>(
-            running[vectors], ScoreTerms::additiveWeight(cb, op, op.getOffsets()[1], c)));
+        Value w = ScoreTerms::additiveWeight(cb, op, op.getOffsets()[1], c);
+        next.push_back(cb.create<arith::AddFOp>(running[vectors], w));
+        next.push_back(
+            cb.create<arith::MaximumFOp>(running[vectors + 1], cb.create<math::AbsFOp>(w)));
         return next;
       });
   Value largest = folded[0];
   for (int64_t r = 1; r < vectors; ++r)
     largest = b.create<arith::MaximumFOp>(largest, folded[r]);
-  hidden.inBound = b.create<arith::CmpFOp>(
-      arith::CmpFPredicate::OLE,
-      b.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, largest),
-      f32Constant(b, kHiddenBound));
+  // Weights past kWeightBound (inf, NaN) take tanh too: sum_c w_c - 2 w_c r would be inf - inf.
+  hidden.inBound = b.create<arith::AndIOp>(
+      b.create<arith::CmpFOp>(
+          arith::CmpFPredicate::OLE,
+          b.create<vector::ReductionOp>(vector::CombiningKind::MAXIMUMF, largest),
+          f32Constant(b, kHiddenBound)),
+      b.create<arith::CmpFOp>(arith::CmpFPredicate::OLE, folded[vectors + 1],
+                              f32Constant(b, kWeightBound)));
   hidden.weightSum = folded[vectors];
   return hidden;
 }

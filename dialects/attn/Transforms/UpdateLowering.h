@@ -118,7 +118,7 @@ private:
   HiddenRows emitHiddenRows();
   // S through exponentials where the tile's rows and the block's keys are within the bound,
   // else through tanh.
-  void emitAdditiveScores(const HiddenRows& rows);
+  void emitAdditiveScores(const HiddenRows& hidden);
   // Step c through tanh: w_c tanh(q_c's rows + k_c of each key).
   SmallVector<Value> tanhScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
                                    ArrayRef<Value> keys);

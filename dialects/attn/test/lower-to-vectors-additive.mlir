@@ -2,9 +2,9 @@
 // transform.attn.lower_to_vectors on Bahdanau's score (score_weights; AdditiveKeys.h): a phase
 // before the attention's forms each key's exponentials E(k) = e^(2 clamp(k, -40, 40)), 16 keys a
 // task with keys in lanes, and the keys' largest magnitudes in row d_k; each task forms its rows'
-// exponentials once before the key loop, the sum of the weights and whether its rows are within
-// the bound. A block whose keys are within it too takes S = sum_c w_c + sum_c -2 w_c / (E(q) E(k)
-// + 1) (an FMA, a division and an FMA per element), else sum_c w_c tanh(q + k).
+// exponentials once before the key loop, the sum of the weights and whether its rows and weights
+// are within bounds. A block whose keys are within it too takes S = sum_c w_c + sum_c -2 w_c /
+// (E(q) E(k) + 1) (an FMA, a division and an FMA per element), else sum_c w_c tanh(q + k).
 
 // CHECK-LABEL: func.func @additive
 // CHECK: %[[E:.*]] = memref.alloc({{.*}}) : memref<?x4x33x?xf32>
@@ -19,7 +19,7 @@
 // The attention's tasks: the rows' exponentials, unscaled (pack_query's scale 1).
 // CHECK: scf.forall
 // CHECK:   %[[ROWS_E:.*]] = memref.alloca() : memref<32x16xf32>
-// CHECK:   scf.for {{.*}} -> (vector<16xf32>, f32)
+// CHECK:   scf.for {{.*}} -> (vector<16xf32>, f32, f32)
 // CHECK:     math.exp
 // CHECK:     vector.store %{{.*}}, %[[ROWS_E]]
 // CHECK:   vector.reduction <maximumf>

@@ -49,51 +49,53 @@ Value mmaSync(ImplicitLocOpBuilder& b, Value a, Value bFrag, Value acc) {
   return b.create<nvgpu::MmaSyncOp>(a, bFrag, acc, ArrayRef<int64_t>{16, 8, 16});
 }
 
-SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
-                                 ArrayRef<Value> scalars, ValueRange acc) {
+namespace {
+
+// A register tile over the R vectors of query rows and each scalar (a key's or a value's
+// element, broadcast): acc[s * R + r] = element(rowVectors[r], scalar s in every lane,
+// acc[s * R + r]).
+SmallVector<Value> registerTile(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
+                                ArrayRef<Value> scalars, ValueRange acc,
+                                function_ref<Value(Value row, Value splat, Value acc)> element) {
   const size_t vectors = rowVectors.size();
   auto type = cast<VectorType>(rowVectors.front().getType());
   SmallVector<Value> next(acc.begin(), acc.end());
   for (auto [s, scalar] : llvm::enumerate(scalars)) {
     Value splat = b.create<vector::BroadcastOp>(type, scalar);
     for (size_t r = 0; r < vectors; ++r)
-      next[s * vectors + r] = b.create<vector::FMAOp>(rowVectors[r], splat, acc[s * vectors + r]);
+      next[s * vectors + r] = element(rowVectors[r], splat, acc[s * vectors + r]);
   }
   return next;
+}
+
+} // namespace
+
+SmallVector<Value> rankOneUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
+                                 ArrayRef<Value> scalars, ValueRange acc) {
+  return registerTile(b, rowVectors, scalars, acc, [&](Value row, Value splat, Value sum) {
+    return b.create<vector::FMAOp>(row, splat, sum).getResult();
+  });
 }
 
 SmallVector<Value> tanhUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
                               ArrayRef<Value> scalars, Value weight, ValueRange acc) {
-  const size_t vectors = rowVectors.size();
-  auto type = cast<VectorType>(rowVectors.front().getType());
-  Value weights = b.create<vector::BroadcastOp>(type, weight);
-  SmallVector<Value> next(acc.begin(), acc.end());
-  for (auto [s, scalar] : llvm::enumerate(scalars)) {
-    Value splat = b.create<vector::BroadcastOp>(type, scalar);
-    for (size_t r = 0; r < vectors; ++r) {
-      Value hidden = b.create<math::TanhOp>(b.create<arith::AddFOp>(rowVectors[r], splat));
-      next[s * vectors + r] = b.create<vector::FMAOp>(hidden, weights, acc[s * vectors + r]);
-    }
-  }
-  return next;
+  Value weights = b.create<vector::BroadcastOp>(rowVectors.front().getType(), weight);
+  return registerTile(b, rowVectors, scalars, acc, [&](Value row, Value splat, Value sum) {
+    Value hidden = b.create<math::TanhOp>(b.create<arith::AddFOp>(row, splat));
+    return b.create<vector::FMAOp>(hidden, weights, sum).getResult();
+  });
 }
 
 SmallVector<Value> reciprocalUpdate(ImplicitLocOpBuilder& b, ArrayRef<Value> rowVectors,
                                     ArrayRef<Value> scalars, Value weight, ValueRange acc) {
-  const size_t vectors = rowVectors.size();
   auto type = cast<VectorType>(rowVectors.front().getType());
   Value weights = b.create<vector::BroadcastOp>(type, weight);
   Value one = b.create<arith::ConstantOp>(DenseElementsAttr::get(type, b.getF32FloatAttr(1.0f)));
-  SmallVector<Value> next(acc.begin(), acc.end());
-  for (auto [s, scalar] : llvm::enumerate(scalars)) {
-    Value splat = b.create<vector::BroadcastOp>(type, scalar);
-    for (size_t r = 0; r < vectors; ++r) {
-      Value denominator = b.create<vector::FMAOp>(rowVectors[r], splat, one);
-      next[s * vectors + r] = b.create<vector::FMAOp>(b.create<arith::DivFOp>(one, denominator),
-                                                      weights, acc[s * vectors + r]);
-    }
-  }
-  return next;
+  return registerTile(b, rowVectors, scalars, acc, [&](Value row, Value splat, Value sum) {
+    Value denominator = b.create<vector::FMAOp>(row, splat, one);
+    return b.create<vector::FMAOp>(b.create<arith::DivFOp>(one, denominator), weights, sum)
+        .getResult();
+  });
 }
 
 Value dotBf16Pairs(ImplicitLocOpBuilder& b, Value acc, Value a, Value bPairs) {

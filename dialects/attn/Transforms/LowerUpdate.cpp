@@ -116,16 +116,16 @@ void UpdateLowering::emitScores(Value begin, Value end, int64_t unroll, int64_t 
         ImplicitLocOpBuilder ib(loc, nested);
         Value first = start ? ib.create<vector::BroadcastOp>(vector, start).getResult()
                             : f32Splat(ib, lanes, 0);
-        SmallVector<Value> zeros(unroll * vectors, first);
+        SmallVector<Value> init(unroll * vectors, first);
         SmallVector<Value> keys;
         for (int64_t u = 0; u < unroll; ++u)
           keys.push_back(keyAt(ib, ib.create<arith::AddIOp>(j, indexConstant(ib, u))));
-        auto dot = ib.create<scf::ForOp>(
-            indexConstant(ib, 0), indexConstant(ib, steps), indexConstant(ib, 1), zeros,
-            [&](OpBuilder& n2, Location l2, Value c, ValueRange acc) {
-              ImplicitLocOpBuilder cb(l2, n2);
-              cb.create<scf::YieldOp>(step(cb, c, acc, keys));
-            });
+        auto dot = ib.create<scf::ForOp>(indexConstant(ib, 0), indexConstant(ib, steps),
+                                         indexConstant(ib, 1), init,
+                                         [&](OpBuilder& n2, Location l2, Value c, ValueRange acc) {
+                                           ImplicitLocOpBuilder cb(l2, n2);
+                                           cb.create<scf::YieldOp>(step(cb, c, acc, keys));
+                                         });
         for (int64_t u = 0; u < unroll; ++u)
           for (int64_t r = 0; r < vectors; ++r)
             ib.create<vector::StoreOp>(

@@ -6,9 +6,9 @@
 //
 //   S[j, :] = sum_c w_c + sum_c (-2 w_c) / (E(Q^T[c, :]) E(K[j, c]) + 1)
 //
-// a register tile of an FMA, a division and an FMA per element, E(Q^T) formed once per task on
-// its stack and E(K) once per kernel by AdditiveKeys' phase. A block whose rows or keys pass the
-// bound, or whose weights are past kWeightBound, takes tanh(Q^T[c, :] + K[j, c]) itself.
+// a register tile of an FMA, a division and an FMA per element, E(Q^T) and -2 w_c formed once
+// per task on its stack and E(K) once per kernel by AdditiveKeys' phase. A block whose rows or keys
+// pass the bound, or whose weights are past kWeightBound, takes tanh(Q^T[c, :] + K[j, c]) itself.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
@@ -28,6 +28,7 @@ UpdateLowering::HiddenRows UpdateLowering::emitHiddenRows() {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(taskStackBlock(op));
   hidden.exponentials = b.create<memref::AllocaOp>(MemRefType::get({dims, rows}, b.getF32Type()));
+  hidden.stepWeights = b.create<memref::AllocaOp>(MemRefType::get({dims}, b.getF32Type()));
   b.setInsertionPoint(beforeKeyLoop());
   // Carried: each row vector's largest magnitude, then sum_c w_c and max_c |w_c|.
   SmallVector<Value> init(vectors, f32Splat(b, lanes, 0));
@@ -43,6 +44,8 @@ UpdateLowering::HiddenRows UpdateLowering::emitHiddenRows() {
           next.push_back(cb.create<arith::MaximumFOp>(running[r], cb.create<math::AbsFOp>(q)));
         }
         Value w = ScoreTerms::additiveWeight(cb, op, op.getOffsets()[1], c);
+        cb.create<memref::StoreOp>(cb.create<arith::MulFOp>(w, f32Constant(cb, -2.0)),
+                                   hidden.stepWeights, c);
         next.push_back(cb.create<arith::AddFOp>(running[vectors], w));
         next.push_back(
             cb.create<arith::MaximumFOp>(running[vectors + 1], cb.create<math::AbsFOp>(w)));
@@ -83,7 +86,7 @@ void UpdateLowering::emitAdditiveScores(const HiddenRows& hidden) {
   emitScoresInGroups(
       dims,
       [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc, ArrayRef<Value> keys) {
-        return exponentialScoreStep(cb, c, acc, keys, hidden.exponentials);
+        return exponentialScoreStep(cb, c, acc, keys, hidden);
       },
       hidden.weightSum);
   b.setInsertionPoint(branch.elseBlock()->getTerminator());
@@ -93,15 +96,15 @@ void UpdateLowering::emitAdditiveScores(const HiddenRows& hidden) {
 
 SmallVector<Value> UpdateLowering::exponentialScoreStep(ImplicitLocOpBuilder& cb, Value c,
                                                         ValueRange acc, ArrayRef<Value> keys,
-                                                        Value rowExponentials) {
+                                                        const HiddenRows& hidden) {
   SmallVector<Value> rowsE, keysE;
   for (int64_t r = 0; r < vectors; ++r)
-    rowsE.push_back(cb.create<vector::LoadOp>(vector, rowExponentials, ValueRange{c, column(r)}));
+    rowsE.push_back(
+        cb.create<vector::LoadOp>(vector, hidden.exponentials, ValueRange{c, column(r)}));
   for (Value key : keys)
     keysE.push_back(
         cb.create<memref::LoadOp>(additiveKeys, ValueRange{op.getOffsets()[0], keyHead, c, key}));
-  Value weight = cb.create<arith::MulFOp>(
-      ScoreTerms::additiveWeight(cb, op, op.getOffsets()[1], c), f32Constant(cb, -2.0));
+  Value weight = cb.create<memref::LoadOp>(hidden.stepWeights, c);
   return reciprocalUpdate(cb, rowsE, keysE, weight, acc);
 }
 

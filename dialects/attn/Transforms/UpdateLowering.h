@@ -110,10 +110,10 @@ private:
   SmallVector<Value> widenedScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
                                       ArrayRef<Value> keys);
   // The additive score (UpdateAdditive.cpp, AdditiveKeys.h). The query tile's exponentials
-  // E(q^T) on the task's stack, whether its rows are within the bound, and sum_c w_c, formed
-  // once per task before the key loop.
+  // E(q^T) and the steps' weights -2 w_c on the task's stack, whether its rows and weights are
+  // within their bounds, and sum_c w_c, formed once per task before the key loop.
   struct HiddenRows {
-    Value exponentials, inBound, weightSum;
+    Value exponentials, stepWeights, inBound, weightSum;
   };
   HiddenRows emitHiddenRows();
   // S through exponentials where the tile's rows and the block's keys are within the bound,
@@ -124,7 +124,7 @@ private:
                                    ArrayRef<Value> keys);
   // Step c through exponentials, from sum_c w_c: -2 w_c / (E(q_c) E(k_c) + 1).
   SmallVector<Value> exponentialScoreStep(ImplicitLocOpBuilder& cb, Value c, ValueRange acc,
-                                          ArrayRef<Value> keys, Value rowExponentials);
+                                          ArrayRef<Value> keys, const HiddenRows& hidden);
   // Where code that runs once per task goes: before tile_keys' loop when the packed query is
   // filled before that loop, else before the update.
   Operation* beforeKeyLoop();

@@ -28,7 +28,8 @@ constexpr const char* kCudaMmaScript =
 
 DType attentionOperandDtype(const Spec& spec) {
   const bool projected = spec.variant == Variant::Mha || spec.variant == Variant::Bilinear ||
-                         spec.variant == Variant::Linformer || spec.variant == Variant::Additive;
+                         spec.variant == Variant::Linformer || spec.variant == Variant::Additive ||
+                         spec.variant == Variant::Linear;
   return projected ? DType::F32 : spec.dtype;
 }
 

@@ -38,8 +38,8 @@ std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
 
 // The element type of the q, k and v the attention itself reads: the spec's dtype for sdpa;
 // f32 where a variant's products make them (mha's projections, bilinear's q W, additive's W1 q
-// and W2 k, Linformer's E K and F V), since rounding them to bf16 put bilinear (scale 1) past
-// bf16's tolerance (err/tol 1.3 at H 4/2, d_k 32, T 50).
+// and W2 k, Linformer's E K and F V, linear attention's feature rows), since rounding them to
+// bf16 put bilinear (scale 1) past bf16's tolerance (err/tol 1.3 at H 4/2, d_k 32, T 50).
 DType attentionOperandDtype(const Spec& spec);
 
 // The schedule family for a spec on a target family (from the attention's operand dtype): CudaMma

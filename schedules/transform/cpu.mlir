@@ -23,8 +23,10 @@ module attributes {transform.with_named_sequence} {
   // Query rows in vector lanes; register tiles of key_unroll keys (QK^T) and value_split
   // output columns (PV), or both products on AMX tiles (amx = 1) or as AVX512-BF16 dot
   // products (dot = 1). A variant's operand products (attn.matmul: mha's projections,
-  // additive's W1 q and W2 k, bilinear's q W, Linformer's E K) in tasks of a query tile's rows,
-  // register tiles of value_split columns as PV's; RoPE's rotations, when the spec has them,
+  // additive's W1 q and W2 k, bilinear's q W, Linformer's E K, linear attention's chunk
+  // products) in tasks of a query tile's rows, register tiles of value_split columns as PV's;
+  // linear attention's feature rows, prefix over chunks and output in tasks of as many rows;
+  // RoPE's rotations, when the spec has them,
   // run first in tasks of 16 rows (every head); the weights, when asked for, last, in tasks of
   // a query tile.
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
@@ -37,6 +39,9 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_matmuls %products rows = ${query_tile} vector_width = ${vector_width} columns = ${value_split}
         : !transform.any_op
+    %linear = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_linear %linear rows = ${query_tile} : !transform.any_op
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 16 : !transform.any_op

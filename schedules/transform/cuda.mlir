@@ -26,6 +26,9 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_matmuls %products rows = 1 vector_width = 1 columns = ${value_split}
         : !transform.any_op
+    %linear = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_linear %linear rows = 1 : !transform.any_op
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 1 : !transform.any_op

@@ -33,8 +33,9 @@ class CompileCommand(CliTestCase):
         self.expect(attnc("compile", "d_k=8", "--target", "riscv", "-o", out), 2,
                     "--target riscv: not a target attnc knows; known: host x86-64-avx2")
         if "mlir" in BUILT_BACKENDS:
-            self.expect(attnc("compile", "variant=linear d_k=8", "--backend", "mlir", "-o", out),
-                        2, "the mlir backend does not support variant=linear")
+            self.expect(attnc("compile", "d_k=8 kv_cache=contiguous kv_append=true", "--backend",
+                              "mlir", "--target", "cuda-sm_90", "-o", out),
+                        2, "the mlir backend does not support kv_append on cuda targets")
         self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--emit", "a", "-o", out),
                     2, "the reference backend writes bundles only")
         self.expect(attnc("compile", "d_k=8", "--backend", "reference",

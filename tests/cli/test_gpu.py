@@ -84,6 +84,11 @@ CASES = [
     "variant=bilinear heads=2 d_q=48 d_k=64 mask=padding dtype=f16",
     "variant=additive heads=4 kv_heads=2 d_q=48 d_k=64 d_attn=40 mask=causal weights=true",
     "variant=linformer heads=2 d_k=64 proj_len=32 mask=padding dropout=0.1 seed=3 dtype=bf16",
+    # Linear attention: feature rows, the chunk products and the prefix over chunks, each a
+    # launch of its own.
+    "variant=linear heads=4 kv_heads=2 d_k=64 feature_map=elu1 mask=causal+padding weights=true",
+    "variant=linear heads=4 d_k=64 feature_map=favor features=128 seed=1 mask=causal dtype=bf16",
+    "variant=linear heads=2 d_k=32 feature_map=relu dtype=f16",
 ]
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,

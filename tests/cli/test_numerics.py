@@ -380,6 +380,26 @@ class NumericsMatrix(CliTestCase):
                                   *[a for n in ("w1", "w2", "v_a")
                                     for a in ("--param", "%s=%s" % (n, paths[n]))]), 0, "PASS")
 
+    def test_linear_chunks_heads_and_alignment(self):
+        # The MLIR kernel splits causal linear attention into the keys every row sees (the head
+        # state P_0: j < Tk - Tq with bottom_right) and keys aligned with the query rows in
+        # chunks of 64 (LinearAttention.cpp): shapes spanning several chunks, none a multiple
+        # of one; Tq > Tk (rows that see nothing), Tq = 1 (all keys but one in the head); lengths
+        # shorter than the head, zero, and past the aligned keys.
+        for spec in [
+            "variant=linear heads=4 kv_heads=2 d_k=16 d_v=8 feature_map=elu1 mask=causal+padding "
+            "weights=true",
+            "variant=linear heads=2 d_k=8 feature_map=favor features=24 seed=2 mask=causal "
+            "causal_align=top_left dtype=bf16",
+            "variant=linear heads=3 kv_heads=1 d_k=12 feature_map=relu mask=causal layout=bshd "
+            "dtype=f16",
+        ]:
+            shapes = [("1", "130", "200", "150"), ("2", "200", "70", "0,61"),
+                      ("2", "1", "129", "128,3"), ("1", "65", "65", "65")]
+            if "padding" not in spec:
+                shapes = [s[:3] for s in shapes]
+            self.check(spec, shapes, backends=["halide", "mlir"])
+
     def test_sparse_patterns_on_long_sequences(self):
         # Long enough for many tiles per residue class (strided, dilated: gathered key tiles) and
         # many pattern blocks (BigBird, block-sparse: tiles aligned to them), none a multiple of

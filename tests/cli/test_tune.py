@@ -200,8 +200,9 @@ class Tune(CliTestCase):
             self.assertEqual({r[0] for r in c.execute("SELECT status FROM trials")}, {"ok"})
 
     def test_a_run_without_a_correct_trial_fails(self):
-        # Once: exit 0 although the mlir backend compiles no linear attention.
-        r = self.tune("variant=linear d_k=8", "--trials", "2", "--backend", "mlir", *FAST, code=1)
+        # Once: exit 0 although the halide backend compiles no fp8 cache.
+        r = self.tune("d_k=8 kv_cache=contiguous kv_dtype=fp8_e4m3", "--trials", "2", "--backend",
+                      "halide", *FAST, code=1)
         self.assertIn("none of the 1 trials of", r.stderr)
 
     def test_a_hanging_candidate_costs_a_record(self):

@@ -125,34 +125,35 @@ std::span<const Coverage> MlirBackend::coverage() const {
           Modifier::Fp8KvCache};
       if (device == Device::Cpu) // the runtime writes the new rows into host caches only
         modifiers.push_back(Modifier::KvAppend);
-      rows.push_back(
-          {device,
-           {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear, Variant::Linformer},
-           {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
-            MaskKind::Global, MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
-            MaskKind::BigBird},
-           modifiers,
-           {Output::O, Output::Lse, Output::Weights},
-           {DType::F32, DType::F16, DType::BF16},
-           device == Device::Cpu ? std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated}
-                                 : std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated,
-                                                         MaskKind::BlockSparse, MaskKind::BigBird},
-           "",
-           device == Device::Cpu
-               ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
-                 "rows in one task, keys split over tasks and merged by their LSE)"
-               : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
-                 "heads in the same kernel, pages and quantized rows read in the key "
-                 "loop, keys split over thread blocks and merged by their LSE; the "
-                 "SIMT path runs the prefill kernel",
-           device == Device::Cpu
-               ? "bf16 prefill on AMX tiles (tdpbf16ps) where the target has them "
-                 "(schedule family x86-amx); prefill and decode as AVX512-BF16 dot "
-                 "products (vdpbf16ps) where it has those and no AMX "
-                 "(x86-avx512-bf16: Zen 4); for d_k a multiple of 32 and d_v of 16 "
-                 "(decode: 32); otherwise widened to f32"
-               : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
-                 "of 16, else widened to f32"});
+      rows.push_back({device,
+                      {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
+                       Variant::Linear, Variant::Linformer},
+                      {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
+                       MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
+                       MaskKind::BlockSparse, MaskKind::BigBird},
+                      modifiers,
+                      {Output::O, Output::Lse, Output::Weights},
+                      {DType::F32, DType::F16, DType::BF16},
+                      device == Device::Cpu
+                          ? std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated}
+                          : std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated,
+                                                  MaskKind::BlockSparse, MaskKind::BigBird},
+                      "",
+                      device == Device::Cpu
+                          ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
+                            "rows in one task, keys split over tasks and merged by their LSE)"
+                          : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
+                            "heads in the same kernel, pages and quantized rows read in the key "
+                            "loop, keys split over thread blocks and merged by their LSE; the "
+                            "SIMT path runs the prefill kernel",
+                      device == Device::Cpu
+                          ? "bf16 prefill on AMX tiles (tdpbf16ps) where the target has them "
+                            "(schedule family x86-amx); prefill and decode as AVX512-BF16 dot "
+                            "products (vdpbf16ps) where it has those and no AMX "
+                            "(x86-avx512-bf16: Zen 4); for d_k a multiple of 32 and d_v of 16 "
+                            "(decode: 32); otherwise widened to f32"
+                          : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
+                            "of 16, else widened to f32"});
     }
     return rows;
   }();

@@ -2,6 +2,7 @@
 
 #include "Abi/Arguments.h"
 #include "Backends/MLIR/ExprToMlir.h"
+#include "Backends/MLIR/LinearAttention.h"
 #include "Backends/MLIR/VariantOperands.h"
 #include "Spec/BuiltinExpressions.h"
 #include "Support/Errors.h"
@@ -122,6 +123,11 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
   b.setInsertionPointToStart(kernel.addEntryBlock());
 
   const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
+  if (spec.variant == Variant::Linear) { // no softmax: feature rows and chunk products
+    buildLinearAttention(b, spec, byName);
+    b.create<func::ReturnOp>();
+    return module;
+  }
   const VariantOperands operands(b, spec, byName);
   auto readBuffer = [&](Value buffer) -> Value {
     return b.create<bufferization::ToTensorOp>(tensorOf(buffer), buffer, /*restrict=*/true);

@@ -1,6 +1,7 @@
 // The "attn" stage: a spec as one attn.attention in a kernel function whose arguments are the
 // bundle's (compiler/Abi/Arguments.h), as strided memrefs, with the attn.matmul products a
-// variant's operands need around it (VariantOperands.h).
+// variant's operands need around it (VariantOperands.h); for linear attention, which has no
+// softmax, its own ops (LinearAttention.h).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_SPECTOATTN_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_SPECTOATTN_H
 

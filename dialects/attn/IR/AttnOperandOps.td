@@ -2,9 +2,9 @@
 //
 // Variants other than sdpa feed the attention operands it does not take as they are: mha's
 // projections of its inputs (and W_O of its output), additive's W1 q and W2 k, bilinear's q W,
-// Linformer's E K and F V.
-// Each is a batched matrix product on buffers, written into a workspace buffer before the
-// attention reads it (or, for W_O, after the attention wrote its input).
+// Linformer's E K and F V. Each is a batched matrix product on buffers, written into a
+// workspace buffer before the attention reads it (or, for W_O, after the attention wrote its
+// input). Linear attention is made of such products (AttnLinearOps.td).
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTN_OPERAND_OPS_TD
@@ -24,8 +24,10 @@ def Attn_MatmulOp : Attn_Op<"matmul", [AttrSizedOperandSegments]> {
     broadcasts (b' = 0); a head dim of H_x heads serves H / H_x consecutive heads of `out`
     (h' = h / (H / H_x): GQA's rule). `PE` is the sinusoidal encoding of mha (`sinusoid`
     given: `PE(p, m) = sin(p w_m)` for even m, `cos(p w_m)` for odd m, `w_m =
-    10000^(-(m - m mod 2) / R)`), else 0. Products and sums are f32; the result is rounded to
-    `out`'s type.
+    10000^(-(m - m mod 2) / R)`), else 0. With `causal` the sum runs over `r <= t` only (lhs
+    taken as 0 past its diagonal: linear attention's products within a chunk); with
+    `accumulate` the sum is added to out's elements. Products and sums are f32; the result is
+    rounded to `out`'s type.
 
     Example:
 
@@ -39,7 +41,9 @@ def Attn_MatmulOp : Attn_Op<"matmul", [AttrSizedOperandSegments]> {
     Arg<MemRefRankOf<[AnyFloat], [4]>, "rhs [B|1, H_r, R, C]", [MemRead]>:$rhs,
     Arg<MemRefRankOf<[AnyFloat], [4]>, "out [B, H, T, C]", [MemWrite]>:$out,
     Optional<MemRefRankOf<[I32], [1]>>:$limit,
-    Optional<Index>:$sinusoid
+    Optional<Index>:$sinusoid,
+    UnitAttr:$causal,
+    UnitAttr:$accumulate
   );
   let assemblyFormat = [{
     $lhs `,` $rhs `into` $out (`limit` $limit^)? (`sinusoid` $sinusoid^)? attr-dict `:`

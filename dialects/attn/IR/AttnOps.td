@@ -162,5 +162,6 @@ def Attn_AuxLoadOp
 
 include "AttnOnlineOps.td"
 include "AttnOperandOps.td"
+include "AttnLinearOps.td"
 
 #endif // ATTN_OPS_TD

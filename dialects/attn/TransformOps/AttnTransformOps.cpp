@@ -128,6 +128,15 @@ transform::AttnLowerMatmulsOp::applyToOne(transform::TransformRewriter& rewriter
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure
+transform::AttnLowerLinearOp::applyToOne(transform::TransformRewriter& rewriter, Operation* target,
+                                         transform::ApplyToEachResultList& results,
+                                         transform::TransformState&) {
+  if (failed(lowerLinearOps(rewriter, target, getRowsAttr().getInt())))
+    return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerWeightsOp::applyToOne(
     transform::TransformRewriter& rewriter, Operation* target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

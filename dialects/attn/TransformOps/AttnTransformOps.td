@@ -221,6 +221,25 @@ def AttnLowerMatmulsOp : Attn_TransformOp<"lower_matmuls"> {
   }];
 }
 
+def AttnLowerLinearOp : Attn_TransformOp<"lower_linear"> {
+  let summary = "Lowers linear attention's row ops under the target to task loops of their own";
+  let description = [{
+    Each attn.feature_rows, favor_features, chunk_prefix, normalize_rows and linear_weights
+    becomes an scf.forall in its place: one task per `rows` rows of a batch (or chunk) and
+    head; a phase of the kernel that attn-outline-tasks or attn-map-tasks-to-gpu runs to
+    completion before the next.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows);
+  let results = (outs);
+  let assemblyFormat = "$target `rows` `=` $rows attr-dict `:` type($target)";
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerWeightsOp : Attn_TransformOp<"lower_weights"> {
   let summary = "Lowers the attn.weights ops under the target to task loops of their own";
   let description = [{

@@ -1,7 +1,8 @@
 //===- LowerMatmul.cpp - attn.matmul as register-tiled tasks -------------------===//
 //
 // A variant's operand product (mha's projections and W_O, bilinear's q W, Linformer's E K and
-// F V) lowers to a phase of its own, in place of the op: one task per `rows` rows and up to
+// F V, linear attention's chunk products) lowers to a phase of its own, in place of the op:
+// one task per `rows` rows and up to
 // kColumnTile columns of `out` for a batch and head. As the attention does with its query
 // tile, a task packs its rows of lhs transposed, rows in vector lanes, kReductionBlock steps of
 // the contraction at a time, and accumulates out^T in register tiles of `columns` columns of
@@ -65,6 +66,7 @@ private:
   void multiplyByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
                       Value packed, Value tile);
   void zero(Builder& b, Value tile);
+  void accumulateOnto(Builder& b, const MatmulTask& task, Value tile);
   void write(Builder& b, const MatmulTask& task, Value tile);
 
   MatmulOp op;
@@ -111,6 +113,8 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
     n = b.create<arith::MaxSIOp>(n, indexConstant(b, 0));
     t.extent = b.create<arith::MinSIOp>(n, t.extent);
   }
+  if (op.getCausal()) // the task's rows sum over r <= t < rowEnd
+    t.extent = b.create<arith::MinUIOp>(t.extent, t.rowEnd);
   return t;
 }
 
@@ -138,7 +142,8 @@ Value MatmulLowering::sinusoid(Builder& rb, Value table, Value position, Value s
 }
 
 // packed[r, t] = lhs[.., firstRow + t, first + r] (+ PE) for r < steps, 0 for rows past the
-// end (read clamped, then replaced, so no row past the buffer is touched).
+// end (read clamped, then replaced, so no row past the buffer is touched) and, when causal,
+// for steps past the row.
 void MatmulLowering::pack(Builder& b, const MatmulTask& task, Value first, Value steps,
                           Value packed, Value table) {
   Value lastRow = b.create<arith::SubIOp>(b.create<memref::DimOp>(out, 2), indexConstant(b, 1));
@@ -154,6 +159,9 @@ void MatmulLowering::pack(Builder& b, const MatmulTask& task, Value first, Value
                  x = tb.create<arith::AddFOp>(
                      x, sinusoid(tb, table, tb.create<arith::AddIOp>(row, offset), step));
                Value inside = tb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, row, task.rowEnd);
+               if (op.getCausal())
+                 inside = tb.create<arith::AndIOp>(
+                     inside, tb.create<arith::CmpIOp>(arith::CmpIPredicate::ule, step, row));
                x = tb.create<arith::SelectOp>(inside, x, f32Constant(tb, 0));
                tb.create<memref::StoreOp>(x, packed, ValueRange{r, t});
              });
@@ -238,6 +246,18 @@ void MatmulLowering::zero(Builder& b, Value tile) {
            });
 }
 
+// tile[c - firstColumn, t - firstRow] = out[.., t, c] over the task's rows and columns: the
+// sum starts from out's elements (accumulate).
+void MatmulLowering::accumulateOnto(Builder& b, const MatmulTask& task, Value tile) {
+  forRange(b, task.firstRow, task.rowEnd, [&](ImplicitLocOpBuilder& rb, Value t) {
+    Value row = rb.create<arith::SubIOp>(t, task.firstRow);
+    forRange(rb, task.firstColumn, task.columnEnd, [&](ImplicitLocOpBuilder& cb, Value c) {
+      cb.create<memref::StoreOp>(loadF32(cb, out, {task.batch, task.head, t, c}), tile,
+                                 ValueRange{cb.create<arith::SubIOp>(c, task.firstColumn), row});
+    });
+  });
+}
+
 // out[.., t, c] = tile[c - firstColumn, t - firstRow] over the task's rows and columns.
 void MatmulLowering::write(Builder& b, const MatmulTask& task, Value tile) {
   forRange(b, task.firstRow, task.rowEnd, [&](ImplicitLocOpBuilder& rb, Value t) {
@@ -267,6 +287,8 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
       b.create<memref::AllocaOp>(MemRefType::get({kReductionBlock, tiles.rows}, b.getF32Type()));
   Value table = op.getSinusoid() ? frequencies(b) : Value();
   zero(b, tile);
+  if (op.getAccumulate())
+    accumulateOnto(b, task, tile);
   Value block = indexConstant(b, kReductionBlock);
   b.create<scf::ForOp>(indexConstant(b, 0), task.extent, block, std::nullopt,
                        [&](OpBuilder& nested, Location loc, Value first, ValueRange) {

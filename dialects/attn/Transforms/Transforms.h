@@ -139,6 +139,13 @@ struct MatmulTiles {
 mlir::FailureOr<mlir::scf::ForallOp> lowerMatmul(mlir::RewriterBase& rewriter, MatmulOp op,
                                                  const MatmulTiles& tiles);
 
+// Lowers linear attention's row ops under `root` (attn.feature_rows, favor_features,
+// chunk_prefix, normalize_rows, linear_weights; AttnLinearOps.td) each to an scf.forall in its
+// place: one task per `rows` rows of a (batch or chunk, head), a kernel phase that completes
+// before the next.
+mlir::LogicalResult lowerLinearOps(mlir::RewriterBase& rewriter, mlir::Operation* root,
+                                   int64_t rows);
+
 struct DecodeOptions {
   int64_t vectorWidth = 16; // f32 lanes per vector, along keys and the head dim
   int64_t keyBlock = 128;   // keys per online-softmax step

@@ -357,3 +357,54 @@ func.func @matmul_sinusoid(%a: memref<?x1x?x15xf32>, %b: memref<1x1x15x4xf32>,
       : memref<?x1x?x15xf32>, memref<1x1x15x4xf32>, memref<?x1x?x4xf32>
   return
 }
+
+// -----
+
+func.func @feature_rows_map(%x: memref<?x2x?x16xf32>, %o: memref<?x2x64x16xf32>, %f: index) {
+  // expected-error @+1 {{map must be elu1, relu or value, not tanh}}
+  attn.feature_rows %x into %o rows from %f {map = "tanh"} : memref<?x2x?x16xf32>, memref<?x2x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @feature_rows_value_width(%x: memref<?x2x?x16xf32>, %o: memref<?x2x64x16xf32>, %f: index) {
+  // expected-error @+1 {{map value appends a 1 to the row's 16 dims, out has 16}}
+  attn.feature_rows %x into %o rows from %f {map = "value"} : memref<?x2x?x16xf32>, memref<?x2x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @favor_rows(%r: memref<?x2x64x1xf32>, %p: memref<?x2x64x8xf32>) {
+  // expected-error @+1 {{rows must hold a row and its existence flag (at least 2 dims)}}
+  attn.favor_features %r, %p into %p {scale = 1.0 : f64}
+      : memref<?x2x64x1xf32>, memref<?x2x64x8xf32>, memref<?x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @chunk_prefix_shapes(%s: memref<?x2x16x17xf32>, %i: memref<?x2x16x9xf32>) {
+  // expected-error @+1 {{sums and initial must have the same heads, rows and columns}}
+  attn.chunk_prefix %s from %i : memref<?x2x16x17xf32>, memref<?x2x16x9xf32>
+  return
+}
+
+// -----
+
+func.func @normalize_columns(%t: memref<?x2x64x17xf32>, %o: memref<?x2x?x17xf32>) {
+  // expected-error @+1 {{out's rows must be total's without its last column (the denominator)}}
+  attn.normalize_rows %t into %o : memref<?x2x64x17xf32>, memref<?x2x?x17xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weights_heads(%q: memref<?x4x64x16xf32>, %k: memref<?x3x?x16xf32>,
+                                %t: memref<?x4x64x17xf32>, %w: memref<?x4x?x?xf32>) {
+  // expected-error @+1 {{keys' heads (3) must be static and divide the queries' (4)}}
+  attn.linear_weights %q, %k, %t into %w
+      : memref<?x4x64x16xf32>, memref<?x3x?x16xf32>, memref<?x4x64x17xf32>, memref<?x4x?x?xf32>
+  return
+}

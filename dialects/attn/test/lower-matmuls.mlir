@@ -85,6 +85,33 @@ func.func @project_with_positions(%x: memref<?x1x?x8xf32>, %w: memref<1x1x8x4xf3
   return
 }
 
+// Linear attention's product within a chunk: causal (a row sums over the steps r <= t only: the
+// task's steps end at its last row, lhs taken as 0 past the diagonal) and accumulate (the tile
+// starts from out's elements).
+// CHECK-LABEL: func.func @within_chunk
+// CHECK-SAME: (%[[A:.*]]: memref<?x2x64x64xf32>, %{{.*}}: memref<?x1x64x17xf32>, %[[OUT:.*]]: memref<?x2x64x17xf32>)
+// CHECK: scf.forall
+// CHECK:   %[[FIRST:.*]] = arith.muli %{{.*}}, %c32
+// CHECK:   %[[END:.*]] = arith.minui %{{.*}}, %c64
+// CHECK:   %[[STEPS:.*]] = arith.minui %[[END]], %c64
+// CHECK:   %[[TILE:.*]] = memref.alloca() : memref<20x32xf32>
+// CHECK:   scf.for %[[T:.*]] = %[[FIRST]] to %[[END]]
+// CHECK:     scf.for
+// CHECK:       memref.load %[[OUT]][%{{.*}}, %{{.*}}, %[[T]], %{{.*}}]
+// CHECK:       memref.store %{{.*}}, %[[TILE]]
+// CHECK:   scf.for %{{.*}} = %c0 to %[[STEPS]] step %c256
+// CHECK:     memref.load %[[A]]
+// CHECK:     arith.cmpi ult
+// CHECK:     arith.cmpi ule
+// CHECK:     arith.andi
+// CHECK:     arith.select
+func.func @within_chunk(%a: memref<?x2x64x64xf32>, %v: memref<?x1x64x17xf32>,
+                        %out: memref<?x2x64x17xf32>) {
+  attn.matmul %a, %v into %out {accumulate, causal}
+      : memref<?x2x64x64xf32>, memref<?x1x64x17xf32>, memref<?x2x64x17xf32>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root

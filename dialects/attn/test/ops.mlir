@@ -200,3 +200,34 @@ func.func @matmul(%q: memref<?x8x?x64xf32>, %w: memref<1x8x64x32xbf16>, %qw: mem
       : memref<?x1x?x64xf32>, memref<1x1x64x128xf32>, memref<?x1x?x128xf32>
   return
 }
+
+// Linear attention's ops: feature rows (a chunked destination, rows from an offset, a length
+// limit), FAVOR+'s features in place, the prefix over chunks, the output and the weights; the
+// chunk products as attn.matmul with causal and accumulate.
+// CHECK-LABEL: func.func @linear
+// CHECK: attn.feature_rows %{{.*}} into %{{.*}} rows from %{{.*}} limit %{{.*}} {map = "elu1"} : memref<?x2x?x16xbf16>, memref<?x2x64x16xf32>, memref<?xi32>
+// CHECK: attn.feature_rows %{{.*}} into %{{.*}} rows from %{{.*}} {map = "value"} : memref<?x2x?x16xbf16>, memref<?x2x64x17xf32>
+// CHECK: attn.favor_features %{{.*}}, %{{.*}} into %{{.*}} {scale = 2.500000e-01 : f64}
+// CHECK: attn.chunk_prefix %{{.*}} from %{{.*}} : memref<?x2x16x17xf32>, memref<?x2x16x17xf32>
+// CHECK: attn.matmul %{{.*}}, %{{.*}} into %{{.*}} {accumulate, causal}
+// CHECK: attn.normalize_rows %{{.*}} into %{{.*}} : memref<?x2x64x17xf32>, memref<?x2x?x16xbf16>
+// CHECK: attn.linear_weights %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} causal_offset %{{.*}} :
+func.func @linear(%k: memref<?x2x?x16xbf16>, %phi: memref<?x2x64x16xf32>, %rows: memref<?x2x64x17xf32>,
+                  %lengths: memref<?xi32>, %projected: memref<?x2x64x32xf32>,
+                  %sums: memref<?x2x16x17xf32>, %head: memref<?x2x16x17xf32>,
+                  %scores: memref<?x2x64x64xf32>, %o: memref<?x2x?x16xbf16>,
+                  %keys: memref<?x2x?x16xf32>, %w: memref<?x2x?x?xf32>, %offset: index) {
+  attn.feature_rows %k into %phi rows from %offset limit %lengths {map = "elu1"}
+      : memref<?x2x?x16xbf16>, memref<?x2x64x16xf32>, memref<?xi32>
+  attn.feature_rows %k into %rows rows from %offset {map = "value"}
+      : memref<?x2x?x16xbf16>, memref<?x2x64x17xf32>
+  attn.favor_features %rows, %projected into %projected {scale = 0.25 : f64}
+      : memref<?x2x64x17xf32>, memref<?x2x64x32xf32>, memref<?x2x64x32xf32>
+  attn.chunk_prefix %sums from %head : memref<?x2x16x17xf32>, memref<?x2x16x17xf32>
+  attn.matmul %scores, %rows into %rows {accumulate, causal}
+      : memref<?x2x64x64xf32>, memref<?x2x64x17xf32>, memref<?x2x64x17xf32>
+  attn.normalize_rows %rows into %o : memref<?x2x64x17xf32>, memref<?x2x?x16xbf16>
+  attn.linear_weights %phi, %keys, %rows into %w causal_offset %offset
+      : memref<?x2x64x16xf32>, memref<?x2x?x16xf32>, memref<?x2x64x17xf32>, memref<?x2x?x?xf32>
+  return
+}

@@ -1,0 +1,107 @@
+//===- AttnLinearOps.cpp - verifiers of linear attention's ops -----------------===//
+#include "attn/IR/AttnOps.h"
+
+using namespace mlir;
+using namespace attnc::attn;
+
+namespace {
+
+// Two extents that must agree where both are static.
+bool disagree(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+}
+
+// A static last dim (features F, or a row [n, z] of E), as every lowering unrolls nothing
+// but indexes by it.
+LogicalResult verifyStaticColumns(Operation* op, MemRefType type, StringRef name) {
+  if (type.isDynamicDim(3) || type.getDimSize(3) < 1)
+    return op->emitOpError() << name << " must have a static, positive last dim";
+  return success();
+}
+
+// Chunked rows of the same chunks, heads and rows: dims 0 to 2 agree where static.
+LogicalResult verifySameRows(Operation* op, MemRefType a, MemRefType b, StringRef names) {
+  for (int64_t d = 0; d < 3; ++d)
+    if (disagree(a.getDimSize(d), b.getDimSize(d)))
+      return op->emitOpError() << names << " must have the same chunks, heads and rows";
+  return success();
+}
+
+} // namespace
+
+LogicalResult FeatureRowsOp::verify() {
+  MemRefType x = getX().getType(), out = getOut().getType();
+  if (failed(verifyStaticColumns(*this, out, "out")))
+    return failure();
+  if (disagree(x.getDimSize(1), out.getDimSize(1)))
+    return emitOpError() << "x and out must have the same heads";
+  const int64_t dims = x.getDimSize(3), features = out.getDimSize(3);
+  if (getMap() == "elu1" || getMap() == "relu") {
+    if (disagree(dims, features))
+      return emitOpError() << "map " << getMap() << " keeps the row's " << dims << " dims, out has "
+                           << features;
+  } else if (getMap() == "value") {
+    if (!ShapedType::isDynamic(dims) && dims + 1 != features)
+      return emitOpError() << "map value appends a 1 to the row's " << dims << " dims, out has "
+                           << features;
+  } else {
+    return emitOpError() << "map must be elu1, relu or value, not " << getMap();
+  }
+  return success();
+}
+
+LogicalResult FavorFeaturesOp::verify() {
+  MemRefType rows = getRows().getType(), projected = getProjected().getType(),
+             out = getOut().getType();
+  if (failed(verifyStaticColumns(*this, rows, "rows")) ||
+      failed(verifyStaticColumns(*this, out, "out")) ||
+      failed(verifySameRows(*this, rows, projected, "rows and projected")) ||
+      failed(verifySameRows(*this, rows, out, "rows and out")))
+    return failure();
+  if (rows.getDimSize(3) < 2)
+    return emitOpError() << "rows must hold a row and its existence flag (at least 2 dims)";
+  if (projected.getShape() != out.getShape())
+    return emitOpError() << "projected and out must have the same shape";
+  if (!(getScale().convertToDouble() > 0))
+    return emitOpError() << "scale must be positive";
+  return success();
+}
+
+LogicalResult ChunkPrefixOp::verify() {
+  MemRefType sums = getSums().getType(), initial = getInitial().getType();
+  for (int64_t d = 1; d < 4; ++d)
+    if (disagree(sums.getDimSize(d), initial.getDimSize(d)))
+      return emitOpError() << "sums and initial must have the same heads, rows and columns";
+  return success();
+}
+
+LogicalResult NormalizeRowsOp::verify() {
+  MemRefType total = getTotal().getType(), out = getOut().getType();
+  if (failed(verifyStaticColumns(*this, total, "total")))
+    return failure();
+  if (disagree(total.getDimSize(1), out.getDimSize(1)))
+    return emitOpError() << "total and out must have the same heads";
+  if (disagree(total.getDimSize(3) - 1, out.getDimSize(3)))
+    return emitOpError() << "out's rows must be total's without its last column (the "
+                            "denominator)";
+  return success();
+}
+
+LogicalResult LinearWeightsOp::verify() {
+  MemRefType queries = getQueries().getType(), keys = getKeys().getType(),
+             total = getTotal().getType(), out = getOut().getType();
+  if (failed(verifyStaticColumns(*this, queries, "queries")) ||
+      failed(verifyStaticColumns(*this, total, "total")) ||
+      failed(verifySameRows(*this, queries, total, "queries and total")))
+    return failure();
+  if (disagree(queries.getDimSize(3), keys.getDimSize(3)))
+    return emitOpError() << "queries and keys must have the same features";
+  const int64_t heads = queries.getDimSize(1), kvHeads = keys.getDimSize(1);
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || kvHeads < 1 ||
+      heads % kvHeads != 0)
+    return emitOpError() << "keys' heads (" << kvHeads << ") must be static and divide the "
+                         << "queries' (" << heads << ")";
+  if (disagree(out.getDimSize(1), heads))
+    return emitOpError() << "out and queries must have the same heads";
+  return success();
+}

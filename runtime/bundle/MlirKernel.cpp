@@ -9,7 +9,7 @@
 //   void    _mlir_ciface_attnc_mlir_kernel_run(int64_t phase, int64_t first, int64_t last,
 //                                               Memref *arg0, ..., Memref *workspace)
 // with one descriptor per argument of the manifest, in its order, and the workspace (bytes, a
-// 1-d i8 memref) allocated here once per call; each is called through its packed interface
+// 1-d i8 memref) taken here once per call from the bundle's WorkspacePool; each is called through its packed interface
 // (MemrefCall.h), whatever the number of arguments. attnc_mlir_run takes those as pointers
 // (kernels[0..3]), with the kernel's shape contract (kernels[4], bundle/ShapeContract.h):
 // MlirKernelEntry.cpp passes a plain bundle's, a shape-dispatch bundle the one it picks. The
@@ -18,8 +18,8 @@
 #include "KernelRunner.h"
 #include "MemrefCall.h"
 #include "ShapeContract.h"
+#include "WorkspacePool.h"
 
-#include <cstdlib>
 #include <memory>
 
 namespace {
@@ -39,8 +39,16 @@ void runOne(void* opaque, int64_t task) {
                                       task, task + 1);
 }
 
-struct FreeWorkspace {
-  void operator()(void* p) const { std::free(p); }
+attnc::mlirkernel::WorkspacePool& workspacePool() {
+  static attnc::mlirkernel::WorkspacePool pool; // freed when the bundle is unloaded
+  return pool;
+}
+
+// The workspace's block for one call, given back to the pool when the call ends.
+struct GiveBack {
+  void operator()(attnc::mlirkernel::WorkspacePool::Block* block) const {
+    workspacePool().giveBack(*block);
+  }
 };
 
 } // namespace
@@ -58,19 +66,19 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
   const int64_t phaseCount = attnc::mlirkernel::callPacked<int64_t>(kernels[0], 0, args);
   const auto workspaceBytes =
       attnc::mlirkernel::callPacked<int64_t>(kernels[1], call->num_args, args);
-  std::unique_ptr<void, FreeWorkspace> workspace;
+  attnc::mlirkernel::WorkspacePool::Block block;
+  std::unique_ptr<attnc::mlirkernel::WorkspacePool::Block, GiveBack> workspace;
   if (workspaceBytes > 0) {
-    constexpr size_t kAlignment = 64; // the offsets' alignment (attn-outline-tasks)
-    const size_t bytes = (static_cast<size_t>(workspaceBytes) + kAlignment - 1) & ~(kAlignment - 1);
-    workspace.reset(std::aligned_alloc(kAlignment, bytes));
-    if (!workspace) {
+    block = workspacePool().take(static_cast<size_t>(workspaceBytes));
+    workspace.reset(&block);
+    if (!block.data) {
       std::snprintf(message, messageSize, "mlir kernel: cannot allocate %lld bytes of workspace",
                     static_cast<long long>(workspaceBytes));
       return 1;
     }
   }
   Memref workspaceDescriptor{};
-  workspaceDescriptor.allocated = workspaceDescriptor.aligned = workspace.get();
+  workspaceDescriptor.allocated = workspaceDescriptor.aligned = block.data;
   workspaceDescriptor.sizesAndStrides[0] = workspaceBytes;
   workspaceDescriptor.sizesAndStrides[1] = 1;
   args[call->num_args] = &workspaceDescriptor;

@@ -34,10 +34,10 @@ std::optional<std::string> Backend::unsupported(const Spec& spec, const Target& 
          std::string(deviceName(device)) + " kernels";
 }
 
-bool Backend::visitsMaskedKeys(const Spec& spec, const Target& target) const {
+bool Backend::defersToAnother(const Spec& spec, const Target& target) const {
   for (const Coverage& row : coverage())
     if (row.device == target.device && !firstGap(row, spec))
-      return attnc::visitsMaskedKeys(row, spec);
+      return attnc::defersToAnother(row, spec);
   return false;
 }
 

@@ -99,9 +99,9 @@ public:
   // Why it cannot build `spec` for `target` (an unknown target, or the table's first gap, with
   // the row and the reason), or nullopt when it can.
   std::optional<std::string> unsupported(const Spec& spec, const Target& target) const;
-  // Whether the row covering `spec` on target's device visits the keys one of its masks masks
-  // (Coverage::elementwiseMasks); false when no row covers it.
-  bool visitsMaskedKeys(const Spec& spec, const Target& target) const;
+  // Whether the row covering `spec` on target's device leaves it to another backend that
+  // covers it (Coverage::elementwiseMasks, slowerVariants); false when no row covers it.
+  bool defersToAnother(const Spec& spec, const Target& target) const;
 };
 
 } // namespace attnc

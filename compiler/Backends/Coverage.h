@@ -57,6 +57,9 @@ struct Coverage {
   // How its kernels multiply bf16 and f16 operands: a unit that takes them (AMX tiles, tensor
   // cores) and where, or widened to f32 ("" for a reference).
   std::string_view products;
+  // Covered variants whose kernels ran slower than another backend's on the same device
+  // (docs/benchmarks.md): `--backend auto` prefers one that is not slower.
+  std::vector<Variant> slowerVariants;
 };
 
 // Everything: a row for a code generator with no gaps on `device`.
@@ -66,8 +69,9 @@ Coverage fullCoverage(Device device);
 // "mask=strided", "rope", "dtype=bf16", "weights"); nullopt when the row covers the spec.
 std::optional<std::string> firstGap(const Coverage& row, const Spec& spec);
 
-// Whether the spec has one of the row's elementwise masks.
-bool visitsMaskedKeys(const Coverage& row, const Spec& spec);
+// Whether another backend should run the spec where it covers it: the spec has one of the row's
+// elementwise masks, or is one of its slower variants.
+bool defersToAnother(const Coverage& row, const Spec& spec);
 
 // The row in spec terms: "variant=sdpa; masks causal padding ...; modifiers ...; ...".
 std::string describeCoverage(const Coverage& row);

@@ -54,9 +54,10 @@ const Backend& backendNamed(const std::string& name) {
 
 const Backend& fastestBackendFor(const Spec& spec, const Target& target) {
   // The first fused backend that covers the spec, in registration order (the faster first),
-  // unless it visits keys a mask of the spec masks where a later one skips them.
+  // unless it visits keys a mask of the spec masks, or runs the variant slower, where a later one
+  // does not.
   std::string reasons;
-  const Backend* visiting = nullptr;
+  const Backend* deferring = nullptr;
   for (const Backend* b : registeredBackends()) {
     if (b == &referenceBackend())
       continue;
@@ -65,12 +66,12 @@ const Backend& fastestBackendFor(const Spec& spec, const Target& target) {
       reasons += "; " + *reason;
       continue;
     }
-    if (!b->visitsMaskedKeys(spec, target))
+    if (!b->defersToAnother(spec, target))
       return *b;
-    visiting = visiting ? visiting : b;
+    deferring = deferring ? deferring : b;
   }
-  if (visiting)
-    return *visiting;
+  if (deferring)
+    return *deferring;
   throw UsageError("--backend auto: no fused backend of this attnc builds this spec for --target " +
                    target.name + reasons + " (--backend reference builds every spec for the host)");
 }

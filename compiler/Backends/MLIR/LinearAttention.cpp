@@ -37,6 +37,22 @@ public:
   void build();
 
 private:
+  struct Sizes {
+    Value zero, batch, seqK;
+    Value offset;       // causal: Tk - Tq (bottom_right) or 0 (top_left)
+    Value headKeys;     // keys every row sees: Tk, or clamp(offset, 0, Tk) under causal
+    Value rowsPerChunk; // C: kChunkRows under causal, else Tq
+    Value outers;       // N B
+  };
+  // phi(Q); the head's phi(K) and [V, 1], its state P_0; the rows [n, z]; under causal the
+  // aligned keys' phi(K) and [V, 1], their chunk states and a chunk's scores; the weights' keys.
+  struct Buffers {
+    FeatureBuffers phiQ, headK, keysC, allKeys;
+    Value headV, head, total, valuesC, sums, scores;
+  };
+  Sizes measure();
+  Buffers allocateBuffers(const Sizes& sizes);
+  void emitCausalRows(const Buffers& buffers, const Sizes& sizes, Value limit);
   Value allocate(const RowShape& shape, int64_t width);
   FeatureBuffers allocateFeatures(const RowShape& shape);
   Value transposed(Value matrix);
@@ -49,7 +65,7 @@ private:
   const std::map<std::string, Value>& arguments;
   const bool favor, causal;
   const int64_t features, columns; // F, and E = d_v + 1: a value row with its 1
-  SmallVector<Value> buffers;
+  SmallVector<Value> allocated;    // freed at the end
 };
 
 Value LinearAttentionBuilder::allocate(const RowShape& shape, int64_t width) {
@@ -60,8 +76,8 @@ Value LinearAttentionBuilder::allocate(const RowShape& shape, int64_t width) {
     sizes[2] = *rows;
   else
     dynamic.push_back(shape.rows);
-  buffers.push_back(b.create<memref::AllocOp>(MemRefType::get(sizes, b.getF32Type()), dynamic));
-  return buffers.back();
+  allocated.push_back(b.create<memref::AllocOp>(MemRefType::get(sizes, b.getF32Type()), dynamic));
+  return allocated.back();
 }
 
 FeatureBuffers LinearAttentionBuilder::allocateFeatures(const RowShape& shape) {
@@ -118,69 +134,87 @@ void LinearAttentionBuilder::matmul(Value lhs, Value rhs, Value out, bool causal
   op.setAccumulate(accumulate);
 }
 
+// The sizes the buffers are made from: under causal, key j sits beside query row j - offset.
+LinearAttentionBuilder::Sizes LinearAttentionBuilder::measure() {
+  Value q = arguments.at("q");
+  Sizes z;
+  z.zero = b.create<arith::ConstantIndexOp>(0);
+  z.batch = b.create<memref::DimOp>(q, 0);
+  z.seqK = b.create<memref::DimOp>(arguments.at("k"), 2);
+  Value seqQ = b.create<memref::DimOp>(q, 2);
+  z.headKeys = z.seqK;
+  z.rowsPerChunk = seqQ;
+  z.outers = z.batch;
+  if (causal) {
+    z.offset = spec.causalAlign == CausalAlign::BottomRight
+                   ? b.create<arith::SubIOp>(z.seqK, seqQ).getResult()
+                   : z.zero;
+    z.headKeys = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(z.offset, z.zero), z.seqK);
+    z.rowsPerChunk = b.create<arith::ConstantIndexOp>(kChunkRows);
+    z.outers = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(seqQ, z.rowsPerChunk), z.batch);
+  }
+  return z;
+}
+
+// Every buffer, before the first op (attn-outline-tasks' workspace).
+LinearAttentionBuilder::Buffers LinearAttentionBuilder::allocateBuffers(const Sizes& z) {
+  const RowShape queryRows{z.outers, spec.heads, z.rowsPerChunk},
+      headRows{z.batch, spec.kvHeads, z.headKeys},
+      chunkKeys{z.outers, spec.kvHeads, z.rowsPerChunk};
+  Value featureRows = b.create<arith::ConstantIndexOp>(features);
+  Buffers x;
+  x.phiQ = allocateFeatures(queryRows);
+  x.headK = x.allKeys = allocateFeatures(headRows);
+  x.headV = allocate(headRows, columns);
+  x.head = allocate({z.batch, spec.kvHeads, featureRows}, columns);
+  x.total = allocate(queryRows, columns);
+  if (causal) {
+    x.keysC = allocateFeatures(chunkKeys);
+    x.valuesC = allocate(chunkKeys, columns);
+    x.sums = allocate({z.outers, spec.kvHeads, featureRows}, columns);
+    x.scores = allocate(queryRows, kChunkRows);
+    if (spec.weights)
+      x.allKeys = allocateFeatures({z.batch, spec.kvHeads, z.seqK});
+  }
+  return x;
+}
+
+// Rows of chunk c: phi(Q_c) P_c with P_c the prefix of the chunk states D_c' from P_0, plus the
+// chunk's own keys u <= i.
+void LinearAttentionBuilder::emitCausalRows(const Buffers& x, const Sizes& z, Value limit) {
+  emitFeatures(x.keysC, arguments.at("k"), z.offset, limit);
+  emitValues(x.valuesC, arguments.at("v"), z.offset, limit);
+  matmul(transposed(x.keysC.features), x.valuesC, x.sums); // D_c
+  b.create<attn::ChunkPrefixOp>(x.sums, x.head);           // P_c
+  matmul(x.phiQ.features, x.sums, x.total);
+  matmul(x.phiQ.features, transposed(x.keysC.features), x.scores);
+  matmul(x.scores, x.valuesC, x.total, /*causalSum=*/true, /*accumulate=*/true);
+}
+
 // Keys every query row sees (all of them without causal; with it, those before the first
 // row's diagonal, j < offset) make the head state P_0; under causal the rest are laid out
 // aligned with the query rows, key offset + u beside row u, in chunks of C: row i then sees the
 // chunks before its own through the prefix P_c and its own chunk's keys u <= i.
 void LinearAttentionBuilder::build() {
-  Value q = arguments.at("q"), k = arguments.at("k"), v = arguments.at("v");
-  auto lengths = arguments.find("lengths");
-  Value limit = spec.masks.has(MaskKind::Padding) ? lengths->second : Value();
-  const int64_t heads = spec.heads, kvHeads = spec.kvHeads;
-  Value batch = b.create<memref::DimOp>(q, 0), seqQ = b.create<memref::DimOp>(q, 2),
-        seqK = b.create<memref::DimOp>(k, 2);
-  Value zero = b.create<arith::ConstantIndexOp>(0);
-
-  // Sizes, then every buffer, before the first op (attn-outline-tasks' workspace).
-  Value offset, headKeys = seqK, rowsPerChunk = seqQ, outers = batch;
-  if (causal) {
-    offset = spec.causalAlign == CausalAlign::BottomRight
-                 ? b.create<arith::SubIOp>(seqK, seqQ).getResult()
-                 : zero;
-    headKeys = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(offset, zero), seqK);
-    rowsPerChunk = b.create<arith::ConstantIndexOp>(kChunkRows);
-    outers = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(seqQ, rowsPerChunk), batch);
-  }
-  const RowShape queryRows{outers, heads, rowsPerChunk}, headRows{batch, kvHeads, headKeys},
-      chunkKeys{outers, kvHeads, rowsPerChunk};
-  FeatureBuffers phiQ = allocateFeatures(queryRows), headK = allocateFeatures(headRows);
-  Value headV = allocate(headRows, columns);
-  Value head = allocate({batch, kvHeads, b.create<arith::ConstantIndexOp>(features)}, columns);
-  Value total = allocate(queryRows, columns);
-  FeatureBuffers keysC, allKeys = headK;
-  Value valuesC, sums, scores;
-  if (causal) {
-    keysC = allocateFeatures(chunkKeys);
-    valuesC = allocate(chunkKeys, columns);
-    sums = allocate({outers, kvHeads, b.create<arith::ConstantIndexOp>(features)}, columns);
-    scores = allocate(queryRows, kChunkRows);
-    if (spec.weights)
-      allKeys = allocateFeatures({batch, kvHeads, seqK});
-  }
-
-  emitFeatures(phiQ, q, zero, Value());
-  emitFeatures(headK, k, zero, limit);
-  emitValues(headV, v, zero, limit);
-  matmul(transposed(headK.features), headV, head); // P_0
-  if (causal) {
-    emitFeatures(keysC, k, offset, limit);
-    emitValues(valuesC, v, offset, limit);
-    matmul(transposed(keysC.features), valuesC, sums); // D_c
-    b.create<attn::ChunkPrefixOp>(sums, head);         // P_c
-    matmul(phiQ.features, sums, total);
-    matmul(phiQ.features, transposed(keysC.features), scores);
-    matmul(scores, valuesC, total, /*causalSum=*/true, /*accumulate=*/true);
-  } else {
-    matmul(phiQ.features, head, total);
-  }
-  b.create<attn::NormalizeRowsOp>(total, arguments.at("o"));
+  Value limit = spec.masks.has(MaskKind::Padding) ? arguments.at("lengths") : Value();
+  const Sizes z = measure();
+  const Buffers x = allocateBuffers(z);
+  emitFeatures(x.phiQ, arguments.at("q"), z.zero, Value());
+  emitFeatures(x.headK, arguments.at("k"), z.zero, limit);
+  emitValues(x.headV, arguments.at("v"), z.zero, limit);
+  matmul(transposed(x.headK.features), x.headV, x.head); // P_0
+  if (causal)
+    emitCausalRows(x, z, limit);
+  else
+    matmul(x.phiQ.features, x.head, x.total);
+  b.create<attn::NormalizeRowsOp>(x.total, arguments.at("o"));
   if (spec.weights) {
     if (causal)
-      emitFeatures(allKeys, k, zero, limit);
-    b.create<attn::LinearWeightsOp>(phiQ.features, allKeys.features, total, arguments.at("weights"),
-                                    causal ? offset : Value());
+      emitFeatures(x.allKeys, arguments.at("k"), z.zero, limit);
+    b.create<attn::LinearWeightsOp>(x.phiQ.features, x.allKeys.features, x.total,
+                                    arguments.at("weights"), causal ? z.offset : Value());
   }
-  for (Value buffer : buffers)
+  for (Value buffer : allocated)
     b.create<memref::DeallocOp>(buffer);
 }
 

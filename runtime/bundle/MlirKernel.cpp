@@ -9,18 +9,18 @@
 //   void    _mlir_ciface_attnc_mlir_kernel_run(int64_t phase, int64_t first, int64_t last,
 //                                               Memref *arg0, ..., Memref *workspace)
 // with one descriptor per argument of the manifest, in its order, and the workspace (bytes, a
-// 1-d i8 memref) taken here once per call from the bundle's WorkspacePool; each is called through its packed interface
-// (MemrefCall.h), whatever the number of arguments. attnc_mlir_run takes those as pointers
-// (kernels[0..3]), with the kernel's shape contract (kernels[4], bundle/ShapeContract.h):
-// MlirKernelEntry.cpp passes a plain bundle's, a shape-dispatch bundle the one it picks. The
-// generated code takes every static size from its types, so the entry refuses tensors that
-// break the contract before the kernel sees them.
+// 1-d i8 memref) taken here once per call from the bundle's WorkspacePool; each is called
+// through its packed interface (MemrefCall.h), whatever the number of arguments.
+// attnc_mlir_run takes those as pointers (kernels[0..3]), with the kernel's shape contract
+// (kernels[4], bundle/ShapeContract.h): MlirKernelEntry.cpp passes a plain bundle's, a
+// shape-dispatch bundle the one it picks. The generated code takes every static size from its
+// types, so the entry refuses tensors that break the contract before the kernel sees them.
 #include "KernelRunner.h"
 #include "MemrefCall.h"
 #include "ShapeContract.h"
 #include "WorkspacePool.h"
 
-#include <memory>
+#include <algorithm>
 
 namespace {
 
@@ -44,13 +44,6 @@ attnc::mlirkernel::WorkspacePool& workspacePool() {
   return pool;
 }
 
-// The workspace's block for one call, given back to the pool when the call ends.
-struct GiveBack {
-  void operator()(attnc::mlirkernel::WorkspacePool::Block* block) const {
-    workspacePool().giveBack(*block);
-  }
-};
-
 } // namespace
 
 extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t messageSize,
@@ -66,19 +59,15 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
   const int64_t phaseCount = attnc::mlirkernel::callPacked<int64_t>(kernels[0], 0, args);
   const auto workspaceBytes =
       attnc::mlirkernel::callPacked<int64_t>(kernels[1], call->num_args, args);
-  attnc::mlirkernel::WorkspacePool::Block block;
-  std::unique_ptr<attnc::mlirkernel::WorkspacePool::Block, GiveBack> workspace;
-  if (workspaceBytes > 0) {
-    block = workspacePool().take(static_cast<size_t>(workspaceBytes));
-    workspace.reset(&block);
-    if (!block.data) {
-      std::snprintf(message, messageSize, "mlir kernel: cannot allocate %lld bytes of workspace",
-                    static_cast<long long>(workspaceBytes));
-      return 1;
-    }
+  const attnc::mlirkernel::WorkspacePool::Lease workspace =
+      workspacePool().take(static_cast<size_t>(std::max<int64_t>(workspaceBytes, 0)));
+  if (workspaceBytes > 0 && !workspace.data()) {
+    std::snprintf(message, messageSize, "mlir kernel: cannot allocate %lld bytes of workspace",
+                  static_cast<long long>(workspaceBytes));
+    return 1;
   }
   Memref workspaceDescriptor{};
-  workspaceDescriptor.allocated = workspaceDescriptor.aligned = block.data;
+  workspaceDescriptor.allocated = workspaceDescriptor.aligned = workspace.data();
   workspaceDescriptor.sizesAndStrides[0] = workspaceBytes;
   workspaceDescriptor.sizesAndStrides[1] = 1;
   args[call->num_args] = &workspaceDescriptor;

@@ -1,8 +1,8 @@
-// The workspace of an MLIR CPU kernel call (MlirKernel.cpp): the block of the last call that
-// finished is kept for the next one of the bundle. A long sequence's workspace (linear
-// attention's rows at H 4, d 64, T 8192: 32 MiB) is past glibc's largest mmap threshold, so a
-// block freed and allocated anew each call was mapped and zeroed page by page: 8 of its 20 ms.
-// Calls at the same time each take their own block; the larger one is kept.
+// The workspace of an MLIR CPU kernel call (MlirKernel.cpp): a block a call has finished with
+// is kept for the bundle's next call, the larger one when two calls ran at once. A long
+// sequence's workspace (linear attention's rows at H 4, d 64, T 8192: 32 MiB) is past glibc's
+// largest mmap threshold, so a block freed and allocated anew each call was mapped and zeroed
+// page by page: about 12 of the call's 20 ms. Calls at the same time each take their own block.
 #ifndef ATTNC_RUNTIME_BUNDLE_WORKSPACEPOOL_H
 #define ATTNC_RUNTIME_BUNDLE_WORKSPACEPOOL_H
 
@@ -14,12 +14,30 @@
 namespace attnc::mlirkernel {
 
 class WorkspacePool {
-public:
-  static constexpr size_t kAlignment = 64; // the offsets' alignment (attn-outline-tasks)
-
   struct Block {
     void* data = nullptr;
     size_t bytes = 0;
+  };
+
+public:
+  static constexpr size_t kAlignment = 64; // the offsets' alignment (attn-outline-tasks)
+  // The largest block kept past its call (a bundle holds at most this much between calls);
+  // larger ones, whose calls take long enough that the mapping weighs little, are freed.
+  static constexpr size_t kKeptAtMost = size_t(1) << 30;
+
+  // One call's block, given back to the pool when the lease ends.
+  class Lease {
+  public:
+    Lease(WorkspacePool& pool, Block block) : pool(pool), block(block) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { pool.giveBack(block); }
+    // The block's first byte, aligned to kAlignment; null when the allocation failed.
+    void* data() const { return block.data; }
+
+  private:
+    WorkspacePool& pool;
+    Block block;
   };
 
   WorkspacePool() = default;
@@ -27,23 +45,31 @@ public:
   WorkspacePool& operator=(const WorkspacePool&) = delete;
   ~WorkspacePool() { std::free(kept.data); }
 
-  // A block of at least `bytes`, aligned: the kept one when it is large enough, else a new one
-  // (data null when the allocation failed).
-  Block take(size_t bytes) {
+  // A block of at least `bytes`: none for 0, the kept one when it is large enough, else a new
+  // one (the kept one freed first if memory ran out).
+  Lease take(size_t bytes) {
+    if (bytes == 0)
+      return Lease(*this, Block{});
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (kept.data && kept.bytes >= bytes)
-        return std::exchange(kept, Block{});
+        return Lease(*this, std::exchange(kept, Block{}));
     }
     const size_t rounded = (bytes + kAlignment - 1) & ~(kAlignment - 1);
-    return {std::aligned_alloc(kAlignment, rounded), rounded};
+    void* data = std::aligned_alloc(kAlignment, rounded);
+    if (!data) {
+      release();
+      data = std::aligned_alloc(kAlignment, rounded);
+    }
+    return Lease(*this, Block{data, data ? rounded : 0});
   }
 
-  // Keeps the larger of `block` and the kept one, and frees the other.
+private:
+  // Keeps the larger of `block` and the kept one, up to kKeptAtMost, and frees the other.
   void giveBack(Block block) {
     if (!block.data)
       return;
-    {
+    if (block.bytes <= kKeptAtMost) {
       std::lock_guard<std::mutex> lock(mutex);
       if (block.bytes > kept.bytes)
         std::swap(block, kept);
@@ -51,7 +77,11 @@ public:
     std::free(block.data);
   }
 
-private:
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::free(std::exchange(kept, Block{}).data);
+  }
+
   std::mutex mutex;
   Block kept;
 };

@@ -67,7 +67,7 @@ class CapabilityTable(CliTestCase):
             return json.loads(r.stdout)["auto"]
         fused = [b for b in ("mlir", "halide") if b in BUILT_BACKENDS]
         self.assertEqual(auto("heads=2 d_k=16"), fused[0] if fused else None)
-        # Linear attention on MLIR ran 1.0-2.3x as fast as Halide's, Linformer 0.85-0.9x
+        # Linear attention on MLIR ran 1.0-3.2x as fast as Halide's, Linformer 0.83-0.99x
         # (docs/benchmarks.md): auto passes over MLIR for Linformer on CPUs only.
         self.assertEqual(auto("variant=linear d_k=8"), fused[0] if fused else None)
         self.assertEqual(auto("variant=linformer d_k=8 proj_len=4"),

@@ -1,5 +1,5 @@
-// An MLIR kernel's workspace pool (runtime/bundle/WorkspacePool.h): a call reuses the block of
-// the last call that finished when it is large enough, calls at once never share one, and the
+// An MLIR kernel's workspace pool (runtime/bundle/WorkspacePool.h): a call reuses the block a
+// finished call gave back when it is large enough, calls at once never share one, and the
 // larger block is the one kept.
 #include "bundle/WorkspacePool.h"
 
@@ -11,37 +11,43 @@ namespace {
 
 TEST(WorkspacePool, ReusesTheKeptBlockWhenLargeEnough) {
   WorkspacePool pool;
-  WorkspacePool::Block first = pool.take(1000);
-  ASSERT_NE(first.data, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(first.data) % WorkspacePool::kAlignment, 0u);
-  EXPECT_GE(first.bytes, 1000u);
-  void* data = first.data;
-  pool.giveBack(first);
-  WorkspacePool::Block again = pool.take(640);
-  EXPECT_EQ(again.data, data);
-  pool.giveBack(again);
-  WorkspacePool::Block larger = pool.take(5000); // past the kept block: a new one
-  ASSERT_NE(larger.data, nullptr);
-  EXPECT_GE(larger.bytes, 5000u);
-  pool.giveBack(larger);
-  WorkspacePool::Block kept = pool.take(5000); // the larger one was kept
-  EXPECT_EQ(kept.data, larger.data);
-  pool.giveBack(kept);
+  void* first = nullptr;
+  {
+    const WorkspacePool::Lease lease = pool.take(1000);
+    first = lease.data();
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % WorkspacePool::kAlignment, 0u);
+  }
+  {
+    const WorkspacePool::Lease smaller = pool.take(640);
+    EXPECT_EQ(smaller.data(), first);
+  }
+  void* larger = nullptr;
+  {
+    const WorkspacePool::Lease lease = pool.take(5000); // past the kept block: a new one
+    larger = lease.data();
+    ASSERT_NE(larger, nullptr);
+  }
+  const WorkspacePool::Lease kept = pool.take(5000); // the larger one was kept
+  EXPECT_EQ(kept.data(), larger);
+  EXPECT_EQ(pool.take(0).data(), nullptr); // no workspace, no block
 }
 
 TEST(WorkspacePool, CallsAtOnceTakeTheirOwnBlocks) {
   WorkspacePool pool;
-  pool.giveBack(pool.take(256));
-  WorkspacePool::Block one = pool.take(256), other = pool.take(256);
-  ASSERT_NE(one.data, nullptr);
-  ASSERT_NE(other.data, nullptr);
-  EXPECT_NE(one.data, other.data);
-  pool.giveBack(one);
-  pool.giveBack(other);
-  pool.giveBack({}); // a failed allocation's empty block changes nothing
-  WorkspacePool::Block kept = pool.take(256);
-  EXPECT_TRUE(kept.data == one.data || kept.data == other.data);
-  pool.giveBack(kept);
+  { const WorkspacePool::Lease warm = pool.take(256); }
+  void* one = nullptr;
+  void* other = nullptr;
+  {
+    const WorkspacePool::Lease first = pool.take(256), second = pool.take(256);
+    one = first.data();
+    other = second.data();
+    ASSERT_NE(one, nullptr);
+    ASSERT_NE(other, nullptr);
+    EXPECT_NE(one, other);
+  }
+  const WorkspacePool::Lease after = pool.take(256);
+  EXPECT_TRUE(after.data() == one || after.data() == other);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "Backends/MLIR/LinearAttention.h"
 
+#include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -102,22 +103,18 @@ void LinearAttentionBuilder::emitFeatures(const FeatureBuffers& to, Value x, Val
     return;
   }
   b.create<attn::FeatureRowsOp>(x, to.rows, first, limit, "value");
-  auto rowsType = cast<MemRefType>(to.rows.getType());
-  SmallVector<OpFoldResult> sizes;
-  for (int64_t d = 0; d < 3; ++d)
-    sizes.push_back(rowsType.isDynamicDim(d)
-                        ? OpFoldResult(b.create<memref::DimOp>(to.rows, d))
-                        : OpFoldResult(b.getIndexAttr(rowsType.getDimSize(d))));
-  sizes.push_back(b.getIndexAttr(spec.dK));
+  SmallVector<OpFoldResult> sizes = memref::getMixedSizes(b, b.getLoc(), to.rows);
+  sizes.back() = b.getIndexAttr(spec.dK); // the rows without their existence flag
   SmallVector<OpFoldResult> zeros(4, b.getIndexAttr(0)), ones(4, b.getIndexAttr(1));
   Value xRows = b.create<memref::SubViewOp>(to.rows, zeros, sizes, ones);
   // omega [F, d_k] as rhs [1, 1, d_k, F]
   Value omega = arguments.at("omega");
-  auto omegaType = cast<MemRefType>(omega.getType());
+  const SmallVector<ReassociationIndices> groups{{0, 1, 2}, {3}};
   FailureOr<MemRefType> expanded = memref::ExpandShapeOp::computeExpandedType(
-      omegaType, {1, 1, features, spec.dK}, {{0, 1, 2}, {3}});
-  Value omegaRows = b.create<memref::ExpandShapeOp>(*expanded, omega,
-                                                    ArrayRef<ReassociationIndices>{{0, 1, 2}, {3}});
+      cast<MemRefType>(omega.getType()), {1, 1, features, spec.dK}, groups);
+  if (failed(expanded))
+    throw JobError("mlir backend: no strided view of omega as [1, 1, features, d_k]");
+  Value omegaRows = b.create<memref::ExpandShapeOp>(*expanded, omega, groups);
   matmul(xRows, transposed(omegaRows), to.features);
   b.create<attn::FavorFeaturesOp>(to.rows, to.features, to.features, b.getF64FloatAttr(spec.scale));
 }
@@ -137,58 +134,61 @@ void LinearAttentionBuilder::matmul(Value lhs, Value rhs, Value out, bool causal
 // The sizes the buffers are made from: under causal, key j sits beside query row j - offset.
 LinearAttentionBuilder::Sizes LinearAttentionBuilder::measure() {
   Value q = arguments.at("q");
-  Sizes z;
-  z.zero = b.create<arith::ConstantIndexOp>(0);
-  z.batch = b.create<memref::DimOp>(q, 0);
-  z.seqK = b.create<memref::DimOp>(arguments.at("k"), 2);
+  Sizes sizes;
+  sizes.zero = b.create<arith::ConstantIndexOp>(0);
+  sizes.batch = b.create<memref::DimOp>(q, 0);
+  sizes.seqK = b.create<memref::DimOp>(arguments.at("k"), 2);
   Value seqQ = b.create<memref::DimOp>(q, 2);
-  z.headKeys = z.seqK;
-  z.rowsPerChunk = seqQ;
-  z.outers = z.batch;
+  sizes.headKeys = sizes.seqK;
+  sizes.rowsPerChunk = seqQ;
+  sizes.outers = sizes.batch;
   if (causal) {
-    z.offset = spec.causalAlign == CausalAlign::BottomRight
-                   ? b.create<arith::SubIOp>(z.seqK, seqQ).getResult()
-                   : z.zero;
-    z.headKeys = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(z.offset, z.zero), z.seqK);
-    z.rowsPerChunk = b.create<arith::ConstantIndexOp>(kChunkRows);
-    z.outers = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(seqQ, z.rowsPerChunk), z.batch);
+    sizes.offset = spec.causalAlign == CausalAlign::BottomRight
+                       ? b.create<arith::SubIOp>(sizes.seqK, seqQ).getResult()
+                       : sizes.zero;
+    sizes.headKeys =
+        b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(sizes.offset, sizes.zero), sizes.seqK);
+    sizes.rowsPerChunk = b.create<arith::ConstantIndexOp>(kChunkRows);
+    sizes.outers = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(seqQ, sizes.rowsPerChunk),
+                                           sizes.batch);
   }
-  return z;
+  return sizes;
 }
 
 // Every buffer, before the first op (attn-outline-tasks' workspace).
-LinearAttentionBuilder::Buffers LinearAttentionBuilder::allocateBuffers(const Sizes& z) {
-  const RowShape queryRows{z.outers, spec.heads, z.rowsPerChunk},
-      headRows{z.batch, spec.kvHeads, z.headKeys},
-      chunkKeys{z.outers, spec.kvHeads, z.rowsPerChunk};
+LinearAttentionBuilder::Buffers LinearAttentionBuilder::allocateBuffers(const Sizes& sizes) {
+  const RowShape queryRows{sizes.outers, spec.heads, sizes.rowsPerChunk},
+      headRows{sizes.batch, spec.kvHeads, sizes.headKeys},
+      chunkKeys{sizes.outers, spec.kvHeads, sizes.rowsPerChunk};
   Value featureRows = b.create<arith::ConstantIndexOp>(features);
-  Buffers x;
-  x.phiQ = allocateFeatures(queryRows);
-  x.headK = x.allKeys = allocateFeatures(headRows);
-  x.headV = allocate(headRows, columns);
-  x.head = allocate({z.batch, spec.kvHeads, featureRows}, columns);
-  x.total = allocate(queryRows, columns);
+  Buffers buffers;
+  buffers.phiQ = allocateFeatures(queryRows);
+  buffers.headK = buffers.allKeys = allocateFeatures(headRows);
+  buffers.headV = allocate(headRows, columns);
+  buffers.head = allocate({sizes.batch, spec.kvHeads, featureRows}, columns);
+  buffers.total = allocate(queryRows, columns);
   if (causal) {
-    x.keysC = allocateFeatures(chunkKeys);
-    x.valuesC = allocate(chunkKeys, columns);
-    x.sums = allocate({z.outers, spec.kvHeads, featureRows}, columns);
-    x.scores = allocate(queryRows, kChunkRows);
+    buffers.keysC = allocateFeatures(chunkKeys);
+    buffers.valuesC = allocate(chunkKeys, columns);
+    buffers.sums = allocate({sizes.outers, spec.kvHeads, featureRows}, columns);
+    buffers.scores = allocate(queryRows, kChunkRows);
     if (spec.weights)
-      x.allKeys = allocateFeatures({z.batch, spec.kvHeads, z.seqK});
+      buffers.allKeys = allocateFeatures({sizes.batch, spec.kvHeads, sizes.seqK});
   }
-  return x;
+  return buffers;
 }
 
 // Rows of chunk c: phi(Q_c) P_c with P_c the prefix of the chunk states D_c' from P_0, plus the
 // chunk's own keys u <= i.
-void LinearAttentionBuilder::emitCausalRows(const Buffers& x, const Sizes& z, Value limit) {
-  emitFeatures(x.keysC, arguments.at("k"), z.offset, limit);
-  emitValues(x.valuesC, arguments.at("v"), z.offset, limit);
-  matmul(transposed(x.keysC.features), x.valuesC, x.sums); // D_c
-  b.create<attn::ChunkPrefixOp>(x.sums, x.head);           // P_c
-  matmul(x.phiQ.features, x.sums, x.total);
-  matmul(x.phiQ.features, transposed(x.keysC.features), x.scores);
-  matmul(x.scores, x.valuesC, x.total, /*causalSum=*/true, /*accumulate=*/true);
+void LinearAttentionBuilder::emitCausalRows(const Buffers& buffers, const Sizes& sizes,
+                                            Value limit) {
+  emitFeatures(buffers.keysC, arguments.at("k"), sizes.offset, limit);
+  emitValues(buffers.valuesC, arguments.at("v"), sizes.offset, limit);
+  matmul(transposed(buffers.keysC.features), buffers.valuesC, buffers.sums); // D_c
+  b.create<attn::ChunkPrefixOp>(buffers.sums, buffers.head);                 // P_c
+  matmul(buffers.phiQ.features, buffers.sums, buffers.total);
+  matmul(buffers.phiQ.features, transposed(buffers.keysC.features), buffers.scores);
+  matmul(buffers.scores, buffers.valuesC, buffers.total, /*causalSum=*/true, /*accumulate=*/true);
 }
 
 // Keys every query row sees (all of them without causal; with it, those before the first
@@ -197,22 +197,22 @@ void LinearAttentionBuilder::emitCausalRows(const Buffers& x, const Sizes& z, Va
 // chunks before its own through the prefix P_c and its own chunk's keys u <= i.
 void LinearAttentionBuilder::build() {
   Value limit = spec.masks.has(MaskKind::Padding) ? arguments.at("lengths") : Value();
-  const Sizes z = measure();
-  const Buffers x = allocateBuffers(z);
-  emitFeatures(x.phiQ, arguments.at("q"), z.zero, Value());
-  emitFeatures(x.headK, arguments.at("k"), z.zero, limit);
-  emitValues(x.headV, arguments.at("v"), z.zero, limit);
-  matmul(transposed(x.headK.features), x.headV, x.head); // P_0
+  const Sizes sizes = measure();
+  const Buffers buffers = allocateBuffers(sizes);
+  emitFeatures(buffers.phiQ, arguments.at("q"), sizes.zero, Value());
+  emitFeatures(buffers.headK, arguments.at("k"), sizes.zero, limit);
+  emitValues(buffers.headV, arguments.at("v"), sizes.zero, limit);
+  matmul(transposed(buffers.headK.features), buffers.headV, buffers.head); // P_0
   if (causal)
-    emitCausalRows(x, z, limit);
+    emitCausalRows(buffers, sizes, limit);
   else
-    matmul(x.phiQ.features, x.head, x.total);
-  b.create<attn::NormalizeRowsOp>(x.total, arguments.at("o"));
+    matmul(buffers.phiQ.features, buffers.head, buffers.total);
+  b.create<attn::NormalizeRowsOp>(buffers.total, arguments.at("o"));
   if (spec.weights) {
     if (causal)
-      emitFeatures(x.allKeys, arguments.at("k"), z.zero, limit);
-    b.create<attn::LinearWeightsOp>(x.phiQ.features, x.allKeys.features, x.total,
-                                    arguments.at("weights"), causal ? z.offset : Value());
+      emitFeatures(buffers.allKeys, arguments.at("k"), sizes.zero, limit);
+    b.create<attn::LinearWeightsOp>(buffers.phiQ.features, buffers.allKeys.features, buffers.total,
+                                    arguments.at("weights"), causal ? sizes.offset : Value());
   }
   for (Value buffer : allocated)
     b.create<memref::DeallocOp>(buffer);

@@ -11,11 +11,12 @@ bool disagree(int64_t a, int64_t b) {
   return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
 }
 
-// A static last dim (features F, or a row [n, z] of E), as every lowering unrolls nothing
-// but indexes by it.
-LogicalResult verifyStaticColumns(Operation* op, MemRefType type, StringRef name) {
-  if (type.isDynamicDim(3) || type.getDimSize(3) < 1)
-    return op->emitOpError() << name << " must have a static, positive last dim";
+// Static, positive heads (dim 1) and columns (dim 3: features F, a row [n, z] of E, a row's
+// dims), which the lowerings take as constants: the task count and the loops over a row.
+LogicalResult verifyStaticHeadsAndColumns(Operation* op, MemRefType type, StringRef name) {
+  for (int64_t d : {1, 3})
+    if (type.isDynamicDim(d) || type.getDimSize(d) < 1)
+      return op->emitOpError() << name << " must have static, positive heads and columns";
   return success();
 }
 
@@ -31,7 +32,8 @@ LogicalResult verifySameRows(Operation* op, MemRefType a, MemRefType b, StringRe
 
 LogicalResult FeatureRowsOp::verify() {
   MemRefType x = getX().getType(), out = getOut().getType();
-  if (failed(verifyStaticColumns(*this, out, "out")))
+  if (failed(verifyStaticHeadsAndColumns(*this, x, "x")) ||
+      failed(verifyStaticHeadsAndColumns(*this, out, "out")))
     return failure();
   if (disagree(x.getDimSize(1), out.getDimSize(1)))
     return emitOpError() << "x and out must have the same heads";
@@ -53,8 +55,8 @@ LogicalResult FeatureRowsOp::verify() {
 LogicalResult FavorFeaturesOp::verify() {
   MemRefType rows = getRows().getType(), projected = getProjected().getType(),
              out = getOut().getType();
-  if (failed(verifyStaticColumns(*this, rows, "rows")) ||
-      failed(verifyStaticColumns(*this, out, "out")) ||
+  if (failed(verifyStaticHeadsAndColumns(*this, rows, "rows")) ||
+      failed(verifyStaticHeadsAndColumns(*this, out, "out")) ||
       failed(verifySameRows(*this, rows, projected, "rows and projected")) ||
       failed(verifySameRows(*this, rows, out, "rows and out")))
     return failure();
@@ -69,6 +71,8 @@ LogicalResult FavorFeaturesOp::verify() {
 
 LogicalResult ChunkPrefixOp::verify() {
   MemRefType sums = getSums().getType(), initial = getInitial().getType();
+  if (failed(verifyStaticHeadsAndColumns(*this, sums, "sums")))
+    return failure();
   for (int64_t d = 1; d < 4; ++d)
     if (disagree(sums.getDimSize(d), initial.getDimSize(d)))
       return emitOpError() << "sums and initial must have the same heads, rows and columns";
@@ -77,7 +81,8 @@ LogicalResult ChunkPrefixOp::verify() {
 
 LogicalResult NormalizeRowsOp::verify() {
   MemRefType total = getTotal().getType(), out = getOut().getType();
-  if (failed(verifyStaticColumns(*this, total, "total")))
+  if (failed(verifyStaticHeadsAndColumns(*this, total, "total")) ||
+      failed(verifyStaticHeadsAndColumns(*this, out, "out")))
     return failure();
   if (disagree(total.getDimSize(1), out.getDimSize(1)))
     return emitOpError() << "total and out must have the same heads";
@@ -90,8 +95,8 @@ LogicalResult NormalizeRowsOp::verify() {
 LogicalResult LinearWeightsOp::verify() {
   MemRefType queries = getQueries().getType(), keys = getKeys().getType(),
              total = getTotal().getType(), out = getOut().getType();
-  if (failed(verifyStaticColumns(*this, queries, "queries")) ||
-      failed(verifyStaticColumns(*this, total, "total")) ||
+  if (failed(verifyStaticHeadsAndColumns(*this, queries, "queries")) ||
+      failed(verifyStaticHeadsAndColumns(*this, total, "total")) ||
       failed(verifySameRows(*this, queries, total, "queries and total")))
     return failure();
   if (disagree(queries.getDimSize(3), keys.getDimSize(3)))
@@ -103,5 +108,7 @@ LogicalResult LinearWeightsOp::verify() {
                          << "queries' (" << heads << ")";
   if (disagree(out.getDimSize(1), heads))
     return emitOpError() << "out and queries must have the same heads";
+  if (disagree(keys.getDimSize(2), out.getDimSize(3)))
+    return emitOpError() << "out must have a column per key";
   return success();
 }

@@ -37,6 +37,9 @@ LogicalResult MatmulOp::verify() {
     return emitOpError() << "lhs and out must have the same rows";
   if (ShapedType::isDynamic(out.getDimSize(3)) || rhs.getDimSize(3) != out.getDimSize(3))
     return emitOpError() << "rhs and out must have the same static columns";
+  if (getCausal() && disagree(lhs.getDimSize(3), out.getDimSize(2)))
+    return emitOpError() << "causal compares a step with a row: lhs's columns and out's rows "
+                            "must agree";
   if (getSinusoid()) {
     const int64_t model = lhs.getDimSize(3);
     if (ShapedType::isDynamic(model) || model % 2 != 0)

@@ -164,9 +164,13 @@ void lowerChunkPrefix(Builder& b, ChunkPrefixOp op, int64_t rows) {
   });
 }
 
-// Row i's place in a chunked buffer of batch b: [n B + b, h, t].
-SmallVector<Value> chunkedRow(Builder& b, Value chunked, Value batch, Value bi, Value head,
-                              Value i) {
+// Row i's place in a chunked buffer of batch b, [n B + b, h, t], and a column of it.
+struct ChunkedRow {
+  Value outer, head, row;
+  SmallVector<Value> at(Value column) const { return {outer, head, row, column}; }
+};
+
+ChunkedRow chunkedRow(Builder& b, Value chunked, Value batch, Value bi, Value head, Value i) {
   auto [chunk, t] = divMod(b, i, dim(b, chunked, 2));
   return {b.create<arith::AddIOp>(b.create<arith::MulIOp>(chunk, batch), bi), head, t};
 }
@@ -184,12 +188,10 @@ void lowerNormalizeRows(Builder& b, NormalizeRowsOp op, int64_t rows) {
   Value batch = dim(b, out, 0);
   RowTask task = rowTasks(b, batch, heads, dim(b, out, 2), rows);
   forRange(b, task.firstRow, task.rowEnd, [&](Builder& rb, Value i) {
-    SmallVector<Value> at = chunkedRow(rb, total, batch, task.outer, task.head, i);
-    at.push_back(indexConstant(rb, columns));
-    Value z = rb.create<memref::LoadOp>(total, at);
+    const ChunkedRow row = chunkedRow(rb, total, batch, task.outer, task.head, i);
+    Value z = rb.create<memref::LoadOp>(total, row.at(indexConstant(rb, columns)));
     forRange(rb, indexConstant(rb, 0), indexConstant(rb, columns), [&](Builder& cb, Value e) {
-      at.back() = e;
-      storeF32(cb, dividedOrZero(cb, cb.create<memref::LoadOp>(total, at), z), out,
+      storeF32(cb, dividedOrZero(cb, cb.create<memref::LoadOp>(total, row.at(e)), z), out,
                {task.outer, task.head, i, e});
     });
   });
@@ -198,15 +200,14 @@ void lowerNormalizeRows(Builder& b, NormalizeRowsOp op, int64_t rows) {
 // Row i's weights over the keys it sees, [0, end), and 0 past them.
 void lowerLinearWeights(Builder& b, LinearWeightsOp op, int64_t rows) {
   Value queries = op.getQueries(), keys = op.getKeys(), total = op.getTotal(), out = op.getOut();
-  const int64_t heads = staticDim(out, 1), features = staticDim(queries, 3);
+  const int64_t heads = staticDim(queries, 1), features = staticDim(queries, 3);
   const int64_t group = heads / staticDim(keys, 1), columns = staticDim(total, 3) - 1;
   Value batch = dim(b, out, 0), seqK = dim(b, out, 3);
   RowTask task = rowTasks(b, batch, heads, dim(b, out, 2), rows);
   Value kvHead = b.create<arith::DivUIOp>(task.head, indexConstant(b, group));
   forRange(b, task.firstRow, task.rowEnd, [&](Builder& rb, Value i) {
-    SmallVector<Value> at = chunkedRow(rb, total, batch, task.outer, task.head, i);
-    at.push_back(indexConstant(rb, columns));
-    Value z = rb.create<memref::LoadOp>(total, at);
+    const ChunkedRow row = chunkedRow(rb, total, batch, task.outer, task.head, i);
+    Value z = rb.create<memref::LoadOp>(total, row.at(indexConstant(rb, columns)));
     Value end = seqK;
     if (Value offset = op.getCausalOffset()) // j <= i + offset, within [0, Tk]
       end = rb.create<arith::MinSIOp>(
@@ -218,8 +219,7 @@ void lowerLinearWeights(Builder& b, LinearWeightsOp op, int64_t rows) {
       Value score = foldRange(
           jb, indexConstant(jb, 0), indexConstant(jb, features), ValueRange{f32Constant(jb, 0)},
           [&](Builder& fb, Value f, ValueRange sum) -> SmallVector<Value> {
-            at.back() = f;
-            Value q = fb.create<memref::LoadOp>(queries, at);
+            Value q = fb.create<memref::LoadOp>(queries, row.at(f));
             Value k = fb.create<memref::LoadOp>(keys, ValueRange{task.outer, kvHead, j, f});
             return {fb.create<math::FmaOp>(q, k, sum[0])};
           })[0];

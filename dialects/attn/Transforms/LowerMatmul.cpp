@@ -2,12 +2,12 @@
 //
 // A variant's operand product (mha's projections and W_O, bilinear's q W, Linformer's E K and
 // F V, linear attention's chunk products) lowers to a phase of its own, in place of the op:
-// one task per `rows` rows and up to
-// kColumnTile columns of `out` for a batch and head. As the attention does with its query
-// tile, a task packs its rows of lhs transposed, rows in vector lanes, kReductionBlock steps of
-// the contraction at a time, and accumulates out^T in register tiles of `columns` columns of
-// rows / vectorWidth vectors, each rhs element broadcast to a vector: the attention's PV tile,
-// so rhs and out may have any strides and nothing is packed but lhs's rows.
+// one task per `rows` rows and up to kColumnTile columns of `out` for a batch and head. As the
+// attention does with its query tile, a task packs its rows of lhs transposed, rows in vector
+// lanes, kReductionBlock steps of the contraction at a time, and accumulates out^T in register
+// tiles of `columns` columns of rows / vectorWidth vectors, each rhs element broadcast to a
+// vector: the attention's PV tile, so rhs and out may have any strides and nothing is packed
+// but lhs's rows.
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/Positions.h"

@@ -16,8 +16,8 @@ namespace {
 constexpr int64_t kWorkspaceAlignment = 64; // a cache line; more than any vector load needs
 
 // A kernel's parts: the buffers that live across phases, the views of them beside the phases
-// (a variant's operands seen heads first: memref.cast, transpose, expand_shape), which only
-// the run function can form, and the phases in order.
+// (a variant's operands seen heads first: memref.cast, transpose, expand_shape; a part of a
+// row: subview), which only the run function can form, and the phases in order.
 struct KernelParts {
   SmallVector<memref::AllocOp> workspace;
   SmallVector<Operation*> workspaceViews;
@@ -39,6 +39,9 @@ Value workspaceExtent(OpBuilder& b, Location loc, Value view, unsigned d) {
     return workspaceExtent(b, loc, transpose.getIn(), transpose.getPermutation().getDimPosition(d));
   if (auto expand = dyn_cast_or_null<memref::ExpandShapeOp>(def))
     return expand.getOutputShape()[type.getDynamicDimIndex(d)];
+  if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def);
+      subview && subview.getSourceType().getRank() == type.getRank())
+    return subview.getDynamicSizes()[type.getDynamicDimIndex(d)];
   return {};
 }
 

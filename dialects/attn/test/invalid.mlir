@@ -408,3 +408,30 @@ func.func @linear_weights_heads(%q: memref<?x4x64x16xf32>, %k: memref<?x3x?x16xf
       : memref<?x4x64x16xf32>, memref<?x3x?x16xf32>, memref<?x4x64x17xf32>, memref<?x4x?x?xf32>
   return
 }
+
+// -----
+
+func.func @feature_rows_dynamic_dims(%x: memref<?x2x?x?xf32>, %o: memref<?x2x64x16xf32>, %f: index) {
+  // expected-error @+1 {{x must have static, positive heads and columns}}
+  attn.feature_rows %x into %o rows from %f {map = "elu1"} : memref<?x2x?x?xf32>, memref<?x2x64x16xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weights_keys(%q: memref<?x4x64x16xf32>, %k: memref<?x2x30x16xf32>,
+                               %t: memref<?x4x64x17xf32>, %w: memref<?x4x?x31xf32>) {
+  // expected-error @+1 {{out must have a column per key}}
+  attn.linear_weights %q, %k, %t into %w
+      : memref<?x4x64x16xf32>, memref<?x2x30x16xf32>, memref<?x4x64x17xf32>, memref<?x4x?x31xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_causal_steps(%a: memref<?x2x64x32xf32>, %b: memref<?x2x32x8xf32>,
+                               %o: memref<?x2x64x8xf32>) {
+  // expected-error @+1 {{causal compares a step with a row: lhs's columns and out's rows must agree}}
+  attn.matmul %a, %b into %o {causal} : memref<?x2x64x32xf32>, memref<?x2x32x8xf32>, memref<?x2x64x8xf32>
+  return
+}

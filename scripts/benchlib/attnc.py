@@ -9,18 +9,18 @@ ATTNC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bu
                      "attnc")
 
 
-def compile_spec(spec, directory, target, emit, suffix):
-    output = subprocess.run([ATTNC, "compile", spec, "--target", target, "-o", directory,
-                             "--emit", emit], capture_output=True, text=True)
+def compile_spec(spec, directory, target, emit, suffix, backend="auto"):
+    output = subprocess.run([ATTNC, "compile", spec, "--target", target, "--backend", backend,
+                             "-o", directory, "--emit", emit], capture_output=True, text=True)
     if output.returncode != 0:
         raise RuntimeError("attnc compile %r failed: %s" % (spec, output.stderr.strip()))
     return next(line for line in output.stdout.splitlines() if line.endswith(suffix))
 
 
-def compile_bundle(spec, directory, target="host"):
+def compile_bundle(spec, directory, target="host", backend="auto"):
     """The bundle as users get it (`--emit so` alone: a compile that also emits assembly builds
     the prefill kernel only, without the decode kernel)."""
-    return compile_spec(spec, directory, target, "so", ".so")
+    return compile_spec(spec, directory, target, "so", ".so", backend)
 
 
 def products(spec, directory, target="host"):

@@ -20,6 +20,7 @@ PEERS = {
     "torch-sdpa": _lazy("torch_peers", "Sdpa"),
     "flex": _lazy("torch_peers", "Flex"),
     "attnc-flex": _lazy("torch_peers", "AttncFlex"),
+    "torch-mha": _lazy("torch_peers", "MultiheadAttention"),
     "openvino": _lazy("openvino_peer", "OpenVino"),
     "openvino-paged": _lazy("openvino_paged", "OpenVinoPaged"),
     "iree": _lazy("iree_peer", "Iree"),

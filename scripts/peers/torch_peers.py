@@ -8,7 +8,10 @@
     for the next processes);
 and attnc's FlexAttention front on the same callables:
   - `AttncFlex`: attnc.torch.flex_attention (the callables traced into a spec, its kernel
-    compiled ahead of time and cached on disk), on torch's thread count.
+    compiled ahead of time and cached on disk), on torch's thread count;
+and the whole multi-head block attnc's variant=mha fuses:
+  - `MultiheadAttention`: nn.MultiheadAttention without biases in inference_mode, its fast path
+    (the projections as GEMMs around its fused SDPA).
 Queries sit at the last tq of tk positions (attnc's bottom-right alignment); PyTorch's is_causal
 is top-left, so it is used only where tq == tk, and a decoding row (tq = 1) needs no mask."""
 import warnings
@@ -19,6 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import cases
+import peer_registry
 
 TORCH_TYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -91,6 +95,33 @@ class AttncFlex:
 
     def prepare(self, case):
         return flex_call(self.flex_attention, case), "attnc.torch.flex_attention"
+
+
+class MultiheadAttention:
+    """Cases name `d_model` and `heads` (d = d_model / heads), self-attention on one input
+    x [1, T, d_model]; mask none or causal (tq == tk)."""
+
+    def __init__(self, threads):
+        torch.set_num_threads(threads)
+        self.version = "torch " + torch.__version__
+
+    def prepare(self, case):
+        if case["tq"] != case["tk"] or case["mask"] not in ("none", "causal"):
+            raise peer_registry.Unsupported("self-attention without a mask or causal only")
+        torch.manual_seed(0)
+        block = torch.nn.MultiheadAttention(case["d_model"], case["heads"], bias=False,
+                                            batch_first=True).eval()
+        x = torch.randn(1, case["tq"], case["d_model"])
+        options = {"need_weights": False}
+        if case["mask"] == "causal":
+            options["attn_mask"] = torch.nn.Transformer.generate_square_subsequent_mask(
+                case["tq"])
+            options["is_causal"] = True
+
+        def attention():
+            with torch.inference_mode():
+                return block(x, x, x, **options)
+        return attention, "nn.MultiheadAttention (inference_mode fast path)"
 
 
 def flex_call(flex, case):

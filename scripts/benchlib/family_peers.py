@@ -29,7 +29,12 @@ SPECS = [
 ]
 QUICK = SPECS[:1] + SPECS[4:5]
 BACKENDS = ("mlir", "halide")
-RUNS = 5
+RUNS = 20  # timed calls a process: kernels of a few ms vary from call to call
+
+
+def key(spec, implementation, threads):
+    """A figure's name (a peer's case id goes through JSON, so a string)."""
+    return "%s | %s | %d" % (spec, implementation, threads)
 
 
 def peer_case(spec, seq):
@@ -47,12 +52,12 @@ def schedule(rounds, specs, seq, work):
         for backend in BACKENDS:
             bundle = attnc.compile_bundle(spec, os.path.join(work, backend), backend=backend)
             for threads in (1, 2):
-                rounds.attnc((spec, backend, threads),
+                rounds.attnc(key(spec, backend, threads),
                              attnc.bench_argv(bundle, seq, seq, threads, RUNS))
         case = peer_case(spec, seq)
         if case:
             for threads in (1, 2):
-                rounds.peer("torch-mha", threads, (spec, "torch", threads), case)
+                rounds.peer("torch-mha", threads, key(spec, "torch", threads), case)
 
 
 def ratio(rounds, slower, faster):
@@ -68,7 +73,7 @@ def figure(rounds, key):
 def rows(rounds, specs):
     for spec in specs:
         for threads in (2, 1):
-            mlir, halide, torch = ((spec, name, threads) for name in ("mlir", "halide", "torch"))
+            mlir, halide, torch = (key(spec, name, threads) for name in ("mlir", "halide", "torch"))
             peer = peer_case(spec, 0) is not None
             yield [spec, threads, figure(rounds, mlir), figure(rounds, halide),
                    ratio(rounds, halide, mlir), figure(rounds, torch) if peer else "–",

@@ -2,7 +2,8 @@
 // is kept for the bundle's next call, the larger one when two calls ran at once. A long
 // sequence's workspace (linear attention's rows at H 4, d 64, T 8192: 32 MiB) is past glibc's
 // largest mmap threshold, so a block freed and allocated anew each call was mapped and zeroed
-// page by page: about 12 of the call's 20 ms. Calls at the same time each take their own block.
+// page by page: 18.6 ms a call against 8.05 with the block kept (docs/benchmarks.md). Calls at
+// the same time each take their own block.
 #ifndef ATTNC_RUNTIME_BUNDLE_WORKSPACEPOOL_H
 #define ATTNC_RUNTIME_BUNDLE_WORKSPACEPOOL_H
 

@@ -67,8 +67,9 @@ class CapabilityTable(CliTestCase):
             return json.loads(r.stdout)["auto"]
         fused = [b for b in ("mlir", "halide") if b in BUILT_BACKENDS]
         self.assertEqual(auto("heads=2 d_k=16"), fused[0] if fused else None)
-        # Linear attention on MLIR ran 1.0-3.2x as fast as Halide's, Linformer 0.83-0.99x
-        # (docs/benchmarks.md): auto passes over MLIR for Linformer on CPUs only.
+        # Linear attention on MLIR ran 1.26-3.05x as fast as Halide's, Linformer 0.90-0.95x
+        # (scripts/bench-family, docs/benchmarks.md): auto passes over MLIR for Linformer on CPUs
+        # only.
         self.assertEqual(auto("variant=linear d_k=8"), fused[0] if fused else None)
         self.assertEqual(auto("variant=linformer d_k=8 proj_len=4"),
                          "halide" if "halide" in fused else (fused or [None])[0])

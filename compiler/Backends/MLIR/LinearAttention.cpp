@@ -1,6 +1,6 @@
 #include "Backends/MLIR/LinearAttention.h"
 
-#include "Support/Errors.h"
+#include "Backends/MLIR/OperandViews.h"
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -56,7 +56,6 @@ private:
   void emitCausalRows(const Buffers& buffers, const Sizes& sizes, Value limit);
   Value allocate(const RowShape& shape, int64_t width);
   FeatureBuffers allocateFeatures(const RowShape& shape);
-  Value transposed(Value matrix);
   void emitFeatures(const FeatureBuffers& to, Value x, Value first, Value limit);
   void emitValues(Value to, Value v, Value first, Value limit);
   void matmul(Value lhs, Value rhs, Value out, bool causalSum = false, bool accumulate = false);
@@ -88,12 +87,6 @@ FeatureBuffers LinearAttentionBuilder::allocateFeatures(const RowShape& shape) {
   return to;
 }
 
-// [.., R, C] as [.., C, R].
-Value LinearAttentionBuilder::transposed(Value matrix) {
-  auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 1, 3, 2}, b.getContext());
-  return b.create<memref::TransposeOp>(matrix, AffineMapAttr::get(order));
-}
-
 // phi of rows first.. of x; FAVOR+: [x, 1], times omega^T, then its positive features.
 void LinearAttentionBuilder::emitFeatures(const FeatureBuffers& to, Value x, Value first,
                                           Value limit) {
@@ -108,14 +101,7 @@ void LinearAttentionBuilder::emitFeatures(const FeatureBuffers& to, Value x, Val
   SmallVector<OpFoldResult> zeros(4, b.getIndexAttr(0)), ones(4, b.getIndexAttr(1));
   Value xRows = b.create<memref::SubViewOp>(to.rows, zeros, sizes, ones);
   // omega [F, d_k] as rhs [1, 1, d_k, F]
-  Value omega = arguments.at("omega");
-  const SmallVector<ReassociationIndices> groups{{0, 1, 2}, {3}};
-  FailureOr<MemRefType> expanded = memref::ExpandShapeOp::computeExpandedType(
-      cast<MemRefType>(omega.getType()), {1, 1, features, spec.dK}, groups);
-  if (failed(expanded))
-    throw JobError("mlir backend: no strided view of omega as [1, 1, features, d_k]");
-  Value omegaRows = b.create<memref::ExpandShapeOp>(*expanded, omega, groups);
-  matmul(xRows, transposed(omegaRows), to.features);
+  matmul(xRows, transposedMatrices(b, asOneMatrix(b, arguments.at("omega"))), to.features);
   b.create<attn::FavorFeaturesOp>(to.rows, to.features, to.features, b.getF64FloatAttr(spec.scale));
 }
 
@@ -184,10 +170,10 @@ void LinearAttentionBuilder::emitCausalRows(const Buffers& buffers, const Sizes&
                                             Value limit) {
   emitFeatures(buffers.keysC, arguments.at("k"), sizes.offset, limit);
   emitValues(buffers.valuesC, arguments.at("v"), sizes.offset, limit);
-  matmul(transposed(buffers.keysC.features), buffers.valuesC, buffers.sums); // D_c
+  matmul(transposedMatrices(b, buffers.keysC.features), buffers.valuesC, buffers.sums); // D_c
   b.create<attn::ChunkPrefixOp>(buffers.sums, buffers.head);                 // P_c
   matmul(buffers.phiQ.features, buffers.sums, buffers.total);
-  matmul(buffers.phiQ.features, transposed(buffers.keysC.features), buffers.scores);
+  matmul(buffers.phiQ.features, transposedMatrices(b, buffers.keysC.features), buffers.scores);
   matmul(buffers.scores, buffers.valuesC, buffers.total, /*causalSum=*/true, /*accumulate=*/true);
 }
 
@@ -202,7 +188,8 @@ void LinearAttentionBuilder::build() {
   emitFeatures(buffers.phiQ, arguments.at("q"), sizes.zero, Value());
   emitFeatures(buffers.headK, arguments.at("k"), sizes.zero, limit);
   emitValues(buffers.headV, arguments.at("v"), sizes.zero, limit);
-  matmul(transposed(buffers.headK.features), buffers.headV, buffers.head); // P_0
+  b.create<attn::MatmulOp>(transposedMatrices(b, buffers.headK.features), buffers.headV,
+                           buffers.head, limit, Value()); // P_0, over a batch's keys only
   if (causal)
     emitCausalRows(buffers, sizes, limit);
   else

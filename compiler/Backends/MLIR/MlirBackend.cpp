@@ -154,8 +154,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "(decode: 32); otherwise widened to f32"
                           : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
                             "of 16, else widened to f32",
-                      // Linformer's products and attention ran 0.83-0.99x as fast as Halide's fused
-                      // kernel (H 4, d 64, proj_len 256, T 1k-32k; docs/benchmarks.md).
+                      // Linformer's products and attention ran 0.95x and 0.90x as fast as
+                      // Halide's fused kernel (H 4, d 64, proj_len 256, T 2048, 2 and 1
+                      // threads; scripts/bench-family, docs/benchmarks.md).
                       device == Device::Cpu ? std::vector<Variant>{Variant::Linformer}
                                             : std::vector<Variant>{}});
     }

@@ -1,5 +1,6 @@
 #include "Backends/MLIR/VariantOperands.h"
 
+#include "Backends/MLIR/OperandViews.h"
 #include "Backends/MLIR/SpecToAttn.h"
 #include "Support/Errors.h"
 #include "attn/IR/AttnOps.h"
@@ -19,38 +20,6 @@ Value asArgumentType(ImplicitLocOpBuilder& b, Value memref) {
   auto type = cast<MemRefType>(memref.getType());
   return b.create<memref::CastOp>(withArgumentLayout(type.getShape(), type.getElementType()),
                                   memref);
-}
-
-// A view of `memref` with its dims split as `groups` says, into `shape`, in which a group has
-// at most one dynamic dim: the source dim's extent.
-Value expand(ImplicitLocOpBuilder& b, Value memref, ArrayRef<int64_t> shape,
-             ArrayRef<ReassociationIndices> groups) {
-  auto type = cast<MemRefType>(memref.getType());
-  FailureOr<MemRefType> expanded = memref::ExpandShapeOp::computeExpandedType(type, shape, groups);
-  if (failed(expanded))
-    throw JobError("mlir backend: no strided view of an operand in the shape asked");
-  SmallVector<Value> dynamicSizes;
-  for (auto [source, group] : llvm::enumerate(groups))
-    for (int64_t d : group)
-      if (ShapedType::isDynamic(shape[d]))
-        dynamicSizes.push_back(b.create<memref::DimOp>(memref, source));
-  return b.create<memref::ExpandShapeOp>(
-      *expanded, memref, getReassociationIndicesAttribute(b, groups), dynamicSizes, shape);
-}
-
-// [B, T, d] as [B, 1, T, d], or [H, R, C] as [1, H, R, C]: a batch of one head, or heads
-// shared by every batch, as attn.matmul takes its factors.
-Value withUnitFirst(ImplicitLocOpBuilder& b, Value memref, bool unitBatch) {
-  ArrayRef<int64_t> s = cast<MemRefType>(memref.getType()).getShape();
-  if (unitBatch)
-    return expand(b, memref, {1, s[0], s[1], s[2]}, {{0, 1}, {2}, {3}});
-  return expand(b, memref, {s[0], 1, s[1], s[2]}, {{0, 1}, {2}, {3}});
-}
-
-// A weight [R, C] as [1, 1, R, C].
-Value asOneMatrix(ImplicitLocOpBuilder& b, Value weight) {
-  ArrayRef<int64_t> s = cast<MemRefType>(weight.getType()).getShape();
-  return expand(b, weight, {1, 1, s[0], s[1]}, {{0, 1, 2}, {3}});
 }
 
 // Rows of heads side by side [B, T, H d] as the attention's [B, H, T, d].
@@ -152,9 +121,7 @@ void VariantOperands::projectAdditive(ImplicitLocOpBuilder& b) {
   additiveWeights = expand(b, arguments.at("v_a"), {Hkv, H / Hkv, spec.dAttn}, {{0, 1}, {2}});
   auto project = [&](Value rows, const char* weight, Value hidden) {
     Value w = withUnitFirst(b, arguments.at(weight), true); // [1, H, d_attn, d]
-    auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 1, 3, 2}, b.getContext());
-    b.create<attn::MatmulOp>(rows, b.create<memref::TransposeOp>(w, AffineMapAttr::get(order)),
-                             hidden, Value(), Value());
+    b.create<attn::MatmulOp>(rows, transposedMatrices(b, w), hidden, Value(), Value());
   };
   project(queryRows, "w1", queryHidden);
   project(keyRows, "w2", keyHidden);

@@ -6,11 +6,6 @@ using namespace attnc::attn;
 
 namespace {
 
-// Two extents that must agree where both are static.
-bool disagree(int64_t a, int64_t b) {
-  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
-}
-
 // Static, positive heads (dim 1) and columns (dim 3: features F, a row [n, z] of E, a row's
 // dims), which the lowerings take as constants: the task count and the loops over a row.
 LogicalResult verifyStaticHeadsAndColumns(Operation* op, MemRefType type, StringRef name) {
@@ -23,8 +18,19 @@ LogicalResult verifyStaticHeadsAndColumns(Operation* op, MemRefType type, String
 // Chunked rows of the same chunks, heads and rows: dims 0 to 2 agree where static.
 LogicalResult verifySameRows(Operation* op, MemRefType a, MemRefType b, StringRef names) {
   for (int64_t d = 0; d < 3; ++d)
-    if (disagree(a.getDimSize(d), b.getDimSize(d)))
+    if (extentsDisagree(a.getDimSize(d), b.getDimSize(d)))
       return op->emitOpError() << names << " must have the same chunks, heads and rows";
+  return success();
+}
+
+// Rows `in` made into rows `out` head by head: both with static heads and columns, the same
+// heads.
+LogicalResult verifyRowsToRows(Operation* op, MemRefType in, MemRefType out, StringRef inName) {
+  if (failed(verifyStaticHeadsAndColumns(op, in, inName)) ||
+      failed(verifyStaticHeadsAndColumns(op, out, "out")))
+    return failure();
+  if (extentsDisagree(in.getDimSize(1), out.getDimSize(1)))
+    return op->emitOpError() << inName << " and out must have the same heads";
   return success();
 }
 
@@ -32,14 +38,11 @@ LogicalResult verifySameRows(Operation* op, MemRefType a, MemRefType b, StringRe
 
 LogicalResult FeatureRowsOp::verify() {
   MemRefType x = getX().getType(), out = getOut().getType();
-  if (failed(verifyStaticHeadsAndColumns(*this, x, "x")) ||
-      failed(verifyStaticHeadsAndColumns(*this, out, "out")))
+  if (failed(verifyRowsToRows(*this, x, out, "x")))
     return failure();
-  if (disagree(x.getDimSize(1), out.getDimSize(1)))
-    return emitOpError() << "x and out must have the same heads";
   const int64_t dims = x.getDimSize(3), features = out.getDimSize(3);
   if (getMap() == "elu1" || getMap() == "relu") {
-    if (disagree(dims, features))
+    if (extentsDisagree(dims, features))
       return emitOpError() << "map " << getMap() << " keeps the row's " << dims << " dims, out has "
                            << features;
   } else if (getMap() == "value") {
@@ -74,19 +77,16 @@ LogicalResult ChunkPrefixOp::verify() {
   if (failed(verifyStaticHeadsAndColumns(*this, sums, "sums")))
     return failure();
   for (int64_t d = 1; d < 4; ++d)
-    if (disagree(sums.getDimSize(d), initial.getDimSize(d)))
+    if (extentsDisagree(sums.getDimSize(d), initial.getDimSize(d)))
       return emitOpError() << "sums and initial must have the same heads, rows and columns";
   return success();
 }
 
 LogicalResult NormalizeRowsOp::verify() {
   MemRefType total = getTotal().getType(), out = getOut().getType();
-  if (failed(verifyStaticHeadsAndColumns(*this, total, "total")) ||
-      failed(verifyStaticHeadsAndColumns(*this, out, "out")))
+  if (failed(verifyRowsToRows(*this, total, out, "total")))
     return failure();
-  if (disagree(total.getDimSize(1), out.getDimSize(1)))
-    return emitOpError() << "total and out must have the same heads";
-  if (disagree(total.getDimSize(3) - 1, out.getDimSize(3)))
+  if (extentsDisagree(total.getDimSize(3) - 1, out.getDimSize(3)))
     return emitOpError() << "out's rows must be total's without its last column (the "
                             "denominator)";
   return success();
@@ -99,16 +99,16 @@ LogicalResult LinearWeightsOp::verify() {
       failed(verifyStaticHeadsAndColumns(*this, total, "total")) ||
       failed(verifySameRows(*this, queries, total, "queries and total")))
     return failure();
-  if (disagree(queries.getDimSize(3), keys.getDimSize(3)))
+  if (extentsDisagree(queries.getDimSize(3), keys.getDimSize(3)))
     return emitOpError() << "queries and keys must have the same features";
   const int64_t heads = queries.getDimSize(1), kvHeads = keys.getDimSize(1);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(kvHeads) || kvHeads < 1 ||
       heads % kvHeads != 0)
     return emitOpError() << "keys' heads (" << kvHeads << ") must be static and divide the "
                          << "queries' (" << heads << ")";
-  if (disagree(out.getDimSize(1), heads))
+  if (extentsDisagree(out.getDimSize(1), heads))
     return emitOpError() << "out and queries must have the same heads";
-  if (disagree(keys.getDimSize(2), out.getDimSize(3)))
+  if (extentsDisagree(keys.getDimSize(2), out.getDimSize(3)))
     return emitOpError() << "out must have a column per key";
   return success();
 }

@@ -6,15 +6,10 @@ using namespace attnc::attn;
 
 namespace {
 
-// Two extents that must agree where both are static.
-bool disagree(int64_t a, int64_t b) {
-  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
-}
-
 // A factor's batch dim is out's or a broadcast 1; its heads divide out's.
 LogicalResult verifyBatchAndHeads(Operation* op, MemRefType factor, MemRefType out,
                                   StringRef name) {
-  if (factor.getDimSize(0) != 1 && disagree(factor.getDimSize(0), out.getDimSize(0)))
+  if (factor.getDimSize(0) != 1 && extentsDisagree(factor.getDimSize(0), out.getDimSize(0)))
     return op->emitOpError() << name << "'s batch must be out's or 1";
   const int64_t heads = factor.getDimSize(1), outHeads = out.getDimSize(1);
   if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(outHeads) || heads <= 0 ||
@@ -31,13 +26,13 @@ LogicalResult MatmulOp::verify() {
   if (failed(verifyBatchAndHeads(*this, lhs, out, "lhs")) ||
       failed(verifyBatchAndHeads(*this, rhs, out, "rhs")))
     return failure();
-  if (disagree(lhs.getDimSize(3), rhs.getDimSize(2)))
+  if (extentsDisagree(lhs.getDimSize(3), rhs.getDimSize(2)))
     return emitOpError() << "lhs's columns and rhs's rows (the contraction) disagree";
-  if (disagree(lhs.getDimSize(2), out.getDimSize(2)))
+  if (extentsDisagree(lhs.getDimSize(2), out.getDimSize(2)))
     return emitOpError() << "lhs and out must have the same rows";
   if (ShapedType::isDynamic(out.getDimSize(3)) || rhs.getDimSize(3) != out.getDimSize(3))
     return emitOpError() << "rhs and out must have the same static columns";
-  if (getCausal() && disagree(lhs.getDimSize(3), out.getDimSize(2)))
+  if (getCausal() && extentsDisagree(lhs.getDimSize(3), out.getDimSize(2)))
     return emitOpError() << "causal compares a step with a row: lhs's columns and out's rows "
                             "must agree";
   if (getSinusoid()) {

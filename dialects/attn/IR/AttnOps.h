@@ -6,6 +6,7 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 // clang-format off
@@ -15,6 +16,12 @@
 // clang-format on
 
 namespace attnc::attn {
+
+// Two extents that must agree where both are static (MLIR's verifyCompatibleDims), as the
+// verifiers of the ops on buffers compare their operands' shapes.
+inline bool extentsDisagree(int64_t a, int64_t b) {
+  return mlir::failed(mlir::verifyCompatibleDims({a, b}));
+}
 
 // RoPE's attributes, on attn.attention and attn.rope: the style names a pairing, theta is
 // positive, and the rotated dims are an even count within the head dim.

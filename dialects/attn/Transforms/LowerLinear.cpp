@@ -55,9 +55,6 @@ Value dim(Builder& b, Value buffer, int64_t d) {
 int64_t staticDim(Value buffer, int64_t d) {
   return cast<MemRefType>(buffer.getType()).getDimSize(d);
 }
-Value lessThan(Builder& b, Value x, Value y) {
-  return b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, x, y);
-}
 
 // (x / y, x mod y): a chunked row's chunk and row (y = C), a chunk-and-batch's chunk and batch
 // (y = B).
@@ -92,7 +89,7 @@ void lowerFeatureRows(Builder& b, FeatureRowsOp op, int64_t rows) {
           end, rb.create<arith::IndexCastOp>(rb.getIndexType(),
                                              rb.create<memref::LoadOp>(limit, ValueRange{bi})));
     Value exists = rb.create<arith::AndIOp>(
-        lessThan(rb, j, end),
+        rb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, end),
         rb.create<arith::CmpIOp>(arith::CmpIPredicate::sge, j, indexConstant(rb, 0)));
     auto branch = rb.create<scf::IfOp>(exists, /*withElseRegion=*/true);
     Builder tb = Builder::atBlockBegin(rb.getLoc(), branch.thenBlock());

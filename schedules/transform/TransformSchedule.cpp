@@ -72,6 +72,10 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
       {"key_unroll", {1, 2, 4, 8}, "keys per QK^T register tile of a thread"},
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile of a thread"},
       {"block_threads", {32, 64, 128, 256, 512}, "threads (query rows) per block"},
+      {"matmul_mma",
+       {0, 1},
+       "1: a variant's operand products (projections, q W, E K, chunk products) on tensor "
+       "cores, TF32 mma.sync (f16 and bf16 specs)"},
   };
   static const std::vector<ParamSpace> cudaMma{
       {"query_tile", {16, 32, 64, 128}, "query rows per block, 16 per warp"},
@@ -105,7 +109,8 @@ std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   // searched where it is the fastest product, not beside AMX).
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
-        p.name != "split_keys" && (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
+        p.name != "split_keys" && p.name != "matmul_mma" &&
+        (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
         (p.name != "dot" || family == ScheduleFamily::X86Avx512Bf16))
       tuned.push_back(p);
   return tuned;
@@ -214,9 +219,14 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                           "(H200)");
   }
   if (family == ScheduleFamily::Cuda)
-    return ScheduleParams(
-        "mlir", {{"key_block", 64}, {"key_unroll", 4}, {"value_split", 8}, {"block_threads", 128}},
-        "first SIMT schedule, one query row per thread (not measured)");
+    return ScheduleParams("mlir",
+                          {{"key_block", 64},
+                           {"key_unroll", 4},
+                           {"value_split", 8},
+                           {"block_threads", 128},
+                           {"matmul_mma", spec.dtype == DType::F32 ? 0 : 1}},
+                          "first SIMT schedule, one query row per thread; a variant's products "
+                          "on tensor cores for f16 and bf16 (not measured)");
   return ScheduleParams("mlir",
                         {{"query_tile", queryTile(spec, 12, 4)},
                          {"key_block", 128},
@@ -232,8 +242,16 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
 }
 
 void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec) {
-  if (family == ScheduleFamily::Cuda)
-    return; // one query row per thread: nothing to divide
+  if (family == ScheduleFamily::Cuda) {
+    // One query row per thread: nothing to divide. TF32 rounds an f32 operand at 2^-11, past
+    // the tolerance of an f32 result (PyTorch's allow_tf32 is off by default for the same
+    // reason).
+    if (params.get("matmul_mma") == 1 && spec.dtype == DType::F32)
+      throw UsageError("schedule: matmul_mma=1 takes the products in TF32, which rounds f32 "
+                       "operands past an f32 spec's tolerance; it serves dtype=f16 and "
+                       "dtype=bf16 (use matmul_mma=0)");
+    return;
+  }
   if (family == ScheduleFamily::CudaMma) {
     for (const char* name : {"key_block", "decode_key_block"}) {
       // The decode tiles stage quantized rows' scales beside K and V.

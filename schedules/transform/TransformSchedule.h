@@ -26,6 +26,7 @@ namespace attnc::mlirschedule {
 // The Cuda family (SIMT: one query row per GPU thread) has key_block, key_unroll,
 // value_split and
 //   block_threads threads per block
+//   matmul_mma    1: a variant's operand products on tensor cores (TF32; f16 and bf16 specs)
 // The CudaMma family (tensor cores) has
 //   query_tile    query rows per block, 16 per warp
 //   key_block     keys per K and V tile staged in shared memory
@@ -33,7 +34,7 @@ namespace attnc::mlirschedule {
 std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family);
 
 // The parameters `attnc tune` searches for a family: all of them but the CPU families'
-// vector_width, which follows the target.
+// vector_width, which follows the target, and Cuda's matmul_mma, which follows the dtype.
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
 
 // The element type of the q, k and v the attention itself reads: the spec's dtype for sdpa;

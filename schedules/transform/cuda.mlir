@@ -1,6 +1,8 @@
 // The CUDA schedule of the MLIR backend's SIMT path (f32 and wider math on CUDA cores): one
 // task per query row, so the vector lowering runs with one lane per GPU thread and
-// attn-map-tasks-to-gpu puts the tasks on threads. Placeholders as in cpu.mlir.
+// attn-map-tasks-to-gpu puts the tasks on threads. A variant's operand products (attn.matmul)
+// run on tensor cores with matmul_mma = 1 (TF32; f16 and bf16 specs), else a row per thread.
+// Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
     %paged = transform.structured.match ops{["func.func"]} in %root
@@ -25,7 +27,7 @@ module attributes {transform.with_named_sequence} {
     %products = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_matmuls %products rows = 1 vector_width = 1 columns = ${value_split}
-        : !transform.any_op
+        tensor_cores = ${matmul_mma} : !transform.any_op
     %linear = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_linear %linear rows = 1 : !transform.any_op

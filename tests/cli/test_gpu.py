@@ -79,8 +79,10 @@ CASES = [
     "heads=4 kv_heads=1 d_k=64 layout=bshd kv_cache=paged page_size=16 ragged_q=true "
     "mask=causal lse=true dtype=f16",
     # The variants whose operands products make (attn.matmul phases before the attention, and
-    # W_O after mha's): f32 operands, so the SIMT path whatever the dtype.
+    # W_O after mha's): f32 operands, so the attention runs on the SIMT path whatever the
+    # dtype; the products run on tensor cores (TF32) for f16 and bf16, on CUDA cores for f32.
     "variant=mha heads=4 kv_heads=2 d_model=128 mask=causal pe=sinusoidal lse=true",
+    "variant=mha heads=4 kv_heads=2 d_model=96 mask=padding pe=sinusoidal dtype=bf16",
     "variant=bilinear heads=2 d_q=48 d_k=64 mask=padding dtype=f16",
     "variant=additive heads=4 kv_heads=2 d_q=48 d_k=64 d_attn=40 mask=causal weights=true",
     "variant=linformer heads=2 d_k=64 proj_len=32 mask=padding dropout=0.1 seed=3 dtype=bf16",
@@ -98,8 +100,12 @@ TENSOR_CORE = ["mma.sync.aligned.m16n8k16.row.col.f32", "ldmatrix.sync.aligned.m
                "ldmatrix.sync.aligned.m8n8.x4.trans.shared", "cp.async.cg.shared.global",
                "cp.async.wait_group"]
 REGISTER_SOFTMAX = ["shfl.sync.bfly", "ex2.approx.ftz.f32"]
-# Halide's kernels and the tensor-core kernels stage K/V tiles through shared memory, with
-# barriers between the staging and its use (the MLIR SIMT path reads them through the caches).
+# The variants' products on tensor cores (f16 and bf16 specs): TF32 MMAs on operands rounded
+# to TF32 as they are staged.
+TF32_PRODUCTS = ["mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32"]
+# Halide's kernels and the tensor-core kernels stage K/V tiles (or the products' operand tiles)
+# through shared memory, with barriers between the staging and its use (the MLIR SIMT path
+# reads them through the caches).
 SHARED_STAGING = [".shared", "bar.sync"]
 
 # Tq != Tk both ways, decode (Tq = 1 against a long Tk), batch > 1.
@@ -149,15 +155,20 @@ class CudaBundles(CliTestCase):
                     arch = arches[target]
                     self.assertIn(".target " + arch, text)
                     self.assertIn(".entry", text)
-                    self.assertIn("fma.rn.f32", text)  # the dot products
+                    # The dot products: FMAs, or only MMAs (linear attention's on tensor cores).
+                    self.assertTrue("fma.rn.f32" in text or "mma.sync" in text)
                     self.assertNotIn(".extern", text)  # no libdevice or other external calls
-                    tensor_cores = (backend == "mlir" and "f16" in spec
-                                    and "variant=" not in spec)
+                    half = backend == "mlir" and "f16" in spec
+                    tensor_cores = half and "variant=" not in spec
+                    tf32_products = half and "variant=" in spec
                     for instruction in SHARED_STAGING:
-                        self.assertEqual(instruction in text, backend == "halide" or tensor_cores,
+                        self.assertEqual(instruction in text,
+                                         backend == "halide" or tensor_cores or tf32_products,
                                          instruction)
                     for instruction in TENSOR_CORE:
                         self.assertEqual(instruction in text, tensor_cores, instruction)
+                    for instruction in TF32_PRODUCTS:
+                        self.assertEqual(instruction in text, tf32_products, instruction)
                     if tensor_cores:
                         for instruction in REGISTER_SOFTMAX:
                             self.assertTrue(instruction in text, instruction)

@@ -98,6 +98,30 @@ TEST_F(TuningSpaces, ChecksNameTheClash) {
   EXPECT_THROW(mma.check(ScheduleParams("mlir", big, "test")), UsageError);
 }
 
+// A variant's products take tensor cores (TF32) on the SIMT family for f16 and bf16 specs, as
+// the dtype decides (not searched); an f32 spec keeps its products in f32 and refuses them.
+TEST_F(TuningSpaces, VariantProductsOnTensorCoresFollowTheDtype) {
+  auto simt = [](const char* specText) {
+    return spaceOf(tuningSpaces(parseSpec(specText), parseTarget("cuda-sm_80")), "mlir");
+  };
+  const TuningSpace half = simt("variant=mha heads=4 d_model=128 dtype=bf16");
+  const TuningSpace single = simt("variant=mha heads=4 d_model=128");
+  EXPECT_EQ(half.family, ScheduleFamily::Cuda);
+  EXPECT_EQ(half.defaults.get("matmul_mma"), 1);
+  EXPECT_EQ(single.defaults.get("matmul_mma"), 0);
+  for (const ParamSpace& p : half.params)
+    EXPECT_NE(p.name, "matmul_mma");
+  std::map<std::string, int64_t> values = single.defaults.toJson()["params"];
+  values["matmul_mma"] = 1;
+  try {
+    single.check(ScheduleParams("mlir", values, "test"));
+    FAIL() << "matmul_mma=1 was accepted for an f32 spec";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul_mma=1 takes the products in TF32"),
+              std::string::npos);
+  }
+}
+
 TEST_F(TuningSpaces, LinearAttentionSearchesOnlyItsChunk) {
   auto names = [](const char* specText) {
     std::set<std::string> found;

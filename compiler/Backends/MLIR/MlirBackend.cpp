@@ -153,7 +153,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "(x86-avx512-bf16: Zen 4); for d_k a multiple of 32 and d_v of 16 "
                             "(decode: 32); otherwise widened to f32"
                           : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
-                            "of 16, else widened to f32",
+                            "of 16, else widened to f32; the variants' operand products "
+                            "(projections, q W, E K, chunk products) on tensor cores in TF32 "
+                            "for f16 and bf16, their attention widened to f32",
                       // Linformer's products and attention ran 0.95x and 0.90x as fast as
                       // Halide's fused kernel (H 4, d 64, proj_len 256, T 2048, 2 and 1
                       // threads; scripts/bench-family, docs/benchmarks.md).

@@ -49,6 +49,17 @@ Value mmaSync(ImplicitLocOpBuilder& b, Value a, Value bFrag, Value acc) {
   return b.create<nvgpu::MmaSyncOp>(a, bFrag, acc, ArrayRef<int64_t>{16, 8, 16});
 }
 
+Value mmaSyncTf32(ImplicitLocOpBuilder& b, Value a, Value bFrag, Value acc) {
+  return b.create<nvgpu::MmaSyncOp>(a, bFrag, acc, ArrayRef<int64_t>{16, 8, 8},
+                                    /*tf32Enabled=*/true);
+}
+
+Value roundToTf32(ImplicitLocOpBuilder& b, Value x) {
+  Value bits =
+      b.create<LLVM::CallIntrinsicOp>(b.getI32Type(), "llvm.nvvm.f2tf32.rna", x).getResult(0);
+  return b.create<arith::BitcastOp>(b.getF32Type(), bits);
+}
+
 namespace {
 
 // A register tile over the R vectors of query rows and each scalar (a key's or a value's

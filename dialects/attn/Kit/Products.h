@@ -56,6 +56,14 @@ llvm::SmallVector<mlir::Value> amxTileProducts(
 // fragment of f16 or bf16) times bFrag (B's 16 x 8).
 mlir::Value mmaSync(mlir::ImplicitLocOpBuilder& b, mlir::Value a, mlir::Value bFrag,
                     mlir::Value acc);
+// mma.sync m16n8k8 .tf32: acc (4 f32 of a 16 x 8 C fragment) += a (A's 16 x 8 fragment,
+// vector<4x1xf32>) times bFrag (B's 8 x 8, vector<2x1xf32>), each operand's low 13 mantissa
+// bits ignored (roundToTf32 rounds them away first).
+mlir::Value mmaSyncTf32(mlir::ImplicitLocOpBuilder& b, mlir::Value a, mlir::Value bFrag,
+                        mlir::Value acc);
+// An f32 rounded to TF32 (10 bits of mantissa) to nearest, ties away from zero (cvt.rna.tf32.f32,
+// sm_80 and newer), still an f32: exact for f16 and bf16 values.
+mlir::Value roundToTf32(mlir::ImplicitLocOpBuilder& b, mlir::Value x);
 
 // AVX512-BF16's vdpbf16ps (Semantics/PairedProducts.h): acc[l] + a[2l] b[2l] + a[2l+1] b[2l+1]
 // for the 16 f32 lanes of acc and the 32 bf16 of a and b (denormal inputs and outputs flushed).

@@ -122,8 +122,12 @@ transform::AttnLowerMatmulsOp::applyToOne(transform::TransformRewriter& rewriter
   target->walk([&](MatmulOp op) { ops.push_back(op); });
   const MatmulTiles tiles{getRowsAttr().getInt(), getVectorWidthAttr().getInt(),
                           getColumnsAttr().getInt()};
+  const int64_t tensorCores = getTensorCoresAttr().getInt();
+  if (tensorCores != 0 && tensorCores != 1)
+    return emitDefiniteFailure() << "lower_matmuls: tensor_cores is 0 or 1, not " << tensorCores;
   for (MatmulOp op : ops)
-    if (failed(lowerMatmul(rewriter, op, tiles)))
+    if (tensorCores == 1 ? failed(lowerMatmulToMma(rewriter, op))
+                         : failed(lowerMatmul(rewriter, op, tiles)))
       return DiagnosedSilenceableFailure::definiteFailure();
   return DiagnosedSilenceableFailure::success();
 }

@@ -204,14 +204,17 @@ def AttnLowerMatmulsOp : Attn_TransformOp<"lower_matmuls"> {
     Each attn.matmul becomes an scf.forall in its place: one task per `rows` rows and up to 256
     columns of its output for a batch and head, the rows in `vector_width` lanes, `columns`
     output columns accumulated at once; a phase of the kernel that attn-outline-tasks or
-    attn-map-tasks-to-gpu runs to completion before the next.
+    attn-map-tasks-to-gpu runs to completion before the next. With `tensor_cores = 1` (CUDA)
+    each becomes a gpu.launch of blocks that multiply 64 x 64 tiles of its output on tensor
+    cores (TF32 mma.sync) instead, and the tile sizes are not used.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows,
-                   I64Attr:$vector_width, I64Attr:$columns);
+                   I64Attr:$vector_width, I64Attr:$columns,
+                   DefaultValuedAttr<I64Attr, "0">:$tensor_cores);
   let results = (outs);
   let assemblyFormat = [{
-    $target `rows` `=` $rows `vector_width` `=` $vector_width `columns` `=` $columns attr-dict
-    `:` type($target)
+    $target `rows` `=` $rows `vector_width` `=` $vector_width `columns` `=` $columns
+    (`tensor_cores` `=` $tensor_cores^)? attr-dict `:` type($target)
   }];
   let extraClassDeclaration = [{
     ::mlir::DiagnosedSilenceableFailure applyToOne(

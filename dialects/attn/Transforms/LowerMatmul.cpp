@@ -10,18 +10,14 @@
 // but lhs's rows.
 //
 //===---------------------------------------------------------------------------===//
-#include "Semantics/Positions.h"
-#include "attn/IR/AttnOps.h"
-#include "attn/Kit/Angles.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/Products.h"
+#include "attn/Transforms/MatmulOperands.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-
-#include <numbers>
 
 using namespace mlir;
 
@@ -45,8 +41,8 @@ struct MatmulTask {
 class MatmulLowering {
 public:
   MatmulLowering(MatmulOp op, const MatmulTiles& tiles)
-      : op(op), tiles(tiles), lhs(op.getLhs()), rhs(op.getRhs()), out(op.getOut()),
-        columns(op.getOut().getType().getDimSize(3)) {
+      : op(op), tiles(tiles), operands(op), lhs(operands.lhs), rhs(operands.rhs), out(operands.out),
+        columns(operands.columns) {
     const int64_t perTile = std::min(columns, kColumnTile);
     columnTile = (perTile + tiles.columns - 1) / tiles.columns * tiles.columns;
   }
@@ -56,9 +52,6 @@ public:
 private:
   using Builder = ImplicitLocOpBuilder;
   MatmulTask taskAt(Builder& b, Value task, Value rowTiles, Value columnTiles);
-  Value factorIndex(Builder& b, Value factor, int64_t dim, Value outIndex);
-  Value frequencies(Builder& b);
-  Value sinusoid(Builder& b, Value table, Value position, Value step);
   void pack(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
             Value table);
   void multiply(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
@@ -71,18 +64,10 @@ private:
 
   MatmulOp op;
   MatmulTiles tiles;
+  MatmulOperands operands;
   TypedValue<MemRefType> lhs, rhs, out;
   int64_t columns, columnTile;
 };
-
-// A factor's batch or head index for out's: 0 for a broadcast batch, h / (H / H_x) for heads.
-Value MatmulLowering::factorIndex(Builder& b, Value factor, int64_t dim, Value outIndex) {
-  auto type = cast<MemRefType>(factor.getType());
-  if (dim == 0)
-    return type.getDimSize(0) == 1 ? indexConstant(b, 0) : outIndex;
-  const int64_t group = out.getType().getDimSize(1) / type.getDimSize(1);
-  return group == 1 ? outIndex : b.create<arith::DivUIOp>(outIndex, indexConstant(b, group));
-}
 
 MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value columnTiles) {
   MatmulTask t;
@@ -93,10 +78,10 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
   rest = b.create<arith::DivUIOp>(rest, rowTiles);
   t.head = b.create<arith::RemUIOp>(rest, heads);
   t.batch = b.create<arith::DivUIOp>(rest, heads);
-  t.lhsBatch = factorIndex(b, lhs, 0, t.batch);
-  t.lhsHead = factorIndex(b, lhs, 1, t.head);
-  t.rhsBatch = factorIndex(b, rhs, 0, t.batch);
-  t.rhsHead = factorIndex(b, rhs, 1, t.head);
+  t.lhsBatch = operands.factorIndex(b, lhs, 0, t.batch);
+  t.lhsHead = operands.factorIndex(b, lhs, 1, t.head);
+  t.rhsBatch = operands.factorIndex(b, rhs, 0, t.batch);
+  t.rhsHead = operands.factorIndex(b, rhs, 1, t.head);
   Value rows = b.create<memref::DimOp>(out, 2);
   t.firstRow = b.create<arith::MulIOp>(rowTile, indexConstant(b, tiles.rows));
   t.rowEnd = b.create<arith::MinUIOp>(
@@ -105,40 +90,8 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
   t.columnEnd =
       b.create<arith::MinUIOp>(b.create<arith::AddIOp>(t.firstColumn, indexConstant(b, columnTile)),
                                indexConstant(b, columns));
-  // n_b = min(R, max(limit[b], 0)) with a limit, else R.
-  t.extent = b.create<memref::DimOp>(lhs, 3);
-  if (Value limit = op.getLimit()) {
-    Value n = b.create<arith::IndexCastOp>(b.getIndexType(),
-                                           b.create<memref::LoadOp>(limit, ValueRange{t.batch}));
-    n = b.create<arith::MaxSIOp>(n, indexConstant(b, 0));
-    t.extent = b.create<arith::MinSIOp>(n, t.extent);
-  }
-  if (op.getCausal()) // the task's rows sum over r <= t < rowEnd
-    t.extent = b.create<arith::MinUIOp>(t.extent, t.rowEnd);
+  t.extent = operands.extent(b, t.batch, t.rowEnd);
   return t;
-}
-
-// The sinusoid's frequency of each pair p of the contraction, as the reference takes it
-// (Semantics/Positions.h), in a stack table.
-Value MatmulLowering::frequencies(Builder& b) {
-  const int64_t model = lhs.getType().getDimSize(3);
-  SmallVector<double> values;
-  for (int64_t p = 0; p < model / 2; ++p)
-    values.push_back(positions::sinusoidalFrequency(2 * p, model));
-  return f64Table(b, values);
-}
-
-// PE(position, step): sin(position w) for an even step, cos = sin(. + pi/2) for an odd one,
-// one sine per element (the pi/2 added in f64, before the reduction).
-Value MatmulLowering::sinusoid(Builder& rb, Value table, Value position, Value step) {
-  Value pair = rb.create<arith::DivUIOp>(step, indexConstant(rb, 2));
-  Value angle = rb.create<arith::MulFOp>(positionAsF64(rb, position),
-                                         rb.create<memref::LoadOp>(table, ValueRange{pair}));
-  Value parity = rb.create<arith::RemUIOp>(step, indexConstant(rb, 2));
-  Value phase = rb.create<arith::MulFOp>(
-      positionAsF64(rb, parity),
-      rb.create<arith::ConstantOp>(rb.getF64FloatAttr(std::numbers::pi / 2)));
-  return sinOf(rb, rb.create<arith::AddFOp>(angle, phase));
 }
 
 // packed[r, t] = lhs[.., firstRow + t, first + r] (+ PE) for r < steps, 0 for rows past the
@@ -152,12 +105,8 @@ void MatmulLowering::pack(Builder& b, const MatmulTask& task, Value first, Value
     forRange(rb, indexConstant(rb, 0), indexConstant(rb, tiles.rows),
              [&](ImplicitLocOpBuilder& tb, Value t) {
                Value row = tb.create<arith::AddIOp>(task.firstRow, t);
-               Value x = loadF32(
-                   tb, lhs,
-                   {task.lhsBatch, task.lhsHead, tb.create<arith::MinUIOp>(row, lastRow), step});
-               if (Value offset = op.getSinusoid())
-                 x = tb.create<arith::AddFOp>(
-                     x, sinusoid(tb, table, tb.create<arith::AddIOp>(row, offset), step));
+               Value x = operands.lhsElement(tb, table, task.lhsBatch, task.lhsHead,
+                                             tb.create<arith::MinUIOp>(row, lastRow), step);
                Value inside = tb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, row, task.rowEnd);
                if (op.getCausal())
                  inside = tb.create<arith::AndIOp>(
@@ -285,7 +234,7 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
       b.create<memref::AllocaOp>(MemRefType::get({columnTile, tiles.rows}, b.getF32Type()));
   Value packed =
       b.create<memref::AllocaOp>(MemRefType::get({kReductionBlock, tiles.rows}, b.getF32Type()));
-  Value table = op.getSinusoid() ? frequencies(b) : Value();
+  Value table = operands.sinusoidTable(b);
   zero(b, tile);
   if (op.getAccumulate())
     accumulateOnto(b, task, tile);

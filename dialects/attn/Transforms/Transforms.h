@@ -139,6 +139,11 @@ struct MatmulTiles {
 mlir::FailureOr<mlir::scf::ForallOp> lowerMatmul(mlir::RewriterBase& rewriter, MatmulOp op,
                                                  const MatmulTiles& tiles);
 
+// Lowers an attn.matmul to a gpu.launch in its place whose blocks multiply 64 x 64 tiles of out
+// on tensor cores, TF32 mma.sync with f32 accumulators (MatmulMma.cpp): operands of any float
+// type and strides, each rounded to TF32.
+mlir::LogicalResult lowerMatmulToMma(mlir::RewriterBase& rewriter, MatmulOp op);
+
 // Lowers linear attention's row ops under `root` (attn.feature_rows, favor_features,
 // chunk_prefix, normalize_rows, linear_weights; AttnLinearOps.td) each to an scf.forall in its
 // place: one task per `rows` rows of a (batch or chunk, head), a kernel phase that completes

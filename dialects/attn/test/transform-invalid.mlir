@@ -47,3 +47,23 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// lower_matmuls takes the products on tensor cores or not: tensor_cores is a flag.
+func.func @matmul_flag(%x: memref<?x1x?x16xf32>, %w: memref<1x1x16x8xf32>,
+                       %out: memref<?x1x?x8xf32>) {
+  attn.matmul %x, %w into %out : memref<?x1x?x16xf32>, memref<1x1x16x8xf32>, memref<?x1x?x8xf32>
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    // expected-error @+1 {{lower_matmuls: tensor_cores is 0 or 1, not 2}}
+    transform.attn.lower_matmuls %f rows = 1 vector_width = 1 columns = 8 tensor_cores = 2
+        : !transform.any_op
+    transform.yield
+  }
+}

@@ -1,0 +1,46 @@
+//===- MatmulOperands.h - how an attn.matmul's lowerings read its operands ----===//
+//
+// What both lowerings of attn.matmul read the same way (LowerMatmul.cpp's register tiles on
+// CPUs and CUDA cores, MatmulMma.cpp's tensor cores): a factor's batch and head for out's, a
+// batch's contraction extent, and lhs's elements with mha's sinusoidal encoding added.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_MATMULOPERANDS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_MATMULOPERANDS_H
+
+#include "attn/IR/AttnOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace attnc::attn {
+
+class MatmulOperands {
+public:
+  explicit MatmulOperands(MatmulOp op);
+
+  // A factor's batch (dim 0) or head (dim 1) index for out's: 0 for a broadcast batch,
+  // h / (H / H_x) for heads.
+  mlir::Value factorIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value factor, int64_t dim,
+                          mlir::Value outIndex);
+  // The contraction steps that out's rows below `rowEnd` of `batch` sum over: n_b = min(R,
+  // max(limit[b], 0)) with a limit, else R; under causal at most rowEnd (row t sums r <= t).
+  mlir::Value extent(mlir::ImplicitLocOpBuilder& b, mlir::Value batch, mlir::Value rowEnd);
+  // The sinusoid's frequency of each pair of the contraction, as the reference takes it
+  // (Semantics/Positions.h), in a stack table; null without a sinusoid.
+  mlir::Value sinusoidTable(mlir::ImplicitLocOpBuilder& b);
+  // lhs[lhsBatch, lhsHead, row, step] + PE(row + offset, step) (PE with `table` from
+  // sinusoidTable), as f32.
+  mlir::Value lhsElement(mlir::ImplicitLocOpBuilder& b, mlir::Value table, mlir::Value lhsBatch,
+                         mlir::Value lhsHead, mlir::Value row, mlir::Value step);
+
+  MatmulOp op;
+  mlir::TypedValue<mlir::MemRefType> lhs, rhs, out;
+  const int64_t columns; // out's C
+
+private:
+  mlir::Value sinusoid(mlir::ImplicitLocOpBuilder& b, mlir::Value table, mlir::Value position,
+                       mlir::Value step);
+};
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_MATMULOPERANDS_H

@@ -1,0 +1,60 @@
+// RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
+// transform.attn.lower_matmuls tensor_cores = 1: a gpu.launch in the op's place, blocks x over
+// (batch, head, 64-row tiles) and y over 64-column tiles, 128 threads, shared lhs [64, 36] and
+// rhs [32, 72] f32 tiles. Per stage of 32 contraction steps up to the batch's extent (limit,
+// and under causal the tile's last row): a barrier, both tiles staged as TF32 (zero outside:
+// selected after a clamped read, lhs past each row's diagonal), a barrier, then 4 steps of 2 x 4
+// m16n8k8 TF32 MMAs per warp; the C fragments are written where inside out, onto out's
+// elements with accumulate.
+
+// CHECK-LABEL: func.func @project_mma
+// CHECK-SAME: (%[[X:.*]]: memref<?x4x?x24xbf16>, %[[W:.*]]: memref<1x2x24x72xbf16>, %[[OUT:.*]]: memref<?x4x?x72xf32>, %[[LIMIT:.*]]: memref<?xi32>)
+// CHECK: %[[T:.*]] = memref.dim %[[OUT]], %c2
+// CHECK: %[[ROWTILES:.*]] = arith.ceildivui %[[T]], %c64
+// CHECK: %[[B:.*]] = memref.dim %[[OUT]], %c0
+// CHECK: %[[BH:.*]] = arith.muli %[[B]], %c4
+// CHECK: %[[BLOCKS:.*]] = arith.muli %[[BH]], %[[ROWTILES]]
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %[[BLOCKS]], {{.*}} = %c2, {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c128, {{.*}} = %c1, {{.*}} = %c1) workgroup(%[[LHS:.*]] : memref<64x36xf32, #gpu.address_space<workgroup>>, %[[RHS:.*]] : memref<32x72xf32, #gpu.address_space<workgroup>>)
+// CHECK:   memref.load %[[LIMIT]]
+// CHECK:   %[[EXTENT:.*]] = arith.minui
+// CHECK:   scf.for %[[FIRST:.*]] = %c0 to %[[EXTENT]] step %c32 iter_args({{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>)
+// CHECK:     gpu.barrier
+// CHECK:     scf.for
+// CHECK:       arith.cmpi ule
+// CHECK:       memref.load %[[X]]
+// CHECK:       llvm.call_intrinsic "llvm.nvvm.f2tf32.rna"
+// CHECK:       arith.select
+// CHECK:       memref.store %{{.*}}, %[[LHS]]
+// CHECK:     scf.for
+// CHECK:       memref.load %[[W]][%c0,
+// CHECK:       llvm.call_intrinsic "llvm.nvvm.f2tf32.rna"
+// CHECK:       arith.select
+// CHECK:       memref.store %{{.*}}, %[[RHS]]
+// CHECK:     gpu.barrier
+// CHECK-COUNT-4: memref.load %[[LHS]]
+// CHECK-COUNT-8: memref.load %[[RHS]]
+// CHECK-COUNT-8: nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 8], tf32Enabled} : (vector<4x1xf32>, vector<2x1xf32>, vector<2x2xf32>) -> vector<2x2xf32>
+// CHECK:     scf.yield
+// CHECK:   scf.if
+// CHECK:     vector.extract
+// CHECK:     memref.load %[[OUT]]
+// CHECK:     arith.addf
+// CHECK:     memref.store %{{.*}}, %[[OUT]]
+// CHECK:   gpu.terminator
+// CHECK-NOT: attn.matmul
+func.func @project_mma(%x: memref<?x4x?x24xbf16>, %w: memref<1x2x24x72xbf16>,
+                       %out: memref<?x4x?x72xf32>, %limit: memref<?xi32>) {
+  attn.matmul %x, %w into %out limit %limit {causal, accumulate}
+      : memref<?x4x?x24xbf16>, memref<1x2x24x72xbf16>, memref<?x4x?x72xf32>, memref<?xi32>
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_matmuls %f rows = 1 vector_width = 1 columns = 8 tensor_cores = 1
+        : !transform.any_op
+    transform.yield
+  }
+}

@@ -37,11 +37,13 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family);
 // vector_width, which follows the target, and Cuda's matmul_mma, which follows the dtype.
 std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
 
-// The element type of the q, k and v the attention itself reads: the spec's dtype for sdpa;
-// f32 where a variant's products make them (mha's projections, bilinear's q W, additive's W1 q
-// and W2 k, Linformer's E K and F V, linear attention's feature rows), since rounding them to
-// bf16 put bilinear (scale 1) past bf16's tolerance (err/tol 1.3 at H 4/2, d_k 32, T 50).
-DType attentionOperandDtype(const Spec& spec);
+// The element type of the q, k and v the attention itself reads on a schedule family: the
+// spec's dtype for sdpa; where a variant's products make them (mha's projections, bilinear's
+// q W, additive's W1 q and W2 k, Linformer's E K and F V, linear attention's feature rows) f32
+// on CPUs, since rounding them to bf16 put bilinear (scale 1) past bf16's tolerance (err/tol 1.3
+// at H 4/2, d_k 32, T 50), and on GPUs the f16 or bf16 the tensor cores take where they can
+// (head dims multiples of 16): mha's and Linformer's in the spec's dtype, bilinear's in f16.
+DType attentionOperandDtype(const Spec& spec, ScheduleFamily family);
 
 // The schedule family for a spec on a target family (from the attention's operand dtype): CudaMma
 // for f16 and bf16 storage with head dims that are multiples of 16 on CUDA targets; X86Amx and

@@ -8,6 +8,8 @@
 // blocks of decode_key_block, a paged cache's through the block table, quantized rows decoded
 // into the tiles and their scales applied to the scores and probabilities. Few tasks with many
 // keys split their keys over up to max_key_splits blocks, aiming at fill_blocks blocks in all.
+// A variant's operand products (mha's projections and W_O, Linformer's E K and F V, bilinear's
+// q W) run on tensor cores too, in TF32 (lower_matmuls tensor_cores).
 // Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
@@ -42,7 +44,7 @@ module attributes {transform.with_named_sequence} {
     %products = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_matmuls %products rows = 1 vector_width = 1 columns = 8
-        : !transform.any_op
+        tensor_cores = 1 : !transform.any_op
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 1 : !transform.any_op

@@ -79,10 +79,12 @@ CASES = [
     "heads=4 kv_heads=1 d_k=64 layout=bshd kv_cache=paged page_size=16 ragged_q=true "
     "mask=causal lse=true dtype=f16",
     # The variants whose operands products make (attn.matmul phases before the attention, and
-    # W_O after mha's): f32 operands, so the attention runs on the SIMT path whatever the
-    # dtype; the products run on tensor cores (TF32) for f16 and bf16, on CUDA cores for f32.
+    # W_O after mha's): for f16 and bf16 the products run on tensor cores (TF32), and so does
+    # the attention where its head dims are multiples of 16 (mha's and Linformer's operands in
+    # the spec's dtype, bilinear's in f16); else on the SIMT path in f32.
     "variant=mha heads=4 kv_heads=2 d_model=128 mask=causal pe=sinusoidal lse=true",
     "variant=mha heads=4 kv_heads=2 d_model=96 mask=padding pe=sinusoidal dtype=bf16",
+    "variant=mha heads=4 kv_heads=2 d_model=128 mask=causal weights=true lse=true dtype=f16",
     "variant=bilinear heads=2 d_q=48 d_k=64 mask=padding dtype=f16",
     "variant=additive heads=4 kv_heads=2 d_q=48 d_k=64 d_attn=40 mask=causal weights=true",
     "variant=linformer heads=2 d_k=64 proj_len=32 mask=padding dropout=0.1 seed=3 dtype=bf16",
@@ -107,6 +109,28 @@ TF32_PRODUCTS = ["mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.
 # through shared memory, with barriers between the staging and its use (the MLIR SIMT path
 # reads them through the caches).
 SHARED_STAGING = [".shared", "bar.sync"]
+
+# The attn.matmul launches of a variant whose attention runs on tensor cores.
+PRODUCTS = {"mha": 4, "bilinear": 1, "linformer": 2}
+
+
+def variant_of(spec):
+    words = dict(w.split("=", 1) for w in spec.split() if "=" in w)
+    return words.get("variant", "sdpa"), words
+
+
+def attention_on_tensor_cores(spec):
+    """Whether the MLIR backend's attention of an f16 or bf16 spec runs on tensor cores: sdpa,
+    and the variants whose products make f16 or bf16 operands with head dims multiples of 16."""
+    variant, words = variant_of(spec)
+    if variant == "sdpa":
+        return True
+    if variant not in PRODUCTS or (variant == "bilinear" and "bf16" in spec):
+        return False
+    d_k = (int(words["d_k"]) if "d_k" in words
+           else int(words["d_model"]) // int(words["heads"]))  # mha's default
+    return d_k % 16 == 0 and int(words.get("d_v", d_k)) % 16 == 0
+
 
 # Tq != Tk both ways, decode (Tq = 1 against a long Tk), batch > 1.
 SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("1", "1", "1000")]
@@ -159,7 +183,7 @@ class CudaBundles(CliTestCase):
                     self.assertTrue("fma.rn.f32" in text or "mma.sync" in text)
                     self.assertNotIn(".extern", text)  # no libdevice or other external calls
                     half = backend == "mlir" and "f16" in spec
-                    tensor_cores = half and "variant=" not in spec
+                    tensor_cores = half and attention_on_tensor_cores(spec)
                     tf32_products = half and "variant=" in spec
                     for instruction in SHARED_STAGING:
                         self.assertEqual(instruction in text,
@@ -185,7 +209,9 @@ class CudaBundles(CliTestCase):
                         weights = 1 if "weights=true" in spec else 0
                         cached = "kv_cache=paged" in spec or "kv_dtype" in spec
                         gather = cached * (1 + weights)
-                        self.assertEqual(text.count(".entry"), 6 + rotations + gather + weights)
+                        products = PRODUCTS.get(variant_of(spec)[0], 0)
+                        self.assertEqual(text.count(".entry"),
+                                         6 + rotations + gather + weights + products)
                     if assembler:
                         r = subprocess.run([assembler, "-arch=" + arch, ptx, "-o",
                                             ptx + ".cubin"], capture_output=True, text=True)

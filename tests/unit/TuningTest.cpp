@@ -100,12 +100,22 @@ TEST_F(TuningSpaces, ChecksNameTheClash) {
 
 // A variant's products take tensor cores (TF32) on the SIMT family for f16 and bf16 specs, as
 // the dtype decides (not searched); an f32 spec keeps its products in f32 and refuses them.
+// The attention itself takes the tensor-core family where the products can make its operands
+// in f16 or bf16: mha's and Linformer's with head dims multiples of 16, bilinear's in f16.
 TEST_F(TuningSpaces, VariantProductsOnTensorCoresFollowTheDtype) {
-  auto simt = [](const char* specText) {
+  auto cuda = [](const char* specText) {
     return spaceOf(tuningSpaces(parseSpec(specText), parseTarget("cuda-sm_80")), "mlir");
   };
-  const TuningSpace half = simt("variant=mha heads=4 d_model=128 dtype=bf16");
-  const TuningSpace single = simt("variant=mha heads=4 d_model=128");
+  EXPECT_EQ(cuda("variant=mha heads=4 d_model=128 dtype=bf16").family, ScheduleFamily::CudaMma);
+  EXPECT_EQ(cuda("variant=linformer heads=2 d_k=64 proj_len=32 dtype=bf16").family,
+            ScheduleFamily::CudaMma);
+  EXPECT_EQ(cuda("variant=bilinear heads=2 d_q=48 d_k=64 dtype=f16").family,
+            ScheduleFamily::CudaMma);
+  EXPECT_EQ(cuda("variant=bilinear heads=2 d_q=48 d_k=64 dtype=bf16").family, ScheduleFamily::Cuda);
+  EXPECT_EQ(cuda("variant=additive heads=2 d_k=64 d_attn=32 dtype=f16").family,
+            ScheduleFamily::Cuda);
+  const TuningSpace half = cuda("variant=mha heads=4 d_model=96 dtype=bf16"); // d_k 24
+  const TuningSpace single = cuda("variant=mha heads=4 d_model=128");
   EXPECT_EQ(half.family, ScheduleFamily::Cuda);
   EXPECT_EQ(half.defaults.get("matmul_mma"), 1);
   EXPECT_EQ(single.defaults.get("matmul_mma"), 0);

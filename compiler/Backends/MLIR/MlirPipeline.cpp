@@ -122,7 +122,8 @@ OwningOpRef<ModuleOp> runPipeline(MLIRContext& context, const Spec& spec,
     if (options.afterStage)
       options.afterStage(stage, module);
   };
-  OwningOpRef<ModuleOp> module = buildAttnModule(context, spec);
+  OwningOpRef<ModuleOp> module =
+      buildAttnModule(context, spec, mlirschedule::attentionOperandDtype(spec, options.family));
   if (failed(mlir::verify(*module)))
     diagnostics.fail("attn");
   after("attn", *module);

@@ -109,7 +109,7 @@ MemRefType withArgumentLayout(ArrayRef<int64_t> shape, Type element) {
   return MemRefType::get(shape, element, layout);
 }
 
-OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
+OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType operandDtype) {
   const std::vector<Argument> args = kernelArguments(spec);
   SmallVector<Type> types;
   for (const Argument& a : args)
@@ -128,7 +128,7 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec) {
     b.create<func::ReturnOp>();
     return module;
   }
-  const VariantOperands operands(b, spec, byName);
+  const VariantOperands operands(b, spec, byName, operandDtype);
   auto readBuffer = [&](Value buffer) -> Value {
     return b.create<bufferization::ToTensorOp>(tensorOf(buffer), buffer, /*restrict=*/true);
   };

@@ -23,8 +23,10 @@ mlir::Type elementType(mlir::MLIRContext& context, const std::string& dtype);
 mlir::MemRefType withArgumentLayout(llvm::ArrayRef<int64_t> shape, mlir::Type element);
 
 // The spec must be one the backend's capability rows cover (MlirBackend.cpp); the driver
-// checks that first.
-mlir::OwningOpRef<mlir::ModuleOp> buildAttnModule(mlir::MLIRContext& context, const Spec& spec);
+// checks that first. A variant's products make the attention's operands in `operandDtype`
+// (mlirschedule::attentionOperandDtype for the schedule family).
+mlir::OwningOpRef<mlir::ModuleOp> buildAttnModule(mlir::MLIRContext& context, const Spec& spec,
+                                                  DType operandDtype);
 
 } // namespace attnc::mlirbackend
 

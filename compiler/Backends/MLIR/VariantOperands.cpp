@@ -6,7 +6,6 @@
 #include "attn/IR/AttnOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "transform/TransformSchedule.h"
 
 using namespace mlir;
 
@@ -32,10 +31,9 @@ Value headsFirst(ImplicitLocOpBuilder& b, Value rows, int64_t heads, int64_t d) 
 } // namespace
 
 VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
-                                 const std::map<std::string, Value>& arguments)
+                                 const std::map<std::string, Value>& arguments, DType element)
     : spec(spec), arguments(arguments),
-      workspaceElement(elementType(
-          *b.getContext(), std::string(dtypeName(mlirschedule::attentionOperandDtype(spec))))) {
+      workspaceElement(elementType(*b.getContext(), std::string(dtypeName(element)))) {
   const bool paged = spec.kvCache == KvCache::Paged;
   q = arguments.at("q");
   k = arguments.at(paged ? "k_pages" : "k");
@@ -60,7 +58,7 @@ Value VariantOperands::workspace(ImplicitLocOpBuilder& b, ArrayRef<int64_t> shap
 // Q = x_q W_Q, K = x_k W_K, V = x_v W_V, each [B, T, heads d] with heads side by side, after
 // PE(qpos) or PE(j) is added to the inputs under pe=sinusoidal (in the products' packing). The
 // projections, and the attention's output [B, Tq, H d_v] that W_O reads, are in the workspace's
-// type (attentionOperandDtype: f32).
+// type.
 void VariantOperands::projectMha(ImplicitLocOpBuilder& b) {
   const Value xq = q, xk = k, xv = v;
   Value batch = b.create<memref::DimOp>(xq, 0);

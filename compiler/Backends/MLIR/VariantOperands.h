@@ -17,8 +17,9 @@ class VariantOperands {
 public:
   // Emits the workspace and the products that make the attention's inputs at b's point, from
   // the kernel's arguments by name (each viewed heads first where it has heads).
+  // The workspace holds `element` (f32, or on GPUs the f16 or bf16 that tensor cores take).
   VariantOperands(mlir::ImplicitLocOpBuilder& b, const Spec& spec,
-                  const std::map<std::string, mlir::Value>& arguments);
+                  const std::map<std::string, mlir::Value>& arguments, DType element);
 
   // The attention's query, keys and values [B, H(_kv), T, d] and output [B, H, Tq, d_v]
   // (for a paged cache, its pages).
@@ -43,7 +44,7 @@ private:
 
   const Spec& spec;
   const std::map<std::string, mlir::Value>& arguments;
-  const mlir::Type workspaceElement; // attentionOperandDtype's (transform/TransformSchedule.h)
+  const mlir::Type workspaceElement;
   mlir::Value q, k, v, o;
   mlir::Value additiveWeights;   // v_a grouped by KV head
   mlir::Value concatenatedHeads; // mha: the attention's output [B, Tq, H d_v], W_O's input

@@ -18,7 +18,27 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-FailureOr<TaskOps> matchTask(scf::ForallOp tasks) {
+// tile_keys' loop over one key block (a static Tk of at most the block: Linformer's proj_len
+// keys) is folded away by the canonicalizer after tiling; put it back around the update, one
+// trip from its first key, so the kernels see the task's usual shape.
+void restoreKeyLoop(RewriterBase& rewriter, OnlineUpdateOp update) {
+  if (!update.getMaxKeys())
+    return; // not tiled: matchTask reports it
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(update);
+  ImplicitLocOpBuilder b(update.getLoc(), rewriter);
+  Value first = update.getOffsets()[3];
+  Value end = b.create<arith::AddIOp>(first, update.getSizes()[3]);
+  auto loop = b.create<scf::ForOp>(
+      first, end, b.create<arith::ConstantIndexOp>(static_cast<int64_t>(*update.getMaxKeys())));
+  rewriter.moveOpBefore(update, loop.getBody()->getTerminator());
+  rewriter.modifyOpInPlace(
+      update, [&] { update.getOffsetsMutable().slice(3, 1).assign(loop.getInductionVar()); });
+}
+
+FailureOr<TaskOps> matchTask(RewriterBase& rewriter, scf::ForallOp tasks) {
+  for (auto update : llvm::make_early_inc_range(tasks.getBody()->getOps<OnlineUpdateOp>()))
+    restoreKeyLoop(rewriter, update);
   TaskOps ops;
   if (tasks.getRank() != 1 || !tasks.getOutputs().empty())
     return tasks.emitOpError() << "lower_to_mma needs a 1-d scf.forall of tasks (tile_queries)";
@@ -163,7 +183,7 @@ LogicalResult lowerTasksToMma(RewriterBase& rewriter, scf::ForallOp tasks,
   if (!tasks.getBody()->walk([](OnlineUpdateOp) { return WalkResult::interrupt(); })
            .wasInterrupted())
     return success();
-  FailureOr<TaskOps> ops = matchTask(tasks);
+  FailureOr<TaskOps> ops = matchTask(rewriter, tasks);
   if (failed(ops))
     return failure();
   return MmaLowering(rewriter, tasks, *ops, options).emit();

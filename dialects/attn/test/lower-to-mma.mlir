@@ -79,6 +79,38 @@ func.func @lower(%q: memref<?x4x?x32xf16>, %k: memref<?x2x?x32xf16>, %v: memref<
   return
 }
 
+// A key extent of one static block (Linformer's proj_len keys): the canonicalizer folded
+// tile_keys' loop away, and lower_to_mma puts it back around the update.
+// CHECK-LABEL: func.func @lower_one_key_block
+// CHECK: gpu.launch
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 16]}
+// CHECK-NOT: attn.online
+func.func @lower_one_key_block(%q: memref<?x4x?x32xf16>, %k: memref<?x2x20x32xf16>,
+                               %v: memref<?x2x20x16xf16>, %o: memref<?x4x?x16xf16>,
+                               %tasks: index, %tq: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c20 = arith.constant 20 : index
+  %c32 = arith.constant 32 : index
+  scf.forall (%t) in (%tasks) {
+    %row = arith.muli %t, %c32 : index
+    %n = arith.minsi %c32, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x32xf32>
+    %max = memref.alloca() : memref<1x1x32xf32>
+    %sum = memref.alloca() : memref<1x1x32xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x32xf32>, memref<1x1x32xf32>, memref<1x1x32xf32>
+    attn.online_update %q, %k, %v into %acc, %max, %sum at [%c0, %c0, %row, %c0]
+        sizes [%c1, %c1, %n, %c20] seq_q %tq
+        {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 32 : i64}
+        : memref<?x4x?x32xf16>, memref<?x2x20x32xf16>, memref<?x2x20x16xf16>,
+          memref<1x1x16x32xf32>, memref<1x1x32xf32>, memref<1x1x32xf32>
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c0, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x32xf32>, memref<1x1x32xf32>, memref<1x1x32xf32>, memref<?x4x?x16xf16>
+  }
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %tasks = transform.structured.match ops{["scf.forall"]} in %root

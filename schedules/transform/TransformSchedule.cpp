@@ -24,6 +24,15 @@ constexpr const char* kCudaMmaScript =
 #include "transform/CudaMmaSchedule.inc"
     ;
 
+bool isHalf(DType dtype) {
+  return dtype == DType::F16 || dtype == DType::BF16;
+}
+
+// mma.sync m16n8k16 takes head dims in steps of 16 (the A fragment's columns, the B tiles').
+bool headDimsFitMma(const Spec& spec) {
+  return spec.dK % 16 == 0 && spec.dV % 16 == 0;
+}
+
 } // namespace
 
 DType attentionOperandDtype(const Spec& spec, ScheduleFamily family) {
@@ -35,8 +44,7 @@ DType attentionOperandDtype(const Spec& spec, ScheduleFamily family) {
   // On a GPU, what tensor cores take: mha's and Linformer's in the spec's f16 or bf16, as
   // PyTorch's own projections round them (worst err/tol 0.33 for mha, 0.21 for Linformer on
   // odd shapes, bf16), and bilinear's in f16 only (bf16 failed at scale 1; f16 0.23).
-  const bool half = spec.dtype == DType::F16 || spec.dtype == DType::BF16;
-  const bool tensorCores = runsOnGpu(family) && half && spec.dK % 16 == 0 && spec.dV % 16 == 0;
+  const bool tensorCores = runsOnGpu(family) && isHalf(spec.dtype) && headDimsFitMma(spec);
   if (tensorCores && (spec.variant == Variant::Mha || spec.variant == Variant::Linformer ||
                       (spec.variant == Variant::Bilinear && spec.dtype == DType::F16)))
     return spec.dtype;
@@ -45,8 +53,7 @@ DType attentionOperandDtype(const Spec& spec, ScheduleFamily family) {
 
 ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec) {
   const DType operands = attentionOperandDtype(spec, targetFamily);
-  const bool halfStorage = operands == DType::F16 || operands == DType::BF16;
-  if (targetFamily == ScheduleFamily::Cuda && halfStorage && spec.dK % 16 == 0 && spec.dV % 16 == 0)
+  if (targetFamily == ScheduleFamily::Cuda && isHalf(operands) && headDimsFitMma(spec))
     return ScheduleFamily::CudaMma;
   // AMX tiles and vdpbf16ps multiply pairs of bf16 laid out by the kernel: tiles of 32
   // elements of d_k, V transposed 16 columns at a time (PairedOperands.h).

@@ -36,9 +36,7 @@ void restoreKeyLoop(RewriterBase& rewriter, OnlineUpdateOp update) {
       update, [&] { update.getOffsetsMutable().slice(3, 1).assign(loop.getInductionVar()); });
 }
 
-FailureOr<TaskOps> matchTask(RewriterBase& rewriter, scf::ForallOp tasks) {
-  for (auto update : llvm::make_early_inc_range(tasks.getBody()->getOps<OnlineUpdateOp>()))
-    restoreKeyLoop(rewriter, update);
+FailureOr<TaskOps> matchTask(scf::ForallOp tasks) {
   TaskOps ops;
   if (tasks.getRank() != 1 || !tasks.getOutputs().empty())
     return tasks.emitOpError() << "lower_to_mma needs a 1-d scf.forall of tasks (tile_queries)";
@@ -183,7 +181,9 @@ LogicalResult lowerTasksToMma(RewriterBase& rewriter, scf::ForallOp tasks,
   if (!tasks.getBody()->walk([](OnlineUpdateOp) { return WalkResult::interrupt(); })
            .wasInterrupted())
     return success();
-  FailureOr<TaskOps> ops = matchTask(rewriter, tasks);
+  for (auto update : llvm::make_early_inc_range(tasks.getBody()->getOps<OnlineUpdateOp>()))
+    restoreKeyLoop(rewriter, update);
+  FailureOr<TaskOps> ops = matchTask(tasks);
   if (failed(ops))
     return failure();
   return MmaLowering(rewriter, tasks, *ops, options).emit();

@@ -49,6 +49,32 @@ func.func @project_mma(%x: memref<?x4x?x24xbf16>, %w: memref<1x2x24x72xbf16>,
   return
 }
 
+// mha's sinusoid added to lhs as it is staged (its frequencies in a stack table of the
+// contraction's 16 pairs), rhs's 2 heads serving out's 6 (h / 3), and out written without
+// reading it (no accumulate), rounded to f16.
+// CHECK-LABEL: func.func @project_mma_sinusoid
+// CHECK-SAME: (%[[X:.*]]: memref<?x1x?x32xf32>, %[[W:.*]]: memref<1x2x32x16xbf16>, %[[OUT:.*]]: memref<?x6x?x16xf16>, %[[OFFSET:.*]]: index)
+// CHECK: gpu.launch
+// CHECK:   %[[HEAD:.*]] = arith.remui %{{.*}}, %c6
+// CHECK:   %[[RHSHEAD:.*]] = arith.divui %[[HEAD]], %c3
+// CHECK:   memref.alloca() : memref<16xf64>
+// CHECK:       memref.load %[[X]]
+// CHECK:       arith.addi %{{.*}}, %[[OFFSET]]
+// CHECK:       arith.addf
+// CHECK:       llvm.call_intrinsic "llvm.nvvm.f2tf32.rna"
+// CHECK:       memref.load %[[W]][%c0, %[[RHSHEAD]],
+// CHECK:     nvgpu.mma.sync
+// CHECK:   scf.if
+// CHECK-NOT: memref.load %[[OUT]]
+// CHECK:     arith.truncf %{{.*}} : f32 to f16
+// CHECK:     memref.store %{{.*}}, %[[OUT]]
+func.func @project_mma_sinusoid(%x: memref<?x1x?x32xf32>, %w: memref<1x2x32x16xbf16>,
+                                %out: memref<?x6x?x16xf16>, %offset: index) {
+  attn.matmul %x, %w into %out sinusoid %offset
+      : memref<?x1x?x32xf32>, memref<1x2x32x16xbf16>, memref<?x6x?x16xf16>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root

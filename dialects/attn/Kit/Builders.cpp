@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -65,6 +66,41 @@ foldRange(ImplicitLocOpBuilder& b, Value lower, Value upper, ValueRange init,
                              inner.create<scf::YieldOp>(body(inner, i, carried));
                            });
   return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
+}
+
+std::pair<Value, Value> unitInnerStrideView(ImplicitLocOpBuilder& b, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  auto meta = b.create<memref::ExtractStridedMetadataOp>(buffer);
+  SmallVector<int64_t> layout(type.getRank(), ShapedType::kDynamic);
+  layout.back() = 1;
+  auto viewType =
+      MemRefType::get(type.getShape(), type.getElementType(),
+                      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, layout));
+  SmallVector<OpFoldResult> sizes(meta.getSizes()), strides(meta.getStrides());
+  strides.back() = b.getIndexAttr(1);
+  Value view = b.create<memref::ReinterpretCastOp>(viewType, meta.getBaseBuffer(),
+                                                   OpFoldResult(meta.getOffset()), sizes, strides);
+  Value unit = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, meta.getStrides().back(),
+                                       indexConstant(b, 1));
+  return {view, unit};
+}
+
+SmallVector<Value> transposeLanes(ImplicitLocOpBuilder& b, SmallVector<Value> rows) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  for (int64_t block = n / 2; block >= 1; block /= 2) {
+    SmallVector<int64_t> upper(n), lower(n);
+    for (int64_t l = 0; l < n; ++l) {
+      upper[l] = (l & block) ? n + l - block : l;
+      lower[l] = (l & block) ? n + l : l + block;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      if (!(i & block)) {
+        Value top = rows[i], bottom = rows[i + block];
+        rows[i] = b.create<vector::ShuffleOp>(top, bottom, upper);
+        rows[i + block] = b.create<vector::ShuffleOp>(top, bottom, lower);
+      }
+  }
+  return rows;
 }
 
 } // namespace attnc::attn

@@ -30,6 +30,18 @@ mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::V
 // them first).
 mlir::Operation* firstPhase(mlir::Block& block);
 
+// `buffer` (a memref of any strides) as a view whose innermost stride is a static 1, and whether
+// that stride is 1 at run time: where it is, the view reads the same elements, and vector loads
+// and constant offsets from one address can.
+std::pair<mlir::Value, mlir::Value> unitInnerStrideView(mlir::ImplicitLocOpBuilder& b,
+                                                        mlir::Value buffer);
+
+// n vectors of n lanes transposed (lane l of vector i becomes lane i of vector l), n a power of
+// 2: log2 n stages that swap the off-diagonal b x b blocks of every 2b x 2b block, b = n / 2,
+// ..., 1, each a two-source shuffle per vector (a vpermt2d on AVX-512).
+llvm::SmallVector<mlir::Value> transposeLanes(mlir::ImplicitLocOpBuilder& b,
+                                              llvm::SmallVector<mlir::Value> rows);
+
 // for (i = lower; i < upper; ++i) body(i), as scf.for.
 void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
               const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);

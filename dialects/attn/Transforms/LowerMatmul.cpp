@@ -19,6 +19,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <numeric>
+
 using namespace mlir;
 
 namespace attnc::attn {
@@ -52,8 +54,14 @@ public:
 private:
   using Builder = ImplicitLocOpBuilder;
   MatmulTask taskAt(Builder& b, Value task, Value rowTiles, Value columnTiles);
+  void packByRows(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
+                  Value table);
   void pack(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
             Value table);
+  void packSquares(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
+                   Value rows);
+  void packSquare(Builder& b, const MatmulTask& task, Value step, Value stepMask, int64_t row,
+                  Value packedStep, Value packed, Value rows);
   void multiply(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
                 Value tile, Value factor);
   void multiplyByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
@@ -117,6 +125,90 @@ void MatmulLowering::pack(Builder& b, const MatmulTask& task, Value first, Value
   });
 }
 
+// pack, a square of vectorWidth rows and steps at a time where lhs's steps are contiguous and
+// no sinusoid is added (the usual case): a row's steps one masked vector load, the square
+// transposed in registers, a step's rows one vector store. Element by element the pack took
+// about as many instructions as the products where out has few columns (Linformer's E K: 64
+// columns, 4 FMAs a packed element). The element-wise pack takes the rest (a sinusoid, strided
+// steps, one lane: a GPU thread's row).
+void MatmulLowering::packByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
+                                Value packed, Value table) {
+  if (tiles.vectorWidth == 1 || op.getSinusoid())
+    return pack(b, task, first, steps, packed, table);
+  auto [rows, unit] = unitInnerStrideView(b, lhs);
+  auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
+  Builder tb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
+  packSquares(tb, task, first, steps, packed, rows);
+  Builder eb = Builder::atBlockBegin(b.getLoc(), branch.elseBlock());
+  pack(eb, task, first, steps, packed, table);
+}
+
+// The squares of steps [r0, r0 + W) of the task's rows, for r0 < steps: steps past `steps` read
+// as 0 (the masked loads touch no element past them) and stored as such in rows of packed
+// below kReductionBlock, which the products do not read.
+void MatmulLowering::packSquares(Builder& b, const MatmulTask& task, Value first, Value steps,
+                                 Value packed, Value rows) {
+  const int64_t width = tiles.vectorWidth;
+  auto stepsFrom = [&](Builder& rb, Value r0) {
+    Value left =
+        rb.create<arith::MinUIOp>(rb.create<arith::SubIOp>(steps, r0), indexConstant(rb, width));
+    return rb.create<vector::CreateMaskOp>(VectorType::get({width}, rb.getI1Type()), left)
+        .getResult();
+  };
+  b.create<scf::ForOp>(indexConstant(b, 0), steps, indexConstant(b, width), std::nullopt,
+                       [&](OpBuilder& nested, Location loc, Value r0, ValueRange) {
+                         Builder rb(loc, nested);
+                         Value mask = stepsFrom(rb, r0);
+                         Value step = rb.create<arith::AddIOp>(first, r0);
+                         for (int64_t row = 0; row < tiles.rows; row += width)
+                           packSquare(rb, task, step, mask, row, r0, packed, rows);
+                         rb.create<scf::YieldOp>();
+                       });
+}
+
+// packed[packedStep + j, row + i] = lhs[.., firstRow + row + i, step + j] for i, j < W: W rows
+// read clamped to the last row, transposed, and each step's lanes of rows past the end, and
+// under causal of rows before the step, set to 0.
+void MatmulLowering::packSquare(Builder& b, const MatmulTask& task, Value step, Value stepMask,
+                                int64_t row, Value packedStep, Value packed, Value rows) {
+  const int64_t width = tiles.vectorWidth;
+  auto lhsRow = VectorType::get({width}, lhs.getType().getElementType());
+  auto f32Row = VectorType::get({width}, b.getF32Type());
+  auto indexRow = VectorType::get({width}, b.getIndexType());
+  Value lastRow = b.create<arith::SubIOp>(b.create<memref::DimOp>(out, 2), indexConstant(b, 1));
+  Value firstRow = b.create<arith::AddIOp>(task.firstRow, indexConstant(b, row));
+  SmallVector<Value> rowVectors;
+  for (int64_t i = 0; i < width; ++i) {
+    Value at =
+        b.create<arith::MinUIOp>(b.create<arith::AddIOp>(firstRow, indexConstant(b, i)), lastRow);
+    Value x = b.create<vector::MaskedLoadOp>(
+        lhsRow, rows, ValueRange{task.lhsBatch, task.lhsHead, at, step}, stepMask,
+        b.create<arith::ConstantOp>(lhsRow, b.getZeroAttr(lhsRow)));
+    rowVectors.push_back(lhsRow == f32Row ? x : b.create<arith::ExtFOp>(f32Row, x).getResult());
+  }
+  SmallVector<int64_t> lanes(width);
+  std::iota(lanes.begin(), lanes.end(), 0);
+  Value rowIds =
+      b.create<arith::AddIOp>(b.create<vector::BroadcastOp>(indexRow, firstRow),
+                              b.create<arith::ConstantOp>(indexRow, b.getIndexVectorAttr(lanes)));
+  Value inside = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, rowIds,
+                                         b.create<vector::BroadcastOp>(indexRow, task.rowEnd));
+  Value zeros = f32Splat(b, width, 0);
+  SmallVector<Value> columns = transposeLanes(b, rowVectors);
+  for (int64_t j = 0; j < width; ++j) {
+    Value keep = inside;
+    if (op.getCausal()) { // row t sums steps r <= t
+      Value at = b.create<arith::AddIOp>(step, indexConstant(b, j));
+      keep = b.create<arith::AndIOp>(
+          keep, b.create<arith::CmpIOp>(arith::CmpIPredicate::ule,
+                                        b.create<vector::BroadcastOp>(indexRow, at), rowIds));
+    }
+    b.create<vector::StoreOp>(b.create<arith::SelectOp>(keep, columns[j], zeros), packed,
+                              ValueRange{b.create<arith::AddIOp>(packedStep, indexConstant(b, j)),
+                                         indexConstant(b, row)});
+  }
+}
+
 // tile[c, t] += sum_{r < steps} packed[r, t] rhs[.., first + r, firstColumn + c], `columns`
 // columns of rows / vectorWidth vectors at a time; a register tile's columns past C read the
 // last column and are never written out.
@@ -166,21 +258,9 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
 // projections ran at 55% of the FMA peak).
 void MatmulLowering::multiplyByRows(Builder& b, const MatmulTask& task, Value first,
                                     Value steps, Value packed, Value tile) {
-  auto metadata = b.create<memref::ExtractStridedMetadataOp>(rhs);
-  Value unit = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, metadata.getStrides()[3],
-                                       indexConstant(b, 1));
+  auto [byRows, unit] = unitInnerStrideView(b, rhs);
   auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  SmallVector<int64_t> strides(3, ShapedType::kDynamic);
-  strides.push_back(1);
-  auto rowsType = MemRefType::get(
-      rhs.getType().getShape(), rhs.getType().getElementType(),
-      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides));
   Builder tb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
-  SmallVector<OpFoldResult> sizes = getAsOpFoldResult(metadata.getSizes());
-  SmallVector<OpFoldResult> rowStrides = getAsOpFoldResult(metadata.getStrides());
-  rowStrides.back() = tb.getIndexAttr(1);
-  Value byRows = tb.create<memref::ReinterpretCastOp>(rowsType, rhs, metadata.getOffset(), sizes,
-                                                      rowStrides);
   multiply(tb, task, first, steps, packed, tile, byRows);
   Builder eb = Builder::atBlockBegin(b.getLoc(), branch.elseBlock());
   multiply(eb, task, first, steps, packed, tile, rhs);
@@ -244,7 +324,7 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
                          ImplicitLocOpBuilder rb(loc, nested);
                          Value steps = rb.create<arith::MinUIOp>(
                              block, rb.create<arith::SubIOp>(task.extent, first));
-                         pack(rb, task, first, steps, packed, table);
+                         packByRows(rb, task, first, steps, packed, table);
                          multiplyByRows(rb, task, first, steps, packed, tile);
                          rb.create<scf::YieldOp>();
                        });

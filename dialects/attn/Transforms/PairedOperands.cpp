@@ -16,44 +16,6 @@ namespace {
 
 constexpr int64_t kChunkKeys = 16; // keys a transposition takes: 16 rows of 16 pairs of bf16
 
-// Rows of 16 lanes transposed (lane l of row i becomes lane i of row l): four stages that swap
-// the off-diagonal b x b blocks of every 2b x 2b block, b = 8, 4, 2, 1, each a two-source
-// shuffle per row (a vpermt2d).
-SmallVector<Value> transposeRows(ImplicitLocOpBuilder& b, SmallVector<Value> rows) {
-  for (int64_t block = kChunkKeys / 2; block >= 1; block /= 2) {
-    SmallVector<int64_t> upper(kChunkKeys), lower(kChunkKeys);
-    for (int64_t l = 0; l < kChunkKeys; ++l) {
-      upper[l] = (l & block) ? kChunkKeys + l - block : l;
-      lower[l] = (l & block) ? kChunkKeys + l : l + block;
-    }
-    for (int64_t i = 0; i < kChunkKeys; ++i)
-      if (!(i & block)) {
-        Value top = rows[i], bottom = rows[i + block];
-        rows[i] = b.create<vector::ShuffleOp>(top, bottom, upper);
-        rows[i + block] = b.create<vector::ShuffleOp>(top, bottom, lower);
-      }
-  }
-  return rows;
-}
-
-// `buffer` ([B, H, T, d] of any strides) as a view with unit inner stride, and whether its
-// inner stride is 1: where it is, the view reads the same elements with vector loads.
-std::pair<Value, Value> contiguousRows(ImplicitLocOpBuilder& b, Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  auto meta = b.create<memref::ExtractStridedMetadataOp>(buffer);
-  const int64_t dynamic = ShapedType::kDynamic;
-  auto viewType = MemRefType::get(
-      type.getShape(), type.getElementType(),
-      StridedLayoutAttr::get(b.getContext(), dynamic, {dynamic, dynamic, dynamic, 1}));
-  SmallVector<OpFoldResult> sizes(meta.getSizes()), strides(meta.getStrides());
-  strides.back() = b.getIndexAttr(1);
-  Value view = b.create<memref::ReinterpretCastOp>(viewType, meta.getBaseBuffer(),
-                                                   OpFoldResult(meta.getOffset()), sizes, strides);
-  Value unit = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, meta.getStrides().back(),
-                                       indexConstant(b, 1));
-  return {view, unit};
-}
-
 } // namespace
 
 bool takesPairedProducts(OnlineUpdateOp op) {
@@ -198,8 +160,8 @@ Value PairedLayout::emitVectorChunks() {
           b.create<arith::MinUIOp>(seqK, b.create<arith::AddIOp>(first, blockSize)), first),
       first);
   Value chunked = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(keysInside, chunk), chunk);
-  auto [keyRows, keysUnit] = contiguousRows(b, key);
-  auto [valueRows, valuesUnit] = contiguousRows(b, value);
+  auto [keyRows, keysUnit] = unitInnerStrideView(b, key);
+  auto [valueRows, valuesUnit] = unitInnerStrideView(b, value);
   if (dv % (2 * kChunkKeys) != 0)
     return first;
   Value unit = b.create<arith::AndIOp>(keysUnit, valuesUnit);
@@ -238,7 +200,7 @@ void PairedLayout::transposeValueChunk(ImplicitLocOpBuilder& jb, Value j, Value 
       rows.push_back(jb.create<vector::BitCastOp>(pairRow, elements));
     }
     // Row p: columns c + 2p and c + 2p + 1 of the 16 keys, as pairs.
-    SmallVector<Value> columnPairs = transposeRows(jb, rows);
+    SmallVector<Value> columnPairs = transposeLanes(jb, rows);
     for (int64_t p = 0; p < kChunkKeys; ++p) {
       auto split =
           jb.create<vector::DeinterleaveOp>(jb.create<vector::BitCastOp>(bf16Row, columnPairs[p]));

@@ -1,9 +1,10 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
 // transform.attn.lower_matmuls: a task loop of its own over (batch, head, 32 rows, column
 // tiles); a task zeroes its out^T tile, packs 256 steps of lhs's rows at a time transposed
-// (rows past T zero), accumulates register tiles of 4 columns x 2 vectors of 16 rows with each
-// rhs element broadcast (rhs seen with a unit column stride where it has one), and writes the
-// tile back rounded to out's type.
+// (rows past T zero; where lhs's steps are contiguous, 16 x 16 squares: each row's steps a
+// masked vector load, transposed by shuffles, a step's rows a vector store), accumulates
+// register tiles of 4 columns x 2 vectors of 16 rows with each rhs element broadcast (rhs seen
+// with a unit column stride where it has one), and writes the tile back rounded to out's type.
 
 // CHECK-LABEL: func.func @project
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x24xf32>, %[[W:.*]]: memref<1x4x24x8xbf16>, %[[OUT:.*]]: memref<?x4x?x8xf16>)
@@ -16,15 +17,19 @@
 // CHECK: %[[TILE:.*]] = memref.alloca() : memref<8x32xf32>
 // CHECK: %[[PACKED:.*]] = memref.alloca() : memref<256x32xf32>
 // CHECK: vector.store %{{.*}}, %[[TILE]]
-// CHECK: scf.for %{{.*}} = %c0 to %c24
-// CHECK:   scf.for
-// CHECK:     memref.load %[[Q]]
-// CHECK:     arith.select
-// CHECK:     memref.store %{{.*}}, %[[PACKED]]
-// CHECK: %[[BYROWS:.*]] = memref.reinterpret_cast %[[W]]{{.*}} to memref<1x4x24x8xbf16, strided<[?, ?, ?, 1], offset: ?>>
+// The one block of 24 steps: squares of 16 steps (the last one masked) of both 16-row halves.
+// CHECK: scf.for %{{.*}} = %c0 to %c24 step %c16
+// CHECK:   vector.create_mask %{{.*}} : vector<16xi1>
+// CHECK-COUNT-16: vector.maskedload %[[Q]]
+// CHECK:   arith.cmpi ult, %{{.*}} : vector<16xindex>
+// CHECK-COUNT-64: vector.shuffle
+// CHECK:   arith.select %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK:   vector.store %{{.*}}, %[[PACKED]][%{{.*}}, %c0]
+// CHECK-COUNT-16: vector.maskedload %[[Q]]
+// CHECK:   vector.store %{{.*}}, %[[PACKED]][%{{.*}}, %c16]
 // CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK:   vector.load %[[PACKED]]
-// CHECK:   memref.load %[[BYROWS]]
+// CHECK:   memref.load %[[W]]
 // CHECK:   arith.extf %{{.*}} : bf16 to f32
 // CHECK:   vector.fma
 // CHECK: vector.store %{{.*}}, %[[TILE]]
@@ -44,9 +49,10 @@ func.func @project(%q: memref<?x4x?x24xf32>, %w: memref<1x4x24x8xbf16>,
 // stride (rhs seen with a static one) and one for any.
 // CHECK-LABEL: func.func @project_any_stride
 // CHECK: %strides:4 = memref.extract_strided_metadata %[[RHS:.*]] :
+// CHECK: memref.reinterpret_cast %base_buffer
 // CHECK: %[[UNIT:.*]] = arith.cmpi eq, %strides#3, %c1
 // CHECK: scf.if %[[UNIT]]
-// CHECK:   memref.reinterpret_cast %[[RHS]]
+// CHECK:   memref.load %reinterpret_cast
 // CHECK:   vector.fma
 // CHECK: } else {
 // CHECK:   memref.load %[[RHS]]
@@ -100,11 +106,12 @@ func.func @project_with_positions(%x: memref<?x1x?x8xf32>, %w: memref<1x1x8x4xf3
 // CHECK:       memref.load %[[OUT]][%{{.*}}, %{{.*}}, %[[T]], %{{.*}}]
 // CHECK:       memref.store %{{.*}}, %[[TILE]]
 // CHECK:   scf.for %{{.*}} = %c0 to %[[STEPS]] step %c256
-// CHECK:     memref.load %[[A]]
-// CHECK:     arith.cmpi ult
-// CHECK:     arith.cmpi ule
-// CHECK:     arith.andi
-// CHECK:     arith.select
+// CHECK:     scf.for
+// CHECK:       vector.maskedload %[[A]]
+// CHECK:       arith.cmpi ult, %{{.*}} : vector<16xindex>
+// CHECK:       arith.cmpi ule, %{{.*}} : vector<16xindex>
+// CHECK:       arith.andi %{{.*}} : vector<16xi1>
+// CHECK:       arith.select
 func.func @within_chunk(%a: memref<?x2x64x64xf32>, %v: memref<?x1x64x17xf32>,
                         %out: memref<?x2x64x17xf32>) {
   attn.matmul %a, %v into %out {accumulate, causal}

@@ -100,7 +100,7 @@ public:
   // the row and the reason), or nullopt when it can.
   std::optional<std::string> unsupported(const Spec& spec, const Target& target) const;
   // Whether the row covering `spec` on target's device leaves it to another backend that
-  // covers it (Coverage::elementwiseMasks, slowerVariants); false when no row covers it.
+  // covers it (Coverage::elementwiseMasks); false when no row covers it.
   bool defersToAnother(const Spec& spec, const Target& target) const;
 };
 

@@ -146,8 +146,7 @@ std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
 }
 
 bool defersToAnother(const Coverage& row, const Spec& spec) {
-  return listed(row.slowerVariants, spec.variant) ||
-         std::any_of(row.elementwiseMasks.begin(), row.elementwiseMasks.end(),
+  return std::any_of(row.elementwiseMasks.begin(), row.elementwiseMasks.end(),
                      [&](MaskKind k) { return spec.masks.has(k); });
 }
 
@@ -174,8 +173,6 @@ nlohmann::json coverageJson(const Coverage& row) {
     json["decode"] = row.decode;
   if (!row.products.empty())
     json["products"] = row.products;
-  if (!row.slowerVariants.empty())
-    json["slower_variants"] = names(row.slowerVariants, variantName);
   return json;
 }
 

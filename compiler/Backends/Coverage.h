@@ -57,9 +57,6 @@ struct Coverage {
   // How its kernels multiply bf16 and f16 operands: a unit that takes them (AMX tiles, tensor
   // cores) and where, or widened to f32 ("" for a reference).
   std::string_view products;
-  // Covered variants whose kernels ran slower than another backend's on the same device
-  // (docs/benchmarks.md): `--backend auto` prefers one that is not slower.
-  std::vector<Variant> slowerVariants;
 };
 
 // Everything: a row for a code generator with no gaps on `device`.
@@ -70,7 +67,7 @@ Coverage fullCoverage(Device device);
 std::optional<std::string> firstGap(const Coverage& row, const Spec& spec);
 
 // Whether another backend should run the spec where it covers it: the spec has one of the row's
-// elementwise masks, or is one of its slower variants.
+// elementwise masks.
 bool defersToAnother(const Coverage& row, const Spec& spec);
 
 // The row in spec terms: "variant=sdpa; masks causal padding ...; modifiers ...; ...".

@@ -67,8 +67,8 @@ const Backend& backendNamed(const std::string& name);
 
 // What `--backend auto` means without a tuning record: the first registered backend but the
 // reference that builds `spec` for `target`, passing over one that visits the keys a mask of
-// the spec masks or runs its variant slower (Coverage::elementwiseMasks, slowerVariants) when a
-// later one does not. UsageError with each one's reason when none builds it.
+// the spec masks (Coverage::elementwiseMasks) when a later one does not. UsageError with each one's
+// reason when none builds it.
 const Backend& fastestBackendFor(const Spec& spec, const Target& target);
 
 // Throws UsageError for a request without kernels, an unknown backend, a target it does not

@@ -156,12 +156,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "of 16, else widened to f32; the variants' operand products "
                             "(projections, q W, E K, chunk products) on tensor cores in TF32 "
                             "for f16 and bf16, and the attention they feed where they make its "
-                            "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)",
-                      // Linformer's products and attention ran 0.95x and 0.90x as fast as
-                      // Halide's fused kernel (H 4, d 64, proj_len 256, T 2048, 2 and 1
-                      // threads; scripts/bench-family, docs/benchmarks.md).
-                      device == Device::Cpu ? std::vector<Variant>{Variant::Linformer}
-                                            : std::vector<Variant>{}});
+                            "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
     }
     return rows;
   }();

@@ -4,8 +4,10 @@
 
 #include "Expr/ExprEval.h"
 #include "Expr/ExprParse.h"
+#include "TestSupport.h"
 
 #include <cmath>
+#include <functional>
 #include <gtest/gtest.h>
 #include <map>
 #include <string>
@@ -41,22 +43,18 @@ struct Tables {
   }
 };
 
-Point pointAt(int64_t q, int64_t k, double s) {
-  Point p;
-  p.h = 1;
-  p.qIdx = q;
-  p.kvIdx = k;
-  p.qpos = q;
-  p.tq = p.tk = 16;
-  p.score = s;
-  return p;
-}
+using test::scorePoint;
 
 double valueAt(const Node& n, const Point& p, const Tables& tables = {}) {
   return evaluate(n, p, tables.environment()).number();
 }
 
 constexpr double kStep = 1e-6;
+
+// (f(x + step) - f(x - step)) / (2 step) for f of the nudge.
+double centralDifference(const std::function<double(double)>& f) {
+  return (f(kStep) - f(-kStep)) / (2 * kStep);
+}
 
 TEST(ExprDerive, ByScoreMatchesFiniteDifferences) {
   // Smooth at the points below (no score at a kink of min, max, abs, clamp or where).
@@ -81,9 +79,8 @@ TEST(ExprDerive, ByScoreMatchesFiniteDifferences) {
             std::fabs(s - std::round(s)) < 0.2)
           continue; // floor's steps
         const double numeric =
-            (valueAt(f, pointAt(q, k, s + kStep)) - valueAt(f, pointAt(q, k, s - kStep))) /
-            (2 * kStep);
-        EXPECT_NEAR(valueAt(df, pointAt(q, k, s)), numeric, 1e-6 * (1 + std::fabs(numeric)))
+            centralDifference([&](double dx) { return valueAt(f, scorePoint(q, k, s + dx)); });
+        EXPECT_NEAR(valueAt(df, scorePoint(q, k, s)), numeric, 1e-6 * (1 + std::fabs(numeric)))
             << text << " at score " << s << ", q " << q << ", k " << k;
       }
   }
@@ -91,7 +88,7 @@ TEST(ExprDerive, ByScoreMatchesFiniteDifferences) {
 
 TEST(ExprDerive, KinksFollowPyTorch) {
   auto slope = [](const std::string& text, double s) {
-    return valueAt(derivativeByScore(score(text)), pointAt(3, 3, s));
+    return valueAt(derivativeByScore(score(text)), scorePoint(3, 3, s));
   };
   EXPECT_EQ(slope("min(score, 2.0)", 2.0), 0.5); // torch.minimum: half to each at a tie
   EXPECT_EQ(slope("max(score, 2.0)", 2.0), 0.5);
@@ -130,12 +127,13 @@ TEST(ExprDerive, ByAuxReadsMatchFiniteDifferences) {
     for (const AuxPartial& partial : derivativesByAux(f)) {
       EXPECT_EQ(partial.read.name, "rel") << text; // doc is int: not differentiated
       for (double s : {-0.8, 0.45, 1.7}) {
-        const Point p = pointAt(5, 3, s);
+        const Point p = scorePoint(5, 3, s);
         std::vector<int64_t> index;
         for (const Node& i : partial.read.args)
           index.push_back(evaluate(i, p, Tables{}.environment()).i);
-        Tables up{index, kStep}, down{index, -kStep};
-        const double numeric = (valueAt(f, p, up) - valueAt(f, p, down)) / (2 * kStep);
+        const double numeric = centralDifference([&](double dx) {
+          return valueAt(f, p, Tables{index, dx});
+        });
         EXPECT_NEAR(valueAt(partial.derivative, p), numeric, 1e-6 * (1 + std::fabs(numeric)))
             << text << " at score " << s;
       }

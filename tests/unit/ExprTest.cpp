@@ -3,6 +3,7 @@
 #include "Expr/ExprEval.h"
 #include "Expr/ExprParse.h"
 #include "Expr/ExprPrint.h"
+#include "TestSupport.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
@@ -30,14 +31,7 @@ Environment environment() {
 }
 
 Value at(const Node& n, int64_t q, int64_t k, double s = 0) {
-  Point p;
-  p.h = 1;
-  p.qIdx = q;
-  p.kvIdx = k;
-  p.qpos = q;
-  p.tq = p.tk = 16;
-  p.score = s;
-  return evaluate(n, p, environment());
+  return evaluate(n, test::scorePoint(q, k, s), environment());
 }
 
 TEST(Expr, CanonicalTextIsStableAndReparses) {

@@ -3,6 +3,7 @@
 #define ATTNC_TESTS_TESTSUPPORT_H
 
 #include "CallSetup.h"
+#include "Expr/ExprEval.h"
 
 #include <filesystem>
 #include <string>
@@ -38,6 +39,19 @@ Outputs runReferenceOn(tools::Call& call);
 // Index of element (a, b, c, d) of a dense 4-d array with dims (., d1, d2, d3).
 inline int64_t at4(int64_t d1, int64_t d2, int64_t d3, int64_t a, int64_t b, int64_t c, int64_t d) {
   return ((a * d1 + b) * d2 + c) * d3 + d;
+}
+
+// The point of head 1 (16 query rows and keys) at query q_idx = qpos = q, key k, score s: where
+// the expression tests evaluate.
+inline expr::Point scorePoint(int64_t q, int64_t k, double s = 0) {
+  expr::Point p;
+  p.h = 1;
+  p.qIdx = q;
+  p.kvIdx = k;
+  p.qpos = q;
+  p.tq = p.tk = 16;
+  p.score = s;
+  return p;
 }
 
 } // namespace attnc::test

@@ -2,6 +2,7 @@
 
 #include "Spec/SpecNames.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace attnc {
@@ -217,12 +218,42 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   return args;
 }
 
+bool learnable(const Argument& a) {
+  const bool floats = a.dtypes.front().front() == 'f' || a.dtypes.front() == "bf16";
+  return a.role != ArgumentRole::Output && floats && a.name != "omega";
+}
+
+std::string gradientName(std::string_view name) {
+  return "grad_" + std::string(name);
+}
+
+std::vector<Argument> backwardArguments(const Spec& s) {
+  const std::vector<Argument> forward = kernelArguments(s);
+  std::vector<Argument> args;
+  for (const Argument& a : forward)
+    if (a.role != ArgumentRole::Output)
+      args.push_back(a);
+  for (const Argument& a : forward)
+    if (a.role == ArgumentRole::Output && (a.name == "o" || a.name == "lse"))
+      args.push_back({a.name, ArgumentRole::Input, a.dtypes, a.shape, ArgumentFill::None,
+                      "the forward's " + a.name, -1});
+  const Argument& o = *std::find_if(forward.begin(), forward.end(),
+                                    [](const Argument& a) { return a.name == "o"; });
+  args.push_back({gradientName("o"), ArgumentRole::Input, o.dtypes, o.shape, ArgumentFill::Normal,
+                  "dL/do, the loss's gradient by the forward's output", -1});
+  for (const Argument& a : forward)
+    if (learnable(a))
+      args.push_back({gradientName(a.name), ArgumentRole::Output, a.dtypes, a.shape,
+                      ArgumentFill::None, "dL/d" + a.name, -1});
+  return args;
+}
+
 namespace {
 
-// kernelArguments of a spec with every optional argument on (each mask's tensor, bias, sinks,
-// lse, weights, kv_append's new rows), under every combination of the keys that choose among
-// the others: the variant, the cache, its dtype, the feature map and packed queries. Each
-// enumeration is read from its name table, so a value added there is covered here.
+// kernelArguments of a spec with every optional argument on (each mask's
+// tensor, bias, sinks, lse, weights, kv_append's new rows), under every combination of the keys
+// that choose among the others: the variant, the cache, its dtype, the feature map and packed
+// queries. Each enumeration is read from its name table, so a value added there is covered here.
 std::set<std::string> collectBuiltinArgumentNames() {
   Spec s;
   for (unsigned k = 0; k < static_cast<unsigned>(MaskKind::Count); ++k)

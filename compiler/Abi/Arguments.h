@@ -44,8 +44,20 @@ struct Argument {
 };
 
 std::vector<Argument> kernelArguments(const Spec& spec);
-// Every name an argument of some spec has, aux tensors aside: a param or aux tensor takes none
-// of them, whatever the spec's other keys (docs/spec.md, "Checked when the spec is parsed").
+
+// The backward entry's arguments (docs/spec.md, "Backward"): the forward's inputs and params,
+// its o (and lse where the spec returns it) as inputs, grad_o (dL/do, shaped as o), then a
+// gradient grad_<name>, shaped and typed as its argument, for every argument a model may learn
+// (learnable below), in the forward's order.
+std::vector<Argument> backwardArguments(const Spec& spec);
+// Whether training may take a gradient of the argument: a float input or param of the forward,
+// omega aside (FAVOR+'s features are drawn from the seed, not learned).
+bool learnable(const Argument& argument);
+// The name of the gradient of argument `name`.
+std::string gradientName(std::string_view name);
+// Every name an argument of some spec's forward has, aux tensors aside: a param or aux tensor
+// takes none of them, whatever the spec's other keys (docs/spec.md, "Checked when the spec is
+// parsed"), nor a name beginning as the backward's gradients (gradientName).
 const std::set<std::string>& builtinArgumentNames();
 // The names a call passes beside the arguments (attnc_kernel_call's, the linked header's
 // operator()), which an aux tensor, an argument too, does not take either.

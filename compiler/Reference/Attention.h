@@ -4,6 +4,9 @@
 
 #include "Reference/HeadInputs.h"
 
+#include <map>
+#include <string>
+
 namespace attnc {
 
 struct AttentionResult {
@@ -12,9 +15,25 @@ struct AttentionResult {
   std::vector<double> weights; // [B, H, Tq, keys], when the spec asks
 };
 
+// The gradients of the loss by the attention's inputs.
+struct AttentionGradients {
+  Array4 q, k, v; // shaped as HeadInputs' q, k, v
+  // By argument name, dense as the argument: the variant's weights, sinks, bias and the float
+  // aux tensors the score reads.
+  std::map<std::string, std::vector<double>> arguments;
+};
+
+// Each head's sink logit: the spec's sinks, or -inf without.
+std::vector<double> sinkLogits(const KernelTensors& tensors);
+
 // Softmax over masked, modified scores (sdpa, mha, additive, bilinear, linformer).
 AttentionResult softmaxAttention(const KernelTensors& tensors, const HeadInputs& in,
                                  const ParallelFor& parallelFor);
+
+// The gradients of softmaxAttention given dL/do [B, H, Tq, d_v], recomputed from the inputs.
+AttentionGradients softmaxAttentionBackward(const KernelTensors& tensors, const HeadInputs& in,
+                                            const Array4& outputGradient,
+                                            const ParallelFor& parallelFor);
 
 // Linear attention with a feature map phi (Katharopoulos et al. 2020; Performer):
 //   o_i = phi(q_i)^T S_i / phi(q_i)^T z_i,  S_i = sum_j phi(k_j) v_j^T,  z_i = sum_j phi(k_j)

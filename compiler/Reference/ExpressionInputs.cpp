@@ -19,8 +19,7 @@ ExpressionInputs::ExpressionInputs(const KernelTensors& t) {
   };
 }
 
-expr::Value ExpressionInputs::element(const std::string& name,
-                                      std::span<const int64_t> indices) const {
+int64_t ExpressionInputs::offset(const std::string& name, std::span<const int64_t> indices) const {
   const AuxValues& a = aux_.at(name);
   int64_t offset = 0;
   for (size_t d = 0; d < indices.size(); ++d) {
@@ -32,7 +31,13 @@ expr::Value ExpressionInputs::element(const std::string& name,
                              " outside [0, " + std::to_string(a.shape[d]) + ")");
     offset = offset * a.shape[d] + index;
   }
-  const double v = a.values[offset];
+  return offset;
+}
+
+expr::Value ExpressionInputs::element(const std::string& name,
+                                      std::span<const int64_t> indices) const {
+  const AuxValues& a = aux_.at(name);
+  const double v = a.values[offset(name, indices)];
   if (a.type == expr::Type::Int)
     return {expr::Type::Int, static_cast<int64_t>(v), 0};
   return {expr::Type::Float, 0, v};

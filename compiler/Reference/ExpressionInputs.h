@@ -21,6 +21,10 @@ public:
   ExpressionInputs& operator=(const ExpressionInputs&) = delete;
 
   const expr::Environment& environment() const { return environment_; }
+  // Where element `indices` of aux tensor `name` lies in its dense values (a dimension of extent
+  // 1 broadcasts), and how many values it has.
+  int64_t offset(const std::string& name, std::span<const int64_t> indices) const;
+  int64_t size(const std::string& name) const { return aux_.at(name).values.size(); }
 
 private:
   struct AuxValues {

@@ -177,6 +177,17 @@ void appendNewRows(const KernelTensors& t, HeadInputs& in) {
 
 } // namespace
 
+std::vector<double> mhaInput(const KernelTensors& t, std::string_view name) {
+  const Spec& s = t.spec();
+  std::vector<double> x = t.dense(name);
+  if (s.pe == PositionalEncoding::Sinusoidal) {
+    const bool queries = name == "q";
+    addSinusoidal(x, t.batch(), queries ? t.seqQ() : t.seqK(), s.dModel,
+                  queries ? positions::alignmentOffset(s, t.seqQ(), t.seqK()) : 0);
+  }
+  return x;
+}
+
 std::vector<int64_t> keyLengths(const KernelTensors& t) {
   if (!t.spec().masks.has(MaskKind::Padding))
     return std::vector<int64_t>(t.batch(), t.seqK());
@@ -191,18 +202,12 @@ HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallel
   const int64_t offset = positions::alignmentOffset(s, t.seqQ(), t.seqK());
   HeadInputs in;
   if (s.variant == Variant::Mha) {
-    std::vector<double> xq = t.dense("q"), xk = t.dense("k"), xv = t.dense("v");
-    if (s.pe == PositionalEncoding::Sinusoidal) {
-      addSinusoidal(xq, t.batch(), t.seqQ(), s.dModel, offset);
-      addSinusoidal(xk, t.batch(), t.seqK(), s.dModel, 0);
-      addSinusoidal(xv, t.batch(), t.seqK(), s.dModel, 0);
-    }
-    in.q = projectToHeads(xq, t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads, s.dK,
-                          parallelFor);
-    in.k = projectToHeads(xk, t.batch(), t.seqK(), s.dModel, t.dense("w_k"), s.kvHeads, s.dK,
-                          parallelFor);
-    in.v = projectToHeads(xv, t.batch(), t.seqK(), s.dModel, t.dense("w_v"), s.kvHeads, s.dV,
-                          parallelFor);
+    in.q = projectToHeads(mhaInput(t, "q"), t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads,
+                          s.dK, parallelFor);
+    in.k = projectToHeads(mhaInput(t, "k"), t.batch(), t.seqK(), s.dModel, t.dense("w_k"),
+                          s.kvHeads, s.dK, parallelFor);
+    in.v = projectToHeads(mhaInput(t, "v"), t.batch(), t.seqK(), s.dModel, t.dense("w_v"),
+                          s.kvHeads, s.dV, parallelFor);
   } else if (s.kvCache == KvCache::Paged) {
     in.q = t.headMajor("q");
     const bool quantized = s.kvDtype != KvDType::Same;

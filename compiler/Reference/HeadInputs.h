@@ -4,6 +4,8 @@
 
 #include "Reference/Reference.h"
 
+#include <string_view>
+
 namespace attnc {
 
 struct HeadInputs {
@@ -16,6 +18,10 @@ struct HeadInputs {
 // mha: positional encoding on the inputs, then Q = x_q W_Q, K = x_k W_K, V = x_v W_V split
 // into heads, then RoPE. linformer: K~ = E K and V~ = F V over the valid keys.
 HeadInputs prepareHeadInputs(const KernelTensors& tensors, const ParallelFor& parallelFor);
+
+// mha's input x_q, x_k or x_v ("q", "k", "v") [B, T, d_model] as its projection reads it: with
+// the sinusoidal encoding added where the spec asks.
+std::vector<double> mhaInput(const KernelTensors& tensors, std::string_view name);
 
 // Valid keys per batch: Tk, or lengths[b] clamped to [0, Tk] under a padding mask.
 std::vector<int64_t> keyLengths(const KernelTensors& tensors);

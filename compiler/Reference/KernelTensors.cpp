@@ -9,7 +9,12 @@ namespace attnc {
 
 KernelTensors::KernelTensors(const Spec& spec, std::vector<DLTensor*> tensors, int64_t batch,
                              int64_t seqQ, int64_t seqK)
-    : spec_(&spec), arguments_(kernelArguments(spec)), tensors_(std::move(tensors)), batch_(batch),
+    : KernelTensors(spec, kernelArguments(spec), std::move(tensors), batch, seqQ, seqK) {}
+
+KernelTensors::KernelTensors(const Spec& spec, std::vector<Argument> arguments,
+                             std::vector<DLTensor*> tensors, int64_t batch, int64_t seqQ,
+                             int64_t seqK)
+    : spec_(&spec), arguments_(std::move(arguments)), tensors_(std::move(tensors)), batch_(batch),
       seqQ_(seqQ), seqK_(seqK) {
   if (tensors_.size() != arguments_.size())
     throw std::invalid_argument("kernel call has " + std::to_string(tensors_.size()) +

@@ -16,6 +16,9 @@ public:
   // `tensors` in the order of kernelArguments(spec), already checked against it.
   KernelTensors(const Spec& spec, std::vector<DLTensor*> tensors, int64_t batch, int64_t seqQ,
                 int64_t seqK);
+  // `tensors` in the order of `arguments` (the backward's: backwardArguments(spec)).
+  KernelTensors(const Spec& spec, std::vector<Argument> arguments, std::vector<DLTensor*> tensors,
+                int64_t batch, int64_t seqQ, int64_t seqK);
 
   const Spec& spec() const { return *spec_; }
   int64_t batch() const { return batch_; }

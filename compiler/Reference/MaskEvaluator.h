@@ -27,6 +27,8 @@ public:
   // Dropout's factor on the probability where it weights v_j: 1 / (1 - p) or 0; 1 without.
   double dropFactor(int64_t b, int64_t h, int64_t i, int64_t j) const;
 
+  const Spec& spec() const { return spec_; }
+  const ExpressionInputs& expressions() const { return expressions_; }
   int64_t offset() const { return offset_; }
   // Where the expressions read (b, h, i, j), with `score`.
   expr::Point point(int64_t b, int64_t h, int64_t i, int64_t j, double score = 0) const;

@@ -84,6 +84,8 @@ const BadSpec kBadSpecs[] = {
     {"d_k=8 params=\"cap=1 cap=2\" score_mod=score", {"'cap' is given twice"}},
     {"d_k=8 params=\"tanh=1\" score_mod=score", {"'tanh' is a name of the expression"}},
     {"d_k=8 params=\"2x=1\" score_mod=score", {"'2x' is not a name"}},
+    {"d_k=8 aux=\"grad_rel:f32[9]\" score_mod=\"score + grad_rel[0]\"",
+     {"'grad_rel' begins as the backward's gradients are named"}},
     {"d_k=8 aux=\"doc:i64[B]\" score_mod=score", {"element type 'i64' is not i32 or f32"}},
     {"d_k=8 aux=\"doc:i32[B,T]\" score_mod=score", {"dim 'T' is not B, Tq, Tk, heads"}},
     {"d_k=8 aux=\"doc:i32[0]\" score_mod=score", {"dim '0' is not"}},
@@ -206,7 +208,8 @@ const BadSpec kBadSpecs[] = {
     // Ragged queries: each sequence runs as its own call, so what reads the batch index or the
     // whole batch's query rows is refused.
     {"heads=2 d_k=8 ragged_q=true", {"ragged_q=true does not apply", "kv_cache=contiguous|paged"}},
-    {"heads=2 d_k=8 kv_append=true", {"kv_append=true does not apply", "kv_cache=contiguous|paged"}},
+    {"heads=2 d_k=8 kv_append=true",
+     {"kv_append=true does not apply", "kv_cache=contiguous|paged"}},
     {"heads=2 d_k=8 kv_cache=paged page_size=16 ragged_q=true", {"ragged_q=true", "layout=bshd"}},
     {"heads=2 d_k=8 layout=bshd kv_cache=contiguous ragged_q=true weights=true",
      {"ragged_q=true with weights=true"}},

@@ -42,6 +42,12 @@ AttentionGradients softmaxAttentionBackward(const KernelTensors& tensors, const 
 AttentionResult linearAttention(const KernelTensors& tensors, const HeadInputs& in,
                                 const ParallelFor& parallelFor);
 
+// The gradients of linearAttention given dL/do [B, H, Tq, d_v], recomputed from the inputs
+// (omega, drawn from the seed, is not learned).
+AttentionGradients linearAttentionBackward(const KernelTensors& tensors, const HeadInputs& in,
+                                           const Array4& outputGradient,
+                                           const ParallelFor& parallelFor);
+
 } // namespace attnc
 
 #endif // ATTNC_COMPILER_REFERENCE_ATTENTION_H

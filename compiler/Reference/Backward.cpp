@@ -1,6 +1,5 @@
 #include "Reference/Attention.h"
 #include "Reference/InputGradients.h"
-#include "Support/Errors.h"
 
 namespace attnc {
 namespace {
@@ -34,15 +33,15 @@ Array4 outputProjectionBack(const KernelTensors& t, const Array4& heads,
 
 void runReferenceBackward(const KernelTensors& t, const ParallelFor& parallelFor) {
   const Spec& s = t.spec();
-  if (s.variant == Variant::Linear)
-    throw UsageError("the reference backward of variant=linear is not built yet");
   const HeadInputs in = prepareHeadInputs(t, parallelFor);
   std::vector<double> woGradient;
   const Array4 outputGradient =
       s.variant == Variant::Mha
           ? outputProjectionBack(t, softmaxAttention(t, in, parallelFor).o, woGradient, parallelFor)
           : t.headMajor(gradientName("o"));
-  AttentionGradients gradients = softmaxAttentionBackward(t, in, outputGradient, parallelFor);
+  AttentionGradients gradients = s.variant == Variant::Linear
+                                     ? linearAttentionBackward(t, in, outputGradient, parallelFor)
+                                     : softmaxAttentionBackward(t, in, outputGradient, parallelFor);
   if (s.variant == Variant::Mha)
     gradients.arguments["w_o"] = std::move(woGradient);
   addInputGradients(t, gradients, parallelFor);

@@ -1,54 +1,11 @@
 #include "Reference/Attention.h"
+#include "Reference/FeatureMap.h"
 #include "Reference/MaskEvaluator.h"
-#include "Semantics/Favor.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace attnc {
-namespace {
-
-// Feature maps phi: R^d -> R^m for one row.
-class FeatureMapper {
-public:
-  explicit FeatureMapper(const KernelTensors& t) : spec_(t.spec()) {
-    if (spec_.featureMap == FeatureMap::Favor) {
-      omega_ = t.dense("omega");
-      rootScale_ = std::sqrt(spec_.scale);
-    }
-  }
-
-  int64_t size() const { return spec_.featureMap == FeatureMap::Favor ? spec_.features : spec_.dK; }
-
-  void operator()(const double* x, double* phi) const {
-    const int64_t d = spec_.dK;
-    switch (spec_.featureMap) {
-    case FeatureMap::Elu1: // elu(x) + 1
-      for (int64_t e = 0; e < d; ++e)
-        phi[e] = x[e] > 0 ? x[e] + 1 : std::exp(x[e]);
-      break;
-    case FeatureMap::Relu:
-      for (int64_t e = 0; e < d; ++e)
-        phi[e] = std::max(x[e], 0.0);
-      break;
-    case FeatureMap::Favor: {
-      // q and k each take sqrt(scale), so phi(q).phi(k) estimates exp(scale q.k).
-      std::vector<double> scaled(x, x + d);
-      for (double& value : scaled)
-        value *= rootScale_;
-      favor::positiveFeatures(scaled.data(), d, omega_.data(), spec_.features, phi);
-      break;
-    }
-    }
-  }
-
-private:
-  const Spec& spec_;
-  std::vector<double> omega_;
-  double rootScale_ = 1;
-};
-
-} // namespace
 
 AttentionResult linearAttention(const KernelTensors& t, const HeadInputs& in,
                                 const ParallelFor& parallelFor) {

@@ -28,7 +28,7 @@ void runReference(const KernelTensors& tensors, const ParallelFor& parallelFor);
 // The backward entry's f64 reference (docs/spec.md, "Backward"): reads the inputs of
 // backwardArguments(spec) and writes every gradient, exact up to f64 rounding. It recomputes the
 // forward from the inputs and reads neither o nor lse: the oracle's gradients are those of its
-// own forward, not of a kernel's rounded one. Linear attention's is not built yet.
+// own forward, not of a kernel's rounded one.
 void runReferenceBackward(const KernelTensors& tensors, const ParallelFor& parallelFor);
 
 } // namespace attnc

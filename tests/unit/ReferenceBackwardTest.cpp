@@ -172,6 +172,12 @@ TEST(ReferenceBackward, Variants) {
                   {2, 3, 4});
 }
 
+TEST(ReferenceBackward, LinearAttention) {
+  expectGradients("variant=linear heads=2 kv_heads=1 d_k=3 d_v=2 mask=causal+padding", {2, 4, 6});
+  expectGradients("variant=linear heads=2 d_k=3 feature_map=relu mask=causal", {1, 5, 3});
+  expectGradients("variant=linear heads=2 d_k=3 feature_map=favor features=5 seed=3", {2, 3, 4});
+}
+
 TEST(ReferenceBackward, SameBitsOnAnyNumberOfThreads) {
   BackwardCase c("variant=mha heads=4 kv_heads=2 d_k=3 bias=true sinks=true mask=causal", 2, 5, 7);
   const auto serial = c.gradients(serialFor());

@@ -25,6 +25,8 @@ nlohmann::json buildManifest(const Spec& spec, const std::string& backend,
   };
   if (needs.target.isCuda())
     m["target"]["cuda_arch"] = needs.target.cudaArch();
+  if (spec.backward)
+    m["backward"] = {{"arguments", argumentsToJson(backwardArguments(spec))}};
   if (spec.kvAppend) {
     // What the runtime needs to write k_new and v_new into the cache (runtime/src/KvAppend.h).
     m["kv_append"] = {

@@ -6,6 +6,7 @@
 //    (GPU bundles: "device": "cuda", "cuda_arch": "sm_90"; arch is the host code's),
 //    (fat bundles, Backends/FatBundle.h: also "targets": [{...}, ...], best first),
 //    "arguments": [{"name": "q", "role": "input", "dtypes": ["f32"], "shape": [...]}, ...],
+//    (with backward=true: "backward": {"arguments": [...]}, the backward entry's),
 //    "content_hash": "..."}
 //
 // content_hash covers every other field, so two bundles with the same hash are interchangeable.

@@ -13,7 +13,7 @@ constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifi
                                    Modifier::ContiguousKvCache, Modifier::PagedKvCache,
                                    Modifier::Int8KvCache, Modifier::Fp8KvCache,
                                    Modifier::KvAppend};
-constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights};
+constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights, Output::Backward};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
 // in every full row without a change here.
@@ -50,6 +50,7 @@ std::string_view outputName(Output o) {
   case Output::O: return "o";
   case Output::Lse: return "lse";
   case Output::Weights: return "weights";
+  case Output::Backward: return "backward";
   }
   return "?";
 }
@@ -91,6 +92,8 @@ std::vector<Output> outputsOf(const Spec& s) {
     used.push_back(Output::Lse);
   if (s.weights)
     used.push_back(Output::Weights);
+  if (s.backward)
+    used.push_back(Output::Backward);
   return used;
 }
 
@@ -139,7 +142,7 @@ std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
       return std::string(modifierName(m));
   for (Output o : outputsOf(spec))
     if (!listed(row.outputs, o))
-      return std::string(outputName(o)) + " output";
+      return o == Output::Backward ? "backward=true" : std::string(outputName(o)) + " output";
   if (!listed(row.dtypes, spec.dtype))
     return "dtype=" + std::string(dtypeName(spec.dtype));
   return std::nullopt;

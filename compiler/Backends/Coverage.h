@@ -34,7 +34,8 @@ enum class Modifier {
   Fp8KvCache,
   KvAppend // the runtime writes the new rows into a host cache
 };
-enum class Output { O, Lse, Weights };
+// Backward: the bundle's backward entry (backward=true).
+enum class Output { O, Lse, Weights, Backward };
 
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its
 // dtype are listed.

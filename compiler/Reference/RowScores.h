@@ -8,6 +8,10 @@
 #include "Reference/MaskEvaluator.h"
 #include "Reference/ScoreFunction.h"
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 namespace attnc {
 
 class RowScores {

@@ -33,20 +33,20 @@ HeadShare headGradients(const KernelTensors& t, const HeadInputs& in, const Arra
   HeadShare share;
   share.value.assign(keys * s.dV, 0);
   std::vector<double> probability(keys), weighted(keys);
+  // A NaN row's o is NaN, and so is every gradient it reaches.
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   for (int64_t i = 0; i < t.seqQ(); ++i) {
     row.form(i);
     if (row.empty() && !row.special())
       continue;
     const double* dOi = dO.row(b, h, i);
-    // A NaN row's o is NaN, and so is every gradient it reaches.
-    const double nan = std::numeric_limits<double>::quiet_NaN();
     double rowSum = 0; // D_i
     for (int64_t j = 0; j < keys; ++j) {
       if (!row.kept(j))
         continue;
       const double drop = mask.dropFactor(b, h, i, j);
       const double* v = in.v.row(b, g, j);
-      probability[j] = row.special() ? nan : row.probability(j);
+      probability[j] = row.special() ? kNaN : row.probability(j);
       double dot = 0;
       for (int64_t e = 0; e < s.dV; ++e) {
         dot += dOi[e] * v[e];
@@ -55,7 +55,7 @@ HeadShare headGradients(const KernelTensors& t, const HeadInputs& in, const Arra
       weighted[j] = drop * dot; // dP_ij
       rowSum += probability[j] * weighted[j];
     }
-    share.sink -= (row.special() ? nan : row.sinkProbability()) * rowSum;
+    share.sink -= (row.special() ? kNaN : row.sinkProbability()) * rowSum;
     for (int64_t j = 0; j < keys; ++j) {
       if (!row.kept(j))
         continue;

@@ -135,6 +135,9 @@ struct Spec {
   int64_t projLen = 0;
   bool lse = false;
   bool weights = false;
+  // The bundle also holds the backward entry (docs/spec.md, "Backward"): from dL/do, the
+  // gradients of every argument a model may learn (Abi/Arguments.h, backwardArguments).
+  bool backward = false;
   // Attention sinks (gpt-oss): a learned logit per query head, sinks[h], in every row's softmax
   // denominator; no value is attached to it.
   bool sinks = false;

@@ -226,6 +226,10 @@ std::vector<SpecKey> buildKeys() {
        [](const Spec& s) { return printAux(s.aux); }},
       booleanKey("alibi", &Spec::alibi, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
                  "add ALiBi's -slope_h * |qpos - j| to the scores (qpos: see causal_align)"),
+      listedOnlyWhenSet(booleanKey(
+          "backward", &Spec::backward, "kv_cache=none", [](const Spec& s) { return !s.cached(); },
+          "the bundle also holds the backward entry: from grad_o, the gradient of every input, "
+          "weight, bias, sink and float aux tensor (needs lse=true but for variant=linear)")),
       booleanKey("bias", &Spec::bias, "variant=sdpa|mha|additive|bilinear", isScoreVariant,
                  "add a run-time bias tensor [B|1, H|1, Tq, Tk] to the scores"),
       integerKey(
@@ -299,12 +303,14 @@ std::vector<SpecKey> buildKeys() {
       maskKey(),
       expressionKey("mask_mod", &Spec::maskMod, "a bool expression (docs/spec.md, Expressions)",
                     "keep score (b, h, q_idx, kv_idx) where true; intersects mask"),
-      nameKey("page_layout", &Spec::pageLayout, pageLayoutNames(), "kv_cache=paged",
-              [](const Spec& s) { return s.kvCache == KvCache::Paged; },
-              "a page's order: nhd [page_size, kv_heads, d] or hnd [kv_heads, page_size, d]"),
-      integerKey("page_size", &Spec::pageSize, 1, 65536, "kv_cache=paged",
-                 [](const Spec& s) { return s.kvCache == KvCache::Paged; },
-                 "rows per page of k_pages and v_pages"),
+      nameKey(
+          "page_layout", &Spec::pageLayout, pageLayoutNames(), "kv_cache=paged",
+          [](const Spec& s) { return s.kvCache == KvCache::Paged; },
+          "a page's order: nhd [page_size, kv_heads, d] or hnd [kv_heads, page_size, d]"),
+      integerKey(
+          "page_size", &Spec::pageSize, 1, 65536, "kv_cache=paged",
+          [](const Spec& s) { return s.kvCache == KvCache::Paged; },
+          "rows per page of k_pages and v_pages"),
       {"params", ValueKind::Text, "name=number ... (an integer within 32 bits or a real)",
        "score_mod or mask_mod", "named scalars the expressions read",
        [](const Spec& s) { return readByExpressions(s) && !s.params.empty(); },

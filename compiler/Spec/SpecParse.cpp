@@ -111,6 +111,10 @@ void validate(const Spec& s) {
   if (s.kvHeads > s.heads || s.heads % s.kvHeads != 0)
     fail("kv_heads=" + std::to_string(s.kvHeads) + " must divide heads=" + std::to_string(s.heads));
 
+  if (s.backward && s.variant != Variant::Linear && !s.lse)
+    fail("backward=true: the backward recomputes the softmax from the forward's log-sum-exp, "
+         "so the forward must return it: add lse=true");
+
   MaskSet allowed;
   if (s.variant == Variant::Linear) {
     allowed.add(MaskKind::Causal);

@@ -21,31 +21,29 @@ _TORCH_TYPES = dict(_NUMPY_TYPES, bf16="bfloat16")
 
 class Kernel:
     """A compiled attention kernel (attnc.compile returns one). Calling it runs the kernel with
-    the GIL released."""
+    the GIL released; a kernel compiled with backward=true also has backward()."""
 
     def __init__(self, path, spec=None):
         self._bundle = _attnc.Bundle(path)
         self.path = path
         self.manifest = json.loads(self._bundle.manifest)
         self.spec = Spec(spec if spec is not None else self.manifest["spec"])
-        self.arguments = [Argument(a["name"], a["role"], tuple(a["dtypes"]), tuple(a["shape"]),
-                                   a.get("doc", "")) for a in self.manifest["arguments"]]
-        self.outputs = [a.name for a in self.arguments if a.role == "output"]
-        self._Outputs = collections.namedtuple("Outputs", self.outputs)
-        # What every call needs, worked out once (a decoding step's call costs microseconds).
-        self._takes = [a for a in self.arguments if a.role != "output"]
-        self._names = [a.name for a in self._takes]
-        self._positional = [a.name for a in self._takes if a.role == "input"]
-        self._output_arguments = [a for a in self.arguments if a.role == "output"]
+        self._forward = _Entry(self.manifest["arguments"])
+        self.arguments = self._forward.arguments
+        self.outputs = self._forward.outputs
+        backward = self.manifest.get("backward")
+        self._backward = _Entry(backward["arguments"]) if backward else None
         self._on_gpu = self.target.startswith("cuda")
-        self._plain_uses = [(a.name, len(a.shape), position, symbol)
-                            for a in self._takes for position, symbol in enumerate(a.shape)
-                            if isinstance(symbol, str) and symbol.isidentifier()]
 
     @property
     def target(self):
         """The target that runs here ("x86-64-avx512", "host", "cuda-sm_90", ...)."""
         return self._bundle.target
+
+    @property
+    def gradients(self):
+        """The backward's outputs (grad_q, grad_k, ...), in manifest order; () without one."""
+        return tuple(self._backward.outputs) if self._backward else ()
 
     def __repr__(self):
         return "attnc.Kernel(%r, target=%r)" % (self.spec.canonical, self.target)
@@ -53,20 +51,54 @@ class Kernel:
     def __call__(self, *tensors, out=None, threads=0, **named):
         """Runs the kernel: kernel(q, k, v, lengths=..., out=None, threads=0). Returns the one
         output (o), or the outputs as a named tuple (o, lse, weights) in manifest order."""
-        inputs = self._inputs(tensors, named)
-        outputs = self._outputs(inputs, out if out is not None else {})
-        stream = _stream_of(next(iter(inputs.values()))) if self._on_gpu else 0
-        self._bundle.run(_crossing(inputs), _crossing(outputs), threads, stream)
-        if len(self.outputs) == 1:
-            return outputs[self.outputs[0]]
-        return self._Outputs(**outputs)
+        return self._run(self._forward, tensors, named, out, threads, backward=False)
+
+    def backward(self, *tensors, out=None, threads=0, **named):
+        """Runs the backward entry (a kernel compiled with backward=true): the forward's inputs
+        (q, k, v by position), its o and lse, and grad_o, by name. Returns the gradients as a
+        named tuple (grad_q, grad_k, grad_v, ...) in manifest order."""
+        if self._backward is None:
+            raise _attnc.TensorError(
+                "attnc: this kernel has no backward entry; compile its spec with backward=true")
+        return self._run(self._backward, tensors, named, out, threads, backward=True)
 
     def empty_outputs(self, *tensors, **named):
         """{name: output} allocated for a call on these tensors, as the call would (torch's
         fake tensors under torch.compile and torch.export get fake outputs)."""
-        return self._outputs(self._inputs(tensors, named), {})
+        return self._forward.outputs_for(self._forward.inputs(tensors, named), {})
 
-    def _inputs(self, tensors, named):
+    def empty_gradients(self, *tensors, **named):
+        """{name: gradient} allocated as a backward call on these tensors would."""
+        return self._backward.outputs_for(self._backward.inputs(tensors, named), {})
+
+    def _run(self, entry, tensors, named, out, threads, backward):
+        inputs = entry.inputs(tensors, named)
+        outputs = entry.outputs_for(inputs, out if out is not None else {})
+        stream = _stream_of(next(iter(inputs.values()))) if self._on_gpu else 0
+        self._bundle.run(_crossing(inputs), _crossing(outputs), threads, stream, backward)
+        if len(entry.outputs) == 1 and not backward:
+            return outputs[entry.outputs[0]]
+        return entry.Outputs(**outputs)
+
+
+class _Entry:
+    """One of a kernel's entries: its manifest arguments, and what every call needs of them,
+    worked out once (a decoding step's call costs microseconds)."""
+
+    def __init__(self, arguments):
+        self.arguments = [Argument(a["name"], a["role"], tuple(a["dtypes"]), tuple(a["shape"]),
+                                   a.get("doc", "")) for a in arguments]
+        self.outputs = [a.name for a in self.arguments if a.role == "output"]
+        self.Outputs = collections.namedtuple("Outputs", self.outputs)
+        self._takes = [a for a in self.arguments if a.role != "output"]
+        self._names = [a.name for a in self._takes]
+        self._positional = [a.name for a in self._takes if a.role == "input"]
+        self._output_arguments = [a for a in self.arguments if a.role == "output"]
+        self._plain_uses = [(a.name, len(a.shape), position, symbol)
+                            for a in self._takes for position, symbol in enumerate(a.shape)
+                            if isinstance(symbol, str) and symbol.isidentifier()]
+
+    def inputs(self, tensors, named):
         if not named and len(tensors) == len(self._positional) == len(self._names):
             return dict(zip(self._names, tensors))  # every tensor an input, by position
         takes, positional = self._takes, self._positional
@@ -87,7 +119,7 @@ class Kernel:
                 "'%s' (%s, %s)" % (a.name, a.doc, "x".join(map(str, a.shape))) for a in missing))
         return {a.name: inputs[a.name] for a in takes}  # manifest order, as the runtime binds
 
-    def _outputs(self, inputs, out):
+    def outputs_for(self, inputs, out):
         given = out if isinstance(out, dict) else {self.outputs[0]: out}
         unknown = set(given) - set(self.outputs)
         if unknown:
@@ -98,8 +130,13 @@ class Kernel:
         outputs = {}
         for argument in self._output_arguments:
             tensor = given.get(argument.name)
-            outputs[argument.name] = tensor if tensor is not None else _allocate(
-                first, argument, sizes)
+            if tensor is None:
+                # A gradient is shaped as what it differentiates (a broadcast bias's [1, ...])
+                learned = inputs.get(argument.name[len("grad_"):])
+                shape = getattr(learned, "shape", None) if argument.name.startswith(
+                    "grad_") else None
+                tensor = _allocate(first, argument, sizes, shape)
+            outputs[argument.name] = tensor
         return outputs
 
     def _sizes(self, inputs):
@@ -112,8 +149,11 @@ class Kernel:
         return sizes
 
 
-def _allocate(like, argument, sizes):
-    """An output in LIKE's library and device: torch for torch tensors, numpy otherwise."""
+def _allocate(like, argument, sizes, shape=None):
+    """An output in LIKE's library and device: torch for torch tensors, numpy otherwise; SHAPE
+    when given, else the manifest's."""
+    if shape is not None:
+        return _empty(like, argument, list(shape))
     shape = []
     for symbol in argument.shape:
         if isinstance(symbol, int):
@@ -125,6 +165,10 @@ def _allocate(like, argument, sizes):
                 "attnc: the shape of output '%s' (%s) needs %s, which no input gives; pass it "
                 "as out={'%s': tensor}" % (argument.name, ", ".join(map(str, argument.shape)),
                                            symbol, argument.name))
+    return _empty(like, argument, shape)
+
+
+def _empty(like, argument, shape):
     dtype = argument.dtypes[0]
     if _is_torch(like):
         torch = sys.modules["torch"]  # imported: LIKE is its tensor

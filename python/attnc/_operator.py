@@ -2,8 +2,15 @@
 implementation), so torch.compile(fullgraph=True) keeps it in its graph and torch.export exports
 it. The kernel runs on torch's thread count (torch.set_num_threads). The spec's kernel is
 compiled once for the tensors' device (the CPU: the host; a GPU: its cuda-sm_XY) and cached on
-disk; sequence lengths are run-time sizes, so they never recompile. There is no backward yet:
-backward raises an error saying so.
+disk; sequence lengths are run-time sizes, so they never recompile.
+
+Gradients: where one is asked (a tensor requires it and grad mode is on), the call compiles the
+spec with backward=true (on the CPU by the reference backend where no fused backend builds the
+backward entry yet) (and lse=true, which the backward reads; the caller still gets only the
+outputs it asked for), and autograd's backward runs the bundle's backward entry through a second
+operator, attnc::attention_backward, so torch.compile traces it too. It gives q's, k's and v's
+gradients and those of every float tensor passed by name (bias, sinks, aux tables, mha's
+weights); dL/dlse and dL/dweights are refused (the backward entry takes dL/do only).
 
 An eager call that nothing observes runs the kernel without the dispatcher: a custom op's first
 call imports Dynamo (1.5 s here) and every call costs tens of microseconds in its Python
@@ -11,9 +18,13 @@ layers. Under torch.compile, torch.export or torch.jit.trace, with a gradient as
 subclasses (fake and functional tensors), under torch.func's transforms, a torch function or
 dispatch mode or the profiler, the call goes through attnc::attention, so tracing, autograd,
 modes and profiles see the operator."""
+import functools
+from typing import Optional
+
 import torch
 
 from ._cache import compile as _compile
+from ._tools import backends as _backends
 from ._spec import Spec
 
 # torch's dtypes as a spec's dtype= values
@@ -30,9 +41,51 @@ def attention(q, k, v, spec, **tensors):
         outputs = _run(q, k, v, text, tensors)
     else:
         names = sorted(tensors)
-        outputs = torch.ops.attnc.attention(q, k, v, text, ",".join(names),
+        trained, hidden_lse = text, False
+        if torch.is_grad_enabled() and any(
+                t.requires_grad for t in (q, k, v, *tensors.values()) if torch.is_tensor(t)):
+            trained, hidden_lse = _trainable(text)
+        outputs = torch.ops.attnc.attention(q, k, v, trained, ",".join(names),
                                             [tensors[n] for n in names])
+        if hidden_lse:
+            outputs = [outputs[0], *outputs[2:]]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_backend(text):
+    """auto, or for a spec with a backward entry that no fused backend builds yet, the
+    reference backend (f64: correct, slow), so that training runs on the CPU."""
+    if "backward=true" not in text.split() or _backends(text)["auto"] is not None:
+        return "auto"
+    return "reference"
+
+
+def _constant_under_compile(function):
+    """torch.compiler.assume_constant_result, which makes Dynamo call FUNCTION and take its
+    result as a constant rather than trace it (it calls the spec parser, which Dynamo cannot
+    trace), without importing Dynamo: the mark that call sets. (The public call imports
+    torch._dynamo, which an eager call must not.)"""
+    function._dynamo_marked_constant = True
+    return function
+
+
+_trainable_specs = {}  # spec text -> _trainable's result
+
+
+@_constant_under_compile
+def _trainable(text):
+    """The spec with its backward entry (backward=true, and lse=true but for linear attention),
+    and whether lse was added (then the caller does not see it)."""
+    found = _trainable_specs.get(text)
+    if found is None:
+        keys = Spec(text).to_json()
+        keys["backward"] = True
+        added = keys["variant"] != "linear" and not keys.get("lse", False)
+        if keys["variant"] != "linear":
+            keys["lse"] = True
+        found = _trainable_specs[text] = (Spec(keys).canonical, added)
+    return found
 
 
 def _unobserved(tensors):
@@ -64,7 +117,7 @@ def _named(names, tensors):
 
 def _kernel_for(spec, device):
     if device.type == "cpu":
-        return _compile(spec)
+        return _compile(spec, backend=_cpu_backend(spec))
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         return _compile(spec, target="cuda-sm_%d%d" % (major, minor))
@@ -86,10 +139,48 @@ def _(q, k, v, spec, names, tensors):
                 .values())
 
 
-def _no_backward(ctx, *gradients):
-    raise RuntimeError(
-        "attnc::attention has no backward yet: attnc compiles the forward pass only; compute "
-        "gradients with torch's own attention until attnc's backward kernels land")
+@torch.library.custom_op("attnc::attention_backward", mutates_args=())
+def _attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                        lse: Optional[torch.Tensor], grad_o: torch.Tensor, spec: str, names: str,
+                        tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    kernel = _kernel_for(spec, q.device)
+    forward = {"o": o} if lse is None else {"o": o, "lse": lse}
+    return list(kernel.backward(q, k, v, threads=torch.get_num_threads(), grad_o=grad_o,
+                                **forward, **_named(names, tensors)))
 
 
-torch.library.register_autograd("attnc::attention", _no_backward)
+@_attention_backward.register_fake
+def _(q, k, v, o, lse, grad_o, spec, names, tensors):
+    forward = {"o": o} if lse is None else {"o": o, "lse": lse}
+    return list(_kernel_for(spec, q.device).empty_gradients(q, k, v, grad_o=grad_o, **forward,
+                                                            **_named(names, tensors)).values())
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, spec, names, tensors = inputs
+    ctx.spec, ctx.names, ctx.count = spec, names, len(tensors)
+    # o, and lse where the spec returns it (its backward=true needs it but for linear attention)
+    ctx.has_lse = "lse" in _kernel_for(spec, q.device).outputs
+    ctx.save_for_backward(q, k, v, *output[:2 if ctx.has_lse else 1], *tensors)
+    ctx.set_materialize_grads(False)
+
+
+def _backward(ctx, gradients):
+    if any(g is not None for g in gradients[1:]):
+        raise RuntimeError(
+            "attnc::attention: the backward entry takes dL/do only; a loss that reads lse or "
+            "weights has no gradient through attnc's kernels")
+    saved = ctx.saved_tensors
+    q, k, v, o = saved[:4]
+    lse = saved[4] if ctx.has_lse else None
+    tensors = list(saved[5 if ctx.has_lse else 4:])
+    grad_o = gradients[0] if gradients[0] is not None else torch.zeros_like(o)
+    computed = _attention_backward(q, k, v, o, lse, grad_o, ctx.spec, ctx.names, tensors)
+    # The gradients follow the manifest: q, k, v, then the named tensors a model may learn.
+    kernel = _kernel_for(ctx.spec, q.device)
+    by_name = dict(zip(kernel.gradients, computed))
+    named = [by_name.get("grad_" + n) for n in _named(ctx.names, tensors)]
+    return by_name["grad_q"], by_name["grad_k"], by_name["grad_v"], None, None, named
+
+
+torch.library.register_autograd("attnc::attention", _backward, setup_context=_setup_context)

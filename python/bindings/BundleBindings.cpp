@@ -64,7 +64,8 @@ public:
   std::string targetChoice() const { return attnc_bundle_target_choice(bundle_); }
 
   // Inputs may be read-only arrays; outputs must be writable (nanobind refuses others).
-  void run(const nb::dict& inputs, const nb::dict& outputs, int32_t threads, uintptr_t stream) {
+  void run(const nb::dict& inputs, const nb::dict& outputs, int32_t threads, uintptr_t stream,
+           bool backward) {
     std::vector<nb::ndarray<nb::ro>> heldInputs;
     std::vector<nb::ndarray<>> heldOutputs;
     std::vector<std::string> names;
@@ -89,7 +90,10 @@ public:
     attnc_status status;
     {
       nb::gil_scoped_release released;
-      status = attnc_bundle_run(bundle_, tensors.data(), tensors.size(), &options, &error);
+      status =
+          backward
+              ? attnc_bundle_run_backward(bundle_, tensors.data(), tensors.size(), &options, &error)
+              : attnc_bundle_run(bundle_, tensors.data(), tensors.size(), &options, &error);
     }
     if (status != ATTNC_OK)
       raise(error);
@@ -113,9 +117,10 @@ void bindBundle(nb::module_& module) {
       .def_prop_ro("target", &Bundle::target, "The target that runs here.")
       .def_prop_ro("target_choice", &Bundle::targetChoice, "Why that target was chosen.")
       .def("run", &Bundle::run, nb::arg("inputs"), nb::arg("outputs"), nb::arg("threads"),
-           nb::arg("stream"),
+           nb::arg("stream"), nb::arg("backward") = false,
            "Runs the kernel on {name: array} inputs and outputs (every manifest argument once); "
-           "threads 0: all; stream: a CUDA stream's handle for GPU bundles, else 0.");
+           "threads 0: all; stream: a CUDA stream's handle for GPU bundles, else 0; backward: "
+           "the backward entry of a backward=true bundle, on its manifest's backward arguments.");
 }
 
 } // namespace attnc::python

@@ -5,6 +5,7 @@
 // device pointers wrapped for Halide's CUDA runtime, and that runtime uses the device's
 // primary context (as the attnc tools and most applications do), the caller's stream and the
 // driver's usual file name, libcuda.so.1.
+#include "CallCheck.h"
 #include "KernelRunner.h"
 #include "attnc/TensorSpan.hpp"
 
@@ -166,11 +167,8 @@ void halide_error(void* userContext, const char* message) {
 
 int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t messageSize,
                          void* const* kernels) {
-  if (call->abi_version != ATTNC_ABI_VERSION) {
-    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
-                  call->abi_version, ATTNC_ABI_VERSION);
+  if (!attnc::acceptCall(*call, /*holdsBackward=*/false, message, messageSize))
     return 1;
-  }
 #if ATTNC_HALIDE_CUDA
   useAttncCudaSetup();
 #endif

@@ -54,16 +54,6 @@ struct Descriptors {
   std::vector<Memref*> pointers;
 };
 
-// Whether this bundle can take the call (its ABI version); writes why not.
-inline bool acceptCall(const attnc_kernel_call& call, char* message, size_t messageSize) {
-  if (call.abi_version != ATTNC_ABI_VERSION) {
-    std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
-                  call.abi_version, ATTNC_ABI_VERSION);
-    return false;
-  }
-  return true;
-}
-
 using PackedFunction = void (*)(void** args);
 
 // f(leading..., memrefs[0], ..., memrefs[count - 1]) through its packed interface `fn`; R is

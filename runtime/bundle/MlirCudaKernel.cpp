@@ -7,6 +7,7 @@
 // Here that stream is the caller's (attnc_run_options.stream, or the default stream) and is
 // left running, modules are loaded once per process, and the first driver error of a run
 // (loading, launching) is reported by attnc_kernel_run.
+#include "CallCheck.h"
 #include "MemrefCall.h"
 #include "MmaContract.h"
 #include "ShapeContract.h"
@@ -164,7 +165,7 @@ void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t g
 }
 
 int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
-  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
+  if (!attnc::acceptCall(*call, /*holdsBackward=*/false, message, messageSize))
     return 1;
   // The contract first: it checks every rank and extent before anything reads the strides.
   if (auto problem = attnc::contractProblem(attnc_mlir_kernel_shapes, *call)) {

@@ -15,6 +15,7 @@
 // (kernels[4], bundle/ShapeContract.h): MlirKernelEntry.cpp passes a plain bundle's, a
 // shape-dispatch bundle the one it picks. The generated code takes every static size from its
 // types, so the entry refuses tensors that break the contract before the kernel sees them.
+#include "CallCheck.h"
 #include "KernelRunner.h"
 #include "MemrefCall.h"
 #include "ShapeContract.h"
@@ -48,7 +49,7 @@ attnc::mlirkernel::WorkspacePool& workspacePool() {
 
 extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t messageSize,
                                   void* const* kernels) {
-  if (!attnc::mlirkernel::acceptCall(*call, message, messageSize))
+  if (!attnc::acceptCall(*call, /*holdsBackward=*/false, message, messageSize))
     return 1;
   if (auto problem = attnc::contractProblem(static_cast<const char*>(kernels[4]), *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());

@@ -196,6 +196,114 @@ attnc_status openExports(attnc_bundle& bundle, const attnc_kernel_exports& expor
   return ATTNC_OK;
 }
 
+// The call's tensors in the order of the entry's arguments, each given once.
+attnc_status orderTensors(const std::vector<attnc::runtime::ArgumentSpec>& args,
+                          const attnc_named_tensor* tensors, size_t num_tensors,
+                          std::vector<DLTensor*>& ordered, attnc_error* error) {
+  ordered.assign(args.size(), nullptr);
+  for (size_t t = 0; t < num_tensors; ++t) {
+    const char* name = tensors[t].name ? tensors[t].name : "";
+    auto it = std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.name == name; });
+    if (it == args.end()) {
+      std::string known;
+      for (const auto& a : args)
+        known += (known.empty() ? "" : ", ") + a.name;
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("unknown tensor name '") + name + "'; this bundle takes: " + known);
+    }
+    DLTensor*& slot = ordered[it - args.begin()];
+    if (slot)
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("tensor '") + name + "' is given twice");
+    if (!tensors[t].tensor)
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  std::string("tensor '") + name + "' is a null pointer");
+    slot = tensors[t].tensor;
+  }
+  for (size_t a = 0; a < args.size(); ++a)
+    if (!ordered[a])
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                  "tensor '" + args[a].name +
+                      "' is missing; this bundle needs every argument "
+                      "its manifest lists");
+  return ATTNC_OK;
+}
+
+// Runs one of the bundle's entries, whose arguments `manifest` lists.
+attnc_status runEntry(const attnc_bundle* bundle, const attnc::runtime::RuntimeManifest& manifest,
+                      attnc_entry entry, const attnc_named_tensor* tensors, size_t num_tensors,
+                      const attnc_run_options* options, attnc_error* error) {
+  const auto& args = manifest.arguments;
+  std::vector<DLTensor*> ordered;
+  if (attnc_status status = orderTensors(args, tensors, num_tensors, ordered, error);
+      status != ATTNC_OK)
+    return status;
+  attnc::RunSizes sizes;
+  if (auto problem = attnc::runtime::checkTensors(manifest, bundle->target->device, ordered, sizes))
+    return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);
+  attnc::runtime::CacheIndices cache;
+  if (auto problem =
+          attnc::runtime::checkKvCache(manifest, bundle->target->device, ordered, sizes, &cache))
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
+  const bool ragged = manifest.ragged;
+  std::vector<int64_t> offsets;
+  if (ragged)
+    if (auto problem = attnc::runtime::readQueryOffsets(manifest, bundle->target->device, ordered,
+                                                        sizes, &offsets))
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
+
+  int32_t threads = options && options->num_threads > 0
+                        ? options->num_threads
+                        : attnc::runtime::ThreadPool::hardwareThreads();
+  // The new rows into the cache first (kv_append); the kernel takes every argument but them.
+  if (manifest.kvAppend)
+    if (auto problem = attnc::runtime::appendNewRows(manifest, ordered, sizes, cache, offsets))
+      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
+  std::vector<DLTensor*> kernelArgs;
+  for (size_t a : manifest.kernelArguments)
+    kernelArgs.push_back(ordered[a]);
+  attnc_kernel_call call{};
+  call.abi_version = ATTNC_ABI_VERSION;
+  call.num_args = static_cast<uint32_t>(kernelArgs.size());
+  call.entry = entry;
+  call.args = kernelArgs.data();
+  call.batch = sizes[attnc::SizeSymbol::Batch];
+  call.seq_q = sizes[attnc::SizeSymbol::SeqQ];
+  call.seq_k = sizes[attnc::SizeSymbol::SeqK];
+  call.num_threads = threads;
+  call.parallel_for = &attnc::runtime::ThreadPool::parallelForEntry;
+  call.pool = &attnc::runtime::ThreadPool::global();
+  call.stream = options ? options->stream : nullptr;
+  char message[sizeof(attnc_error::message)] = "";
+  if (!ragged) {
+    if (const int32_t result = bundle->run(&call, message, sizeof(message)); result != 0)
+      return failedRun(error, result, "", message);
+    return succeed(error);
+  }
+  // A ragged batch: the kernel runs once per run of sequences with the same number of rows
+  // (attnc/SequenceViews.hpp), each call on every thread.
+  std::vector<std::vector<attnc::DimExpr>> kernelDims;
+  for (size_t a : manifest.kernelArguments)
+    kernelDims.push_back(args[a].shape);
+  attnc::SequenceViews views(kernelDims, kernelArgs);
+  call.num_args = static_cast<uint32_t>(kernelArgs.size() - 1);
+  int64_t runStart = 0, runEnd = 0;
+  const int failed =
+      attnc::forEachRun(offsets, [&](int64_t b, int64_t sequences, int64_t first, int64_t rows) {
+        call.args = views.select(b, sequences, first, rows).data();
+        call.batch = sequences;
+        call.seq_q = rows;
+        runStart = b;
+        runEnd = b + sequences;
+        return static_cast<int>(bundle->run(&call, message, sizeof(message)));
+      });
+  if (failed != 0)
+    return failedRun(
+        error, failed,
+        " on sequences " + std::to_string(runStart) + " to " + std::to_string(runEnd - 1), message);
+  return succeed(error);
+}
+
 } // namespace
 
 extern "C" {
@@ -291,98 +399,21 @@ attnc_status attnc_bundle_run(const attnc_bundle* bundle, const attnc_named_tens
                               attnc_error* error) {
   if (!bundle || (!tensors && num_tensors > 0))
     return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, "attnc_bundle_run: null bundle or tensors");
-  const auto& args = bundle->manifest.arguments;
-  std::vector<DLTensor*> ordered(args.size(), nullptr);
-  for (size_t t = 0; t < num_tensors; ++t) {
-    const char* name = tensors[t].name ? tensors[t].name : "";
-    auto it = std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.name == name; });
-    if (it == args.end()) {
-      std::string known;
-      for (const auto& a : args)
-        known += (known.empty() ? "" : ", ") + a.name;
-      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
-                  std::string("unknown tensor name '") + name + "'; this bundle takes: " + known);
-    }
-    DLTensor*& slot = ordered[it - args.begin()];
-    if (slot)
-      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
-                  std::string("tensor '") + name + "' is given twice");
-    if (!tensors[t].tensor)
-      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
-                  std::string("tensor '") + name + "' is a null pointer");
-    slot = tensors[t].tensor;
-  }
-  for (size_t a = 0; a < args.size(); ++a)
-    if (!ordered[a])
-      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
-                  "tensor '" + args[a].name +
-                      "' is missing; this bundle needs every argument "
-                      "its manifest lists");
-  attnc::RunSizes sizes;
-  if (auto problem = attnc::runtime::checkTensors(bundle->manifest, bundle->target->device, ordered, sizes))
-    return fail(error, ATTNC_ERROR_TENSOR_MISMATCH, *problem);
-  attnc::runtime::CacheIndices cache;
-  if (auto problem = attnc::runtime::checkKvCache(bundle->manifest, bundle->target->device,
-                                                  ordered, sizes, &cache))
-    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
-  const bool ragged = bundle->manifest.ragged;
-  std::vector<int64_t> offsets;
-  if (ragged)
-    if (auto problem = attnc::runtime::readQueryOffsets(bundle->manifest, bundle->target->device,
-                                                        ordered, sizes, &offsets))
-      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
+  return runEntry(bundle, bundle->manifest, ATTNC_ENTRY_FORWARD, tensors, num_tensors, options,
+                  error);
+}
 
-  int32_t threads = options && options->num_threads > 0
-                        ? options->num_threads
-                        : attnc::runtime::ThreadPool::hardwareThreads();
-  // The new rows into the cache first (kv_append); the kernel takes every argument but them.
-  if (bundle->manifest.kvAppend)
-    if (auto problem =
-            attnc::runtime::appendNewRows(bundle->manifest, ordered, sizes, cache, offsets))
-      return fail(error, ATTNC_ERROR_INVALID_ARGUMENT, *problem);
-  std::vector<DLTensor*> kernelArgs;
-  for (size_t a : bundle->manifest.kernelArguments)
-    kernelArgs.push_back(ordered[a]);
-  attnc_kernel_call call{};
-  call.abi_version = ATTNC_ABI_VERSION;
-  call.num_args = static_cast<uint32_t>(kernelArgs.size());
-  call.args = kernelArgs.data();
-  call.batch = sizes[attnc::SizeSymbol::Batch];
-  call.seq_q = sizes[attnc::SizeSymbol::SeqQ];
-  call.seq_k = sizes[attnc::SizeSymbol::SeqK];
-  call.num_threads = threads;
-  call.parallel_for = &attnc::runtime::ThreadPool::parallelForEntry;
-  call.pool = &attnc::runtime::ThreadPool::global();
-  call.stream = options ? options->stream : nullptr;
-  char message[sizeof(attnc_error::message)] = "";
-  if (!ragged) {
-    if (const int32_t result = bundle->run(&call, message, sizeof(message)); result != 0)
-      return failedRun(error, result, "", message);
-    return succeed(error);
-  }
-  // A ragged batch: the kernel runs once per run of sequences with the same number of rows
-  // (attnc/SequenceViews.hpp), each call on every thread.
-  std::vector<std::vector<attnc::DimExpr>> kernelDims;
-  for (size_t a : bundle->manifest.kernelArguments)
-    kernelDims.push_back(args[a].shape);
-  attnc::SequenceViews views(kernelDims, kernelArgs);
-  call.num_args = static_cast<uint32_t>(kernelArgs.size() - 1);
-  int64_t runStart = 0, runEnd = 0;
-  const int failed =
-      attnc::forEachRun(offsets, [&](int64_t b, int64_t sequences, int64_t first, int64_t rows) {
-        call.args = views.select(b, sequences, first, rows).data();
-        call.batch = sequences;
-        call.seq_q = rows;
-        runStart = b;
-        runEnd = b + sequences;
-        return static_cast<int>(bundle->run(&call, message, sizeof(message)));
-      });
-  if (failed != 0)
-    return failedRun(error, failed,
-                     " on sequences " + std::to_string(runStart) + " to " +
-                         std::to_string(runEnd - 1),
-                     message);
-  return succeed(error);
+attnc_status attnc_bundle_run_backward(const attnc_bundle* bundle,
+                                       const attnc_named_tensor* tensors, size_t num_tensors,
+                                       const attnc_run_options* options, attnc_error* error) {
+  if (!bundle || (!tensors && num_tensors > 0))
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                "attnc_bundle_run_backward: null bundle or tensors");
+  if (!bundle->manifest.backward)
+    return fail(error, ATTNC_ERROR_INVALID_ARGUMENT,
+                "this bundle has no backward entry; compile its spec with backward=true");
+  return runEntry(bundle, *bundle->manifest.backward, ATTNC_ENTRY_BACKWARD, tensors, num_tensors,
+                  options, error);
 }
 
 } // extern "C"

@@ -165,6 +165,20 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
     checkKvAppend(a, m);
     m.kvAppend = a;
   }
+  if (root.contains("backward")) {
+    auto backward = std::make_shared<RuntimeManifest>();
+    backward->abiVersion = m.abiVersion;
+    backward->targets = m.targets;
+    backward->fat = m.fat;
+    backward->sharedRuntime = m.sharedRuntime;
+    const json& entry = field(root, "backward", json::value_t::object);
+    for (const json& argument : field(entry, "arguments", json::value_t::array)) {
+      backward->arguments.push_back(parseArgument(argument));
+      backward->arguments.back().written = backward->arguments.back().role == ArgumentRole::Output;
+      backward->kernelArguments.push_back(backward->kernelArguments.size());
+    }
+    m.backward = std::move(backward);
+  }
   for (size_t i = 0; i < m.arguments.size(); ++i) {
     ArgumentSpec& arg = m.arguments[i];
     m.ragged = m.ragged || isQueryOffsets(arg.shape);

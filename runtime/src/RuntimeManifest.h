@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <dlpack/dlpack.h>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,9 @@ struct RuntimeManifest {
   // writes into the cache itself.
   bool ragged = false;
   std::vector<size_t> kernelArguments;
+  // A backward=true bundle's backward entry: the same targets, its own arguments ("backward"),
+  // all passed to the kernel. Null for a bundle without one.
+  std::shared_ptr<const RuntimeManifest> backward;
 };
 
 // The tensor of the argument named `name` among `tensors` (in manifest order); null when the

@@ -12,7 +12,7 @@ class CompileCommand(CliTestCase):
         manifest_path = bundle[:-3] + ".json"
         with open(manifest_path) as f:
             manifest = json.load(f)
-        self.assertEqual(manifest["abi_version"], 2)
+        self.assertEqual(manifest["abi_version"], 3)
         self.assertEqual(manifest["backend"], "reference")
         self.assertEqual(manifest["target"]["device"], "cpu")
         names = [a["name"] for a in manifest["arguments"]]

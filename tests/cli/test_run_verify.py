@@ -5,7 +5,7 @@ import os
 import subprocess
 import unittest
 
-from common import ATTNC, CliTestCase, attnc, read_npy, write_npy
+from common import ATTNC, CliTestCase, attnc, needs_backends, read_npy, write_npy
 
 
 def sdpa(q, k, v, heads, tq, tk, d):
@@ -227,6 +227,68 @@ class VerifyCommand(CliTestCase):
         self.expect(attnc("verify", bundle, "--batch", "4", "--seq-q", "5"), 0,
                     "o ", "lse ", "weights ", "PASS")
 
+
+class VerifyBackward(CliTestCase):
+    def test_every_gradient_of_each_variant_passes(self):
+        cases = {
+            "heads=4 kv_heads=2 d_k=8 mask=causal bias=true sinks=true dropout=0.1 seed=2":
+                ("grad_q", "grad_k", "grad_v", "grad_bias", "grad_sinks"),
+            "heads=2 d_k=8 aux=\"rel:f32[heads,9]\" "
+            "score_mod=\"score + rel[h, clamp(kv_idx - qpos, -4, 4) + 4]\" layout=bshd":
+                ("grad_rel",),
+            "variant=mha heads=2 d_k=8 pe=sinusoidal rope=true": ("grad_w_q", "grad_w_o"),
+            "variant=bilinear heads=2 d_q=6 d_k=8": ("grad_w",),
+            "variant=additive heads=2 d_k=8 d_attn=5": ("grad_w1", "grad_w2", "grad_v_a"),
+            "variant=linformer heads=2 d_k=8 proj_len=7 mask=padding": ("grad_e", "grad_f"),
+        }
+        for spec, gradients in cases.items():
+            with self.subTest(spec=spec):
+                bundle = self.compile(spec + " lse=true backward=true",
+                                      os.path.join(self.tmp, str(len(gradients)) + spec[:9]))
+                self.expect(attnc("verify", bundle, "--backward", "--batch", "2", "--seq-q", "13",
+                                  "--seq-k", "29"), 0, "backward, kernel", *gradients)
+        bundle = self.compile("variant=linear heads=2 d_k=8 mask=causal backward=true",
+                              os.path.join(self.tmp, "linear"))
+        self.expect(attnc("verify", bundle, "--backward", "--seq-q", "1", "--seq-k", "9"), 0,
+                    "grad_q", "grad_k", "grad_v", "PASS")
+
+    def test_manifest_lists_the_backward_arguments(self):
+        bundle = self.compile("heads=2 d_k=8 sinks=true lse=true backward=true")
+        with open(bundle[:-3] + ".json") as f:
+            manifest = json.load(f)
+        self.assertEqual([a["name"] for a in manifest["arguments"]],
+                         ["q", "k", "v", "sinks", "o", "lse"])
+        self.assertEqual([(a["name"], a["role"]) for a in manifest["backward"]["arguments"]],
+                         [("q", "input"), ("k", "input"), ("v", "input"), ("sinks", "param"),
+                          ("o", "input"), ("lse", "input"), ("grad_o", "input"),
+                          ("grad_q", "output"), ("grad_k", "output"), ("grad_v", "output"),
+                          ("grad_sinks", "output")])
+
+    def test_bench_times_the_backward_entry(self):
+        bundle = self.compile("heads=2 d_k=8 mask=causal lse=true backward=true")
+        r = self.expect(attnc("bench", bundle, "--backward", "--reference", "--runs", "2",
+                              "--seq-q", "33", "--json"), 0)
+        report = json.loads(r.stdout)
+        self.assertEqual(report["entry"], "backward")
+        self.assertIn("no backward", report["baseline"])
+        self.assertEqual(set(report["timings"]), {"kernel", "reference"})
+        self.expect(attnc("bench", self.compile("heads=2 d_k=8", os.path.join(self.tmp, "f")),
+                          "--backward"), 2, "has no backward entry")
+
+    def test_refusals_name_what_is_wrong(self):
+        bundle = self.compile("heads=2 d_k=8 lse=true")
+        self.expect(attnc("verify", bundle, "--backward"), 2,
+                    "has no backward entry; compile its spec with backward=true")
+        self.expect(attnc("compile", "heads=2 d_k=8 backward=true", "--backend", "reference",
+                          "-o", self.tmp), 2, "add lse=true")
+        self.expect(attnc("compile", "heads=2 d_k=8 kv_cache=contiguous lse=true backward=true",
+                          "--backend", "reference", "-o", self.tmp), 2,
+                    "backward=true does not apply here")
+
+    @needs_backends("mlir")
+    def test_the_mlir_backend_refuses_it_so_far(self):
+        self.expect(attnc("compile", "heads=2 d_k=8 lse=true backward=true", "--backend", "mlir",
+                          "-o", self.tmp), 2, "does not support backward=true")
 
 if __name__ == "__main__":
     unittest.main()

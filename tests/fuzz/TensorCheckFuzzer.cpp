@@ -20,7 +20,7 @@
 namespace {
 
 // sdpa with GQA, a padding mask and lse: inputs q, k, v, lengths; outputs o, lse.
-constexpr const char* kManifest = R"json({"abi_version": 2,
+constexpr const char* kManifest = R"json({"abi_version": 3,
   "target": {"arch": "x86_64", "device": "cpu", "cpu_features": []},
   "arguments": [
     {"name": "q", "role": "input", "dtypes": ["f32"], "shape": ["B", 4, "Tq", 8]},

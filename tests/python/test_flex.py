@@ -149,6 +149,55 @@ def test_matches_torchs_flex_attention(score_mod, mask_mod, seq_q, seq_k):
     torch.testing.assert_close(lse, expected_lse, atol=3e-5, rtol=1e-4)
 
 
+def eager_attention(q, k, v, score_mod, mask_mod):
+    """FlexAttention's semantics in plain torch ops over the whole score matrix, for autograd:
+    torch's flex_attention has no backward on CPUs (pytorch #169646). A row with no key left
+    gives 0, as flex_attention's does."""
+    batch, heads, seq_q, d = q.shape
+    group = heads // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = q @ k.transpose(-1, -2) / d ** 0.5
+    b, h = torch.arange(batch).view(-1, 1, 1, 1), torch.arange(heads).view(1, -1, 1, 1)
+    q_idx = torch.arange(seq_q).view(1, 1, -1, 1)
+    kv_idx = torch.arange(k.shape[2]).view(1, 1, 1, -1)
+    if score_mod is not None:
+        scores = score_mod(scores, b, h, q_idx, kv_idx)
+    if mask_mod is not None:
+        scores = scores.masked_fill(~mask_mod(b, h, q_idx, kv_idx), -float("inf"))
+    alive = (scores > -float("inf")).any(dim=-1, keepdim=True)
+    weights = torch.softmax(torch.where(alive, scores, 0.0), dim=-1)
+    return torch.where(alive, weights, 0.0) @ v
+
+
+@pytest.mark.parametrize("score_mod, mask_mod", CASES, ids=map(name_of, CASES))
+@pytest.mark.parametrize("seq_q, seq_k", [(37, 53), (1, 20)])
+def test_gradients_match_torchs_autograd(score_mod, mask_mod, seq_q, seq_k):
+    """torch's eager autograd of the same attention against attnc's backward entry."""
+    gradients = []
+    for run in (attnc.torch.flex_attention, eager_attention):
+        q, k, v = (t.requires_grad_() for t in qkv(seq_q, seq_k))
+        options = {"enable_gqa": True} if run is attnc.torch.flex_attention else {}
+        o = run(q, k, v, score_mod=score_mod, mask_mod=mask_mod, **options)
+        o.backward(torch.cos(torch.arange(o.numel(), dtype=o.dtype)).reshape(o.shape))
+        gradients.append((q.grad, k.grad, v.grad))
+    for got, want in zip(*gradients):
+        torch.testing.assert_close(got, want, atol=5e-5, rtol=1e-4)
+
+
+def test_gradients_of_captured_tables():
+    """A captured tensor that requires a gradient gets it, as torch's autograd gives it."""
+    grads = []
+    for run in (attnc.torch.flex_attention, eager_attention):
+        table = TABLE.clone().requires_grad_()
+        q, k, v = qkv(29, 41)
+        options = {"enable_gqa": True} if run is attnc.torch.flex_attention else {}
+        o = run(q, k, v, score_mod=lambda score, b, h, q_idx, kv_idx:
+                score + table[h, q_idx - kv_idx + 64], mask_mod=None, **options)
+        o.pow(2).sum().backward()
+        grads.append(table.grad)
+    torch.testing.assert_close(grads[0], grads[1], atol=5e-5, rtol=1e-4)
+
+
 def test_a_block_mask_and_a_scale_as_torch_takes_them():
     q, k, v = qkv(40, 40, heads=4, kv_heads=4)
     block_mask = attnc.torch.create_block_mask(causal, B, 4, 40, 40, device="cpu")

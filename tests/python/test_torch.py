@@ -1,6 +1,6 @@
 """attnc.torch.attention, the attnc::attention operator: eager against torch's SDPA and the f64
-reference, torch.compile(fullgraph=True) with changing lengths, torch.export, and the error
-backward gives until attnc computes gradients."""
+reference, torch.compile(fullgraph=True) with changing lengths, torch.export, and gradients
+through the backward entry."""
 import os
 import subprocess
 import sys
@@ -101,11 +101,55 @@ def test_the_profiler_sees_the_operator():
     assert "attnc::attention" in {event.name for event in profile.events()}
 
 
-def test_backward_says_there_is_none_yet():
-    q, k, v = qkv(4, 4)
-    o = attnc.torch.attention(q.requires_grad_(), k, v, spec=GQA_CAUSAL)
-    with pytest.raises(RuntimeError, match="attnc::attention has no backward yet"):
-        o.sum().backward()
+def test_gradients_match_torchs_sdpa_and_lse_stays_hidden():
+    """A gradient asked compiles the spec with backward=true (and lse=true, which the caller
+    does not see); q's, k's and v's gradients are torch's, GQA's summed over each group."""
+    q, k, v = (t.requires_grad_() for t in qkv(23, 23))
+    o = attnc.torch.attention(q, k, v, spec=GQA_CAUSAL)
+    assert isinstance(o, torch.Tensor)
+    grad_o = torch.randn_like(o)
+    o.backward(grad_o)
+    mine = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).backward(grad_o)
+    for got, want in zip(mine, (q.grad, k.grad, v.grad)):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+
+
+def test_gradients_under_torch_compile():
+    """attnc::attention_backward is an operator with a fake implementation too, so the joint
+    graph traces; the gradients are eager attnc's."""
+    def loss(q, k, v):
+        return (attnc.torch.attention(q, k, v, spec=GQA_CAUSAL) ** 2).sum()
+
+    compiled = torch.compile(loss, fullgraph=True)
+    for length in (11, 16):
+        inputs = [t.requires_grad_() for t in qkv(length, length, seed=length)]
+        compiled(*inputs).backward()
+        got = [t.grad for t in inputs]
+        inputs = [t.detach().requires_grad_() for t in inputs]
+        loss(*inputs).backward()
+        for a, b in zip(got, (t.grad for t in inputs)):
+            torch.testing.assert_close(a, b)
+
+
+def test_gradients_of_named_tensors_and_the_refused_lse_gradient():
+    spec = "heads=2 d_k=8 bias=true sinks=true lse=true"
+    q, k, v = qkv(5, 7, heads=2, kv_heads=2, d=8)
+    bias = torch.randn(2, 2, 5, 7, requires_grad=True)
+    sinks = torch.randn(2, requires_grad=True)
+    o, lse = attnc.torch.attention(q, k, v, spec=spec, bias=bias, sinks=sinks)
+    (o * o).sum().backward()
+    assert bias.grad.shape == bias.shape and sinks.grad.shape == sinks.shape
+    expected = attnc.compile(spec + " backward=true", backend="reference").backward(
+        q, k, v, bias=bias.detach(), sinks=sinks.detach(), o=o.detach(), lse=lse.detach(),
+        grad_o=2 * o.detach())
+    torch.testing.assert_close(bias.grad, expected.grad_bias)
+    torch.testing.assert_close(sinks.grad, expected.grad_sinks)
+    o, lse = attnc.torch.attention(q, k, v, spec=spec, bias=bias, sinks=sinks)
+    with pytest.raises(RuntimeError, match="takes dL/do only"):
+        lse.sum().backward()
 
 
 def test_tensors_that_require_gradients_run_forward_in_every_dtype():

@@ -68,6 +68,18 @@ protected:
       EXPECT_NEAR(o[i], expected.o[i], 1e-5);
   }
 
+  static void expectBackwardRefused(const runtime::Bundle& bundle,
+                                    const std::vector<attnc_named_tensor>& named,
+                                    const std::string& why) {
+    try {
+      bundle.runBackward(named, 1);
+      ADD_FAILURE() << "the backward ran; expected: " << why;
+    } catch (const runtime::Error& e) {
+      EXPECT_EQ(e.status(), ATTNC_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+
   test::ScratchDir scratch_{"loader"};
   const fs::path& dir_ = scratch_.path();
 };
@@ -532,6 +544,43 @@ TEST_F(RuntimeLoader, ManyThreadsRunOneBundle) {
   for (int t = 2; t < 6; ++t)
     EXPECT_EQ(calls[t].tensor("o").values(), calls[t % 2].tensor("o").values());
   EXPECT_NE(calls[0].tensor("o").values(), calls[1].tensor("o").values());
+}
+
+// The backward entry through the runtime: the gradients the reference's own backward gives,
+// bit for bit (the kernel is the reference), and the refusals that name what is wrong.
+TEST_F(RuntimeLoader, RunsTheBackwardEntry) {
+  const std::string spec = "heads=4 kv_heads=2 d_k=8 mask=causal bias=true lse=true backward=true";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  tools::Call forward = test::randomCall(spec, 2, 5, 9);
+  std::vector<attnc_named_tensor> named = forward.named();
+  bundle.run(named, 2);
+  tools::Call backward = tools::prepareBackwardCall(forward, 3);
+  named = backward.named();
+  bundle.runBackward(named, 2);
+  std::vector<HostTensor> expected = tools::referenceOutputs(backward, serialFor());
+  size_t k = 0;
+  for (size_t a = 0; a < backward.arguments.size(); ++a)
+    if (backward.arguments[a].role == ArgumentRole::Output) {
+      SCOPED_TRACE(backward.arguments[a].name);
+      std::vector<double> got = backward.tensors[a].values(), want = expected[k++].values();
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-6);
+    }
+  EXPECT_EQ(k, 4u); // grad_q, grad_k, grad_v, grad_bias
+
+  named.pop_back(); // grad_bias, the last argument
+  expectBackwardRefused(bundle, named, "tensor 'grad_bias' is missing");
+}
+
+TEST_F(RuntimeLoader, RefusesTheBackwardOfABundleWithoutOne) {
+  const std::string spec = "heads=2 d_k=8 lse=true";
+  runtime::Bundle bundle = runtime::Bundle::open(compile(spec));
+  tools::Call forward = test::randomCall(spec, 1, 3, 3);
+  std::vector<attnc_named_tensor> named = forward.named();
+  attnc_error error{};
+  EXPECT_EQ(attnc_bundle_run_backward(nullptr, named.data(), named.size(), nullptr, &error),
+            ATTNC_ERROR_INVALID_ARGUMENT);
+  expectBackwardRefused(bundle, named, "compile its spec with backward=true");
 }
 
 // A linked kernel's exports, made here from a reference bundle's run function and a manifest

@@ -25,8 +25,12 @@ struct BenchOptions {
   std::string attention; // mha: an sdpa bundle the baseline runs between its GEMMs
   int warmup = 2, runs = 10;
   bool json = false, noBaseline = false, reference = false, flushCaches = false;
-  bool maskDensity = false;
+  bool maskDensity = false, backward = false;
 };
+
+// FlashAttention's convention: a backward does 2.5 times the forward's FLOPs (five products of
+// the score matrix's size against the forward's two).
+constexpr double kBackwardFlops = 2.5;
 
 struct Timing {
   std::string name, what;
@@ -76,6 +80,9 @@ Action addBenchCommand(CLI::App& app) {
                 "B x H x Tq x Tk mask tests)");
   cmd->add_flag("--no-baseline", o->noBaseline, "time the bundle alone (for its peak memory)");
   cmd->add_flag("--reference", o->reference, "also time the f64 reference (small shapes)");
+  cmd->add_flag("--backward", o->backward,
+                "time the backward entry (a bundle compiled with backward=true) on the forward's "
+                "o and lse and a random grad_o; FLOPs are 2.5x the forward's");
   cmd->add_flag("--flush-caches", o->flushCaches,
                 "flush the CPU caches before each bundle run (GPU runs always flush the L2)");
   return [o] {
@@ -83,6 +90,13 @@ Action addBenchCommand(CLI::App& app) {
     Spec spec = bundleSpec(bundle);
     Call call = prepareCall(spec, withParams(o->run));
     const int32_t threads = threadsOrAll(o->run.threads);
+    if (o->backward) {
+      if (!spec.backward)
+        throw UsageError("--backward: " + o->run.bundle +
+                         " has no backward entry; compile its spec with backward=true");
+      timedRuns(bundle, call, threads, 1); // the forward's o and lse, which the backward reads
+      call = prepareBackwardCall(call, o->run.call.seed);
+    }
     TimedCall device(bundle, call, o->flushCaches);
 
     std::vector<Timing> timings{{"kernel", "the bundle through the runtime", {}}};
@@ -96,7 +110,8 @@ Action addBenchCommand(CLI::App& app) {
       const Spec otherSpec = bundleSpec(*other);
       otherTensors = device.named();
       if (otherSpec.canonical() != spec.canonical()) {
-        std::vector<Argument> wanted = kernelArguments(otherSpec);
+        std::vector<Argument> wanted =
+            o->backward ? backwardArguments(otherSpec) : kernelArguments(otherSpec);
         std::erase_if(otherTensors, [&](const attnc_named_tensor& t) {
           return std::none_of(wanted.begin(), wanted.end(),
                               [&](const Argument& a) { return a.name == t.name; });
@@ -113,13 +128,16 @@ Action addBenchCommand(CLI::App& app) {
                          "must run on the CPU or both on the GPU");
       timings.push_back({"against", againstWhat, {}});
     }
-    if (!o->attention.empty() && (o->noBaseline || bench::UnfusedBaseline::unsupported(spec)))
+    if (!o->attention.empty() &&
+        (o->noBaseline || o->backward || bench::UnfusedBaseline::unsupported(spec)))
       throw UsageError("--attention " + o->attention +
                        ": the unfused baseline does not run for this call, so it has no use");
     std::unique_ptr<bench::UnfusedBaseline> baseline;
     std::optional<runtime::Bundle> attention;
     std::string baselineNote = "not run (--no-baseline)";
-    if (!o->noBaseline) {
+    if (o->backward && !o->noBaseline) {
+      baselineNote = "not run (the unfused baseline has no backward)";
+    } else if (!o->noBaseline) {
       if (auto why = bench::UnfusedBaseline::unsupported(spec)) {
         baselineNote = *why;
       } else {
@@ -181,7 +199,7 @@ Action addBenchCommand(CLI::App& app) {
       for (size_t e = 0; e < kernelOut.size(); ++e)
         baselineDiff = std::max(baselineDiff, std::fabs(kernelOut[e] - baselineOut[e]));
     }
-    const double flops = attentionFlops(spec, call.sizes);
+    const double flops = attentionFlops(spec, call.sizes) * (o->backward ? kBackwardFlops : 1);
     const double kernelMedian = timings[0].percentile(0.5);
     nlohmann::json report = {{"bundle", o->run.bundle},
                              {"spec", spec.canonical()},
@@ -190,6 +208,7 @@ Action addBenchCommand(CLI::App& app) {
                              {"seq_k", call.sizes[SizeSymbol::SeqK]},
                              {"threads", threads},
                              {"runs", o->runs},
+                             {"entry", o->backward ? "backward" : "forward"},
                              {"flops", flops},
                              {"peak_rss_mib", peakRssMiB()},
                              {"baseline", baseline ? "run" : baselineNote}};
@@ -210,8 +229,8 @@ Action addBenchCommand(CLI::App& app) {
       fmt::print("{}\n", report.dump(2));
       return 0;
     }
-    fmt::print("bench {} ({}), {} threads, {} runs each, interleaved\n", o->run.bundle,
-               sizesText(call.sizes), threads, o->runs);
+    fmt::print("bench {}{} ({}), {} threads, {} runs each, interleaved\n", o->run.bundle,
+               o->backward ? " backward" : "", sizesText(call.sizes), threads, o->runs);
     for (const Timing& t : timings) {
       double median = t.percentile(0.5);
       fmt::print("  {:<9} median {:9.3f} ms  p10 {:9.3f}  p90 {:9.3f}  {:8.2f} GFLOP/s", t.name,
@@ -224,7 +243,7 @@ Action addBenchCommand(CLI::App& app) {
       fmt::print("  unfused and kernel outputs differ by at most {:.2e}\n", baselineDiff);
     else
       fmt::print("  unfused   {}\n", baselineNote);
-    fmt::print("  FLOPs 4*B*H*Tq*Tk*d{}; peak RSS {:.1f} MiB\n",
+    fmt::print("  FLOPs {}4*B*H*Tq*Tk*d{}; peak RSS {:.1f} MiB\n", o->backward ? "2.5 x " : "",
                spec.masks.has(MaskKind::Causal) ? "/2" : "", peakRssMiB());
     return 0;
   };

@@ -1,8 +1,7 @@
 #include "CallSetup.h"
 
-#include "Reference/MaskEvaluator.h"
-
 #include "Npy.h"
+#include "Reference/MaskEvaluator.h"
 #include "Semantics/Favor.h"
 #include "Semantics/Random.h"
 #include "Support/Errors.h"
@@ -13,6 +12,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fmt/core.h>
 #include <numeric>
@@ -403,6 +403,26 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
   return call;
 }
 
+Call prepareBackwardCall(const Call& forward, uint64_t seed) {
+  Call call{forward.spec, backwardArguments(forward.spec), {}, forward.sizes, ATTNC_ENTRY_BACKWARD};
+  // Streams apart from the forward's inputs', so grad_o is drawn independently of them.
+  constexpr uint32_t kBackwardStreams = 1u << 16;
+  for (size_t i = 0; i < call.arguments.size(); ++i) {
+    const Argument& arg = call.arguments[i];
+    const std::vector<int64_t> shape = concreteShape(arg, call.sizes);
+    HostTensor tensor(*parseDType(arg.dtypes.front()), shape);
+    if (arg.name == gradientName("o")) {
+      tensor.assign(randomValues(call.spec, arg, shape, call.sizes, seed,
+                                 kBackwardStreams + static_cast<uint32_t>(i)));
+    } else if (arg.role != ArgumentRole::Output) {
+      const HostTensor& given = forward.tensor(arg.name);
+      std::memcpy(tensor.data(), given.data(), given.bytes());
+    }
+    call.tensors.push_back(std::move(tensor));
+  }
+  return call;
+}
+
 std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallelFor) {
   std::vector<HostTensor> outputs;
   outputs.reserve(call.arguments.size());
@@ -415,9 +435,12 @@ std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallel
       tensors.push_back(call.tensors[i].dl());
     }
   }
-  KernelTensors reference(call.spec, tensors, call.sizes[SizeSymbol::Batch],
+  KernelTensors reference(call.spec, call.arguments, tensors, call.sizes[SizeSymbol::Batch],
                           call.sizes[SizeSymbol::SeqQ], call.sizes[SizeSymbol::SeqK]);
-  runReference(reference, parallelFor);
+  if (call.entry == ATTNC_ENTRY_BACKWARD)
+    runReferenceBackward(reference, parallelFor);
+  else
+    runReference(reference, parallelFor);
   return outputs;
 }
 

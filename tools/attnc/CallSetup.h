@@ -24,9 +24,10 @@ struct CallFlags {
 
 struct Call {
   Spec spec;
-  std::vector<Argument> arguments;
+  std::vector<Argument> arguments; // the entry's: kernelArguments or backwardArguments
   std::vector<HostTensor> tensors; // one per argument, in argument order
   RunSizes sizes;
+  attnc_entry entry = ATTNC_ENTRY_FORWARD;
 
   std::vector<attnc_named_tensor> named();
   HostTensor& tensor(const std::string& name);
@@ -41,7 +42,12 @@ std::string sizesText(const RunSizes& z);
 // names, unreadable files or disagreeing sizes.
 Call prepareCall(const Spec& spec, const CallFlags& flags);
 
-// The f64 reference on the call's inputs: one f64 tensor per output argument, in order.
+// The backward call after the forward `call` ran: its inputs, its o and lse as they are (a
+// kernel's, as training passes them), grad_o drawn from `seed`, and the gradients to fill.
+Call prepareBackwardCall(const Call& forward, uint64_t seed);
+
+// The f64 reference on the call's inputs: one f64 tensor per output argument, in order (the
+// gradients, for a backward call).
 std::vector<HostTensor> referenceOutputs(Call& call, const ParallelFor& parallelFor);
 
 // The fraction of score elements (b, h, i, j) the spec's masks keep on this call (1 without

@@ -21,6 +21,16 @@ int64_t reductionLength(const Spec& spec, int64_t seqK) {
   return longest;
 }
 
+int64_t gradientReductionLength(const Spec& spec, const std::string& argument, int64_t batch,
+                                int64_t seqQ, int64_t seqK) {
+  const int64_t forward = reductionLength(spec, seqK);
+  if (spec.variant != Variant::Mha && argument == "q")
+    return forward;
+  if (spec.variant != Variant::Mha && (argument == "k" || argument == "v"))
+    return std::max(forward, seqQ * spec.groupSize());
+  return std::max(forward, batch * spec.heads * seqQ * seqK);
+}
+
 Comparison compare(const std::vector<double>& got, const std::vector<double>& want,
                    Tolerance tolerance) {
   Comparison c;

@@ -5,6 +5,7 @@
 #include "Spec/Spec.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace attnc::tools {
@@ -23,6 +24,12 @@ Tolerance toleranceFor(DType dtype, int64_t reductionLength);
 // mha's projections (d_model) and the sums over keys (Tk; linformer's projections of Tk keys
 // bound its sums over proj_len keys).
 int64_t reductionLength(const Spec& spec, int64_t seqK);
+
+// The longest sum behind a gradient of the backward entry (grad_<argument>): dq sums over keys,
+// dk and dv over a GQA group's query rows, and every other argument's over all the scores that
+// read it; at least the forward's.
+int64_t gradientReductionLength(const Spec& spec, const std::string& argument, int64_t batch,
+                                int64_t seqQ, int64_t seqK);
 
 struct Comparison {
   double maxAbsError = 0;

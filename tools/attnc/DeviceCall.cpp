@@ -92,7 +92,8 @@ double GpuTimer::millis(const std::function<void()>& run) {
   return ms;
 }
 
-TimedCall::TimedCall(const runtime::Bundle& bundle, Call& call, bool flushCpuCaches) {
+TimedCall::TimedCall(const runtime::Bundle& bundle, Call& call, bool flushCpuCaches)
+    : entry_(call.entry) {
   if (runsOnGpu(bundle)) {
     device_ = std::make_unique<DeviceCall>(call);
     timer_ = std::make_unique<GpuTimer>();
@@ -109,7 +110,12 @@ double TimedCall::millis(const runtime::Bundle& bundle, int32_t threads) {
 
 double TimedCall::millis(const runtime::Bundle& bundle, int32_t threads,
                          std::span<const attnc_named_tensor> tensors) {
-  auto run = [&] { bundle.run(tensors, threads); };
+  auto run = [&] {
+    if (entry_ == ATTNC_ENTRY_BACKWARD)
+      bundle.runBackward(tensors, threads);
+    else
+      bundle.run(tensors, threads);
+  };
   if (timer_)
     return timer_->millis(run);
   if (!flush_.empty()) {

@@ -74,6 +74,7 @@ public:
   void copyOutputsBack();
 
 private:
+  attnc_entry entry_; // the call's: which of the bundle's entries runs
   std::unique_ptr<DeviceCall> device_;
   std::unique_ptr<GpuTimer> timer_;
   std::vector<attnc_named_tensor> named_;

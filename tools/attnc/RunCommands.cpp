@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fmt/core.h>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -63,15 +64,67 @@ Action addRunCommand(CLI::App& app) {
   };
 }
 
+namespace {
+
+// Each output of `call` against the reference's `expected`, a line each, within the tolerance
+// `toleranceOf` gives it; true when every one passes.
+bool compareOutputs(const Call& call, const std::vector<HostTensor>& expected,
+                    const std::function<Tolerance(const Argument&)>& toleranceOf) {
+  bool pass = true;
+  size_t e = 0;
+  for (size_t i = 0; i < call.arguments.size(); ++i) {
+    const Argument& argument = call.arguments[i];
+    if (argument.role != ArgumentRole::Output)
+      continue;
+    Comparison c = compare(call.tensors[i].values(), expected[e++].values(), toleranceOf(argument));
+    pass = pass && c.failures == 0;
+    fmt::print("  {:<8} max abs err {:.3e}  worst err/tol {:.3g}  {}\n", argument.name,
+               c.maxAbsError, c.worstShare,
+               c.failures == 0 ? "ok"
+                               : fmt::format("FAIL: {} elements past tolerance (first at flat "
+                                             "index {})",
+                                             c.failures, c.firstFailure));
+  }
+  return pass;
+}
+
+// The backward entry on the forward call's inputs and the kernel's own o and lse, against the
+// reference's gradients.
+bool verifyBackward(const runtime::Bundle& bundle, const Call& forward, const RunOptions& o) {
+  Call call = prepareBackwardCall(forward, o.call.seed);
+  const double ms = timedRuns(bundle, call, o.threads, 1).front();
+  std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threadsOrAll(o.threads)));
+  fmt::print("backward, kernel {:.3f} ms\n", ms);
+  const bool pass = compareOutputs(call, expected, [&](const Argument& gradient) {
+    const std::string learned = gradient.name.substr(gradientName("").size());
+    return toleranceFor(call.spec.dtype,
+                        gradientReductionLength(call.spec, learned, call.sizes[SizeSymbol::Batch],
+                                                call.sizes[SizeSymbol::SeqQ],
+                                                call.sizes[SizeSymbol::SeqK]));
+  });
+  fmt::print("{} (tolerance: the forward's for {}, over each gradient's longest sum)\n",
+             pass ? "PASS" : "FAIL", dtypeName(call.spec.dtype));
+  return pass;
+}
+
+} // namespace
+
 Action addVerifyCommand(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
+  auto backward = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "verify", "Run a bundle and the f64 reference on the same inputs and compare (exit 1 past "
                 "the dtype's tolerance)");
   addCallOptions(cmd, *o);
-  return [o] {
+  cmd->add_flag("--backward", *backward,
+                "also run the backward entry (a bundle compiled with backward=true) on the "
+                "forward's o and lse and a random grad_o, and compare every gradient");
+  return [o, backward] {
     runtime::Bundle bundle = runtime::Bundle::open(o->bundle);
     Spec spec = bundleSpec(bundle);
+    if (*backward && !spec.backward)
+      throw UsageError("--backward: " + o->bundle +
+                       " has no backward entry; compile its spec with backward=true");
     Call call = prepareCall(spec, withParams(*o));
     double ms = timedRuns(bundle, call, o->threads, 1).front();
 
@@ -80,24 +133,13 @@ Action addVerifyCommand(CLI::App& app) {
 
     const Tolerance tolerance =
         toleranceFor(spec.dtype, reductionLength(spec, call.sizes[SizeSymbol::SeqK]));
-    bool pass = true;
     fmt::print("verify {} ({}), kernel {:.3f} ms\n", o->bundle, sizesText(call.sizes), ms);
-    size_t e = 0;
-    for (size_t i = 0; i < call.arguments.size(); ++i) {
-      if (call.arguments[i].role != ArgumentRole::Output)
-        continue;
-      Comparison c = compare(call.tensors[i].values(), expected[e++].values(), tolerance);
-      pass = pass && c.failures == 0;
-      fmt::print("  {:<8} max abs err {:.3e}  worst err/tol {:.3g}  {}\n",
-                 call.arguments[i].name, c.maxAbsError, c.worstShare,
-                 c.failures == 0 ? "ok"
-                                 : fmt::format("FAIL: {} elements past tolerance (first at flat "
-                                               "index {})",
-                                               c.failures, c.firstFailure));
-    }
+    bool pass = compareOutputs(call, expected, [&](const Argument&) { return tolerance; });
     fmt::print("{} (tolerance: abs {:.1e} + rel {:.1e} for {} over sums of up to {} terms)\n",
                pass ? "PASS" : "FAIL", tolerance.absolute, tolerance.relative,
                dtypeName(spec.dtype), reductionLength(spec, call.sizes[SizeSymbol::SeqK]));
+    if (*backward)
+      pass = verifyBackward(bundle, call, *o) && pass;
     return pass ? 0 : 1;
   };
 }

@@ -109,26 +109,29 @@ public:
 };
 
 // Every variant, mask, modifier, output and dtype on CPUs but fp8 E4M3 caches (Halide 14 has no
-// 8-bit float type; the MLIR backend decodes them). On CUDA the schedule covers sdpa, and bf16
-// is out: LLVM 14's NVPTX code generator (inside Halide 14) aborts on bf16 values.
+// 8-bit float type; the MLIR backend decodes them) and the backward entry. On CUDA the schedule
+// covers sdpa, and bf16 is out: LLVM 14's NVPTX code generator (inside Halide 14) aborts on bf16
+// values.
 std::span<const Coverage> HalideBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     Coverage cuda = fullCoverage(Device::Cuda);
     cuda.variants = {Variant::Sdpa};
+    std::erase(cuda.outputs, Output::Backward);
     cuda.dtypes = {DType::F32, DType::F16};
     std::erase(cuda.modifiers, Modifier::KvAppend);
     std::erase(cuda.modifiers, Modifier::Fp8KvCache);
     cuda.gapReason = "its CUDA schedule covers sdpa, LLVM 14's NVPTX code generator inside "
                      "Halide 14 aborts on bf16 values, Halide 14 has no 8-bit float type for "
-                     "fp8_e4m3 caches, and the runtime writes kv_append's rows into host caches "
-                     "only";
+                     "fp8_e4m3 caches, the runtime writes kv_append's rows into host caches "
+                     "only, and the backward entry is the reference backend's so far";
     // Query rows fill the vector lanes: a one-row step uses 1/16 of each AVX-512 vector (12.8
     // ms against MLIR's 2.0 at H 8 d 128 f16 Tk 16k, docs/benchmarks.md "Decode"), so
     // --backend auto takes MLIR's decode kernel wherever it covers.
     Coverage cpu = fullCoverage(Device::Cpu);
     std::erase(cpu.modifiers, Modifier::Fp8KvCache);
+    std::erase(cpu.outputs, Output::Backward);
     cpu.gapReason = "Halide 14 has no 8-bit float type for fp8_e4m3 caches (the mlir backend "
-                    "decodes them)";
+                    "decodes them), and the backward entry is the reference backend's so far";
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "
                  "Tq <= 16; auto prefers MLIR's)";
     cuda.decode = "the prefill kernel (no decode kernel)";

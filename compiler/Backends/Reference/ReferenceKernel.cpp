@@ -4,6 +4,7 @@
 #include "Abi/Manifest.h"
 #include "Reference/Reference.h"
 #include "attnc/attnc.h"
+#include "bundle/CallCheck.h"
 
 #include <cstdio>
 #include <exception>
@@ -54,16 +55,18 @@ attnc::ParallelFor poolFor(const attnc_kernel_call* call) {
 
 int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
   try {
-    if (call->abi_version != ATTNC_ABI_VERSION) {
-      std::snprintf(message, messageSize, "caller uses ABI version %u; this bundle has %u",
-                    call->abi_version, ATTNC_ABI_VERSION);
-      return 1;
-    }
     const attnc::Spec& spec = bundleSpec();
-    attnc::KernelTensors tensors(spec,
-                                 std::vector<DLTensor*>(call->args, call->args + call->num_args),
-                                 call->batch, call->seq_q, call->seq_k);
-    attnc::runReference(tensors, poolFor(call));
+    if (!attnc::acceptCall(*call, spec.backward, message, messageSize))
+      return 1;
+    std::vector<DLTensor*> args(call->args, call->args + call->num_args);
+    if (call->entry == ATTNC_ENTRY_BACKWARD) {
+      attnc::KernelTensors tensors(spec, attnc::backwardArguments(spec), std::move(args),
+                                   call->batch, call->seq_q, call->seq_k);
+      attnc::runReferenceBackward(tensors, poolFor(call));
+    } else {
+      attnc::KernelTensors tensors(spec, std::move(args), call->batch, call->seq_q, call->seq_k);
+      attnc::runReference(tensors, poolFor(call));
+    }
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(message, messageSize, "%s", e.what());

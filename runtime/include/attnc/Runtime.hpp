@@ -60,6 +60,16 @@ public:
       throw Error(error);
   }
 
+  // The backward entry of a bundle compiled with backward=true, on its "backward" arguments.
+  void runBackward(std::span<const attnc_named_tensor> tensors, int32_t numThreads = 0,
+                   void* stream = nullptr) const {
+    attnc_run_options options{numThreads, stream};
+    attnc_error error{};
+    if (attnc_bundle_run_backward(handle_.get(), tensors.data(), tensors.size(), &options,
+                                  &error) != ATTNC_OK)
+      throw Error(error);
+  }
+
 private:
   explicit Bundle(attnc_bundle* handle) : handle_(handle, &attnc_bundle_close) {}
   std::unique_ptr<attnc_bundle, decltype(&attnc_bundle_close)> handle_;

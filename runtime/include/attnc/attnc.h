@@ -11,7 +11,10 @@
  * Applications do not call these directly: they open a bundle with attnc_bundle_open, which
  * checks the ABI version and picks the first target this host supports (ATTNC_TARGET=<name>
  * forces one, for testing), and run it with attnc_bundle_run, which checks every tensor against
- * the manifest before the kernel sees it. A kernel linked into the application ahead of time
+ * the manifest before the kernel sees it. A bundle compiled with backward=true also holds the
+ * backward entry, which attnc_bundle_run_backward runs the same way on the manifest's
+ * "backward" arguments (attnc_kernel_run sees it as the call's entry). A kernel linked into the
+ * application ahead of time
  * (`attnc compile --emit lib`) is opened the same way from its attnc_kernel_exports.
  *
  * Tensors are DLPack DLTensors with explicit or compact strides. Every function is thread-safe:
@@ -29,7 +32,7 @@ extern "C" {
 
 /* Bumped on any change to attnc_kernel_call, to the exported symbols or to the manifest's
  * required fields. The runtime refuses bundles built for another version. */
-#define ATTNC_ABI_VERSION 2u
+#define ATTNC_ABI_VERSION 3u
 
 #if defined(__GNUC__)
 #define ATTNC_API __attribute__((visibility("default")))
@@ -62,9 +65,13 @@ typedef void (*attnc_task_fn)(void* context, int64_t index);
 typedef void (*attnc_parallel_for_fn)(void* pool, int64_t count, attnc_task_fn task, void* context,
                                       int32_t max_threads);
 
+/* The entries a bundle may hold: every bundle its forward, a backward=true one its backward. */
+typedef enum attnc_entry { ATTNC_ENTRY_FORWARD = 0, ATTNC_ENTRY_BACKWARD = 1 } attnc_entry;
+
 typedef struct attnc_kernel_call {
   uint32_t abi_version;        /* ATTNC_ABI_VERSION of the caller */
-  uint32_t num_args;           /* the manifest's argument count */
+  uint32_t num_args;           /* the entry's argument count in the manifest */
+  uint32_t entry;              /* attnc_entry: the one to run */
   DLTensor* const* args;       /* in manifest order, already checked against the manifest */
   int64_t batch, seq_q, seq_k; /* the run-time sizes B, Tq, Tk bound from the tensors */
   int32_t num_threads;         /* at least 1 */
@@ -129,6 +136,16 @@ ATTNC_API const char* attnc_bundle_manifest(const attnc_bundle* bundle);
 ATTNC_API attnc_status attnc_bundle_run(const attnc_bundle* bundle,
                                         const attnc_named_tensor* tensors, size_t num_tensors,
                                         const attnc_run_options* options, attnc_error* error);
+
+/* As attnc_bundle_run, for the backward entry of a bundle compiled with backward=true: the
+ * tensors are the manifest's "backward" arguments (the forward's inputs, o and lse, grad_o, and
+ * a grad_<name> output for each learnable argument). ATTNC_ERROR_INVALID_ARGUMENT for a bundle
+ * without one. */
+ATTNC_API attnc_status attnc_bundle_run_backward(const attnc_bundle* bundle,
+                                                 const attnc_named_tensor* tensors,
+                                                 size_t num_tensors,
+                                                 const attnc_run_options* options,
+                                                 attnc_error* error);
 
 #ifdef __cplusplus
 }

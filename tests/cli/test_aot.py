@@ -141,9 +141,31 @@ class LinkedHeaderNames(CliTestCase):
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no C++ compiler")
+    def test_the_backward_entry_has_its_arguments_and_method(self):
+        out = os.path.join(self.tmp, "lib")
+        self.expect(attnc("compile", "heads=2 d_k=8 bias=true lse=true backward=true",
+                          "--backend", "reference", "--emit", "lib", "--name", "trained", "-o",
+                          out), 0)
+        with open(os.path.join(out, "trained.h")) as f:
+            header = f.read()
+        self.assertIn("//   grad_bias: output, f32, [B|1, 2|1, Tq, Tk]: dL/dbias", header)
+        source = os.path.join(self.tmp, "train.cpp")
+        with open(source, "w") as f:
+            f.write("#include \"trained.h\"\n"
+                    "void step(const attnc::kernels::trained& kernel, ::DLTensor* t) {\n"
+                    "  kernel.run({.q = t, .k = t, .v = t, .bias = t, .o = t, .lse = t});\n"
+                    "  kernel.run_backward({.q = t, .k = t, .v = t, .bias = t, .o = t, .lse = t,\n"
+                    "      .grad_o = t, .grad_q = t, .grad_k = t, .grad_v = t, .grad_bias = t});\n"
+                    "}\n")
+        r = subprocess.run([os.environ.get("CXX", "c++"), "-std=gnu++20", "-fsyntax-only", "-I",
+                            out, "-I", os.path.join(self.ROOT, "runtime", "include"), source],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_names_the_header_cannot_declare_exit_2(self):
         out = os.path.join(self.tmp, "never")
-        for name in ("run", "target", "Args", "spec", "bundle_"):
+        for name in ("run", "target", "Args", "spec", "bundle_", "run_backward", "BackwardArgs"):
             self.expect(attnc("compile", "d_k=8", "--backend", "reference", "--emit", "lib",
                               "--name", name, "-o", out), 2,
                         "--name %s" % name, "a member of the header's class")

@@ -568,6 +568,14 @@ TEST_F(RuntimeLoader, RunsTheBackwardEntry) {
     }
   EXPECT_EQ(k, 4u); // grad_q, grad_k, grad_v, grad_bias
 
+  // Deterministic: the same bits on one thread as on two.
+  tools::Call serial = tools::prepareBackwardCall(forward, 3);
+  std::vector<attnc_named_tensor> serialNamed = serial.named();
+  bundle.runBackward(serialNamed, 1);
+  for (size_t a = 0; a < backward.arguments.size(); ++a)
+    EXPECT_EQ(serial.tensors[a].values(), backward.tensors[a].values())
+        << backward.arguments[a].name;
+
   named.pop_back(); // grad_bias, the last argument
   expectBackwardRefused(bundle, named, "tensor 'grad_bias' is missing");
 }

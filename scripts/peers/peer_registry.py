@@ -18,6 +18,7 @@ def _lazy(module, name):
 PEERS = {
     "onnxruntime": _lazy("ort_peer", "OnnxRuntime"),
     "torch-sdpa": _lazy("torch_peers", "Sdpa"),
+    "torch-sdpa-backward": _lazy("torch_peers", "SdpaBackward"),
     "flex": _lazy("torch_peers", "Flex"),
     "attnc-flex": _lazy("torch_peers", "AttncFlex"),
     "torch-mha": _lazy("torch_peers", "MultiheadAttention"),

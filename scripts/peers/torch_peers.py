@@ -9,6 +9,8 @@
 and attnc's FlexAttention front on the same callables:
   - `AttncFlex`: attnc.torch.flex_attention (the callables traced into a spec, its kernel
     compiled ahead of time and cached on disk), on torch's thread count;
+the backward of the first, what training on a CPU runs:
+  - `SdpaBackward`: dq, dk, dv of the flash kernel's forward (torch's CPU flash backward);
 and the whole multi-head block attnc's variant=mha fuses:
   - `MultiheadAttention`: nn.MultiheadAttention without biases in inference_mode, its fast path
     (the projections as GEMMs around its fused SDPA).
@@ -68,6 +70,31 @@ class Sdpa:
         except RuntimeError as refusal:
             reason = str(refusal).strip().splitlines()[0][:80]
             return attention, "%s (flash refused: %s)" % (kernel_that_ran(attention), reason)
+
+
+class SdpaBackward:
+    """The backward of `Sdpa`'s call (its flash kernel where it takes the case): dq, dk and dv
+    from a random dL/do, the forward run once beforehand and its graph kept, so each timed call
+    is the backward alone, as attnc's backward entry is timed (`attnc bench --backward`)."""
+
+    def __init__(self, threads):
+        self.forward = Sdpa(threads)
+        self.version = self.forward.version
+
+    def prepare(self, case):
+        if case["mask"] not in ("none", "causal") or (case["mask"] == "causal"
+                                                       and case["tq"] != case["tk"]):
+            raise peer_registry.Unsupported("the backward cases are unmasked or square causal")
+        q, k, v = (t.requires_grad_() for t in torch_inputs(case))
+        options = {"enable_gqa": case["heads"] != case["kv_heads"],
+                   "is_causal": case["mask"] == "causal"}
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            o = F.scaled_dot_product_attention(q, k, v, **options)
+        grad_o = torch.randn_like(o)
+
+        def backward():
+            return torch.autograd.grad(o, (q, k, v), grad_o, retain_graph=True)
+        return backward, o.grad_fn.name()
 
 
 class Flex:

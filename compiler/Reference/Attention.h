@@ -21,6 +21,12 @@ struct AttentionGradients {
   // By argument name, dense as the argument: the variant's weights, sinks, bias and the float
   // aux tensors the score reads.
   std::map<std::string, std::vector<double>> arguments;
+
+  // Adds one (b, h)'s share: its q rows [Tq, d_q], and its KV head g's keys' and values'
+  // gradients [keys, d], which GQA sums over the group. Called in a fixed order, so the sums
+  // are the same on any number of threads.
+  void addHead(int64_t b, int64_t h, int64_t g, const std::vector<double>& query,
+               const std::vector<double>& key, const std::vector<double>& value);
 };
 
 // Each head's sink logit: the spec's sinks, or -inf without.

@@ -29,7 +29,34 @@ Array4 outputProjectionBack(const KernelTensors& t, const Array4& heads,
   return headGradient;
 }
 
+// Each grad_<name> output: q's, k's and v's in the spec's layout (but mha's inputs), the others
+// dense; an argument the scores never read (an aux tensor only mask_mod reads) has 0.
+void storeGradients(const KernelTensors& t, const AttentionGradients& g) {
+  const std::string prefix = gradientName("");
+  for (const Argument& a : t.arguments()) {
+    if (a.role != ArgumentRole::Output)
+      continue;
+    const std::string name = a.name.substr(prefix.size());
+    if (t.spec().variant != Variant::Mha && (name == "q" || name == "k" || name == "v")) {
+      t.storeHeadMajor(a.name, name == "q" ? g.q : name == "k" ? g.k : g.v);
+      continue;
+    }
+    auto found = g.arguments.find(name);
+    t.store(a.name, found != g.arguments.end() ? found->second
+                                               : std::vector<double>(t.dense(name).size(), 0));
+  }
+}
+
 } // namespace
+
+void AttentionGradients::addHead(int64_t b, int64_t h, int64_t g, const std::vector<double>& query,
+                                 const std::vector<double>& key, const std::vector<double>& value) {
+  std::copy(query.begin(), query.end(), q.row(b, h, 0));
+  for (size_t e = 0; e < key.size(); ++e)
+    k.row(b, g, 0)[e] += key[e];
+  for (size_t e = 0; e < value.size(); ++e)
+    v.row(b, g, 0)[e] += value[e];
+}
 
 void runReferenceBackward(const KernelTensors& t, const ParallelFor& parallelFor) {
   const Spec& s = t.spec();
@@ -45,16 +72,7 @@ void runReferenceBackward(const KernelTensors& t, const ParallelFor& parallelFor
   if (s.variant == Variant::Mha)
     gradients.arguments["w_o"] = std::move(woGradient);
   addInputGradients(t, gradients, parallelFor);
-  for (const Argument& a : t.arguments()) {
-    if (!a.name.starts_with(gradientName("")) || a.role != ArgumentRole::Output)
-      continue;
-    const std::string name = a.name.substr(gradientName("").size());
-    auto found = gradients.arguments.find(name);
-    // An argument the scores never read (an aux tensor only mask_mod reads) has gradient 0.
-    t.store(a.name, found != gradients.arguments.end()
-                        ? found->second
-                        : std::vector<double>(t.dense(name).size(), 0));
-  }
+  storeGradients(t, gradients);
 }
 
 } // namespace attnc

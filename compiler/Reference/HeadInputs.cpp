@@ -41,15 +41,6 @@ void addSinusoidal(std::vector<double>& x, int64_t batch, int64_t seq, int64_t d
         x[(b * seq + t) * dModel + m] += positions::sinusoidal(t + offset, m, dModel);
 }
 
-// Row t of batch b rotated at position t + offsets[b].
-void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& s) {
-  for (int64_t b = 0; b < x.dims[0]; ++b)
-    for (int64_t h = 0; h < x.dims[1]; ++h)
-      for (int64_t t = 0; t < x.dims[2]; ++t)
-        positions::applyRope(x.row(b, h, t), t + offsets[b], s.ropeDims, s.ropeTheta,
-                             s.ropeStyle);
-}
-
 // E [H_kv, proj_len, Tk] applied along the sequence: out[b, g, p] = sum_{j < len_b} E[g, p, j] x[b,
 // g, j].
 Array4 projectSequence(const Array4& x, const std::vector<double>& e, int64_t projLen,
@@ -176,6 +167,17 @@ void appendNewRows(const KernelTensors& t, HeadInputs& in) {
 }
 
 } // namespace
+
+void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& s,
+                    bool transposed) {
+  for (int64_t b = 0; b < x.dims[0]; ++b)
+    for (int64_t h = 0; h < x.dims[1]; ++h)
+      for (int64_t t = 0; t < x.dims[2]; ++t) {
+        const int64_t position = t + offsets[b];
+        positions::applyRope(x.row(b, h, t), transposed ? -position : position, s.ropeDims,
+                             s.ropeTheta, s.ropeStyle);
+      }
+}
 
 std::vector<double> mhaInput(const KernelTensors& t, std::string_view name) {
   const Spec& s = t.spec();

@@ -19,6 +19,11 @@ struct HeadInputs {
 // into heads, then RoPE. linformer: K~ = E K and V~ = F V over the valid keys.
 HeadInputs prepareHeadInputs(const KernelTensors& tensors, const ParallelFor& parallelFor);
 
+// Row t of batch b rotated by RoPE at position t + offsets[b]; `transposed`: by R(pos)^T =
+// R(-pos), which takes a rotated row's gradient back (R is orthogonal).
+void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& spec,
+                    bool transposed = false);
+
 // mha's input x_q, x_k or x_v ("q", "k", "v") [B, T, d_model] as its projection reads it: with
 // the sinusoidal encoding added where the spec asks.
 std::vector<double> mhaInput(const KernelTensors& tensors, std::string_view name);

@@ -5,14 +5,6 @@
 namespace attnc {
 namespace {
 
-// RoPE's rotation R(pos) is orthogonal, so its gradient rotates back by R(pos)^T = R(-pos).
-void rotateBack(Array4& x, int64_t offset, const Spec& s) {
-  for (int64_t b = 0; b < x.dims[0]; ++b)
-    for (int64_t h = 0; h < x.dims[1]; ++h)
-      for (int64_t t = 0; t < x.dims[2]; ++t)
-        positions::applyRope(x.row(b, h, t), -(t + offset), s.ropeDims, s.ropeTheta, s.ropeStyle);
-}
-
 // K~ = E K over each batch's valid keys (HeadInputs' projectSequence): dK = E^T dK~ on those
 // keys, and dE[g, p, j] = sum_b dK~[b, g, p] . K[b, g, j].
 Array4 projectSequenceBack(const Array4& projectedGradient, const Array4& x,
@@ -75,18 +67,15 @@ void addInputGradients(const KernelTensors& t, AttentionGradients& g,
     g.v = projectSequenceBack(g.v, t.headMajor("v"), t.dense("f"), lengths, out["f"]);
   }
   if (s.rope) {
-    rotateBack(g.q, positions::alignmentOffset(s, t.seqQ(), t.seqK()), s);
-    rotateBack(g.k, 0, s);
+    // R(pos) is orthogonal: a rotated row's gradient rotates back by R(pos)^T = R(-pos).
+    const int64_t offset = positions::alignmentOffset(s, t.seqQ(), t.seqK());
+    applyRopeToAll(g.q, std::vector<int64_t>(t.batch(), offset), s, /*transposed=*/true);
+    applyRopeToAll(g.k, std::vector<int64_t>(t.batch(), 0), s, /*transposed=*/true);
   }
-  if (s.variant == Variant::Mha) {
+  if (s.variant == Variant::Mha)
     for (auto [name, heads] : {std::pair{"q", &g.q}, std::pair{"k", &g.k}, std::pair{"v", &g.v}})
       projectToHeadsBack(*heads, mhaInput(t, name), t.dense(std::string("w_") + name), s.dModel,
                          out[name], out[std::string("w_") + name], parallelFor);
-    return;
-  }
-  const bool bshd = s.layout == Layout::Bshd;
-  for (auto [name, heads] : {std::pair{"q", &g.q}, std::pair{"k", &g.k}, std::pair{"v", &g.v}})
-    out[name] = bshd ? heads->swapMiddle().data : heads->data;
 }
 
 } // namespace attnc

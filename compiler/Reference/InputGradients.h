@@ -7,8 +7,9 @@
 
 namespace attnc {
 
-// Adds to gradients.arguments q's, k's and v's gradients, dense in their arguments' order, and
-// those of mha's w_q, w_k, w_v and Linformer's e and f.
+// Takes gradients.q, k and v back to the kernel's inputs: for mha into gradients.arguments (its
+// inputs' and w_q's, w_k's, w_v's), else in place (head-major, as the inputs read); adds
+// Linformer's e and f.
 void addInputGradients(const KernelTensors& tensors, AttentionGradients& gradients,
                        const ParallelFor& parallelFor);
 

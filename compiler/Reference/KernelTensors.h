@@ -41,6 +41,8 @@ public:
   void store(std::string_view name, const std::vector<double>& values) const;
 
 private:
+  void checkShapes() const;
+
   const Spec* spec_;
   std::vector<Argument> arguments_;
   std::vector<DLTensor*> tensors_;

@@ -1,6 +1,6 @@
 #include "Reference/Attention.h"
 #include "Reference/FeatureMap.h"
-#include "Reference/MaskEvaluator.h"
+#include "Semantics/Positions.h"
 
 #include <algorithm>
 
@@ -77,26 +77,20 @@ AttentionGradients linearAttentionBackward(const KernelTensors& t, const HeadInp
                                            const Array4& dO, const ParallelFor& parallelFor) {
   const Spec& s = t.spec();
   const int64_t B = t.batch(), H = s.heads, keys = in.k.dims[2];
-  const int64_t offset = MaskEvaluator(t).offset();
+  const int64_t offset = positions::alignmentOffset(s, t.seqQ(), t.seqK());
   const std::vector<int64_t> lengths = keyLengths(t);
   const FeatureMapper phi(t);
   std::vector<LinearShare> shares(B * H);
   parallelFor(B * H, [&](int64_t bh) {
     shares[bh] = headGradients(t, in, dO, phi, offset, lengths[bh / H], bh / H, bh % H);
   });
-  AttentionGradients r{Array4(B, H, t.seqQ(), s.dK),
+  AttentionGradients r{Array4(B, H, t.seqQ(), s.dQ),
                        Array4(B, s.kvHeads, keys, s.dK),
                        Array4(B, s.kvHeads, keys, s.dV),
                        {}};
-  for (int64_t bh = 0; bh < B * H; ++bh) { // in order: deterministic sums
-    const int64_t b = bh / H, h = bh % H, g = h / s.groupSize();
-    const LinearShare& share = shares[bh];
-    std::copy(share.query.begin(), share.query.end(), r.q.row(b, h, 0));
-    for (size_t k = 0; k < share.key.size(); ++k)
-      r.k.row(b, g, 0)[k] += share.key[k];
-    for (size_t k = 0; k < share.value.size(); ++k)
-      r.v.row(b, g, 0)[k] += share.value[k];
-  }
+  for (int64_t bh = 0; bh < B * H; ++bh) // in order: deterministic sums
+    r.addHead(bh / H, bh % H, bh % H / s.groupSize(), shares[bh].query, shares[bh].key,
+              shares[bh].value);
   return r;
 }
 

@@ -26,7 +26,6 @@ public:
   bool kept(int64_t j) const { return kept_[j]; }
   double scaled(int64_t j) const { return scaled_[j]; }
   double modified(int64_t j) const { return modified_[j]; }
-  double score(int64_t j) const { return score_[j]; }
 
   // A NaN score, or a +inf one (softmax's inf - inf), among the kept keys or the sink: the
   // row's weights, o and lse are NaN, as in PyTorch's math path.

@@ -51,16 +51,13 @@ class Kernel:
     def __call__(self, *tensors, out=None, threads=0, **named):
         """Runs the kernel: kernel(q, k, v, lengths=..., out=None, threads=0). Returns the one
         output (o), or the outputs as a named tuple (o, lse, weights) in manifest order."""
-        return self._run(self._forward, tensors, named, out, threads, backward=False)
+        return self._run(self._forward, tensors, named, out, threads)
 
     def backward(self, *tensors, out=None, threads=0, **named):
         """Runs the backward entry (a kernel compiled with backward=true): the forward's inputs
         (q, k, v by position), its o and lse, and grad_o, by name. Returns the gradients as a
         named tuple (grad_q, grad_k, grad_v, ...) in manifest order."""
-        if self._backward is None:
-            raise _attnc.TensorError(
-                "attnc: this kernel has no backward entry; compile its spec with backward=true")
-        return self._run(self._backward, tensors, named, out, threads, backward=True)
+        return self._run(self._backward_entry(), tensors, named, out, threads)
 
     def empty_outputs(self, *tensors, **named):
         """{name: output} allocated for a call on these tensors, as the call would (torch's
@@ -69,12 +66,20 @@ class Kernel:
 
     def empty_gradients(self, *tensors, **named):
         """{name: gradient} allocated as a backward call on these tensors would."""
-        return self._backward.outputs_for(self._backward.inputs(tensors, named), {})
+        entry = self._backward_entry()
+        return entry.outputs_for(entry.inputs(tensors, named), {})
 
-    def _run(self, entry, tensors, named, out, threads, backward):
+    def _backward_entry(self):
+        if self._backward is None:
+            raise _attnc.TensorError(
+                "attnc: this kernel has no backward entry; compile its spec with backward=true")
+        return self._backward
+
+    def _run(self, entry, tensors, named, out, threads):
         inputs = entry.inputs(tensors, named)
         outputs = entry.outputs_for(inputs, out if out is not None else {})
         stream = _stream_of(next(iter(inputs.values()))) if self._on_gpu else 0
+        backward = entry is self._backward
         self._bundle.run(_crossing(inputs), _crossing(outputs), threads, stream, backward)
         if len(entry.outputs) == 1 and not backward:
             return outputs[entry.outputs[0]]
@@ -132,9 +137,9 @@ class _Entry:
             tensor = given.get(argument.name)
             if tensor is None:
                 # A gradient is shaped as what it differentiates (a broadcast bias's [1, ...])
-                learned = inputs.get(argument.name[len("grad_"):])
-                shape = getattr(learned, "shape", None) if argument.name.startswith(
-                    "grad_") else None
+                shape = None
+                if argument.name.startswith("grad_"):
+                    shape = getattr(inputs.get(argument.name[len("grad_"):]), "shape", None)
                 tensor = _allocate(first, argument, sizes, shape)
             outputs[argument.name] = tensor
         return outputs

@@ -4,11 +4,11 @@ it. The kernel runs on torch's thread count (torch.set_num_threads). The spec's 
 compiled once for the tensors' device (the CPU: the host; a GPU: its cuda-sm_XY) and cached on
 disk; sequence lengths are run-time sizes, so they never recompile.
 
-Gradients: where one is asked (a tensor requires it and grad mode is on), the call compiles the
-spec with backward=true (on the CPU by the reference backend where no fused backend builds the
-backward entry yet) (and lse=true, which the backward reads; the caller still gets only the
-outputs it asked for), and autograd's backward runs the bundle's backward entry through a second
-operator, attnc::attention_backward, so torch.compile traces it too. It gives q's, k's and v's
+Gradients: where one is asked (a tensor requires it and grad mode is on), the forward also
+returns lse, which the backward reads (the caller still gets only the outputs it asked for), and
+autograd's backward runs the backward entry of the spec compiled with backward=true (on the CPU
+by the reference backend where no fused backend builds it yet) through a second operator,
+attnc::attention_backward, so torch.compile traces it too. It gives q's, k's and v's
 gradients and those of every float tensor passed by name (bias, sinks, aux tables, mha's
 weights); dL/dlse and dL/dweights are refused (the backward entry takes dL/do only).
 
@@ -41,24 +41,15 @@ def attention(q, k, v, spec, **tensors):
         outputs = _run(q, k, v, text, tensors)
     else:
         names = sorted(tensors)
-        trained, hidden_lse = text, False
+        asked, hidden_lse = text, False
         if torch.is_grad_enabled() and any(
                 t.requires_grad for t in (q, k, v, *tensors.values()) if torch.is_tensor(t)):
-            trained, hidden_lse = _trainable(text)
-        outputs = torch.ops.attnc.attention(q, k, v, trained, ",".join(names),
+            asked, hidden_lse = _with_lse(text)
+        outputs = torch.ops.attnc.attention(q, k, v, asked, ",".join(names),
                                             [tensors[n] for n in names])
         if hidden_lse:
             outputs = [outputs[0], *outputs[2:]]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-@functools.lru_cache(maxsize=None)
-def _cpu_backend(text):
-    """auto, or for a spec with a backward entry that no fused backend builds yet, the
-    reference backend (f64: correct, slow), so that training runs on the CPU."""
-    if "backward=true" not in text.split() or _backends(text)["auto"] is not None:
-        return "auto"
-    return "reference"
 
 
 def _constant_under_compile(function):
@@ -70,22 +61,45 @@ def _constant_under_compile(function):
     return function
 
 
-_trainable_specs = {}  # spec text -> _trainable's result
+@functools.lru_cache(maxsize=None)
+def _keys(text):
+    """The spec's keys, parsed once per text."""
+    return Spec(text).to_json()
+
+
+_lse_specs = {}  # spec text -> _with_lse's result
 
 
 @_constant_under_compile
-def _trainable(text):
-    """The spec with its backward entry (backward=true, and lse=true but for linear attention),
-    and whether lse was added (then the caller does not see it)."""
-    found = _trainable_specs.get(text)
+def _with_lse(text):
+    """The spec with lse=true, which its backward reads (but for linear attention, which has no
+    softmax), and whether lse was added (then the caller does not see it)."""
+    found = _lse_specs.get(text)
     if found is None:
-        keys = Spec(text).to_json()
-        keys["backward"] = True
+        keys = _keys(text)
         added = keys["variant"] != "linear" and not keys.get("lse", False)
-        if keys["variant"] != "linear":
-            keys["lse"] = True
-        found = _trainable_specs[text] = (Spec(keys).canonical, added)
+        found = _lse_specs[text] = (Spec(dict(keys, lse=True)).canonical if added else text,
+                                    added)
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _backward_spec(text, device_type):
+    """The spec with its backward entry (backward=true: attnc.SpecError says why a spec cannot
+    have one, a KV cache's), and the backend that builds it: on the CPU the reference backend
+    (f64: correct, slow) where no fused backend builds backward entries yet."""
+    trained = Spec(dict(_keys(text), backward=True)).canonical
+    if device_type == "cpu" and _backends(trained)["auto"] is None:
+        return trained, "reference"
+    return trained, "auto"
+
+
+def _backward_kernel_for(text, device):
+    """The bundle whose backward entry takes the gradients of SPEC's forward on DEVICE."""
+    trained, backend = _backward_spec(text, device.type)
+    if device.type == "cpu":
+        return _compile(trained, backend=backend)
+    return _kernel_for(trained, device)
 
 
 def _unobserved(tensors):
@@ -117,7 +131,7 @@ def _named(names, tensors):
 
 def _kernel_for(spec, device):
     if device.type == "cpu":
-        return _compile(spec, backend=_cpu_backend(spec))
+        return _compile(spec)
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         return _compile(spec, target="cuda-sm_%d%d" % (major, minor))
@@ -143,7 +157,7 @@ def _(q, k, v, spec, names, tensors):
 def _attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                         lse: Optional[torch.Tensor], grad_o: torch.Tensor, spec: str, names: str,
                         tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    kernel = _kernel_for(spec, q.device)
+    kernel = _backward_kernel_for(spec, q.device)
     forward = {"o": o} if lse is None else {"o": o, "lse": lse}
     return list(kernel.backward(q, k, v, threads=torch.get_num_threads(), grad_o=grad_o,
                                 **forward, **_named(names, tensors)))
@@ -152,15 +166,15 @@ def _attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: to
 @_attention_backward.register_fake
 def _(q, k, v, o, lse, grad_o, spec, names, tensors):
     forward = {"o": o} if lse is None else {"o": o, "lse": lse}
-    return list(_kernel_for(spec, q.device).empty_gradients(q, k, v, grad_o=grad_o, **forward,
-                                                            **_named(names, tensors)).values())
+    return list(_backward_kernel_for(spec, q.device).empty_gradients(
+        q, k, v, grad_o=grad_o, **forward, **_named(names, tensors)).values())
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, spec, names, tensors = inputs
-    ctx.spec, ctx.names, ctx.count = spec, names, len(tensors)
-    # o, and lse where the spec returns it (its backward=true needs it but for linear attention)
-    ctx.has_lse = "lse" in _kernel_for(spec, q.device).outputs
+    ctx.spec, ctx.names = spec, names
+    # o, and lse where the spec returns it (attention() asks for it but for linear attention)
+    ctx.has_lse = bool(_keys(spec).get("lse"))
     ctx.save_for_backward(q, k, v, *output[:2 if ctx.has_lse else 1], *tensors)
     ctx.set_materialize_grads(False)
 
@@ -174,11 +188,9 @@ def _backward(ctx, gradients):
     q, k, v, o = saved[:4]
     lse = saved[4] if ctx.has_lse else None
     tensors = list(saved[5 if ctx.has_lse else 4:])
-    grad_o = gradients[0] if gradients[0] is not None else torch.zeros_like(o)
-    computed = _attention_backward(q, k, v, o, lse, grad_o, ctx.spec, ctx.names, tensors)
+    computed = _attention_backward(q, k, v, o, lse, gradients[0], ctx.spec, ctx.names, tensors)
     # The gradients follow the manifest: q, k, v, then the named tensors a model may learn.
-    kernel = _kernel_for(ctx.spec, q.device)
-    by_name = dict(zip(kernel.gradients, computed))
+    by_name = dict(zip(_backward_kernel_for(ctx.spec, q.device).gradients, computed))
     named = [by_name.get("grad_" + n) for n in _named(ctx.names, tensors)]
     return by_name["grad_q"], by_name["grad_k"], by_name["grad_v"], None, None, named
 

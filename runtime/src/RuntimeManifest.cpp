@@ -1,10 +1,10 @@
 #include "RuntimeManifest.h"
 
-#include "attnc/SequenceViews.hpp"
-
 #include "attnc/DType.hpp"
 #include "attnc/Hash.hpp"
+#include "attnc/SequenceViews.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -119,6 +119,39 @@ TargetSpec parseTarget(const json& target) {
   return t;
 }
 
+// The backward entry's manifest: the forward's targets, the "backward" arguments, all passed to
+// the kernel. A backward has no KV cache, ragged batch or new rows (backward=true takes none),
+// so none of their arguments, whose checks the runtime would then run, may appear.
+std::shared_ptr<const RuntimeManifest> parseBackward(const json& entry,
+                                                     const RuntimeManifest& forward) {
+  if (forward.kvAppend)
+    fail("a bundle with kv_append has no backward entry");
+  auto backward = std::make_shared<RuntimeManifest>();
+  backward->abiVersion = forward.abiVersion;
+  backward->targets = forward.targets;
+  backward->fat = forward.fat;
+  backward->sharedRuntime = forward.sharedRuntime;
+  constexpr std::string_view kCacheArguments[] = {"seq_lens", "block_table", "cu_seqlens_q",
+                                                  "k_pages",  "v_pages",     "k_scale",
+                                                  "v_scale",  "k_new",       "v_new"};
+  for (const json& argument : field(entry, "arguments", json::value_t::array)) {
+    ArgumentSpec arg = parseArgument(argument);
+    if (std::find(std::begin(kCacheArguments), std::end(kCacheArguments), arg.name) !=
+            std::end(kCacheArguments) ||
+        std::any_of(arg.shape.begin(), arg.shape.end(), [](const DimExpr& d) {
+          return d.symbol && *d.symbol != SizeSymbol::Batch && *d.symbol != SizeSymbol::SeqQ &&
+                 *d.symbol != SizeSymbol::SeqK;
+        }))
+      fail("backward argument '" + arg.name +
+           "' is a KV cache's or a ragged batch's, which a "
+           "backward entry never takes");
+    arg.written = arg.role == ArgumentRole::Output;
+    backward->arguments.push_back(std::move(arg));
+    backward->kernelArguments.push_back(backward->kernelArguments.size());
+  }
+  return backward;
+}
+
 } // namespace
 
 RuntimeManifest parseRuntimeManifest(std::string_view text) {
@@ -165,20 +198,8 @@ RuntimeManifest parseRuntimeManifest(std::string_view text) {
     checkKvAppend(a, m);
     m.kvAppend = a;
   }
-  if (root.contains("backward")) {
-    auto backward = std::make_shared<RuntimeManifest>();
-    backward->abiVersion = m.abiVersion;
-    backward->targets = m.targets;
-    backward->fat = m.fat;
-    backward->sharedRuntime = m.sharedRuntime;
-    const json& entry = field(root, "backward", json::value_t::object);
-    for (const json& argument : field(entry, "arguments", json::value_t::array)) {
-      backward->arguments.push_back(parseArgument(argument));
-      backward->arguments.back().written = backward->arguments.back().role == ArgumentRole::Output;
-      backward->kernelArguments.push_back(backward->kernelArguments.size());
-    }
-    m.backward = std::move(backward);
-  }
+  if (root.contains("backward"))
+    m.backward = parseBackward(field(root, "backward", json::value_t::object), m);
   for (size_t i = 0; i < m.arguments.size(); ++i) {
     ArgumentSpec& arg = m.arguments[i];
     m.ragged = m.ragged || isQueryOffsets(arg.shape);

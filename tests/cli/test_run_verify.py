@@ -252,6 +252,13 @@ class VerifyBackward(CliTestCase):
         self.expect(attnc("verify", bundle, "--backward", "--seq-q", "1", "--seq-k", "9"), 0,
                     "grad_q", "grad_k", "grad_v", "PASS")
 
+    def test_a_broadcast_bias_gets_a_gradient_of_its_own_shape(self):
+        bias = os.path.join(self.tmp, "bias.npy")
+        write_npy(bias, [math.sin(i) for i in range(2 * 5 * 7)], [1, 2, 5, 7])
+        bundle = self.compile("heads=2 d_k=8 bias=true lse=true backward=true")
+        self.expect(attnc("verify", bundle, "--backward", "--batch", "3", "--seq-q", "5",
+                          "--seq-k", "7", "--bias", bias), 0, "grad_bias", "PASS")
+
     def test_manifest_lists_the_backward_arguments(self):
         bundle = self.compile("heads=2 d_k=8 sinks=true lse=true backward=true")
         with open(bundle[:-3] + ".json") as f:

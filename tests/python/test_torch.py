@@ -134,6 +134,19 @@ def test_gradients_under_torch_compile():
             torch.testing.assert_close(a, b)
 
 
+def test_a_cache_runs_forward_in_grad_mode_and_its_backward_says_why_not():
+    """A decode step run with gradients on still runs on the fast kernel; only its backward is
+    refused, naming the key (a KV cache is inference's)."""
+    spec = "heads=2 d_k=8 kv_cache=contiguous"
+    q, k, v = qkv(1, 9, heads=2, kv_heads=2, d=8)
+    seq_lens = torch.tensor([9, 4], dtype=torch.int32)
+    o = attnc.torch.attention(q.requires_grad_(), k, v, spec=spec, seq_lens=seq_lens)
+    torch.testing.assert_close(o.detach(), attnc.torch.attention(
+        q.detach(), k, v, spec=spec, seq_lens=seq_lens))
+    with pytest.raises(attnc.SpecError, match="backward=true"):
+        o.sum().backward()
+
+
 def test_gradients_of_named_tensors_and_the_refused_lse_gradient():
     spec = "heads=2 d_k=8 bias=true sinks=true lse=true"
     q, k, v = qkv(5, 7, heads=2, kv_heads=2, d=8)

@@ -580,6 +580,15 @@ TEST_F(RuntimeLoader, RunsTheBackwardEntry) {
   expectBackwardRefused(bundle, named, "tensor 'grad_bias' is missing");
 }
 
+TEST_F(RuntimeLoader, RefusesABackwardEntryThatTakesACache) {
+  std::string path =
+      tampered("d_k=8 lse=true backward=true", ATTNC_ABI_VERSION, [](nlohmann::json& m) {
+        m["backward"]["arguments"].push_back(
+            {{"name", "block_table"}, {"role", "input"}, {"dtypes", {"i32"}}, {"shape", {"B"}}});
+      });
+  expectOpenFails(path, ATTNC_ERROR_MANIFEST, "backward argument 'block_table' is a KV cache's");
+}
+
 TEST_F(RuntimeLoader, RefusesTheBackwardOfABundleWithoutOne) {
   const std::string spec = "heads=2 d_k=8 lse=true";
   runtime::Bundle bundle = runtime::Bundle::open(compile(spec));

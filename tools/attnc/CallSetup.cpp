@@ -407,17 +407,24 @@ Call prepareBackwardCall(const Call& forward, uint64_t seed) {
   Call call{forward.spec, backwardArguments(forward.spec), {}, forward.sizes, ATTNC_ENTRY_BACKWARD};
   // Streams apart from the forward's inputs', so grad_o is drawn independently of them.
   constexpr uint32_t kBackwardStreams = 1u << 16;
+  const std::string prefix = gradientName("");
   for (size_t i = 0; i < call.arguments.size(); ++i) {
     const Argument& arg = call.arguments[i];
-    const std::vector<int64_t> shape = concreteShape(arg, call.sizes);
-    HostTensor tensor(*parseDType(arg.dtypes.front()), shape);
     if (arg.name == gradientName("o")) {
+      const std::vector<int64_t> shape = concreteShape(arg, call.sizes);
+      HostTensor tensor(*parseDType(arg.dtypes.front()), shape);
       tensor.assign(randomValues(call.spec, arg, shape, call.sizes, seed,
                                  kBackwardStreams + static_cast<uint32_t>(i)));
-    } else if (arg.role != ArgumentRole::Output) {
-      const HostTensor& given = forward.tensor(arg.name);
-      std::memcpy(tensor.data(), given.data(), given.bytes());
+      call.tensors.push_back(std::move(tensor));
+      continue;
     }
+    // The forward's tensors as they are (a broadcast bias of its own shape), and each gradient
+    // shaped as the tensor it differentiates.
+    const bool gradient = arg.role == ArgumentRole::Output;
+    const HostTensor& given = forward.tensor(gradient ? arg.name.substr(prefix.size()) : arg.name);
+    HostTensor tensor(given.dtype(), given.shape());
+    if (!gradient)
+      std::memcpy(tensor.data(), given.data(), given.bytes());
     call.tensors.push_back(std::move(tensor));
   }
   return call;

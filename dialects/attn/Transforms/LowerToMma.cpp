@@ -7,6 +7,7 @@
 //
 //===---------------------------------------------------------------------------===//
 #include "Semantics/OnlineSoftmax.h"
+#include "attn/Kit/Builders.h"
 #include "attn/Transforms/MmaLowering.h"
 #include "bundle/MmaContract.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -57,28 +58,6 @@ FailureOr<TaskOps> matchTask(scf::ForallOp tasks) {
     return tasks.emitOpError() << "lower_to_mma needs a task of online_init, an scf.for of "
                                   "online_update (tile_keys) and online_finalize";
   return ops;
-}
-
-// `memref` viewed with a static unit innermost stride, which cp.async and vector loads need.
-// The bundle's entry checks at run time that the tensors have one (MmaContract.h).
-Value unitStrideView(ImplicitLocOpBuilder& b, Value memref) {
-  auto type = cast<MemRefType>(memref.getType());
-  const int64_t rank = type.getRank();
-  auto meta = b.create<memref::ExtractStridedMetadataOp>(memref);
-  SmallVector<OpFoldResult> sizes, strides;
-  SmallVector<int64_t> layout(rank, ShapedType::kDynamic);
-  layout.back() = 1;
-  for (int64_t i = 0; i < rank; ++i) {
-    sizes.push_back(type.isDynamicDim(i) ? OpFoldResult(meta.getSizes()[i])
-                                         : OpFoldResult(b.getIndexAttr(type.getDimSize(i))));
-    strides.push_back(i + 1 < rank ? OpFoldResult(meta.getStrides()[i])
-                                   : OpFoldResult(b.getIndexAttr(1)));
-  }
-  auto viewType =
-      MemRefType::get(type.getShape(), type.getElementType(),
-                      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, layout));
-  return b.create<memref::ReinterpretCastOp>(viewType, memref, OpFoldResult(meta.getOffset()),
-                                             sizes, strides);
 }
 
 // The function argument a tensor comes from (through bshd's memref.transpose), or -1.
@@ -161,10 +140,12 @@ LogicalResult MmaLowering::emit() {
   ImplicitLocOpBuilder b(tasks.getLoc(), rewriter);
   b.setInsertionPoint(tasks);
   recordAlignedArgs(b);
-  query = unitStrideView(b, update.getQuery());
-  key = unitStrideView(b, update.getKey());
-  value = unitStrideView(b, update.getValue());
-  output = unitStrideView(b, ops.finalize.getOutput());
+  // Views with a static unit innermost stride, which cp.async and vector loads need; the
+  // bundle's entry checks at run time that the tensors have one (MmaContract.h).
+  query = unitInnerStrideView(b, update.getQuery()).first;
+  key = unitInnerStrideView(b, update.getKey()).first;
+  value = unitInnerStrideView(b, update.getValue()).first;
+  output = unitInnerStrideView(b, ops.finalize.getOutput()).first;
   Value count = getValueOrCreateConstantIndexOp(b, b.getLoc(), tasks.getMixedUpperBound()[0]);
   if (options.maxKeySplits > 1)
     emitSplitOrWhole(b, count);

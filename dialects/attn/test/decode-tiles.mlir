@@ -17,14 +17,14 @@
 // CHECK: arith.divui %[[TILEROW]], %c3
 // CHECK: %[[INGROUP:.*]] = arith.remui %[[TILEROW]], %c3
 // CHECK: %[[HEAD:.*]] = arith.addi %{{.*}}, %[[INGROUP]]
-// CHECK: vector.load %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x6x?x32xf16, {{.*}}>, vector<2xf16>
+// CHECK: vector.load %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x6x?x32xf16{{.*}}>, vector<2xf16>
 // The terms (causal) row by row, rows g and g + 8 of a tile belonging to different heads when G
 // does not divide 8: a C row of 2 scores at a time.
 // CHECK: nvgpu.mma.sync
 // CHECK: vector.extract %{{.*}}[0] : vector<2xi32> from vector<2x2xi32>
 // CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : vector<2xi32>
 // Each C row stored at its head and query row.
-// CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x6x?x16xf16, {{.*}}>, vector<2xf16>
+// CHECK: vector.store %{{.*}}, %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] : memref<?x6x?x16xf16{{.*}}>, vector<2xf16>
 // The prefill branch: 2 warps per tile of 32 rows of one head.
 // CHECK: } else {
 // CHECK: arith.ceildivui %{{.*}}, %c32
@@ -115,7 +115,7 @@ func.func @decode_tiles_paged(%q: memref<?x4x?x32xf16>, %k: memref<?x2x16x32xf16
 // CHECK-SAME: %[[KS:[a-z0-9]+]]: memref<?x2x?xf32>, %[[VS:[a-z0-9]+]]: memref<?x2x?xf32>
 // CHECK: scf.if
 // CHECK: gpu.launch {{.*}} workgroup({{.*}} : memref<32x40xf16, {{.*}}>, {{.*}} : memref<32x24xf16, {{.*}}>, %[[SKS:[a-z0-9]+]] : memref<32xf32, {{.*}}>, %[[SVS:[a-z0-9]+]] : memref<32xf32, {{.*}}>)
-// CHECK: vector.load {{.*}} : memref<?x2x?x32xi8, {{.*}}>, vector<8xi8>
+// CHECK: vector.load {{.*}} : memref<?x2x?x32xi8{{.*}}>, vector<8xi8>
 // CHECK: arith.sitofp {{.*}} : vector<8xi8> to vector<8xf32>
 // CHECK: arith.truncf {{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK: memref.load %[[KS]]

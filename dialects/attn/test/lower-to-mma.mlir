@@ -12,7 +12,7 @@
 // CHECK-LABEL: func.func @lower
 // CHECK-SAME: llvm.emit_c_interface
 // The tensors as unit-stride views (the bundle's entry checks the strides).
-// CHECK: memref.reinterpret_cast %{{.*}} to {{.*}} strides: [%{{.*}}, %{{.*}}, %{{.*}}, 1]
+// CHECK: memref.cast %{{.*}} to memref<{{.*}}strided<[?, ?, ?, 1], offset: ?>>
 // CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) threads({{.*}}) in ({{.*}} = %c64,
 // CHECK-SAME: workgroup(%[[SK:[a-z0-9]+]] : memref<32x40xf16, #gpu.address_space<workgroup>>, %[[SV:[a-z0-9]+]] : memref<32x24xf16, #gpu.address_space<workgroup>>)
 // Q's A fragments: 2 per row of 32 columns, loaded as pairs.

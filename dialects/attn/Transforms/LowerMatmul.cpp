@@ -42,10 +42,8 @@ struct MatmulTask {
 
 class MatmulLowering {
 public:
-  MatmulLowering(MatmulOp op, const MatmulTiles& tiles)
-      : op(op), tiles(tiles), operands(op), lhs(operands.lhs), rhs(operands.rhs), out(operands.out),
-        columns(operands.columns) {
-    const int64_t perTile = std::min(columns, kColumnTile);
+  MatmulLowering(MatmulOp op, const MatmulTiles& tiles) : op(op), tiles(tiles), operands(op) {
+    const int64_t perTile = std::min(operands.columns, kColumnTile);
     columnTile = (perTile + tiles.columns - 1) / tiles.columns * tiles.columns;
   }
 
@@ -67,37 +65,38 @@ private:
   void multiplyByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
                       Value packed, Value tile);
   void zero(Builder& b, Value tile);
+  // out's rows at run time.
+  Value outRows(Builder& b) { return b.create<memref::DimOp>(operands.out, 2); }
   void accumulateOnto(Builder& b, const MatmulTask& task, Value tile);
   void write(Builder& b, const MatmulTask& task, Value tile);
 
   MatmulOp op;
   MatmulTiles tiles;
   MatmulOperands operands;
-  TypedValue<MemRefType> lhs, rhs, out;
-  int64_t columns, columnTile;
+  int64_t columnTile;
 };
 
 MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value columnTiles) {
   MatmulTask t;
-  Value heads = indexConstant(b, out.getType().getDimSize(1));
+  Value heads = indexConstant(b, operands.out.getType().getDimSize(1));
   Value columnTileIndex = b.create<arith::RemUIOp>(task, columnTiles);
   Value rest = b.create<arith::DivUIOp>(task, columnTiles);
   Value rowTile = b.create<arith::RemUIOp>(rest, rowTiles);
   rest = b.create<arith::DivUIOp>(rest, rowTiles);
   t.head = b.create<arith::RemUIOp>(rest, heads);
   t.batch = b.create<arith::DivUIOp>(rest, heads);
-  t.lhsBatch = operands.factorIndex(b, lhs, 0, t.batch);
-  t.lhsHead = operands.factorIndex(b, lhs, 1, t.head);
-  t.rhsBatch = operands.factorIndex(b, rhs, 0, t.batch);
-  t.rhsHead = operands.factorIndex(b, rhs, 1, t.head);
-  Value rows = b.create<memref::DimOp>(out, 2);
+  t.lhsBatch = operands.factorIndex(b, operands.lhs, 0, t.batch);
+  t.lhsHead = operands.factorIndex(b, operands.lhs, 1, t.head);
+  t.rhsBatch = operands.factorIndex(b, operands.rhs, 0, t.batch);
+  t.rhsHead = operands.factorIndex(b, operands.rhs, 1, t.head);
+  Value rows = outRows(b);
   t.firstRow = b.create<arith::MulIOp>(rowTile, indexConstant(b, tiles.rows));
   t.rowEnd = b.create<arith::MinUIOp>(
       b.create<arith::AddIOp>(t.firstRow, indexConstant(b, tiles.rows)), rows);
   t.firstColumn = b.create<arith::MulIOp>(columnTileIndex, indexConstant(b, columnTile));
   t.columnEnd =
       b.create<arith::MinUIOp>(b.create<arith::AddIOp>(t.firstColumn, indexConstant(b, columnTile)),
-                               indexConstant(b, columns));
+                               indexConstant(b, operands.columns));
   t.extent = operands.extent(b, t.batch, t.rowEnd);
   return t;
 }
@@ -107,7 +106,7 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
 // for steps past the row.
 void MatmulLowering::pack(Builder& b, const MatmulTask& task, Value first, Value steps,
                           Value packed, Value table) {
-  Value lastRow = b.create<arith::SubIOp>(b.create<memref::DimOp>(out, 2), indexConstant(b, 1));
+  Value lastRow = b.create<arith::SubIOp>(outRows(b), indexConstant(b, 1));
   forRange(b, indexConstant(b, 0), steps, [&](ImplicitLocOpBuilder& rb, Value r) {
     Value step = rb.create<arith::AddIOp>(first, r);
     forRange(rb, indexConstant(rb, 0), indexConstant(rb, tiles.rows),
@@ -135,7 +134,7 @@ void MatmulLowering::packByRows(Builder& b, const MatmulTask& task, Value first,
                                 Value packed, Value table) {
   if (tiles.vectorWidth == 1 || op.getSinusoid())
     return pack(b, task, first, steps, packed, table);
-  auto [rows, unit] = unitInnerStrideView(b, lhs);
+  auto [rows, unit] = unitInnerStrideView(b, operands.lhs);
   auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
   Builder tb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
   packSquares(tb, task, first, steps, packed, rows);
@@ -172,10 +171,10 @@ void MatmulLowering::packSquares(Builder& b, const MatmulTask& task, Value first
 void MatmulLowering::packSquare(Builder& b, const MatmulTask& task, Value step, Value stepMask,
                                 int64_t row, Value packedStep, Value packed, Value rows) {
   const int64_t width = tiles.vectorWidth;
-  auto lhsRow = VectorType::get({width}, lhs.getType().getElementType());
+  auto lhsRow = VectorType::get({width}, operands.lhs.getType().getElementType());
   auto f32Row = VectorType::get({width}, b.getF32Type());
   auto indexRow = VectorType::get({width}, b.getIndexType());
-  Value lastRow = b.create<arith::SubIOp>(b.create<memref::DimOp>(out, 2), indexConstant(b, 1));
+  Value lastRow = b.create<arith::SubIOp>(outRows(b), indexConstant(b, 1));
   Value firstRow = b.create<arith::AddIOp>(task.firstRow, indexConstant(b, row));
   SmallVector<Value> rowVectors;
   for (int64_t i = 0; i < width; ++i) {
@@ -216,7 +215,7 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
                               Value packed, Value tile, Value factor) {
   const int64_t vectors = tiles.rows / tiles.vectorWidth;
   auto vectorType = VectorType::get({tiles.vectorWidth}, b.getF32Type());
-  Value lastColumn = indexConstant(b, columns - 1);
+  Value lastColumn = indexConstant(b, operands.columns - 1);
   for (int64_t block = 0; block < columnTile; block += tiles.columns) {
     Value firstColumn = b.create<arith::AddIOp>(task.firstColumn, indexConstant(b, block));
     Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, firstColumn, task.columnEnd);
@@ -258,12 +257,12 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
 // projections ran at 55% of the FMA peak).
 void MatmulLowering::multiplyByRows(Builder& b, const MatmulTask& task, Value first,
                                     Value steps, Value packed, Value tile) {
-  auto [byRows, unit] = unitInnerStrideView(b, rhs);
+  auto [byRows, unit] = unitInnerStrideView(b, operands.rhs);
   auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
   Builder tb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
   multiply(tb, task, first, steps, packed, tile, byRows);
   Builder eb = Builder::atBlockBegin(b.getLoc(), branch.elseBlock());
-  multiply(eb, task, first, steps, packed, tile, rhs);
+  multiply(eb, task, first, steps, packed, tile, operands.rhs);
 }
 
 void MatmulLowering::zero(Builder& b, Value tile) {
@@ -281,7 +280,7 @@ void MatmulLowering::accumulateOnto(Builder& b, const MatmulTask& task, Value ti
   forRange(b, task.firstRow, task.rowEnd, [&](ImplicitLocOpBuilder& rb, Value t) {
     Value row = rb.create<arith::SubIOp>(t, task.firstRow);
     forRange(rb, task.firstColumn, task.columnEnd, [&](ImplicitLocOpBuilder& cb, Value c) {
-      cb.create<memref::StoreOp>(loadF32(cb, out, {task.batch, task.head, t, c}), tile,
+      cb.create<memref::StoreOp>(loadF32(cb, operands.out, {task.batch, task.head, t, c}), tile,
                                  ValueRange{cb.create<arith::SubIOp>(c, task.firstColumn), row});
     });
   });
@@ -294,18 +293,17 @@ void MatmulLowering::write(Builder& b, const MatmulTask& task, Value tile) {
     forRange(rb, task.firstColumn, task.columnEnd, [&](ImplicitLocOpBuilder& cb, Value c) {
       Value x = cb.create<memref::LoadOp>(
           tile, ValueRange{cb.create<arith::SubIOp>(c, task.firstColumn), row});
-      storeF32(cb, x, out, {task.batch, task.head, t, c});
+      storeF32(cb, x, operands.out, {task.batch, task.head, t, c});
     });
   });
 }
 
 scf::ForallOp MatmulLowering::emit(Builder& b) {
-  Value rowTiles =
-      b.create<arith::CeilDivUIOp>(b.create<memref::DimOp>(out, 2), indexConstant(b, tiles.rows));
-  Value columnTiles = indexConstant(b, (columns + columnTile - 1) / columnTile);
+  Value rowTiles = b.create<arith::CeilDivUIOp>(outRows(b), indexConstant(b, tiles.rows));
+  Value columnTiles = indexConstant(b, (operands.columns + columnTile - 1) / columnTile);
   Value tasks = b.create<arith::MulIOp>(
-      b.create<arith::MulIOp>(b.create<memref::DimOp>(out, 0),
-                              indexConstant(b, out.getType().getDimSize(1))),
+      b.create<arith::MulIOp>(b.create<memref::DimOp>(operands.out, 0),
+                              indexConstant(b, operands.out.getType().getDimSize(1))),
       b.create<arith::MulIOp>(rowTiles, columnTiles));
   auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());

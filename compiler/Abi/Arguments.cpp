@@ -224,7 +224,11 @@ bool learnable(const Argument& a) {
 }
 
 std::string gradientName(std::string_view name) {
-  return "grad_" + std::string(name);
+  return std::string(kGradientPrefix) + std::string(name);
+}
+
+std::string learnedName(std::string_view gradient) {
+  return std::string(gradient.substr(kGradientPrefix.size()));
 }
 
 std::vector<Argument> backwardArguments(const Spec& s) {

@@ -53,8 +53,10 @@ std::vector<Argument> backwardArguments(const Spec& spec);
 // Whether training may take a gradient of the argument: a float input or param of the forward,
 // omega aside (FAVOR+'s features are drawn from the seed, not learned).
 bool learnable(const Argument& argument);
-// The name of the gradient of argument `name`.
+// The name of the gradient of argument `name`, and back: the argument a gradient's name names.
+inline constexpr std::string_view kGradientPrefix = "grad_";
 std::string gradientName(std::string_view name);
+std::string learnedName(std::string_view gradient);
 // Every name an argument of some spec's forward has, aux tensors aside: a param or aux tensor
 // takes none of them, whatever the spec's other keys (docs/spec.md, "Checked when the spec is
 // parsed"), nor a name beginning as the backward's gradients (gradientName).

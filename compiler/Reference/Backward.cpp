@@ -32,11 +32,10 @@ Array4 outputProjectionBack(const KernelTensors& t, const Array4& heads,
 // Each grad_<name> output: q's, k's and v's in the spec's layout (but mha's inputs), the others
 // dense; an argument the scores never read (an aux tensor only mask_mod reads) has 0.
 void storeGradients(const KernelTensors& t, const AttentionGradients& g) {
-  const std::string prefix = gradientName("");
   for (const Argument& a : t.arguments()) {
     if (a.role != ArgumentRole::Output)
       continue;
-    const std::string name = a.name.substr(prefix.size());
+    const std::string name = learnedName(a.name);
     if (t.spec().variant != Variant::Mha && (name == "q" || name == "k" || name == "v")) {
       t.storeHeadMajor(a.name, name == "q" ? g.q : name == "k" ? g.k : g.v);
       continue;

@@ -48,7 +48,7 @@ void checkName(std::string_view key, std::string_view value, std::string_view na
     failName(key, value, name, "is a name of the expression language (a variable or function)");
   if (builtinArgumentNames().count(std::string(name)))
     failName(key, value, name, "is the name of a kernel argument (of this spec or another)");
-  if (name.starts_with(gradientName("")))
+  if (name.starts_with(kGradientPrefix))
     failName(key, value, name, "begins as the backward's gradients are named (grad_<argument>)");
 }
 

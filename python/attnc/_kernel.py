@@ -99,6 +99,9 @@ class _Entry:
         self._names = [a.name for a in self._takes]
         self._positional = [a.name for a in self._takes if a.role == "input"]
         self._output_arguments = [a for a in self.arguments if a.role == "output"]
+        # A gradient output (grad_<name>) is shaped as the tensor it differentiates.
+        self._learned = {a.name: a.name[len("grad_"):] for a in self._output_arguments
+                         if a.name.startswith("grad_")}
         self._plain_uses = [(a.name, len(a.shape), position, symbol)
                             for a in self._takes for position, symbol in enumerate(a.shape)
                             if isinstance(symbol, str) and symbol.isidentifier()]
@@ -136,10 +139,8 @@ class _Entry:
         for argument in self._output_arguments:
             tensor = given.get(argument.name)
             if tensor is None:
-                # A gradient is shaped as what it differentiates (a broadcast bias's [1, ...])
-                shape = None
-                if argument.name.startswith("grad_"):
-                    shape = getattr(inputs.get(argument.name[len("grad_"):]), "shape", None)
+                learned = self._learned.get(argument.name)  # a broadcast bias's [1, ...]
+                shape = getattr(inputs.get(learned), "shape", None) if learned else None
                 tensor = _allocate(first, argument, sizes, shape)
             outputs[argument.name] = tensor
         return outputs

@@ -122,6 +122,16 @@ class LinkedHeaderNames(CliTestCase):
     NAMES = ["NULL", "errno", "assert", "linux", "DLTensor", "int32_t", "std", "attnc", "Args",
              "run", "args", "tensors", "bundle_"]
 
+    def expect_compiles(self, headers, text):
+        """TEXT, a C++ source including the headers in HEADERS, passes the compiler's checks."""
+        source = os.path.join(self.tmp, "use.cpp")
+        with open(source, "w") as f:
+            f.write(text)
+        r = subprocess.run([os.environ.get("CXX", "c++"), "-std=gnu++20", "-fsyntax-only", "-I",
+                            headers, "-I", os.path.join(self.ROOT, "runtime", "include"), source],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no C++ compiler")
     def test_hostile_names_compile(self):
         out = os.path.join(self.tmp, "lib")
@@ -130,16 +140,10 @@ class LinkedHeaderNames(CliTestCase):
         self.expect(attnc("compile", 'd_k=8 mask=padding aux="%s" score_mod="score + %s"'
                           % (aux, score), "--backend", "reference", "--emit", "lib", "--name",
                           "attnc", "-o", out), 0)
-        source = os.path.join(self.tmp, "use.cpp")
-        with open(source, "w") as f:
-            f.write("#include <cassert>\n#include <cerrno>\n#include <cstddef>\n"
-                    "#include \"attnc.h\"\n"
-                    "int main() { attnc::kernels::attnc::Args args; (void)args;\n"
-                    "  return errno + linux + (NULL == nullptr); }\n")
-        r = subprocess.run([os.environ.get("CXX", "c++"), "-std=gnu++20", "-fsyntax-only", "-I",
-                            out, "-I", os.path.join(self.ROOT, "runtime", "include"), source],
-                           capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        self.expect_compiles(out, "#include <cassert>\n#include <cerrno>\n#include <cstddef>\n"
+                                  "#include \"attnc.h\"\n"
+                                  "int main() { attnc::kernels::attnc::Args args; (void)args;\n"
+                                  "  return errno + linux + (NULL == nullptr); }\n")
 
     @unittest.skipUnless(shutil.which(os.environ.get("CXX", "c++")), "no C++ compiler")
     def test_the_backward_entry_has_its_arguments_and_method(self):
@@ -150,18 +154,12 @@ class LinkedHeaderNames(CliTestCase):
         with open(os.path.join(out, "trained.h")) as f:
             header = f.read()
         self.assertIn("//   grad_bias: output, f32, [B|1, 2|1, Tq, Tk]: dL/dbias", header)
-        source = os.path.join(self.tmp, "train.cpp")
-        with open(source, "w") as f:
-            f.write("#include \"trained.h\"\n"
-                    "void step(const attnc::kernels::trained& kernel, ::DLTensor* t) {\n"
-                    "  kernel.run({.q = t, .k = t, .v = t, .bias = t, .o = t, .lse = t});\n"
-                    "  kernel.run_backward({.q = t, .k = t, .v = t, .bias = t, .o = t, .lse = t,\n"
-                    "      .grad_o = t, .grad_q = t, .grad_k = t, .grad_v = t, .grad_bias = t});\n"
-                    "}\n")
-        r = subprocess.run([os.environ.get("CXX", "c++"), "-std=gnu++20", "-fsyntax-only", "-I",
-                            out, "-I", os.path.join(self.ROOT, "runtime", "include"), source],
-                           capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        self.expect_compiles(out, "#include \"trained.h\"\n"
+                             "void step(const attnc::kernels::trained& kernel, ::DLTensor* t) {\n"
+                             "  kernel.run({.q = t, .k = t, .v = t, .bias = t, .o = t, .lse = t});\n"
+                             "  kernel.run_backward({.q = t, .k = t, .v = t, .bias = t, .o = t,\n"
+                             "      .lse = t, .grad_o = t, .grad_q = t, .grad_k = t, .grad_v = t,\n"
+                             "      .grad_bias = t});\n}\n")
 
     def test_names_the_header_cannot_declare_exit_2(self):
         out = os.path.join(self.tmp, "never")

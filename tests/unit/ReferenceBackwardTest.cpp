@@ -53,7 +53,7 @@ public:
     std::vector<DLTensor*> tensors;
     for (const Argument& a : arguments) {
       if (a.role == ArgumentRole::Output) {
-        gradients.push_back(widened(call_.tensor(a.name.substr(5))));
+        gradients.push_back(widened(call_.tensor(learnedName(a.name))));
         tensors.push_back(gradients.back().dl());
       } else if (a.name == gradientName("o")) {
         tensors.push_back(outputGradient_->dl());
@@ -69,7 +69,7 @@ public:
     std::map<std::string, std::vector<double>> byName;
     for (size_t a = 0, k = 0; a < arguments.size(); ++a)
       if (arguments[a].role == ArgumentRole::Output)
-        byName[arguments[a].name.substr(5)] = gradients[k++].values();
+        byName[learnedName(arguments[a].name)] = gradients[k++].values();
     return byName;
   }
 

@@ -407,7 +407,6 @@ Call prepareBackwardCall(const Call& forward, uint64_t seed) {
   Call call{forward.spec, backwardArguments(forward.spec), {}, forward.sizes, ATTNC_ENTRY_BACKWARD};
   // Streams apart from the forward's inputs', so grad_o is drawn independently of them.
   constexpr uint32_t kBackwardStreams = 1u << 16;
-  const std::string prefix = gradientName("");
   for (size_t i = 0; i < call.arguments.size(); ++i) {
     const Argument& arg = call.arguments[i];
     if (arg.name == gradientName("o")) {
@@ -421,7 +420,7 @@ Call prepareBackwardCall(const Call& forward, uint64_t seed) {
     // The forward's tensors as they are (a broadcast bias of its own shape), and each gradient
     // shaped as the tensor it differentiates.
     const bool gradient = arg.role == ArgumentRole::Output;
-    const HostTensor& given = forward.tensor(gradient ? arg.name.substr(prefix.size()) : arg.name);
+    const HostTensor& given = forward.tensor(gradient ? learnedName(arg.name) : arg.name);
     HostTensor tensor(given.dtype(), given.shape());
     if (!gradient)
       std::memcpy(tensor.data(), given.data(), given.bytes());

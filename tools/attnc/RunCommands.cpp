@@ -96,7 +96,7 @@ bool verifyBackward(const runtime::Bundle& bundle, const Call& forward, const Ru
   std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threadsOrAll(o.threads)));
   fmt::print("backward, kernel {:.3f} ms\n", ms);
   const bool pass = compareOutputs(call, expected, [&](const Argument& gradient) {
-    const std::string learned = gradient.name.substr(gradientName("").size());
+    const std::string learned = learnedName(gradient.name);
     return toleranceFor(call.spec.dtype,
                         gradientReductionLength(call.spec, learned, call.sizes[SizeSymbol::Batch],
                                                 call.sizes[SizeSymbol::SeqQ],

@@ -18,20 +18,26 @@ std::optional<std::string> Backend::unsupported(const Spec& spec, const Target& 
            " backend; known: " + names;
   }
   const Device device = target.device;
+  // Covered by any row of the device; else the gap of the first row listing the most of the
+  // spec's outputs (a backward spec's row).
+  const Coverage* explained = nullptr;
   for (const Coverage& row : coverage()) {
     if (row.device != device)
       continue;
-    std::optional<std::string> gap = firstGap(row, spec);
-    if (!gap)
+    if (!firstGap(row, spec))
       return std::nullopt;
-    std::string reason = "the " + std::string(name()) + " backend does not support " + *gap +
-                         " on " + std::string(deviceName(device)) + " targets";
-    if (!row.gapReason.empty())
-      reason += " (" + std::string(row.gapReason) + ")";
-    return reason + "; it covers " + describeCoverage(row) + " there (attnc backends)";
+    if (!explained || coveredOutputs(row, spec) > coveredOutputs(*explained, spec))
+      explained = &row;
   }
-  return "the " + std::string(name()) + " backend builds no " +
-         std::string(deviceName(device)) + " kernels";
+  if (!explained)
+    return "the " + std::string(name()) + " backend builds no " + std::string(deviceName(device)) +
+           " kernels";
+  std::string reason = "the " + std::string(name()) + " backend does not support " +
+                       *firstGap(*explained, spec) + " on " + std::string(deviceName(device)) +
+                       " targets";
+  if (!explained->gapReason.empty())
+    reason += " (" + std::string(explained->gapReason) + ")";
+  return reason + "; it covers " + describeCoverage(*explained) + " there (attnc backends)";
 }
 
 bool Backend::defersToAnother(const Spec& spec, const Target& target) const {

@@ -1,5 +1,6 @@
 #include "Backends/Coverage.h"
 
+#include "Abi/Arguments.h"
 #include "Spec/SpecNames.h"
 
 #include <algorithm>
@@ -13,7 +14,8 @@ constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifi
                                    Modifier::ContiguousKvCache, Modifier::PagedKvCache,
                                    Modifier::Int8KvCache, Modifier::Fp8KvCache,
                                    Modifier::KvAppend};
-constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights, Output::Backward};
+constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights, Output::Backward,
+                               Output::TensorGradients};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
 // in every full row without a change here.
@@ -51,6 +53,7 @@ std::string_view outputName(Output o) {
   case Output::Lse: return "lse";
   case Output::Weights: return "weights";
   case Output::Backward: return "backward";
+  case Output::TensorGradients: return "tensor_gradients";
   }
   return "?";
 }
@@ -86,6 +89,15 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
   return used;
 }
 
+// Whether the backward entry writes a gradient besides grad_q, grad_k and grad_v.
+bool hasTensorGradients(const Spec& spec) {
+  const std::vector<Argument> args = backwardArguments(spec);
+  return std::any_of(args.begin(), args.end(), [](const Argument& a) {
+    return a.role == ArgumentRole::Output && a.name != gradientName("q") &&
+           a.name != gradientName("k") && a.name != gradientName("v");
+  });
+}
+
 std::vector<Output> outputsOf(const Spec& s) {
   std::vector<Output> used{Output::O};
   if (s.lse)
@@ -94,6 +106,8 @@ std::vector<Output> outputsOf(const Spec& s) {
     used.push_back(Output::Weights);
   if (s.backward)
     used.push_back(Output::Backward);
+  if (s.backward && hasTensorGradients(s))
+    used.push_back(Output::TensorGradients);
   return used;
 }
 
@@ -142,10 +156,19 @@ std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
       return std::string(modifierName(m));
   for (Output o : outputsOf(spec))
     if (!listed(row.outputs, o))
-      return o == Output::Backward ? "backward=true" : std::string(outputName(o)) + " output";
+      return o == Output::Backward ? "backward=true"
+             : o == Output::TensorGradients
+                 ? "the gradients of bias, sinks, float aux tensors or weights (backward=true)"
+                 : std::string(outputName(o)) + " output";
   if (!listed(row.dtypes, spec.dtype))
     return "dtype=" + std::string(dtypeName(spec.dtype));
   return std::nullopt;
+}
+
+size_t coveredOutputs(const Coverage& row, const Spec& spec) {
+  const std::vector<Output> outputs = outputsOf(spec);
+  return std::count_if(outputs.begin(), outputs.end(),
+                       [&](Output o) { return listed(row.outputs, o); });
 }
 
 bool defersToAnother(const Coverage& row, const Spec& spec) {

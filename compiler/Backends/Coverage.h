@@ -34,8 +34,10 @@ enum class Modifier {
   Fp8KvCache,
   KvAppend // the runtime writes the new rows into a host cache
 };
-// Backward: the bundle's backward entry (backward=true).
-enum class Output { O, Lse, Weights, Backward };
+// Backward: the bundle's backward entry (backward=true) with dq, dk and dv; TensorGradients:
+// the gradients it also writes of the other tensors a user may learn (bias, sinks, float aux
+// tensors, mha's inputs and weights: Abi/Arguments.h's learnable).
+enum class Output { O, Lse, Weights, Backward, TensorGradients };
 
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its
 // dtype are listed.
@@ -66,6 +68,9 @@ Coverage fullCoverage(Device device);
 // The first feature of `spec` the row leaves out, as the spec writes it ("variant=linear",
 // "mask=strided", "rope", "dtype=bf16", "weights"); nullopt when the row covers the spec.
 std::optional<std::string> firstGap(const Coverage& row, const Spec& spec);
+
+// How many of the outputs of `spec` the row lists.
+size_t coveredOutputs(const Coverage& row, const Spec& spec);
 
 // Whether another backend should run the spec where it covers it: the spec has one of the row's
 // elementwise masks.

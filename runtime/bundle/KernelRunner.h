@@ -25,6 +25,11 @@ int32_t attnc_halide_run(const attnc_kernel_call* call, char* message, size_t me
 int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t message_size,
                        void* const* kernels);
 
+// A bundle holding both entries (backward=true): the forward's kernel and the backward's, each
+// as attnc_mlir_run takes one.
+int32_t attnc_mlir_run_entries(const attnc_kernel_call* call, char* message, size_t message_size,
+                               void* const* forward, void* const* backward);
+
 // Protected: exported, yet calls from inside a bundle never bind to another bundle's.
 __attribute__((visibility("protected"))) int32_t
 attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t message_size);

@@ -1,6 +1,8 @@
 // The kernel entry of MLIR CPU bundles: DLPack tensors become memref descriptors, and the
 // kernel's phases (RoPE's rotations, then the attention: one task per batch, head and query
-// tile) run one after the other, each phase's tasks on the attnc runtime's thread pool.
+// tile) run one after the other, each phase's tasks on the attnc runtime's thread pool. A
+// backward=true bundle holds a second kernel, the backward entry's, with the same functions
+// under the name attnc_mlir_backward (MlirBackwardKernelEntry.cpp).
 //
 // The llvm stage made four C-interface functions from the kernel (attn-outline-tasks):
 //   int64_t _mlir_ciface_attnc_mlir_kernel_phases()
@@ -45,12 +47,9 @@ attnc::mlirkernel::WorkspacePool& workspacePool() {
   return pool;
 }
 
-} // namespace
-
-extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t messageSize,
-                                  void* const* kernels) {
-  if (!attnc::acceptCall(*call, /*holdsBackward=*/false, message, messageSize))
-    return 1;
+// One kernel's phases in order, after its shape contract's check.
+int32_t runPhases(const attnc_kernel_call* call, char* message, size_t messageSize,
+                  void* const* kernels) {
   if (auto problem = attnc::contractProblem(static_cast<const char*>(kernels[4]), *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
     return ATTNC_ERROR_TENSOR_MISMATCH;
@@ -80,4 +79,22 @@ extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, 
     call->parallel_for(call->pool, tasks, runOne, &launch, call->num_threads);
   }
   return 0;
+}
+
+} // namespace
+
+extern "C" int32_t attnc_mlir_run(const attnc_kernel_call* call, char* message, size_t messageSize,
+                                  void* const* kernels) {
+  if (!attnc::acceptCall(*call, /*holdsBackward=*/false, message, messageSize))
+    return 1;
+  return runPhases(call, message, messageSize, kernels);
+}
+
+extern "C" int32_t attnc_mlir_run_entries(const attnc_kernel_call* call, char* message,
+                                          size_t messageSize, void* const* forward,
+                                          void* const* backward) {
+  if (!attnc::acceptCall(*call, /*holdsBackward=*/true, message, messageSize))
+    return 1;
+  return runPhases(call, message, messageSize,
+                   call->entry == ATTNC_ENTRY_BACKWARD ? backward : forward);
 }

@@ -20,6 +20,8 @@ namespace attnc {
 
 // The symbol of the contract's text in an MLIR kernel object.
 inline constexpr const char* kShapeContractSymbol = "attnc_mlir_kernel_shapes";
+// The backward entry's, in a backward=true bundle.
+inline constexpr const char* kBackwardShapeContractSymbol = "attnc_mlir_backward_shapes";
 
 // The contract of `arguments` (anything with .name and .shape, a vector of DimExpr).
 template <class Arguments> std::string shapeContract(const Arguments& arguments) {

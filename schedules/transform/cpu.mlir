@@ -28,7 +28,8 @@ module attributes {transform.with_named_sequence} {
   // linear attention's feature rows, prefix over chunks and output in tasks of as many rows;
   // RoPE's rotations, when the spec has them,
   // run first in tasks of 16 rows (every head); the weights, when asked for, last, in tasks of
-  // a query tile.
+  // a query tile. A backward kernel's three phases: D per query tile, dK and dV per key block
+  // (of key_block keys, over the query tiles the masks can keep), dQ per query tile.
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %kernels = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
@@ -49,6 +50,10 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_weights %weights rows = ${query_tile} vector_width = ${vector_width}
         key_unroll = ${key_unroll} : !transform.any_op
+    %backward = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward %backward rows = ${query_tile} key_block = ${key_block}
+        vector_width = ${vector_width} key_unroll = ${key_unroll} : !transform.any_op
     transform.yield
   }
 }

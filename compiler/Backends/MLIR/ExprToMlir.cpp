@@ -1,5 +1,6 @@
 #include "Backends/MLIR/ExprToMlir.h"
 
+#include "Expr/ExprDerive.h"
 #include "Semantics/Random.h"
 #include "attn/IR/AttnOps.h"
 #include "attn/IR/ExpressionRegion.h"
@@ -261,27 +262,53 @@ private:
   Value score_;
 };
 
-} // namespace
-
-void buildExpressionRegion(Region& region, std::span<const expr::Node* const> trees,
-                           const Spec& spec, std::span<const AuxOperand> aux) {
-  MLIRContext* ctx = region.getContext();
-  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
+// The region's block (score: f32, then the i32 coordinates), with a builder at its end.
+Block& expressionBlock(Region& region, ImplicitLocOpBuilder& b) {
   Block* block = new Block();
   region.push_back(block);
   block->addArgument(b.getF32Type(), b.getLoc());
   for (size_t i = 1; i < attn::kExpressionArgumentNames.size(); ++i)
     block->addArgument(b.getI32Type(), b.getLoc());
   b.setInsertionPointToEnd(block);
-  RegionBuilder builder(b, *block, spec, aux);
+  return *block;
+}
+
+// A tree's value as f32 (a score_mod may be an int expression: a float score).
+Value floatValue(ImplicitLocOpBuilder& b, RegionBuilder& builder, const expr::Node& tree) {
+  Value value = builder(tree);
+  return tree.type == expr::Type::Int ? b.create<arith::SIToFPOp>(b.getF32Type(), value) : value;
+}
+
+} // namespace
+
+void buildExpressionRegion(Region& region, std::span<const expr::Node* const> trees,
+                           const Spec& spec, std::span<const AuxOperand> aux) {
+  MLIRContext* ctx = region.getContext();
+  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
+  Block& block = expressionBlock(region, b);
+  RegionBuilder builder(b, block, spec, aux);
   Value value;
   for (const expr::Node* tree : trees) {
-    value = builder(*tree);
-    if (tree->type == expr::Type::Int) // a score_mod may be an int expression: a float score
-      value = b.create<arith::SIToFPOp>(b.getF32Type(), value);
+    value = floatValue(b, builder, *tree);
     builder.setScore(value);
   }
   b.create<gpu::YieldOp>(value);
+}
+
+void buildScoreGradientRegion(Region& region, std::span<const expr::Node* const> trees,
+                              const Spec& spec, std::span<const AuxOperand> aux) {
+  MLIRContext* ctx = region.getContext();
+  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
+  Block& block = expressionBlock(region, b);
+  RegionBuilder builder(b, block, spec, aux);
+  // The chain rule: (f_n o ... o f_1)'(x) = prod_k f_k'(x_(k-1)), x_k = f_k(x_(k-1)).
+  Value slope;
+  for (const expr::Node* tree : trees) {
+    Value factor = floatValue(b, builder, expr::derivativeByScore(*tree));
+    slope = slope ? Value(b.create<arith::MulFOp>(slope, factor)) : factor;
+    builder.setScore(floatValue(b, builder, *tree));
+  }
+  b.create<gpu::YieldOp>(slope);
 }
 
 void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec,

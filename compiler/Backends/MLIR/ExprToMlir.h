@@ -30,6 +30,11 @@ void buildExpressionRegion(mlir::Region& region, std::span<const expr::Node* con
                            const Spec& spec, std::span<const AuxOperand> aux);
 void buildExpressionRegion(mlir::Region& region, const expr::Node& tree, const Spec& spec,
                            std::span<const AuxOperand> aux);
+// The derivative of the trees applied in order (buildExpressionRegion's score) by the score
+// they start from, by the chain rule over ExprDerive's derivativeByScore of each: attn.backward's
+// score_grad.
+void buildScoreGradientRegion(mlir::Region& region, std::span<const expr::Node* const> trees,
+                              const Spec& spec, std::span<const AuxOperand> aux);
 
 } // namespace attnc::mlirbackend
 

@@ -61,11 +61,18 @@ std::string embeddedPtx(mlir::ModuleOp module) {
 
 // The kernel's shape contract (runtime/bundle/ShapeContract.h) as the NUL-terminated string
 // kShapeContractSymbol, which the bundle's entry checks every call against.
-void embedShapeContract(llvm::Module& module, const Spec& spec) {
-  llvm::Constant* text =
-      llvm::ConstantDataArray::getString(module.getContext(), shapeContract(kernelArguments(spec)));
-  new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
-                           llvm::GlobalValue::ExternalLinkage, text, kShapeContractSymbol);
+// A backward=true spec's bundle also checks its backward calls against the backward
+// arguments' contract (attnc_mlir_backward_shapes, MlirBackwardKernelEntry.cpp).
+void embedShapeContracts(llvm::Module& module, const Spec& spec) {
+  auto embed = [&](const std::vector<Argument>& args, const char* symbol) {
+    llvm::Constant* text =
+        llvm::ConstantDataArray::getString(module.getContext(), shapeContract(args));
+    new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                             llvm::GlobalValue::ExternalLinkage, text, symbol);
+  };
+  embed(kernelArguments(spec), kShapeContractSymbol);
+  if (spec.backward)
+    embed(backwardArguments(spec), kBackwardShapeContractSymbol);
 }
 
 std::string print(mlir::ModuleOp module) {
@@ -93,7 +100,8 @@ public:
   // the family's default.
   std::optional<std::map<std::string, int64_t>> decodeSchedule(const Spec& spec,
                                                                const Target& target) const override {
-    if (target.isCuda() || spec.variant != Variant::Sdpa || unsupported(spec, target))
+    if (target.isCuda() || spec.variant != Variant::Sdpa || spec.backward ||
+        unsupported(spec, target))
       return std::nullopt;
     return std::map<std::string, int64_t>{{"decode", 1}, {"key_block", 256}, {"split_keys", 2048}};
   }
@@ -158,6 +166,22 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "for f16 and bf16, and the attention they feed where they make its "
                             "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
     }
+    // The backward entry (BackwardKernel.h, LowerBackward.cpp): dq, dk and dv of sdpa in f32,
+    // score_mod's derivative taken by the compiler.
+    rows.push_back(
+        {Device::Cpu,
+         {Variant::Sdpa},
+         {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor, MaskKind::Global,
+          MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird},
+         {Modifier::Alibi, Modifier::Softcap, Modifier::ScoreMod, Modifier::MaskMod},
+         {Output::O, Output::Lse, Output::Backward},
+         {DType::F32},
+         {MaskKind::Strided, MaskKind::Dilated},
+         "the backward kernel covers sdpa in f32 without bias, sinks, dropout or RoPE "
+         "and writes dq, dk and dv; the rest of the backward is the reference "
+         "backend's",
+         "",
+         ""});
     return rows;
   }();
   return rows;
@@ -203,8 +227,11 @@ std::vector<std::string> writeBundle(const Spec& spec, const CompileOptions& opt
   TargetNeeds needs = target.needs;
   needs.cpuFeatures = mlirbackend::neededCpuFeatures(llvmModule, target);
   request.manifest = buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs);
-  request.linkInputs = {scratch / "kernel.o",
-                        findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a")};
+  request.linkInputs = {scratch / "kernel.o"};
+  if (spec.backward) // its entry first, so the bundle's attnc_kernel_run is the one of both
+    request.linkInputs.push_back(findArchive("libattnc_bundle_mlir_backward.a"));
+  request.linkInputs.push_back(
+      findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a"));
   request.stem = stem;
   request.abiVersion = ATTNC_ABI_VERSION;
   if (!cuda) {
@@ -272,7 +299,7 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       mlirbackend::translateToLLVM(*module, target, llvmContext);
-  embedShapeContract(*llvmModule, spec);
+  embedShapeContracts(*llvmModule, spec);
 
   const std::string stem = stemFor(options.describedSpec(spec), options.target);
   OutputStaging staging(options.outDir);

@@ -1,6 +1,7 @@
 #include "Backends/MLIR/SpecToAttn.h"
 
 #include "Abi/Arguments.h"
+#include "Backends/MLIR/BackwardKernel.h"
 #include "Backends/MLIR/ExprToMlir.h"
 #include "Backends/MLIR/LinearAttention.h"
 #include "Backends/MLIR/VariantOperands.h"
@@ -54,6 +55,25 @@ RankedTensorType tensorOf(Value memref) {
   return RankedTensorType::get(type.getShape(), type.getElementType());
 }
 
+} // namespace
+
+ScoreExpressions::ScoreExpressions(const Spec& spec)
+    : modifiers(modifiersAsExpression(spec)), scoreMod(scoreModAsExpression(spec)) {
+  if (modifiers)
+    trees.push_back(&*modifiers);
+  if (scoreMod)
+    trees.push_back(&*scoreMod);
+}
+
+void buildScoreRegions(Region& scoreRegion, Region& maskRegion, const Spec& spec,
+                       std::span<const AuxOperand> auxOperands) {
+  const ScoreExpressions score(spec);
+  if (!score.trees.empty())
+    buildExpressionRegion(scoreRegion, score.trees, spec, auxOperands);
+  if (std::optional<expr::Node> mask = masksWithMaskMod(spec, kBuiltinMasks))
+    buildExpressionRegion(maskRegion, *mask, spec, auxOperands);
+}
+
 // The kernel's arguments by name, each a memref as the ops take it. Tensors whose positions
 // come before their heads ([B, T, H, d] with bshd, a paged cache's nhd pages [pages,
 // page_size, H_kv, d], and a quantized cache's scales of either, without d) are viewed heads
@@ -64,10 +84,12 @@ std::map<std::string, Value> argumentsByName(ImplicitLocOpBuilder& b, const Spec
   std::map<std::string, Value> byName;
   for (auto [arg, value] : llvm::zip(args, kernel.getArguments())) {
     Value v = value;
-    const bool query = arg.name == "q" || arg.name == "o";
+    // Tensors shaped as the query (the backward's too) and as the keys.
+    const bool query =
+        arg.name == "q" || arg.name == "o" || arg.name == "grad_q" || arg.name == "grad_o";
     const bool cacheRows = arg.name == "k" || arg.name == "v" || arg.name == "k_pages" ||
                            arg.name == "v_pages" || arg.name == "k_scale" ||
-                           arg.name == "v_scale";
+                           arg.name == "v_scale" || arg.name == "grad_k" || arg.name == "grad_v";
     const bool positionsFirst = spec.kvCache == KvCache::Paged
                                     ? spec.pageLayout == PageLayout::Nhd
                                     : spec.layout == Layout::Bshd;
@@ -82,26 +104,16 @@ std::map<std::string, Value> argumentsByName(ImplicitLocOpBuilder& b, const Spec
   return byName;
 }
 
-// The op's regions: the score (the built-in modifiers (softcap, ALiBi, bias), then the spec's
-// score_mod), every built-in mask with the spec's mask_mod, and dropout's factor.
-void buildRegions(attn::AttentionOp attention, const Spec& spec,
-                  const std::vector<mlirbackend::AuxOperand>& auxOperands) {
-  const std::optional<expr::Node> modifiers = modifiersAsExpression(spec);
-  SmallVector<const expr::Node*, 2> scoreTrees;
-  if (modifiers)
-    scoreTrees.push_back(&*modifiers);
-  const std::optional<expr::Node> scoreMod = scoreModAsExpression(spec);
-  if (scoreMod)
-    scoreTrees.push_back(&*scoreMod);
-  if (!scoreTrees.empty())
-    buildExpressionRegion(attention.getScoreMod(), scoreTrees, spec, auxOperands);
-  if (std::optional<expr::Node> mask = masksWithMaskMod(spec, kBuiltinMasks))
-    buildExpressionRegion(attention.getMaskMod(), *mask, spec, auxOperands);
-  if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
-    buildExpressionRegion(attention.getDropout(), *dropout, spec, auxOperands);
+func::FuncOp addKernelFunction(ImplicitLocOpBuilder& b, const Spec& spec,
+                               const std::vector<Argument>& args, StringRef name) {
+  SmallVector<Type> types;
+  for (const Argument& a : args)
+    types.push_back(argumentType(*b.getContext(), spec, a));
+  auto kernel = b.create<func::FuncOp>(name, b.getFunctionType(types, {}));
+  kernel->setAttr("attn.kernel", b.getUnitAttr());
+  b.setInsertionPointToStart(kernel.addEntryBlock());
+  return kernel;
 }
-
-} // namespace
 
 MemRefType withArgumentLayout(ArrayRef<int64_t> shape, Type element) {
   SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
@@ -111,16 +123,14 @@ MemRefType withArgumentLayout(ArrayRef<int64_t> shape, Type element) {
 
 OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType operandDtype) {
   const std::vector<Argument> args = kernelArguments(spec);
-  SmallVector<Type> types;
-  for (const Argument& a : args)
-    types.push_back(argumentType(ctx, spec, a));
-
   ImplicitLocOpBuilder b(UnknownLoc::get(&ctx), &ctx);
   OwningOpRef<ModuleOp> module = ModuleOp::create(b.getLoc());
+  if (spec.backward) {
+    b.setInsertionPointToEnd(module->getBody());
+    buildBackwardKernel(b, spec);
+  }
   b.setInsertionPointToEnd(module->getBody());
-  auto kernel = b.create<func::FuncOp>(kKernelName, b.getFunctionType(types, {}));
-  kernel->setAttr("attn.kernel", b.getUnitAttr());
-  b.setInsertionPointToStart(kernel.addEntryBlock());
+  func::FuncOp kernel = addKernelFunction(b, spec, args, kKernelName);
 
   const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
   if (spec.variant == Variant::Linear) { // no softmax: feature rows and chunk products
@@ -162,7 +172,9 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType 
                 : StringAttr(),
       b.getF64FloatAttr(spec.ropeTheta),
       spec.rope ? b.getI64IntegerAttr(spec.ropeDims) : IntegerAttr());
-  buildRegions(attention, spec, auxOperands);
+  buildScoreRegions(attention.getScoreMod(), attention.getMaskMod(), spec, auxOperands);
+  if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
+    buildExpressionRegion(attention.getDropout(), *dropout, spec, auxOperands);
   auto store = [&](Value result, Value dest) {
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);

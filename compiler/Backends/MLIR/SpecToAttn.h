@@ -1,19 +1,30 @@
 // The "attn" stage: a spec as one attn.attention in a kernel function whose arguments are the
 // bundle's (compiler/Abi/Arguments.h), as strided memrefs, with the attn.matmul products a
 // variant's operands need around it (VariantOperands.h); for linear attention, which has no
-// softmax, its own ops (LinearAttention.h).
+// softmax, its own ops (LinearAttention.h); with backward=true, the backward entry's kernel
+// beside it (BackwardKernel.h).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_SPECTOATTN_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_SPECTOATTN_H
 
+#include "Abi/Arguments.h"
+#include "Backends/MLIR/ExprToMlir.h"
 #include "Spec/Spec.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OwningOpRef.h"
+
+#include <map>
+#include <optional>
 
 namespace attnc::mlirbackend {
 
 // The kernel function's name; the llvm stage splits it into <name>_tasks and <name>_run.
 inline constexpr const char* kKernelName = "attnc_mlir_kernel";
+
+// The backward entry's kernel function (a spec with backward=true; BackwardKernel.h).
+inline constexpr const char* kBackwardKernelName = "attnc_mlir_backward";
 
 // An ABI dtype's element type ("f32", "bf16", "i32", "u8", ...).
 mlir::Type elementType(mlir::MLIRContext& context, const std::string& dtype);
@@ -21,6 +32,29 @@ mlir::Type elementType(mlir::MLIRContext& context, const std::string& dtype);
 // The type of every kernel argument, and so of every operand the lowerings take: `shape` of
 // `element` with dynamic strides and offset (the runtime passes any DLPack strides through).
 mlir::MemRefType withArgumentLayout(llvm::ArrayRef<int64_t> shape, mlir::Type element);
+
+// A kernel function `name` taking `args` as memrefs (attn.kernel: the llvm stage outlines its
+// phases), the builder left at the start of its body.
+mlir::func::FuncOp addKernelFunction(mlir::ImplicitLocOpBuilder& b, const Spec& spec,
+                                     const std::vector<Argument>& args, llvm::StringRef name);
+
+// The kernel's arguments by name, each a memref as the ops take it (BSHD tensors viewed BHSD).
+std::map<std::string, mlir::Value> argumentsByName(mlir::ImplicitLocOpBuilder& b, const Spec& spec,
+                                                   const std::vector<Argument>& args,
+                                                   mlir::func::FuncOp kernel);
+
+// The expressions a score goes through, in order: the built-in modifiers (softcap, ALiBi,
+// bias), then the spec's score_mod.
+struct ScoreExpressions {
+  explicit ScoreExpressions(const Spec& spec);
+  std::optional<expr::Node> modifiers, scoreMod;
+  llvm::SmallVector<const expr::Node*, 2> trees; // those present, in order
+};
+
+// A score op's score_mod region (ScoreExpressions) and mask_mod region (every built-in mask
+// with the spec's mask_mod).
+void buildScoreRegions(mlir::Region& scoreRegion, mlir::Region& maskRegion, const Spec& spec,
+                       std::span<const AuxOperand> auxOperands);
 
 // The spec must be one the backend's capability rows cover (MlirBackend.cpp); the driver
 // checks that first. A variant's products make the attention's operands in `operandDtype`

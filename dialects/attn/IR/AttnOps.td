@@ -143,7 +143,8 @@ def Attn_AttentionOp : Attn_Op<"attention",
 }
 
 def Attn_AuxLoadOp
-    : Attn_Op<"aux_load", [Pure, ParentOneOf<["AttentionOp", "OnlineUpdateOp", "WeightsOp"]>]> {
+    : Attn_Op<"aux_load", [Pure, ParentOneOf<["AttentionOp", "OnlineUpdateOp", "WeightsOp",
+                                         "BackwardOp"]>]> {
   let summary = "Reads an element of an aux tensor of the enclosing attention op";
   let description = [{
     In a score_mod or mask_mod region: element `[indices]` of the enclosing op's aux operand
@@ -163,5 +164,6 @@ def Attn_AuxLoadOp
 include "AttnOnlineOps.td"
 include "AttnOperandOps.td"
 include "AttnLinearOps.td"
+include "AttnBackwardOps.td"
 
 #endif // ATTN_OPS_TD

@@ -155,6 +155,21 @@ DiagnosedSilenceableFailure transform::AttnLowerWeightsOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure transform::AttnLowerBackwardOp::applyToOne(
+    transform::TransformRewriter& rewriter, Operation* target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  SmallVector<BackwardOp> ops;
+  target->walk([&](BackwardOp op) { ops.push_back(op); });
+  VectorOptions options;
+  options.vectorWidth = getVectorWidthAttr().getInt();
+  options.keyUnroll = getKeyUnrollAttr().getInt();
+  const BackwardTiles tiles{getRowsAttr().getInt(), getKeyBlockAttr().getInt()};
+  for (BackwardOp op : ops)
+    if (failed(lowerBackward(rewriter, op, tiles, options)))
+      return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerToMmaOp::applyToOne(
     transform::TransformRewriter& rewriter, scf::ForallOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

@@ -266,6 +266,30 @@ def AttnLowerWeightsOp : Attn_TransformOp<"lower_weights"> {
   }];
 }
 
+def AttnLowerBackwardOp : Attn_TransformOp<"lower_backward"> {
+  let summary = "Lowers the attn.backward ops under the target to three phases of tasks";
+  let description = [{
+    Each attn.backward becomes, in its place: D = rowsum(dO * O) per `rows` query rows; dK and
+    dV per `key_block` keys of a batch and KV head, over its group's heads and the query
+    tiles the masks can keep; dQ per `rows` query rows of a batch and head. Query rows lie in
+    `vector_width` lanes, `key_unroll` keys' scores are accumulated at once. Phases of the
+    kernel that attn-outline-tasks runs in order.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows, I64Attr:$key_block,
+                   I64Attr:$vector_width, I64Attr:$key_unroll);
+  let results = (outs);
+  let assemblyFormat = [{
+    $target `rows` `=` $rows `key_block` `=` $key_block `vector_width` `=` $vector_width
+    `key_unroll` `=` $key_unroll attr-dict `:` type($target)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerToMmaOp : Attn_TransformOp<"lower_to_mma"> {
   let summary = "Lowers task loops to tensor-core flash attention in a gpu.launch";
   let description = [{

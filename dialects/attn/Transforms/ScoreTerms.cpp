@@ -167,6 +167,14 @@ Value ScoreTerms::kept(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value k
   return expression(b, op.getMaskMod(), s, queryPos, keyPos);
 }
 
+Value ScoreTerms::scoreGradient(ImplicitLocOpBuilder& b, Value s, Value queryPos,
+                                Value keyPos) const {
+  auto backward = dyn_cast<BackwardOp>(op.getOperation());
+  if (!backward || backward.getScoreGrad().empty())
+    return {};
+  return expression(b, backward.getScoreGrad(), s, queryPos, keyPos);
+}
+
 Value ScoreTerms::dropout(ImplicitLocOpBuilder& b, Value p, Value queryPos, Value keyPos) const {
   if (!dropoutFactor)
     return p;

@@ -39,6 +39,11 @@ public:
   mlir::Value kept(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                    mlir::Value keyPos, MaskMod maskMod) const;
 
+  // d score_mod / d s at the raw scores s: attn.backward's score_grad region, or null where
+  // it has none (no score_mod: the derivative is 1).
+  mlir::Value scoreGradient(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
+                            mlir::Value keyPos) const;
+
   // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
   // (where p weights v, after the row sums took it); p as it is when the op has no dropout
   // (an update without the region, or attn.weights).

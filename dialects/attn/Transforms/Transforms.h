@@ -111,6 +111,18 @@ mlir::LogicalResult lowerOnlineOpsToVectors(mlir::RewriterBase& rewriter, mlir::
 mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, WeightsOp op,
                                                   int64_t rows, const VectorOptions& options);
 
+// The tasks of an attn.backward's lowering: `rows` query rows (a multiple of the vector
+// width) per task of D and dQ, `keyBlock` keys per task of dK and dV.
+struct BackwardTiles {
+  int64_t rows = 32;
+  int64_t keyBlock = 64;
+};
+
+// Lowers an attn.backward to three scf.forall phases in its place (LowerBackward.cpp): D, then
+// dK and dV, then dQ, each gradient written by one task and summed in a fixed order.
+mlir::LogicalResult lowerBackward(mlir::RewriterBase& rewriter, BackwardOp op,
+                                  const BackwardTiles& tiles, const VectorOptions& options);
+
 // Makes the online_update and weights ops under `root` that read a paged or quantized KV cache
 // (pages(...), scales(...)) read plain buffers [B, H_kv, Tk, d] instead, of the query's type
 // when quantized, which a phase of their own at the start of their block fills, one task per `rows`

@@ -1,0 +1,46 @@
+//===- AttnBackwardOps.cpp - the verifier of attn.backward ---------------------===//
+#include "attn/IR/AttnOps.h"
+#include "attn/IR/ScoreAttrs.h"
+
+using namespace mlir;
+using namespace attnc::attn;
+
+namespace {
+
+// Whether `a` and `b` agree at dims `dims` (a dynamic extent agrees with anything).
+bool sameDims(MemRefType a, MemRefType b, ArrayRef<unsigned> dims) {
+  return llvm::all_of(dims, [&](unsigned d) {
+    return a.isDynamicDim(d) || b.isDynamicDim(d) || a.getDimSize(d) == b.getDimSize(d);
+  });
+}
+
+} // namespace
+
+LogicalResult BackwardOp::verify() {
+  if (getOffsets().size() != 4 || getSizes().size() != 4)
+    return emitOpError() << "needs 4 offsets and 4 sizes, got " << getOffsets().size() << " and "
+                         << getSizes().size();
+  if (failed(verifyScoreAttrs(*this)))
+    return failure();
+  MemRefType q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
+  const int64_t heads = getNumHeads();
+  if (heads <= 0 || k.isDynamicDim(1) || heads % k.getDimSize(1) != 0)
+    return emitOpError() << "num_heads " << heads << " must be a multiple of the key heads";
+  if (q.getDimSize(1) != heads || q.getDimSize(3) != k.getDimSize(3) ||
+      v.getDimSize(1) != k.getDimSize(1))
+    return emitOpError() << "query [B, num_heads, Tq, d_k], key [B, H_kv, Tk, d_k] and value "
+                            "[B, H_kv, Tk, d_v] disagree";
+  if (!sameDims(getOutput().getType(), q, {1}) ||
+      getOutput().getType().getDimSize(3) != v.getDimSize(3) ||
+      getGradOutput().getType() != getOutput().getType())
+    return emitOpError() << "output and grad_output must be [B, num_heads, Tq, d_v] alike";
+  if (getLse().getType().getDimSize(1) != heads)
+    return emitOpError() << "lse must be [B, num_heads, Tq]";
+  if (getGradQuery().getType().getShape() != q.getShape() ||
+      getGradKey().getType().getShape() != k.getShape() ||
+      getGradValue().getType().getShape() != v.getShape())
+    return emitOpError() << "each gradient must have its tensor's shape";
+  if (!getScoreGrad().empty() && getScoreMod().empty())
+    return emitOpError() << "score_grad is the derivative of score_mod, which is empty";
+  return success();
+}

@@ -1,0 +1,154 @@
+//===- BackwardTile.cpp - one query tile's probabilities and score gradients -----===//
+#include "attn/Transforms/BackwardTile.h"
+
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/Products.h"
+#include "attn/Transforms/KeyRange.h"
+#include "attn/Transforms/LowerStateOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+#include <numeric>
+
+using namespace mlir;
+
+namespace attnc::attn {
+
+BackwardTile::BackwardTile(ImplicitLocOpBuilder& b, BackwardOp op, Value batch, Value head,
+                           Value firstRow, Value count, Value delta, const TileBuffers& buffers,
+                           int64_t rows, const VectorOptions& options)
+    : batch(batch), head(head), firstRow(firstRow), count(count), delta(delta), buffers(buffers),
+      rows(rows), lanes(options.vectorWidth), vectorCount(rows / options.vectorWidth) {
+  // A clone outside any listener: a marker of the tile's domain, erased with the tile.
+  OpBuilder plain(b.getContext());
+  plain.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+  taskOp = cast<BackwardOp>(plain.clone(*op));
+  Value one = indexConstant(b, 1);
+  taskOp.getOffsetsMutable().assign({batch, head, firstRow, op.getOffsets()[3]});
+  taskOp.getSizesMutable().assign({one, one, count, op.getSizes()[3]});
+  kvHead = ScoreTerms::kvHeadOf(b, taskOp, head);
+  terms.emplace(b, taskOp, batch, head);
+  Value off = ScoreTerms::positionOffset(b, taskOp);
+  SmallVector<int32_t> iota(lanes);
+  std::iota(iota.begin(), iota.end(), 0);
+  auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
+  Value lanesIota = b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef(iota)));
+  auto splatI32 = [&](Value index) {
+    return b.create<vector::BroadcastOp>(vectorI32,
+                                         b.create<arith::IndexCastOp>(b.getI32Type(), index));
+  };
+  for (int64_t r = 0; r < vectorCount; ++r) {
+    Value first = b.create<arith::AddIOp>(firstRow, indexConstant(b, r * lanes));
+    positions.push_back(
+        b.create<arith::AddIOp>(splatI32(b.create<arith::AddIOp>(first, off)), lanesIota));
+    Value left = b.create<arith::SubIOp>(count, indexConstant(b, r * lanes));
+    live.push_back(b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, lanesIota, splatI32(left)));
+  }
+}
+
+BackwardTile::~BackwardTile() {
+  terms.reset();
+  taskOp->erase();
+}
+
+std::pair<Value, Value> BackwardTile::keptKeys(ImplicitLocOpBuilder& b, Value begin, Value end) {
+  taskOp.getOffsetsMutable().slice(3, 1).assign(begin);
+  taskOp.getSizesMutable().slice(3, 1).assign(b.create<arith::SubIOp>(end, begin));
+  return keptKeyRange(b, taskOp);
+}
+
+void BackwardTile::load(ImplicitLocOpBuilder& b) {
+  auto pack = [&](Value rowsOf, Value packed, double scale) {
+    auto op = b.create<PackQueryOp>(rowsOf, batch, head, firstRow, count, packed,
+                                    b.getF64FloatAttr(scale));
+    lowerPack(b, op);
+    op.erase();
+  };
+  pack(taskOp.getQuery(), buffers.packedQuery, taskOp.getScale().convertToDouble());
+  pack(taskOp.getGradOutput(), buffers.packedGrad, 1.0);
+  // lse and D of the tile's rows; rows past the count get -inf and 0 (never kept).
+  forRange(b, indexConstant(b, 0), indexConstant(b, rows), [&](ImplicitLocOpBuilder& rb, Value r) {
+    Value row = rb.create<arith::AddIOp>(firstRow, r);
+    Value inside = rb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, r, count);
+    auto copy = rb.create<scf::IfOp>(
+        inside,
+        [&](OpBuilder& nested, Location loc) {
+          ImplicitLocOpBuilder ib(loc, nested);
+          Value at[] = {batch, head, row};
+          ib.create<scf::YieldOp>(ValueRange{ib.create<memref::LoadOp>(taskOp.getLse(), at),
+                                             ib.create<memref::LoadOp>(delta, at)});
+        },
+        [&](OpBuilder& nested, Location loc) {
+          ImplicitLocOpBuilder ib(loc, nested);
+          ib.create<scf::YieldOp>(ValueRange{
+              f32Constant(ib, -std::numeric_limits<double>::infinity()), f32Constant(ib, 0)});
+        });
+    rb.create<memref::StoreOp>(copy.getResult(0), buffers.lse, r);
+    rb.create<memref::StoreOp>(copy.getResult(1), buffers.delta, r);
+  });
+  auto vector = VectorType::get({lanes}, b.getF32Type());
+  for (int64_t r = 0; r < vectorCount; ++r) {
+    Value column = indexConstant(b, r * lanes);
+    lse.push_back(b.create<vector::LoadOp>(vector, buffers.lse, column));
+    rowDelta.push_back(b.create<vector::LoadOp>(vector, buffers.delta, column));
+  }
+}
+
+SmallVector<Value> BackwardTile::products(ImplicitLocOpBuilder& b, Value packed, Value rowsOf,
+                                          ArrayRef<Value> keys) {
+  const int64_t depth = cast<MemRefType>(packed.getType()).getDimSize(0);
+  auto vector = VectorType::get({lanes}, b.getF32Type());
+  SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
+  return foldRange(b, indexConstant(b, 0), indexConstant(b, depth), zeros,
+                   [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
+                     SmallVector<Value> columns, elements;
+                     for (int64_t r = 0; r < vectorCount; ++r)
+                       columns.push_back(cb.create<vector::LoadOp>(
+                           vector, packed, ValueRange{c, indexConstant(cb, r * lanes)}));
+                     for (Value key : keys)
+                       elements.push_back(loadF32(cb, rowsOf, {batch, kvHead, key, c}));
+                     return rankOneUpdate(cb, columns, elements, acc);
+                   });
+}
+
+BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys) {
+  SmallVector<Value> raw = products(b, buffers.packedQuery, taskOp.getKey(), keys);
+  SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), keys);
+  auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
+  Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());
+  Value scale = f32Splat(b, lanes, taskOp.getScale().convertToDouble());
+  Value zero = f32Splat(b, lanes, 0);
+  Gradients out;
+  for (auto [u, key] : llvm::enumerate(keys)) {
+    Value keyPositions =
+        b.create<vector::BroadcastOp>(vectorI32, b.create<arith::IndexCastOp>(b.getI32Type(), key));
+    for (int64_t r = 0; r < vectorCount; ++r) {
+      const int64_t at = u * vectorCount + r;
+      Value x = raw[at];
+      Value s = terms->modified(b, x, positions[r], keyPositions);
+      // Kept: a row of the tile, the masks keep it, and not a -inf score (p = 0 even where
+      // lse is -inf too); UNE keeps a NaN score, whose p is NaN.
+      Value keep = b.create<arith::AndIOp>(
+          live[r], b.create<arith::CmpFOp>(arith::CmpFPredicate::UNE, s, negInf));
+      if (Value masks =
+              terms->kept(b, s, positions[r], keyPositions, ScoreTerms::MaskMod::Evaluate))
+        keep = b.create<arith::AndIOp>(keep, masks);
+      Value p = b.create<arith::SelectOp>(
+          keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse[r])), zero);
+      Value g = b.create<arith::MulFOp>(
+          b.create<arith::MulFOp>(p, b.create<arith::SubFOp>(dp[at], rowDelta[r])), scale);
+      if (Value slope = terms->scoreGradient(b, x, positions[r], keyPositions))
+        g = b.create<arith::SelectOp>(keep, b.create<arith::MulFOp>(g, slope), zero);
+      out.probability.push_back(p);
+      out.score.push_back(g);
+    }
+  }
+  return out;
+}
+
+} // namespace attnc::attn

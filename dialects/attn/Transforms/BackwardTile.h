@@ -1,0 +1,76 @@
+//===- BackwardTile.h - one query tile's probabilities and score gradients -------===//
+//
+// What every task of an attn.backward's lowering recomputes for a tile of query rows of one
+// batch and head (the rows in vector lanes, as in the forward's update) at a few keys j:
+//
+//   x_j  = sum_c packedQ[c, :] k_jc            packedQ = scale Q[rows, :]^T (attn.pack_query)
+//   dp_j = sum_c packedDO[c, :] v_jc           packedDO = dO[rows, :]^T
+//   p_j  = kept ? exp(score_mod(x_j) - lse) : 0
+//   g_j  = scale p_j (dp_j - D) score_grad(x_j)           (the gradient of the raw q.k)
+//
+// with lse and D (rowsum(dO * O), the first phase's) of the tile's rows. Rows past the
+// tile's count are not kept. A -inf score gives p = 0 even where lse is -inf; a NaN gives NaN.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDTILE_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDTILE_H
+
+#include "attn/IR/AttnOps.h"
+#include "attn/Transforms/ScoreTerms.h"
+#include "attn/Transforms/Transforms.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <optional>
+
+namespace attnc::attn {
+
+// A task's stack buffers for one query tile: the packed (transposed) rows the scores read,
+// and the tile's lse and D.
+struct TileBuffers {
+  mlir::Value packedQuery; // [d_k, rows] f32: scale Q^T
+  mlir::Value packedGrad;  // [d_v, rows] f32: dO^T
+  mlir::Value lse, delta;  // [rows] f32
+};
+
+class BackwardTile {
+public:
+  // The tile of `count` (<= rows) rows from `firstRow` of (batch, head) of `op`; `delta` the
+  // [B, H, Tq] workspace of D. Emits, at b, nothing but the values the regions read.
+  BackwardTile(mlir::ImplicitLocOpBuilder& b, BackwardOp op, mlir::Value batch, mlir::Value head,
+               mlir::Value firstRow, mlir::Value count, mlir::Value delta,
+               const TileBuffers& buffers, int64_t rows, const VectorOptions& options);
+  ~BackwardTile();
+
+  // The keys of [begin, end) the masks can keep for some row of the tile (KeyRange.h).
+  std::pair<mlir::Value, mlir::Value> keptKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value begin,
+                                               mlir::Value end);
+  // Packs the tile's query and output gradient rows and copies its lse and D, at b.
+  void load(mlir::ImplicitLocOpBuilder& b);
+
+  // p and g (see above) at `keys`: [u * vectors() + r] for key u and row vector r.
+  struct Gradients {
+    llvm::SmallVector<mlir::Value> probability, score;
+  };
+  Gradients at(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys);
+
+  int64_t vectors() const { return vectorCount; }
+  mlir::Value keyHead() const { return kvHead; }
+
+private:
+  // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector.
+  llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,
+                                          mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);
+
+  BackwardOp taskOp; // the op narrowed to the tile: what ScoreTerms and KeyRange read
+  mlir::Value batch, head, firstRow, count, delta, kvHead;
+  TileBuffers buffers;
+  const int64_t rows, lanes, vectorCount;
+  std::optional<ScoreTerms> terms;
+  // Per row vector: its lanes' positions i + off (i32), whether each lane is a row of the
+  // tile, and the rows' lse and D (after load()).
+  llvm::SmallVector<mlir::Value> positions, live, lse, rowDelta;
+};
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDTILE_H

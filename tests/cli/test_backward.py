@@ -1,0 +1,57 @@
+"""The MLIR backend's backward kernels against the f64 reference on odd shapes: Tq != Tk,
+Tq = 1, sizes off every tile, fully masked rows, GQA, every mask, the modifiers and
+expressions whose derivative the compiler takes, at 1 and 2 threads."""
+import os
+import unittest
+
+from common import CliTestCase, attnc, needs_backends
+
+BACKWARD = "variant=sdpa lse=true backward=true "
+
+# (spec, batch, Tq, Tk, lengths)
+CASES = [
+    ("heads=4 kv_heads=2 d_k=32 mask=causal", 2, 37, 53, None),
+    ("heads=4 d_k=40 d_v=24 mask=causal softcap=20", 2, 37, 53, None),
+    ("heads=4 kv_heads=1 d_k=7 alibi=true mask=window window_left=9 window_right=2", 2, 53, 37,
+     None),
+    ("heads=2 d_k=16 mask=padding", 3, 21, 33, "5,0,33"),
+    ("heads=2 d_k=16 score_mod=score*0.5+tanh(score)-(q_idx-kv_idx)*0.01", 1, 19, 45, None),
+    ("heads=2 d_k=16 mask_mod=(q_idx+kv_idx)%3!=0 causal_align=top_left mask=causal", 2, 45, 19,
+     None),
+    ("heads=2 d_k=32 score_mod=where(score>0,score,0.1*score)+abs(score)-max(score,1.0)", 1, 67,
+     67, None),
+    ("heads=2 d_k=32 mask=block_sparse block=16", 1, 67, 67, None),
+    ("heads=2 d_k=32 mask=bigbird block=16 seed=3", 1, 67, 67, None),
+    ("heads=2 d_k=32 mask=dilated dilation=2 window_left=8", 1, 67, 50, None),
+    ("heads=2 d_k=32 mask=tensor", 2, 30, 50, None),
+    ("heads=3 d_k=24 d_v=8 mask=causal", 1, 1, 77, None),
+    ("heads=8 kv_heads=2 d_k=64 mask=causal layout=bshd", 1, 130, 130, None),
+]
+
+
+@needs_backends("mlir")
+class MlirBackward(CliTestCase):
+    def test_every_gradient_matches_the_reference(self):
+        for i, (spec, batch, tq, tk, lengths) in enumerate(CASES):
+            with self.subTest(spec=spec):
+                out = os.path.join(self.tmp, str(i))
+                self.expect(attnc("compile", BACKWARD + spec, "--backend", "mlir", "-o", out), 0)
+                bundle = os.path.join(out, next(f for f in os.listdir(out) if f.endswith(".so")))
+                shape = ["--batch", str(batch), "--seq-q", str(tq), "--seq-k", str(tk)]
+                if lengths:
+                    shape += ["--lengths", lengths]
+                for threads in ("1", "2"):
+                    self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
+                                      *shape), 0, "grad_q", "grad_k", "grad_v", "PASS")
+
+    def test_auto_picks_the_mlir_kernel_and_names_what_it_leaves_out(self):
+        r = self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 mask=causal", "-o", self.tmp),
+                        0)
+        self.assertIn("_mlir.so", r.stdout)
+        self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 sinks=true", "-o", self.tmp), 2,
+                    "the mlir backend does not support sinks on cpu targets (the backward kernel",
+                    "--backend reference builds every spec")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,25 +1,34 @@
-//===- LowerBackward.cpp - attn.backward as three phases of tasks --------------===//
+//===- LowerBackward.cpp - attn.backward as phases of tasks ---------------------===//
 //
 // FlashAttention-2's backward on CPUs, deterministic by construction: each gradient element is
-// written by one task, which sums its terms in a fixed order, so the result does not depend on
-// the thread count (no atomics, no partial buffers).
+// written by one task, which adds its terms in ascending key (or row) order, one fused
+// multiply-add at a time (BackwardSteps.h), so the result does not depend on the thread count
+// or on which of the two forms below runs (no atomics, no partial buffers).
 //
 //   phase 1, per tile of `rows` query rows:   D_i = sum_c dO_ic O_ic          (workspace)
-//   phase 2, per block of `keyBlock` keys of a batch and KV head: for each head of its group
-//            and each query tile the masks can keep, the tile's p and g (BackwardTile.h), then
-//              dV[j, :] += sum_i p_ij dO[i, :]     dK[j, :] += sum_i g_ij Q[i, :]
-//            register tiles of keys x columns over the tile's rows (rankOneUpdate)
-//   phase 3, per query tile: over the keys the masks can keep, dQ^T[:, i] += sum_j g_ij k_j,
-//            the rows in vector lanes as the forward's accumulator
+//   then, for each key block of `keyBlock` keys of a batch and KV head, for each head of its
+//   group and each query tile the masks can keep, the tile's p and g (BackwardTile.h), and
+//       dV[j, :] += sum_i p_ij dO[i, :]     dK[j, :] += sum_i g_ij Q[i, :]
+//   in register tiles of keys x columns over the tile's rows, in one of two forms:
 //
-// The scores are recomputed in phases 2 and 3 (seven products of T^2 d where the forward has
-// two), the price of writing dQ without atomics or a per-key-block copy of it.
+//   fused, where the call has at least kFusedTasks (batch, KV head) pairs: a task per pair
+//     walks its key blocks in order and also adds dQ^T[:, i] += sum_j g_ij k_j into a
+//     [B, H, d_k, Tq] workspace (the rows in lanes, as the forward's accumulator): five
+//     products of T^2 d, FlashAttention's count;
+//   split, where fewer pairs would leave threads idle (B H_kv = 1 on two cores): a task per
+//     key block, then a task per query tile recomputes its p and g over the keys the masks
+//     keep for dQ: seven products of T^2 d, all of them parallel.
+//
+//   last phase, per query tile: dQ from the workspace (fused) or recomputed (split).
+//
+// The choice depends on B and H_kv only, so a call's gradients are the same at any thread
+// count.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
-#include "attn/Kit/Products.h"
+#include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/BackwardTile.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,47 +41,17 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-// for (j = lo; j < hi; j += unroll) body(j, ..., j + unroll - 1), then the keys left one at a
-// time.
-void forKeyGroups(ImplicitLocOpBuilder& b, Value lo, Value hi, int64_t unroll,
-                  const std::function<void(ImplicitLocOpBuilder&, ArrayRef<Value>)>& body) {
-  Value whole = b.create<arith::SubIOp>(
-      hi, b.create<arith::RemUIOp>(b.create<arith::SubIOp>(hi, lo), indexConstant(b, unroll)));
-  auto loop = [&](Value begin, Value end, int64_t step) {
-    b.create<scf::ForOp>(begin, end, indexConstant(b, step), std::nullopt,
-                         [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
-                           ImplicitLocOpBuilder ib(loc, nested);
-                           SmallVector<Value> keys;
-                           for (int64_t u = 0; u < step; ++u)
-                             keys.push_back(ib.create<arith::AddIOp>(j, indexConstant(ib, u)));
-                           body(ib, keys);
-                           ib.create<scf::YieldOp>();
-                         });
-  };
-  loop(lo, whole, unroll);
-  loop(whole, hi, 1);
-}
+// The fewest (batch, KV head) pairs the fused form runs with: with fewer, its tasks would
+// leave cores of a small machine idle.
+constexpr int64_t kFusedTasks = 4;
 
-// buffer[i, c] = 0 for every element of a 2-d stack buffer.
-void zeroBuffer(ImplicitLocOpBuilder& b, Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  Value zero = f32Constant(b, 0);
-  forRange(b, indexConstant(b, 0), indexConstant(b, type.getDimSize(0)),
-           [&](ImplicitLocOpBuilder& rb, Value i) {
-             forRange(rb, indexConstant(rb, 0), indexConstant(rb, type.getDimSize(1)),
-                      [&](ImplicitLocOpBuilder& cb, Value c) {
-                        cb.create<memref::StoreOp>(zero, buffer, ValueRange{i, c});
-                      });
-           });
-}
-
-// The widest vector of at most `lanes` f32 (a power of two) whose width divides d.
-int64_t columnWidth(int64_t d, int64_t lanes) {
-  int64_t width = lanes;
-  while (width > 1 && d % width != 0)
-    width /= 2;
-  return width;
-}
+// A key block task's stack buffers.
+struct KeyBlockBuffers {
+  Value accK, accV;      // [keyBlock, d_k], [keyBlock, d_v]: the block's dK and dV
+  Value probs, grads;    // [keyBlock, rows]: a query tile's p and g at the block's keys
+  Value rowsQ, rowsGrad; // [rows, d_k], [rows, d_v]: the tile's Q and dO rows
+  TileBuffers tile;
+};
 
 class BackwardLowering {
 public:
@@ -85,29 +64,30 @@ public:
 private:
   int64_t dk() { return op.getQuery().getType().getDimSize(3); }
   int64_t dv() { return op.getValue().getType().getDimSize(3); }
+  int64_t keyHeads() { return op.getKey().getType().getDimSize(1); }
   Value stack(ArrayRef<int64_t> shape) {
     return b.create<memref::AllocaOp>(MemRefType::get(shape, b.getF32Type()));
   }
   TileBuffers tileBuffers();
+  KeyBlockBuffers keyBlockBuffers();
+  // A forall of `tasks` tasks, or none where `run` is false; the builder left in its body.
+  scf::ForallOp phase(Value tasks, Value run);
   void emitDelta();
-  void emitKeyBlocks();
-  void emitKeyBlock(Value batch, Value kvHead, Value firstKey, Value keyCount);
+  void emitKeyBlockTasks();
+  void emitGroupTasks();
+  // dK and dV of keys [firstKey, firstKey + keyCount) of (batch, kvHead), and with
+  // `queryGrad` (the fused form's workspace) the keys' terms of dQ^T.
+  void emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers, Value batch,
+                    Value kvHead, Value firstKey, Value keyCount, Value queryGrad);
   void emitQueryTiles();
-  // acc[j, :] += sum_(r < count) weights[j, r] rowsOf[r, :] for j in [begin, end).
-  void accumulateKeyRows(ImplicitLocOpBuilder& ib, Value acc, Value weights, Value rowsOf,
-                         Value begin, Value end, Value count);
-  // dst[r, c] = src[batch, head, row + r, c] for r < count (f32).
-  void copyRows(ImplicitLocOpBuilder& ib, Value src, Value batch, Value head, Value row,
-                Value count, Value dst);
-  // grad[batch, head, first + i, c] = acc[i, c] (or acc[c, i] when transposed) for i < count.
-  void storeRows(ImplicitLocOpBuilder& ib, Value acc, bool transposed, Value grad, Value batch,
-                 Value head, Value first, Value count);
 
   ImplicitLocOpBuilder& b;
   BackwardOp op;
   const BackwardTiles tiles;
   const VectorOptions options;
-  Value delta; // [B, H, Tq] f32 workspace: D
+  Value delta;     // [B, H, Tq] f32 workspace: D
+  Value queryGrad; // [B, H, d_k, Tq rounded up to rows] f32 workspace: the fused form's dQ^T
+  Value fused;     // i1: whether the fused form runs
 };
 
 TileBuffers BackwardLowering::tileBuffers() {
@@ -115,31 +95,17 @@ TileBuffers BackwardLowering::tileBuffers() {
           stack({tiles.rows})};
 }
 
-void BackwardLowering::copyRows(ImplicitLocOpBuilder& ib, Value src, Value batch, Value head,
-                                Value row, Value count, Value dst) {
-  const int64_t d = cast<MemRefType>(dst.getType()).getDimSize(1);
-  forRange(ib, indexConstant(ib, 0), count, [&](ImplicitLocOpBuilder& rb, Value r) {
-    Value at = rb.create<arith::AddIOp>(row, r);
-    forRange(
-        rb, indexConstant(rb, 0), indexConstant(rb, d), [&](ImplicitLocOpBuilder& cb, Value c) {
-          cb.create<memref::StoreOp>(loadF32(cb, src, {batch, head, at, c}), dst, ValueRange{r, c});
-        });
-  });
+KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
+  const int64_t rows = tiles.rows, block = tiles.keyBlock;
+  return {stack({block, dk()}), stack({block, dv()}), stack({block, rows}), stack({block, rows}),
+          stack({rows, dk()}),  stack({rows, dv()}),  tileBuffers()};
 }
 
-void BackwardLowering::storeRows(ImplicitLocOpBuilder& ib, Value acc, bool transposed, Value grad,
-                                 Value batch, Value head, Value first, Value count) {
-  const int64_t d = cast<MemRefType>(grad.getType()).getDimSize(3);
-  forRange(ib, indexConstant(ib, 0), count, [&](ImplicitLocOpBuilder& rb, Value i) {
-    Value position = rb.create<arith::AddIOp>(first, i);
-    forRange(rb, indexConstant(rb, 0), indexConstant(rb, d),
-             [&](ImplicitLocOpBuilder& cb, Value c) {
-               SmallVector<Value, 2> at =
-                   transposed ? SmallVector<Value, 2>{c, i} : SmallVector<Value, 2>{i, c};
-               Value value = cb.create<memref::LoadOp>(acc, at);
-               storeF32(cb, value, grad, {batch, head, position, c});
-             });
-  });
+scf::ForallOp BackwardLowering::phase(Value tasks, Value run) {
+  Value count = b.create<arith::SelectOp>(run, tasks, indexConstant(b, 0));
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{count}, ValueRange{}, std::nullopt);
+  b.setInsertionPointToStart(forall.getBody());
+  return forall;
 }
 
 void BackwardLowering::emitDelta() {
@@ -161,159 +127,183 @@ void BackwardLowering::emitDelta() {
   b.setInsertionPointAfter(task.loop);
 }
 
-void BackwardLowering::accumulateKeyRows(ImplicitLocOpBuilder& ib, Value acc, Value weights,
-                                         Value rowsOf, Value begin, Value end, Value count) {
-  const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
-  const int64_t width = columnWidth(d, options.vectorWidth);
-  // Register tiles of `unroll` keys x `columns` vectors, at most 24 accumulators.
-  const int64_t columns = std::min<int64_t>(d / width, 16);
-  const int64_t unroll = std::clamp<int64_t>(24 / columns, 1, 8);
-  auto vector = VectorType::get({width}, ib.getF32Type());
-  forKeyGroups(ib, begin, end, unroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-    for (int64_t c0 = 0; c0 < d / width; c0 += columns) {
-      const int64_t n = std::min(columns, d / width - c0);
-      auto column = [&](ImplicitLocOpBuilder& cb, int64_t c) {
-        return indexConstant(cb, (c0 + c) * width);
-      };
-      SmallVector<Value> regs;
-      for (Value key : keys)
-        for (int64_t c = 0; c < n; ++c)
-          regs.push_back(kb.create<vector::LoadOp>(vector, acc, ValueRange{key, column(kb, c)}));
-      regs =
-          foldRange(kb, indexConstant(kb, 0), count, regs,
-                    [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
-                      SmallVector<Value> rowVectors, scalars;
-                      for (int64_t c = 0; c < n; ++c)
-                        rowVectors.push_back(rb.create<vector::LoadOp>(
-                            vector, rowsOf, ValueRange{r, column(rb, c)}));
-                      for (Value key : keys)
-                        scalars.push_back(rb.create<memref::LoadOp>(weights, ValueRange{key, r}));
-                      return rankOneUpdate(rb, rowVectors, scalars, carried);
-                    });
-      for (auto [u, key] : llvm::enumerate(keys))
-        for (int64_t c = 0; c < n; ++c)
-          kb.create<vector::StoreOp>(regs[u * n + c], acc, ValueRange{key, column(kb, c)});
-    }
-  });
-}
-
-void BackwardLowering::emitKeyBlock(Value batch, Value kvHead, Value firstKey, Value keyCount) {
-  const int64_t rows = tiles.rows, block = tiles.keyBlock;
-  const int64_t group = op.getNumHeads() / op.getKey().getType().getDimSize(1);
-  Value accK = stack({block, dk()}), accV = stack({block, dv()});
-  Value probs = stack({block, rows}), grads = stack({block, rows});
-  Value rowsQ = stack({rows, dk()}), rowsGrad = stack({rows, dv()});
-  const TileBuffers buffers = tileBuffers();
-  zeroBuffer(b, accK);
-  zeroBuffer(b, accV);
-  Value seqQ = op.getSeqQ(), endKey = b.create<arith::AddIOp>(firstKey, keyCount);
-  Value tileCount = b.create<arith::CeilDivUIOp>(seqQ, indexConstant(b, rows));
-  Value firstHead = b.create<arith::MulIOp>(kvHead, indexConstant(b, group));
-  Value lastHead = b.create<arith::AddIOp>(firstHead, indexConstant(b, group));
-  forRange(b, firstHead, lastHead, [&](ImplicitLocOpBuilder& hb, Value head) {
+void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers,
+                                    Value batch, Value kvHead, Value firstKey, Value keyCount,
+                                    Value queryGrad) {
+  const int64_t rows = tiles.rows, lanes = options.vectorWidth;
+  const int64_t group = op.getNumHeads() / keyHeads();
+  zeroBuffer(eb, buffers.accK);
+  zeroBuffer(eb, buffers.accV);
+  Value seqQ = op.getSeqQ(), endKey = eb.create<arith::AddIOp>(firstKey, keyCount);
+  Value tileCount = eb.create<arith::CeilDivUIOp>(seqQ, indexConstant(eb, rows));
+  Value firstHead = eb.create<arith::MulIOp>(kvHead, indexConstant(eb, group));
+  Value lastHead = eb.create<arith::AddIOp>(firstHead, indexConstant(eb, group));
+  forRange(eb, firstHead, lastHead, [&](ImplicitLocOpBuilder& hb, Value head) {
     forRange(hb, indexConstant(hb, 0), tileCount, [&](ImplicitLocOpBuilder& tb, Value tile) {
       Value row = tb.create<arith::MulIOp>(tile, indexConstant(tb, rows));
       Value count =
           tb.create<arith::MinSIOp>(indexConstant(tb, rows), tb.create<arith::SubIOp>(seqQ, row));
-      BackwardTile queries(tb, op, batch, head, row, count, delta, buffers, rows, options);
+      BackwardTile queries(tb, op, batch, head, row, count, delta, buffers.tile, rows, options);
       const auto [lo, hi] = queries.keptKeys(tb, firstKey, endKey);
       Value first = lo, last = hi;
       Value any = tb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last);
       tb.create<scf::IfOp>(any, [&](OpBuilder& nested, Location loc) {
         ImplicitLocOpBuilder ib(loc, nested);
         queries.load(ib);
-        copyRows(ib, op.getQuery(), batch, head, row, count, rowsQ);
-        copyRows(ib, op.getGradOutput(), batch, head, row, count, rowsGrad);
-        forKeyGroups(
-            ib, first, last, options.keyUnroll,
-            [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-              BackwardTile::Gradients g = queries.at(kb, keys);
-              for (auto [u, key] : llvm::enumerate(keys)) {
-                Value local = kb.create<arith::SubIOp>(key, firstKey);
-                for (int64_t r = 0; r < queries.vectors(); ++r) {
-                  const SmallVector<Value, 2> at{local, indexConstant(kb, r * options.vectorWidth)};
-                  kb.create<vector::StoreOp>(g.probability[u * queries.vectors() + r], probs, at);
-                  kb.create<vector::StoreOp>(g.score[u * queries.vectors() + r], grads, at);
-                }
-              }
-            });
+        copyRows(ib, op.getQuery(), batch, head, row, count, buffers.rowsQ);
+        copyRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
+        forKeyGroups(ib, first, last, options.keyUnroll,
+                     [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
+                       BackwardTile::Gradients g = queries.at(kb, keys);
+                       for (auto [u, key] : llvm::enumerate(keys)) {
+                         Value local = kb.create<arith::SubIOp>(key, firstKey);
+                         for (int64_t r = 0; r < queries.vectors(); ++r) {
+                           const SmallVector<Value, 2> at{local, indexConstant(kb, r * lanes)};
+                           const int64_t i = u * queries.vectors() + r;
+                           kb.create<vector::StoreOp>(g.probability[i], buffers.probs, at);
+                           kb.create<vector::StoreOp>(g.score[i], buffers.grads, at);
+                         }
+                       }
+                     });
         Value begin = ib.create<arith::SubIOp>(first, firstKey);
         Value end = ib.create<arith::SubIOp>(last, firstKey);
-        accumulateKeyRows(ib, accV, probs, rowsGrad, begin, end, count);
-        accumulateKeyRows(ib, accK, grads, rowsQ, begin, end, count);
+        accumulateKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count,
+                          lanes);
+        accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
+        if (queryGrad)
+          accumulateColumnsOfBlock(ib, queryGrad, {batch, head}, row, buffers.grads,
+                                   queries.vectors(), op.getKey(), batch, queries.keyHead(),
+                                   firstKey, begin, end);
         ib.create<scf::YieldOp>();
       });
     });
   });
-  storeRows(b, accK, /*transposed=*/false, op.getGradKey(), batch, kvHead, firstKey, keyCount);
-  storeRows(b, accV, /*transposed=*/false, op.getGradValue(), batch, kvHead, firstKey, keyCount);
+  auto fromStack = [](Value acc) {
+    return [acc](ImplicitLocOpBuilder& cb, Value i, Value c) {
+      return cb.create<memref::LoadOp>(acc, ValueRange{i, c}).getResult();
+    };
+  };
+  storeRows(eb, op.getGradKey(), batch, kvHead, firstKey, keyCount, fromStack(buffers.accK));
+  storeRows(eb, op.getGradValue(), batch, kvHead, firstKey, keyCount, fromStack(buffers.accV));
 }
 
-void BackwardLowering::emitKeyBlocks() {
-  // One task per (batch, KV head, key block): task = (b * H_kv + g) * blocks + block.
-  Value keyHeads = indexConstant(b, op.getKey().getType().getDimSize(1));
+void BackwardLowering::emitKeyBlockTasks() {
+  // The split form: a task per (batch, KV head, key block), task = (b H_kv + g) blocks + block.
+  Value pairs = indexConstant(b, keyHeads());
   Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
   Value block = indexConstant(b, tiles.keyBlock);
   Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
   Value tasks = b.create<arith::MulIOp>(
-      b.create<arith::MulIOp>(b.create<memref::DimOp>(op.getQuery(), 0), keyHeads), blocks);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
-  b.setInsertionPointToStart(forall.getBody());
+      b.create<arith::MulIOp>(b.create<memref::DimOp>(op.getQuery(), 0), pairs), blocks);
+  scf::ForallOp forall =
+      phase(tasks, b.create<arith::XOrIOp>(fused, b.create<arith::ConstantIntOp>(1, 1)));
   Value task = forall.getInductionVar(0);
   Value batchHead = b.create<arith::DivUIOp>(task, blocks);
   Value firstKey = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, blocks), block);
   Value keyCount = b.create<arith::MinSIOp>(block, b.create<arith::SubIOp>(seqK, firstKey));
-  emitKeyBlock(b.create<arith::DivUIOp>(batchHead, keyHeads),
-               b.create<arith::RemUIOp>(batchHead, keyHeads), firstKey, keyCount);
+  const KeyBlockBuffers buffers = keyBlockBuffers();
+  emitKeyBlock(b, buffers, b.create<arith::DivUIOp>(batchHead, pairs),
+               b.create<arith::RemUIOp>(batchHead, pairs), firstKey, keyCount, Value());
+  b.setInsertionPointAfter(forall);
+}
+
+void BackwardLowering::emitGroupTasks() {
+  // The fused form: a task per (batch, KV head), its key blocks in order.
+  Value pairs = indexConstant(b, keyHeads());
+  Value tasks = b.create<arith::MulIOp>(b.create<memref::DimOp>(op.getQuery(), 0), pairs);
+  scf::ForallOp forall = phase(tasks, fused);
+  Value task = forall.getInductionVar(0);
+  Value batch = b.create<arith::DivUIOp>(task, pairs),
+        kvHead = b.create<arith::RemUIOp>(task, pairs);
+  const KeyBlockBuffers buffers = keyBlockBuffers();
+  // The group's dQ^T starts at 0: its rows are this task's alone.
+  const int64_t group = op.getNumHeads() / keyHeads();
+  Value firstHead = b.create<arith::MulIOp>(kvHead, indexConstant(b, group));
+  Value width = b.create<memref::DimOp>(queryGrad, 3);
+  forRange(b, firstHead, b.create<arith::AddIOp>(firstHead, indexConstant(b, group)),
+           [&](ImplicitLocOpBuilder& hb, Value head) {
+             forRange(hb, indexConstant(hb, 0), indexConstant(hb, dk()),
+                      [&](ImplicitLocOpBuilder& cb, Value c) {
+                        forRange(cb, indexConstant(cb, 0), width,
+                                 [&](ImplicitLocOpBuilder& rb, Value r) {
+                                   rb.create<memref::StoreOp>(f32Constant(rb, 0), queryGrad,
+                                                              ValueRange{batch, head, c, r});
+                                 });
+                      });
+           });
+  Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
+  Value block = indexConstant(b, tiles.keyBlock);
+  forRange(b, indexConstant(b, 0), b.create<arith::CeilDivUIOp>(seqK, block),
+           [&](ImplicitLocOpBuilder& kb, Value index) {
+             Value firstKey = kb.create<arith::MulIOp>(index, block);
+             Value keyCount =
+                 kb.create<arith::MinSIOp>(block, kb.create<arith::SubIOp>(seqK, firstKey));
+             emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, queryGrad);
+           });
   b.setInsertionPointAfter(forall);
 }
 
 void BackwardLowering::emitQueryTiles() {
   const QueryTiles task = forEachQueryTile(b, op, tiles.rows);
   Value batch = task.batch, head = task.head, row = task.row, count = task.count;
-  const int64_t lanes = options.vectorWidth;
-  Value accQ = stack({dk(), tiles.rows}); // dQ^T: the rows in lanes
+  Value accQ = stack({dk(), tiles.rows}); // the split form's dQ^T: the rows in lanes
   const TileBuffers buffers = tileBuffers();
-  zeroBuffer(b, accQ);
-  BackwardTile queries(b, op, batch, head, row, count, delta, buffers, tiles.rows, options);
-  const auto [lo, hi] =
-      queries.keptKeys(b, indexConstant(b, 0), b.create<memref::DimOp>(op.getKey(), 2));
-  queries.load(b);
-  auto vector = VectorType::get({lanes}, b.getF32Type());
-  forKeyGroups(b, lo, hi, options.keyUnroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-    BackwardTile::Gradients g = queries.at(kb, keys);
-    forRange(
-        kb, indexConstant(kb, 0), indexConstant(kb, dk()), [&](ImplicitLocOpBuilder& cb, Value c) {
-          SmallVector<Value> acc;
-          for (int64_t r = 0; r < queries.vectors(); ++r)
-            acc.push_back(cb.create<vector::LoadOp>(vector, accQ,
-                                                    ValueRange{c, indexConstant(cb, r * lanes)}));
-          for (auto [u, key] : llvm::enumerate(keys)) {
-            Value k = loadF32(cb, op.getKey(), {batch, queries.keyHead(), key, c});
-            ArrayRef<Value> scores =
-                ArrayRef(g.score).slice(u * queries.vectors(), queries.vectors());
-            acc = rankOneUpdate(cb, scores, {k}, acc);
-          }
-          for (int64_t r = 0; r < queries.vectors(); ++r)
-            cb.create<vector::StoreOp>(acc[r], accQ, ValueRange{c, indexConstant(cb, r * lanes)});
-        });
-  });
-  storeRows(b, accQ, /*transposed=*/true, op.getGradQuery(), batch, head, row, count);
+  auto fromWorkspace = [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
+    return cb
+        .create<memref::LoadOp>(queryGrad,
+                                ValueRange{batch, head, c, cb.create<arith::AddIOp>(row, i)})
+        .getResult();
+  };
+  auto fromStack = [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
+    return cb.create<memref::LoadOp>(accQ, ValueRange{c, i}).getResult();
+  };
+  b.create<scf::IfOp>(
+      fused,
+      [&](OpBuilder& nested, Location loc) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        storeRows(ib, op.getGradQuery(), batch, head, row, count, fromWorkspace);
+        ib.create<scf::YieldOp>();
+      },
+      [&](OpBuilder& nested, Location loc) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        zeroBuffer(ib, accQ);
+        BackwardTile queries(ib, op, batch, head, row, count, delta, buffers, tiles.rows, options);
+        const auto [lo, hi] =
+            queries.keptKeys(ib, indexConstant(ib, 0), ib.create<memref::DimOp>(op.getKey(), 2));
+        queries.load(ib);
+        forKeyGroups(
+            ib, lo, hi, options.keyUnroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
+              BackwardTile::Gradients g = queries.at(kb, keys);
+              accumulateColumns(kb, accQ, {}, indexConstant(kb, 0), g.score, queries.vectors(),
+                                op.getKey(), batch, queries.keyHead(), keys);
+            });
+        storeRows(ib, op.getGradQuery(), batch, head, row, count, fromStack);
+        ib.create<scf::YieldOp>();
+      });
   b.setInsertionPointAfter(task.loop);
 }
 
 void BackwardLowering::emit() {
   Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
   Value seqQ = op.getSeqQ();
-  delta = b.create<memref::AllocOp>(
-      MemRefType::get(
-          {ShapedType::kDynamic, static_cast<int64_t>(op.getNumHeads()), ShapedType::kDynamic},
-          b.getF32Type()),
-      ValueRange{batches, seqQ});
+  Value rows = indexConstant(b, tiles.rows);
+  Value paddedRows = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(seqQ, rows), rows);
+  const int64_t heads = op.getNumHeads();
+  constexpr int64_t dynamic = ShapedType::kDynamic;
+  delta = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
+                                    ValueRange{batches, seqQ});
+  queryGrad =
+      b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dk(), dynamic}, b.getF32Type()),
+                                ValueRange{batches, paddedRows});
+  fused = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge,
+                                  b.create<arith::MulIOp>(batches, indexConstant(b, keyHeads())),
+                                  indexConstant(b, kFusedTasks));
   emitDelta();
-  emitKeyBlocks();
+  emitKeyBlockTasks();
+  emitGroupTasks();
   emitQueryTiles();
   b.create<memref::DeallocOp>(delta);
+  b.create<memref::DeallocOp>(queryGrad);
 }
 
 } // namespace

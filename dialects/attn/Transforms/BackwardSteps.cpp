@@ -1,0 +1,182 @@
+//===- BackwardSteps.cpp - the loops attn.backward's tasks are made of -----------===//
+#include "attn/Transforms/BackwardSteps.h"
+
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "attn/Kit/Products.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace attnc::attn {
+namespace {
+
+// The widest vector of at most `lanes` f32 (a power of two) whose width divides d.
+int64_t columnWidth(int64_t d, int64_t lanes) {
+  int64_t width = lanes;
+  while (width > 1 && d % width != 0)
+    width /= 2;
+  return width;
+}
+
+} // namespace
+
+void forKeyGroups(ImplicitLocOpBuilder& b, Value lo, Value hi, int64_t unroll,
+                  const std::function<void(ImplicitLocOpBuilder&, ArrayRef<Value>)>& body) {
+  Value whole = b.create<arith::SubIOp>(
+      hi, b.create<arith::RemUIOp>(b.create<arith::SubIOp>(hi, lo), indexConstant(b, unroll)));
+  auto loop = [&](Value begin, Value end, int64_t step) {
+    b.create<scf::ForOp>(begin, end, indexConstant(b, step), std::nullopt,
+                         [&](OpBuilder& nested, Location loc, Value j, ValueRange) {
+                           ImplicitLocOpBuilder ib(loc, nested);
+                           SmallVector<Value> keys;
+                           for (int64_t u = 0; u < step; ++u)
+                             keys.push_back(ib.create<arith::AddIOp>(j, indexConstant(ib, u)));
+                           body(ib, keys);
+                           ib.create<scf::YieldOp>();
+                         });
+  };
+  loop(lo, whole, unroll);
+  loop(whole, hi, 1);
+}
+
+void zeroBuffer(ImplicitLocOpBuilder& b, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  Value zero = f32Constant(b, 0);
+  forRange(b, indexConstant(b, 0), indexConstant(b, type.getDimSize(0)),
+           [&](ImplicitLocOpBuilder& rb, Value i) {
+             forRange(rb, indexConstant(rb, 0), indexConstant(rb, type.getDimSize(1)),
+                      [&](ImplicitLocOpBuilder& cb, Value c) {
+                        cb.create<memref::StoreOp>(zero, buffer, ValueRange{i, c});
+                      });
+           });
+}
+
+void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value rowsOf, Value begin,
+                       Value end, Value count, int64_t lanes) {
+  const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
+  const int64_t width = columnWidth(d, lanes);
+  // Register tiles of `unroll` keys x `columns` vectors, at most 24 accumulators.
+  const int64_t columns = std::min<int64_t>(d / width, 16);
+  const int64_t unroll = std::clamp<int64_t>(24 / columns, 1, 8);
+  auto vector = VectorType::get({width}, b.getF32Type());
+  forKeyGroups(b, begin, end, unroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
+    for (int64_t c0 = 0; c0 < d / width; c0 += columns) {
+      const int64_t n = std::min(columns, d / width - c0);
+      auto column = [&](ImplicitLocOpBuilder& cb, int64_t c) {
+        return indexConstant(cb, (c0 + c) * width);
+      };
+      SmallVector<Value> regs;
+      for (Value key : keys)
+        for (int64_t c = 0; c < n; ++c)
+          regs.push_back(kb.create<vector::LoadOp>(vector, acc, ValueRange{key, column(kb, c)}));
+      regs =
+          foldRange(kb, indexConstant(kb, 0), count, regs,
+                    [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
+                      SmallVector<Value> rowVectors, scalars;
+                      for (int64_t c = 0; c < n; ++c)
+                        rowVectors.push_back(rb.create<vector::LoadOp>(
+                            vector, rowsOf, ValueRange{r, column(rb, c)}));
+                      for (Value key : keys)
+                        scalars.push_back(rb.create<memref::LoadOp>(weights, ValueRange{key, r}));
+                      return rankOneUpdate(rb, rowVectors, scalars, carried);
+                    });
+      for (auto [u, key] : llvm::enumerate(keys))
+        for (int64_t c = 0; c < n; ++c)
+          kb.create<vector::StoreOp>(regs[u * n + c], acc, ValueRange{key, column(kb, c)});
+    }
+  });
+}
+
+void accumulateColumns(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
+                       ArrayRef<Value> scores, int64_t vectors, Value rows, Value batch, Value head,
+                       ArrayRef<Value> keys) {
+  auto vector = cast<VectorType>(scores.front().getType());
+  const int64_t lanes = vector.getNumElements();
+  const int64_t depth = cast<MemRefType>(rows.getType()).getDimSize(3);
+  forRange(b, indexConstant(b, 0), indexConstant(b, depth), [&](ImplicitLocOpBuilder& cb, Value c) {
+    auto at = [&](int64_t r) {
+      SmallVector<Value> indices(prefix.begin(), prefix.end());
+      indices.append({c, cb.create<arith::AddIOp>(first, indexConstant(cb, r * lanes))});
+      return indices;
+    };
+    SmallVector<Value> sums;
+    for (int64_t r = 0; r < vectors; ++r)
+      sums.push_back(cb.create<vector::LoadOp>(vector, acc, at(r)));
+    for (auto [u, key] : llvm::enumerate(keys)) {
+      Value element = loadF32(cb, rows, {batch, head, key, c});
+      sums = rankOneUpdate(cb, scores.slice(u * vectors, vectors), {element}, sums);
+    }
+    for (int64_t r = 0; r < vectors; ++r)
+      cb.create<vector::StoreOp>(sums[r], acc, at(r));
+  });
+}
+
+void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
+                              Value first, Value weights, int64_t vectors, Value rows, Value batch,
+                              Value head, Value firstKey, Value begin, Value end) {
+  const int64_t lanes = cast<MemRefType>(weights.getType()).getDimSize(1) / vectors;
+  const int64_t depth = cast<MemRefType>(rows.getType()).getDimSize(3);
+  // At most 24 accumulators: `columns` columns x the row vectors.
+  const int64_t columns = std::clamp<int64_t>(24 / vectors, 1, 16);
+  auto vector = VectorType::get({lanes}, b.getF32Type());
+  for (int64_t c0 = 0; c0 < depth; c0 += columns) {
+    const int64_t n = std::min(columns, depth - c0);
+    auto at = [&](ImplicitLocOpBuilder& ib, int64_t c, int64_t r) {
+      SmallVector<Value> indices(prefix.begin(), prefix.end());
+      indices.append({indexConstant(ib, c0 + c),
+                      ib.create<arith::AddIOp>(first, indexConstant(ib, r * lanes))});
+      return indices;
+    };
+    SmallVector<Value> sums;
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t r = 0; r < vectors; ++r)
+        sums.push_back(b.create<vector::LoadOp>(vector, acc, at(b, c, r)));
+    sums =
+        foldRange(b, begin, end, sums, [&](ImplicitLocOpBuilder& jb, Value j, ValueRange carried) {
+          SmallVector<Value> rowVectors, elements;
+          for (int64_t r = 0; r < vectors; ++r)
+            rowVectors.push_back(jb.create<vector::LoadOp>(
+                vector, weights, ValueRange{j, indexConstant(jb, r * lanes)}));
+          Value key = jb.create<arith::AddIOp>(firstKey, j);
+          for (int64_t c = 0; c < n; ++c)
+            elements.push_back(loadF32(jb, rows, {batch, head, key, indexConstant(jb, c0 + c)}));
+          return rankOneUpdate(jb, rowVectors, elements, carried);
+        });
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t r = 0; r < vectors; ++r)
+        b.create<vector::StoreOp>(sums[c * vectors + r], acc, at(b, c, r));
+  }
+}
+
+void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row, Value count,
+              Value dst) {
+  const int64_t d = cast<MemRefType>(dst.getType()).getDimSize(1);
+  forRange(b, indexConstant(b, 0), count, [&](ImplicitLocOpBuilder& rb, Value r) {
+    Value at = rb.create<arith::AddIOp>(row, r);
+    forRange(
+        rb, indexConstant(rb, 0), indexConstant(rb, d), [&](ImplicitLocOpBuilder& cb, Value c) {
+          cb.create<memref::StoreOp>(loadF32(cb, src, {batch, head, at, c}), dst, ValueRange{r, c});
+        });
+  });
+}
+
+void storeRows(ImplicitLocOpBuilder& b, Value grad, Value batch, Value head, Value first,
+               Value count,
+               const std::function<Value(ImplicitLocOpBuilder&, Value, Value)>& element) {
+  const int64_t d = cast<MemRefType>(grad.getType()).getDimSize(3);
+  forRange(b, indexConstant(b, 0), count, [&](ImplicitLocOpBuilder& rb, Value i) {
+    Value position = rb.create<arith::AddIOp>(first, i);
+    forRange(rb, indexConstant(rb, 0), indexConstant(rb, d),
+             [&](ImplicitLocOpBuilder& cb, Value c) {
+               storeF32(cb, element(cb, i, c), grad, {batch, head, position, c});
+             });
+  });
+}
+
+} // namespace attnc::attn

@@ -1,0 +1,61 @@
+//===- BackwardSteps.h - the loops attn.backward's tasks are made of -------------===//
+//
+// The steps LowerBackward.cpp assembles its tasks from: key loops, the register tiles that
+// accumulate dK, dV and dQ, and the copies between a task's stack buffers and the tensors.
+// Every accumulation adds its terms one fused multiply-add at a time in ascending key (or
+// row) order, so a gradient's value does not depend on how the loops are split.
+//
+//===---------------------------------------------------------------------------===//
+#ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDSTEPS_H
+#define ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDSTEPS_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <functional>
+
+namespace attnc::attn {
+
+// for (j = lo; j < hi; j += unroll) body(j, ..., j + unroll - 1), then the keys left one at a
+// time.
+void forKeyGroups(
+    mlir::ImplicitLocOpBuilder& b, mlir::Value lo, mlir::Value hi, int64_t unroll,
+    const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::ArrayRef<mlir::Value>)>& body);
+
+// buffer[i, c] = 0 for every element of a 2-d stack buffer.
+void zeroBuffer(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer);
+
+// acc[j, :] += sum_(r < count) weights[j, r] rowsOf[r, :] for j in [begin, end), in register
+// tiles of keys x columns of at most `lanes` f32 (dK's and dV's products).
+void accumulateKeyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Value weights,
+                       mlir::Value rowsOf, mlir::Value begin, mlir::Value end, mlir::Value count,
+                       int64_t lanes);
+
+// acc[prefix..., c, first + r] += sum_u scores[u][r] rows[batch, head, keys[u], c] for every c,
+// the rows r in the vectors of `scores` (dQ^T's product, the rows in lanes).
+void accumulateColumns(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
+                       mlir::ArrayRef<mlir::Value> prefix, mlir::Value first,
+                       mlir::ArrayRef<mlir::Value> scores, int64_t vectors, mlir::Value rows,
+                       mlir::Value batch, mlir::Value head, mlir::ArrayRef<mlir::Value> keys);
+
+// acc[prefix..., c, first + r] += sum_(j in [begin, end)) weights[j, r] rows[batch, head,
+// firstKey + j, c] for every c and the `vectors` vectors of rows r, in register tiles of
+// columns x row vectors (the fused form's dQ^T of a key block).
+void accumulateColumnsOfBlock(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
+                              mlir::ArrayRef<mlir::Value> prefix, mlir::Value first,
+                              mlir::Value weights, int64_t vectors, mlir::Value rows,
+                              mlir::Value batch, mlir::Value head, mlir::Value firstKey,
+                              mlir::Value begin, mlir::Value end);
+
+// dst[r, c] = src[batch, head, row + r, c] for r < count, as f32.
+void copyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch, mlir::Value head,
+              mlir::Value row, mlir::Value count, mlir::Value dst);
+
+// grad[batch, head, first + i, c] = element(i, c) for i < count and every c of grad.
+void storeRows(mlir::ImplicitLocOpBuilder& b, mlir::Value grad, mlir::Value batch, mlir::Value head,
+               mlir::Value first, mlir::Value count,
+               const std::function<mlir::Value(mlir::ImplicitLocOpBuilder&, mlir::Value,
+                                               mlir::Value)>& element);
+
+} // namespace attnc::attn
+
+#endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDSTEPS_H

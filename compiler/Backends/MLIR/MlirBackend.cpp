@@ -167,8 +167,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
     }
     // The backward entry (BackwardKernel.h, LowerBackward.cpp): dq, dk and dv of sdpa in f32,
-    // score_mod's derivative taken by the compiler.
-    rows.push_back(
+    // score_mod's derivative taken by the compiler; listed beside the CPU row.
+    rows.insert(
+        rows.begin() + 1,
         {Device::Cpu,
          {Variant::Sdpa},
          {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor, MaskKind::Global,

@@ -93,30 +93,6 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   });
 }
 
-void accumulateColumns(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
-                       ArrayRef<Value> scores, int64_t vectors, Value rows, Value batch, Value head,
-                       ArrayRef<Value> keys) {
-  auto vector = cast<VectorType>(scores.front().getType());
-  const int64_t lanes = vector.getNumElements();
-  const int64_t depth = cast<MemRefType>(rows.getType()).getDimSize(3);
-  forRange(b, indexConstant(b, 0), indexConstant(b, depth), [&](ImplicitLocOpBuilder& cb, Value c) {
-    auto at = [&](int64_t r) {
-      SmallVector<Value> indices(prefix.begin(), prefix.end());
-      indices.append({c, cb.create<arith::AddIOp>(first, indexConstant(cb, r * lanes))});
-      return indices;
-    };
-    SmallVector<Value> sums;
-    for (int64_t r = 0; r < vectors; ++r)
-      sums.push_back(cb.create<vector::LoadOp>(vector, acc, at(r)));
-    for (auto [u, key] : llvm::enumerate(keys)) {
-      Value element = loadF32(cb, rows, {batch, head, key, c});
-      sums = rankOneUpdate(cb, scores.slice(u * vectors, vectors), {element}, sums);
-    }
-    for (int64_t r = 0; r < vectors; ++r)
-      cb.create<vector::StoreOp>(sums[r], acc, at(r));
-  });
-}
-
 void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
                               Value first, Value weights, int64_t vectors, Value rows, Value batch,
                               Value head, Value firstKey, Value begin, Value end) {

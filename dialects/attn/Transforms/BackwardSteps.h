@@ -30,13 +30,6 @@ void accumulateKeyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Val
                        mlir::Value rowsOf, mlir::Value begin, mlir::Value end, mlir::Value count,
                        int64_t lanes);
 
-// acc[prefix..., c, first + r] += sum_u scores[u][r] rows[batch, head, keys[u], c] for every c,
-// the rows r in the vectors of `scores` (dQ^T's product, the rows in lanes).
-void accumulateColumns(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
-                       mlir::ArrayRef<mlir::Value> prefix, mlir::Value first,
-                       mlir::ArrayRef<mlir::Value> scores, int64_t vectors, mlir::Value rows,
-                       mlir::Value batch, mlir::Value head, mlir::ArrayRef<mlir::Value> keys);
-
 // acc[prefix..., c, first + r] += sum_(j in [begin, end)) weights[j, r] rows[batch, head,
 // firstKey + j, c] for every c and the `vectors` vectors of rows r, in register tiles of
 // columns x row vectors (the fused form's dQ^T of a key block).

@@ -1,28 +1,23 @@
 //===- LowerBackward.cpp - attn.backward as phases of tasks ---------------------===//
 //
-// FlashAttention-2's backward on CPUs, deterministic by construction: each gradient element is
-// written by one task, which adds its terms in ascending key (or row) order, one fused
-// multiply-add at a time (BackwardSteps.h), so the result does not depend on the thread count
-// or on which of the two forms below runs (no atomics, no partial buffers).
+// FlashAttention-2's backward on CPUs, deterministic by construction: each element of dK, dV
+// and of a chunk's copy of dQ is written by one task, which adds its terms in ascending key
+// (or row) order (BackwardSteps.h), and the copies are summed in order: no atomics.
 //
 //   phase 1, per tile of `rows` query rows:   D_i = sum_c dO_ic O_ic          (workspace)
-//   then, for each key block of `keyBlock` keys of a batch and KV head, for each head of its
-//   group and each query tile the masks can keep, the tile's p and g (BackwardTile.h), and
+//   phase 2, per (batch, KV head, key chunk): for each key block of `keyBlock` keys of the
+//     chunk in order, each head of the group and each query tile the masks can keep, the
+//     tile's p and g (BackwardTile.h), then
 //       dV[j, :] += sum_i p_ij dO[i, :]     dK[j, :] += sum_i g_ij Q[i, :]
-//   in register tiles of keys x columns over the tile's rows, in one of two forms:
+//       dQ^T_s[:, i] += sum_j g_ij k_j      (the chunk's own copy s of dQ^T, rows in lanes)
+//     in register tiles over the block's keys or the tile's rows: five products of T^2 d,
+//     FlashAttention's count, with no score recomputed;
+//   phase 3, per query tile: dQ = sum_s dQ^T_s, the chunks in order.
 //
-//   fused, where the call has at least kFusedTasks (batch, KV head) pairs: a task per pair
-//     walks its key blocks in order and also adds dQ^T[:, i] += sum_j g_ij k_j into a
-//     [B, H, d_k, Tq] workspace (the rows in lanes, as the forward's accumulator): five
-//     products of T^2 d, FlashAttention's count;
-//   split, where fewer pairs would leave threads idle (B H_kv = 1 on two cores): a task per
-//     key block, then a task per query tile recomputes its p and g over the keys the masks
-//     keep for dQ: seven products of T^2 d, all of them parallel.
-//
-//   last phase, per query tile: dQ from the workspace (fused) or recomputed (split).
-//
-// The choice depends on B and H_kv only, so a call's gradients are the same at any thread
-// count.
+// The keys of a (batch, KV head) are split into S = ceil(8 / (B H_kv)) chunks, so that a
+// call with few heads (B H_kv = 1 on two cores) still has 8 tasks; S depends on B and H_kv
+// only, so a call's gradients are the same at any thread count. dQ's copies take
+// S B H d_k Tq floats: at most 8 G d_k Tq for a group of G query heads.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/IR/AttnOps.h"
@@ -41,9 +36,8 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-// The fewest (batch, KV head) pairs the fused form runs with: with fewer, its tasks would
-// leave cores of a small machine idle.
-constexpr int64_t kFusedTasks = 4;
+// The fewest tasks of phase 2: the keys are split into chunks until there are as many.
+constexpr int64_t kMinTasks = 8;
 
 // A key block task's stack buffers.
 struct KeyBlockBuffers {
@@ -70,15 +64,12 @@ private:
   }
   TileBuffers tileBuffers();
   KeyBlockBuffers keyBlockBuffers();
-  // A forall of `tasks` tasks, or none where `run` is false; the builder left in its body.
-  scf::ForallOp phase(Value tasks, Value run);
   void emitDelta();
-  void emitKeyBlockTasks();
-  void emitGroupTasks();
-  // dK and dV of keys [firstKey, firstKey + keyCount) of (batch, kvHead), and with
-  // `queryGrad` (the fused form's workspace) the keys' terms of dQ^T.
+  void emitChunkTasks();
+  // dK and dV of keys [firstKey, firstKey + keyCount) of (batch, kvHead), and the keys'
+  // terms of dQ^T added into its copy `slot` of the workspace.
   void emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers, Value batch,
-                    Value kvHead, Value firstKey, Value keyCount, Value queryGrad);
+                    Value kvHead, Value firstKey, Value keyCount, Value slot);
   void emitQueryTiles();
 
   ImplicitLocOpBuilder& b;
@@ -86,8 +77,8 @@ private:
   const BackwardTiles tiles;
   const VectorOptions options;
   Value delta;     // [B, H, Tq] f32 workspace: D
-  Value queryGrad; // [B, H, d_k, Tq rounded up to rows] f32 workspace: the fused form's dQ^T
-  Value fused;     // i1: whether the fused form runs
+  Value queryGrad; // [S B, H, d_k, Tq rounded up to rows] f32 workspace: the chunks' dQ^T
+  Value chunks;    // S
 };
 
 TileBuffers BackwardLowering::tileBuffers() {
@@ -99,13 +90,6 @@ KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
   const int64_t rows = tiles.rows, block = tiles.keyBlock;
   return {stack({block, dk()}), stack({block, dv()}), stack({block, rows}), stack({block, rows}),
           stack({rows, dk()}),  stack({rows, dv()}),  tileBuffers()};
-}
-
-scf::ForallOp BackwardLowering::phase(Value tasks, Value run) {
-  Value count = b.create<arith::SelectOp>(run, tasks, indexConstant(b, 0));
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{count}, ValueRange{}, std::nullopt);
-  b.setInsertionPointToStart(forall.getBody());
-  return forall;
 }
 
 void BackwardLowering::emitDelta() {
@@ -129,7 +113,7 @@ void BackwardLowering::emitDelta() {
 
 void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers,
                                     Value batch, Value kvHead, Value firstKey, Value keyCount,
-                                    Value queryGrad) {
+                                    Value slot) {
   const int64_t rows = tiles.rows, lanes = options.vectorWidth;
   const int64_t group = op.getNumHeads() / keyHeads();
   zeroBuffer(eb, buffers.accK);
@@ -170,10 +154,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         accumulateKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count,
                           lanes);
         accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
-        if (queryGrad)
-          accumulateColumnsOfBlock(ib, queryGrad, {batch, head}, row, buffers.grads,
-                                   queries.vectors(), op.getKey(), batch, queries.keyHead(),
-                                   firstKey, begin, end);
+        accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
+                                 op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
         ib.create<scf::YieldOp>();
       });
     });
@@ -187,36 +169,21 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
   storeRows(eb, op.getGradValue(), batch, kvHead, firstKey, keyCount, fromStack(buffers.accV));
 }
 
-void BackwardLowering::emitKeyBlockTasks() {
-  // The split form: a task per (batch, KV head, key block), task = (b H_kv + g) blocks + block.
+void BackwardLowering::emitChunkTasks() {
+  // A task per (batch, KV head, chunk): task = (b H_kv + g) S + s, its dQ^T copy s B + b.
   Value pairs = indexConstant(b, keyHeads());
-  Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
-  Value block = indexConstant(b, tiles.keyBlock);
-  Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
-  Value tasks = b.create<arith::MulIOp>(
-      b.create<arith::MulIOp>(b.create<memref::DimOp>(op.getQuery(), 0), pairs), blocks);
-  scf::ForallOp forall =
-      phase(tasks, b.create<arith::XOrIOp>(fused, b.create<arith::ConstantIntOp>(1, 1)));
+  Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
+  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(batches, pairs), chunks);
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
+  b.setInsertionPointToStart(forall.getBody());
   Value task = forall.getInductionVar(0);
-  Value batchHead = b.create<arith::DivUIOp>(task, blocks);
-  Value firstKey = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, blocks), block);
-  Value keyCount = b.create<arith::MinSIOp>(block, b.create<arith::SubIOp>(seqK, firstKey));
+  Value chunk = b.create<arith::RemUIOp>(task, chunks);
+  Value pair = b.create<arith::DivUIOp>(task, chunks);
+  Value batch = b.create<arith::DivUIOp>(pair, pairs),
+        kvHead = b.create<arith::RemUIOp>(pair, pairs);
+  Value slot = b.create<arith::AddIOp>(b.create<arith::MulIOp>(chunk, batches), batch);
   const KeyBlockBuffers buffers = keyBlockBuffers();
-  emitKeyBlock(b, buffers, b.create<arith::DivUIOp>(batchHead, pairs),
-               b.create<arith::RemUIOp>(batchHead, pairs), firstKey, keyCount, Value());
-  b.setInsertionPointAfter(forall);
-}
-
-void BackwardLowering::emitGroupTasks() {
-  // The fused form: a task per (batch, KV head), its key blocks in order.
-  Value pairs = indexConstant(b, keyHeads());
-  Value tasks = b.create<arith::MulIOp>(b.create<memref::DimOp>(op.getQuery(), 0), pairs);
-  scf::ForallOp forall = phase(tasks, fused);
-  Value task = forall.getInductionVar(0);
-  Value batch = b.create<arith::DivUIOp>(task, pairs),
-        kvHead = b.create<arith::RemUIOp>(task, pairs);
-  const KeyBlockBuffers buffers = keyBlockBuffers();
-  // The group's dQ^T starts at 0: its rows are this task's alone.
+  // The copy starts at 0 for the group's heads: its rows are this task's alone.
   const int64_t group = op.getNumHeads() / keyHeads();
   Value firstHead = b.create<arith::MulIOp>(kvHead, indexConstant(b, group));
   Value width = b.create<memref::DimOp>(queryGrad, 3);
@@ -227,59 +194,43 @@ void BackwardLowering::emitGroupTasks() {
                         forRange(cb, indexConstant(cb, 0), width,
                                  [&](ImplicitLocOpBuilder& rb, Value r) {
                                    rb.create<memref::StoreOp>(f32Constant(rb, 0), queryGrad,
-                                                              ValueRange{batch, head, c, r});
+                                                              ValueRange{slot, head, c, r});
                                  });
                       });
            });
+  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks.
   Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
   Value block = indexConstant(b, tiles.keyBlock);
-  forRange(b, indexConstant(b, 0), b.create<arith::CeilDivUIOp>(seqK, block),
+  Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
+  auto chunkEdge = [&](Value s) {
+    return b.create<arith::DivUIOp>(b.create<arith::MulIOp>(s, blocks), chunks);
+  };
+  forRange(b, chunkEdge(chunk), chunkEdge(b.create<arith::AddIOp>(chunk, indexConstant(b, 1))),
            [&](ImplicitLocOpBuilder& kb, Value index) {
              Value firstKey = kb.create<arith::MulIOp>(index, block);
              Value keyCount =
                  kb.create<arith::MinSIOp>(block, kb.create<arith::SubIOp>(seqK, firstKey));
-             emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, queryGrad);
+             emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, slot);
            });
   b.setInsertionPointAfter(forall);
 }
 
 void BackwardLowering::emitQueryTiles() {
   const QueryTiles task = forEachQueryTile(b, op, tiles.rows);
-  Value batch = task.batch, head = task.head, row = task.row, count = task.count;
-  Value accQ = stack({dk(), tiles.rows}); // the split form's dQ^T: the rows in lanes
-  const TileBuffers buffers = tileBuffers();
-  auto fromWorkspace = [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
-    return cb
-        .create<memref::LoadOp>(queryGrad,
-                                ValueRange{batch, head, c, cb.create<arith::AddIOp>(row, i)})
-        .getResult();
+  Value batch = task.batch, head = task.head, row = task.row;
+  Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
+  auto summed = [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
+    Value at = cb.create<arith::AddIOp>(row, i);
+    return foldRange(
+               cb, indexConstant(cb, 0), chunks, {f32Constant(cb, 0)},
+               [&](ImplicitLocOpBuilder& sb, Value s, ValueRange sum) {
+                 Value slot = sb.create<arith::AddIOp>(sb.create<arith::MulIOp>(s, batches), batch);
+                 Value term = sb.create<memref::LoadOp>(queryGrad, ValueRange{slot, head, c, at});
+                 return SmallVector<Value>{sb.create<arith::AddFOp>(sum[0], term)};
+               })
+        .front();
   };
-  auto fromStack = [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
-    return cb.create<memref::LoadOp>(accQ, ValueRange{c, i}).getResult();
-  };
-  b.create<scf::IfOp>(
-      fused,
-      [&](OpBuilder& nested, Location loc) {
-        ImplicitLocOpBuilder ib(loc, nested);
-        storeRows(ib, op.getGradQuery(), batch, head, row, count, fromWorkspace);
-        ib.create<scf::YieldOp>();
-      },
-      [&](OpBuilder& nested, Location loc) {
-        ImplicitLocOpBuilder ib(loc, nested);
-        zeroBuffer(ib, accQ);
-        BackwardTile queries(ib, op, batch, head, row, count, delta, buffers, tiles.rows, options);
-        const auto [lo, hi] =
-            queries.keptKeys(ib, indexConstant(ib, 0), ib.create<memref::DimOp>(op.getKey(), 2));
-        queries.load(ib);
-        forKeyGroups(
-            ib, lo, hi, options.keyUnroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-              BackwardTile::Gradients g = queries.at(kb, keys);
-              accumulateColumns(kb, accQ, {}, indexConstant(kb, 0), g.score, queries.vectors(),
-                                op.getKey(), batch, queries.keyHead(), keys);
-            });
-        storeRows(ib, op.getGradQuery(), batch, head, row, count, fromStack);
-        ib.create<scf::YieldOp>();
-      });
+  storeRows(b, op.getGradQuery(), batch, head, row, task.count, summed);
   b.setInsertionPointAfter(task.loop);
 }
 
@@ -292,15 +243,13 @@ void BackwardLowering::emit() {
   constexpr int64_t dynamic = ShapedType::kDynamic;
   delta = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                     ValueRange{batches, seqQ});
+  Value pairs = b.create<arith::MulIOp>(batches, indexConstant(b, keyHeads()));
+  chunks = b.create<arith::CeilDivUIOp>(indexConstant(b, kMinTasks), pairs);
   queryGrad =
       b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dk(), dynamic}, b.getF32Type()),
-                                ValueRange{batches, paddedRows});
-  fused = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge,
-                                  b.create<arith::MulIOp>(batches, indexConstant(b, keyHeads())),
-                                  indexConstant(b, kFusedTasks));
+                                ValueRange{b.create<arith::MulIOp>(chunks, batches), paddedRows});
   emitDelta();
-  emitKeyBlockTasks();
-  emitGroupTasks();
+  emitChunkTasks();
   emitQueryTiles();
   b.create<memref::DeallocOp>(delta);
   b.create<memref::DeallocOp>(queryGrad);

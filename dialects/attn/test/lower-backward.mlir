@@ -1,37 +1,31 @@
 // RUN: attn-opt %s -transform-interpreter -canonicalize | FileCheck %s
-// transform.attn.lower_backward: D's workspace and the fused form's dQ^T (Tq rounded up to the
-// 8-row tiles), the form picked by B * H_kv >= 4; then four phases in order: D per query tile,
-// the split form's key blocks (none where fused), the fused form's (batch, KV head) tasks (none
-// where split), and dQ per query tile (stored from the workspace where fused, recomputed where
-// split). The score recomputed in vectors of 4 rows applies score_mod (tanh) and mask_mod;
-// its gradient multiplies score_grad's 1 - tanh^2.
+// transform.attn.lower_backward: D's workspace, and S = ceil(8 / (B H_kv)) copies of dQ^T
+// (Tq rounded up to the 8-row tiles); then three phases in order: D per query tile, a task per
+// (batch, KV head, key chunk) whose key blocks recompute the scores in vectors of 4 rows
+// (score_mod's tanh, mask_mod, exp(s - lse), score_grad's 1 - tanh^2) and add into dK, dV and
+// its copy of dQ^T in register tiles, and dQ per query tile, the copies summed in order.
 
 // CHECK-LABEL: func.func @backward
 // CHECK: %[[PADDED:.*]] = arith.muli %{{.*}}, %c8
 // CHECK: %[[DELTA:.*]] = memref.alloc(%[[B:[a-z_0-9]+]], %{{.*}}) : memref<?x4x?xf32>
-// CHECK: %[[DQ:.*]] = memref.alloc(%[[B]], %[[PADDED]]) : memref<?x4x16x?xf32>
 // CHECK: %[[PAIRS:.*]] = arith.muli %[[B]], %c2
-// CHECK: %[[FUSED:.*]] = arith.cmpi uge, %[[PAIRS]], %c4
+// CHECK: %[[CHUNKS:.*]] = arith.ceildivui %c8, %[[PAIRS]]
+// CHECK: %[[COPIES:.*]] = arith.muli %[[CHUNKS]], %[[B]]
+// CHECK: %[[DQ:.*]] = memref.alloc(%[[COPIES]], %[[PADDED]]) : memref<?x4x16x?xf32>
 // CHECK: scf.forall
 // CHECK:   memref.store %{{.*}}, %[[DELTA]]
-// CHECK: %[[SPLIT:.*]] = arith.cmpi ult, %[[PAIRS]], %c4
-// CHECK: %[[BLOCKS:.*]] = arith.select %[[SPLIT]], %{{.*}}, %c0
-// CHECK: scf.forall (%{{.*}}) in (%[[BLOCKS]])
+// CHECK: scf.forall
 // CHECK:   math.tanh %{{.*}} : vector<4xf32>
 // CHECK:   math.exp
 // CHECK:   math.tanh %{{.*}} : vector<4xf32>
-// CHECK:   arith.mulf
 // CHECK:   vector.fma
-// CHECK: %[[GROUPS:.*]] = arith.select %[[FUSED]], %{{.*}}, %c0
-// CHECK: scf.forall (%{{.*}}) in (%[[GROUPS]])
 // CHECK:   vector.store %{{.*}}, %[[DQ]]
 // CHECK: scf.forall
-// CHECK:   scf.if %[[FUSED]] {
+// CHECK:   scf.for %{{.*}} = %c0 to %[[CHUNKS]]
 // CHECK:     memref.load %[[DQ]]
-// CHECK:   } else {
-// CHECK:     math.tanh
 // CHECK: memref.dealloc %[[DELTA]]
 // CHECK: memref.dealloc %[[DQ]]
+
 func.func @backward(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>, %v: memref<?x2x?x8xf32>,
                     %o: memref<?x4x?x8xf32>, %do: memref<?x4x?x8xf32>, %lse: memref<?x4x?xf32>,
                     %dq: memref<?x4x?x16xf32>, %dk: memref<?x2x?x16xf32>, %dv: memref<?x2x?x8xf32>) {

@@ -1,6 +1,5 @@
 #include "Backends/Coverage.h"
 
-#include "Abi/Arguments.h"
 #include "Spec/SpecNames.h"
 
 #include <algorithm>
@@ -15,7 +14,7 @@ constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifi
                                    Modifier::Int8KvCache, Modifier::Fp8KvCache,
                                    Modifier::KvAppend};
 constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights, Output::Backward,
-                               Output::TensorGradients};
+                               Output::AuxGradients};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
 // in every full row without a change here.
@@ -53,7 +52,7 @@ std::string_view outputName(Output o) {
   case Output::Lse: return "lse";
   case Output::Weights: return "weights";
   case Output::Backward: return "backward";
-  case Output::TensorGradients: return "tensor_gradients";
+  case Output::AuxGradients: return "aux_gradients";
   }
   return "?";
 }
@@ -89,13 +88,10 @@ std::vector<Modifier> modifiersOf(const Spec& s) {
   return used;
 }
 
-// Whether the backward entry writes a gradient besides grad_q, grad_k and grad_v.
-bool hasTensorGradients(const Spec& spec) {
-  const std::vector<Argument> args = backwardArguments(spec);
-  return std::any_of(args.begin(), args.end(), [](const Argument& a) {
-    return a.role == ArgumentRole::Output && a.name != gradientName("q") &&
-           a.name != gradientName("k") && a.name != gradientName("v");
-  });
+// Whether the spec has float aux tensors, whose gradients a backward entry writes.
+bool hasFloatAux(const Spec& spec) {
+  return std::any_of(spec.aux.begin(), spec.aux.end(),
+                     [](const AuxTensor& a) { return a.elementType == expr::Type::Float; });
 }
 
 std::vector<Output> outputsOf(const Spec& s) {
@@ -106,8 +102,8 @@ std::vector<Output> outputsOf(const Spec& s) {
     used.push_back(Output::Weights);
   if (s.backward)
     used.push_back(Output::Backward);
-  if (s.backward && hasTensorGradients(s))
-    used.push_back(Output::TensorGradients);
+  if (s.backward && hasFloatAux(s))
+    used.push_back(Output::AuxGradients);
   return used;
 }
 
@@ -156,10 +152,9 @@ std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
       return std::string(modifierName(m));
   for (Output o : outputsOf(spec))
     if (!listed(row.outputs, o))
-      return o == Output::Backward ? "backward=true"
-             : o == Output::TensorGradients
-                 ? "the gradients of bias, sinks, float aux tensors or weights (backward=true)"
-                 : std::string(outputName(o)) + " output";
+      return o == Output::Backward       ? "backward=true"
+             : o == Output::AuxGradients ? "the gradients of float aux tensors (backward=true)"
+                                         : std::string(outputName(o)) + " output";
   if (!listed(row.dtypes, spec.dtype))
     return "dtype=" + std::string(dtypeName(spec.dtype));
   return std::nullopt;

@@ -34,10 +34,10 @@ enum class Modifier {
   Fp8KvCache,
   KvAppend // the runtime writes the new rows into a host cache
 };
-// Backward: the bundle's backward entry (backward=true) with dq, dk and dv; TensorGradients:
-// the gradients it also writes of the other tensors a user may learn (bias, sinks, float aux
-// tensors, mha's inputs and weights: Abi/Arguments.h's learnable).
-enum class Output { O, Lse, Weights, Backward, TensorGradients };
+// Backward: the bundle's backward entry (backward=true), with the gradients of every tensor
+// its modifiers and variant read (a row listing bias or sinks writes theirs); AuxGradients:
+// the gradients it also writes of float aux tensors (aux= tensors score_mod reads).
+enum class Output { O, Lse, Weights, Backward, AuxGradients };
 
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its
 // dtype are listed.

@@ -87,7 +87,8 @@ def _with_lse(text):
 def _backward_spec(text, device_type):
     """The spec with its backward entry (backward=true: attnc.SpecError says why a spec cannot
     have one, a KV cache's), and the backend that builds it: on the CPU the reference backend
-    (f64: correct, slow) where no fused backend builds backward entries yet."""
+    (f64: correct, slow) where no fused backend builds this one (the MLIR backend builds
+    sdpa's in f32: docs/spec.md, "Backward")."""
     trained = Spec(dict(_keys(text), backward=True)).canonical
     if device_type == "cpu" and _backends(trained)["auto"] is None:
         return trained, "reference"

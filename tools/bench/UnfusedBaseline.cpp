@@ -111,7 +111,7 @@ const Coverage& UnfusedBaseline::coverage() {
     std::erase(row.modifiers, Modifier::Fp8KvCache);
     std::erase(row.modifiers, Modifier::KvAppend);
     std::erase(row.outputs, Output::Backward); // forward GEMMs only
-    std::erase(row.outputs, Output::TensorGradients);
+    std::erase(row.outputs, Output::AuxGradients);
     row.products = "f32 (OpenBLAS sgemm on inputs widened to f32)";
     return row;
   }();

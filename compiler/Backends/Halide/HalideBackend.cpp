@@ -117,7 +117,7 @@ std::span<const Coverage> HalideBackend::coverage() const {
     Coverage cuda = fullCoverage(Device::Cuda);
     cuda.variants = {Variant::Sdpa};
     std::erase(cuda.outputs, Output::Backward);
-    std::erase(cuda.outputs, Output::TensorGradients);
+    std::erase(cuda.outputs, Output::AuxGradients);
     cuda.dtypes = {DType::F32, DType::F16};
     std::erase(cuda.modifiers, Modifier::KvAppend);
     std::erase(cuda.modifiers, Modifier::Fp8KvCache);
@@ -131,7 +131,7 @@ std::span<const Coverage> HalideBackend::coverage() const {
     Coverage cpu = fullCoverage(Device::Cpu);
     std::erase(cpu.modifiers, Modifier::Fp8KvCache);
     std::erase(cpu.outputs, Output::Backward);
-    std::erase(cpu.outputs, Output::TensorGradients);
+    std::erase(cpu.outputs, Output::AuxGradients);
     cpu.gapReason = "Halide 14 has no 8-bit float type for fp8_e4m3 caches (the mlir backend "
                     "decodes them), and the backward entry is the reference backend's so far";
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "

@@ -16,6 +16,10 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
+// The accumulators of a register tile: with the operands it loads at each step (a row's column
+// vectors and the broadcast weights) they stay within AVX-512's 32 registers.
+constexpr int64_t kAccumulators = 16;
+
 // The widest vector of at most `lanes` f32 (a power of two) whose width divides d.
 int64_t columnWidth(int64_t d, int64_t lanes) {
   int64_t width = lanes;
@@ -61,9 +65,9 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
                        Value end, Value count, int64_t lanes) {
   const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
   const int64_t width = columnWidth(d, lanes);
-  // Register tiles of `unroll` keys x `columns` vectors, at most 24 accumulators.
-  const int64_t columns = std::min<int64_t>(d / width, 16);
-  const int64_t unroll = std::clamp<int64_t>(24 / columns, 1, 8);
+  // Register tiles of `unroll` keys x `columns` vectors.
+  const int64_t columns = std::min<int64_t>(d / width, 8);
+  const int64_t unroll = std::clamp<int64_t>(kAccumulators / columns, 1, 8);
   auto vector = VectorType::get({width}, b.getF32Type());
   forKeyGroups(b, begin, end, unroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
     for (int64_t c0 = 0; c0 < d / width; c0 += columns) {
@@ -98,8 +102,8 @@ void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value
                               Value head, Value firstKey, Value begin, Value end) {
   const int64_t lanes = cast<MemRefType>(weights.getType()).getDimSize(1) / vectors;
   const int64_t depth = cast<MemRefType>(rows.getType()).getDimSize(3);
-  // At most 24 accumulators: `columns` columns x the row vectors.
-  const int64_t columns = std::clamp<int64_t>(24 / vectors, 1, 16);
+  // Register tiles of `columns` columns x the row vectors.
+  const int64_t columns = std::clamp<int64_t>(kAccumulators / vectors, 1, 16);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   for (int64_t c0 = 0; c0 < depth; c0 += columns) {
     const int64_t n = std::min(columns, depth - c0);

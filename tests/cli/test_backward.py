@@ -1,6 +1,6 @@
 """The MLIR backend's backward kernels against the f64 reference on odd shapes: Tq != Tk,
 Tq = 1, sizes off every tile, fully masked rows, GQA, every mask, the modifiers and
-expressions whose derivative the compiler takes, at 1 and 2 threads."""
+expressions whose derivative the compiler takes, sinks and dropout, at 1 and 2 threads."""
 import os
 import unittest
 
@@ -26,6 +26,10 @@ CASES = [
     ("heads=2 d_k=32 mask=tensor", 2, 30, 50, None),
     ("heads=3 d_k=24 d_v=8 mask=causal", 1, 1, 77, None),
     ("heads=8 kv_heads=2 d_k=64 mask=causal layout=bshd", 1, 130, 130, None),
+    ("heads=4 kv_heads=2 d_k=16 sinks=true mask=causal", 2, 37, 53, None),
+    ("heads=2 d_k=16 sinks=true mask=padding", 3, 21, 33, "5,0,33"),
+    ("heads=4 kv_heads=1 d_k=16 dropout=0.2 seed=7 mask=causal", 2, 37, 53, None),
+    ("heads=2 d_k=24 dropout=0.3 seed=5 sinks=true softcap=10", 1, 1, 40, None),
 ]
 
 
@@ -48,9 +52,12 @@ class MlirBackward(CliTestCase):
         r = self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 mask=causal", "-o", self.tmp),
                         0)
         self.assertIn("_mlir.so", r.stdout)
-        self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 sinks=true", "-o", self.tmp), 2,
-                    "the mlir backend does not support sinks on cpu targets (the backward kernel",
+        self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 bias=true", "-o", self.tmp), 2,
+                    "the mlir backend does not support bias on cpu targets (the backward kernel",
                     "--backend reference builds every spec")
+        self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 aux=t:f32[Tk] "
+                          "score_mod=score+t[kv_idx]", "-o", self.tmp), 2,
+                    "does not support the gradients of float aux tensors")
 
 
 if __name__ == "__main__":

@@ -294,9 +294,9 @@ class VerifyBackward(CliTestCase):
 
     @needs_backends("mlir")
     def test_the_mlir_backend_names_what_its_backward_leaves_out(self):
-        self.expect(attnc("compile", "heads=2 d_k=8 lse=true backward=true dropout=0.1 seed=1",
+        self.expect(attnc("compile", "heads=2 d_k=8 lse=true backward=true rope=true",
                           "--backend", "mlir", "-o", self.tmp), 2,
-                    "does not support dropout on cpu targets (the backward kernel covers")
+                    "does not support rope on cpu targets (the backward kernel covers")
         self.expect(attnc("compile", "heads=2 d_k=8 lse=true backward=true bias=true",
                           "--backend", "mlir", "-o", self.tmp), 2, "does not support bias")
 

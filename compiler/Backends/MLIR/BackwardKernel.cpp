@@ -30,15 +30,21 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
   SmallVector<Value> sizes = {b.create<memref::DimOp>(q, 0),
                               b.create<arith::ConstantIndexOp>(spec.heads), seqQ,
                               b.create<memref::DimOp>(k, 2)};
+  auto optional = [&](const std::string& name) {
+    auto it = byName.find(name);
+    return it == byName.end() ? Value() : it->second;
+  };
   auto backward = b.create<attn::BackwardOp>(
-      q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, arg("grad_q"), arg("grad_k"),
-      arg("grad_v"), offsets, sizes, seqQ, b.getI64IntegerAttr(spec.heads),
-      b.getF64FloatAttr(spec.scale),
+      q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), arg("grad_q"),
+      arg("grad_k"), arg("grad_v"), optional(gradientName("sinks")), offsets, sizes, seqQ,
+      b.getI64IntegerAttr(spec.heads), b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"));
   buildScoreRegions(backward.getScoreMod(), backward.getMaskMod(), spec, auxOperands);
   const ScoreExpressions score(spec);
   if (!score.trees.empty())
     buildScoreGradientRegion(backward.getScoreGrad(), score.trees, spec, auxOperands);
+  if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
+    buildExpressionRegion(backward.getDropout(), *dropout, spec, auxOperands);
   b.create<func::ReturnOp>();
 }
 

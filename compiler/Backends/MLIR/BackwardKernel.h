@@ -11,8 +11,8 @@
 namespace attnc::mlirbackend {
 
 // Builds kBackwardKernelName at the builder's insertion point (a module's body). The spec is
-// one the backend's backward row covers (MlirBackend.cpp): sdpa in f32, whose only gradients
-// are dq, dk and dv.
+// one the backend's backward row covers (MlirBackend.cpp): sdpa in f32, whose gradients are
+// dq, dk, dv and with sinks grad_sinks.
 void buildBackwardKernel(mlir::ImplicitLocOpBuilder& b, const Spec& spec);
 
 } // namespace attnc::mlirbackend

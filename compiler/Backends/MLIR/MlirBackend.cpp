@@ -174,13 +174,13 @@ std::span<const Coverage> MlirBackend::coverage() const {
          {Variant::Sdpa},
          {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor, MaskKind::Global,
           MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird},
-         {Modifier::Alibi, Modifier::Softcap, Modifier::ScoreMod, Modifier::MaskMod},
+         {Modifier::Alibi, Modifier::Softcap, Modifier::Dropout, Modifier::ScoreMod,
+          Modifier::MaskMod, Modifier::Sinks},
          {Output::O, Output::Lse, Output::Backward},
          {DType::F32},
          {MaskKind::Strided, MaskKind::Dilated},
-         "the backward kernel covers sdpa in f32 without bias, sinks, dropout or RoPE "
-         "and writes dq, dk and dv; the rest of the backward is the reference "
-         "backend's",
+         "the backward kernel covers sdpa in f32 without bias or RoPE, and no float aux "
+         "tensor's gradient; the rest of the backward is the reference backend's",
          "",
          ""});
     return rows;

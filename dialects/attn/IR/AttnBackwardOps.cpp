@@ -40,6 +40,10 @@ LogicalResult BackwardOp::verify() {
       getGradKey().getType().getShape() != k.getShape() ||
       getGradValue().getType().getShape() != v.getShape())
     return emitOpError() << "each gradient must have its tensor's shape";
+  if (static_cast<bool>(getSinks()) != static_cast<bool>(getGradSinks()))
+    return emitOpError() << "sinks and grad_sinks come together";
+  if (Value sinks = getSinks(); sinks && cast<MemRefType>(sinks.getType()).getDimSize(0) != heads)
+    return emitOpError() << "sinks must have num_heads elements";
   if (!getScoreGrad().empty() && getScoreMod().empty())
     return emitOpError() << "score_grad is the derivative of score_mod, which is empty";
   return success();

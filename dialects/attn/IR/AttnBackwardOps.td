@@ -26,7 +26,10 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
 
     `score_grad` yields d score_mod / d x at the score (1 when the region is empty: no
     score_mod); the compiler derives it from score_mod (compiler/Expr/ExprDerive.h). A row
-    that kept nothing (lse = -inf) has p = 0 and gives nothing. The lowering
+    that kept nothing (lse = -inf) has p = 0 and gives nothing. With a `dropout` region
+    (its factor z_ij on a probability, as attn.online_update's), dv takes z_ij p_ij and dx
+    p_ij (z_ij dO_i . v_j - D_i). With `sinks` (a logit per head with no value, in lse),
+    `grad_sinks[h] = -sum_(b, i) exp(sink_h - lse_i) D_i`. The lowering
     (transform.attn.lower_backward) makes three phases: D per row, dK and dV per key block,
     dQ per query tile.
 
@@ -50,25 +53,30 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     Arg<MemRefRankOf<[F32], [3]>, "the forward's lse [B, H, Tq]", [MemRead]>:$lse,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "attention sinks [H]", [MemRead]>:$sinks,
     Arg<MemRefRankOf<[F32], [4]>, "dQ [B, H, Tq, d_k]", [MemWrite]>:$grad_query,
     Arg<MemRefRankOf<[F32], [4]>, "dK [B, H_kv, Tk, d_k]", [MemWrite]>:$grad_key,
     Arg<MemRefRankOf<[F32], [4]>, "dV [B, H_kv, Tk, d_v]", [MemWrite]>:$grad_value,
+    Arg<Optional<MemRefRankOf<[F32], [1]>>, "d sinks [H]", [MemWrite]>:$grad_sinks,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes,
     Index:$seq_q,
     I64Attr:$num_heads), Attn_ScoreAttrs);
   let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod,
-                 Attn_ExpressionRegion:$score_grad);
+                 Attn_ExpressionRegion:$score_grad, Attn_ExpressionRegion:$dropout);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
     (`aux` `(` $aux^ `:` type($aux) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `into` $grad_query `,` $grad_key `,` $grad_value
+    (`grad_sinks` `(` $grad_sinks^ `:` type($grad_sinks) `)`)?
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
     type($grad_output) `,` type($lse) `,` type($grad_query) `,` type($grad_key) `,`
     type($grad_value)
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`score_grad` $score_grad^)?
+    (`dropout` $dropout^)?
   }];
   let extraClassDeclaration = [{
     // What ScoreOpInterface asks of ops that read caches or additive weights: none here.

@@ -140,11 +140,17 @@ BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value
         keep = b.create<arith::AndIOp>(keep, masks);
       Value p = b.create<arith::SelectOp>(
           keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse[r])), zero);
-      Value g = b.create<arith::MulFOp>(
-          b.create<arith::MulFOp>(p, b.create<arith::SubFOp>(dp[at], rowDelta[r])), scale);
+      // With dropout's factor z: z p weights v, and dx = p (z dp - D) = z p dp - p D.
+      Value dropped = terms->dropout(b, p, positions[r], keyPositions);
+      Value difference =
+          dropped == p
+              ? Value(b.create<arith::MulFOp>(p, b.create<arith::SubFOp>(dp[at], rowDelta[r])))
+              : Value(b.create<arith::SubFOp>(b.create<arith::MulFOp>(dropped, dp[at]),
+                                              b.create<arith::MulFOp>(p, rowDelta[r])));
+      Value g = b.create<arith::MulFOp>(difference, scale);
       if (Value slope = terms->scoreGradient(b, x, positions[r], keyPositions))
         g = b.create<arith::SelectOp>(keep, b.create<arith::MulFOp>(g, slope), zero);
-      out.probability.push_back(p);
+      out.probability.push_back(dropped);
       out.score.push_back(g);
     }
   }

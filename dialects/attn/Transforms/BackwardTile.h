@@ -6,7 +6,9 @@
 //   x_j  = sum_c packedQ[c, :] k_jc            packedQ = scale Q[rows, :]^T (attn.pack_query)
 //   dp_j = sum_c packedDO[c, :] v_jc           packedDO = dO[rows, :]^T
 //   p_j  = kept ? exp(score_mod(x_j) - lse) : 0
-//   g_j  = scale p_j (dp_j - D) score_grad(x_j)           (the gradient of the raw q.k)
+//   g_j  = scale p_j (z_j dp_j - D) score_grad(x_j)       (the gradient of the raw q.k)
+//
+// z_j dropout's factor (1 without), and z_j p_j what weights v_j (dV's product).
 //
 // with lse and D (rowsum(dO * O), the first phase's) of the tile's rows. Rows past the
 // tile's count are not kept. A -inf score gives p = 0 even where lse is -inf; a NaN gives NaN.
@@ -47,7 +49,7 @@ public:
   // Packs the tile's query and output gradient rows and copies its lse and D, at b.
   void load(mlir::ImplicitLocOpBuilder& b);
 
-  // p and g (see above) at `keys`: [u * vectors() + r] for key u and row vector r.
+  // z p and g (see above) at `keys`: [u * vectors() + r] for key u and row vector r.
   struct Gradients {
     llvm::SmallVector<mlir::Value> probability, score;
   };

@@ -12,7 +12,9 @@
 //       dQ^T_s[:, i] += sum_j g_ij k_j      (the chunk's own copy s of dQ^T, rows in lanes)
 //     in register tiles over the block's keys or the tile's rows: five products of T^2 d,
 //     FlashAttention's count, with no score recomputed;
-//   phase 3, per query tile: dQ = sum_s dQ^T_s, the chunks in order.
+//   phase 3, per query tile: dQ = sum_s dQ^T_s, the chunks in order;
+//   with sinks, phase 1 also forms each tile's part of d sink_h = -sum_i exp(sink_h - lse_i) D_i
+//   and a phase 4 task per head sums the parts in order.
 //
 // The keys of a (batch, KV head) are split into S = ceil(8 / (B H_kv)) chunks, so that a
 // call with few heads (B H_kv = 1 on two cores) still has 8 tasks; S depends on B and H_kv
@@ -27,9 +29,12 @@
 #include "attn/Transforms/BackwardTile.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -71,6 +76,11 @@ private:
   void emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers, Value batch,
                     Value kvHead, Value firstKey, Value keyCount, Value slot);
   void emitQueryTiles();
+  void emitSinkGradients();
+  // D_i = sum_c dO_ic O_ic of one row.
+  Value rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row);
+  // A sink's probability in a row of log-sum-exp `lse`.
+  Value sinkProbability(ImplicitLocOpBuilder& rb, Value sink, Value lse);
 
   ImplicitLocOpBuilder& b;
   BackwardOp op;
@@ -79,6 +89,7 @@ private:
   Value delta;     // [B, H, Tq] f32 workspace: D
   Value queryGrad; // [S B, H, d_k, Tq rounded up to rows] f32 workspace: the chunks' dQ^T
   Value chunks;    // S
+  Value sinkParts; // [B, H, Tq / rows] f32 workspace with sinks: each tile's part of d sink
 };
 
 TileBuffers BackwardLowering::tileBuffers() {
@@ -95,20 +106,71 @@ KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
 void BackwardLowering::emitDelta() {
   const QueryTiles task = forEachQueryTile(b, op, tiles.rows);
   Value batch = task.batch, head = task.head, row = task.row;
-  forRange(b, indexConstant(b, 0), task.count, [&](ImplicitLocOpBuilder& rb, Value r) {
-    Value at = rb.create<arith::AddIOp>(row, r);
-    Value sum = foldRange(rb, indexConstant(rb, 0), indexConstant(rb, dv()), {f32Constant(rb, 0)},
-                          [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
-                            const SmallVector<Value, 4> indices{batch, head, at, c};
-                            Value product =
-                                cb.create<arith::MulFOp>(loadF32(cb, op.getGradOutput(), indices),
-                                                         loadF32(cb, op.getOutput(), indices));
-                            return SmallVector<Value>{cb.create<arith::AddFOp>(acc[0], product)};
-                          })
-                    .front();
-    rb.create<memref::StoreOp>(sum, delta, ValueRange{batch, head, at});
-  });
+  Value sink = op.getSinks() ? b.create<memref::LoadOp>(op.getSinks(), head).getResult() : Value();
+  // With sinks, the tile's part of d sink = -sum_i exp(sink - lse_i) D_i, in row order.
+  SmallVector<Value> part = {f32Constant(b, 0)};
+  part =
+      foldRange(b, indexConstant(b, 0), task.count, part,
+                [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
+                  Value at = rb.create<arith::AddIOp>(row, r);
+                  Value d = rowDelta(rb, batch, head, at);
+                  rb.create<memref::StoreOp>(d, delta, ValueRange{batch, head, at});
+                  if (!sink)
+                    return llvm::to_vector(carried);
+                  Value lse = rb.create<memref::LoadOp>(op.getLse(), ValueRange{batch, head, at});
+                  Value weight = sinkProbability(rb, sink, lse);
+                  return SmallVector<Value>{
+                      rb.create<arith::AddFOp>(carried[0], rb.create<arith::MulFOp>(weight, d))};
+                });
+  if (sink) {
+    Value tile = b.create<arith::DivUIOp>(row, indexConstant(b, tiles.rows));
+    b.create<memref::StoreOp>(part[0], sinkParts, ValueRange{batch, head, tile});
+  }
   b.setInsertionPointAfter(task.loop);
+}
+
+Value BackwardLowering::rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row) {
+  return foldRange(rb, indexConstant(rb, 0), indexConstant(rb, dv()), {f32Constant(rb, 0)},
+                   [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
+                     const SmallVector<Value, 4> indices{batch, head, row, c};
+                     Value product =
+                         cb.create<arith::MulFOp>(loadF32(cb, op.getGradOutput(), indices),
+                                                  loadF32(cb, op.getOutput(), indices));
+                     return SmallVector<Value>{cb.create<arith::AddFOp>(acc[0], product)};
+                   })
+      .front();
+}
+
+Value BackwardLowering::sinkProbability(ImplicitLocOpBuilder& rb, Value sink, Value lse) {
+  // exp(sink - lse), 0 for a -inf sink (even in a row whose lse is -inf too); NaN stays.
+  Value none = rb.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sink,
+                                        f32Constant(rb, -std::numeric_limits<double>::infinity()));
+  return rb.create<arith::SelectOp>(none, f32Constant(rb, 0),
+                                    rb.create<math::ExpOp>(rb.create<arith::SubFOp>(sink, lse)));
+}
+
+void BackwardLowering::emitSinkGradients() {
+  // A task per head: grad_sinks[h] = -sum_b sum_t part[b, h, t], in order.
+  Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
+  Value parts = b.create<memref::DimOp>(sinkParts, 2);
+  Value heads = indexConstant(b, op.getNumHeads());
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{heads}, ValueRange{}, std::nullopt);
+  b.setInsertionPointToStart(forall.getBody());
+  Value head = forall.getInductionVar(0);
+  Value sum =
+      foldRange(
+          b, indexConstant(b, 0), batches, {f32Constant(b, 0)},
+          [&](ImplicitLocOpBuilder& bb, Value batch, ValueRange outer) {
+            return foldRange(
+                bb, indexConstant(bb, 0), parts, outer,
+                [&](ImplicitLocOpBuilder& tb, Value t, ValueRange acc) {
+                  Value part = tb.create<memref::LoadOp>(sinkParts, ValueRange{batch, head, t});
+                  return SmallVector<Value>{tb.create<arith::AddFOp>(acc[0], part)};
+                });
+          })
+          .front();
+  b.create<memref::StoreOp>(b.create<arith::NegFOp>(sum), op.getGradSinks(), head);
+  b.setInsertionPointAfter(forall);
 }
 
 void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers,
@@ -248,11 +310,19 @@ void BackwardLowering::emit() {
   queryGrad =
       b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dk(), dynamic}, b.getF32Type()),
                                 ValueRange{b.create<arith::MulIOp>(chunks, batches), paddedRows});
+  if (op.getSinks())
+    sinkParts =
+        b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
+                                  ValueRange{batches, b.create<arith::CeilDivUIOp>(seqQ, rows)});
   emitDelta();
   emitChunkTasks();
   emitQueryTiles();
+  if (op.getSinks())
+    emitSinkGradients();
   b.create<memref::DeallocOp>(delta);
   b.create<memref::DeallocOp>(queryGrad);
+  if (sinkParts)
+    b.create<memref::DeallocOp>(sinkParts);
 }
 
 } // namespace

@@ -60,6 +60,9 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batch
   if (auto update = dyn_cast<OnlineUpdateOp>(op.getOperation());
       update && !update.getDropout().empty())
     dropoutFactor = &update.getDropout();
+  if (auto backward = dyn_cast<BackwardOp>(op.getOperation());
+      backward && !backward.getDropout().empty())
+    dropoutFactor = &backward.getDropout();
   if (op.getScoreMod().empty() && op.getMaskMod().empty() && !dropoutFactor)
     return;
   auto i32 = [&](Value index) { return b.create<arith::IndexCastOp>(b.getI32Type(), index); };

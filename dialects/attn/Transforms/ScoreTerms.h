@@ -46,7 +46,7 @@ public:
 
   // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
   // (where p weights v, after the row sums took it); p as it is when the op has no dropout
-  // (an update without the region, or attn.weights).
+  // (an update or a backward without the region, or attn.weights).
   mlir::Value dropout(mlir::ImplicitLocOpBuilder& b, mlir::Value p, mlir::Value queryPos,
                       mlir::Value keyPos) const;
 
@@ -76,7 +76,7 @@ private:
                         mlir::ArrayRef<mlir::Value> indices) const;
 
   mutable ScoreOpInterface op;   // (op accessors are not const)
-  mlir::Region* dropoutFactor;  // an update's dropout region, when not empty
+  mlir::Region* dropoutFactor;   // an update's or a backward's dropout region, when not empty
   // For the expression regions, as i32: b, h, g, off (qpos - q_idx), Tq, Tk.
   mlir::Value batch, head, kvHead, offset, seqQ, seqK;
 };

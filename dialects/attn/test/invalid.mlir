@@ -435,3 +435,36 @@ func.func @matmul_causal_steps(%a: memref<?x2x64x32xf32>, %b: memref<?x2x32x8xf3
   attn.matmul %a, %b into %o {causal} : memref<?x2x64x32xf32>, memref<?x2x32x8xf32>, memref<?x2x64x8xf32>
   return
 }
+
+// -----
+
+func.func @backward_gradient_shape(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>,
+                                   %v: memref<?x2x?x8xf32>, %o: memref<?x4x?x8xf32>,
+                                   %lse: memref<?x4x?xf32>, %dk: memref<?x2x?x8xf32>,
+                                   %n: index) {
+  // expected-error @+1 {{each gradient must have its tensor's shape}}
+  attn.backward %q, %k, %v, %o, %o, %lse into %q, %dk, %v
+      at [%n, %n, %n, %n] sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, scale = 0.25 : f64}
+      : memref<?x4x?x16xf32>, memref<?x2x?x16xf32>, memref<?x2x?x8xf32>, memref<?x4x?x8xf32>,
+        memref<?x4x?x8xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf32>, memref<?x2x?x8xf32>,
+        memref<?x2x?x8xf32>
+  return
+}
+
+// -----
+
+func.func @backward_score_grad_alone(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>,
+                                     %v: memref<?x2x?x8xf32>, %o: memref<?x4x?x8xf32>,
+                                     %lse: memref<?x4x?xf32>, %n: index) {
+  // expected-error @+1 {{score_grad is the derivative of score_mod, which is empty}}
+  attn.backward %q, %k, %v, %o, %o, %lse into %q, %k, %v
+      at [%n, %n, %n, %n] sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, scale = 0.25 : f64}
+      : memref<?x4x?x16xf32>, memref<?x2x?x16xf32>, memref<?x2x?x8xf32>, memref<?x4x?x8xf32>,
+        memref<?x4x?x8xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf32>, memref<?x2x?x16xf32>,
+        memref<?x2x?x8xf32>
+      score_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        gpu.yield %s : f32
+      }
+  return
+}

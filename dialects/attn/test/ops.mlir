@@ -106,6 +106,43 @@ func.func @weights(%q: tensor<?x4x?x32xf32>, %k: tensor<?x2x?x32xf32>, %v: tenso
   return %p : tensor<?x4x?x?xf32>
 }
 
+// The backward on buffers: sinks with their gradient, and the regions score_mod, score_grad
+// (its derivative) and dropout.
+// CHECK-LABEL: func.func @backward
+func.func @backward(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>, %v: memref<?x2x?x8xf32>,
+                    %o: memref<?x4x?x8xf32>, %lse: memref<?x4x?xf32>, %sinks: memref<4xf32>,
+                    %dsinks: memref<4xf32>, %n: index) {
+  // CHECK: attn.backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks(%{{.*}} : memref<4xf32>) into %{{.*}}, %{{.*}}, %{{.*}} grad_sinks(%{{.*}} : memref<4xf32>)
+  // CHECK: score_mod {
+  // CHECK: score_grad {
+  // CHECK: dropout {
+  attn.backward %q, %k, %v, %o, %o, %lse sinks(%sinks : memref<4xf32>) into %q, %k, %v
+      grad_sinks(%dsinks : memref<4xf32>)
+      at [%n, %n, %n, %n] sizes [%n, %n, %n, %n] seq_q %n {num_heads = 4 : i64, scale = 0.25 : f64}
+      : memref<?x4x?x16xf32>, memref<?x2x?x16xf32>, memref<?x2x?x8xf32>, memref<?x4x?x8xf32>,
+        memref<?x4x?x8xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf32>, memref<?x2x?x16xf32>,
+        memref<?x2x?x8xf32>
+      score_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %t = math.tanh %s : f32
+        gpu.yield %t : f32
+      }
+      score_grad {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %t = math.tanh %s : f32
+        %t2 = arith.mulf %t, %t : f32
+        %one = arith.constant 1.0 : f32
+        %d = arith.subf %one, %t2 : f32
+        gpu.yield %d : f32
+      }
+      dropout {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %two = arith.constant 2.0 : f32
+        gpu.yield %two : f32
+      }
+  return
+}
+
 // A document mask and a score_mod as regions over the op's aux tensors.
 // CHECK-LABEL: func.func @expressions
 func.func @expressions(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,

@@ -177,10 +177,11 @@ std::span<const Coverage> MlirBackend::coverage() const {
          {Modifier::Alibi, Modifier::Softcap, Modifier::Dropout, Modifier::ScoreMod,
           Modifier::MaskMod, Modifier::Sinks},
          {Output::O, Output::Lse, Output::Backward},
-         {DType::F32},
+         {DType::F32, DType::F16, DType::BF16},
          {MaskKind::Strided, MaskKind::Dilated},
-         "the backward kernel covers sdpa in f32 without bias or RoPE, and no float aux "
-         "tensor's gradient; the rest of the backward is the reference backend's",
+         "the backward kernel covers sdpa without bias or RoPE (f16 and bf16 widened to f32), "
+         "and no float aux tensor's gradient; the rest of the backward is the reference "
+         "backend's",
          "",
          ""});
     return rows;

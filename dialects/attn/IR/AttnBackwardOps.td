@@ -12,7 +12,8 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
   let summary = "Writes dQ, dK and dV of the attention whose scores it recomputes";
   let description = [{
     For the attention of attn.attention (the same attributes, score_mod and mask_mod regions)
-    over the domain `offsets` = [0, 0, 0, 0], `sizes` = [B, H, Tq, Tk], with x_ij = scale q_i.k_j
+    over the domain `offsets` = [0, 0, 0, 0], `sizes` = [B, H, Tq, Tk] (tensors of f32, f16
+    or bf16, computed in f32; lse f32), with x_ij = scale q_i.k_j
     the raw score, s_ij = score_mod(x_ij) and K_ij whether mask_mod keeps it:
 
     ```
@@ -45,18 +46,18 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     ```
   }];
   let arguments = !con((ins
-    Arg<MemRefRankOf<[F32], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
-    Arg<MemRefRankOf<[F32], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
-    Arg<MemRefRankOf<[F32], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
-    Arg<MemRefRankOf<[F32], [4]>, "the forward's output [B, H, Tq, d_v]", [MemRead]>:$output,
-    Arg<MemRefRankOf<[F32], [4]>, "the output's gradient [B, H, Tq, d_v]", [MemRead]>:$grad_output,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "key [B, H_kv, Tk, d_k]", [MemRead]>:$key,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "value [B, H_kv, Tk, d_v]", [MemRead]>:$value,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "the forward's output [B, H, Tq, d_v]", [MemRead]>:$output,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "the output's gradient [B, H, Tq, d_v]", [MemRead]>:$grad_output,
     Arg<MemRefRankOf<[F32], [3]>, "the forward's lse [B, H, Tq]", [MemRead]>:$lse,
     Arg<Variadic<MemRefRankOf<[I8, I32, F16, BF16, F32], [1, 2, 3, 4]>>, "aux tensors",
         [MemRead]>:$aux,
     Arg<Optional<MemRefRankOf<[F32], [1]>>, "attention sinks [H]", [MemRead]>:$sinks,
-    Arg<MemRefRankOf<[F32], [4]>, "dQ [B, H, Tq, d_k]", [MemWrite]>:$grad_query,
-    Arg<MemRefRankOf<[F32], [4]>, "dK [B, H_kv, Tk, d_k]", [MemWrite]>:$grad_key,
-    Arg<MemRefRankOf<[F32], [4]>, "dV [B, H_kv, Tk, d_v]", [MemWrite]>:$grad_value,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dQ [B, H, Tq, d_k]", [MemWrite]>:$grad_query,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dK [B, H_kv, Tk, d_k]", [MemWrite]>:$grad_key,
+    Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dV [B, H_kv, Tk, d_v]", [MemWrite]>:$grad_value,
     Arg<Optional<MemRefRankOf<[F32], [1]>>, "d sinks [H]", [MemWrite]>:$grad_sinks,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes,

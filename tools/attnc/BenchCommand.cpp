@@ -95,7 +95,7 @@ Action addBenchCommand(CLI::App& app) {
         throw UsageError("--backward: " + o->run.bundle +
                          " has no backward entry; compile its spec with backward=true");
       timedRuns(bundle, call, threads, 1); // the forward's o and lse, which the backward reads
-      call = prepareBackwardCall(call, o->run.call.seed);
+      call = prepareBackwardCall(std::move(call), o->run.call.seed);
     }
     TimedCall device(bundle, call, o->flushCaches);
 

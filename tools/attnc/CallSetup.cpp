@@ -403,8 +403,17 @@ Call prepareCall(const Spec& spec, const CallFlags& flags) {
   return call;
 }
 
-Call prepareBackwardCall(const Call& forward, uint64_t seed) {
+Call prepareBackwardCall(Call&& forward, uint64_t seed) {
   Call call{forward.spec, backwardArguments(forward.spec), {}, forward.sizes, ATTNC_ENTRY_BACKWARD};
+  // Each gradient shaped as the tensor it differentiates (a broadcast bias of its own shape),
+  // taken before the forward's tensors move over as they are: the process never holds them
+  // twice.
+  std::map<std::string, std::pair<DLDataType, std::vector<int64_t>>> gradientShapes;
+  for (const Argument& arg : call.arguments)
+    if (arg.role == ArgumentRole::Output) {
+      const HostTensor& learned = forward.tensor(learnedName(arg.name));
+      gradientShapes.emplace(arg.name, std::pair{learned.dtype(), learned.shape()});
+    }
   // Streams apart from the forward's inputs', so grad_o is drawn independently of them.
   constexpr uint32_t kBackwardStreams = 1u << 16;
   for (size_t i = 0; i < call.arguments.size(); ++i) {
@@ -415,16 +424,12 @@ Call prepareBackwardCall(const Call& forward, uint64_t seed) {
       tensor.assign(randomValues(call.spec, arg, shape, call.sizes, seed,
                                  kBackwardStreams + static_cast<uint32_t>(i)));
       call.tensors.push_back(std::move(tensor));
-      continue;
+    } else if (arg.role == ArgumentRole::Output) {
+      const auto& [dtype, shape] = gradientShapes.at(arg.name);
+      call.tensors.emplace_back(dtype, shape);
+    } else {
+      call.tensors.push_back(std::move(forward.tensor(arg.name)));
     }
-    // The forward's tensors as they are (a broadcast bias of its own shape), and each gradient
-    // shaped as the tensor it differentiates.
-    const bool gradient = arg.role == ArgumentRole::Output;
-    const HostTensor& given = forward.tensor(gradient ? learnedName(arg.name) : arg.name);
-    HostTensor tensor(given.dtype(), given.shape());
-    if (!gradient)
-      std::memcpy(tensor.data(), given.data(), given.bytes());
-    call.tensors.push_back(std::move(tensor));
   }
   return call;
 }

@@ -42,9 +42,10 @@ std::string sizesText(const RunSizes& z);
 // names, unreadable files or disagreeing sizes.
 Call prepareCall(const Spec& spec, const CallFlags& flags);
 
-// The backward call after the forward `call` ran: its inputs, its o and lse as they are (a
-// kernel's, as training passes them), grad_o drawn from `seed`, and the gradients to fill.
-Call prepareBackwardCall(const Call& forward, uint64_t seed);
+// The backward call after the forward call ran, its tensors moved in (a process never holds
+// them twice): its inputs, its o and lse as they are (a kernel's, as training passes them),
+// grad_o drawn from `seed`, and the gradients to fill.
+Call prepareBackwardCall(Call&& forward, uint64_t seed);
 
 // The f64 reference on the call's inputs: one f64 tensor per output argument, in order (the
 // gradients, for a backward call).

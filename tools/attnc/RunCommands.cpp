@@ -90,8 +90,8 @@ bool compareOutputs(const Call& call, const std::vector<HostTensor>& expected,
 
 // The backward entry on the forward call's inputs and the kernel's own o and lse, against the
 // reference's gradients.
-bool verifyBackward(const runtime::Bundle& bundle, const Call& forward, const RunOptions& o) {
-  Call call = prepareBackwardCall(forward, o.call.seed);
+bool verifyBackward(const runtime::Bundle& bundle, Call&& forward, const RunOptions& o) {
+  Call call = prepareBackwardCall(std::move(forward), o.call.seed);
   const double ms = timedRuns(bundle, call, o.threads, 1).front();
   std::vector<HostTensor> expected = referenceOutputs(call, threadedFor(threadsOrAll(o.threads)));
   fmt::print("backward, kernel {:.3f} ms\n", ms);
@@ -139,7 +139,7 @@ Action addVerifyCommand(CLI::App& app) {
                pass ? "PASS" : "FAIL", tolerance.absolute, tolerance.relative,
                dtypeName(spec.dtype), reductionLength(spec, call.sizes[SizeSymbol::SeqK]));
     if (*backward)
-      pass = verifyBackward(bundle, call, *o) && pass;
+      pass = verifyBackward(bundle, std::move(call), *o) && pass;
     return pass ? 0 : 1;
   };
 }

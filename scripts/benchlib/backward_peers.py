@@ -1,0 +1,85 @@
+"""scripts/bench-backward: the backward entry (attnc's MLIR kernel, `attnc bench --backward`)
+against PyTorch's CPU flash SDPA backward (the peer torch-sdpa-backward: dq, dk and dv from a
+random dL/do, the forward's graph kept, so each timed call is the backward alone).
+
+The issue's shapes: B 1, T 2048, f32, H 8 with d 64 and 128, no mask and causal, at 1 thread;
+and B H = 1 (d 64) at 2 threads, where PyTorch's kernel has one (batch, head) to share. Each
+figure is the median over separate processes, attnc's and the peer's alternated round by round
+(rounds.py), the limits measured in the same run (machine.py); rates count FlashAttention's
+backward FLOPs, 2.5 times the forward's 4 B H T^2 d (halved for causal)."""
+import os
+import statistics
+import sys
+import tempfile
+
+import attnc
+import machine
+import tables
+from rounds import Rounds, arguments, cell
+
+# (heads, d, mask, threads)
+SHAPES = [(8, 64, "none", 1), (8, 64, "causal", 1), (8, 128, "none", 1), (8, 128, "causal", 1),
+          (1, 64, "none", 2), (1, 64, "causal", 2)]
+QUICK = SHAPES[:1] + SHAPES[4:5]
+RUNS = 3
+
+
+def key(shape, who):
+    return "%s | %s" % ("h%d d%d %s %dt" % shape, who)
+
+
+def spec(heads, d, mask):
+    text = "variant=sdpa heads=%d d_k=%d lse=true backward=true" % (heads, d)
+    return text + (" mask=causal" if mask == "causal" else "")
+
+
+def schedule(rounds, shapes, seq, work):
+    for shape in shapes:
+        heads, d, mask, threads = shape
+        bundle = attnc.compile_bundle(spec(heads, d, mask), os.path.join(work, key(shape, "")))
+        argv = attnc.bench_argv(bundle, seq, seq, threads, RUNS, extra=["--backward"])
+        argv.remove("--no-baseline")  # the backward has no unfused baseline to skip
+        rounds.attnc(key(shape, "attnc"), argv)
+        rounds.peer("torch-sdpa-backward", threads, key(shape, "torch"),
+                    {"heads": heads, "kv_heads": heads, "d": d, "tq": seq, "tk": seq,
+                     "dtype": "f32", "mask": mask, "runs": RUNS})
+
+
+def gflops(shape, seq, samples):
+    heads, d, mask, _ = shape
+    flops = 2.5 * 4 * heads * seq * seq * d / (2 if mask == "causal" else 1)
+    return flops / (statistics.median(samples) * 1e6)
+
+
+def rows(rounds, shapes, seq, peak):
+    for shape in shapes:
+        ours, theirs = rounds.figure(key(shape, "attnc")), rounds.figure(key(shape, "torch"))
+        threads = shape[3]
+        rate = gflops(shape, seq, ours) if ours else None
+        yield ["H %d, d %d, %s" % shape[:3], threads,
+               cell(ours) if ours else "could not run: " + rounds.error(key(shape, "attnc")),
+               "%.1f (%.0f%%)" % (rate, 100 * rate / (peak * threads)) if rate else "–",
+               cell(theirs) if theirs else "could not run: " + rounds.error(key(shape, "torch")),
+               "%.2fx" % (statistics.median(theirs) / statistics.median(ours))
+               if ours and theirs else "–"]
+
+
+def main():
+    args = arguments(__doc__, "H 8 d 64 at 1 thread and B H = 1 at 2 threads", seq=True)
+    shapes = QUICK if args.quick else SHAPES
+    limits = machine.measure()
+    rounds = Rounds(args.rounds, sys.executable)
+    with tempfile.TemporaryDirectory() as work:
+        schedule(rounds, shapes, args.seq, work)
+        rounds.run()
+    print(machine.header(limits))
+    print("\npeer: %s; attnc %s; %d processes a figure, alternated; B 1, T %d, f32" % (
+        ", ".join(sorted(set(rounds.versions.values()))) or "none", attnc.commit(),
+        args.rounds, args.seq))
+    print("\n" + tables.markdown(
+        ["shape", "threads", "attnc ms", "GFLOP/s (% of FMA peak)", "PyTorch SDPA backward ms",
+         "attnc faster by"], rows(rounds, shapes, args.seq, limits["fma"])))
+
+
+if __name__ == "__main__":
+    main()

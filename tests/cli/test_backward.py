@@ -1,7 +1,7 @@
 """The MLIR backend's backward kernels against the f64 reference on odd shapes: Tq != Tk,
 Tq = 1, sizes off every tile, fully masked rows, GQA, every mask, the modifiers and
-expressions whose derivative the compiler takes, sinks and dropout, f16 and bf16, at 1 and 2
-threads."""
+expressions whose derivative the compiler takes, sinks, dropout and RoPE, f16 and bf16, at 1
+and 2 threads."""
 import os
 import unittest
 
@@ -33,6 +33,9 @@ CASES = [
     ("heads=2 d_k=24 dropout=0.3 seed=5 sinks=true softcap=10", 1, 1, 40, None),
     ("heads=4 kv_heads=2 d_k=32 dtype=bf16 mask=causal", 2, 37, 53, None),
     ("heads=2 d_k=16 dtype=f16 sinks=true mask=padding", 3, 21, 33, "5,0,33"),
+    ("heads=4 kv_heads=2 d_k=16 rope=true mask=causal", 2, 37, 53, None),
+    ("heads=2 d_k=24 rope=true rope_dims=16 rope_style=interleaved causal_align=top_left "
+     "mask=causal dtype=bf16", 1, 45, 19, None),
 ]
 
 

@@ -165,6 +165,25 @@ def test_gradients_of_named_tensors_and_the_refused_lse_gradient():
         lse.sum().backward()
 
 
+def test_the_mlir_backward_is_the_same_at_any_thread_count():
+    """Each gradient element is one task's sum in a fixed order, so its bits do not depend on
+    the threads: with few (batch, KV head) pairs (the keys split into chunks, each with its own
+    copy of dQ, summed in order) and with many."""
+    for batch, heads, kv_heads, modifiers in ((1, 2, 1, "mask=causal sinks=true"),
+                                              (4, 4, 2, "dropout=0.1 seed=3")):
+        spec = "heads=%d kv_heads=%d d_k=16 %s" % (heads, kv_heads, modifiers)
+        kernel = attnc.compile(spec + " lse=true backward=true", backend="mlir")
+        q, k, v = qkv(77, 91, heads=heads, kv_heads=kv_heads, batch=batch)
+        named = {"sinks": torch.randn(heads)} if "sinks" in spec else {}
+        o, lse = kernel(q, k, v, **named)
+        grad_o = torch.randn_like(o)
+        runs = [kernel.backward(q, k, v, o=o, lse=lse, grad_o=grad_o, threads=threads, **named)
+                for threads in (1, 2, 3)]
+        for name, first, *others in zip(kernel.gradients, *runs):
+            for other in others:
+                assert torch.equal(first, other), (spec, name)
+
+
 def test_tensors_that_require_gradients_run_forward_in_every_dtype():
     """DLPack refuses a tensor that requires a gradient: the kernel's inputs are detached."""
     for dtype, spec in ((torch.float32, GQA_CAUSAL), (torch.bfloat16, GQA_CAUSAL.replace(

@@ -6,9 +6,74 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
+#include <optional>
+#include <tuple>
+
 using namespace mlir;
 
 namespace attnc::mlirbackend {
+namespace {
+
+// RoPE taken back: the backward reads q and k rotated as the forward did (R(pos) x, into
+// buffers of their type), writes dq and dk of the rotated rows into f32 buffers, and those go
+// back through R(pos)^T into grad_q and grad_k (attn.rope's transposed).
+class RotatedRows {
+public:
+  RotatedRows(ImplicitLocOpBuilder& b, const Spec& spec, Value q, Value k, Value gradQ, Value gradK)
+      : spec(spec), gradQ(gradQ), gradK(gradK) {
+    rotatedQ = buffer(b, q, elementOf(q));
+    rotatedK = buffer(b, k, elementOf(k));
+    rotatedGradQ = buffer(b, q, b.getF32Type());
+    rotatedGradK = buffer(b, k, b.getF32Type());
+    Value zero = b.create<arith::ConstantIndexOp>(0);
+    queryOffset =
+        spec.causalAlign == CausalAlign::BottomRight
+            ? b.create<arith::SubIOp>(b.create<memref::DimOp>(k, 2), b.create<memref::DimOp>(q, 2))
+                  .getResult()
+            : zero;
+    rotate(b, q, rotatedQ, queryOffset, false);
+    rotate(b, k, rotatedK, zero, false);
+  }
+
+  // What attn.backward reads and writes in place of q, k, grad_q and grad_k.
+  std::tuple<Value, Value, Value, Value> operands() const {
+    return {rotatedQ, rotatedK, rotatedGradQ, rotatedGradK};
+  }
+
+  // The rotated rows' gradients taken back into grad_q and grad_k; the buffers freed.
+  void finish(ImplicitLocOpBuilder& b) {
+    rotate(b, rotatedGradQ, gradQ, queryOffset, true);
+    rotate(b, rotatedGradK, gradK, b.create<arith::ConstantIndexOp>(0), true);
+    for (Value buffer : {rotatedQ, rotatedK, rotatedGradQ, rotatedGradK})
+      b.create<memref::DeallocOp>(buffer);
+  }
+
+private:
+  static Type elementOf(Value rows) { return cast<MemRefType>(rows.getType()).getElementType(); }
+
+  // A buffer of `rows`' shape and `element` type (a kernel's workspace).
+  static Value buffer(ImplicitLocOpBuilder& b, Value rows, Type element) {
+    auto type = cast<MemRefType>(rows.getType());
+    SmallVector<Value> dynamicSizes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        dynamicSizes.push_back(b.create<memref::DimOp>(rows, d));
+    return b.create<memref::AllocOp>(MemRefType::get(type.getShape(), element), dynamicSizes);
+  }
+
+  void rotate(ImplicitLocOpBuilder& b, Value rows, Value into, Value offset, bool transposed) {
+    b.create<attn::RopeOp>(
+        rows, into, offset, Value(),
+        b.getStringAttr(spec.ropeStyle == RopeStyle::Half ? "half" : "interleaved"),
+        b.getF64FloatAttr(spec.ropeTheta), b.getI64IntegerAttr(spec.ropeDims),
+        transposed ? b.getUnitAttr() : UnitAttr());
+  }
+
+  const Spec& spec;
+  Value gradQ, gradK, rotatedQ, rotatedK, rotatedGradQ, rotatedGradK, queryOffset;
+};
+
+} // namespace
 
 void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
   const std::vector<Argument> args = backwardArguments(spec);
@@ -26,6 +91,10 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
   Value q = arg("q"), k = arg("k");
   Value zero = b.create<arith::ConstantIndexOp>(0);
   Value seqQ = b.create<memref::DimOp>(q, 2);
+  Value gradQ = arg("grad_q"), gradK = arg("grad_k");
+  std::optional<RotatedRows> rotated;
+  if (spec.rope)
+    rotated.emplace(b, spec, q, k, gradQ, gradK);
   SmallVector<Value> offsets(4, zero);
   SmallVector<Value> sizes = {b.create<memref::DimOp>(q, 0),
                               b.create<arith::ConstantIndexOp>(spec.heads), seqQ,
@@ -34,9 +103,11 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
     auto it = byName.find(name);
     return it == byName.end() ? Value() : it->second;
   };
+  if (rotated)
+    std::tie(q, k, gradQ, gradK) = rotated->operands();
   auto backward = b.create<attn::BackwardOp>(
-      q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), arg("grad_q"),
-      arg("grad_k"), arg("grad_v"), optional(gradientName("sinks")), offsets, sizes, seqQ,
+      q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), gradQ, gradK,
+      arg("grad_v"), optional(gradientName("sinks")), offsets, sizes, seqQ,
       b.getI64IntegerAttr(spec.heads), b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"));
   buildScoreRegions(backward.getScoreMod(), backward.getMaskMod(), spec, auxOperands);
@@ -45,6 +116,8 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
     buildScoreGradientRegion(backward.getScoreGrad(), score.trees, spec, auxOperands);
   if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
     buildExpressionRegion(backward.getDropout(), *dropout, spec, auxOperands);
+  if (rotated)
+    rotated->finish(b);
   b.create<func::ReturnOp>();
 }
 

@@ -174,14 +174,13 @@ std::span<const Coverage> MlirBackend::coverage() const {
          {Variant::Sdpa},
          {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor, MaskKind::Global,
           MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird},
-         {Modifier::Alibi, Modifier::Softcap, Modifier::Dropout, Modifier::ScoreMod,
+         {Modifier::Alibi, Modifier::Softcap, Modifier::Rope, Modifier::Dropout, Modifier::ScoreMod,
           Modifier::MaskMod, Modifier::Sinks},
          {Output::O, Output::Lse, Output::Backward},
          {DType::F32, DType::F16, DType::BF16},
          {MaskKind::Strided, MaskKind::Dilated},
-         "the backward kernel covers sdpa without bias or RoPE (f16 and bf16 widened to f32), "
-         "and no float aux tensor's gradient; the rest of the backward is the reference "
-         "backend's",
+         "the backward kernel covers sdpa without bias (f16 and bf16 widened to f32), and no "
+         "float aux tensor's gradient; the rest of the backward is the reference backend's",
          "",
          ""});
     return rows;

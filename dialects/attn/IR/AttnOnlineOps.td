@@ -75,7 +75,9 @@ def Attn_RopeOp : Attn_Op<"rope"> {
     attn.attention's `rope` becomes one of these for the query (offset: its alignment) and one
     for the keys (offset 0), into workspace buffers the online ops then read. With `ends`
     (a KV cache's seq_lens), row t of batch b sits at t + offset + ends[b]: the queries, with
-    offset -Tq, at the end of each sequence; a cache's keys are rotated already.
+    offset -Tq, at the end of each sequence; a cache's keys are rotated already. With
+    `transposed`, R(t + offset)^T = R(-(t + offset)) rotates instead: the backward's, taking
+    the gradients of the rotated rows back to the rows.
 
     Example:
 
@@ -91,7 +93,8 @@ def Attn_RopeOp : Attn_Op<"rope"> {
     Optional<MemRefRankOf<[I32], [1]>>:$ends,
     StrAttr:$style,
     F64Attr:$theta,
-    I64Attr:$dims
+    I64Attr:$dims,
+    UnitAttr:$transposed
   );
   let assemblyFormat = [{
     $input `into` $output `offset` $offset (`ends` $ends^)? attr-dict `:` type($input) `,`

@@ -70,7 +70,7 @@ void emitRope(ImplicitLocOpBuilder& b, AttentionOp op, StringRef style, Value& q
   Value rotatedQ = bufferLike(q), rotatedK = ends ? Value() : bufferLike(k);
   auto rotate = [&](Value rows, Value rotated, Value offset, Value ends) {
     b.create<RopeOp>(rows, rotated, offset, ends, b.getStringAttr(style), op.getRopeThetaAttr(),
-                     b.getI64IntegerAttr(dims));
+                     b.getI64IntegerAttr(dims), /*transposed=*/UnitAttr());
   };
   if (ends) {
     rotate(q, rotatedQ, b.create<arith::SubIOp>(zero, seqQ), ends);

@@ -69,6 +69,8 @@ private:
   }
   TileBuffers tileBuffers();
   KeyBlockBuffers keyBlockBuffers();
+  // D's, dQ's copies' and the sink parts' buffers, and S.
+  void emitWorkspace();
   void emitDelta();
   void emitChunkTasks();
   // dK and dV of keys [firstKey, firstKey + keyCount) of (batch, kvHead), and the keys'
@@ -297,6 +299,23 @@ void BackwardLowering::emitQueryTiles() {
 }
 
 void BackwardLowering::emit() {
+  emitWorkspace();
+  emitDelta();
+  emitChunkTasks();
+  emitQueryTiles();
+  if (op.getSinks())
+    emitSinkGradients();
+  b.create<memref::DeallocOp>(delta);
+  b.create<memref::DeallocOp>(queryGrad);
+  if (sinkParts)
+    b.create<memref::DeallocOp>(sinkParts);
+}
+
+void BackwardLowering::emitWorkspace() {
+  // Before the block's first phase (a kernel's workspace precedes its phases: RoPE's rotations
+  // may run before this op's).
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(firstPhase(*op->getBlock()));
   Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
   Value seqQ = op.getSeqQ();
   Value rows = indexConstant(b, tiles.rows);
@@ -314,15 +333,6 @@ void BackwardLowering::emit() {
     sinkParts =
         b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                   ValueRange{batches, b.create<arith::CeilDivUIOp>(seqQ, rows)});
-  emitDelta();
-  emitChunkTasks();
-  emitQueryTiles();
-  if (op.getSinks())
-    emitSinkGradients();
-  b.create<memref::DeallocOp>(delta);
-  b.create<memref::DeallocOp>(queryGrad);
-  if (sinkParts)
-    b.create<memref::DeallocOp>(sinkParts);
 }
 
 } // namespace

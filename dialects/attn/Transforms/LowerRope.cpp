@@ -80,7 +80,9 @@ FailureOr<scf::ForallOp> lowerRope(RewriterBase& rewriter, RopeOp op, int64_t ro
           position, pb.create<memref::LoadOp>(frequency, ValueRange{p}));
       auto [c, s] = cosSin(pb, angle);
       pb.create<memref::StoreOp>(c, cosines, ValueRange{p});
-      pb.create<memref::StoreOp>(s, sines, ValueRange{p});
+      // R^T: the rotation by the opposite angle, whose sine is -s.
+      pb.create<memref::StoreOp>(op.getTransposed() ? Value(pb.create<arith::NegFOp>(s)) : s, sines,
+                                 ValueRange{p});
     });
     forRange(rb, zero, heads, [&](ImplicitLocOpBuilder& hb, Value h) {
       // (x_a, x_b) -> (x_a c - x_b s, x_a s + x_b c)
@@ -97,12 +99,11 @@ FailureOr<scf::ForallOp> lowerRope(RewriterBase& rewriter, RopeOp op, int64_t ro
         storeF32(pb, ra, output, {batchIndex, h, t, a});
         storeF32(pb, rbValue, output, {batchIndex, h, t, bDim});
       });
-      forRange(hb, indexConstant(hb, dims), indexConstant(hb, headDim),
-               [&](ImplicitLocOpBuilder& cb, Value d) {
-                 cb.create<memref::StoreOp>(
-                     cb.create<memref::LoadOp>(input, ValueRange{batchIndex, h, t, d}), output,
-                     ValueRange{batchIndex, h, t, d});
-               });
+      forRange(
+          hb, indexConstant(hb, dims), indexConstant(hb, headDim),
+          [&](ImplicitLocOpBuilder& cb, Value d) {
+            storeF32(cb, loadF32(cb, input, {batchIndex, h, t, d}), output, {batchIndex, h, t, d});
+          });
     });
   });
   rewriter.eraseOp(op);

@@ -61,6 +61,20 @@ func.func @rotate_at_the_ends(%in: memref<?x2x?x8xf16>, %out: memref<?x2x?x8xf16
   return
 }
 
+// Transposed, R(pos)^T = R(-pos) (the backward's): the sine negated before any pair uses it;
+// rows of f32 gradients into f16 rows.
+// CHECK-LABEL: func.func @rotate_back
+// CHECK: %[[SIN:.*]] = math.sin %{{.*}} : f32
+// CHECK: %[[NEG:.*]] = arith.negf %[[SIN]] : f32
+// CHECK: memref.store %[[NEG]]
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+func.func @rotate_back(%in: memref<?x2x?x8xf32>, %out: memref<?x2x?x8xf16>, %offset: index) {
+  attn.rope %in into %out offset %offset
+      {style = "half", theta = 1.0e4 : f64, dims = 4 : i64, transposed}
+      : memref<?x2x?x8xf32>, memref<?x2x?x8xf16>
+  return
+}
+
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %f = transform.structured.match ops{["func.func"]} in %root

@@ -112,6 +112,13 @@ public:
 // 8-bit float type; the MLIR backend decodes them) and the backward entry. On CUDA the schedule
 // covers sdpa, and bf16 is out: LLVM 14's NVPTX code generator (inside Halide 14) aborts on bf16
 // values.
+// The backward is refused by decision: dS feeds two reductions in opposite loop orders (dK, dV
+// over the queries of a key block, dQ over the keys of a query row). The MLIR kernel computes
+// each dS tile once and adds it into both, dQ into a per-chunk copy summed in order. A Halide
+// Func cannot be updated from inside another Func's reduction, so Halide 14 would recompute the
+// scores for dQ (seven products of T^2 d against five) or hold them whole (T x T). Either way it
+// would stay behind the MLIR kernel, which its forward already trails on CPUs
+// (docs/benchmarks.md).
 std::span<const Coverage> HalideBackend::coverage() const {
   static const std::vector<Coverage> rows = [] {
     Coverage cuda = fullCoverage(Device::Cuda);
@@ -124,7 +131,8 @@ std::span<const Coverage> HalideBackend::coverage() const {
     cuda.gapReason = "its CUDA schedule covers sdpa, LLVM 14's NVPTX code generator inside "
                      "Halide 14 aborts on bf16 values, Halide 14 has no 8-bit float type for "
                      "fp8_e4m3 caches, the runtime writes kv_append's rows into host caches "
-                     "only, and the backward entry is the reference backend's so far";
+                     "only, and a Halide backward would recompute dS for dQ or hold it whole, "
+                     "behind the mlir backend's";
     // Query rows fill the vector lanes: a one-row step uses 1/16 of each AVX-512 vector (12.8
     // ms against MLIR's 2.0 at H 8 d 128 f16 Tk 16k, docs/benchmarks.md "Decode"), so
     // --backend auto takes MLIR's decode kernel wherever it covers.
@@ -133,7 +141,8 @@ std::span<const Coverage> HalideBackend::coverage() const {
     std::erase(cpu.outputs, Output::Backward);
     std::erase(cpu.outputs, Output::AuxGradients);
     cpu.gapReason = "Halide 14 has no 8-bit float type for fp8_e4m3 caches (the mlir backend "
-                    "decodes them), and the backward entry is the reference backend's so far";
+                    "decodes them), and a Halide backward would recompute dS for dQ or hold it "
+                    "whole, behind the mlir backend's (which builds backward=true)";
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "
                  "Tq <= 16; auto prefers MLIR's)";
     cuda.decode = "the prefill kernel (no decode kernel)";

@@ -9,13 +9,10 @@ figure is the median over separate processes, attnc's and the peer's alternated 
 backward FLOPs, 2.5 times the forward's 4 B H T^2 d (halved for causal)."""
 import os
 import statistics
-import sys
-import tempfile
 
 import attnc
-import machine
 import tables
-from rounds import Rounds, arguments, cell
+from rounds import arguments, cell, measure, preamble
 
 # (heads, d, mask, threads)
 SHAPES = [(8, 64, "none", 1), (8, 64, "causal", 1), (8, 128, "none", 1), (8, 128, "causal", 1),
@@ -67,15 +64,8 @@ def rows(rounds, shapes, seq, peak):
 def main():
     args = arguments(__doc__, "H 8 d 64 at 1 thread and B H = 1 at 2 threads", seq=True)
     shapes = QUICK if args.quick else SHAPES
-    limits = machine.measure()
-    rounds = Rounds(args.rounds, sys.executable)
-    with tempfile.TemporaryDirectory() as work:
-        schedule(rounds, shapes, args.seq, work)
-        rounds.run()
-    print(machine.header(limits))
-    print("\npeer: %s; attnc %s; %d processes a figure, alternated; B 1, T %d, f32" % (
-        ", ".join(sorted(set(rounds.versions.values()))) or "none", attnc.commit(),
-        args.rounds, args.seq))
+    limits, rounds = measure(args, lambda rounds, work: schedule(rounds, shapes, args.seq, work))
+    print(preamble(limits, rounds, "B 1, T %d, f32" % args.seq))
     print("\n" + tables.markdown(
         ["shape", "threads", "attnc ms", "GFLOP/s (% of FMA peak)", "PyTorch SDPA backward ms",
          "attnc faster by"], rows(rounds, shapes, args.seq, limits["fma"])))

@@ -9,13 +9,11 @@ run (machine.py)."""
 import os
 import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
 import attnc  # noqa: E402
-import machine  # noqa: E402
 import tables  # noqa: E402
-from rounds import Rounds, arguments, cell  # noqa: E402
+from rounds import arguments, cell, measure, preamble  # noqa: E402
 
 SPECS = [
     "variant=mha heads=8 d_model=512",
@@ -83,15 +81,8 @@ def rows(rounds, specs):
 def main():
     args = arguments(__doc__, "mha and linear elu+1 only", seq=True)
     specs = QUICK if args.quick else SPECS
-    limits = machine.measure()
-    rounds = Rounds(args.rounds, sys.executable)
-    with tempfile.TemporaryDirectory() as work:
-        schedule(rounds, specs, args.seq, work)
-        rounds.run()
-    print(machine.header(limits))
-    print("\npeer: %s; attnc %s; %d processes a figure, alternated; B 1, T %d, f32" % (
-        ", ".join(sorted(set(rounds.versions.values()))) or "none", attnc.commit(),
-        args.rounds, args.seq))
+    limits, rounds = measure(args, lambda rounds, work: schedule(rounds, specs, args.seq, work))
+    print(preamble(limits, rounds, "B 1, T %d, f32" % args.seq))
     print("\n" + tables.markdown(
         ["spec", "threads", "MLIR ms", "Halide ms", "MLIR faster by", "nn.MultiheadAttention ms",
          "MLIR faster by"], rows(rounds, specs)))

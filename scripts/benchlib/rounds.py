@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+import attnc
+import machine
+
 MIN_ROUNDS = 5
 SPREAD_LIMIT = 0.20
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers")
@@ -125,3 +128,22 @@ def peer_process(python, peer, threads, cases):
             lines.append({"id": case["id"], "error": "%s exited with %d before it: %s" % (
                 peer, result.returncode, last_words)})
     return lines
+
+
+def measure(args, schedule, gemm=False):
+    """A bench script's run: the machine's limits, then every process that schedule(rounds,
+    work) lists, with work a scratch directory for its bundles. Returns (limits, rounds)."""
+    limits = machine.measure(gemm)
+    rounds = Rounds(args.rounds, sys.executable)
+    with tempfile.TemporaryDirectory() as work:
+        schedule(rounds, work)
+        rounds.run()
+    return limits, rounds
+
+
+def preamble(limits, rounds, what):
+    """What a table stands on: the machine and its limits, the peers' versions, attnc's commit,
+    the processes a figure, and WHAT the cases share."""
+    return "%s\n\npeer: %s; attnc %s; %d processes a figure, alternated; %s" % (
+        machine.header(limits), ", ".join(sorted(set(rounds.versions.values()))) or "none",
+        attnc.commit(), rounds.rounds, what)

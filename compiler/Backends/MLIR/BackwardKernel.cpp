@@ -79,15 +79,15 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
   const std::vector<Argument> args = backwardArguments(spec);
   func::FuncOp kernel = addKernelFunction(b, spec, args, kBackwardKernelName);
   const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
-  auto arg = [&](const char* name) { return byName.at(name); };
-
-  // The tensors the expressions read (lengths, mask, bias, aux) as the op's aux operands.
+  auto arg = [&](const std::string& name) { return byName.at(name); };
+  auto optional = [&](const std::string& name) {
+    auto it = byName.find(name);
+    return it == byName.end() ? Value() : it->second;
+  };
+  const std::vector<AuxOperand> auxOperands = auxOperandsOf(spec, byName);
   SmallVector<Value> aux;
-  std::vector<AuxOperand> auxOperands;
-  for (const ExpressionTensor& tensor : expressionTensors(spec)) {
-    aux.push_back(arg(tensor.name.c_str()));
-    auxOperands.push_back({tensor.name, cast<MemRefType>(aux.back().getType()).getElementType()});
-  }
+  for (const AuxOperand& operand : auxOperands)
+    aux.push_back(arg(operand.name));
   Value q = arg("q"), k = arg("k");
   Value zero = b.create<arith::ConstantIndexOp>(0);
   Value seqQ = b.create<memref::DimOp>(q, 2);
@@ -99,10 +99,6 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
   SmallVector<Value> sizes = {b.create<memref::DimOp>(q, 0),
                               b.create<arith::ConstantIndexOp>(spec.heads), seqQ,
                               b.create<memref::DimOp>(k, 2)};
-  auto optional = [&](const std::string& name) {
-    auto it = byName.find(name);
-    return it == byName.end() ? Value() : it->second;
-  };
   if (rotated)
     std::tie(q, k, gradQ, gradK) = rotated->operands();
   auto backward = b.create<attn::BackwardOp>(

@@ -279,36 +279,42 @@ Value floatValue(ImplicitLocOpBuilder& b, RegionBuilder& builder, const expr::No
   return tree.type == expr::Type::Int ? b.create<arith::SIToFPOp>(b.getF32Type(), value) : value;
 }
 
+// The region's block, its value made by `body` from the region's builder, and yielded.
+void buildRegion(Region& region, const Spec& spec, std::span<const AuxOperand> aux,
+                 llvm::function_ref<Value(ImplicitLocOpBuilder&, RegionBuilder&)> body) {
+  MLIRContext* ctx = region.getContext();
+  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
+  Block& block = expressionBlock(region, b);
+  RegionBuilder builder(b, block, spec, aux);
+  b.create<gpu::YieldOp>(body(b, builder));
+}
+
 } // namespace
 
 void buildExpressionRegion(Region& region, std::span<const expr::Node* const> trees,
                            const Spec& spec, std::span<const AuxOperand> aux) {
-  MLIRContext* ctx = region.getContext();
-  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
-  Block& block = expressionBlock(region, b);
-  RegionBuilder builder(b, block, spec, aux);
-  Value value;
-  for (const expr::Node* tree : trees) {
-    value = floatValue(b, builder, *tree);
-    builder.setScore(value);
-  }
-  b.create<gpu::YieldOp>(value);
+  buildRegion(region, spec, aux, [&](ImplicitLocOpBuilder& b, RegionBuilder& builder) {
+    Value value;
+    for (const expr::Node* tree : trees) {
+      value = floatValue(b, builder, *tree);
+      builder.setScore(value);
+    }
+    return value;
+  });
 }
 
 void buildScoreGradientRegion(Region& region, std::span<const expr::Node* const> trees,
                               const Spec& spec, std::span<const AuxOperand> aux) {
-  MLIRContext* ctx = region.getContext();
-  ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
-  Block& block = expressionBlock(region, b);
-  RegionBuilder builder(b, block, spec, aux);
-  // The chain rule: (f_n o ... o f_1)'(x) = prod_k f_k'(x_(k-1)), x_k = f_k(x_(k-1)).
-  Value slope;
-  for (const expr::Node* tree : trees) {
-    Value factor = floatValue(b, builder, expr::derivativeByScore(*tree));
-    slope = slope ? Value(b.create<arith::MulFOp>(slope, factor)) : factor;
-    builder.setScore(floatValue(b, builder, *tree));
-  }
-  b.create<gpu::YieldOp>(slope);
+  buildRegion(region, spec, aux, [&](ImplicitLocOpBuilder& b, RegionBuilder& builder) {
+    // The chain rule: (f_n o ... o f_1)'(x) = prod_k f_k'(x_(k-1)), x_k = f_k(x_(k-1)).
+    Value slope;
+    for (const expr::Node* tree : trees) {
+      Value factor = floatValue(b, builder, expr::derivativeByScore(*tree));
+      slope = slope ? Value(b.create<arith::MulFOp>(slope, factor)) : factor;
+      builder.setScore(floatValue(b, builder, *tree));
+    }
+    return slope;
+  });
 }
 
 void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec,

@@ -104,6 +104,15 @@ std::map<std::string, Value> argumentsByName(ImplicitLocOpBuilder& b, const Spec
   return byName;
 }
 
+std::vector<AuxOperand> auxOperandsOf(const Spec& spec,
+                                      const std::map<std::string, Value>& byName) {
+  std::vector<AuxOperand> operands;
+  for (const ExpressionTensor& tensor : expressionTensors(spec))
+    operands.push_back(
+        {tensor.name, cast<MemRefType>(byName.at(tensor.name).getType()).getElementType()});
+  return operands;
+}
+
 func::FuncOp addKernelFunction(ImplicitLocOpBuilder& b, const Spec& spec,
                                const std::vector<Argument>& args, StringRef name) {
   SmallVector<Type> types;
@@ -152,14 +161,10 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType 
   Value o = operands.output();
   Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
   Type weightsType = spec.weights ? Type(tensorOf(byName.at("weights"))) : Type();
+  const std::vector<AuxOperand> auxOperands = auxOperandsOf(spec, byName);
   SmallVector<Value> aux;
-  std::vector<mlirbackend::AuxOperand> auxOperands;
-  auto addAux = [&](const std::string& name) {
-    aux.push_back(read(name));
-    auxOperands.push_back({name, cast<RankedTensorType>(aux.back().getType()).getElementType()});
-  };
-  for (const ExpressionTensor& tensor : expressionTensors(spec))
-    addAux(tensor.name);
+  for (const AuxOperand& operand : auxOperands)
+    aux.push_back(read(operand.name));
   auto attention = b.create<attn::AttentionOp>(
       tensorOf(o), lseType, weightsType, readBuffer(operands.query()), readBuffer(operands.keys()),
       readBuffer(operands.values()), aux, read("sinks"), read("block_table"),

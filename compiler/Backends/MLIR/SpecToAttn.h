@@ -43,6 +43,11 @@ std::map<std::string, mlir::Value> argumentsByName(mlir::ImplicitLocOpBuilder& b
                                                    const std::vector<Argument>& args,
                                                    mlir::func::FuncOp kernel);
 
+// The tensors the expressions read (a spec's aux tensors and the kernel inputs the built-ins
+// read: lengths, mask, bias, block_layout), in the order a score op takes them as aux operands.
+std::vector<AuxOperand> auxOperandsOf(const Spec& spec,
+                                      const std::map<std::string, mlir::Value>& byName);
+
 // The expressions a score goes through, in order: the built-in modifiers (softcap, ALiBi,
 // bias), then the spec's score_mod.
 struct ScoreExpressions {

@@ -7,6 +7,10 @@
 // Here that stream is the caller's (attnc_run_options.stream, or the default stream) and is
 // left running, modules are loaded once per process, and the first driver error of a run
 // (loading, launching) is reported by attnc_kernel_run.
+//
+// A backward=true bundle also holds the backward kernel, attnc_mlir_backward (MmaBackward.cpp),
+// with its own shape contract and aligned arguments; the call's entry picks one. Those symbols
+// are weak: a forward-only bundle has none.
 #include "CallCheck.h"
 #include "MemrefCall.h"
 #include "MmaContract.h"
@@ -24,6 +28,9 @@ void attnc_mlir_kernel_packed(void**); // MemrefCall.h
 extern const char attnc_mlir_kernel_shapes[]; // bundle/ShapeContract.h
 // Tensor-core kernels only: which arguments need aligned rows (MmaContract.h).
 extern const int32_t attnc_mma_aligned_args __attribute__((weak));
+void attnc_mlir_backward_packed(void**) __attribute__((weak));
+extern const char attnc_mlir_backward_shapes[] __attribute__((weak));
+extern const int32_t attnc_mma_backward_aligned_args __attribute__((weak));
 __attribute__((visibility("protected"))) int32_t
 attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
 }
@@ -73,13 +80,17 @@ CUmodule loadOnce(const void* image, int optLevel) {
 
 // Whether the tensors a tensor-core kernel copies by 16-byte chunks allow it: a unit innermost
 // stride, every other stride a multiple of 16 bytes and a 16-byte aligned start.
-bool alignedForMma(const attnc_kernel_call& call, char* message, size_t messageSize) {
+// `alignedArgs` is the kernel's mask (MmaContract.h), null for a SIMT kernel.
+bool alignedForMma(const attnc_kernel_call& call, const int32_t* alignedArgs, char* message,
+                   size_t messageSize) {
   static_assert(attnc::attn::kMmaAlignedArgsSymbol == std::string_view("attnc_mma_aligned_args"));
-  if (&attnc_mma_aligned_args == nullptr)
+  static_assert(attnc::attn::kMmaBackwardAlignedArgsSymbol ==
+                std::string_view("attnc_mma_backward_aligned_args"));
+  if (!alignedArgs)
     return true;
   constexpr int64_t align = attnc::attn::kMmaAlignBytes;
   for (uint32_t a = 0; a < call.num_args; ++a) {
-    if (!(attnc_mma_aligned_args >> a & 1))
+    if (!(*alignedArgs >> a & 1))
       continue;
     const DLTensor& t = *call.args[a];
     const int64_t bytes = t.dtype.bits / 8;
@@ -165,14 +176,19 @@ void mgpuLaunchKernel(void* function, intptr_t gridX, intptr_t gridY, intptr_t g
 }
 
 int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize) {
-  if (!attnc::acceptCall(*call, /*holdsBackward=*/false, message, messageSize))
+  const bool holdsBackward = &attnc_mlir_backward_packed != nullptr;
+  if (!attnc::acceptCall(*call, holdsBackward, message, messageSize))
     return 1;
+  const bool backward = holdsBackward && call->entry == ATTNC_ENTRY_BACKWARD;
+  void (*const kernel)(void**) = backward ? &attnc_mlir_backward_packed : &attnc_mlir_kernel_packed;
   // The contract first: it checks every rank and extent before anything reads the strides.
-  if (auto problem = attnc::contractProblem(attnc_mlir_kernel_shapes, *call)) {
+  if (auto problem = attnc::contractProblem(
+          backward ? attnc_mlir_backward_shapes : attnc_mlir_kernel_shapes, *call)) {
     std::snprintf(message, messageSize, "mlir kernel: %s", problem->c_str());
     return ATTNC_ERROR_TENSOR_MISMATCH;
   }
-  if (!alignedForMma(*call, message, messageSize))
+  if (!alignedForMma(*call, backward ? &attnc_mma_backward_aligned_args : &attnc_mma_aligned_args,
+                     message, messageSize))
     return ATTNC_ERROR_TENSOR_MISMATCH;
   Device device;
   std::string why;
@@ -183,8 +199,8 @@ int32_t attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t me
   RunState state{driver(nullptr), static_cast<CUstream>(call->stream), {}};
   current = &state;
   attnc::mlirkernel::Descriptors descriptors(*call);
-  attnc::mlirkernel::callPacked<void>(reinterpret_cast<void*>(&attnc_mlir_kernel_packed),
-                                      call->num_args, descriptors.pointers.data());
+  attnc::mlirkernel::callPacked<void>(reinterpret_cast<void*>(kernel), call->num_args,
+                                      descriptors.pointers.data());
   current = nullptr;
   if (!state.error.empty()) {
     std::snprintf(message, messageSize, "%s", state.error.c_str());

@@ -21,6 +21,8 @@
 namespace attnc::attn {
 
 inline constexpr const char kMmaAlignedArgsSymbol[] = "attnc_mma_aligned_args";
+// The same for a backward=true bundle's backward kernel (MmaBackward.cpp), over its arguments.
+inline constexpr const char kMmaBackwardAlignedArgsSymbol[] = "attnc_mma_backward_aligned_args";
 inline constexpr int kMmaAlignBytes = 16;
 
 inline constexpr int64_t kMmaRowPad = 8;              // elements per shared-memory row

@@ -9,7 +9,9 @@
 // into the tiles and their scales applied to the scores and probabilities. Few tasks with many
 // keys split their keys over up to max_key_splits blocks, aiming at fill_blocks blocks in all.
 // A variant's operand products (mha's projections and W_O, Linformer's E K and F V, bilinear's
-// q W) run on tensor cores too, in TF32 (lower_matmuls tensor_cores).
+// q W) run on tensor cores too, in TF32 (lower_matmuls tensor_cores). A backward=true spec's
+// backward kernel takes the same tiles: blocks of query_tile query rows (dQ) and of query_tile
+// keys (dK, dV), K and V or Q and dO tiles of key_block rows (lower_backward_mma).
 // Placeholders as in cpu.mlir.
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @tile(%root: !transform.any_op {transform.readonly}) {
@@ -48,6 +50,10 @@ module attributes {transform.with_named_sequence} {
     %rotations = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_rope %rotations rows = 1 : !transform.any_op
+    %backward = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward_mma %backward rows = ${query_tile} key_block = ${key_block}
+        : !transform.any_op
     %weights = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_weights %weights rows = 1 vector_width = 1

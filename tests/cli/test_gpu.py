@@ -95,6 +95,37 @@ CASES = [
     "variant=linear heads=2 d_k=32 feature_map=relu dtype=f16",
 ]
 
+# The backward entry (backward=true): the MLIR backend's tensor-core kernels of dQ and of dK
+# and dV, on odd shapes against the f64 reference's gradients where a GPU is: GQA and MQA,
+# causal both ways, padding, a window, ALiBi and softcap (score_mod's derivative), dropout
+# regenerated, sinks, RoPE taken back, a block-sparse layout, bshd, d 128 and 80.
+BACKWARD_CASES = [
+    "heads=4 kv_heads=2 d_k=64 mask=causal lse=true backward=true dtype=f16",
+    "heads=2 d_k=128 mask=padding+causal causal_align=top_left lse=true backward=true dtype=bf16",
+    "heads=4 kv_heads=1 d_k=64 mask=window window_left=20 window_right=3 alibi=true softcap=30 "
+    "lse=true backward=true dtype=bf16",
+    "heads=4 kv_heads=2 d_k=64 mask=causal dropout=0.1 seed=11 sinks=true lse=true "
+    "backward=true dtype=bf16",
+    "heads=4 kv_heads=2 d_k=64 mask=causal rope=true lse=true backward=true dtype=f16",
+    "heads=4 kv_heads=2 d_k=64 mask=causal+block_sparse block=64 lse=true backward=true "
+    "dtype=bf16",
+    "heads=3 d_k=80 d_v=48 mask=causal lse=true backward=true dtype=f16 layout=bshd",
+    'heads=2 d_k=64 aux="doc:i32[B,Tk]" lse=true backward=true dtype=f16 '
+    'score_mod="score + 0.5 * abs(kv_idx - qpos) / Tk" '
+    'mask_mod="doc[b, kv_idx] == doc[b, clamp(q_idx, 0, Tk - 1)]"',
+]
+# The kernels of a backward case's PTX: the forward's 6 and the backward's 2, with RoPE 2
+# rotations in each and 2 transposed ones in the backward, with sinks a task loop of their
+# gradients.
+BACKWARD_SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("1", "1", "40"), ("1", "70", "70")]
+
+
+def backward_entries(spec):
+    rope = "rope=true" in spec
+    forward = 6 + (2 if rope else 0)
+    return forward, 2 + (4 if rope else 0) + (1 if "sinks=true" in spec else 0)
+
+
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
 # their shared-memory operand loads and the asynchronous K/V copies, which no other kernel has,
 # then the softmax's quad reductions and exponentials.
@@ -217,6 +248,31 @@ class CudaBundles(CliTestCase):
                                             ptx + ".cubin"], capture_output=True, text=True)
                         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_backward_ptx_assembles(self):
+        assembler = ptxas()
+        for spec, target in ((s, t) for s in BACKWARD_CASES for t in TARGETS):
+            with self.subTest(spec=spec, target=target):
+                _, ptx = self.compile(spec, target)
+                with open(ptx) as f:
+                    text = f.read()
+                forward, backward = backward_entries(spec)
+                self.assertEqual(text.count(".entry attnc_mlir_backward_kernel"), backward)
+                self.assertEqual(text.count(".entry"), forward + backward)
+                for instruction in TENSOR_CORE + REGISTER_SOFTMAX:
+                    self.assertIn(instruction, text)
+                self.assertNotIn(".extern", text)
+                self.assertNotIn("atom.", text)  # deterministic: no atomics
+                if assembler:
+                    r = subprocess.run([assembler, "-arch=" + PTX_ARCH["mlir"][target], ptx, "-o",
+                                        ptx + ".cubin"], capture_output=True, text=True)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+        # The SIMT path has no backward: f32, or head dims off the MMA's 16.
+        for spec in ("heads=2 d_k=64 lse=true backward=true",
+                     "heads=2 d_k=72 lse=true backward=true dtype=f16"):
+            self.expect(attnc("compile", spec, "--backend", "mlir", "--target", "cuda-sm_80",
+                              "-o", os.path.join(self.tmp, "no-backward")), 2,
+                        "tensor cores")
+
     def test_manifest_and_explain_name_the_gpu(self):
         self.compile(CASES[0], "cuda-sm_90", "halide")  # both backends write CUDA bundles
         bundle, _ = self.compile(CASES[0], "cuda-sm_90")
@@ -251,6 +307,12 @@ class CudaBundles(CliTestCase):
                     with self.subTest(backend=backend, spec=spec, shape=(batch, tq, tk)):
                         self.expect(attnc("verify", bundle, "--batch", batch, "--seq-q", tq,
                                           "--seq-k", tk, "--seed", tq), 0, "PASS")
+        for spec in BACKWARD_CASES:
+            bundle, _ = self.compile(spec, "cuda-sm_80")
+            for batch, tq, tk in BACKWARD_SHAPES:
+                with self.subTest(spec=spec, shape=(batch, tq, tk)):
+                    self.expect(attnc("verify", bundle, "--backward", "--batch", batch,
+                                      "--seq-q", tq, "--seq-k", tk, "--seed", tq), 0, "PASS")
 
 
 if __name__ == "__main__":

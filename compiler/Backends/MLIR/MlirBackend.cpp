@@ -166,23 +166,41 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "for f16 and bf16, and the attention they feed where they make its "
                             "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
     }
-    // The backward entry (BackwardKernel.h, LowerBackward.cpp): dq, dk and dv of sdpa in f32,
-    // score_mod's derivative taken by the compiler; listed beside the CPU row.
-    rows.insert(
-        rows.begin() + 1,
-        {Device::Cpu,
-         {Variant::Sdpa},
-         {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor, MaskKind::Global,
-          MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird},
-         {Modifier::Alibi, Modifier::Softcap, Modifier::Rope, Modifier::Dropout, Modifier::ScoreMod,
-          Modifier::MaskMod, Modifier::Sinks},
-         {Output::O, Output::Lse, Output::Backward},
-         {DType::F32, DType::F16, DType::BF16},
-         {MaskKind::Strided, MaskKind::Dilated},
-         "the backward kernel covers sdpa without bias (f16 and bf16 widened to f32), and no "
-         "float aux tensor's gradient; the rest of the backward is the reference backend's",
-         "",
-         ""});
+    // The backward entry (BackwardKernel.h): dq, dk and dv of sdpa, score_mod's derivative
+    // taken by the compiler; on CPUs in f32 (LowerBackward.cpp), on CUDA on tensor cores
+    // (MmaBackward.cpp). Listed beside each device's row.
+    const std::vector<MaskKind> allMasks = {
+        MaskKind::Causal,  MaskKind::Padding,     MaskKind::Window,
+        MaskKind::Tensor,  MaskKind::Global,      MaskKind::Strided,
+        MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird};
+    const std::vector<Modifier> backwardModifiers = {
+        Modifier::Alibi,    Modifier::Softcap, Modifier::Rope, Modifier::Dropout,
+        Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks};
+    rows.insert(rows.begin() + 1,
+                {Device::Cpu,
+                 {Variant::Sdpa},
+                 allMasks,
+                 backwardModifiers,
+                 {Output::O, Output::Lse, Output::Backward},
+                 {DType::F32, DType::F16, DType::BF16},
+                 {MaskKind::Strided, MaskKind::Dilated},
+                 "the backward kernel covers sdpa without bias (f16 and bf16 widened to f32), "
+                 "and no float aux tensor's gradient; the rest of the backward is the "
+                 "reference backend's",
+                 "",
+                 ""});
+    rows.push_back({Device::Cuda,
+                    {Variant::Sdpa},
+                    allMasks,
+                    backwardModifiers,
+                    {Output::O, Output::Lse, Output::Backward},
+                    {DType::F16, DType::BF16},
+                    allMasks,
+                    "the CUDA backward runs on tensor cores only: sdpa in f16 or bf16 with head "
+                    "dims multiples of 16, without bias or a float aux tensor's gradient",
+                    "",
+                    "tensor cores (mma.sync): dQ's kernel recomputes S and dP beside dK's and "
+                    "dV's, so no atomics"});
     return rows;
   }();
   return rows;
@@ -215,6 +233,18 @@ void checkEmits(const EmitSet& emit) {
                        ": the mlir backend writes so, mlir, llvm, asm, obj (and ptx for cuda)");
 }
 
+// The CUDA backward kernel is a tensor-core one (MmaBackward.cpp): the backward of a spec the
+// forward runs on the SIMT path has none.
+void checkCudaBackward(const Spec& spec, const mlirbackend::MlirTarget& target) {
+  if (!spec.backward || !runsOnGpu(target.family) ||
+      mlirschedule::scheduleFamily(target.family, spec) == ScheduleFamily::CudaMma)
+    return;
+  throw UsageError("backward=true on CUDA needs tensor cores: dtype=f16 or bf16 with d_k and d_v "
+                   "multiples of 16 (got dtype=" +
+                   std::string(dtypeName(spec.dtype)) + ", d_k=" + std::to_string(spec.dK) +
+                   ", d_v=" + std::to_string(spec.dV) + "); the CPU targets compile the rest");
+}
+
 // The bundle of the kernel object: its manifest, the entry it links and its symbols.
 std::vector<std::string> writeBundle(const Spec& spec, const CompileOptions& options,
                                      const mlirbackend::MlirTarget& target,
@@ -229,7 +259,9 @@ std::vector<std::string> writeBundle(const Spec& spec, const CompileOptions& opt
   needs.cpuFeatures = mlirbackend::neededCpuFeatures(llvmModule, target);
   request.manifest = buildManifest(options.describedSpec(spec), "mlir", params.toJson(), needs);
   request.linkInputs = {scratch / "kernel.o"};
-  if (spec.backward) // its entry first, so the bundle's attnc_kernel_run is the one of both
+  // A CPU bundle's backward entry first, so its attnc_kernel_run is the one of both kernels (a
+  // CUDA bundle's entry finds the backward kernel itself: MlirCudaKernel.cpp).
+  if (spec.backward && !cuda)
     request.linkInputs.push_back(findArchive("libattnc_bundle_mlir_backward.a"));
   request.linkInputs.push_back(
       findArchive(cuda ? "libattnc_bundle_cuda.a" : "libattnc_bundle_mlir.a"));
@@ -285,6 +317,7 @@ CompileResult MlirBackend::compile(const Spec& spec, const CompileOptions& optio
                      "): bundles run where they are built; use --emit with mlir, llvm, asm "
                      "or obj");
   ScheduleParams params = scheduleFor(target, spec, options);
+  checkCudaBackward(spec, target);
   if (options.emit.count(Emit::Ptx) && !options.target.isCuda())
     throw UsageError("--emit ptx needs a cuda target (--target cuda-sm_80 or cuda-sm_90)");
 

@@ -57,8 +57,8 @@ Value OnlineState::probabilityOffset(ImplicitLocOpBuilder& b, Value safeMax) con
 Value OnlineState::probability(ImplicitLocOpBuilder& b, Value s, Value offset) const {
   if (exponential == Exponential::Natural)
     return probabilityExp(b, b.create<arith::SubFOp>(s, offset));
-  return b.create<math::Exp2Op>(b.create<vector::FMAOp>(s, constantLike(b, s, std::numbers::log2e),
-                                                        b.create<arith::NegFOp>(offset)));
+  return b.create<math::Exp2Op>(b.create<math::FmaOp>(s, constantLike(b, s, std::numbers::log2e),
+                                                      b.create<arith::NegFOp>(offset)));
 }
 
 Value OnlineState::carriedSum(ImplicitLocOpBuilder& b, Value alpha, Value sum,

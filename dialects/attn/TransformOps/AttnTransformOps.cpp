@@ -170,6 +170,18 @@ DiagnosedSilenceableFailure transform::AttnLowerBackwardOp::applyToOne(
   return DiagnosedSilenceableFailure::success();
 }
 
+DiagnosedSilenceableFailure transform::AttnLowerBackwardToMmaOp::applyToOne(
+    transform::TransformRewriter& rewriter, Operation* target,
+    transform::ApplyToEachResultList& results, transform::TransformState&) {
+  SmallVector<BackwardOp> ops;
+  target->walk([&](BackwardOp op) { ops.push_back(op); });
+  const BackwardTiles tiles{getRowsAttr().getInt(), getKeyBlockAttr().getInt()};
+  for (BackwardOp op : ops)
+    if (failed(lowerBackwardToMma(rewriter, op, tiles)))
+      return DiagnosedSilenceableFailure::definiteFailure();
+  return DiagnosedSilenceableFailure::success();
+}
+
 DiagnosedSilenceableFailure transform::AttnLowerToMmaOp::applyToOne(
     transform::TransformRewriter& rewriter, scf::ForallOp target,
     transform::ApplyToEachResultList& results, transform::TransformState&) {

@@ -290,6 +290,29 @@ def AttnLowerBackwardOp : Attn_TransformOp<"lower_backward"> {
   }];
 }
 
+def AttnLowerBackwardToMmaOp : Attn_TransformOp<"lower_backward_mma"> {
+  let summary = "Lowers the attn.backward ops under the target to tensor-core kernels";
+  let description = [{
+    Each attn.backward of f16 or bf16 tensors (head dims multiples of 16) becomes, in its
+    place, two gpu.launch kernels on nvgpu.mma.sync: one block per `rows` query rows of a batch
+    and head (16 per warp) forms D = rowsum(dO * O) and dQ over K and V tiles of `key_block`
+    keys; then one block per `rows` keys of a batch and KV head forms dK and dV over the query
+    blocks of `key_block` rows the masks keep, for each head of the group. With sinks, a task
+    loop per head sums their gradients (attn-map-tasks-to-gpu launches it).
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows, I64Attr:$key_block);
+  let results = (outs);
+  let assemblyFormat = [{
+    $target `rows` `=` $rows `key_block` `=` $key_block attr-dict `:` type($target)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter, ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
 def AttnLowerToMmaOp : Attn_TransformOp<"lower_to_mma"> {
   let summary = "Lowers task loops to tensor-core flash attention in a gpu.launch";
   let description = [{

@@ -69,12 +69,21 @@ int64_t argumentIndex(Value memref) {
                                                                            : -1;
 }
 
+MmaShape shapeOf(OnlineUpdateOp update) {
+  return {update.getQuery().getType().getElementType(),
+          update.getKey().getType().getDimSize(3),
+          update.getValue().getType().getDimSize(3),
+          update.getAcc().getType().getDimSize(3),
+          static_cast<int64_t>(update.getMaxKeys().value_or(0)),
+          getConstantIntValue(update.getSizes()[1]).value_or(0)};
+}
+
 } // namespace
 
 MmaLowering::MmaLowering(RewriterBase& rewriter, scf::ForallOp tasks, const TaskOps& ops,
                          const MmaOptions& options)
-    : MmaFragments(rewriter, ops.update), rewriter(rewriter), tasks(tasks), ops(ops),
-      options(options),
+    : MmaFragments(rewriter, ops.update, shapeOf(ops.update)), rewriter(rewriter), tasks(tasks),
+      ops(ops), update(ops.update), options(options),
       softmax(Exponential::Base2,
               static_cast<float>(attnc::softmax::probabilityShiftFor(element.isF16()))) {}
 
@@ -111,27 +120,32 @@ LogicalResult MmaLowering::check() {
   return success();
 }
 
-// The host check of MmaContract.h: the function arguments that cp.async and the paired loads
-// and stores read, as a bit mask in a public constant the bundle's entry reads.
 void MmaLowering::recordAlignedArgs(ImplicitLocOpBuilder& b) {
+  recordAlignedArguments(
+      b, tasks->getParentOfType<ModuleOp>(), kMmaAlignedArgsSymbol,
+      {update.getQuery(), update.getKey(), update.getValue(), ops.finalize.getOutput()});
+}
+
+// The host check of MmaContract.h: the function arguments that cp.async and the paired loads
+// and stores read, as a bit mask in a public constant the bundle's entry reads. A kernel of
+// two lowerings (decode tiles and prefill tiles) checks the arguments of both.
+void recordAlignedArguments(ImplicitLocOpBuilder& b, ModuleOp module, StringRef symbol,
+                            ValueRange tensors) {
   int32_t mask = 0;
-  for (Value v : {update.getQuery(), update.getKey(), update.getValue(), ops.finalize.getOutput()})
+  for (Value v : tensors)
     if (int64_t index = argumentIndex(v); index >= 0)
       mask |= 1 << index;
-  // A kernel of two lowerings (decode tiles and prefill tiles) checks the arguments of both.
-  auto module = tasks->getParentOfType<ModuleOp>();
   auto tensorType = RankedTensorType::get({}, b.getI32Type());
-  if (auto recorded = module.lookupSymbol<memref::GlobalOp>(kMmaAlignedArgsSymbol)) {
+  if (auto recorded = module.lookupSymbol<memref::GlobalOp>(symbol)) {
     mask |= cast<DenseElementsAttr>(*recorded.getInitialValue()).getSplatValue<int32_t>();
     recorded.setInitialValueAttr(DenseElementsAttr::get(tensorType, mask));
     return;
   }
   OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
   auto type = MemRefType::get({}, b.getI32Type());
-  mb.create<memref::GlobalOp>(
-      b.getLoc(), kMmaAlignedArgsSymbol, mb.getStringAttr("public"), type,
-      DenseElementsAttr::get(tensorType, mask),
-      /*constant=*/true, IntegerAttr());
+  mb.create<memref::GlobalOp>(b.getLoc(), symbol, mb.getStringAttr("public"), type,
+                              DenseElementsAttr::get(tensorType, mask),
+                              /*constant=*/true, IntegerAttr());
 }
 
 LogicalResult MmaLowering::emit() {

@@ -16,12 +16,9 @@ namespace attnc::attn {
 
 constexpr int64_t kChunk = 8; // elements per copy (16 bytes of f16 or bf16)
 
-MmaFragments::MmaFragments(Builder& builder, OnlineUpdateOp update)
-    : update(update), element(update.getQuery().getType().getElementType()),
-      dk(update.getKey().getType().getDimSize(3)), dv(update.getValue().getType().getDimSize(3)),
-      rows(update.getAcc().getType().getDimSize(3)), warps(rows / 16),
-      block(update.getMaxKeys().value_or(0)),
-      headsPerTask(getConstantIntValue(update.getSizes()[1]).value_or(0)),
+MmaFragments::MmaFragments(Builder& builder, ScoreOpInterface scoreOp, const MmaShape& shape)
+    : scoreOp(scoreOp), element(shape.element), dk(shape.dk), dv(shape.dv), rows(shape.rows),
+      warps(rows / 16), block(shape.block), headsPerTask(shape.headsPerTask),
       cType(VectorType::get({2, 2}, builder.getF32Type())),
       cTypeI32(VectorType::get({2, 2}, builder.getI32Type())),
       aType(VectorType::get({4, 2}, element)), bType(VectorType::get({2, 2}, element)) {}
@@ -51,31 +48,39 @@ void MmaFragments::emitRows(ImplicitLocOpBuilder& b, Value rowBase) {
     myHeads[r] = b.createOrFold<arith::AddIOp>(
         head, b.createOrFold<arith::RemUIOp>(myTileRows[r], c(b, headsPerTask)));
   }
-  terms[0].emplace(b, update, batch, myHeads[0]);
+  terms[0].emplace(b, scoreOp, batch, myHeads[0]);
   terms[1].reset();
   if (headsPerTask > 1 && 8 % headsPerTask != 0)
-    terms[1].emplace(b, update, batch, myHeads[1]);
+    terms[1].emplace(b, scoreOp, batch, myHeads[1]);
 }
 
-// A fragments of the query tile's 16 rows of this warp, straight from global memory: each
-// lane loads its 8 elements per 16 columns as 4 pairs (once per task; rows past Tq repeat
-// the last row, their results are never stored).
+// A fragments of the query tile's 16 rows of this warp, straight from global memory (once per
+// task; rows past Tq repeat the last row, their results are never stored).
 void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
+  queryFrags = rowFragments(b, query, myHeads, myRows, lastRow, dk);
+}
+
+// Each lane loads its 8 elements per 16 columns as 4 pairs.
+SmallVector<Value> MmaFragments::rowFragments(ImplicitLocOpBuilder& b, Value tensor,
+                                              const Value heads[2], const Value rowsOf[2],
+                                              Value last, int64_t width) {
   auto pair = VectorType::get({2}, element);
-  Value rowsClamped[2] = {b.create<arith::MinUIOp>(myRows[0], lastRow),
-                          b.create<arith::MinUIOp>(myRows[1], lastRow)};
+  Value rowsClamped[2] = {b.create<arith::MinUIOp>(rowsOf[0], last),
+                          b.create<arith::MinUIOp>(rowsOf[1], last)};
   Value twoT = b.create<arith::MulIOp>(t, c(b, 2));
-  for (int64_t kk = 0; kk < dk / 16; ++kk) {
+  SmallVector<Value> frags;
+  for (int64_t kk = 0; kk < width / 16; ++kk) {
     Value frag =
         b.create<arith::ConstantOp>(DenseElementsAttr::get(aType, b.getFloatAttr(element, 0.0)));
     for (int64_t i = 0; i < 4; ++i) {
       Value column = b.create<arith::AddIOp>(twoT, c(b, 16 * kk + 8 * (i / 2)));
       Value x = b.create<vector::LoadOp>(
-          pair, query, ValueRange{batch, myHeads[i % 2], rowsClamped[i % 2], column});
+          pair, tensor, ValueRange{batch, heads[i % 2], rowsClamped[i % 2], column});
       frag = b.create<vector::InsertOp>(x, frag, i);
     }
-    queryFrags.push_back(frag);
+    frags.push_back(frag);
   }
+  return frags;
 }
 
 // Issues cp.async copies of keys [firstKey, firstKey + block) x [0, width) of `global` (K or
@@ -86,9 +91,9 @@ void MmaFragments::emitQueryFragments(ImplicitLocOpBuilder& b, Value query) {
 // bf16: toF32Unscaled) and stored by the threads themselves, and each row's scale (times the codes'
 // factor, 0 past validEnd) into `sharedScales`, for the scores and probabilities
 // (fragmentScales). Returns the group of cp.async copies to wait on, or null for quantized rows.
-Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
-                             Value firstKey, Value validEnd, Value rowScales,
-                             Value sharedScales) {
+Value MmaFragments::copyRows(ImplicitLocOpBuilder& b, Value global, Value shared, int64_t width,
+                             Value head, Value firstKey, Value validEnd, Value last,
+                             Value rowScales, Value sharedScales) {
   const int64_t perRow = width / kChunk, chunks = block * perRow, threads = warps * kWarpSize;
   SmallVector<Value> copies;
   for (int64_t i = 0; i < (chunks + threads - 1) / threads; ++i) {
@@ -103,13 +108,13 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
     if (sequenceEnd) // zeros past the sequence, whatever its pages hold there
       valid = b.create<arith::AndIOp>(
           valid, b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, keyIndex, sequenceEnd));
-    Value source = b.create<arith::MinUIOp>(keyIndex, lastKey);
+    Value source = b.create<arith::MinUIOp>(keyIndex, last);
     Value outer;
     std::tie(outer, source) = cache->place(b, batch, source);
     if (sharedScales) {
       Type codeType = cast<MemRefType>(global.getType()).getElementType();
       Value codes = b.create<vector::LoadOp>(VectorType::get({kChunk}, codeType), global,
-                                             ValueRange{outer, kvHead, source, column});
+                                             ValueRange{outer, head, source, column});
       auto decodedType = VectorType::get({kChunk}, b.getF32Type());
       Value decoded = b.create<arith::SelectOp>(valid, toF32Unscaled(b, codes),
                                                 splatConstant(b, decodedType, 0));
@@ -121,7 +126,7 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
           /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifFirst.thenBlock());
-      Value scale = CacheRows::rowScale(b, rowScales, global, outer, kvHead, source);
+      Value scale = CacheRows::rowScale(b, rowScales, global, outer, head, source);
       b.create<memref::StoreOp>(b.create<arith::SelectOp>(valid, scale, f32Constant(b, 0)),
                                 sharedScales, ValueRange{row});
       continue;
@@ -129,7 +134,7 @@ Value MmaFragments::copyTile(ImplicitLocOpBuilder& b, Value global, Value shared
     Value sourceElements = b.create<arith::SelectOp>(valid, c(b, kChunk), c(b, 0));
     copies.push_back(b.create<nvgpu::DeviceAsyncCopyOp>(
         nvgpu::DeviceAsyncTokenType::get(b.getContext()), shared, ValueRange{row, column}, global,
-        ValueRange{outer, kvHead, source, column}, b.getIndexAttr(kChunk), sourceElements,
+        ValueRange{outer, head, source, column}, b.getIndexAttr(kChunk), sourceElements,
         b.getUnitAttr()));
   }
   if (copies.empty())
@@ -153,10 +158,11 @@ void MmaFragments::waitAndSync(ImplicitLocOpBuilder& b, Value group) {
   b.create<gpu::BarrierOp>();
 }
 
-// S = Q K^T for the key block in shared memory: block / 8 C fragments. An ldmatrix.x4 reads
-// the B fragments of two key tiles: lanes 0-7 address keys 0-7 at columns 0-7 of the k-step,
-// lanes 8-15 keys 0-7 at columns 8-15, lanes 16-31 the same for keys 8-15.
-SmallVector<Value> MmaFragments::emitScores(ImplicitLocOpBuilder& b) {
+// An ldmatrix.x4 reads the B fragments of two row tiles of `shared`: lanes 0-7 address rows
+// 0-7 at columns 0-7 of the k-step, lanes 8-15 rows 0-7 at columns 8-15, lanes 16-31 the same
+// for rows 8-15.
+SmallVector<Value> MmaFragments::rowProducts(ImplicitLocOpBuilder& b, ArrayRef<Value> a,
+                                             Value shared, int64_t width) {
   Value row = b.create<arith::AddIOp>(
       b.create<arith::RemUIOp>(lane, c(b, 8)),
       b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8)));
@@ -164,11 +170,31 @@ SmallVector<Value> MmaFragments::emitScores(ImplicitLocOpBuilder& b) {
       b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8));
   Value zero = splatConstant(b, cType, 0);
   SmallVector<Value> s(block / 8, zero);
-  for (int64_t kk = 0; kk < dk / 16; ++kk)
+  for (int64_t kk = 0; kk < width / 16; ++kk)
     for (int64_t pair = 0; pair < block / 16; ++pair)
-      mmaTwoTiles(b, queryFrags[kk], sharedK, row, 16 * pair, column, 16 * kk,
-                  /*transpose=*/false, s, 2 * pair);
+      mmaTwoTiles(b, a[kk], shared, row, 16 * pair, column, 16 * kk, /*transpose=*/false, s,
+                  2 * pair);
   return s;
+}
+
+// P's C fragments of tiles 2 kk and 2 kk + 1 are, row by row, the A fragment of step kk. An
+// ldmatrix.x4.trans reads the B fragments of two 8-column tiles of B: lanes 0-7 address rows
+// 0-7, lanes 8-15 rows 8-15 (columns 0-7), lanes 16-31 the same at columns 8-15.
+void MmaFragments::accumulateProducts(ImplicitLocOpBuilder& b, ArrayRef<Value> p, Value shared,
+                                      int64_t width, SmallVectorImpl<Value>& acc) {
+  Value row = b.create<arith::AddIOp>(
+      b.create<arith::RemUIOp>(lane, c(b, 8)),
+      b.create<arith::MulIOp>(
+          b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
+  Value column = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
+  for (int64_t kk = 0; kk < static_cast<int64_t>(p.size()) / 2; ++kk) {
+    Value lo = b.create<arith::TruncFOp>(bType, p[2 * kk]);
+    Value hi = b.create<arith::TruncFOp>(bType, p[2 * kk + 1]);
+    Value frag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
+    for (int64_t pair = 0; pair < width / 16; ++pair)
+      mmaTwoTiles(b, frag, shared, row, 16 * kk, column, 16 * pair, /*transpose=*/true, acc,
+                  2 * pair);
+  }
 }
 
 void MmaFragments::mmaTwoTiles(ImplicitLocOpBuilder& b, Value a, Value shared, Value row,
@@ -202,7 +228,7 @@ Value MmaFragments::fragmentKeys(ImplicitLocOpBuilder& b, Value base) {
 // keys at or past keyEnd (the block's end).
 void MmaFragments::applyTerms(ImplicitLocOpBuilder& b, SmallVector<Value>& s, Value keyBlock,
                               Value keyEnd) {
-  Value scale = splatConstant(b, cType, update.getScale().convertToDouble());
+  Value scale = splatConstant(b, cType, scoreOp.getScale().convertToDouble());
   Value end = b.create<vector::BroadcastOp>(cTypeI32, i32(b, keyEnd));
   for (int64_t j = 0; j < block / 8; ++j) {
     Value keys = fragmentKeys(b, keyBase(b, keyBlock, j));

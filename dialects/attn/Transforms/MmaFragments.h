@@ -27,6 +27,7 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <limits>
@@ -37,24 +38,58 @@ namespace attnc::attn {
 constexpr int64_t kWarpSize = 32;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The building blocks, with the tile's shape and fragment types (fixed by the update) and the
-// values of this lane that they read (set inside each launch by the kernel being built).
+// The shape of a kernel's tiles: element type of the operands, head dims, rows per block (16
+// per warp), keys (or queries) per shared-memory tile, and heads per task (a packed decode
+// tile's G, else 1; 0: not static).
+struct MmaShape {
+  mlir::Type element;
+  int64_t dk, dv, rows, block, headsPerTask;
+};
+
+// The building blocks, with the tile's shape and fragment types (fixed by the score op) and
+// the values of this lane that they read (set inside each launch by the kernel being built).
 class MmaFragments {
 protected:
-  MmaFragments(mlir::Builder& builder, OnlineUpdateOp update);
+  MmaFragments(mlir::Builder& builder, ScoreOpInterface scoreOp, const MmaShape& shape);
 
   void emitLaneIds(mlir::ImplicitLocOpBuilder& b);
   mlir::Value rowsVector(mlir::ImplicitLocOpBuilder& b, mlir::Value row0, mlir::Value row1,
                          mlir::VectorType type);
   void emitQueryFragments(mlir::ImplicitLocOpBuilder& b, mlir::Value query);
+  // A fragments of rows `rowsOf[0]` and `rowsOf[1]` (each clamped to `last`) of heads `heads`
+  // of `tensor` [B, H, T, width], one per 16 columns.
+  llvm::SmallVector<mlir::Value> rowFragments(mlir::ImplicitLocOpBuilder& b, mlir::Value tensor,
+                                              const mlir::Value heads[2],
+                                              const mlir::Value rowsOf[2], mlir::Value last,
+                                              int64_t width);
+  // copyTile of rows [firstKey, firstKey + block) of head `head` of `global`, rows past `last`
+  // read from `last`.
   mlir::Value copyTile(mlir::ImplicitLocOpBuilder& b, mlir::Value global, mlir::Value shared,
                        int64_t width, mlir::Value firstKey, mlir::Value validEnd,
-                       mlir::Value rowScales = {}, mlir::Value sharedScales = {});
+                       mlir::Value rowScales = {}, mlir::Value sharedScales = {}) {
+    return copyRows(b, global, shared, width, kvHead, firstKey, validEnd, lastKey, rowScales,
+                    sharedScales);
+  }
+  mlir::Value copyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value global, mlir::Value shared,
+                       int64_t width, mlir::Value head, mlir::Value firstKey, mlir::Value validEnd,
+                       mlir::Value last, mlir::Value rowScales = {}, mlir::Value sharedScales = {});
   // The scales of key tile j's keys keyBlock + 8 j + 2 t + {0, 1} from `sharedScales`, in the C
   // fragment's shape.
   mlir::Value fragmentScales(mlir::ImplicitLocOpBuilder& b, mlir::Value sharedScales, int64_t j);
   void waitAndSync(mlir::ImplicitLocOpBuilder& b, mlir::Value group);
-  llvm::SmallVector<mlir::Value> emitScores(mlir::ImplicitLocOpBuilder& b);
+  llvm::SmallVector<mlir::Value> emitScores(mlir::ImplicitLocOpBuilder& b) {
+    return rowProducts(b, queryFrags, sharedK, dk);
+  }
+  // A B^T for the 16 rows of A's fragments `a` (one per 16 columns of `width`) and the block's
+  // rows of B in `shared` [block, width + pad]: block / 8 C fragments.
+  llvm::SmallVector<mlir::Value> rowProducts(mlir::ImplicitLocOpBuilder& b,
+                                             llvm::ArrayRef<mlir::Value> a, mlir::Value shared,
+                                             int64_t width);
+  // acc (width / 8 C fragments) += P B for P's C fragments `p` (block / 8, rounded to the
+  // element type: A fragments as they are) and B = the block's rows in `shared`.
+  void accumulateProducts(mlir::ImplicitLocOpBuilder& b, llvm::ArrayRef<mlir::Value> p,
+                          mlir::Value shared, int64_t width,
+                          llvm::SmallVectorImpl<mlir::Value>& acc);
   // The tile rows of this lane and their query rows and heads (myTileRows, myRows, myHeads),
   // and the score terms of those heads; `rowBase` is the task's first query row.
   void emitRows(mlir::ImplicitLocOpBuilder& b, mlir::Value rowBase);
@@ -77,7 +112,7 @@ protected:
     return b.create<mlir::arith::IndexCastOp>(b.getI32Type(), index);
   }
 
-  OnlineUpdateOp update;
+  ScoreOpInterface scoreOp;
   mlir::Type element;
   const int64_t dk, dv, rows, warps, block;
   const int64_t headsPerTask; // G of a packed decode tile, else 1 (0: not static)
@@ -100,11 +135,12 @@ protected:
   // per task, G not dividing 8: rows g and g + 8 of a tile share a head when it does).
   std::optional<ScoreTerms> terms[2];
 
-private:
   // The key index of key tile j's first column held by this lane: keyBlock + 8 j + 2 t.
   mlir::Value keyBase(mlir::ImplicitLocOpBuilder& b, mlir::Value keyBlock, int64_t j);
   // keyBase + {0, 1} in the C fragment's shape (i32).
   mlir::Value fragmentKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value base);
+
+private:
   // f(terms, x, query positions, key positions) over a C fragment x: at once when the task
   // has one head, else C row by C row, each with its head's terms.
   mlir::Value perHead(mlir::ImplicitLocOpBuilder& b, mlir::Value x, mlir::Value keys,
@@ -112,6 +148,13 @@ private:
                                                      mlir::Value)>
                           f);
 };
+
+// Records in the public i32 constant `symbol` which function arguments `tensors` come from
+// (through bshd's transposes): those the kernel copies by 16-byte chunks and reads and writes
+// in pairs, which the bundle's entry checks for alignment (MmaContract.h); the bits of an
+// earlier record of the same symbol stay. Defined in LowerToMma.cpp.
+void recordAlignedArguments(mlir::ImplicitLocOpBuilder& b, mlir::ModuleOp module,
+                            llvm::StringRef symbol, mlir::ValueRange tensors);
 
 } // namespace attnc::attn
 

@@ -75,6 +75,7 @@ private:
   mlir::RewriterBase& rewriter;
   mlir::scf::ForallOp tasks;
   TaskOps ops;
+  OnlineUpdateOp update;
   MmaOptions options;
   // exp2 (ex2.approx); P is rounded to the storage type for the PV MMA: no shift for f16
   // (OnlineSoftmax.h).

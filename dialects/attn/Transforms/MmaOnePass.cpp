@@ -206,32 +206,17 @@ MmaLowering::BlockSoftmax MmaLowering::emitBlockSoftmax(ImplicitLocOpBuilder& b,
 
 SmallVector<Value> MmaLowering::emitValueProducts(ImplicitLocOpBuilder& b, ArrayRef<Value> s,
                                                   const BlockSoftmax& step, ValueRange carried) {
-  // O = alpha O + P V. An ldmatrix.x4.trans reads the B fragments of two 8-column tiles of
-  // V: lanes 0-7 address keys 0-7, lanes 8-15 keys 8-15 (columns 0-7), lanes 16-31 the same
-  // at columns 8-15.
+  // O = alpha O + P V.
   Value alphaRows = rowsVector(b, step.alpha[0], step.alpha[1], cType);
   SmallVector<Value> o;
   for (Value x : carried.drop_front(4))
     o.push_back(b.create<arith::MulFOp>(x, alphaRows));
-  Value vRow = b.create<arith::AddIOp>(
-      b.create<arith::RemUIOp>(lane, c(b, 8)),
-      b.create<arith::MulIOp>(
-          b.create<arith::RemUIOp>(b.create<arith::DivUIOp>(lane, c(b, 8)), c(b, 2)), c(b, 8)));
-  Value vColumn = b.create<arith::MulIOp>(b.create<arith::DivUIOp>(lane, c(b, 16)), c(b, 8));
   // Quantized values: P V = (P v_scale) V_codes, the scales per key (column of P).
-  auto weighted = [&](int64_t j) {
-    return sharedVScale
-               ? b.create<arith::MulFOp>(s[j], fragmentScales(b, sharedVScale, j)).getResult()
-               : s[j];
-  };
-  for (int64_t kk = 0; kk < block / 16; ++kk) {
-    Value lo = b.create<arith::TruncFOp>(bType, weighted(2 * kk));
-    Value hi = b.create<arith::TruncFOp>(bType, weighted(2 * kk + 1));
-    Value pFrag = b.create<vector::ShuffleOp>(lo, hi, ArrayRef<int64_t>{0, 1, 2, 3});
-    for (int64_t pair = 0; pair < dv / 16; ++pair)
-      mmaTwoTiles(b, pFrag, sharedV, vRow, 16 * kk, vColumn, 16 * pair, /*transpose=*/true, o,
-                  2 * pair);
-  }
+  SmallVector<Value> weighted(s);
+  if (sharedVScale)
+    for (auto [j, pj] : llvm::enumerate(weighted))
+      pj = b.create<arith::MulFOp>(pj, fragmentScales(b, sharedVScale, static_cast<int64_t>(j)));
+  accumulateProducts(b, weighted, sharedV, dv, o);
   return o;
 }
 

@@ -192,6 +192,13 @@ struct MmaOptions {
 mlir::LogicalResult lowerTasksToMma(mlir::RewriterBase& rewriter, mlir::scf::ForallOp tasks,
                                     const MmaOptions& options);
 
+// Lowers an attn.backward of f16 or bf16 tensors to tensor-core kernels in its place
+// (MmaBackward.cpp): a gpu.launch of blocks of tiles.rows query rows forming D and dQ, then one
+// of blocks of tiles.rows keys forming dK and dV, streaming tiles.keyBlock keys or query rows
+// through shared memory; with sinks, a task loop per head of their gradients.
+mlir::LogicalResult lowerBackwardToMma(mlir::RewriterBase& rewriter, BackwardOp op,
+                                       const BackwardTiles& tiles);
+
 } // namespace attnc::attn
 
 #endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_TRANSFORMS_H

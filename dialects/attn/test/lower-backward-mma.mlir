@@ -1,0 +1,115 @@
+// RUN: attn-opt %s -split-input-file -transform-interpreter -canonicalize -verify-diagnostics | FileCheck %s
+// transform.attn.lower_backward_mma: D's workspace, then two launches of 2 warps (rows = 32):
+// the dQ kernel (blocks of 32 query rows of a batch and head: D stored, K and V tiles of 16
+// keys copied by cp.async, S = Q K^T and dP = dO V^T, score_mod's tanh and its derivative,
+// p = 2^(s log2 e - lse log2 e), dQ += G K by ldmatrix.trans) and the dK/dV kernel (blocks of
+// 32 keys of a batch and KV head, over the group's heads and the query blocks the mask keeps:
+// Q and dO tiles with their lse and D, dV += P^T dO, dK += G^T Q); with sinks a task per head
+// sums their gradients. The aligned arguments are recorded for the bundle's entry.
+
+// CHECK: memref.global "public" constant @attnc_mma_backward_aligned_args : memref<i32> = dense<927>
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: llvm.emit_c_interface
+// CHECK: %[[DELTA:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x4x?xf32>
+// CHECK: gpu.launch
+// CHECK-SAME: threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c64
+// CHECK-SAME: workgroup(%{{.*}} : memref<16x24xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x24xf16, #gpu.address_space<workgroup>>)
+// CHECK:   memref.store %{{.*}}, %[[DELTA]]
+// CHECK:   scf.for
+// CHECK:     nvgpu.device_async_copy
+// CHECK:     nvgpu.mma.sync
+// CHECK:     math.tanh
+// CHECK:     math.exp2
+// CHECK:     nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK:     nvgpu.mma.sync
+// CHECK:     gpu.barrier
+// CHECK: gpu.launch
+// CHECK-SAME: workgroup(%{{.*}} : memref<16x24xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x24xf16, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>)
+// CHECK:   scf.for
+// CHECK:     scf.for
+// CHECK:       scf.if
+// CHECK:         memref.load %[[DELTA]]
+// CHECK:         nvgpu.mma.sync
+// CHECK:         nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK:         gpu.barrier
+// CHECK: scf.forall
+// CHECK:   memref.load %[[DELTA]]
+// CHECK:   memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<4xf32>
+// CHECK: memref.dealloc %[[DELTA]]
+
+func.func @backward(%q: memref<?x4x?x16xf16>, %k: memref<?x2x?x16xf16>, %v: memref<?x2x?x16xf16>,
+                    %o: memref<?x4x?x16xf16>, %do: memref<?x4x?x16xf16>, %lse: memref<?x4x?xf32>,
+                    %sinks: memref<4xf32>,
+                    %dq: memref<?x4x?x16xf16>, %dk: memref<?x2x?x16xf16>, %dv: memref<?x2x?x16xf16>,
+                    %dsinks: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x16xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x16xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x16xf16>
+  attn.backward %q, %k, %v, %o, %do, %lse sinks(%sinks : memref<4xf32>) into %dq, %dk, %dv
+      grad_sinks(%dsinks : memref<4xf32>)
+      at [%c0, %c0, %c0, %c0] sizes [%b, %c4, %tq, %tk] seq_q %tq
+      {num_heads = 4 : i64, scale = 0.25 : f64}
+      : memref<?x4x?x16xf16>, memref<?x2x?x16xf16>, memref<?x2x?x16xf16>, memref<?x4x?x16xf16>,
+        memref<?x4x?x16xf16>, memref<?x4x?xf32>, memref<?x4x?x16xf16>,
+        memref<?x2x?x16xf16>, memref<?x2x?x16xf16>
+      score_mod {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %t = math.tanh %s : f32
+        gpu.yield %t : f32
+      }
+      mask_mod {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %keep = arith.cmpi sle, %ki, %qp : i32
+        gpu.yield %keep : i1
+      }
+      score_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %t = math.tanh %s : f32
+        %t2 = arith.mulf %t, %t : f32
+        %one = arith.constant 1.0 : f32
+        %d = arith.subf %one, %t2 : f32
+        gpu.yield %d : f32
+      }
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward_mma %f rows = 32 key_block = 16 : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+// f32 tensors have no tensor-core backward.
+func.func @wide(%q: memref<1x1x8x16xf32>, %k: memref<1x1x8x16xf32>, %v: memref<1x1x8x16xf32>,
+                %o: memref<1x1x8x16xf32>, %do: memref<1x1x8x16xf32>, %lse: memref<1x1x8xf32>,
+                %dq: memref<1x1x8x16xf32>, %dk: memref<1x1x8x16xf32>,
+                %dv: memref<1x1x8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  // expected-error @+1 {{lower_backward_mma: tensor cores take f16 or bf16 storage, not 'f32'}}
+  attn.backward %q, %k, %v, %o, %do, %lse into %dq, %dk, %dv
+      at [%c0, %c0, %c0, %c0] sizes [%c1, %c1, %c8, %c8] seq_q %c8
+      {num_heads = 1 : i64, scale = 0.25 : f64}
+      : memref<1x1x8x16xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>,
+        memref<1x1x8x16xf32>, memref<1x1x8xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>,
+        memref<1x1x8x16xf32>
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward_mma %f rows = 32 key_block = 16 : !transform.any_op
+    transform.yield
+  }
+}

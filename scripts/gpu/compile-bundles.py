@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", 
 attnc_path, out, target = sys.argv[1:4]
 os.environ["ATTNC"] = os.path.abspath(attnc_path)
 from common import verdicts  # noqa: E402  (reads ATTNC)
-from test_gpu import CASES, SHAPES  # noqa: E402
+from test_gpu import BACKWARD_CASES, BACKWARD_SHAPES, CASES, SHAPES  # noqa: E402
 
 # The bench rows: prefill at B 2, H 16, T 4096 and a decode step at B 8, Tk 16384 (537 MB of
 # f16 K/V). `peer` names the PyTorch attention a row is measured against (none for the caches:
@@ -40,6 +40,16 @@ BENCH = [
      "kv_dtype=int8", "mlir", DECODE, False),
     ("decode_odd", "heads=8 d_k=80 d_v=48 dtype=bf16 kv_cache=paged page_size=16 kv_dtype=int8 "
      "sinks=true lse=true", "mlir", DECODE, False),
+]
+# The backward entry (backward=true; the timed entry), against PyTorch's backward at the same
+# shapes (peers.py times loss.backward() of SDPA's and FlexAttention's forward).
+BENCH += [
+    ("backward_bf16_causal", "heads=16 d_k=128 dtype=bf16 mask=causal lse=true backward=true",
+     "mlir", PREFILL, True),
+    ("backward_bf16", "heads=16 d_k=128 dtype=bf16 lse=true backward=true", "mlir", PREFILL,
+     True),
+    ("backward_f16_d64_causal", "heads=16 d_k=64 dtype=f16 mask=causal lse=true backward=true",
+     "mlir", PREFILL, True),
 ]
 # The decode tiles' schedule trials of docs/benchmarks.md ("GPU"), against the defaults (2
 # warps, 32 keys, 16 for quantized rows, fill_blocks 512).
@@ -75,6 +85,10 @@ def compile_bundle(spec, backend, folder):
     return os.path.relpath(so, out)
 
 
+def is_backward(spec):
+    return "backward=true" in spec.split()
+
+
 verify, bench = [], []
 for index, spec in enumerate(CASES):
     for backend, reason in sorted(verdicts(spec, target).items()):
@@ -82,12 +96,19 @@ for index, spec in enumerate(CASES):
             continue
         so = compile_bundle(spec, backend, "cases/%s%02d" % (backend, index))
         verify += [{"bundle": so, "spec": spec, "shape": [int(x) for x in shape],
-                    "seed": int(shape[1])} for shape in SHAPES]
+                    "seed": int(shape[1]), "backward": False} for shape in SHAPES]
+# Each backward case verifies its forward and its backward entry (verify --backward).
+for index, spec in enumerate(BACKWARD_CASES):
+    so = compile_bundle(spec, "mlir", "backward/mlir%02d" % index)
+    verify += [{"bundle": so, "spec": spec, "shape": [int(x) for x in shape],
+                "seed": int(shape[1]), "backward": True} for shape in BACKWARD_SHAPES]
 for name, spec, backend, shape, peer in BENCH:
     so = compile_bundle(spec, backend, "bench/" + name)
-    verify += [{"bundle": so, "spec": spec, "shape": list(small), "seed": 1}
+    verify += [{"bundle": so, "spec": spec, "shape": list(small), "seed": 1,
+                "backward": is_backward(spec)}
                for small in SMALL["decode" if shape is DECODE else "prefill"]]
-    bench.append({"name": name, "bundle": so, "spec": spec, "peer": peer, **shape})
+    bench.append({"name": name, "bundle": so, "spec": spec, "peer": peer,
+                  "backward": is_backward(spec), **shape})
 with open(os.path.join(out, "runs.json"), "w") as f:
     json.dump({"target": target, "verify": verify, "bench": bench}, f, indent=1)
 print("%d verify runs, %d bench rows" % (len(verify), len(bench)))

@@ -3,6 +3,8 @@ each of its CUDA backends forced (flash, cuDNN, memory-efficient) and FlexAttent
 a block mask for causal), timed as attnc bench times a GPU bundle: CUDA events, the L2 flushed
 (by writing 512 MB) before each run, medians of 20 after 3 warm-ups; a read-bandwidth probe
 (a sum over 2 GiB) first. TFLOP/s count a causal mask's half; GB/s are K/V bytes over time.
+A backward row times torch.autograd.grad of q, k and v through the forward's graph (kept), the
+backward alone, at 2.5 times the forward's FLOPs (FlashAttention's convention, as attnc bench).
   python3 peers.py runs.json"""
 import json
 import statistics
@@ -40,6 +42,15 @@ def report(name, peer, ms, flops, kv_bytes, note=""):
           % (name, peer, ms, flops / ms / 1e9, kv_bytes / ms / 1e6, note), flush=True)
 
 
+def timed(forward, q, k, v, backward):
+    """What a row times: the forward, or the backward of one forward's graph (run once here)."""
+    if not backward:
+        return forward
+    out = forward()
+    grad = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+
+
 def run(row, flex):
     keys = spec_keys(row["spec"])
     heads = int(keys["heads"])
@@ -48,10 +59,12 @@ def run(row, flex):
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[keys["dtype"]]
     causal = "causal" in keys.get("mask", "")
     b, tq, tk = row["batch"], row["seq_q"], row["seq_k"]
-    q = torch.randn(b, heads, tq, d, device=device, dtype=dtype)
-    k = torch.randn(b, kv_heads, tk, d, device=device, dtype=dtype)
-    v = torch.randn(b, kv_heads, tk, d, device=device, dtype=dtype)
-    flops = 4 * b * heads * tq * tk * d * (0.5 if causal and tq == tk else 1)
+    backward = row.get("backward", False)
+    q = torch.randn(b, heads, tq, d, device=device, dtype=dtype, requires_grad=backward)
+    k = torch.randn(b, kv_heads, tk, d, device=device, dtype=dtype, requires_grad=backward)
+    v = torch.randn(b, kv_heads, tk, d, device=device, dtype=dtype, requires_grad=backward)
+    flops = (4 * b * heads * tq * tk * d * (0.5 if causal and tq == tk else 1)
+             * (2.5 if backward else 1))
     kv_bytes = 2 * b * kv_heads * tk * d * q.element_size()
     gqa = heads != kv_heads
     for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
@@ -60,7 +73,8 @@ def run(row, flex):
                 def call():
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
                                                           enable_gqa=gqa)
-                report(row["name"], backend, median_ms(call), flops, kv_bytes)
+                report(row["name"], backend, median_ms(timed(call, q, k, v, backward)), flops,
+                       kv_bytes)
         except RuntimeError as error:
             print("%-26s %-20s not run: %s" % (row["name"], backend, str(error).splitlines()[0]))
     if flex is None:
@@ -70,8 +84,9 @@ def run(row, flex):
     mask = (create_block_mask(lambda bi, h, qi, ki: qi + (tk - tq) >= ki, None, None, tq, tk,
                               device=device) if causal else None)
     try:
-        report(row["name"], "FLEX", median_ms(lambda: compiled(q, k, v, block_mask=mask,
-                                                               enable_gqa=gqa)), flops, kv_bytes)
+        call = timed(lambda: compiled(q, k, v, block_mask=mask, enable_gqa=gqa), q, k, v,
+                     backward)
+        report(row["name"], "FLEX", median_ms(call), flops, kv_bytes)
     except Exception as error:  # a compile failure of Inductor's, reported as the row's result
         print("%-26s %-20s not run: %s" % (row["name"], "FLEX", str(error).splitlines()[0]))
 

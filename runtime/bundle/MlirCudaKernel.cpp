@@ -27,10 +27,11 @@ extern "C" {
 void attnc_mlir_kernel_packed(void**); // MemrefCall.h
 extern const char attnc_mlir_kernel_shapes[]; // bundle/ShapeContract.h
 // Tensor-core kernels only: which arguments need aligned rows (MmaContract.h).
-extern const int32_t attnc_mma_aligned_args __attribute__((weak));
-void attnc_mlir_backward_packed(void**) __attribute__((weak));
-extern const char attnc_mlir_backward_shapes[] __attribute__((weak));
-extern const int32_t attnc_mma_backward_aligned_args __attribute__((weak));
+// Weak and hidden: the bundle's own definitions or null, never another library's.
+extern const int32_t attnc_mma_aligned_args __attribute__((weak, visibility("hidden")));
+void attnc_mlir_backward_packed(void**) __attribute__((weak, visibility("hidden")));
+extern const char attnc_mlir_backward_shapes[] __attribute__((weak, visibility("hidden")));
+extern const int32_t attnc_mma_backward_aligned_args __attribute__((weak, visibility("hidden")));
 __attribute__((visibility("protected"))) int32_t
 attnc_kernel_run(const attnc_kernel_call* call, char* message, size_t messageSize);
 }

@@ -210,7 +210,10 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
     // A thread holds O (d_v / 2 floats), Q's fragments (d_k / 4 registers) and S (key_block
     // / 2 floats) at once; these key blocks keep that within 255 registers without spills by
     // ptxas for sm_80 and sm_90 at d <= 128 (d = 256 spills 160 bytes). K and V tiles of
-    // key_block x (d + 8) elements fit 48 KiB of static shared memory.
+    // key_block x (d + 8) elements fit 48 KiB of static shared memory. The backward's dK/dV
+    // kernel holds dK and dV (d / 2 floats each), K's and V's fragments and S^T and dP^T: at
+    // d 128 it spills about 100 bytes (ptxas sm_80; more with dropout's Philox), not measured
+    // against smaller blocks on a GPU yet.
     const int64_t widest = std::max(spec.dK, spec.dV);
     const int64_t keyBlock = widest <= 64 ? 64 : widest <= 128 ? 32 : 16;
     // Key splits: about four blocks per SM of an A100 (108) or H100/H200 (132), so that a
@@ -271,8 +274,10 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
   }
   if (family == ScheduleFamily::CudaMma) {
     for (const char* name : {"key_block", "decode_key_block"}) {
-      // The decode tiles stage quantized rows' scales beside K and V.
-      const bool scales = name == std::string("decode_key_block") && spec.kvDtype != KvDType::Same;
+      // The decode tiles stage quantized rows' scales beside K and V, the backward's dK/dV
+      // kernel its query rows' lse and D beside Q and dO (as many bytes).
+      const bool scales =
+          name == std::string("decode_key_block") ? spec.kvDtype != KvDType::Same : spec.backward;
       const int64_t bytes = attn::mmaSharedBytes(params.get(name), spec.dK, spec.dV, 2, scales);
       if (bytes > attn::kMmaSharedLimit)
         throw UsageError("schedule: " + std::string(name) + "=" +

@@ -101,15 +101,31 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
                               b.create<memref::DimOp>(k, 2)};
   if (rotated)
     std::tie(q, k, gradQ, gradK) = rotated->operands();
+  // The spec's float aux tensors: their gradients (zero where score_mod does not read them).
+  std::vector<std::string> learned;
+  SmallVector<Value> auxGradients;
+  for (const AuxTensor& tensor : spec.aux)
+    if (tensor.elementType == expr::Type::Float) {
+      learned.push_back(tensor.name);
+      auxGradients.push_back(arg(gradientName(tensor.name)));
+    }
   auto backward = b.create<attn::BackwardOp>(
       q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), gradQ, gradK,
-      arg("grad_v"), optional(gradientName("sinks")), offsets, sizes, seqQ,
-      b.getI64IntegerAttr(spec.heads), b.getF64FloatAttr(spec.scale),
+      arg("grad_v"), optional(gradientName("sinks")), auxGradients, offsets, sizes, seqQ,
+      b.getI64IntegerAttr(spec.heads), DenseI64ArrayAttr(), b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"));
   buildScoreRegions(backward.getScoreMod(), backward.getMaskMod(), spec, auxOperands);
   const ScoreExpressions score(spec);
   if (!score.trees.empty())
     buildScoreGradientRegion(backward.getScoreGrad(), score.trees, spec, auxOperands);
+  if (!learned.empty() && !score.trees.empty()) {
+    const std::vector<int64_t> targets =
+        buildAuxGradientRegion(backward.getAuxGrad(), score.trees, spec, auxOperands, learned);
+    if (targets.empty())
+      backward.getAuxGrad().getBlocks().clear(); // score_mod reads none of them
+    else
+      backward.setAuxGradTargets(targets);
+  }
   if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
     buildExpressionRegion(backward.getDropout(), *dropout, spec, auxOperands);
   if (rotated)

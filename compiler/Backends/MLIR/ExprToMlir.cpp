@@ -279,9 +279,10 @@ Value floatValue(ImplicitLocOpBuilder& b, RegionBuilder& builder, const expr::No
   return tree.type == expr::Type::Int ? b.create<arith::SIToFPOp>(b.getF32Type(), value) : value;
 }
 
-// The region's block, its value made by `body` from the region's builder, and yielded.
-void buildRegion(Region& region, const Spec& spec, std::span<const AuxOperand> aux,
-                 llvm::function_ref<Value(ImplicitLocOpBuilder&, RegionBuilder&)> body) {
+// The region's block, its values made by `body` from the region's builder, and yielded.
+void buildRegion(
+    Region& region, const Spec& spec, std::span<const AuxOperand> aux,
+    llvm::function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, RegionBuilder&)> body) {
   MLIRContext* ctx = region.getContext();
   ImplicitLocOpBuilder b(UnknownLoc::get(ctx), ctx);
   Block& block = expressionBlock(region, b);
@@ -299,7 +300,7 @@ void buildExpressionRegion(Region& region, std::span<const expr::Node* const> tr
       value = floatValue(b, builder, *tree);
       builder.setScore(value);
     }
-    return value;
+    return SmallVector<Value>{value};
   });
 }
 
@@ -313,8 +314,49 @@ void buildScoreGradientRegion(Region& region, std::span<const expr::Node* const>
       slope = slope ? Value(b.create<arith::MulFOp>(slope, factor)) : factor;
       builder.setScore(floatValue(b, builder, *tree));
     }
-    return slope;
+    return SmallVector<Value>{slope};
   });
+}
+
+std::vector<int64_t> buildAuxGradientRegion(Region& region,
+                                            std::span<const expr::Node* const> trees,
+                                            const Spec& spec, std::span<const AuxOperand> aux,
+                                            std::span<const std::string> learned) {
+  std::vector<int64_t> targets;
+  buildRegion(region, spec, aux, [&](ImplicitLocOpBuilder& b, RegionBuilder& builder) {
+    // Tree k's reads at its input x_(k-1), each partial times the later trees' slopes
+    // prod_(l > k) f_l'(x_(l-1)): d (f_n o ... o f_1) / d element.
+    struct Read {
+      SmallVector<Value> indices;
+      Value partial;
+      size_t tree;
+    };
+    std::vector<Read> reads;
+    SmallVector<Value> slopes;
+    for (auto [k, tree] : llvm::enumerate(trees)) {
+      for (const expr::AuxPartial& partial : expr::derivativesByAux(*tree)) {
+        auto target = std::find(learned.begin(), learned.end(), partial.read.name);
+        if (target == learned.end())
+          continue; // a built-in's (bias): the reference's gradient
+        targets.push_back(target - learned.begin());
+        Read read{{}, floatValue(b, builder, partial.derivative), k};
+        for (const expr::Node& index : partial.read.args)
+          read.indices.push_back(builder(index));
+        reads.push_back(std::move(read));
+      }
+      slopes.push_back(floatValue(b, builder, expr::derivativeByScore(*tree)));
+      builder.setScore(floatValue(b, builder, *tree));
+    }
+    SmallVector<Value> yielded;
+    for (Read& read : reads) {
+      for (size_t later = read.tree + 1; later < slopes.size(); ++later)
+        read.partial = b.create<arith::MulFOp>(read.partial, slopes[later]);
+      yielded.append(read.indices);
+      yielded.push_back(read.partial);
+    }
+    return yielded;
+  });
+  return targets;
 }
 
 void buildExpressionRegion(Region& region, const expr::Node& tree, const Spec& spec,

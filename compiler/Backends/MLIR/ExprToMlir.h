@@ -17,6 +17,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace attnc::mlirbackend {
 
@@ -35,6 +36,15 @@ void buildExpressionRegion(mlir::Region& region, const expr::Node& tree, const S
 // score_grad.
 void buildScoreGradientRegion(mlir::Region& region, std::span<const expr::Node* const> trees,
                               const Spec& spec, std::span<const AuxOperand> aux);
+
+// attn.backward's aux_grad: for each read of a tensor named in `learned` by the trees applied
+// in order, its indices and d (the trees' result) / d (the element read), by ExprDerive's
+// derivativesByAux and the chain rule through the later trees. Returns each read's index in
+// `learned` (the op's aux_grad_targets); reads of other tensors are left out.
+std::vector<int64_t> buildAuxGradientRegion(mlir::Region& region,
+                                            std::span<const expr::Node* const> trees,
+                                            const Spec& spec, std::span<const AuxOperand> aux,
+                                            std::span<const std::string> learned);
 
 } // namespace attnc::mlirbackend
 

@@ -181,12 +181,11 @@ std::span<const Coverage> MlirBackend::coverage() const {
                  {Variant::Sdpa},
                  allMasks,
                  backwardModifiers,
-                 {Output::O, Output::Lse, Output::Backward},
+                 {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                  {DType::F32, DType::F16, DType::BF16},
                  {MaskKind::Strided, MaskKind::Dilated},
-                 "the backward kernel covers sdpa without bias (f16 and bf16 widened to f32), "
-                 "and no float aux tensor's gradient; the rest of the backward is the "
-                 "reference backend's",
+                 "the backward kernel covers sdpa without bias (f16 and bf16 widened to f32); "
+                 "the rest of the backward is the reference backend's",
                  "",
                  ""});
     rows.push_back({Device::Cuda,

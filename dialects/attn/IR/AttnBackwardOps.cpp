@@ -46,5 +46,27 @@ LogicalResult BackwardOp::verify() {
     return emitOpError() << "sinks must have num_heads elements";
   if (!getScoreGrad().empty() && getScoreMod().empty())
     return emitOpError() << "score_grad is the derivative of score_mod, which is empty";
+  return verifyAuxGradients();
+}
+
+// Each read of aux_grad names a gradient of aux_grads, and the region yields its indices (one
+// i32 per dimension of that gradient) and its partial (f32), read after read.
+LogicalResult BackwardOp::verifyAuxGradients() {
+  ArrayRef<int64_t> targets = getAuxGradTargets().value_or(ArrayRef<int64_t>{});
+  if (getAuxGrad().empty() != targets.empty())
+    return emitOpError() << "aux_grad and aux_grad_targets come together";
+  if (targets.empty())
+    return success();
+  SmallVector<Type> expected;
+  for (int64_t target : targets) {
+    if (target < 0 || target >= static_cast<int64_t>(getAuxGrads().size()))
+      return emitOpError() << "aux_grad_targets entry " << target << " names no aux_grads operand";
+    auto type = cast<MemRefType>(getAuxGrads()[target].getType());
+    expected.append(type.getRank(), IntegerType::get(getContext(), 32));
+    expected.push_back(Float32Type::get(getContext()));
+  }
+  Operation* yield = getAuxGrad().front().getTerminator();
+  if (!yield || TypeRange(yield->getOperandTypes()) != TypeRange(expected))
+    return emitOpError() << "aux_grad must yield, per read, its i32 indices and an f32 partial";
   return success();
 }

@@ -30,7 +30,13 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     that kept nothing (lse = -inf) has p = 0 and gives nothing. With a `dropout` region
     (its factor z_ij on a probability, as attn.online_update's), dv takes z_ij p_ij and dx
     p_ij (z_ij dO_i . v_j - D_i). With `sinks` (a logit per head with no value, in lse),
-    `grad_sinks[h] = -sum_(b, i) exp(sink_h - lse_i) D_i`. The lowering
+    `grad_sinks[h] = -sum_(b, i) exp(sink_h - lse_i) D_i`. With `aux_grads` (the gradients of
+    float aux tensors that score_mod reads, zeroed and written whole), the `aux_grad` region
+    yields for each read of such a tensor (in `aux_grad_targets` order, each the index of its
+    tensor's gradient in `aux_grads`) the read's indices (i32, one per dimension of the tensor,
+    clamped into it as the read clamps them) and d score_mod / d (the element read) at the
+    score; each element's gradient sums p_ij (z_ij dO_i . v_j - D_i) times those partials over
+    the scores that read it. The lowering
     (transform.attn.lower_backward) makes three phases: D per row, dK and dV per key block,
     dQ per query tile.
 
@@ -59,12 +65,16 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dK [B, H_kv, Tk, d_k]", [MemWrite]>:$grad_key,
     Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dV [B, H_kv, Tk, d_v]", [MemWrite]>:$grad_value,
     Arg<Optional<MemRefRankOf<[F32], [1]>>, "d sinks [H]", [MemWrite]>:$grad_sinks,
+    Arg<Variadic<MemRefRankOf<[F32], [1, 2, 3, 4]>>, "the gradients of float aux tensors",
+        [MemWrite]>:$aux_grads,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes,
     Index:$seq_q,
-    I64Attr:$num_heads), Attn_ScoreAttrs);
+    I64Attr:$num_heads,
+    OptionalAttr<DenseI64ArrayAttr>:$aux_grad_targets), Attn_ScoreAttrs);
   let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod,
-                 Attn_ExpressionRegion:$score_grad, Attn_ExpressionRegion:$dropout);
+                 Attn_ExpressionRegion:$score_grad, Attn_ExpressionRegion:$dropout,
+                 Attn_ExpressionRegion:$aux_grad);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $grad_output `,` $lse
@@ -72,12 +82,13 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     `into` $grad_query `,` $grad_key `,` $grad_value
     (`grad_sinks` `(` $grad_sinks^ `:` type($grad_sinks) `)`)?
+    (`aux_grads` `(` $aux_grads^ `:` type($aux_grads) `)`)?
     `at` `[` $offsets `]` `sizes` `[` $sizes `]` `seq_q` $seq_q
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,` type($output) `,`
     type($grad_output) `,` type($lse) `,` type($grad_query) `,` type($grad_key) `,`
     type($grad_value)
     (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)? (`score_grad` $score_grad^)?
-    (`dropout` $dropout^)?
+    (`dropout` $dropout^)? (`aux_grad` $aux_grad^)?
   }];
   let extraClassDeclaration = [{
     // What ScoreOpInterface asks of ops that read caches or additive weights: none here.
@@ -85,6 +96,10 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     ::mlir::TypedValue<::mlir::MemRefType> getSeqLens() { return {}; }
     ::mlir::TypedValue<::mlir::MemRefType> getKeyScale() { return {}; }
     ::mlir::TypedValue<::mlir::MemRefType> getScoreWeights() { return {}; }
+
+  private:
+    ::mlir::LogicalResult verifyAuxGradients();
+  public:
   }];
   let hasVerifier = 1;
 }

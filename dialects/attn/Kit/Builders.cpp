@@ -46,6 +46,10 @@ Operation* firstPhase(Block& block) {
   return block.getTerminator();
 }
 
+Value unfoldedTaskCount(ImplicitLocOpBuilder& b, Value count, Value extent) {
+  return b.create<arith::MinUIOp>(count, b.create<arith::AddIOp>(count, extent));
+}
+
 void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
               const std::function<void(ImplicitLocOpBuilder&, Value)>& body) {
   b.create<scf::ForOp>(lower, upper, indexConstant(b, 1), std::nullopt,

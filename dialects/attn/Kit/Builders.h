@@ -30,6 +30,13 @@ mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::V
 // them first).
 mlir::Operation* firstPhase(mlir::Block& block);
 
+// `count` as a phase's task count that canonicalization cannot fold to a constant: a forall of
+// one static task (sinks of one head, a small table's sums) would be inlined by scf.forall's
+// single-iteration folder, leaving its body beside the kernel's phases, where
+// attn-outline-tasks and attn-map-tasks-to-gpu find no phase. min(count, count + extent), with
+// `extent` known only at run time (B), is count.
+mlir::Value unfoldedTaskCount(mlir::ImplicitLocOpBuilder& b, mlir::Value count, mlir::Value extent);
+
 // `buffer` (a memref of any strides) as a view whose innermost stride is a static 1, and whether
 // that stride is 1 at run time: where it is, the view reads the same elements, and vector loads
 // and constant offsets from one address can.

@@ -116,6 +116,22 @@ SmallVector<Value> BackwardTile::products(ImplicitLocOpBuilder& b, Value packed,
                    });
 }
 
+// The aux_grad region's reads at raw scores x: indices as they are, partials times the
+// gradient by the modified score, 0 where not kept (a partial may be infinite there).
+SmallVector<Value> BackwardTile::auxTerms(ImplicitLocOpBuilder& b, Value x, Value queryPos,
+                                          Value keyPos, Value keep, Value byModified) {
+  SmallVector<Value> reads = terms->auxGradients(b, x, queryPos, keyPos);
+  ArrayRef<int64_t> targets = taskOp.getAuxGradTargets().value_or(ArrayRef<int64_t>{});
+  size_t next = 0;
+  for (int64_t target : targets) {
+    next += cast<MemRefType>(taskOp.getAuxGrads()[target].getType()).getRank();
+    reads[next] = b.create<arith::SelectOp>(keep, b.create<arith::MulFOp>(reads[next], byModified),
+                                            f32Splat(b, lanes, 0));
+    ++next;
+  }
+  return reads;
+}
+
 BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys) {
   SmallVector<Value> raw = products(b, buffers.packedQuery, taskOp.getKey(), keys);
   SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), keys);
@@ -152,6 +168,7 @@ BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value
         g = b.create<arith::SelectOp>(keep, b.create<arith::MulFOp>(g, slope), zero);
       out.probability.push_back(dropped);
       out.score.push_back(g);
+      out.auxTerms.push_back(auxTerms(b, x, positions[r], keyPositions, keep, difference));
     }
   }
   return out;

@@ -49,9 +49,12 @@ public:
   // Packs the tile's query and output gradient rows and copies its lse and D, at b.
   void load(mlir::ImplicitLocOpBuilder& b);
 
-  // z p and g (see above) at `keys`: [u * vectors() + r] for key u and row vector r.
+  // z p and g (see above) at `keys`: [u * vectors() + r] for key u and row vector r; with an
+  // aux_grad region, per [u * vectors() + r] the region's reads, each its indices (i32
+  // vectors) then its term dx_ij / (scale score_grad) times the read's partial, 0 where p is.
   struct Gradients {
     llvm::SmallVector<mlir::Value> probability, score;
+    llvm::SmallVector<llvm::SmallVector<mlir::Value>> auxTerms;
   };
   Gradients at(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys);
 
@@ -59,6 +62,9 @@ public:
   mlir::Value keyHead() const { return kvHead; }
 
 private:
+  llvm::SmallVector<mlir::Value> auxTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value x,
+                                          mlir::Value queryPos, mlir::Value keyPos,
+                                          mlir::Value keep, mlir::Value byModified);
   // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector.
   llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,
                                           mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);

@@ -14,7 +14,11 @@
 //     FlashAttention's count, with no score recomputed;
 //   phase 3, per query tile: dQ = sum_s dQ^T_s, the chunks in order;
 //   with sinks, phase 1 also forms each tile's part of d sink_h = -sum_i exp(sink_h - lse_i) D_i
-//   and a phase 4 task per head sums the parts in order.
+//   and a phase 4 task per head sums the parts in order;
+//   with aux_grads (float aux tensors score_mod reads), each phase 2 task adds its scores'
+//   terms into a copy of each tensor's gradient of its own, in its order, and a phase per
+//   tensor sums the copies in task order (B H_kv S copies of each: a table's, not a T x T
+//   tensor's, size is what this suits).
 //
 // The keys of a (batch, KV head) are split into S = ceil(8 / (B H_kv)) chunks, so that a
 // call with few heads (B H_kv = 1 on two cores) still has 8 tasks; S depends on B and H_kv
@@ -76,9 +80,17 @@ private:
   // dK and dV of keys [firstKey, firstKey + keyCount) of (batch, kvHead), and the keys'
   // terms of dQ^T added into its copy `slot` of the workspace.
   void emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers, Value batch,
-                    Value kvHead, Value firstKey, Value keyCount, Value slot);
+                    Value kvHead, Value firstKey, Value keyCount, Value slot, Value task);
   void emitQueryTiles();
   void emitSinkGradients();
+  // Adds the aux_grad terms of one key group (BackwardTile::Gradients::auxTerms) into task
+  // `task`'s copies, lane by lane in order; zeroes a task's copies; sums the copies.
+  void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms);
+  void zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task);
+  void emitAuxGradients();
+  // The element count of aux_grads[k], and its dimensions.
+  SmallVector<Value> auxDims(ImplicitLocOpBuilder& rb, int64_t k);
+  Value elementsOf(ImplicitLocOpBuilder& rb, int64_t k);
   // D_i = sum_c dO_ic O_ic of one row.
   Value rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row);
   // A sink's probability in a row of log-sum-exp `lse`.
@@ -92,6 +104,8 @@ private:
   Value queryGrad; // [S B, H, d_k, Tq rounded up to rows] f32 workspace: the chunks' dQ^T
   Value chunks;    // S
   Value sinkParts; // [B, H, Tq / rows] f32 workspace with sinks: each tile's part of d sink
+  Value taskCount; // B H_kv S, phase 2's tasks
+  SmallVector<Value> auxCopies; // per aux_grads tensor: [tasks, elements] f32 workspace
 };
 
 TileBuffers BackwardLowering::tileBuffers() {
@@ -155,7 +169,7 @@ void BackwardLowering::emitSinkGradients() {
   // A task per head: grad_sinks[h] = -sum_b sum_t part[b, h, t], in order.
   Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
   Value parts = b.create<memref::DimOp>(sinkParts, 2);
-  Value heads = indexConstant(b, op.getNumHeads());
+  Value heads = unfoldedTaskCount(b, indexConstant(b, op.getNumHeads()), batches);
   auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{heads}, ValueRange{}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   Value head = forall.getInductionVar(0);
@@ -177,7 +191,7 @@ void BackwardLowering::emitSinkGradients() {
 
 void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers,
                                     Value batch, Value kvHead, Value firstKey, Value keyCount,
-                                    Value slot) {
+                                    Value slot, Value task) {
   const int64_t rows = tiles.rows, lanes = options.vectorWidth;
   const int64_t group = op.getNumHeads() / keyHeads();
   zeroBuffer(eb, buffers.accK);
@@ -203,6 +217,7 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
                        BackwardTile::Gradients g = queries.at(kb, keys);
+                       addAuxTerms(kb, task, g.auxTerms);
                        for (auto [u, key] : llvm::enumerate(keys)) {
                          Value local = kb.create<arith::SubIOp>(key, firstKey);
                          for (int64_t r = 0; r < queries.vectors(); ++r) {
@@ -247,6 +262,7 @@ void BackwardLowering::emitChunkTasks() {
         kvHead = b.create<arith::RemUIOp>(pair, pairs);
   Value slot = b.create<arith::AddIOp>(b.create<arith::MulIOp>(chunk, batches), batch);
   const KeyBlockBuffers buffers = keyBlockBuffers();
+  zeroAuxCopies(b, task);
   // The copy starts at 0 for the group's heads: its rows are this task's alone.
   const int64_t group = op.getNumHeads() / keyHeads();
   Value firstHead = b.create<arith::MulIOp>(kvHead, indexConstant(b, group));
@@ -274,7 +290,7 @@ void BackwardLowering::emitChunkTasks() {
              Value firstKey = kb.create<arith::MulIOp>(index, block);
              Value keyCount =
                  kb.create<arith::MinSIOp>(block, kb.create<arith::SubIOp>(seqK, firstKey));
-             emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, slot);
+             emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, slot, task);
            });
   b.setInsertionPointAfter(forall);
 }
@@ -305,8 +321,11 @@ void BackwardLowering::emit() {
   emitQueryTiles();
   if (op.getSinks())
     emitSinkGradients();
+  emitAuxGradients();
   b.create<memref::DeallocOp>(delta);
   b.create<memref::DeallocOp>(queryGrad);
+  for (Value copies : auxCopies)
+    b.create<memref::DeallocOp>(copies);
   if (sinkParts)
     b.create<memref::DeallocOp>(sinkParts);
 }
@@ -333,6 +352,99 @@ void BackwardLowering::emitWorkspace() {
     sinkParts =
         b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                   ValueRange{batches, b.create<arith::CeilDivUIOp>(seqQ, rows)});
+  taskCount = b.create<arith::MulIOp>(pairs, chunks);
+  for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
+    auxCopies.push_back(
+        b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
+                                  ValueRange{taskCount, elementsOf(b, k)}));
+}
+
+SmallVector<Value> BackwardLowering::auxDims(ImplicitLocOpBuilder& rb, int64_t k) {
+  Value grad = op.getAuxGrads()[k];
+  SmallVector<Value> dims;
+  for (int64_t d = 0; d < cast<MemRefType>(grad.getType()).getRank(); ++d)
+    dims.push_back(rb.create<memref::DimOp>(grad, d));
+  return dims;
+}
+
+Value BackwardLowering::elementsOf(ImplicitLocOpBuilder& rb, int64_t k) {
+  Value count = indexConstant(rb, 1);
+  for (Value dim : auxDims(rb, k))
+    count = rb.create<arith::MulIOp>(count, dim);
+  return count;
+}
+
+void BackwardLowering::zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task) {
+  for (auto [k, copies] : llvm::enumerate(auxCopies))
+    forRange(tb, indexConstant(tb, 0), elementsOf(tb, k), [&](ImplicitLocOpBuilder& eb, Value e) {
+      eb.create<memref::StoreOp>(f32Constant(eb, 0), copies, ValueRange{task, e});
+    });
+}
+
+void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
+                                   ArrayRef<SmallVector<Value>> terms) {
+  ArrayRef<int64_t> targets = op.getAuxGradTargets().value_or(ArrayRef<int64_t>{});
+  for (ArrayRef<Value> reads : terms) {
+    size_t next = 0;
+    for (int64_t target : targets) {
+      const SmallVector<Value> dims = auxDims(kb, target);
+      ArrayRef<Value> indices = reads.slice(next, dims.size());
+      Value term = reads[next + dims.size()];
+      next += dims.size() + 1;
+      // Lane by lane in order: lanes may read the same element. The element's offset in
+      // row-major order, each index clamped into its dimension as the read clamps it.
+      forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
+               [&](ImplicitLocOpBuilder& lb, Value lane) {
+                 Value offset = indexConstant(lb, 0);
+                 for (auto [index, dim] : llvm::zip_equal(indices, dims)) {
+                   Value at = clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
+                                         lb.create<arith::SubIOp>(dim, indexConstant(lb, 1)));
+                   offset = lb.create<arith::AddIOp>(lb.create<arith::MulIOp>(offset, dim), at);
+                 }
+                 const SmallVector<Value, 2> element{task, offset};
+                 Value sum =
+                     lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(auxCopies[target], element),
+                                              lb.create<vector::ExtractElementOp>(term, lane));
+                 lb.create<memref::StoreOp>(sum, auxCopies[target], element);
+               });
+    }
+  }
+}
+
+void BackwardLowering::emitAuxGradients() {
+  // A phase per tensor, a task per 256 elements: grad[e] = sum_t copies[t, e] in task order.
+  constexpr int64_t kElementsPerTask = 256;
+  for (auto [k, copies] : llvm::enumerate(auxCopies)) {
+    Value count = elementsOf(b, k);
+    Value tasks = unfoldedTaskCount(
+        b, b.create<arith::CeilDivUIOp>(count, indexConstant(b, kElementsPerTask)),
+        b.create<memref::DimOp>(op.getQuery(), 0));
+    auto forall =
+        b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
+    b.setInsertionPointToStart(forall.getBody());
+    Value first =
+        b.create<arith::MulIOp>(forall.getInductionVar(0), indexConstant(b, kElementsPerTask));
+    Value last = b.create<arith::MinUIOp>(
+        b.create<arith::AddIOp>(first, indexConstant(b, kElementsPerTask)), count);
+    const SmallVector<Value> dims = auxDims(b, k);
+    forRange(b, first, last, [&](ImplicitLocOpBuilder& eb, Value e) {
+      Value sum = foldRange(eb, indexConstant(eb, 0), taskCount, {f32Constant(eb, 0)},
+                            [&](ImplicitLocOpBuilder& tb, Value t, ValueRange acc) {
+                              Value term = tb.create<memref::LoadOp>(copies, ValueRange{t, e});
+                              return SmallVector<Value>{tb.create<arith::AddFOp>(acc[0], term)};
+                            })
+                      .front();
+      // e in row-major order back to indices.
+      SmallVector<Value> at(dims.size());
+      Value rest = e;
+      for (size_t d = dims.size(); d-- > 0;) {
+        at[d] = eb.create<arith::RemUIOp>(rest, dims[d]);
+        rest = eb.create<arith::DivUIOp>(rest, dims[d]);
+      }
+      eb.create<memref::StoreOp>(sum, op.getAuxGrads()[k], at);
+    });
+    b.setInsertionPointAfter(forall);
+  }
 }
 
 } // namespace

@@ -114,6 +114,8 @@ LogicalResult BackwardMma::check() {
       return fail() << "k, v, o and grad_o must have q's element type " << element;
   if (dk % 16 != 0 || dv % 16 != 0)
     return fail() << "d_k = " << dk << " and d_v = " << dv << " must be multiples of 16";
+  if (!op.getAuxGrads().empty())
+    return fail() << "the gradients of aux tensors are the CPU lowering's (lower_backward)";
   if (rows <= 0 || rows % 16 != 0 || warps > 32)
     return fail() << "rows (" << rows << ") must be 16 per warp, at most 32 warps";
   if (block <= 0 || block % 16 != 0)
@@ -218,8 +220,11 @@ BackwardMma::Gradients BackwardMma::gradients(ImplicitLocOpBuilder& b, const Sco
   Value g = b.create<arith::SubFOp>(b.create<arith::MulFOp>(weighted, dp),
                                     b.create<arith::MulFOp>(p, rowDeltas));
   g = b.create<arith::MulFOp>(g, scale);
+  // Masked and padding scores give 0, whatever the slope there (1 / (q - k + 1) is infinite
+  // at a masked key: 0 inf would make the row NaN).
   if (Value slope = rowTerms.scoreGradient(b, x, queryPos, keyPos))
-    g = b.create<arith::MulFOp>(g, slope);
+    g = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0),
+                                  b.create<arith::MulFOp>(g, slope));
   return {weighted, g};
 }
 
@@ -397,8 +402,8 @@ void BackwardMma::emitSinkGradients(ImplicitLocOpBuilder& b) {
   // A task per head: grad_sinks[h] = -sum_b sum_i w_bi D_bi, w = exp(sink - lse) (0 for a -inf
   // sink), in order.
   Value batches = b.create<memref::DimOp>(query, 0);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{c(b, op.getNumHeads())},
-                                        ValueRange{}, std::nullopt);
+  Value heads = unfoldedTaskCount(b, c(b, op.getNumHeads()), batches);
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{heads}, ValueRange{}, std::nullopt);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(forall.getBody());
   Value h = forall.getInductionVar(0);

@@ -76,6 +76,11 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batch
 
 Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, Value queryPos,
                              Value keyPos) const {
+  return expressions(b, region, s, queryPos, keyPos).front();
+}
+
+SmallVector<Value> ScoreTerms::expressions(ImplicitLocOpBuilder& b, Region& region, Value s,
+                                           Value queryPos, Value keyPos) const {
   ArrayRef<int64_t> shape = cast<VectorType>(s.getType()).getShape();
   auto typeI32 = cast<VectorType>(queryPos.getType());
   auto splat = [&](Value scalar) { return b.create<vector::BroadcastOp>(typeI32, scalar); };
@@ -122,7 +127,7 @@ Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, V
     state.addAttributes(scalar.getAttrs());
     map.map(scalar.getResults(), b.create(state)->getResults());
   }
-  return vectorOf(cast<gpu::YieldOp>(block.getTerminator()).getValues().front());
+  return llvm::map_to_vector(cast<gpu::YieldOp>(block.getTerminator()).getValues(), vectorOf);
 }
 
 Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux, ArrayRef<Value> indices) const {
@@ -176,6 +181,14 @@ Value ScoreTerms::scoreGradient(ImplicitLocOpBuilder& b, Value s, Value queryPos
   if (!backward || backward.getScoreGrad().empty())
     return {};
   return expression(b, backward.getScoreGrad(), s, queryPos, keyPos);
+}
+
+SmallVector<Value> ScoreTerms::auxGradients(ImplicitLocOpBuilder& b, Value s, Value queryPos,
+                                            Value keyPos) const {
+  auto backward = dyn_cast<BackwardOp>(op.getOperation());
+  if (!backward || backward.getAuxGrad().empty())
+    return {};
+  return expressions(b, backward.getAuxGrad(), s, queryPos, keyPos);
 }
 
 Value ScoreTerms::dropout(ImplicitLocOpBuilder& b, Value p, Value queryPos, Value keyPos) const {

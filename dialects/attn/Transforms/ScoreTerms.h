@@ -44,6 +44,12 @@ public:
   mlir::Value scoreGradient(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                             mlir::Value keyPos) const;
 
+  // attn.backward's aux_grad region at the raw scores s: per read of aux_grad_targets, its
+  // indices (i32 vectors, unclamped) and its partial d score_mod / d element (f32); empty
+  // where the op has no such region.
+  llvm::SmallVector<mlir::Value> auxGradients(mlir::ImplicitLocOpBuilder& b, mlir::Value s,
+                                              mlir::Value queryPos, mlir::Value keyPos) const;
+
   // p, a vector of probabilities at queryPos and keyPos, times the dropout region's factor
   // (where p weights v, after the row sums took it); p as it is when the op has no dropout
   // (an update or a backward without the region, or attn.weights).
@@ -70,6 +76,10 @@ private:
   // queryPos and keyPos).
   mlir::Value expression(mlir::ImplicitLocOpBuilder& b, mlir::Region& region, mlir::Value s,
                          mlir::Value queryPos, mlir::Value keyPos) const;
+  // Every value the region yields, in order.
+  llvm::SmallVector<mlir::Value> expressions(mlir::ImplicitLocOpBuilder& b, mlir::Region& region,
+                                             mlir::Value s, mlir::Value queryPos,
+                                             mlir::Value keyPos) const;
   // Aux operand `aux` at the integer vectors `indices` (one per dimension, clamped into it),
   // element by element.
   mlir::Value gatherAux(mlir::ImplicitLocOpBuilder& b, int64_t aux,

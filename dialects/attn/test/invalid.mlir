@@ -468,3 +468,22 @@ func.func @backward_score_grad_alone(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x
       }
   return
 }
+
+// -----
+
+func.func @backward_aux_grad_yields(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>,
+                                    %v: memref<?x2x?x8xf32>, %o: memref<?x4x?x8xf32>,
+                                    %lse: memref<?x4x?xf32>, %drel: memref<4x9xf32>, %n: index) {
+  // expected-error @+1 {{aux_grad must yield, per read, its i32 indices and an f32 partial}}
+  attn.backward %q, %k, %v, %o, %o, %lse into %q, %k, %v aux_grads(%drel : memref<4x9xf32>)
+      at [%n, %n, %n, %n] sizes [%n, %n, %n, %n] seq_q %n
+      {num_heads = 4 : i64, scale = 0.25 : f64, aux_grad_targets = array<i64: 0>}
+      : memref<?x4x?x16xf32>, memref<?x2x?x16xf32>, memref<?x2x?x8xf32>, memref<?x4x?x8xf32>,
+        memref<?x4x?x8xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf32>, memref<?x2x?x16xf32>,
+        memref<?x2x?x8xf32>
+      aux_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        gpu.yield %h, %s : i32, f32
+      }
+  return
+}

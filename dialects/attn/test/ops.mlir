@@ -143,6 +143,36 @@ func.func @backward(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>, %v: memr
   return
 }
 
+// The gradient of a float aux table: aux_grad yields the read's index and its partial.
+// CHECK-LABEL: func.func @backward_aux
+func.func @backward_aux(%q: memref<?x4x?x16xf32>, %k: memref<?x2x?x16xf32>,
+                        %v: memref<?x2x?x8xf32>, %o: memref<?x4x?x8xf32>,
+                        %lse: memref<?x4x?xf32>, %rel: memref<4xf32>, %drel: memref<4xf32>,
+                        %n: index) {
+  // CHECK: attn.backward {{.*}} aux_grads(%{{.*}} : memref<4xf32>) at
+  // CHECK-SAME: aux_grad_targets = array<i64: 0>
+  // CHECK: aux_grad {
+  attn.backward %q, %k, %v, %o, %o, %lse aux(%rel : memref<4xf32>) into %q, %k, %v
+      aux_grads(%drel : memref<4xf32>)
+      at [%n, %n, %n, %n] sizes [%n, %n, %n, %n] seq_q %n
+      {num_heads = 4 : i64, scale = 0.25 : f64, aux_grad_targets = array<i64: 0>}
+      : memref<?x4x?x16xf32>, memref<?x2x?x16xf32>, memref<?x2x?x8xf32>, memref<?x4x?x8xf32>,
+        memref<?x4x?x8xf32>, memref<?x4x?xf32>, memref<?x4x?x16xf32>, memref<?x2x?x16xf32>,
+        memref<?x2x?x8xf32>
+      score_mod {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %r = attn.aux_load 0 [%h] : f32
+        %t = arith.addf %s, %r : f32
+        gpu.yield %t : f32
+      }
+      aux_grad {
+      ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %j: i32, %pos: i32, %tq: i32, %tk: i32):
+        %one = arith.constant 1.0 : f32
+        gpu.yield %h, %one : i32, f32
+      }
+  return
+}
+
 // A document mask and a score_mod as regions over the op's aux tensors.
 // CHECK-LABEL: func.func @expressions
 func.func @expressions(%q: tensor<?x2x?x16xf32>, %k: tensor<?x2x?x16xf32>,

@@ -1,11 +1,12 @@
 """The MLIR backend's backward kernels against the f64 reference on odd shapes: Tq != Tk,
 Tq = 1, sizes off every tile, fully masked rows, GQA, every mask, the modifiers and
-expressions whose derivative the compiler takes, the gradients of float aux tensors, sinks,
-dropout and RoPE, f16 and bf16, at 1 and 2 threads."""
+expressions whose derivative the compiler takes, the gradients of float aux tensors and of a
+bias (broadcast or not), sinks, dropout and RoPE, f16 and bf16, at 1 and 2 threads."""
+import math
 import os
 import unittest
 
-from common import CliTestCase, attnc, needs_backends
+from common import CliTestCase, attnc, needs_backends, write_npy
 
 BACKWARD = "variant=sdpa lse=true backward=true "
 
@@ -49,8 +50,34 @@ CASES = [
 ]
 
 
+# A bias and its gradient in place, broadcast over the batch, the heads or both (one phase 2
+# task per key chunk sums each column over the batch and heads in order): (bias shape, spec).
+BIAS_CASES = [
+    ([2, 4, 37, 53], "heads=4 kv_heads=2 d_k=32 bias=true mask=causal"),
+    ([1, 4, 37, 53], "heads=4 kv_heads=2 d_k=32 bias=true softcap=20 "
+                     "score_mod=score*0.5+tanh(score)"),
+    ([2, 1, 37, 53], "heads=4 kv_heads=1 d_k=16 bias=true alibi=true mask=window "
+                     "window_left=9 window_right=2"),
+    ([1, 1, 37, 53], "heads=2 d_k=16 bias=true dtype=bf16 sinks=true dropout=0.2 seed=3"),
+]
+
+
 @needs_backends("mlir")
 class MlirBackward(CliTestCase):
+    def test_a_bias_gradient_broadcast_or_not(self):
+        for i, (shape, spec) in enumerate(BIAS_CASES):
+            with self.subTest(spec=spec, shape=shape):
+                bias = os.path.join(self.tmp, "bias%d.npy" % i)
+                count = shape[0] * shape[1] * shape[2] * shape[3]
+                write_npy(bias, [math.sin(0.37 * e) for e in range(count)], shape)
+                out = os.path.join(self.tmp, "bias%d" % i)
+                self.expect(attnc("compile", BACKWARD + spec, "--backend", "mlir", "-o", out), 0)
+                bundle = os.path.join(out, next(f for f in os.listdir(out) if f.endswith(".so")))
+                for threads in ("1", "2"):
+                    self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
+                                      "--batch", "2", "--seq-q", "37", "--seq-k", "53",
+                                      "--bias", bias), 0, "grad_bias", "PASS")
+
     def test_every_gradient_matches_the_reference(self):
         for i, (spec, batch, tq, tk, lengths) in enumerate(CASES):
             with self.subTest(spec=spec):
@@ -68,9 +95,10 @@ class MlirBackward(CliTestCase):
         r = self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 mask=causal", "-o", self.tmp),
                         0)
         self.assertIn("_mlir.so", r.stdout)
-        self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 bias=true", "-o", self.tmp), 2,
-                    "the mlir backend does not support bias on cpu targets (the backward kernel",
-                    "--backend reference builds every spec")
+        self.expect(attnc("compile", "variant=additive lse=true backward=true heads=2 d_q=16 "
+                          "d_k=16 d_attn=8", "-o", self.tmp), 2,
+                    "the mlir backend does not support variant=additive on cpu targets (the "
+                    "backward kernel", "--backend reference builds every spec")
         r = self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 aux=t:f32[Tk] "
                               "score_mod=score+t[kv_idx]", "-o", self.tmp), 0)
         self.assertIn("_mlir.so", r.stdout)

@@ -101,7 +101,8 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
                               b.create<memref::DimOp>(k, 2)};
   if (rotated)
     std::tie(q, k, gradQ, gradK) = rotated->operands();
-  // The spec's float aux tensors: their gradients (zero where score_mod does not read them).
+  // The spec's float aux tensors: their gradients (zero where score_mod does not read them);
+  // the bias's, score-shaped, summed in place.
   std::vector<std::string> learned;
   SmallVector<Value> auxGradients;
   for (const AuxTensor& tensor : spec.aux)
@@ -109,10 +110,17 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
       learned.push_back(tensor.name);
       auxGradients.push_back(arg(gradientName(tensor.name)));
     }
+  std::vector<int64_t> direct;
+  if (spec.bias) {
+    direct.push_back(static_cast<int64_t>(learned.size()));
+    learned.push_back("bias");
+    auxGradients.push_back(arg(gradientName("bias")));
+  }
   auto backward = b.create<attn::BackwardOp>(
       q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), gradQ, gradK,
       arg("grad_v"), optional(gradientName("sinks")), auxGradients, offsets, sizes, seqQ,
-      b.getI64IntegerAttr(spec.heads), DenseI64ArrayAttr(), b.getF64FloatAttr(spec.scale),
+      b.getI64IntegerAttr(spec.heads), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+      b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"));
   buildScoreRegions(backward.getScoreMod(), backward.getMaskMod(), spec, auxOperands);
   const ScoreExpressions score(spec);
@@ -125,6 +133,8 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
       backward.getAuxGrad().getBlocks().clear(); // score_mod reads none of them
     else
       backward.setAuxGradTargets(targets);
+    if (!direct.empty())
+      backward.setAuxGradDirect(direct);
   }
   if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
     buildExpressionRegion(backward.getDropout(), *dropout, spec, auxOperands);

@@ -176,16 +176,18 @@ std::span<const Coverage> MlirBackend::coverage() const {
     const std::vector<Modifier> backwardModifiers = {
         Modifier::Alibi,    Modifier::Softcap, Modifier::Rope, Modifier::Dropout,
         Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks};
+    std::vector<Modifier> cpuBackwardModifiers = backwardModifiers;
+    cpuBackwardModifiers.push_back(Modifier::Bias);
     rows.insert(rows.begin() + 1,
                 {Device::Cpu,
                  {Variant::Sdpa},
                  allMasks,
-                 backwardModifiers,
+                 cpuBackwardModifiers,
                  {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                  {DType::F32, DType::F16, DType::BF16},
                  {MaskKind::Strided, MaskKind::Dilated},
-                 "the backward kernel covers sdpa without bias (f16 and bf16 widened to f32); "
-                 "the rest of the backward is the reference backend's",
+                 "the backward kernel covers sdpa (f16 and bf16 widened to f32); the other "
+                 "variants' backward is the reference backend's",
                  "",
                  ""});
     rows.push_back({Device::Cuda,

@@ -65,6 +65,16 @@ LogicalResult BackwardOp::verifyAuxGradients() {
     expected.append(type.getRank(), IntegerType::get(getContext(), 32));
     expected.push_back(Float32Type::get(getContext()));
   }
+  for (int64_t direct : getAuxGradDirect().value_or(ArrayRef<int64_t>{}))
+    if (direct < 0 || direct >= static_cast<int64_t>(getAuxGrads().size()) ||
+        cast<MemRefType>(getAuxGrads()[direct].getType()).getRank() != 4)
+      return emitOpError() << "aux_grad_direct entry " << direct
+                           << " must name a score-shaped (rank 4) aux_grads operand";
+  for (auto [k, grad] : llvm::enumerate(getAuxGrads()))
+    if (!llvm::is_contained(getAuxGradDirect().value_or(ArrayRef<int64_t>{}),
+                            static_cast<int64_t>(k)) &&
+        !cast<MemRefType>(grad.getType()).getElementType().isF32())
+      return emitOpError() << "aux_grads operand " << k << " must be f32 (or aux_grad_direct)";
   Operation* yield = getAuxGrad().front().getTerminator();
   if (!yield || TypeRange(yield->getOperandTypes()) != TypeRange(expected))
     return emitOpError() << "aux_grad must yield, per read, its i32 indices and an f32 partial";

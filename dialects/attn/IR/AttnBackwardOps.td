@@ -36,7 +36,9 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     tensor's gradient in `aux_grads`) the read's indices (i32, one per dimension of the tensor,
     clamped into it as the read clamps them) and d score_mod / d (the element read) at the
     score; each element's gradient sums p_ij (z_ij dO_i . v_j - D_i) times those partials over
-    the scores that read it. The lowering
+    the scores that read it. The gradients listed in `aux_grad_direct` are score-shaped,
+    [B or 1, H or 1, Tq, Tk] read at [b, h, q_idx, kv_idx] (a bias), and are summed in place
+    in their own type; the others are f32. The lowering
     (transform.attn.lower_backward) makes three phases: D per row, dK and dV per key block,
     dQ per query tile.
 
@@ -65,13 +67,14 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dK [B, H_kv, Tk, d_k]", [MemWrite]>:$grad_key,
     Arg<MemRefRankOf<[F32, F16, BF16], [4]>, "dV [B, H_kv, Tk, d_v]", [MemWrite]>:$grad_value,
     Arg<Optional<MemRefRankOf<[F32], [1]>>, "d sinks [H]", [MemWrite]>:$grad_sinks,
-    Arg<Variadic<MemRefRankOf<[F32], [1, 2, 3, 4]>>, "the gradients of float aux tensors",
-        [MemWrite]>:$aux_grads,
+    Arg<Variadic<MemRefRankOf<[F32, F16, BF16], [1, 2, 3, 4]>>,
+        "the gradients of float aux tensors", [MemWrite]>:$aux_grads,
     Variadic<Index>:$offsets,
     Variadic<Index>:$sizes,
     Index:$seq_q,
     I64Attr:$num_heads,
-    OptionalAttr<DenseI64ArrayAttr>:$aux_grad_targets), Attn_ScoreAttrs);
+    OptionalAttr<DenseI64ArrayAttr>:$aux_grad_targets,
+    OptionalAttr<DenseI64ArrayAttr>:$aux_grad_direct), Attn_ScoreAttrs);
   let regions = (region Attn_ExpressionRegion:$score_mod, Attn_ExpressionRegion:$mask_mod,
                  Attn_ExpressionRegion:$score_grad, Attn_ExpressionRegion:$dropout,
                  Attn_ExpressionRegion:$aux_grad);

@@ -60,7 +60,8 @@ class BackwardLowering {
 public:
   BackwardLowering(ImplicitLocOpBuilder& b, BackwardOp op, const BackwardTiles& tiles,
                    const VectorOptions& options)
-      : b(b), op(op), tiles(tiles), options(options) {}
+      : b(b), op(op), tiles(tiles), options(options),
+        chunkMajor(op.getAuxGradDirect().has_value() && !op.getAuxGradDirect()->empty()) {}
 
   void emit();
 
@@ -83,6 +84,13 @@ private:
                     Value kvHead, Value firstKey, Value keyCount, Value slot, Value task);
   void emitQueryTiles();
   void emitSinkGradients();
+  // Zeroes the dQ^T copy `slot` for the heads of KV head `kvHead`'s group.
+  void zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, Value kvHead);
+  // Zeroes keys [firstKey, endKey) of every direct aux gradient (aux_grad_direct).
+  void zeroDirectGradients(ImplicitLocOpBuilder& tb, Value firstKey, Value endKey);
+  bool isDirect(int64_t k) {
+    return llvm::is_contained(op.getAuxGradDirect().value_or(ArrayRef<int64_t>{}), k);
+  }
   // Adds the aux_grad terms of one key group (BackwardTile::Gradients::auxTerms) into task
   // `task`'s copies, lane by lane in order; zeroes a task's copies; sums the copies.
   void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms);
@@ -104,7 +112,10 @@ private:
   Value queryGrad; // [S B, H, d_k, Tq rounded up to rows] f32 workspace: the chunks' dQ^T
   Value chunks;    // S
   Value sinkParts; // [B, H, Tq / rows] f32 workspace with sinks: each tile's part of d sink
-  Value taskCount; // B H_kv S, phase 2's tasks
+  // Chunk-major with a direct aux gradient (bias): a task per chunk, every (b, g) in it, so
+  // that one task owns each key's column of the gradient, whatever it broadcasts over.
+  const bool chunkMajor;
+  Value taskCount;              // B H_kv S, or S chunk-major: phase 2's tasks
   SmallVector<Value> auxCopies; // per aux_grads tensor: [tasks, elements] f32 workspace
 };
 
@@ -249,25 +260,55 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
 }
 
 void BackwardLowering::emitChunkTasks() {
-  // A task per (batch, KV head, chunk): task = (b H_kv + g) S + s, its dQ^T copy s B + b.
+  // A task per (batch, KV head, chunk): task = (b H_kv + g) S + s; chunk-major, a task per
+  // chunk s looping over every (b, g) in order. The pair's dQ^T copy is s B + b.
   Value pairs = indexConstant(b, keyHeads());
   Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
-  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(batches, pairs), chunks);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
+  auto forall =
+      b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{taskCount}, ValueRange{}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   Value task = forall.getInductionVar(0);
-  Value chunk = b.create<arith::RemUIOp>(task, chunks);
-  Value pair = b.create<arith::DivUIOp>(task, chunks);
-  Value batch = b.create<arith::DivUIOp>(pair, pairs),
-        kvHead = b.create<arith::RemUIOp>(pair, pairs);
-  Value slot = b.create<arith::AddIOp>(b.create<arith::MulIOp>(chunk, batches), batch);
+  Value chunk = chunkMajor ? task : b.create<arith::RemUIOp>(task, chunks).getResult();
   const KeyBlockBuffers buffers = keyBlockBuffers();
   zeroAuxCopies(b, task);
-  // The copy starts at 0 for the group's heads: its rows are this task's alone.
+  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks.
+  Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
+  Value block = indexConstant(b, tiles.keyBlock);
+  Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
+  auto chunkEdge = [&](Value s) {
+    return b.create<arith::DivUIOp>(b.create<arith::MulIOp>(s, blocks), chunks);
+  };
+  Value firstBlock = chunkEdge(chunk);
+  Value endBlock = chunkEdge(b.create<arith::AddIOp>(chunk, indexConstant(b, 1)));
+  zeroDirectGradients(b, b.create<arith::MulIOp>(firstBlock, block),
+                      b.create<arith::MinUIOp>(b.create<arith::MulIOp>(endBlock, block), seqK));
+  auto pairTask = [&](ImplicitLocOpBuilder& pb, Value batch, Value kvHead) {
+    Value slot = pb.create<arith::AddIOp>(pb.create<arith::MulIOp>(chunk, batches), batch);
+    zeroQueryGradCopy(pb, slot, kvHead);
+    forRange(pb, firstBlock, endBlock, [&](ImplicitLocOpBuilder& kb, Value index) {
+      Value firstKey = kb.create<arith::MulIOp>(index, block);
+      Value keyCount = kb.create<arith::MinSIOp>(block, kb.create<arith::SubIOp>(seqK, firstKey));
+      emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, slot, task);
+    });
+  };
+  if (chunkMajor) {
+    forRange(b, indexConstant(b, 0), batches, [&](ImplicitLocOpBuilder& bb, Value batch) {
+      forRange(bb, indexConstant(bb, 0), pairs,
+               [&](ImplicitLocOpBuilder& gb, Value kvHead) { pairTask(gb, batch, kvHead); });
+    });
+  } else {
+    Value pair = b.create<arith::DivUIOp>(task, chunks);
+    pairTask(b, b.create<arith::DivUIOp>(pair, pairs), b.create<arith::RemUIOp>(pair, pairs));
+  }
+  b.setInsertionPointAfter(forall);
+}
+
+void BackwardLowering::zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, Value kvHead) {
+  // The copy starts at 0 for the group's heads: its rows are this pair's alone.
   const int64_t group = op.getNumHeads() / keyHeads();
-  Value firstHead = b.create<arith::MulIOp>(kvHead, indexConstant(b, group));
-  Value width = b.create<memref::DimOp>(queryGrad, 3);
-  forRange(b, firstHead, b.create<arith::AddIOp>(firstHead, indexConstant(b, group)),
+  Value firstHead = pb.create<arith::MulIOp>(kvHead, indexConstant(pb, group));
+  Value width = pb.create<memref::DimOp>(queryGrad, 3);
+  forRange(pb, firstHead, pb.create<arith::AddIOp>(firstHead, indexConstant(pb, group)),
            [&](ImplicitLocOpBuilder& hb, Value head) {
              forRange(hb, indexConstant(hb, 0), indexConstant(hb, dk()),
                       [&](ImplicitLocOpBuilder& cb, Value c) {
@@ -278,21 +319,24 @@ void BackwardLowering::emitChunkTasks() {
                                  });
                       });
            });
-  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks.
-  Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
-  Value block = indexConstant(b, tiles.keyBlock);
-  Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
-  auto chunkEdge = [&](Value s) {
-    return b.create<arith::DivUIOp>(b.create<arith::MulIOp>(s, blocks), chunks);
-  };
-  forRange(b, chunkEdge(chunk), chunkEdge(b.create<arith::AddIOp>(chunk, indexConstant(b, 1))),
-           [&](ImplicitLocOpBuilder& kb, Value index) {
-             Value firstKey = kb.create<arith::MulIOp>(index, block);
-             Value keyCount =
-                 kb.create<arith::MinSIOp>(block, kb.create<arith::SubIOp>(seqK, firstKey));
-             emitKeyBlock(kb, buffers, batch, kvHead, firstKey, keyCount, slot, task);
-           });
-  b.setInsertionPointAfter(forall);
+}
+
+void BackwardLowering::zeroDirectGradients(ImplicitLocOpBuilder& tb, Value firstKey, Value endKey) {
+  // The chunk's keys' columns of every direct gradient: this task's alone (chunk-major).
+  for (int64_t k : op.getAuxGradDirect().value_or(ArrayRef<int64_t>{})) {
+    Value grad = op.getAuxGrads()[k];
+    const SmallVector<Value> dims = auxDims(tb, k);
+    Value end = tb.create<arith::MinUIOp>(endKey, dims[3]);
+    forRange(tb, indexConstant(tb, 0), dims[0], [&](ImplicitLocOpBuilder& b0, Value i0) {
+      forRange(b0, indexConstant(b0, 0), dims[1], [&](ImplicitLocOpBuilder& b1, Value i1) {
+        forRange(b1, indexConstant(b1, 0), dims[2], [&](ImplicitLocOpBuilder& b2, Value i2) {
+          forRange(b2, firstKey, end, [&](ImplicitLocOpBuilder& b3, Value i3) {
+            storeF32(b3, f32Constant(b3, 0), grad, {i0, i1, i2, i3});
+          });
+        });
+      });
+    });
+  }
 }
 
 void BackwardLowering::emitQueryTiles() {
@@ -325,7 +369,8 @@ void BackwardLowering::emit() {
   b.create<memref::DeallocOp>(delta);
   b.create<memref::DeallocOp>(queryGrad);
   for (Value copies : auxCopies)
-    b.create<memref::DeallocOp>(copies);
+    if (copies)
+      b.create<memref::DeallocOp>(copies);
   if (sinkParts)
     b.create<memref::DeallocOp>(sinkParts);
 }
@@ -344,7 +389,8 @@ void BackwardLowering::emitWorkspace() {
   delta = b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                     ValueRange{batches, seqQ});
   Value pairs = b.create<arith::MulIOp>(batches, indexConstant(b, keyHeads()));
-  chunks = b.create<arith::CeilDivUIOp>(indexConstant(b, kMinTasks), pairs);
+  chunks = chunkMajor ? indexConstant(b, kMinTasks)
+                      : b.create<arith::CeilDivUIOp>(indexConstant(b, kMinTasks), pairs);
   queryGrad =
       b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dk(), dynamic}, b.getF32Type()),
                                 ValueRange{b.create<arith::MulIOp>(chunks, batches), paddedRows});
@@ -352,11 +398,12 @@ void BackwardLowering::emitWorkspace() {
     sinkParts =
         b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                   ValueRange{batches, b.create<arith::CeilDivUIOp>(seqQ, rows)});
-  taskCount = b.create<arith::MulIOp>(pairs, chunks);
+  taskCount = chunkMajor ? chunks : b.create<arith::MulIOp>(pairs, chunks).getResult();
   for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
     auxCopies.push_back(
-        b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
-                                  ValueRange{taskCount, elementsOf(b, k)}));
+        isDirect(k) ? Value()
+                    : b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
+                                                ValueRange{taskCount, elementsOf(b, k)}));
 }
 
 SmallVector<Value> BackwardLowering::auxDims(ImplicitLocOpBuilder& rb, int64_t k) {
@@ -376,9 +423,10 @@ Value BackwardLowering::elementsOf(ImplicitLocOpBuilder& rb, int64_t k) {
 
 void BackwardLowering::zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task) {
   for (auto [k, copies] : llvm::enumerate(auxCopies))
-    forRange(tb, indexConstant(tb, 0), elementsOf(tb, k), [&](ImplicitLocOpBuilder& eb, Value e) {
-      eb.create<memref::StoreOp>(f32Constant(eb, 0), copies, ValueRange{task, e});
-    });
+    if (copies)
+      forRange(tb, indexConstant(tb, 0), elementsOf(tb, k), [&](ImplicitLocOpBuilder& eb, Value e) {
+        eb.create<memref::StoreOp>(f32Constant(eb, 0), copies, ValueRange{task, e});
+      });
 }
 
 void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
@@ -391,20 +439,27 @@ void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
       ArrayRef<Value> indices = reads.slice(next, dims.size());
       Value term = reads[next + dims.size()];
       next += dims.size() + 1;
-      // Lane by lane in order: lanes may read the same element. The element's offset in
-      // row-major order, each index clamped into its dimension as the read clamps it.
+      // Lane by lane in order: lanes may read the same element. Each index clamped into
+      // its dimension as the read clamps it.
       forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
                [&](ImplicitLocOpBuilder& lb, Value lane) {
-                 Value offset = indexConstant(lb, 0);
-                 for (auto [index, dim] : llvm::zip_equal(indices, dims)) {
-                   Value at = clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
-                                         lb.create<arith::SubIOp>(dim, indexConstant(lb, 1)));
-                   offset = lb.create<arith::AddIOp>(lb.create<arith::MulIOp>(offset, dim), at);
+                 SmallVector<Value> at;
+                 for (auto [index, dim] : llvm::zip_equal(indices, dims))
+                   at.push_back(clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
+                                           lb.create<arith::SubIOp>(dim, indexConstant(lb, 1))));
+                 Value add = lb.create<vector::ExtractElementOp>(term, lane);
+                 if (isDirect(target)) { // in place, in its own type
+                   Value grad = op.getAuxGrads()[target];
+                   storeF32(lb, lb.create<arith::AddFOp>(loadF32(lb, grad, at), add), grad, at);
+                   return;
                  }
+                 // The element's offset in row-major order.
+                 Value offset = indexConstant(lb, 0);
+                 for (auto [index, dim] : llvm::zip_equal(at, dims))
+                   offset = lb.create<arith::AddIOp>(lb.create<arith::MulIOp>(offset, dim), index);
                  const SmallVector<Value, 2> element{task, offset};
-                 Value sum =
-                     lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(auxCopies[target], element),
-                                              lb.create<vector::ExtractElementOp>(term, lane));
+                 Value sum = lb.create<arith::AddFOp>(
+                     lb.create<memref::LoadOp>(auxCopies[target], element), add);
                  lb.create<memref::StoreOp>(sum, auxCopies[target], element);
                });
     }
@@ -415,6 +470,8 @@ void BackwardLowering::emitAuxGradients() {
   // A phase per tensor, a task per 256 elements: grad[e] = sum_t copies[t, e] in task order.
   constexpr int64_t kElementsPerTask = 256;
   for (auto [k, copies] : llvm::enumerate(auxCopies)) {
+    if (!copies)
+      continue; // written in place
     Value count = elementsOf(b, k);
     Value tasks = unfoldedTaskCount(
         b, b.create<arith::CeilDivUIOp>(count, indexConstant(b, kElementsPerTask)),

@@ -168,13 +168,19 @@ def test_gradients_of_named_tensors_and_the_refused_lse_gradient():
 def test_the_mlir_backward_is_the_same_at_any_thread_count():
     """Each gradient element is one task's sum in a fixed order, so its bits do not depend on
     the threads: with few (batch, KV head) pairs (the keys split into chunks, each with its own
-    copy of dQ, summed in order) and with many."""
+    copy of dQ, summed in order), with many, and with a broadcast bias and a table (the bias's
+    columns summed in place by one task each, the table's copies summed in task order)."""
+    table = (' aux="rel:f32[heads,33]" '
+             'score_mod="score + rel[h, clamp(kv_idx - qpos, -16, 16) + 16]"')
     for batch, heads, kv_heads, modifiers in ((1, 2, 1, "mask=causal sinks=true"),
-                                              (4, 4, 2, "dropout=0.1 seed=3")):
+                                              (4, 4, 2, "dropout=0.1 seed=3"),
+                                              (3, 4, 2, "bias=true mask=causal" + table)):
         spec = "heads=%d kv_heads=%d d_k=16 %s" % (heads, kv_heads, modifiers)
         kernel = attnc.compile(spec + " lse=true backward=true", backend="mlir")
         q, k, v = qkv(77, 91, heads=heads, kv_heads=kv_heads, batch=batch)
         named = {"sinks": torch.randn(heads)} if "sinks" in spec else {}
+        if "bias" in spec:
+            named.update(bias=torch.randn(1, 1, 77, 91), rel=torch.randn(heads, 33))
         o, lse = kernel(q, k, v, **named)
         grad_o = torch.randn_like(o)
         runs = [kernel.backward(q, k, v, o=o, lse=lse, grad_o=grad_o, threads=threads, **named)

@@ -54,6 +54,9 @@ struct KeyBlockBuffers {
   Value probs, grads;    // [keyBlock, rows]: a query tile's p and g at the block's keys
   Value rowsQ, rowsGrad; // [rows, d_k], [rows, d_v]: the tile's Q and dO rows
   TileBuffers tile;
+  // Per aux_grads tensor, for those of aux_grad_direct: [keyBlock, rows], a query tile's terms
+  // at the block's keys (null for the others).
+  SmallVector<Value> direct;
 };
 
 class BackwardLowering {
@@ -93,7 +96,14 @@ private:
   }
   // Adds the aux_grad terms of one key group (BackwardTile::Gradients::auxTerms) into task
   // `task`'s copies, lane by lane in order; zeroes a task's copies; sums the copies.
-  void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms);
+  // A direct gradient's terms go into `direct`'s buffers at the keys' rows (`local`: the
+  // keys less the block's first), added into the gradient by addDirectTerms.
+  void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms,
+                   ArrayRef<Value> local, ArrayRef<Value> direct);
+  // grad[b', h', row + i, firstKey + j] += direct[j, i] for the tile's rows i < count and the
+  // keys [begin, end) of the block (b' and h' 0 where the gradient broadcasts over them).
+  void addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
+                      Value row, Value count, Value firstKey, Value begin, Value end);
   void zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task);
   void emitAuxGradients();
   // The element count of aux_grads[k], and its dimensions.
@@ -126,8 +136,12 @@ TileBuffers BackwardLowering::tileBuffers() {
 
 KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
   const int64_t rows = tiles.rows, block = tiles.keyBlock;
-  return {stack({block, dk()}), stack({block, dv()}), stack({block, rows}), stack({block, rows}),
-          stack({rows, dk()}),  stack({rows, dv()}),  tileBuffers()};
+  KeyBlockBuffers buffers{
+      stack({block, dk()}), stack({block, dv()}), stack({block, rows}), stack({block, rows}),
+      stack({rows, dk()}),  stack({rows, dv()}),  tileBuffers(),        {}};
+  for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
+    buffers.direct.push_back(isDirect(k) ? stack({block, rows}) : Value());
+  return buffers;
 }
 
 void BackwardLowering::emitDelta() {
@@ -228,11 +242,13 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
                        BackwardTile::Gradients g = queries.at(kb, keys);
-                       addAuxTerms(kb, task, g.auxTerms);
+                       const SmallVector<Value> local = llvm::map_to_vector(keys, [&](Value key) {
+                         return kb.create<arith::SubIOp>(key, firstKey).getResult();
+                       });
+                       addAuxTerms(kb, task, g.auxTerms, local, buffers.direct);
                        for (auto [u, key] : llvm::enumerate(keys)) {
-                         Value local = kb.create<arith::SubIOp>(key, firstKey);
                          for (int64_t r = 0; r < queries.vectors(); ++r) {
-                           const SmallVector<Value, 2> at{local, indexConstant(kb, r * lanes)};
+                           const SmallVector<Value, 2> at{local[u], indexConstant(kb, r * lanes)};
                            const int64_t i = u * queries.vectors() + r;
                            kb.create<vector::StoreOp>(g.probability[i], buffers.probs, at);
                            kb.create<vector::StoreOp>(g.score[i], buffers.grads, at);
@@ -246,6 +262,7 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
         accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
                                  op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
+        addDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, begin, end);
         ib.create<scf::YieldOp>();
       });
     });
@@ -430,15 +447,28 @@ void BackwardLowering::zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task) {
 }
 
 void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
-                                   ArrayRef<SmallVector<Value>> terms) {
+                                   ArrayRef<SmallVector<Value>> terms, ArrayRef<Value> local,
+                                   ArrayRef<Value> direct) {
   ArrayRef<int64_t> targets = op.getAuxGradTargets().value_or(ArrayRef<int64_t>{});
-  for (ArrayRef<Value> reads : terms) {
+  const int64_t vectors = tiles.rows / options.vectorWidth;
+  for (auto [at, reads] : llvm::enumerate(terms)) {
     size_t next = 0;
+    llvm::SmallDenseSet<int64_t> stored; // direct buffers this score's terms already reached
     for (int64_t target : targets) {
       const SmallVector<Value> dims = auxDims(kb, target);
-      ArrayRef<Value> indices = reads.slice(next, dims.size());
+      ArrayRef<Value> indices = ArrayRef<Value>(reads).slice(next, dims.size());
       Value term = reads[next + dims.size()];
       next += dims.size() + 1;
+      if (direct[target]) { // read at [b, h, q_idx, kv_idx]: the term's place is known
+        const int64_t u = static_cast<int64_t>(at) / vectors;
+        const SmallVector<Value, 2> place{
+            local[u], indexConstant(kb, static_cast<int64_t>(at) % vectors * options.vectorWidth)};
+        if (!stored.insert(target).second) // a second read of the element
+          term = kb.create<arith::AddFOp>(
+              kb.create<vector::LoadOp>(term.getType(), direct[target], place), term);
+        kb.create<vector::StoreOp>(term, direct[target], place);
+        continue;
+      }
       // Lane by lane in order: lanes may read the same element. Each index clamped into
       // its dimension as the read clamps it.
       forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
@@ -448,11 +478,6 @@ void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
                    at.push_back(clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
                                            lb.create<arith::SubIOp>(dim, indexConstant(lb, 1))));
                  Value add = lb.create<vector::ExtractElementOp>(term, lane);
-                 if (isDirect(target)) { // in place, in its own type
-                   Value grad = op.getAuxGrads()[target];
-                   storeF32(lb, lb.create<arith::AddFOp>(loadF32(lb, grad, at), add), grad, at);
-                   return;
-                 }
                  // The element's offset in row-major order.
                  Value offset = indexConstant(lb, 0);
                  for (auto [index, dim] : llvm::zip_equal(at, dims))
@@ -463,6 +488,29 @@ void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
                  lb.create<memref::StoreOp>(sum, auxCopies[target], element);
                });
     }
+  }
+}
+
+void BackwardLowering::addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch,
+                                      Value head, Value row, Value count, Value firstKey,
+                                      Value begin, Value end) {
+  for (auto [k, terms] : llvm::enumerate(direct)) {
+    if (!terms)
+      continue;
+    Value grad = op.getAuxGrads()[k];
+    const SmallVector<Value> dims = auxDims(ib, static_cast<int64_t>(k));
+    auto last = [&](Value dim) { return ib.create<arith::SubIOp>(dim, indexConstant(ib, 1)); };
+    Value gradBatch = ib.create<arith::MinUIOp>(batch, last(dims[0]));
+    Value gradHead = ib.create<arith::MinUIOp>(head, last(dims[1]));
+    forRange(ib, indexConstant(ib, 0), count, [&](ImplicitLocOpBuilder& rb, Value i) {
+      Value at = rb.create<arith::AddIOp>(row, i);
+      forRange(rb, begin, end, [&](ImplicitLocOpBuilder& jb, Value j) {
+        const SmallVector<Value, 4> element{gradBatch, gradHead, at,
+                                            jb.create<arith::AddIOp>(firstKey, j)};
+        Value term = jb.create<memref::LoadOp>(terms, ValueRange{j, i});
+        storeF32(jb, jb.create<arith::AddFOp>(loadF32(jb, grad, element), term), grad, element);
+      });
+    });
   }
 }
 

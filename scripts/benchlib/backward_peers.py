@@ -14,9 +14,10 @@ import attnc
 import tables
 from rounds import arguments, cell, measure, preamble
 
-# (heads, d, mask, threads)
+# (heads, d, mask, threads); "bias": no mask, a learnable bias [1, H, T, T] whose gradient
+# both compute (PyTorch on its math path: its CPU flash kernel has no bias gradient).
 SHAPES = [(8, 64, "none", 1), (8, 64, "causal", 1), (8, 128, "none", 1), (8, 128, "causal", 1),
-          (1, 64, "none", 2), (1, 64, "causal", 2)]
+          (1, 64, "none", 2), (1, 64, "causal", 2), (8, 64, "bias", 1)]
 QUICK = SHAPES[:1] + SHAPES[4:5]
 RUNS = 3
 
@@ -27,7 +28,7 @@ def key(shape, who):
 
 def spec(heads, d, mask):
     text = "variant=sdpa heads=%d d_k=%d lse=true backward=true" % (heads, d)
-    return text + (" mask=causal" if mask == "causal" else "")
+    return text + {"causal": " mask=causal", "bias": " bias=true"}.get(mask, "")
 
 
 def schedule(rounds, shapes, seq, work):
@@ -39,7 +40,8 @@ def schedule(rounds, shapes, seq, work):
         rounds.attnc(key(shape, "attnc"), argv)
         rounds.peer("torch-sdpa-backward", threads, key(shape, "torch"),
                     {"heads": heads, "kv_heads": heads, "d": d, "tq": seq, "tk": seq,
-                     "dtype": "f32", "mask": mask, "runs": RUNS})
+                     "dtype": "f32", "mask": "none" if mask == "bias" else mask,
+                     "bias": mask == "bias", "runs": RUNS})
 
 
 def gflops(shape, seq, samples):

@@ -88,12 +88,21 @@ class SdpaBackward:
         q, k, v = (t.requires_grad_() for t in torch_inputs(case))
         options = {"enable_gqa": case["heads"] != case["kv_heads"],
                    "is_causal": case["mask"] == "causal"}
-        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        learned = [q, k, v]
+        # A learnable bias [1, H, Tq, Tk] (an additive float attn_mask): the CPU flash kernel
+        # has no gradient for it, so PyTorch takes its math path.
+        backends = [SDPBackend.FLASH_ATTENTION]
+        if case.get("bias"):
+            options["attn_mask"] = torch.randn(1, case["heads"], case["tq"], case["tk"],
+                                               requires_grad=True)
+            learned.append(options["attn_mask"])
+            backends = [SDPBackend.MATH]
+        with sdpa_kernel(backends):
             o = F.scaled_dot_product_attention(q, k, v, **options)
         grad_o = torch.randn_like(o)
 
         def backward():
-            return torch.autograd.grad(o, (q, k, v), grad_o, retain_graph=True)
+            return torch.autograd.grad(o, learned, grad_o, retain_graph=True)
         return backward, o.grad_fn.name()
 
 

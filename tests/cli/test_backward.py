@@ -91,6 +91,14 @@ class MlirBackward(CliTestCase):
                     self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
                                       *shape), 0, "grad_q", "grad_k", "grad_v", "PASS")
 
+    def test_a_fat_bundle_runs_the_backward_of_the_target_it_picks(self):
+        out = os.path.join(self.tmp, "fat")
+        self.expect(attnc("compile", BACKWARD + "heads=4 kv_heads=2 d_k=32 mask=causal",
+                          "--backend", "mlir", "--target", "host,x86-64-avx2", "-o", out), 0)
+        bundle = os.path.join(out, next(f for f in os.listdir(out) if f.endswith(".so")))
+        self.expect(attnc("verify", bundle, "--backward", "--batch", "2", "--seq-q", "37",
+                          "--seq-k", "53"), 0, "grad_q", "grad_k", "grad_v", "PASS")
+
     def test_auto_picks_the_mlir_kernel_and_names_what_it_leaves_out(self):
         r = self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 mask=causal", "-o", self.tmp),
                         0)

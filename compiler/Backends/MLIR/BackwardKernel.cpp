@@ -73,6 +73,43 @@ private:
   Value gradQ, gradK, rotatedQ, rotatedK, rotatedGradQ, rotatedGradK, queryOffset;
 };
 
+// The tensors whose gradients attn.backward's aux_grad region serves: the spec's float aux
+// tensors (zero where score_mod does not read them), then the bias's, score-shaped and summed
+// in place (aux_grad_direct).
+struct LearnedTensors {
+  LearnedTensors(const Spec& spec, llvm::function_ref<Value(const std::string&)> arg) {
+    for (const AuxTensor& tensor : spec.aux)
+      if (tensor.elementType == expr::Type::Float) {
+        names.push_back(tensor.name);
+        gradients.push_back(arg(gradientName(tensor.name)));
+      }
+    if (spec.bias) {
+      direct.push_back(static_cast<int64_t>(names.size()));
+      names.push_back("bias");
+      gradients.push_back(arg(gradientName("bias")));
+    }
+  }
+
+  // The region and the attributes naming each read's gradient.
+  void buildRegion(attn::BackwardOp backward, const ScoreExpressions& score, const Spec& spec,
+                   std::span<const AuxOperand> auxOperands) const {
+    if (names.empty())
+      return;
+    const std::vector<int64_t> targets =
+        buildAuxGradientRegion(backward.getAuxGrad(), score.trees, spec, auxOperands, names);
+    if (targets.empty())
+      backward.getAuxGrad().getBlocks().clear(); // score_mod reads none of them
+    else
+      backward.setAuxGradTargets(targets);
+    if (!direct.empty())
+      backward.setAuxGradDirect(direct);
+  }
+
+  std::vector<std::string> names;
+  SmallVector<Value> gradients;
+  std::vector<int64_t> direct;
+};
+
 } // namespace
 
 void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
@@ -101,24 +138,10 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
                               b.create<memref::DimOp>(k, 2)};
   if (rotated)
     std::tie(q, k, gradQ, gradK) = rotated->operands();
-  // The spec's float aux tensors: their gradients (zero where score_mod does not read them);
-  // the bias's, score-shaped, summed in place.
-  std::vector<std::string> learned;
-  SmallVector<Value> auxGradients;
-  for (const AuxTensor& tensor : spec.aux)
-    if (tensor.elementType == expr::Type::Float) {
-      learned.push_back(tensor.name);
-      auxGradients.push_back(arg(gradientName(tensor.name)));
-    }
-  std::vector<int64_t> direct;
-  if (spec.bias) {
-    direct.push_back(static_cast<int64_t>(learned.size()));
-    learned.push_back("bias");
-    auxGradients.push_back(arg(gradientName("bias")));
-  }
+  const LearnedTensors learned(spec, arg);
   auto backward = b.create<attn::BackwardOp>(
       q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), gradQ, gradK,
-      arg("grad_v"), optional(gradientName("sinks")), auxGradients, offsets, sizes, seqQ,
+      arg("grad_v"), optional(gradientName("sinks")), learned.gradients, offsets, sizes, seqQ,
       b.getI64IntegerAttr(spec.heads), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
       b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"));
@@ -126,16 +149,8 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
   const ScoreExpressions score(spec);
   if (!score.trees.empty())
     buildScoreGradientRegion(backward.getScoreGrad(), score.trees, spec, auxOperands);
-  if (!learned.empty() && !score.trees.empty()) {
-    const std::vector<int64_t> targets =
-        buildAuxGradientRegion(backward.getAuxGrad(), score.trees, spec, auxOperands, learned);
-    if (targets.empty())
-      backward.getAuxGrad().getBlocks().clear(); // score_mod reads none of them
-    else
-      backward.setAuxGradTargets(targets);
-    if (!direct.empty())
-      backward.setAuxGradDirect(direct);
-  }
+  if (!score.trees.empty())
+    learned.buildRegion(backward, score, spec, auxOperands);
   if (std::optional<expr::Node> dropout = dropoutAsExpression(spec))
     buildExpressionRegion(backward.getDropout(), *dropout, spec, auxOperands);
   if (rotated)

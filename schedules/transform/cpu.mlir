@@ -53,7 +53,8 @@ module attributes {transform.with_named_sequence} {
     %backward = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_backward %backward rows = ${query_tile} key_block = ${key_block}
-        vector_width = ${vector_width} key_unroll = ${key_unroll} : !transform.any_op
+        vector_width = ${vector_width} key_unroll = ${key_unroll} dot = ${dot}
+        : !transform.any_op
     transform.yield
   }
 }

@@ -163,6 +163,7 @@ DiagnosedSilenceableFailure transform::AttnLowerBackwardOp::applyToOne(
   VectorOptions options;
   options.vectorWidth = getVectorWidthAttr().getInt();
   options.keyUnroll = getKeyUnrollAttr().getInt();
+  options.dot = getDot() != 0;
   const BackwardTiles tiles{getRowsAttr().getInt(), getKeyBlockAttr().getInt()};
   for (BackwardOp op : ops)
     if (failed(lowerBackward(rewriter, op, tiles, options)))

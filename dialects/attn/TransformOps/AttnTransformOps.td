@@ -272,15 +272,17 @@ def AttnLowerBackwardOp : Attn_TransformOp<"lower_backward"> {
     Each attn.backward becomes, in its place: D = rowsum(dO * O) per `rows` query rows; dK and
     dV per `key_block` keys of a batch and KV head, over its group's heads and the query
     tiles the masks can keep; dQ per `rows` query rows of a batch and head. Query rows lie in
-    `vector_width` lanes, `key_unroll` keys' scores are accumulated at once. Phases of the
-    kernel that attn-outline-tasks runs in order.
+    `vector_width` lanes, `key_unroll` keys' scores are accumulated at once; with `dot` = 1
+    (bf16 tensors, 16 lanes) the recomputed scores and dP take vdpbf16ps pair products. Phases
+    of the kernel that attn-outline-tasks runs in order.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target, I64Attr:$rows, I64Attr:$key_block,
-                   I64Attr:$vector_width, I64Attr:$key_unroll);
+                   I64Attr:$vector_width, I64Attr:$key_unroll,
+                   DefaultValuedAttr<I64Attr, "0">:$dot);
   let results = (outs);
   let assemblyFormat = [{
     $target `rows` `=` $rows `key_block` `=` $key_block `vector_width` `=` $vector_width
-    `key_unroll` `=` $key_unroll attr-dict `:` type($target)
+    `key_unroll` `=` $key_unroll (`dot` `=` $dot^)? attr-dict `:` type($target)
   }];
   let extraClassDeclaration = [{
     ::mlir::DiagnosedSilenceableFailure applyToOne(

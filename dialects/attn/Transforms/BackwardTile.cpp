@@ -23,7 +23,8 @@ BackwardTile::BackwardTile(ImplicitLocOpBuilder& b, BackwardOp op, Value batch, 
                            Value firstRow, Value count, Value delta, const TileBuffers& buffers,
                            int64_t rows, const VectorOptions& options)
     : batch(batch), head(head), firstRow(firstRow), count(count), delta(delta), buffers(buffers),
-      rows(rows), lanes(options.vectorWidth), vectorCount(rows / options.vectorWidth) {
+      rows(rows), lanes(options.vectorWidth), vectorCount(rows / options.vectorWidth),
+      dot(options.dot) {
   // A clone outside any listener: a marker of the tile's domain, erased with the tile.
   OpBuilder plain(b.getContext());
   plain.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
@@ -69,8 +70,13 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
     lowerPack(b, op);
     op.erase();
   };
-  pack(taskOp.getQuery(), buffers.packedQuery, taskOp.getScale().convertToDouble());
-  pack(taskOp.getGradOutput(), buffers.packedGrad, 1.0);
+  if (dot) {
+    packPairs(b, taskOp.getQuery(), buffers.packedQuery);
+    packPairs(b, taskOp.getGradOutput(), buffers.packedGrad);
+  } else {
+    pack(taskOp.getQuery(), buffers.packedQuery, taskOp.getScale().convertToDouble());
+    pack(taskOp.getGradOutput(), buffers.packedGrad, 1.0);
+  }
   // lse and D of the tile's rows; rows past the count get -inf and 0 (never kept).
   forRange(b, indexConstant(b, 0), indexConstant(b, rows), [&](ImplicitLocOpBuilder& rb, Value r) {
     Value row = rb.create<arith::AddIOp>(firstRow, r);
@@ -99,8 +105,30 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
   }
 }
 
+void BackwardTile::packPairs(ImplicitLocOpBuilder& b, Value rowsOf, Value paired) {
+  const int64_t depth = cast<MemRefType>(rowsOf.getType()).getDimSize(3);
+  Value zero = b.create<arith::ConstantOp>(b.getZeroAttr(b.getBF16Type()));
+  forRange(b, indexConstant(b, 0), indexConstant(b, rows), [&](ImplicitLocOpBuilder& rb, Value r) {
+    Value inside = rb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, r, count);
+    Value row =
+        rb.create<arith::MinSIOp>(rb.create<arith::AddIOp>(firstRow, r),
+                                  rb.create<arith::SubIOp>(taskOp.getSeqQ(), indexConstant(rb, 1)));
+    Value pairColumn = rb.create<arith::MulIOp>(r, indexConstant(rb, 2));
+    for (int64_t c = 0; c < depth; ++c) {
+      Value x =
+          rb.create<memref::LoadOp>(rowsOf, ValueRange{batch, head, row, indexConstant(rb, c)});
+      rb.create<memref::StoreOp>(
+          rb.create<arith::SelectOp>(inside, x, zero), paired,
+          ValueRange{indexConstant(rb, c / 2),
+                     rb.create<arith::AddIOp>(pairColumn, indexConstant(rb, c % 2))});
+    }
+  });
+}
+
 SmallVector<Value> BackwardTile::products(ImplicitLocOpBuilder& b, Value packed, Value rowsOf,
                                           ArrayRef<Value> keys) {
+  if (dot)
+    return pairProducts(b, packed, rowsOf, keys);
   const int64_t depth = cast<MemRefType>(packed.getType()).getDimSize(0);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
@@ -132,8 +160,41 @@ SmallVector<Value> BackwardTile::auxTerms(ImplicitLocOpBuilder& b, Value x, Valu
   return reads;
 }
 
+SmallVector<Value> BackwardTile::pairProducts(ImplicitLocOpBuilder& b, Value paired, Value rowsOf,
+                                              ArrayRef<Value> keys) {
+  const int64_t pairs = cast<MemRefType>(paired.getType()).getDimSize(0);
+  auto rowPairs = VectorType::get({2 * lanes}, b.getBF16Type());
+  SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
+  return foldRange(b, indexConstant(b, 0), indexConstant(b, pairs), zeros,
+                   [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
+                     SmallVector<Value> columns, elements;
+                     for (int64_t r = 0; r < vectorCount; ++r)
+                       columns.push_back(cb.create<vector::LoadOp>(
+                           rowPairs, paired, ValueRange{c, indexConstant(cb, 2 * r * lanes)}));
+                     Value first = cb.create<arith::MulIOp>(c, indexConstant(cb, 2));
+                     for (Value key : keys)
+                       elements.push_back(keyPair(cb, rowsOf, key, first));
+                     return pairDotUpdate(cb, columns, elements, acc);
+                   });
+}
+
+// Elements c and c + 1 of a key's row as an i32 pair (two loads: the rows may have any
+// strides).
+Value BackwardTile::keyPair(ImplicitLocOpBuilder& b, Value rowsOf, Value key, Value c) {
+  auto bits = [&](Value column) {
+    Value x = b.create<memref::LoadOp>(rowsOf, ValueRange{batch, kvHead, key, column});
+    return b.create<arith::ExtUIOp>(b.getI32Type(), b.create<arith::BitcastOp>(b.getI16Type(), x));
+  };
+  Value high = bits(b.create<arith::AddIOp>(c, indexConstant(b, 1)));
+  return b.create<arith::OrIOp>(
+      bits(c), b.create<arith::ShLIOp>(high, b.create<arith::ConstantIntOp>(16, 32)));
+}
+
 BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys) {
   SmallVector<Value> raw = products(b, buffers.packedQuery, taskOp.getKey(), keys);
+  if (dot) // the pairs hold Q unscaled
+    for (Value& x : raw)
+      x = b.create<arith::MulFOp>(x, f32Splat(b, lanes, taskOp.getScale().convertToDouble()));
   SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), keys);
   auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
   Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());

@@ -27,10 +27,12 @@
 namespace attnc::attn {
 
 // A task's stack buffers for one query tile: the packed (transposed) rows the scores read,
-// and the tile's lse and D.
+// and the tile's lse and D. With dot products (bf16 tensors, VectorOptions::dot) the rows are
+// packed in pairs instead: [d / 2, 2 rows] bf16, element (c, i) at [c / 2, 2 i + c mod 2], Q
+// unscaled (the scale multiplies the f32 scores), as vdpbf16ps takes them.
 struct TileBuffers {
-  mlir::Value packedQuery; // [d_k, rows] f32: scale Q^T
-  mlir::Value packedGrad;  // [d_v, rows] f32: dO^T
+  mlir::Value packedQuery; // [d_k, rows] f32: scale Q^T; with dot [d_k / 2, 2 rows] bf16: Q^T
+  mlir::Value packedGrad;  // [d_v, rows] f32: dO^T; with dot [d_v / 2, 2 rows] bf16
   mlir::Value lse, delta;  // [rows] f32
 };
 
@@ -65,14 +67,22 @@ private:
   llvm::SmallVector<mlir::Value> auxTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value x,
                                           mlir::Value queryPos, mlir::Value keyPos,
                                           mlir::Value keep, mlir::Value byModified);
-  // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector.
+  // The rows of `rowsOf` packed in pairs (TileBuffers) into `paired`, zero past the count.
+  void packPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value rowsOf, mlir::Value paired);
+  // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector: FMAs, or
+  // with dot vdpbf16ps over pairs of c.
   llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,
                                           mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);
+  llvm::SmallVector<mlir::Value> pairProducts(mlir::ImplicitLocOpBuilder& b, mlir::Value paired,
+                                              mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);
+  mlir::Value keyPair(mlir::ImplicitLocOpBuilder& b, mlir::Value rowsOf, mlir::Value key,
+                      mlir::Value c);
 
   BackwardOp taskOp; // the op narrowed to the tile: what ScoreTerms and KeyRange read
   mlir::Value batch, head, firstRow, count, delta, kvHead;
   TileBuffers buffers;
   const int64_t rows, lanes, vectorCount;
+  const bool dot;
   std::optional<ScoreTerms> terms;
   // Per row vector: its lanes' positions i + off (i32), whether each lane is a row of the
   // tile, and the rows' lse and D (after load()).

@@ -130,6 +130,13 @@ private:
 };
 
 TileBuffers BackwardLowering::tileBuffers() {
+  if (options.dot) {
+    auto paired = [&](int64_t depth) {
+      return b.create<memref::AllocaOp>(
+          MemRefType::get({depth / 2, 2 * tiles.rows}, b.getBF16Type()));
+    };
+    return {paired(dk()), paired(dv()), stack({tiles.rows}), stack({tiles.rows})};
+  }
   return {stack({dk(), tiles.rows}), stack({dv(), tiles.rows}), stack({tiles.rows}),
           stack({tiles.rows})};
 }
@@ -552,6 +559,16 @@ void BackwardLowering::emitAuxGradients() {
   }
 }
 
+// vdpbf16ps: 32 bf16 against 16 f32 lanes, pairs along each head dim.
+bool pairedProductsFit(BackwardOp op, const VectorOptions& options) {
+  for (Value tensor : {op.getQuery(), op.getKey(), op.getValue(), op.getGradOutput()}) {
+    auto type = cast<MemRefType>(tensor.getType());
+    if (!type.getElementType().isBF16() || type.getDimSize(3) % 2 != 0)
+      return false;
+  }
+  return options.vectorWidth == 16;
+}
+
 } // namespace
 
 LogicalResult lowerBackward(RewriterBase& rewriter, BackwardOp op, const BackwardTiles& tiles,
@@ -562,6 +579,9 @@ LogicalResult lowerBackward(RewriterBase& rewriter, BackwardOp op, const Backwar
                             << options.vectorWidth;
   if (tiles.keyBlock <= 0 || options.keyUnroll <= 0)
     return op.emitOpError() << "lower_backward: key_block and key_unroll must be positive";
+  if (options.dot && !pairedProductsFit(op, options))
+    return op.emitOpError() << "lower_backward: dot products take bf16 q, k, v and grad_o with "
+                               "even head dims, in vectors of 16 lanes";
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   BackwardLowering(b, op, tiles, options).emit();

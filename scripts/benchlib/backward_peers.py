@@ -3,7 +3,9 @@ against PyTorch's CPU flash SDPA backward (the peer torch-sdpa-backward: dq, dk 
 random dL/do, the forward's graph kept, so each timed call is the backward alone).
 
 The issue's shapes: B 1, T 2048, f32, H 8 with d 64 and 128, no mask and causal, at 1 thread;
-and B H = 1 (d 64) at 2 threads, where PyTorch's kernel has one (batch, head) to share. Each
+and B H = 1 (d 64) at 2 threads, where PyTorch's kernel has one (batch, head) to share; then a
+learnable bias, and bf16 (the percentage of the f32 FMA peak still; the preamble gives the
+vdpbf16ps peak beside it). Each
 figure is the median over separate processes, attnc's and the peer's alternated round by round
 (rounds.py), the limits measured in the same run (machine.py); rates count FlashAttention's
 backward FLOPs, 2.5 times the forward's 4 B H T^2 d (halved for causal)."""
@@ -14,38 +16,43 @@ import attnc
 import tables
 from rounds import arguments, cell, measure, preamble
 
-# (heads, d, mask, threads); "bias": no mask, a learnable bias [1, H, T, T] whose gradient
-# both compute (PyTorch on its math path: its CPU flash kernel has no bias gradient).
-SHAPES = [(8, 64, "none", 1), (8, 64, "causal", 1), (8, 128, "none", 1), (8, 128, "causal", 1),
-          (1, 64, "none", 2), (1, 64, "causal", 2), (8, 64, "bias", 1)]
+# (heads, d, mask, threads, dtype); "bias": no mask, a learnable bias [1, H, T, T] whose
+# gradient both compute (PyTorch on its math path: its CPU flash kernel has no bias gradient);
+# bf16: attnc's recomputed products as vdpbf16ps pairs where the CPU has them, PyTorch's flash
+# backward in bf16.
+SHAPES = [(8, 64, "none", 1, "f32"), (8, 64, "causal", 1, "f32"), (8, 128, "none", 1, "f32"),
+          (8, 128, "causal", 1, "f32"), (1, 64, "none", 2, "f32"), (1, 64, "causal", 2, "f32"),
+          (8, 64, "bias", 1, "f32"), (8, 64, "none", 1, "bf16"), (8, 64, "causal", 1, "bf16"),
+          (8, 128, "none", 1, "bf16")]
 QUICK = SHAPES[:1] + SHAPES[4:5]
 RUNS = 3
 
 
 def key(shape, who):
-    return "%s | %s" % ("h%d d%d %s %dt" % shape, who)
+    return "%s | %s" % ("h%d d%d %s %dt %s" % shape, who)
 
 
-def spec(heads, d, mask):
-    text = "variant=sdpa heads=%d d_k=%d lse=true backward=true" % (heads, d)
+def spec(heads, d, mask, dtype):
+    text = "variant=sdpa heads=%d d_k=%d dtype=%s lse=true backward=true" % (heads, d, dtype)
     return text + {"causal": " mask=causal", "bias": " bias=true"}.get(mask, "")
 
 
 def schedule(rounds, shapes, seq, work):
     for shape in shapes:
-        heads, d, mask, threads = shape
-        bundle = attnc.compile_bundle(spec(heads, d, mask), os.path.join(work, key(shape, "")))
+        heads, d, mask, threads, dtype = shape
+        bundle = attnc.compile_bundle(spec(heads, d, mask, dtype),
+                                      os.path.join(work, key(shape, "")))
         argv = attnc.bench_argv(bundle, seq, seq, threads, RUNS, extra=["--backward"])
         argv.remove("--no-baseline")  # the backward has no unfused baseline to skip
         rounds.attnc(key(shape, "attnc"), argv)
         rounds.peer("torch-sdpa-backward", threads, key(shape, "torch"),
                     {"heads": heads, "kv_heads": heads, "d": d, "tq": seq, "tk": seq,
-                     "dtype": "f32", "mask": "none" if mask == "bias" else mask,
+                     "dtype": dtype, "mask": "none" if mask == "bias" else mask,
                      "bias": mask == "bias", "runs": RUNS})
 
 
 def gflops(shape, seq, samples):
-    heads, d, mask, _ = shape
+    heads, d, mask, _, _ = shape
     flops = 2.5 * 4 * heads * seq * seq * d / (2 if mask == "causal" else 1)
     return flops / (statistics.median(samples) * 1e6)
 
@@ -55,7 +62,7 @@ def rows(rounds, shapes, seq, peak):
         ours, theirs = rounds.figure(key(shape, "attnc")), rounds.figure(key(shape, "torch"))
         threads = shape[3]
         rate = gflops(shape, seq, ours) if ours else None
-        yield ["H %d, d %d, %s" % shape[:3], threads,
+        yield ["H %d, d %d, %s, %s" % (shape[:3] + shape[4:]), threads,
                cell(ours) if ours else "could not run: " + rounds.error(key(shape, "attnc")),
                "%.1f (%.0f%%)" % (rate, 100 * rate / (peak * threads)) if rate else "–",
                cell(theirs) if theirs else "could not run: " + rounds.error(key(shape, "torch")),
@@ -67,7 +74,7 @@ def main():
     args = arguments(__doc__, "H 8 d 64 at 1 thread and B H = 1 at 2 threads", seq=True)
     shapes = QUICK if args.quick else SHAPES
     limits, rounds = measure(args, lambda rounds, work: schedule(rounds, shapes, args.seq, work))
-    print(preamble(limits, rounds, "B 1, T %d, f32" % args.seq))
+    print(preamble(limits, rounds, "B 1, T %d" % args.seq))
     print("\n" + tables.markdown(
         ["shape", "threads", "attnc ms", "GFLOP/s (% of FMA peak)", "PyTorch SDPA backward ms",
          "attnc faster by"], rows(rounds, shapes, args.seq, limits["fma"])))

@@ -186,10 +186,12 @@ std::span<const Coverage> MlirBackend::coverage() const {
                  {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                  {DType::F32, DType::F16, DType::BF16},
                  {MaskKind::Strided, MaskKind::Dilated},
-                 "the backward kernel covers sdpa (f16 and bf16 widened to f32); the other "
-                 "variants' backward is the reference backend's",
+                 "the backward kernel covers sdpa; the other variants' backward is the reference "
+                 "backend's",
                  "",
-                 ""});
+                 "bf16: the recomputed scores and dP as AVX512-BF16 dot products (vdpbf16ps) "
+                 "in the x86-avx512-bf16 family, dK, dV and dQ's sums in f32; f16, and bf16 "
+                 "elsewhere, widened to f32"});
     rows.push_back({Device::Cuda,
                     {Variant::Sdpa},
                     allMasks,

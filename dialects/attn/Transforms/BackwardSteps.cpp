@@ -97,6 +97,51 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   });
 }
 
+void accumulateKeyRowPairs(ImplicitLocOpBuilder& b, Value acc, Value weights, Value rowPairs,
+                           Value begin, Value end, Value count) {
+  constexpr int64_t width = 16; // f32 lanes of vdpbf16ps
+  const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
+  const int64_t columns = std::min<int64_t>(d / width, 8);
+  const int64_t unroll = std::clamp<int64_t>(kAccumulators / columns, 1, 8);
+  auto vector = VectorType::get({width}, b.getF32Type());
+  auto pairVector = VectorType::get({2 * width}, b.getBF16Type());
+  Value pairs = b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2));
+  // weights[key, 2 p] and weights[key, 2 p + 1] rounded to bf16, as one i32.
+  auto weightPair = [&](ImplicitLocOpBuilder& rb, Value key, Value p) {
+    Value two = rb.create<vector::LoadOp>(
+        VectorType::get({2}, rb.getF32Type()), weights,
+        ValueRange{key, rb.create<arith::MulIOp>(p, indexConstant(rb, 2))});
+    Value rounded = rb.create<arith::TruncFOp>(VectorType::get({2}, rb.getBF16Type()), two);
+    return rb.create<vector::ExtractOp>(
+        rb.create<vector::BitCastOp>(VectorType::get({1}, rb.getI32Type()), rounded), 0);
+  };
+  forKeyGroups(b, begin, end, unroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
+    for (int64_t c0 = 0; c0 < d / width; c0 += columns) {
+      const int64_t n = std::min(columns, d / width - c0);
+      auto column = [&](ImplicitLocOpBuilder& cb, int64_t c, int64_t scale) {
+        return indexConstant(cb, (c0 + c) * width * scale);
+      };
+      SmallVector<Value> regs;
+      for (Value key : keys)
+        for (int64_t c = 0; c < n; ++c)
+          regs.push_back(kb.create<vector::LoadOp>(vector, acc, ValueRange{key, column(kb, c, 1)}));
+      regs = foldRange(kb, indexConstant(kb, 0), pairs, regs,
+                       [&](ImplicitLocOpBuilder& rb, Value p, ValueRange carried) {
+                         SmallVector<Value> rowVectors, weightPairs;
+                         for (int64_t c = 0; c < n; ++c)
+                           rowVectors.push_back(rb.create<vector::LoadOp>(
+                               pairVector, rowPairs, ValueRange{p, column(rb, c, 2)}));
+                         for (Value key : keys)
+                           weightPairs.push_back(weightPair(rb, key, p));
+                         return pairDotUpdate(rb, rowVectors, weightPairs, carried);
+                       });
+      for (auto [u, key] : llvm::enumerate(keys))
+        for (int64_t c = 0; c < n; ++c)
+          kb.create<vector::StoreOp>(regs[u * n + c], acc, ValueRange{key, column(kb, c, 1)});
+    }
+  });
+}
+
 void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
                               Value first, Value weights, int64_t vectors, Value rows, Value batch,
                               Value head, Value firstKey, Value begin, Value end) {
@@ -142,6 +187,29 @@ void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value
     forRange(
         rb, indexConstant(rb, 0), indexConstant(rb, d), [&](ImplicitLocOpBuilder& cb, Value c) {
           cb.create<memref::StoreOp>(loadF32(cb, src, {batch, head, at, c}), dst, ValueRange{r, c});
+        });
+  });
+}
+
+void copyRowPairs(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
+                  Value count, Value dst) {
+  const int64_t d = cast<MemRefType>(src.getType()).getDimSize(3);
+  Value zero = b.create<arith::ConstantOp>(b.getZeroAttr(b.getBF16Type()));
+  Value evenCount = b.create<arith::MulIOp>(
+      b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2)), indexConstant(b, 2));
+  Value last = b.create<arith::SubIOp>(b.create<arith::AddIOp>(row, count), indexConstant(b, 1));
+  forRange(b, indexConstant(b, 0), evenCount, [&](ImplicitLocOpBuilder& rb, Value r) {
+    Value inside = rb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, r, count);
+    Value at = rb.create<arith::MinUIOp>(rb.create<arith::AddIOp>(row, r), last);
+    Value pair = rb.create<arith::DivUIOp>(r, indexConstant(rb, 2));
+    Value half = rb.create<arith::RemUIOp>(r, indexConstant(rb, 2));
+    forRange(
+        rb, indexConstant(rb, 0), indexConstant(rb, d), [&](ImplicitLocOpBuilder& cb, Value c) {
+          Value x = cb.create<memref::LoadOp>(src, ValueRange{batch, head, at, c});
+          Value place =
+              cb.create<arith::AddIOp>(cb.create<arith::MulIOp>(c, indexConstant(cb, 2)), half);
+          cb.create<memref::StoreOp>(cb.create<arith::SelectOp>(inside, x, zero), dst,
+                                     ValueRange{pair, place});
         });
   });
 }

@@ -30,6 +30,12 @@ void accumulateKeyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Val
                        mlir::Value rowsOf, mlir::Value begin, mlir::Value end, mlir::Value count,
                        int64_t lanes);
 
+// The same with vdpbf16ps: rows r and r + 1 of `rowPairs` ([rows / 2, 2 d] bf16, copyRowPairs)
+// against weights[j, r] and weights[j, r + 1] rounded to a bf16 pair, for d a multiple of 16.
+void accumulateKeyRowPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Value weights,
+                           mlir::Value rowPairs, mlir::Value begin, mlir::Value end,
+                           mlir::Value count);
+
 // acc[prefix..., c, first + r] += sum_(j in [begin, end)) weights[j, r] rows[batch, head,
 // firstKey + j, c] for every c and the `vectors` vectors of rows r, in register tiles of
 // columns x row vectors (the fused form's dQ^T of a key block).
@@ -42,6 +48,11 @@ void accumulateColumnsOfBlock(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
 // dst[r, c] = src[batch, head, row + r, c] for r < count, as f32.
 void copyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch, mlir::Value head,
               mlir::Value row, mlir::Value count, mlir::Value dst);
+
+// dst[r / 2, 2 c + r mod 2] = src[batch, head, row + r, c] for r < count (bf16 tensors), and
+// 0 for the pair's second row past the count.
+void copyRowPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch,
+                  mlir::Value head, mlir::Value row, mlir::Value count, mlir::Value dst);
 
 // grad[batch, head, first + i, c] = element(i, c) for i < count and every c of grad.
 void storeRows(mlir::ImplicitLocOpBuilder& b, mlir::Value grad, mlir::Value batch, mlir::Value head,

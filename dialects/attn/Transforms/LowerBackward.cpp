@@ -91,6 +91,23 @@ private:
   void zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, Value kvHead);
   // Zeroes keys [firstKey, endKey) of every direct aux gradient (aux_grad_direct).
   void zeroDirectGradients(ImplicitLocOpBuilder& tb, Value firstKey, Value endKey);
+  // Whether dK's or dV's sums over d columns take vdpbf16ps on rows in pairs (dot, bf16 rows
+  // of a multiple of 16 columns), P and G rounded to bf16 as FlashAttention rounds them.
+  bool pairedSums(int64_t d) { return options.dot && d % 16 == 0; }
+  void copyTileRows(ImplicitLocOpBuilder& ib, Value src, Value batch, Value head, Value row,
+                    Value count, Value dst) {
+    if (cast<MemRefType>(dst.getType()).getElementType().isBF16())
+      copyRowPairs(ib, src, batch, head, row, count, dst);
+    else
+      copyRows(ib, src, batch, head, row, count, dst);
+  }
+  void sumKeyRows(ImplicitLocOpBuilder& ib, Value acc, Value weights, Value rowsOf, Value begin,
+                  Value end, Value count) {
+    if (cast<MemRefType>(rowsOf.getType()).getElementType().isBF16())
+      accumulateKeyRowPairs(ib, acc, weights, rowsOf, begin, end, count);
+    else
+      accumulateKeyRows(ib, acc, weights, rowsOf, begin, end, count, options.vectorWidth);
+  }
   bool isDirect(int64_t k) {
     return llvm::is_contained(op.getAuxGradDirect().value_or(ArrayRef<int64_t>{}), k);
   }
@@ -143,9 +160,15 @@ TileBuffers BackwardLowering::tileBuffers() {
 
 KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
   const int64_t rows = tiles.rows, block = tiles.keyBlock;
+  // Q's and dO's rows in pairs of rows where dK's and dV's sums take vdpbf16ps.
+  auto rowsOf = [&](int64_t d) {
+    return pairedSums(d) ? Value(b.create<memref::AllocaOp>(
+                               MemRefType::get({rows / 2, 2 * d}, b.getBF16Type())))
+                         : stack({rows, d});
+  };
   KeyBlockBuffers buffers{
       stack({block, dk()}), stack({block, dv()}), stack({block, rows}), stack({block, rows}),
-      stack({rows, dk()}),  stack({rows, dv()}),  tileBuffers(),        {}};
+      rowsOf(dk()),         rowsOf(dv()),         tileBuffers(),        {}};
   for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
     buffers.direct.push_back(isDirect(k) ? stack({block, rows}) : Value());
   return buffers;
@@ -244,8 +267,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
       tb.create<scf::IfOp>(any, [&](OpBuilder& nested, Location loc) {
         ImplicitLocOpBuilder ib(loc, nested);
         queries.load(ib);
-        copyRows(ib, op.getQuery(), batch, head, row, count, buffers.rowsQ);
-        copyRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
+        copyTileRows(ib, op.getQuery(), batch, head, row, count, buffers.rowsQ);
+        copyTileRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
                        BackwardTile::Gradients g = queries.at(kb, keys);
@@ -264,9 +287,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
                      });
         Value begin = ib.create<arith::SubIOp>(first, firstKey);
         Value end = ib.create<arith::SubIOp>(last, firstKey);
-        accumulateKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count,
-                          lanes);
-        accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
+        sumKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count);
+        sumKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count);
         accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
                                  op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
         addDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, begin, end);

@@ -1,10 +1,14 @@
 // RUN: attn-opt %s -split-input-file -transform-interpreter -canonicalize -verify-diagnostics | FileCheck %s
 // transform.attn.lower_backward with dot = 1: a query tile's Q and dO rows packed in bf16 pairs
 // ([d / 2, 2 rows]), the recomputed scores and dP as vdpbf16ps over the pairs, each key's two
-// elements one i32 broadcast to every lane, and the scores scaled after (Q is packed unscaled).
+// elements one i32 broadcast to every lane, and the scores scaled after (Q is packed unscaled);
+// dK's sums too, over Q's rows in pairs of rows ([rows / 2, 2 d_k]) against P's and G's
+// elements rounded to bf16 pairs (d_v = 8 is no multiple of 16: dV's stay f32).
 
 // CHECK-LABEL: func.func @backward_dot
 // CHECK: scf.forall
+// CHECK:   %[[ROWPAIRS:.*]] = memref.alloca() : memref<8x32xbf16>
+// CHECK:   memref.alloca() : memref<16x8xf32>
 // CHECK:   %[[QPAIRS:.*]] = memref.alloca() : memref<8x32xbf16>
 // CHECK:   memref.alloca() : memref<4x32xbf16>
 // CHECK:   vector.load %[[QPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
@@ -12,6 +16,9 @@
 // CHECK:   vector.bitcast %{{.*}} : vector<16xi32> to vector<32xbf16>
 // CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 // CHECK:   arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK:   arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
+// CHECK:   vector.load %[[ROWPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
+// CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 
 func.func @backward_dot(%q: memref<?x2x?x16xbf16>, %k: memref<?x2x?x16xbf16>,
                         %v: memref<?x2x?x8xbf16>, %o: memref<?x2x?x8xbf16>,

@@ -189,9 +189,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                  "the backward kernel covers sdpa; the other variants' backward is the reference "
                  "backend's",
                  "",
-                 "bf16: the recomputed scores and dP as AVX512-BF16 dot products (vdpbf16ps) "
-                 "in the x86-avx512-bf16 family, dK, dV and dQ's sums in f32; f16, and bf16 "
-                 "elsewhere, widened to f32"});
+                 "bf16: the recomputed scores and dP, and dK's and dV's sums (P and G rounded "
+                 "to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the x86-avx512-bf16 "
+                 "family, dQ's in f32; f16, and bf16 elsewhere, widened to f32"});
     rows.push_back({Device::Cuda,
                     {Variant::Sdpa},
                     allMasks,

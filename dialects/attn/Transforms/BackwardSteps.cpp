@@ -61,56 +61,27 @@ void zeroBuffer(ImplicitLocOpBuilder& b, Value buffer) {
            });
 }
 
+// A step r of the sum: rowsOf's row r (f32), or its pair of rows 2 r and 2 r + 1 (bf16, twice
+// the elements per vector) against each key's weight r, or its weights 2 r and 2 r + 1 rounded
+// to a bf16 pair.
 void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value rowsOf, Value begin,
                        Value end, Value count, int64_t lanes) {
+  const bool pairs = cast<MemRefType>(rowsOf.getType()).getElementType().isBF16();
   const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
-  const int64_t width = columnWidth(d, lanes);
+  const int64_t width = pairs ? 16 : columnWidth(d, lanes); // vdpbf16ps: 16 f32 lanes
+  const int64_t perRow = pairs ? 2 : 1;                     // rowsOf's elements per acc element
   // Register tiles of `unroll` keys x `columns` vectors.
   const int64_t columns = std::min<int64_t>(d / width, 8);
   const int64_t unroll = std::clamp<int64_t>(kAccumulators / columns, 1, 8);
   auto vector = VectorType::get({width}, b.getF32Type());
-  forKeyGroups(b, begin, end, unroll, [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-    for (int64_t c0 = 0; c0 < d / width; c0 += columns) {
-      const int64_t n = std::min(columns, d / width - c0);
-      auto column = [&](ImplicitLocOpBuilder& cb, int64_t c) {
-        return indexConstant(cb, (c0 + c) * width);
-      };
-      SmallVector<Value> regs;
-      for (Value key : keys)
-        for (int64_t c = 0; c < n; ++c)
-          regs.push_back(kb.create<vector::LoadOp>(vector, acc, ValueRange{key, column(kb, c)}));
-      regs =
-          foldRange(kb, indexConstant(kb, 0), count, regs,
-                    [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
-                      SmallVector<Value> rowVectors, scalars;
-                      for (int64_t c = 0; c < n; ++c)
-                        rowVectors.push_back(rb.create<vector::LoadOp>(
-                            vector, rowsOf, ValueRange{r, column(rb, c)}));
-                      for (Value key : keys)
-                        scalars.push_back(rb.create<memref::LoadOp>(weights, ValueRange{key, r}));
-                      return rankOneUpdate(rb, rowVectors, scalars, carried);
-                    });
-      for (auto [u, key] : llvm::enumerate(keys))
-        for (int64_t c = 0; c < n; ++c)
-          kb.create<vector::StoreOp>(regs[u * n + c], acc, ValueRange{key, column(kb, c)});
-    }
-  });
-}
-
-void accumulateKeyRowPairs(ImplicitLocOpBuilder& b, Value acc, Value weights, Value rowPairs,
-                           Value begin, Value end, Value count) {
-  constexpr int64_t width = 16; // f32 lanes of vdpbf16ps
-  const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
-  const int64_t columns = std::min<int64_t>(d / width, 8);
-  const int64_t unroll = std::clamp<int64_t>(kAccumulators / columns, 1, 8);
-  auto vector = VectorType::get({width}, b.getF32Type());
-  auto pairVector = VectorType::get({2 * width}, b.getBF16Type());
-  Value pairs = b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2));
-  // weights[key, 2 p] and weights[key, 2 p + 1] rounded to bf16, as one i32.
-  auto weightPair = [&](ImplicitLocOpBuilder& rb, Value key, Value p) {
+  auto rowVector = VectorType::get({width * perRow}, pairs ? b.getBF16Type() : b.getF32Type());
+  Value steps = pairs ? b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2)) : count;
+  auto weight = [&](ImplicitLocOpBuilder& rb, Value key, Value r) -> Value {
+    if (!pairs)
+      return rb.create<memref::LoadOp>(weights, ValueRange{key, r});
     Value two = rb.create<vector::LoadOp>(
         VectorType::get({2}, rb.getF32Type()), weights,
-        ValueRange{key, rb.create<arith::MulIOp>(p, indexConstant(rb, 2))});
+        ValueRange{key, rb.create<arith::MulIOp>(r, indexConstant(rb, 2))});
     Value rounded = rb.create<arith::TruncFOp>(VectorType::get({2}, rb.getBF16Type()), two);
     return rb.create<vector::ExtractOp>(
         rb.create<vector::BitCastOp>(VectorType::get({1}, rb.getI32Type()), rounded), 0);
@@ -125,15 +96,16 @@ void accumulateKeyRowPairs(ImplicitLocOpBuilder& b, Value acc, Value weights, Va
       for (Value key : keys)
         for (int64_t c = 0; c < n; ++c)
           regs.push_back(kb.create<vector::LoadOp>(vector, acc, ValueRange{key, column(kb, c, 1)}));
-      regs = foldRange(kb, indexConstant(kb, 0), pairs, regs,
-                       [&](ImplicitLocOpBuilder& rb, Value p, ValueRange carried) {
-                         SmallVector<Value> rowVectors, weightPairs;
+      regs = foldRange(kb, indexConstant(kb, 0), steps, regs,
+                       [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
+                         SmallVector<Value> rowVectors, scalars;
                          for (int64_t c = 0; c < n; ++c)
                            rowVectors.push_back(rb.create<vector::LoadOp>(
-                               pairVector, rowPairs, ValueRange{p, column(rb, c, 2)}));
+                               rowVector, rowsOf, ValueRange{r, column(rb, c, perRow)}));
                          for (Value key : keys)
-                           weightPairs.push_back(weightPair(rb, key, p));
-                         return pairDotUpdate(rb, rowVectors, weightPairs, carried);
+                           scalars.push_back(weight(rb, key, r));
+                         return pairs ? pairDotUpdate(rb, rowVectors, scalars, carried)
+                                      : rankOneUpdate(rb, rowVectors, scalars, carried);
                        });
       for (auto [u, key] : llvm::enumerate(keys))
         for (int64_t c = 0; c < n; ++c)

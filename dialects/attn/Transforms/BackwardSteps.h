@@ -25,16 +25,12 @@ void forKeyGroups(
 void zeroBuffer(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer);
 
 // acc[j, :] += sum_(r < count) weights[j, r] rowsOf[r, :] for j in [begin, end), in register
-// tiles of keys x columns of at most `lanes` f32 (dK's and dV's products).
+// tiles of keys x columns of at most `lanes` f32 (dK's and dV's products). With rowsOf in bf16
+// pairs of rows ([rows / 2, 2 d], copyRowPairs; d a multiple of 16) the sum takes vdpbf16ps,
+// weights[j, r] and weights[j, r + 1] rounded to a bf16 pair.
 void accumulateKeyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Value weights,
                        mlir::Value rowsOf, mlir::Value begin, mlir::Value end, mlir::Value count,
                        int64_t lanes);
-
-// The same with vdpbf16ps: rows r and r + 1 of `rowPairs` ([rows / 2, 2 d] bf16, copyRowPairs)
-// against weights[j, r] and weights[j, r + 1] rounded to a bf16 pair, for d a multiple of 16.
-void accumulateKeyRowPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Value weights,
-                           mlir::Value rowPairs, mlir::Value begin, mlir::Value end,
-                           mlir::Value count);
 
 // acc[prefix..., c, first + r] += sum_(j in [begin, end)) weights[j, r] rows[batch, head,
 // firstKey + j, c] for every c and the `vectors` vectors of rows r, in register tiles of

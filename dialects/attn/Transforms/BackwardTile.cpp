@@ -125,22 +125,25 @@ void BackwardTile::packPairs(ImplicitLocOpBuilder& b, Value rowsOf, Value paired
   });
 }
 
+// Each step c of the contraction: the packed rows' vectors (f32 lanes, or with dot bf16 pairs
+// of d's elements c and c + 1: twice as many) against each key's element c (or pair).
 SmallVector<Value> BackwardTile::products(ImplicitLocOpBuilder& b, Value packed, Value rowsOf,
                                           ArrayRef<Value> keys) {
-  if (dot)
-    return pairProducts(b, packed, rowsOf, keys);
-  const int64_t depth = cast<MemRefType>(packed.getType()).getDimSize(0);
-  auto vector = VectorType::get({lanes}, b.getF32Type());
+  const int64_t steps = cast<MemRefType>(packed.getType()).getDimSize(0);
+  const int64_t width = dot ? 2 * lanes : lanes;
+  auto vector = VectorType::get({width}, dot ? b.getBF16Type() : b.getF32Type());
   SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
-  return foldRange(b, indexConstant(b, 0), indexConstant(b, depth), zeros,
+  return foldRange(b, indexConstant(b, 0), indexConstant(b, steps), zeros,
                    [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
                      SmallVector<Value> columns, elements;
                      for (int64_t r = 0; r < vectorCount; ++r)
                        columns.push_back(cb.create<vector::LoadOp>(
-                           vector, packed, ValueRange{c, indexConstant(cb, r * lanes)}));
+                           vector, packed, ValueRange{c, indexConstant(cb, r * width)}));
                      for (Value key : keys)
-                       elements.push_back(loadF32(cb, rowsOf, {batch, kvHead, key, c}));
-                     return rankOneUpdate(cb, columns, elements, acc);
+                       elements.push_back(dot ? keyPair(cb, rowsOf, key, c)
+                                              : loadF32(cb, rowsOf, {batch, kvHead, key, c}));
+                     return dot ? pairDotUpdate(cb, columns, elements, acc)
+                                : rankOneUpdate(cb, columns, elements, acc);
                    });
 }
 
@@ -160,34 +163,14 @@ SmallVector<Value> BackwardTile::auxTerms(ImplicitLocOpBuilder& b, Value x, Valu
   return reads;
 }
 
-SmallVector<Value> BackwardTile::pairProducts(ImplicitLocOpBuilder& b, Value paired, Value rowsOf,
-                                              ArrayRef<Value> keys) {
-  const int64_t pairs = cast<MemRefType>(paired.getType()).getDimSize(0);
-  auto rowPairs = VectorType::get({2 * lanes}, b.getBF16Type());
-  SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
-  return foldRange(b, indexConstant(b, 0), indexConstant(b, pairs), zeros,
-                   [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
-                     SmallVector<Value> columns, elements;
-                     for (int64_t r = 0; r < vectorCount; ++r)
-                       columns.push_back(cb.create<vector::LoadOp>(
-                           rowPairs, paired, ValueRange{c, indexConstant(cb, 2 * r * lanes)}));
-                     Value first = cb.create<arith::MulIOp>(c, indexConstant(cb, 2));
-                     for (Value key : keys)
-                       elements.push_back(keyPair(cb, rowsOf, key, first));
-                     return pairDotUpdate(cb, columns, elements, acc);
-                   });
-}
-
-// Elements c and c + 1 of a key's row as an i32 pair (two loads: the rows may have any
-// strides).
-Value BackwardTile::keyPair(ImplicitLocOpBuilder& b, Value rowsOf, Value key, Value c) {
-  auto bits = [&](Value column) {
-    Value x = b.create<memref::LoadOp>(rowsOf, ValueRange{batch, kvHead, key, column});
-    return b.create<arith::ExtUIOp>(b.getI32Type(), b.create<arith::BitcastOp>(b.getI16Type(), x));
-  };
-  Value high = bits(b.create<arith::AddIOp>(c, indexConstant(b, 1)));
+// Elements 2 p and 2 p + 1 of a key's row as an i32 pair (the rows may have any strides).
+Value BackwardTile::keyPair(ImplicitLocOpBuilder& b, Value rowsOf, Value key, Value p) {
+  Value c = b.create<arith::MulIOp>(p, indexConstant(b, 2));
+  Value low = loadBf16Alone(b, rowsOf, {batch, kvHead, key, c});
+  Value high = loadBf16Alone(b, rowsOf,
+                             {batch, kvHead, key, b.create<arith::AddIOp>(c, indexConstant(b, 1))});
   return b.create<arith::OrIOp>(
-      bits(c), b.create<arith::ShLIOp>(high, b.create<arith::ConstantIntOp>(16, 32)));
+      low, b.create<arith::ShLIOp>(high, b.create<arith::ConstantIntOp>(16, 32)));
 }
 
 BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys) {

@@ -73,10 +73,8 @@ private:
   // with dot vdpbf16ps over pairs of c.
   llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,
                                           mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);
-  llvm::SmallVector<mlir::Value> pairProducts(mlir::ImplicitLocOpBuilder& b, mlir::Value paired,
-                                              mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);
   mlir::Value keyPair(mlir::ImplicitLocOpBuilder& b, mlir::Value rowsOf, mlir::Value key,
-                      mlir::Value c);
+                      mlir::Value pair);
 
   BackwardOp taskOp; // the op narrowed to the tile: what ScoreTerms and KeyRange read
   mlir::Value batch, head, firstRow, count, delta, kvHead;

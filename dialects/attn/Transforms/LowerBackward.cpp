@@ -101,13 +101,6 @@ private:
     else
       copyRows(ib, src, batch, head, row, count, dst);
   }
-  void sumKeyRows(ImplicitLocOpBuilder& ib, Value acc, Value weights, Value rowsOf, Value begin,
-                  Value end, Value count) {
-    if (cast<MemRefType>(rowsOf.getType()).getElementType().isBF16())
-      accumulateKeyRowPairs(ib, acc, weights, rowsOf, begin, end, count);
-    else
-      accumulateKeyRows(ib, acc, weights, rowsOf, begin, end, count, options.vectorWidth);
-  }
   bool isDirect(int64_t k) {
     return llvm::is_contained(op.getAuxGradDirect().value_or(ArrayRef<int64_t>{}), k);
   }
@@ -287,8 +280,9 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
                      });
         Value begin = ib.create<arith::SubIOp>(first, firstKey);
         Value end = ib.create<arith::SubIOp>(last, firstKey);
-        sumKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count);
-        sumKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count);
+        accumulateKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count,
+                          lanes);
+        accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
         accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
                                  op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
         addDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, begin, end);

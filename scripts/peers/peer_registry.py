@@ -19,6 +19,7 @@ PEERS = {
     "onnxruntime": _lazy("ort_peer", "OnnxRuntime"),
     "torch-sdpa": _lazy("torch_peers", "Sdpa"),
     "torch-sdpa-backward": _lazy("torch_peers", "SdpaBackward"),
+    "torch-mha-backward": _lazy("torch_peers", "MhaBackward"),
     "flex": _lazy("torch_peers", "Flex"),
     "attnc-flex": _lazy("torch_peers", "AttncFlex"),
     "torch-mha": _lazy("torch_peers", "MultiheadAttention"),

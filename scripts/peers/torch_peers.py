@@ -11,6 +11,8 @@ and attnc's FlexAttention front on the same callables:
     compiled ahead of time and cached on disk), on torch's thread count;
 the backward of the first, what training on a CPU runs:
   - `SdpaBackward`: dq, dk, dv of the flash kernel's forward (torch's CPU flash backward);
+  - `MhaBackward`: attnc's variant=mha written as a PyTorch user writes the block (projections
+    as matmuls, flash SDPA, W_O), the inputs' and weights' gradients by autograd;
 and the whole multi-head block attnc's variant=mha fuses:
   - `MultiheadAttention`: nn.MultiheadAttention without biases in inference_mode, its fast path
     (the projections as GEMMs around its fused SDPA).
@@ -104,6 +106,43 @@ class SdpaBackward:
         def backward():
             return torch.autograd.grad(o, learned, grad_o, retain_graph=True)
         return backward, o.grad_fn.name()
+
+
+class MhaBackward:
+    """The backward of attnc's variant=mha (Q = x_q W_Q per head, K and V likewise with GQA,
+    SDPA, Concat(heads) W_O; no biases) as PyTorch eager runs it: the three inputs' and four
+    weights' gradients from a random dL/dy, the forward (its flash SDPA) run once beforehand
+    and its graph kept, so each timed call is the backward alone, as `attnc bench --backward`
+    times attnc's. Cases name `d_model`, `heads`, `kv_heads` and `d`; mask none or causal with
+    tq == tk."""
+
+    def __init__(self, threads):
+        torch.set_num_threads(threads)
+        self.version = "torch " + torch.__version__
+
+    def prepare(self, case):
+        if case["tq"] != case["tk"] or case["mask"] not in ("none", "causal"):
+            raise peer_registry.Unsupported("unmasked or square causal only")
+        torch.manual_seed(0)
+        heads, kv_heads, d, model = case["heads"], case["kv_heads"], case["d"], case["d_model"]
+        x = [torch.randn(1, case["tq"], model).requires_grad_() for _ in range(3)]
+        w = [(torch.randn(model, n * d) * model ** -0.5).requires_grad_()
+             for n in (heads, kv_heads, kv_heads)]
+        w.append((torch.randn(heads * d, model) * (heads * d) ** -0.5).requires_grad_())
+
+        def split(rows, count):
+            return rows.unflatten(-1, (count, d)).transpose(1, 2)
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            o = F.scaled_dot_product_attention(
+                split(x[0] @ w[0], heads), split(x[1] @ w[1], kv_heads),
+                split(x[2] @ w[2], kv_heads), is_causal=case["mask"] == "causal",
+                enable_gqa=heads != kv_heads)
+        y = o.transpose(1, 2).flatten(2) @ w[3]
+        grad_y = torch.randn_like(y)
+
+        def backward():
+            return torch.autograd.grad(y, x + w, grad_y, retain_graph=True)
+        return backward, "matmuls, %s, autograd" % o.grad_fn.name()
 
 
 class Flex:

@@ -1,14 +1,15 @@
 """The MLIR backend's backward kernels against the f64 reference on odd shapes: Tq != Tk,
 Tq = 1, sizes off every tile, fully masked rows, GQA, every mask, the modifiers and
 expressions whose derivative the compiler takes, the gradients of float aux tensors and of a
-bias (broadcast or not), sinks, dropout and RoPE, f16 and bf16, at 1 and 2 threads."""
+bias (broadcast or not), sinks, dropout and RoPE, mha's projections, f16 and bf16, at 1 and 2
+threads."""
 import math
 import os
 import unittest
 
 from common import CliTestCase, attnc, needs_backends, write_npy
 
-BACKWARD = "variant=sdpa lse=true backward=true "
+BACKWARD = "lse=true backward=true "
 
 # (spec, batch, Tq, Tk, lengths)
 CASES = [
@@ -47,6 +48,21 @@ CASES = [
      'kv_idx % 3], score + t[kv_idx] * t[kv_idx])"', 1, 19, 45, None),
     ('heads=2 d_k=16 aux="keep:f32[Tk] s:f32[heads]" score_mod="score + s[h]" '
      'mask_mod="keep[kv_idx] > -1.5" sinks=true dropout=0.2 seed=3', 2, 21, 33, None),
+    # mha: the projections recomputed and taken back (grad_q, grad_k and grad_v are the
+    # inputs' gradients, beside grad_w_q ... grad_w_o), with the sinusoid at both alignments,
+    # RoPE on the projected heads, d_model and T past the products' tiles (256), bf16 and f16.
+    ("variant=mha heads=4 kv_heads=2 d_k=16 d_model=24 mask=causal", 2, 37, 53, None),
+    ("variant=mha heads=3 d_k=8 d_v=12 d_model=20 pe=sinusoidal mask=causal", 2, 37, 53, None),
+    ("variant=mha heads=2 d_k=16 d_model=32 pe=sinusoidal causal_align=top_left mask=causal", 1,
+     45, 19, None),
+    ("variant=mha heads=4 kv_heads=1 d_k=16 d_model=33 rope=true mask=padding", 3, 21, 33,
+     "5,0,33"),
+    ("variant=mha heads=2 d_k=16 d_model=16 dropout=0.2 seed=7 sinks=true", 1, 1, 40, None),
+    ("variant=mha heads=2 d_k=16 d_model=24 bias=true softcap=20", 2, 37, 53, None),
+    ("variant=mha heads=2 d_k=16 d_model=300 mask=causal", 2, 300, 300, None),
+    ("variant=mha heads=4 kv_heads=2 d_k=32 d_model=48 dtype=bf16 mask=causal", 2, 37, 53, None),
+    ("variant=mha heads=2 d_k=16 d_model=24 dtype=f16 mask=window window_left=5", 2, 37, 53,
+     None),
 ]
 
 

@@ -1,8 +1,10 @@
 #include "Backends/MLIR/BackwardKernel.h"
 
+#include "Backends/MLIR/ProjectionsBackward.h"
 #include "Backends/MLIR/SpecToAttn.h"
 #include "Spec/BuiltinExpressions.h"
 #include "attn/IR/AttnOps.h"
+#include "attn/Kit/Builders.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -51,8 +53,11 @@ public:
 private:
   static Type elementOf(Value rows) { return cast<MemRefType>(rows.getType()).getElementType(); }
 
-  // A buffer of `rows`' shape and `element` type (a kernel's workspace).
+  // A buffer of `rows`' shape and `element` type (a kernel's workspace, allocated before its
+  // first phase: mha's projections come before the rotations).
   static Value buffer(ImplicitLocOpBuilder& b, Value rows, Type element) {
+    OpBuilder::InsertionGuard atWorkspace(b);
+    b.setInsertionPoint(attn::firstPhase(*b.getInsertionBlock()));
     auto type = cast<MemRefType>(rows.getType());
     SmallVector<Value> dynamicSizes;
     for (int64_t d = 0; d < type.getRank(); ++d)
@@ -112,38 +117,40 @@ struct LearnedTensors {
 
 } // namespace
 
-void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
+void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec, DType operandDtype) {
   const std::vector<Argument> args = backwardArguments(spec);
   func::FuncOp kernel = addKernelFunction(b, spec, args, kBackwardKernelName);
   const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
   auto arg = [&](const std::string& name) { return byName.at(name); };
-  auto optional = [&](const std::string& name) {
-    auto it = byName.find(name);
-    return it == byName.end() ? Value() : it->second;
-  };
+  auto optional = [&](const std::string& name) { return optionalArgument(byName, name); };
   const std::vector<AuxOperand> auxOperands = auxOperandsOf(spec, byName);
   SmallVector<Value> aux;
   for (const AuxOperand& operand : auxOperands)
     aux.push_back(arg(operand.name));
-  Value q = arg("q"), k = arg("k");
+  ProjectionsBackward::Heads heads = {arg("q"),      arg("k"),      arg("v"),      arg("o"),
+                                      arg("grad_o"), arg("grad_q"), arg("grad_k"), arg("grad_v")};
+  std::optional<ProjectionsBackward> projections;
+  if (spec.variant == Variant::Mha) {
+    projections.emplace(b, spec, byName, operandDtype);
+    heads = projections->heads();
+  }
   Value zero = b.create<arith::ConstantIndexOp>(0);
-  Value seqQ = b.create<memref::DimOp>(q, 2);
-  Value gradQ = arg("grad_q"), gradK = arg("grad_k");
+  Value seqQ = b.create<memref::DimOp>(heads.q, 2);
   std::optional<RotatedRows> rotated;
   if (spec.rope)
-    rotated.emplace(b, spec, q, k, gradQ, gradK);
+    rotated.emplace(b, spec, heads.q, heads.k, heads.gradQ, heads.gradK);
   SmallVector<Value> offsets(4, zero);
-  SmallVector<Value> sizes = {b.create<memref::DimOp>(q, 0),
+  SmallVector<Value> sizes = {b.create<memref::DimOp>(heads.q, 0),
                               b.create<arith::ConstantIndexOp>(spec.heads), seqQ,
-                              b.create<memref::DimOp>(k, 2)};
+                              b.create<memref::DimOp>(heads.k, 2)};
   if (rotated)
-    std::tie(q, k, gradQ, gradK) = rotated->operands();
+    std::tie(heads.q, heads.k, heads.gradQ, heads.gradK) = rotated->operands();
   const LearnedTensors learned(spec, arg);
   auto backward = b.create<attn::BackwardOp>(
-      q, k, arg("v"), arg("o"), arg("grad_o"), arg("lse"), aux, optional("sinks"), gradQ, gradK,
-      arg("grad_v"), optional(gradientName("sinks")), learned.gradients, offsets, sizes, seqQ,
-      b.getI64IntegerAttr(spec.heads), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
-      b.getF64FloatAttr(spec.scale),
+      heads.q, heads.k, heads.v, heads.o, heads.gradO, arg("lse"), aux, optional("sinks"),
+      heads.gradQ, heads.gradK, heads.gradV, optional(gradientName("sinks")), learned.gradients,
+      offsets, sizes, seqQ, b.getI64IntegerAttr(spec.heads), DenseI64ArrayAttr(),
+      DenseI64ArrayAttr(), b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"));
   buildScoreRegions(backward.getScoreMod(), backward.getMaskMod(), spec, auxOperands);
   const ScoreExpressions score(spec);
@@ -155,6 +162,8 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec) {
     buildExpressionRegion(backward.getDropout(), *dropout, spec, auxOperands);
   if (rotated)
     rotated->finish(b);
+  if (projections)
+    projections->finish(b);
   b.create<func::ReturnOp>();
 }
 

@@ -11,9 +11,11 @@
 namespace attnc::mlirbackend {
 
 // Builds kBackwardKernelName at the builder's insertion point (a module's body). The spec is
-// one the backend's backward row covers (MlirBackend.cpp): sdpa in f32, whose gradients are
-// dq, dk, dv and with sinks grad_sinks.
-void buildBackwardKernel(mlir::ImplicitLocOpBuilder& b, const Spec& spec);
+// one the backend's backward row covers (MlirBackend.cpp): sdpa, whose gradients are dq, dk,
+// dv, grad_sinks and the learned aux tensors' and bias's, or mha, whose projections are
+// recomputed in `operandDtype` (the forward's workspace type) and taken back
+// (ProjectionsBackward.h).
+void buildBackwardKernel(mlir::ImplicitLocOpBuilder& b, const Spec& spec, DType operandDtype);
 
 } // namespace attnc::mlirbackend
 

@@ -167,8 +167,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                             "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
     }
     // The backward entry (BackwardKernel.h): dq, dk and dv of sdpa, score_mod's derivative
-    // taken by the compiler; on CPUs in f32 (LowerBackward.cpp), on CUDA on tensor cores
-    // (MmaBackward.cpp). Listed beside each device's row.
+    // taken by the compiler; on CPUs in f32 (LowerBackward.cpp), with mha's projections
+    // (ProjectionsBackward.h); on CUDA on tensor cores (MmaBackward.cpp), sdpa's. Listed beside
+    // each device's row.
     const std::vector<MaskKind> allMasks = {
         MaskKind::Causal,  MaskKind::Padding,     MaskKind::Window,
         MaskKind::Tensor,  MaskKind::Global,      MaskKind::Strided,
@@ -180,14 +181,15 @@ std::span<const Coverage> MlirBackend::coverage() const {
     cpuBackwardModifiers.push_back(Modifier::Bias);
     rows.insert(rows.begin() + 1,
                 {Device::Cpu,
-                 {Variant::Sdpa},
+                 {Variant::Sdpa, Variant::Mha},
                  allMasks,
                  cpuBackwardModifiers,
                  {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                  {DType::F32, DType::F16, DType::BF16},
                  {MaskKind::Strided, MaskKind::Dilated},
-                 "the backward kernel covers sdpa; the other variants' backward is the reference "
-                 "backend's",
+                 "the backward kernel covers sdpa and mha (its projections recomputed and "
+                 "taken back as attn.matmul products, the weights' gradients summed over "
+                 "(b, t) in order); the other variants' backward is the reference backend's",
                  "",
                  "bf16: the recomputed scores and dP, and dK's and dV's sums (P and G rounded "
                  "to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the x86-avx512-bf16 "

@@ -1,5 +1,6 @@
 #include "Backends/MLIR/OperandViews.h"
 
+#include "Backends/MLIR/SpecToAttn.h"
 #include "Support/Errors.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
@@ -37,6 +38,19 @@ Value withUnitFirst(ImplicitLocOpBuilder& b, Value memref, bool unitBatch) {
 Value asOneMatrix(ImplicitLocOpBuilder& b, Value weight) {
   ArrayRef<int64_t> s = cast<MemRefType>(weight.getType()).getShape();
   return expand(b, weight, {1, 1, s[0], s[1]}, {{0, 1, 2}, {3}});
+}
+
+Value asArgumentType(ImplicitLocOpBuilder& b, Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  return b.create<memref::CastOp>(withArgumentLayout(type.getShape(), type.getElementType()),
+                                  memref);
+}
+
+Value headsFirst(ImplicitLocOpBuilder& b, Value rows, int64_t heads, int64_t d) {
+  constexpr int64_t kDynamic = ShapedType::kDynamic;
+  Value split = expand(b, rows, {kDynamic, kDynamic, heads, d}, {{0}, {1}, {2, 3}});
+  auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 2, 1, 3}, b.getContext());
+  return asArgumentType(b, b.create<memref::TransposeOp>(split, AffineMapAttr::get(order)));
 }
 
 Value transposedMatrices(ImplicitLocOpBuilder& b, Value matrices) {

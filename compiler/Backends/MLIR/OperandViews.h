@@ -1,6 +1,6 @@
 // Views of the kernel's arguments and workspace buffers as attn.matmul takes its factors
-// [B|1, H, R, C]: the variants' operand products (VariantOperands.cpp) and linear attention's
-// (LinearAttention.cpp).
+// [B|1, H, R, C]: the variants' operand products (VariantOperands.cpp), linear attention's
+// (LinearAttention.cpp) and mha's backward (ProjectionsBackward.cpp).
 #ifndef ATTNC_COMPILER_BACKENDS_MLIR_OPERANDVIEWS_H
 #define ATTNC_COMPILER_BACKENDS_MLIR_OPERANDVIEWS_H
 
@@ -20,6 +20,12 @@ mlir::Value withUnitFirst(mlir::ImplicitLocOpBuilder& b, mlir::Value memref, boo
 
 // A weight [R, C] as [1, 1, R, C].
 mlir::Value asOneMatrix(mlir::ImplicitLocOpBuilder& b, mlir::Value weight);
+
+// `memref` in the kernel's argument layout, the type the lowerings take for any operand.
+mlir::Value asArgumentType(mlir::ImplicitLocOpBuilder& b, mlir::Value memref);
+
+// Rows of heads side by side [B, T, H d] as the attention's [B, H, T, d].
+mlir::Value headsFirst(mlir::ImplicitLocOpBuilder& b, mlir::Value rows, int64_t heads, int64_t d);
 
 // [.., R, C] as [.., C, R]: each matrix of a rank-4 buffer transposed.
 mlir::Value transposedMatrices(mlir::ImplicitLocOpBuilder& b, mlir::Value matrices);

@@ -104,6 +104,11 @@ std::map<std::string, Value> argumentsByName(ImplicitLocOpBuilder& b, const Spec
   return byName;
 }
 
+Value optionalArgument(const std::map<std::string, Value>& byName, const std::string& name) {
+  auto it = byName.find(name);
+  return it == byName.end() ? Value() : it->second;
+}
+
 std::vector<AuxOperand> auxOperandsOf(const Spec& spec,
                                       const std::map<std::string, Value>& byName) {
   std::vector<AuxOperand> operands;
@@ -130,46 +135,29 @@ MemRefType withArgumentLayout(ArrayRef<int64_t> shape, Type element) {
   return MemRefType::get(shape, element, layout);
 }
 
-OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType operandDtype) {
-  const std::vector<Argument> args = kernelArguments(spec);
-  ImplicitLocOpBuilder b(UnknownLoc::get(&ctx), &ctx);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(b.getLoc());
-  if (spec.backward) {
-    b.setInsertionPointToEnd(module->getBody());
-    buildBackwardKernel(b, spec);
-  }
-  b.setInsertionPointToEnd(module->getBody());
-  func::FuncOp kernel = addKernelFunction(b, spec, args, kKernelName);
-
-  const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
-  if (spec.variant == Variant::Linear) { // no softmax: feature rows and chunk products
-    buildLinearAttention(b, spec, byName);
-    b.create<func::ReturnOp>();
-    return module;
-  }
-  const VariantOperands operands(b, spec, byName, operandDtype);
+void buildAttention(ImplicitLocOpBuilder& b, const Spec& spec,
+                    const std::map<std::string, Value>& byName, const VariantOperands& operands,
+                    const AttentionResults& into) {
   auto readBuffer = [&](Value buffer) -> Value {
     return b.create<bufferization::ToTensorOp>(tensorOf(buffer), buffer, /*restrict=*/true);
   };
   auto read = [&](const std::string& name) -> Value {
-    auto it = byName.find(name);
-    return it == byName.end() ? Value() : readBuffer(it->second);
+    Value buffer = optionalArgument(byName, name);
+    return buffer ? readBuffer(buffer) : Value();
   };
 
   // The spec's aux tensors and the kernel inputs the built-ins read (lengths, mask, bias,
   // block_layout) are the op's aux operands.
-  Value o = operands.output();
-  Type lseType = spec.lse ? Type(tensorOf(byName.at("lse"))) : Type();
-  Type weightsType = spec.weights ? Type(tensorOf(byName.at("weights"))) : Type();
   const std::vector<AuxOperand> auxOperands = auxOperandsOf(spec, byName);
   SmallVector<Value> aux;
   for (const AuxOperand& operand : auxOperands)
     aux.push_back(read(operand.name));
   auto attention = b.create<attn::AttentionOp>(
-      tensorOf(o), lseType, weightsType, readBuffer(operands.query()), readBuffer(operands.keys()),
-      readBuffer(operands.values()), aux, read("sinks"), read("block_table"),
-      spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(), read("k_scale"), read("v_scale"),
-      spec.rope && spec.cached() ? read("seq_lens") : Value(),
+      tensorOf(into.output), into.lse ? Type(tensorOf(into.lse)) : Type(),
+      into.weights ? Type(tensorOf(into.weights)) : Type(), readBuffer(operands.query()),
+      readBuffer(operands.keys()), readBuffer(operands.values()), aux, read("sinks"),
+      read("block_table"), spec.kvCache == KvCache::Paged ? read("seq_lens") : Value(),
+      read("k_scale"), read("v_scale"), spec.rope && spec.cached() ? read("seq_lens") : Value(),
       operands.scoreWeights() ? readBuffer(operands.scoreWeights()) : Value(),
       b.getF64FloatAttr(spec.scale),
       b.getStringAttr(spec.causalAlign == CausalAlign::TopLeft ? "top_left" : "bottom_right"),
@@ -184,11 +172,34 @@ OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType 
     b.create<bufferization::MaterializeInDestinationOp>(TypeRange{}, result, dest,
                                                         /*restrict=*/true, /*writable=*/true);
   };
-  store(attention.getOutput(), o);
-  if (spec.lse)
-    store(attention.getLse(), byName.at("lse"));
-  if (spec.weights)
-    store(attention.getWeights(), byName.at("weights"));
+  store(attention.getOutput(), into.output);
+  if (into.lse)
+    store(attention.getLse(), into.lse);
+  if (into.weights)
+    store(attention.getWeights(), into.weights);
+}
+
+OwningOpRef<ModuleOp> buildAttnModule(MLIRContext& ctx, const Spec& spec, DType operandDtype) {
+  const std::vector<Argument> args = kernelArguments(spec);
+  ImplicitLocOpBuilder b(UnknownLoc::get(&ctx), &ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b.getLoc());
+  if (spec.backward) {
+    b.setInsertionPointToEnd(module->getBody());
+    buildBackwardKernel(b, spec, operandDtype);
+  }
+  b.setInsertionPointToEnd(module->getBody());
+  func::FuncOp kernel = addKernelFunction(b, spec, args, kKernelName);
+
+  const std::map<std::string, Value> byName = argumentsByName(b, spec, args, kernel);
+  if (spec.variant == Variant::Linear) { // no softmax: feature rows and chunk products
+    buildLinearAttention(b, spec, byName);
+    b.create<func::ReturnOp>();
+    return module;
+  }
+  const VariantOperands operands(b, spec, byName, operandDtype);
+  buildAttention(
+      b, spec, byName, operands,
+      {operands.output(), optionalArgument(byName, "lse"), optionalArgument(byName, "weights")});
   operands.finish(b);
   b.create<func::ReturnOp>();
   return module;

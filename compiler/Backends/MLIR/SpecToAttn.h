@@ -20,6 +20,8 @@
 
 namespace attnc::mlirbackend {
 
+class VariantOperands;
+
 // The kernel function's name; the llvm stage splits it into <name>_tasks and <name>_run.
 inline constexpr const char* kKernelName = "attnc_mlir_kernel";
 
@@ -43,6 +45,10 @@ std::map<std::string, mlir::Value> argumentsByName(mlir::ImplicitLocOpBuilder& b
                                                    const std::vector<Argument>& args,
                                                    mlir::func::FuncOp kernel);
 
+// The argument `name`, or null where the spec's kernel has none.
+mlir::Value optionalArgument(const std::map<std::string, mlir::Value>& byName,
+                             const std::string& name);
+
 // The tensors the expressions read (a spec's aux tensors and the kernel inputs the built-ins
 // read: lengths, mask, bias, block_layout), in the order a score op takes them as aux operands.
 std::vector<AuxOperand> auxOperandsOf(const Spec& spec,
@@ -60,6 +66,19 @@ struct ScoreExpressions {
 // with the spec's mask_mod).
 void buildScoreRegions(mlir::Region& scoreRegion, mlir::Region& maskRegion, const Spec& spec,
                        std::span<const AuxOperand> auxOperands);
+
+// Where attn.attention's results go: the output's buffer, and lse's and the weights' where
+// they are asked for (else null).
+struct AttentionResults {
+  mlir::Value output, lse, weights;
+};
+
+// The spec's attn.attention over `operands`' query, keys and values at b's point (on tensors
+// read from those buffers, every aux operand the spec's expressions read), its results
+// stored into `into`.
+void buildAttention(mlir::ImplicitLocOpBuilder& b, const Spec& spec,
+                    const std::map<std::string, mlir::Value>& byName,
+                    const VariantOperands& operands, const AttentionResults& into);
 
 // The spec must be one the backend's capability rows cover (MlirBackend.cpp); the driver
 // checks that first. A variant's products make the attention's operands in `operandDtype`

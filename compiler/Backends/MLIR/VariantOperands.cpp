@@ -14,20 +14,6 @@ namespace {
 
 constexpr int64_t kDynamic = ShapedType::kDynamic;
 
-// `memref` in the kernel's argument layout, the type the lowerings take for any operand.
-Value asArgumentType(ImplicitLocOpBuilder& b, Value memref) {
-  auto type = cast<MemRefType>(memref.getType());
-  return b.create<memref::CastOp>(withArgumentLayout(type.getShape(), type.getElementType()),
-                                  memref);
-}
-
-// Rows of heads side by side [B, T, H d] as the attention's [B, H, T, d].
-Value headsFirst(ImplicitLocOpBuilder& b, Value rows, int64_t heads, int64_t d) {
-  Value split = expand(b, rows, {kDynamic, kDynamic, heads, d}, {{0}, {1}, {2, 3}});
-  auto order = AffineMap::getPermutationMap(ArrayRef<unsigned>{0, 2, 1, 3}, b.getContext());
-  return asArgumentType(b, b.create<memref::TransposeOp>(split, AffineMapAttr::get(order)));
-}
-
 } // namespace
 
 VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
@@ -69,7 +55,6 @@ void VariantOperands::projectMha(ImplicitLocOpBuilder& b) {
   Value vRows = workspace(b, {kDynamic, kDynamic, Hkv * spec.dV}, {batch, seqK});
   concatenatedHeads = workspace(b, {kDynamic, kDynamic, H * spec.dV}, {batch, seqQ});
 
-  Value queryOffset, keyOffset;
   if (spec.pe == PositionalEncoding::Sinusoidal) {
     keyOffset = b.create<arith::ConstantIndexOp>(0);
     queryOffset = spec.causalAlign == CausalAlign::BottomRight
@@ -147,6 +132,10 @@ void VariantOperands::finish(ImplicitLocOpBuilder& b) const {
     b.create<attn::MatmulOp>(withUnitFirst(b, concatenatedHeads, false),
                              asOneMatrix(b, arguments.at("w_o")),
                              withUnitFirst(b, arguments.at("o"), false), Value(), Value());
+  release(b);
+}
+
+void VariantOperands::release(ImplicitLocOpBuilder& b) const {
   for (Value buffer : buffers)
     b.create<memref::DeallocOp>(buffer);
 }

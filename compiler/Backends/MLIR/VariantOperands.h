@@ -30,8 +30,17 @@ public:
   // Additive's score weights v_a as [H_kv, H / H_kv, d_attn] (null for the other variants).
   mlir::Value scoreWeights() const { return additiveWeights; }
 
+  // mha's inputs' positions under pe=sinusoidal, the projections' sinusoid offsets (null
+  // without): Tk - Tq for the query under bottom_right alignment, else 0.
+  mlir::Value queryPositionOffset() const { return queryOffset; }
+  mlir::Value keyPositionOffset() const { return keyOffset; }
+  // mha's attention output [B, Tq, H d_v], heads side by side (W_O's input).
+  mlir::Value concatenatedOutput() const { return concatenatedHeads; }
+
   // Emits what follows the attention at b's point: mha's W_O, then the workspace's release.
   void finish(mlir::ImplicitLocOpBuilder& b) const;
+  // The workspace's release alone (the backward, which takes W_O back itself).
+  void release(mlir::ImplicitLocOpBuilder& b) const;
 
 private:
   // A buffer of the attention's operand type, freed by finish.
@@ -48,6 +57,7 @@ private:
   mlir::Value q, k, v, o;
   mlir::Value additiveWeights;   // v_a grouped by KV head
   mlir::Value concatenatedHeads; // mha: the attention's output [B, Tq, H d_v], W_O's input
+  mlir::Value queryOffset, keyOffset;
   llvm::SmallVector<mlir::Value> buffers;
 };
 

@@ -24,10 +24,18 @@ def Attn_MatmulOp : Attn_Op<"matmul", [AttrSizedOperandSegments]> {
     broadcasts (b' = 0); a head dim of H_x heads serves H / H_x consecutive heads of `out`
     (h' = h / (H / H_x): GQA's rule). `PE` is the sinusoidal encoding of mha (`sinusoid`
     given: `PE(p, m) = sin(p w_m)` for even m, `cos(p w_m)` for odd m, `w_m =
-    10000^(-(m - m mod 2) / R)`), else 0. With `causal` the sum runs over `r <= t` only (lhs
-    taken as 0 past its diagonal: linear attention's products within a chunk); with
-    `accumulate` the sum is added to out's elements. Products and sums are f32; the result is
-    rounded to `out`'s type.
+    10000^(-(m - m mod 2) / M)`, M lhs's last dim), else 0. With `causal` the sum runs over
+    `r <= t` only (lhs taken as 0 past its diagonal: linear attention's products within a
+    chunk); with `accumulate` the sum is added to out's elements. Products and sums are f32;
+    the result is rounded to `out`'s type.
+
+    The backward's products of mha's weights (dW = X^T dY, summed over every batch entry and
+    position) take two more attributes:
+    - `lhs_transposed`: lhs is [B|1, H_l, R, T] and read transposed, its element for row t
+      and step r being `lhs[b', h', r, t] + PE(r + offset, t)` (PE at lhs's own position);
+    - `batch_sum`: out is [1, H, T, C] and the sum also runs over the factors' batches (which
+      agree), `out[0, h, t, c] = sum_b sum_{r < n_b} ...`, in order of b, then r: every
+      element one ordered sum, so the result is the same at any thread count.
 
     Example:
 
@@ -43,7 +51,9 @@ def Attn_MatmulOp : Attn_Op<"matmul", [AttrSizedOperandSegments]> {
     Optional<MemRefRankOf<[I32], [1]>>:$limit,
     Optional<Index>:$sinusoid,
     UnitAttr:$causal,
-    UnitAttr:$accumulate
+    UnitAttr:$accumulate,
+    UnitAttr:$lhs_transposed,
+    UnitAttr:$batch_sum
   );
   let assemblyFormat = [{
     $lhs `,` $rhs `into` $out (`limit` $limit^)? (`sinusoid` $sinusoid^)? attr-dict `:`

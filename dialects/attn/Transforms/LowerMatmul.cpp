@@ -7,7 +7,8 @@
 // lanes, kReductionBlock steps of the contraction at a time, and accumulates out^T in register
 // tiles of `columns` columns of rows / vectorWidth vectors, each rhs element broadcast to a
 // vector: the attention's PV tile, so rhs and out may have any strides and nothing is packed
-// but lhs's rows.
+// but lhs's rows. Under batch_sum (the backward's weight gradients, out [1, H, T, C]) a task
+// sums over every batch entry in order, so each element is one task's ordered sum.
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
@@ -40,6 +41,15 @@ struct MatmulTask {
   Value firstRow, rowEnd, firstColumn, columnEnd, extent;
 };
 
+// batch_sum's task over the factors' batch entry `batch`: the same rows and columns of out.
+MatmulTask ofSummedBatch(ImplicitLocOpBuilder& b, MatmulOperands& operands, MatmulTask task,
+                         Value batch) {
+  task.lhsBatch = operands.factorIndex(b, operands.lhs, 0, batch);
+  task.rhsBatch = operands.factorIndex(b, operands.rhs, 0, batch);
+  task.extent = operands.extent(b, batch, task.rowEnd);
+  return task;
+}
+
 class MatmulLowering {
 public:
   MatmulLowering(MatmulOp op, const MatmulTiles& tiles) : op(op), tiles(tiles), operands(op) {
@@ -60,6 +70,10 @@ private:
                    Value rows);
   void packSquare(Builder& b, const MatmulTask& task, Value step, Value stepMask, int64_t row,
                   Value packedStep, Value packed, Value rows);
+  void packSteps(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
+                 Value rows);
+  Value keptRows(Builder& b, Value firstRow, Value step, const MatmulTask& task);
+  void sumSteps(Builder& b, const MatmulTask& task, Value packed, Value tile, Value table);
   void multiply(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
                 Value tile, Value factor);
   void multiplyByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
@@ -128,8 +142,9 @@ void MatmulLowering::pack(Builder& b, const MatmulTask& task, Value first, Value
 // no sinusoid is added (the usual case): a row's steps one masked vector load, the square
 // transposed in registers, a step's rows one vector store. Element by element the pack took
 // about as many instructions as the products where out has few columns (Linformer's E K: 64
-// columns, 4 FMAs a packed element). The element-wise pack takes the rest (a sinusoid, strided
-// steps, one lane: a GPU thread's row).
+// columns, 4 FMAs a packed element). With lhs_transposed, where its rows are contiguous, a
+// step's rows are one masked load as they lie (packSteps). The element-wise pack takes the
+// rest (a sinusoid, strided steps, one lane: a GPU thread's row).
 void MatmulLowering::packByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
                                 Value packed, Value table) {
   if (tiles.vectorWidth == 1 || op.getSinusoid())
@@ -137,7 +152,10 @@ void MatmulLowering::packByRows(Builder& b, const MatmulTask& task, Value first,
   auto [rows, unit] = unitInnerStrideView(b, operands.lhs);
   auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
   Builder tb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
-  packSquares(tb, task, first, steps, packed, rows);
+  if (op.getLhsTransposed())
+    packSteps(tb, task, first, steps, packed, rows);
+  else
+    packSquares(tb, task, first, steps, packed, rows);
   Builder eb = Builder::atBlockBegin(b.getLoc(), branch.elseBlock());
   pack(eb, task, first, steps, packed, table);
 }
@@ -173,7 +191,6 @@ void MatmulLowering::packSquare(Builder& b, const MatmulTask& task, Value step, 
   const int64_t width = tiles.vectorWidth;
   auto lhsRow = VectorType::get({width}, operands.lhs.getType().getElementType());
   auto f32Row = VectorType::get({width}, b.getF32Type());
-  auto indexRow = VectorType::get({width}, b.getIndexType());
   Value lastRow = b.create<arith::SubIOp>(outRows(b), indexConstant(b, 1));
   Value firstRow = b.create<arith::AddIOp>(task.firstRow, indexConstant(b, row));
   SmallVector<Value> rowVectors;
@@ -185,27 +202,57 @@ void MatmulLowering::packSquare(Builder& b, const MatmulTask& task, Value step, 
         b.create<arith::ConstantOp>(lhsRow, b.getZeroAttr(lhsRow)));
     rowVectors.push_back(lhsRow == f32Row ? x : b.create<arith::ExtFOp>(f32Row, x).getResult());
   }
+  Value zeros = f32Splat(b, width, 0);
+  SmallVector<Value> columns = transposeLanes(b, rowVectors);
+  for (int64_t j = 0; j < width; ++j) {
+    Value keep = keptRows(b, firstRow, b.create<arith::AddIOp>(step, indexConstant(b, j)), task);
+    b.create<vector::StoreOp>(b.create<arith::SelectOp>(keep, columns[j], zeros), packed,
+                              ValueRange{b.create<arith::AddIOp>(packedStep, indexConstant(b, j)),
+                                         indexConstant(b, row)});
+  }
+}
+
+// Which of the vectorWidth rows from firstRow take `step`: those before the task's end and,
+// under causal, at or past the step (row t sums steps r <= t).
+Value MatmulLowering::keptRows(Builder& b, Value firstRow, Value step, const MatmulTask& task) {
+  const int64_t width = tiles.vectorWidth;
+  auto indexRow = VectorType::get({width}, b.getIndexType());
   SmallVector<int64_t> lanes(width);
   std::iota(lanes.begin(), lanes.end(), 0);
   Value rowIds =
       b.create<arith::AddIOp>(b.create<vector::BroadcastOp>(indexRow, firstRow),
                               b.create<arith::ConstantOp>(indexRow, b.getIndexVectorAttr(lanes)));
-  Value inside = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, rowIds,
-                                         b.create<vector::BroadcastOp>(indexRow, task.rowEnd));
-  Value zeros = f32Splat(b, width, 0);
-  SmallVector<Value> columns = transposeLanes(b, rowVectors);
-  for (int64_t j = 0; j < width; ++j) {
-    Value keep = inside;
-    if (op.getCausal()) { // row t sums steps r <= t
-      Value at = b.create<arith::AddIOp>(step, indexConstant(b, j));
-      keep = b.create<arith::AndIOp>(
-          keep, b.create<arith::CmpIOp>(arith::CmpIPredicate::ule,
-                                        b.create<vector::BroadcastOp>(indexRow, at), rowIds));
+  Value keep = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, rowIds,
+                                       b.create<vector::BroadcastOp>(indexRow, task.rowEnd));
+  if (op.getCausal())
+    keep = b.create<arith::AndIOp>(
+        keep, b.create<arith::CmpIOp>(arith::CmpIPredicate::ule,
+                                      b.create<vector::BroadcastOp>(indexRow, step), rowIds));
+  return keep;
+}
+
+// packed[r, t] = lhs[.., first + r, firstRow + t] for r < steps, with lhs_transposed where
+// lhs's rows are contiguous (the backward's X^T dY over X [B, T, d_model]): a step's
+// vectorWidth rows are one masked load (no lane past the task's rows touched), stored as
+// they lie.
+void MatmulLowering::packSteps(Builder& b, const MatmulTask& task, Value first, Value steps,
+                               Value packed, Value rows) {
+  const int64_t width = tiles.vectorWidth;
+  auto lhsRow = VectorType::get({width}, operands.lhs.getType().getElementType());
+  auto f32Row = VectorType::get({width}, b.getF32Type());
+  forRange(b, indexConstant(b, 0), steps, [&](ImplicitLocOpBuilder& rb, Value r) {
+    Value step = rb.create<arith::AddIOp>(first, r);
+    for (int64_t row = 0; row < tiles.rows; row += width) {
+      Value firstRow = rb.create<arith::AddIOp>(task.firstRow, indexConstant(rb, row));
+      Value keep = keptRows(rb, firstRow, step, task);
+      Value x = rb.create<vector::MaskedLoadOp>(
+          lhsRow, rows, ValueRange{task.lhsBatch, task.lhsHead, step, firstRow}, keep,
+          rb.create<arith::ConstantOp>(lhsRow, rb.getZeroAttr(lhsRow)));
+      if (lhsRow != f32Row)
+        x = rb.create<arith::ExtFOp>(f32Row, x);
+      rb.create<vector::StoreOp>(x, packed, ValueRange{r, indexConstant(rb, row)});
     }
-    b.create<vector::StoreOp>(b.create<arith::SelectOp>(keep, columns[j], zeros), packed,
-                              ValueRange{b.create<arith::AddIOp>(packedStep, indexConstant(b, j)),
-                                         indexConstant(b, row)});
-  }
+  });
 }
 
 // tile[c, t] += sum_{r < steps} packed[r, t] rhs[.., first + r, firstColumn + c], `columns`
@@ -301,10 +348,14 @@ void MatmulLowering::write(Builder& b, const MatmulTask& task, Value tile) {
 scf::ForallOp MatmulLowering::emit(Builder& b) {
   Value rowTiles = b.create<arith::CeilDivUIOp>(outRows(b), indexConstant(b, tiles.rows));
   Value columnTiles = indexConstant(b, (operands.columns + columnTile - 1) / columnTile);
-  Value tasks = b.create<arith::MulIOp>(
-      b.create<arith::MulIOp>(b.create<memref::DimOp>(operands.out, 0),
-                              indexConstant(b, operands.out.getType().getDimSize(1))),
-      b.create<arith::MulIOp>(rowTiles, columnTiles));
+  // A weight's gradient (batch_sum, d_model rows) may be one task: kept a phase.
+  Value tasks = unfoldedTaskCount(
+      b,
+      b.create<arith::MulIOp>(
+          b.create<arith::MulIOp>(b.create<memref::DimOp>(operands.out, 0),
+                                  indexConstant(b, operands.out.getType().getDimSize(1))),
+          b.create<arith::MulIOp>(rowTiles, columnTiles)),
+      operands.steps(b));
   auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   MatmulTask task = taskAt(b, forall.getInductionVar(0), rowTiles, columnTiles);
@@ -316,6 +367,20 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
   zero(b, tile);
   if (op.getAccumulate())
     accumulateOnto(b, task, tile);
+  if (op.getBatchSum())
+    forRange(b, indexConstant(b, 0), b.create<memref::DimOp>(operands.lhs, 0),
+             [&](ImplicitLocOpBuilder& sb, Value batch) {
+               sumSteps(sb, ofSummedBatch(sb, operands, task, batch), packed, tile, table);
+             });
+  else
+    sumSteps(b, task, packed, tile, table);
+  write(b, task, tile);
+  return forall;
+}
+
+// tile += the task's products over its extent, kReductionBlock steps packed at a time.
+void MatmulLowering::sumSteps(Builder& b, const MatmulTask& task, Value packed, Value tile,
+                              Value table) {
   Value block = indexConstant(b, kReductionBlock);
   b.create<scf::ForOp>(indexConstant(b, 0), task.extent, block, std::nullopt,
                        [&](OpBuilder& nested, Location loc, Value first, ValueRange) {
@@ -326,8 +391,6 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
                          multiplyByRows(rb, task, first, steps, packed, tile);
                          rb.create<scf::YieldOp>();
                        });
-  write(b, task, tile);
-  return forall;
 }
 
 } // namespace

@@ -109,7 +109,7 @@ void MatmulMma::placeBlock(Builder& b, gpu::LaunchOp launch) {
 // value replaced by 0, so no element past a buffer is touched.
 void MatmulMma::stageLhs(Builder& b, Value first, Value extent) {
   Value lastRow = b.create<arith::SubIOp>(rows, c(b, 1));
-  Value lastStep = b.create<arith::SubIOp>(b.create<memref::DimOp>(operands.lhs, 3), c(b, 1));
+  Value lastStep = b.create<arith::SubIOp>(operands.steps(b), c(b, 1));
   Value stepInStage = b.create<arith::RemUIOp>(tid, c(b, kStage));
   Value step = b.create<arith::AddIOp>(first, stepInStage);
   Value stepInside = below(b, step, extent);
@@ -255,6 +255,8 @@ void MatmulMma::emit(Builder& b) {
 } // namespace
 
 LogicalResult lowerMatmulToMma(RewriterBase& rewriter, MatmulOp op) {
+  if (op.getBatchSum()) // only the CPU backward's weight gradients take it
+    return op.emitOpError() << "batch_sum has no tensor-core lowering; lower_matmuls has one";
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   MatmulMma(op).emit(b);

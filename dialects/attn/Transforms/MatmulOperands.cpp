@@ -27,8 +27,12 @@ Value MatmulOperands::factorIndex(ImplicitLocOpBuilder& b, Value factor, int64_t
   return group == 1 ? outIndex : b.create<arith::DivUIOp>(outIndex, indexConstant(b, group));
 }
 
+Value MatmulOperands::steps(ImplicitLocOpBuilder& b) {
+  return b.create<memref::DimOp>(lhs, op.getLhsTransposed() ? 2 : 3);
+}
+
 Value MatmulOperands::extent(ImplicitLocOpBuilder& b, Value batch, Value rowEnd) {
-  Value extent = b.create<memref::DimOp>(lhs, 3);
+  Value extent = steps(b);
   if (Value limit = op.getLimit()) {
     Value n = b.create<arith::IndexCastOp>(b.getIndexType(),
                                            b.create<memref::LoadOp>(limit, ValueRange{batch}));
@@ -65,6 +69,8 @@ Value MatmulOperands::sinusoid(ImplicitLocOpBuilder& b, Value table, Value posit
 
 Value MatmulOperands::lhsElement(ImplicitLocOpBuilder& b, Value table, Value lhsBatch,
                                  Value lhsHead, Value row, Value step) {
+  if (op.getLhsTransposed())
+    std::swap(row, step);
   Value x = loadF32(b, lhs, {lhsBatch, lhsHead, row, step});
   if (Value offset = op.getSinusoid())
     x = b.create<arith::AddFOp>(x, sinusoid(b, table, b.create<arith::AddIOp>(row, offset), step));

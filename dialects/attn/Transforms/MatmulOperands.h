@@ -24,10 +24,13 @@ public:
   // The contraction steps that out's rows below `rowEnd` of `batch` sum over: n_b = min(R,
   // max(limit[b], 0)) with a limit, else R; under causal at most rowEnd (row t sums r <= t).
   mlir::Value extent(mlir::ImplicitLocOpBuilder& b, mlir::Value batch, mlir::Value rowEnd);
+  // R: lhs's steps (its last dim, or its third with lhs_transposed).
+  mlir::Value steps(mlir::ImplicitLocOpBuilder& b);
   // The sinusoid's frequency of each pair of the contraction, as the reference takes it
   // (Semantics/Positions.h), in a stack table; null without a sinusoid.
   mlir::Value sinusoidTable(mlir::ImplicitLocOpBuilder& b);
-  // lhs[lhsBatch, lhsHead, row, step] + PE(row + offset, step) (PE with `table` from
+  // lhs[lhsBatch, lhsHead, row, step] + PE(row + offset, step), or with lhs_transposed
+  // lhs[lhsBatch, lhsHead, step, row] + PE(step + offset, row) (PE with `table` from
   // sinusoidTable), as f32.
   mlir::Value lhsElement(mlir::ImplicitLocOpBuilder& b, mlir::Value table, mlir::Value lhsBatch,
                          mlir::Value lhsHead, mlir::Value row, mlir::Value step);

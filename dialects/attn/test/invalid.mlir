@@ -325,7 +325,7 @@ func.func @e5m2_key(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf8E5M2>,
 
 func.func @matmul_contraction(%a: memref<?x2x?x16xf32>, %b: memref<1x2x8x4xf32>,
                               %o: memref<?x2x?x4xf32>) {
-  // expected-error @+1 {{lhs's columns and rhs's rows (the contraction) disagree}}
+  // expected-error @+1 {{lhs's steps and rhs's rows (the contraction) disagree}}
   attn.matmul %a, %b into %o : memref<?x2x?x16xf32>, memref<1x2x8x4xf32>, memref<?x2x?x4xf32>
   return
 }
@@ -350,9 +350,39 @@ func.func @matmul_columns(%a: memref<?x2x?x16xf32>, %b: memref<1x2x16x?xf32>,
 
 // -----
 
+func.func @matmul_batch_sum_out(%a: memref<?x1x?x16xf32>, %b: memref<?x1x?x4xf32>,
+                                %o: memref<?x1x16x4xf32>) {
+  // expected-error @+1 {{batch_sum sums over the factors' batches into out's batch of 1}}
+  attn.matmul %a, %b into %o {lhs_transposed, batch_sum}
+      : memref<?x1x?x16xf32>, memref<?x1x?x4xf32>, memref<?x1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch_sum_batches(%a: memref<2x1x?x16xf32>, %b: memref<3x1x?x4xf32>,
+                                    %o: memref<1x1x16x4xf32>) {
+  // expected-error @+1 {{batch_sum: lhs's and rhs's batches must agree}}
+  attn.matmul %a, %b into %o {lhs_transposed, batch_sum}
+      : memref<2x1x?x16xf32>, memref<3x1x?x4xf32>, memref<1x1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_transposed_rows(%a: memref<?x1x?x16xf32>, %b: memref<?x1x?x4xf32>,
+                                  %o: memref<1x1x8x4xf32>) {
+  // expected-error @+1 {{lhs and out must have the same rows}}
+  attn.matmul %a, %b into %o {lhs_transposed, batch_sum}
+      : memref<?x1x?x16xf32>, memref<?x1x?x4xf32>, memref<1x1x8x4xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_sinusoid(%a: memref<?x1x?x15xf32>, %b: memref<1x1x15x4xf32>,
                            %o: memref<?x1x?x4xf32>, %p: index) {
-  // expected-error @+1 {{the sinusoidal encoding needs a static, even contraction extent}}
+  // expected-error @+1 {{the sinusoidal encoding needs lhs's last dim static and even}}
   attn.matmul %a, %b into %o sinusoid %p
       : memref<?x1x?x15xf32>, memref<1x1x15x4xf32>, memref<?x1x?x4xf32>
   return
@@ -431,7 +461,7 @@ func.func @linear_weights_keys(%q: memref<?x4x64x16xf32>, %k: memref<?x2x30x16xf
 
 func.func @matmul_causal_steps(%a: memref<?x2x64x32xf32>, %b: memref<?x2x32x8xf32>,
                                %o: memref<?x2x64x8xf32>) {
-  // expected-error @+1 {{causal compares a step with a row: lhs's columns and out's rows must agree}}
+  // expected-error @+1 {{causal compares a step with a row: lhs's steps and out's rows must agree}}
   attn.matmul %a, %b into %o {causal} : memref<?x2x64x32xf32>, memref<?x2x32x8xf32>, memref<?x2x64x8xf32>
   return
 }

@@ -13,7 +13,8 @@
 // CHECK: %[[B:.*]] = memref.dim %[[OUT]], %c0
 // CHECK: %[[BH:.*]] = arith.muli %[[B]], %c4
 // CHECK: %[[TASKS:.*]] = arith.muli %[[BH]], %[[ROWTILES]]
-// CHECK: scf.forall (%{{.*}}) in (%[[TASKS]])
+// CHECK: %[[UNFOLDED:.*]] = arith.minui %[[TASKS]],
+// CHECK: scf.forall (%{{.*}}) in (%[[UNFOLDED]])
 // CHECK: %[[TILE:.*]] = memref.alloca() : memref<8x32xf32>
 // CHECK: %[[PACKED:.*]] = memref.alloca() : memref<256x32xf32>
 // CHECK: vector.store %{{.*}}, %[[TILE]]
@@ -21,8 +22,8 @@
 // CHECK: scf.for %{{.*}} = %c0 to %c24 step %c16
 // CHECK:   vector.create_mask %{{.*}} : vector<16xi1>
 // CHECK-COUNT-16: vector.maskedload %[[Q]]
-// CHECK:   arith.cmpi ult, %{{.*}} : vector<16xindex>
 // CHECK-COUNT-64: vector.shuffle
+// CHECK:   arith.cmpi ult, %{{.*}} : vector<16xindex>
 // CHECK:   arith.select %{{.*}} : vector<16xi1>, vector<16xf32>
 // CHECK:   vector.store %{{.*}}, %[[PACKED]][%{{.*}}, %c0]
 // CHECK-COUNT-16: vector.maskedload %[[Q]]
@@ -116,6 +117,27 @@ func.func @within_chunk(%a: memref<?x2x64x64xf32>, %v: memref<?x1x64x17xf32>,
                         %out: memref<?x2x64x17xf32>) {
   attn.matmul %a, %v into %out {accumulate, causal}
       : memref<?x2x64x64xf32>, memref<?x1x64x17xf32>, memref<?x2x64x17xf32>
+  return
+}
+
+// The backward's weight gradient, X^T dY summed over (b, t): lhs_transposed and batch_sum. A
+// task sums every batch entry in order; a step's rows, contiguous in X, are one masked load as
+// they lie (no squares transposed).
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK-SAME: (%[[X:.*]]: memref<?x1x?x24xf32>, %[[D:.*]]: memref<?x1x?x8xf32>, %{{.*}}: memref<1x1x24x8xf32>)
+// CHECK: scf.forall
+// CHECK:   %[[B:.*]] = memref.dim %[[X]], %c0
+// CHECK:   scf.for %[[BATCH:.*]] = %c0 to %[[B]]
+// CHECK:     scf.for %{{.*}} = %c0 to %{{.*}} step %c256
+// CHECK-NOT:   vector.shuffle
+// CHECK:       vector.maskedload %[[X]][%[[BATCH]], %c0, %{{.*}}, %{{.*}}]
+// CHECK-NOT:   vector.shuffle
+// CHECK:       memref.load %[[D]][%[[BATCH]], %c0,
+// CHECK:       vector.fma
+func.func @weight_gradient(%x: memref<?x1x?x24xf32>, %dy: memref<?x1x?x8xf32>,
+                           %out: memref<1x1x24x8xf32>) {
+  attn.matmul %x, %dy into %out {lhs_transposed, batch_sum}
+      : memref<?x1x?x24xf32>, memref<?x1x?x8xf32>, memref<1x1x24x8xf32>
   return
 }
 

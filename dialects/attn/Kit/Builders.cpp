@@ -72,21 +72,25 @@ foldRange(ImplicitLocOpBuilder& b, Value lower, Value upper, ValueRange init,
   return SmallVector<Value>(loop.getResults().begin(), loop.getResults().end());
 }
 
-std::pair<Value, Value> unitInnerStrideView(ImplicitLocOpBuilder& b, Value buffer) {
+std::pair<Value, Value> unitStrideView(ImplicitLocOpBuilder& b, Value buffer, int64_t dim) {
   auto type = cast<MemRefType>(buffer.getType());
   auto meta = b.create<memref::ExtractStridedMetadataOp>(buffer);
   SmallVector<int64_t> layout(type.getRank(), ShapedType::kDynamic);
-  layout.back() = 1;
+  layout[dim] = 1;
   auto viewType =
       MemRefType::get(type.getShape(), type.getElementType(),
                       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, layout));
   SmallVector<OpFoldResult> sizes(meta.getSizes()), strides(meta.getStrides());
-  strides.back() = b.getIndexAttr(1);
+  strides[dim] = b.getIndexAttr(1);
   Value view = b.create<memref::ReinterpretCastOp>(viewType, meta.getBaseBuffer(),
                                                    OpFoldResult(meta.getOffset()), sizes, strides);
-  Value unit = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, meta.getStrides().back(),
+  Value unit = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, meta.getStrides()[dim],
                                        indexConstant(b, 1));
   return {view, unit};
+}
+
+std::pair<Value, Value> unitInnerStrideView(ImplicitLocOpBuilder& b, Value buffer) {
+  return unitStrideView(b, buffer, cast<MemRefType>(buffer.getType()).getRank() - 1);
 }
 
 SmallVector<Value> transposeLanes(ImplicitLocOpBuilder& b, SmallVector<Value> rows) {

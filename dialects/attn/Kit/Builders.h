@@ -37,9 +37,12 @@ mlir::Operation* firstPhase(mlir::Block& block);
 // `extent` known only at run time (B), is count.
 mlir::Value unfoldedTaskCount(mlir::ImplicitLocOpBuilder& b, mlir::Value count, mlir::Value extent);
 
-// `buffer` (a memref of any strides) as a view whose innermost stride is a static 1, and whether
+// `buffer` (a memref of any strides) as a view whose stride of `dim` is a static 1, and whether
 // that stride is 1 at run time: where it is, the view reads the same elements, and vector loads
 // and constant offsets from one address can.
+std::pair<mlir::Value, mlir::Value> unitStrideView(mlir::ImplicitLocOpBuilder& b,
+                                                   mlir::Value buffer, int64_t dim);
+// unitStrideView of the innermost dim.
 std::pair<mlir::Value, mlir::Value> unitInnerStrideView(mlir::ImplicitLocOpBuilder& b,
                                                         mlir::Value buffer);
 

@@ -78,6 +78,7 @@ private:
                 Value tile, Value factor);
   void multiplyByRows(Builder& b, const MatmulTask& task, Value first, Value steps,
                       Value packed, Value tile);
+  Value blocksOf(Builder& b, const MatmulTask& task);
   void zero(Builder& b, Value tile);
   // out's rows at run time.
   Value outRows(Builder& b) { return b.create<memref::DimOp>(operands.out, 2); }
@@ -256,20 +257,19 @@ void MatmulLowering::packSteps(Builder& b, const MatmulTask& task, Value first, 
 }
 
 // tile[c, t] += sum_{r < steps} packed[r, t] rhs[.., first + r, firstColumn + c], `columns`
-// columns of rows / vectorWidth vectors at a time; a register tile's columns past C read the
-// last column and are never written out.
+// columns of rows / vectorWidth vectors at a time, in a loop over the task's column blocks (one
+// block's code: unrolled, the blocks of 256 columns made the matmuls most of a kernel's compile
+// time); a register tile's columns past C read the last column and are never written out.
 void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, Value steps,
                               Value packed, Value tile, Value factor) {
   const int64_t vectors = tiles.rows / tiles.vectorWidth;
   auto vectorType = VectorType::get({tiles.vectorWidth}, b.getF32Type());
   Value lastColumn = indexConstant(b, operands.columns - 1);
-  for (int64_t block = 0; block < columnTile; block += tiles.columns) {
-    Value firstColumn = b.create<arith::AddIOp>(task.firstColumn, indexConstant(b, block));
-    Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, firstColumn, task.columnEnd);
-    auto guard = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
-    ImplicitLocOpBuilder gb = ImplicitLocOpBuilder::atBlockBegin(b.getLoc(), guard.thenBlock());
+  forRange(b, indexConstant(b, 0), blocksOf(b, task), [&](Builder& gb, Value blockIndex) {
+    Value block = gb.create<arith::MulIOp>(blockIndex, indexConstant(gb, tiles.columns));
+    Value firstColumn = gb.create<arith::AddIOp>(task.firstColumn, block);
     auto tileAt = [&](ImplicitLocOpBuilder& x, int64_t c, int64_t v) {
-      return SmallVector<Value>{indexConstant(x, block + c),
+      return SmallVector<Value>{x.create<arith::AddIOp>(block, indexConstant(x, c)),
                                 indexConstant(x, v * tiles.vectorWidth)};
     };
     SmallVector<Value> acc;
@@ -295,21 +295,36 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
     for (int64_t c = 0; c < tiles.columns; ++c)
       for (int64_t v = 0; v < vectors; ++v)
         gb.create<vector::StoreOp>(acc[c * vectors + v], tile, tileAt(gb, c, v));
-  }
+  });
+}
+
+// The task's register-tile blocks of `columns` columns: ceil((columnEnd - firstColumn) /
+// columns).
+Value MatmulLowering::blocksOf(Builder& b, const MatmulTask& task) {
+  return b.create<arith::CeilDivUIOp>(b.create<arith::SubIOp>(task.columnEnd, task.firstColumn),
+                                      indexConstant(b, tiles.columns));
 }
 
 // multiply, with rhs seen with a static unit column stride where its columns are contiguous
 // (row-major weights and K, V: the usual case), so a step's elements lie at constant offsets of
 // one address; with a dynamic stride each needed its own address (H 8, d_model 512, T 2048: the
-// projections ran at 55% of the FMA peak).
+// projections ran at 55% of the FMA peak). Else with a static unit step stride where its steps
+// are (a weight read transposed: the backward's dx = dy W^T), so each column's elements are
+// consecutive from an address of its own (the transposed products ran at a third of the
+// row-major ones' rate through the dynamic strides). Any other strides take the dynamic ones.
 void MatmulLowering::multiplyByRows(Builder& b, const MatmulTask& task, Value first,
                                     Value steps, Value packed, Value tile) {
-  auto [byRows, unit] = unitInnerStrideView(b, operands.rhs);
-  auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  Builder tb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
+  auto [byRows, unitColumns] = unitInnerStrideView(b, operands.rhs);
+  auto byColumns = b.create<scf::IfOp>(unitColumns, /*withElseRegion=*/true);
+  Builder tb = Builder::atBlockBegin(b.getLoc(), byColumns.thenBlock());
   multiply(tb, task, first, steps, packed, tile, byRows);
-  Builder eb = Builder::atBlockBegin(b.getLoc(), branch.elseBlock());
-  multiply(eb, task, first, steps, packed, tile, operands.rhs);
+  Builder eb = Builder::atBlockBegin(b.getLoc(), byColumns.elseBlock());
+  auto [bySteps, unitSteps] = unitStrideView(eb, operands.rhs, 2);
+  auto branch = eb.create<scf::IfOp>(unitSteps, /*withElseRegion=*/true);
+  Builder sb = Builder::atBlockBegin(b.getLoc(), branch.thenBlock());
+  multiply(sb, task, first, steps, packed, tile, bySteps);
+  Builder ab = Builder::atBlockBegin(b.getLoc(), branch.elseBlock());
+  multiply(ab, task, first, steps, packed, tile, operands.rhs);
 }
 
 void MatmulLowering::zero(Builder& b, Value tile) {

@@ -57,7 +57,7 @@ private:
   // first phase: mha's projections come before the rotations).
   static Value buffer(ImplicitLocOpBuilder& b, Value rows, Type element) {
     OpBuilder::InsertionGuard atWorkspace(b);
-    b.setInsertionPoint(attn::firstPhase(*b.getInsertionBlock()));
+    attn::insertBeforePhases(b);
     auto type = cast<MemRefType>(rows.getType());
     SmallVector<Value> dynamicSizes;
     for (int64_t d = 0; d < type.getRank(); ++d)
@@ -127,6 +127,14 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec, DType operan
   SmallVector<Value> aux;
   for (const AuxOperand& operand : auxOperands)
     aux.push_back(arg(operand.name));
+  // B, Tq and Tk before any phase (the lowering reads them there): mha's inputs are [B, T,
+  // d_model], the others' heads first.
+  const int64_t positions = spec.variant == Variant::Mha ? 1 : 2;
+  Value seqQ = b.create<memref::DimOp>(arg("q"), positions);
+  SmallVector<Value> offsets(4, b.create<arith::ConstantIndexOp>(0));
+  SmallVector<Value> sizes = {b.create<memref::DimOp>(arg("q"), 0),
+                              b.create<arith::ConstantIndexOp>(spec.heads), seqQ,
+                              b.create<memref::DimOp>(arg("k"), positions)};
   ProjectionsBackward::Heads heads = {arg("q"),      arg("k"),      arg("v"),      arg("o"),
                                       arg("grad_o"), arg("grad_q"), arg("grad_k"), arg("grad_v")};
   std::optional<ProjectionsBackward> projections;
@@ -134,15 +142,9 @@ void buildBackwardKernel(ImplicitLocOpBuilder& b, const Spec& spec, DType operan
     projections.emplace(b, spec, byName, operandDtype);
     heads = projections->heads();
   }
-  Value zero = b.create<arith::ConstantIndexOp>(0);
-  Value seqQ = b.create<memref::DimOp>(heads.q, 2);
   std::optional<RotatedRows> rotated;
   if (spec.rope)
     rotated.emplace(b, spec, heads.q, heads.k, heads.gradQ, heads.gradK);
-  SmallVector<Value> offsets(4, zero);
-  SmallVector<Value> sizes = {b.create<memref::DimOp>(heads.q, 0),
-                              b.create<arith::ConstantIndexOp>(spec.heads), seqQ,
-                              b.create<memref::DimOp>(heads.k, 2)};
   if (rotated)
     std::tie(heads.q, heads.k, heads.gradQ, heads.gradK) = rotated->operands();
   const LearnedTensors learned(spec, arg);

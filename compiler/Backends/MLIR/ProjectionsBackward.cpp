@@ -13,7 +13,7 @@ namespace attnc::mlirbackend {
 
 ProjectionsBackward::ProjectionsBackward(ImplicitLocOpBuilder& b, const Spec& spec,
                                          const std::map<std::string, Value>& byName, DType element)
-    : spec(spec), byName(byName), projections(b, spec, byName, element) {
+    : byName(byName), projections(b, spec, byName, element) {
   buildAttention(b, spec, byName, projections, {projections.output(), Value(), Value()});
   const Value concatenated = projections.concatenatedOutput();
   const Value inputQ = byName.at("q"), inputK = byName.at("k"), gradY = byName.at("grad_o");
@@ -37,8 +37,8 @@ ProjectionsBackward::ProjectionsBackward(ImplicitLocOpBuilder& b, const Spec& sp
 
 Value ProjectionsBackward::rows(ImplicitLocOpBuilder& b, Value input, int64_t width, Type element) {
   constexpr int64_t kDynamic = ShapedType::kDynamic;
-  OpBuilder::InsertionGuard atWorkspace(b); // before the kernel's first phase
-  b.setInsertionPoint(attn::firstPhase(*b.getInsertionBlock()));
+  OpBuilder::InsertionGuard atWorkspace(b);
+  attn::insertBeforePhases(b);
   return b.create<memref::AllocOp>(
       MemRefType::get({kDynamic, kDynamic, width}, element),
       ValueRange{b.create<memref::DimOp>(input, 0), b.create<memref::DimOp>(input, 1)});

@@ -38,8 +38,8 @@ public:
 private:
   // A workspace [B, T, width] of `element`, T the input's positions, allocated before the
   // kernel's first phase.
-  mlir::Value rows(mlir::ImplicitLocOpBuilder& b, mlir::Value input, int64_t width,
-                   mlir::Type element);
+  static mlir::Value rows(mlir::ImplicitLocOpBuilder& b, mlir::Value input, int64_t width,
+                          mlir::Type element);
   // grad_<weight> = (x + PE)^T dRows, summed over every batch entry and position.
   void weightGradient(mlir::ImplicitLocOpBuilder& b, mlir::Value x, mlir::Value dRows,
                       const std::string& weight, mlir::Value offset) const;
@@ -47,7 +47,6 @@ private:
   void inputGradient(mlir::ImplicitLocOpBuilder& b, mlir::Value dRows, const std::string& weight,
                      mlir::Value into) const;
 
-  const Spec& spec;
   const std::map<std::string, mlir::Value>& byName;
   VariantOperands projections;
   mlir::Value outputGradient;                            // dO_a [B, Tq, H d_v]

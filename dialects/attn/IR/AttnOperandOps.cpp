@@ -27,8 +27,8 @@ LogicalResult MatmulOp::verify() {
   if (getBatchSum()) {
     if (out.getDimSize(0) != 1)
       return emitOpError() << "batch_sum sums over the factors' batches into out's batch of 1";
-    if (extentsDisagree(lhs.getDimSize(0), rhs.getDimSize(0)))
-      return emitOpError() << "batch_sum: lhs's and rhs's batches must agree";
+    if (lhs.getDimSize(0) != rhs.getDimSize(0)) // both dynamic, or one static size
+      return emitOpError() << "batch_sum: lhs's and rhs's batches must agree (none broadcast)";
   }
   MemRefType batchesOf = getBatchSum() ? lhs : out;
   if (failed(verifyBatchAndHeads(*this, lhs, batchesOf, out, "lhs")) ||

@@ -39,11 +39,25 @@ Value clampIndex(ImplicitLocOpBuilder& b, Value index, Value last) {
   return b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(index, indexConstant(b, 0)), last);
 }
 
+namespace {
+
+bool isPhase(Operation& op) {
+  return isa<scf::ForallOp>(op) || op.getDialect()->getNamespace() == "attn";
+}
+
+} // namespace
+
 Operation* firstPhase(Block& block) {
   for (Operation& op : block)
-    if (isa<scf::ForallOp>(op) || op.getDialect()->getNamespace() == "attn")
+    if (isPhase(op))
       return &op;
   return block.getTerminator();
+}
+
+void insertBeforePhases(OpBuilder& b) {
+  for (Operation& op : *b.getInsertionBlock())
+    if (isPhase(op))
+      return b.setInsertionPoint(&op);
 }
 
 Value unfoldedTaskCount(ImplicitLocOpBuilder& b, Value count, Value extent) {

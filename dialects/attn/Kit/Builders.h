@@ -29,6 +29,10 @@ mlir::Value clampIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value index, mlir::V
 // the kernel's own goes before it, after every workspace allocation (attn-outline-tasks needs
 // them first).
 mlir::Operation* firstPhase(mlir::Block& block);
+// b's insertion point moved before the first phase of its block, in a kernel still being built
+// (a workspace buffer's place); where no phase is there yet it stays where it is, at the end,
+// before every phase to come.
+void insertBeforePhases(mlir::OpBuilder& b);
 
 // `count` as a phase's task count that canonicalization cannot fold to a constant: a forall of
 // one static task (sinks of one head, a small table's sums) would be inlined by scf.forall's

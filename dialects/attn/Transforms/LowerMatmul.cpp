@@ -41,15 +41,6 @@ struct MatmulTask {
   Value firstRow, rowEnd, firstColumn, columnEnd, extent;
 };
 
-// batch_sum's task over the factors' batch entry `batch`: the same rows and columns of out.
-MatmulTask ofSummedBatch(ImplicitLocOpBuilder& b, MatmulOperands& operands, MatmulTask task,
-                         Value batch) {
-  task.lhsBatch = operands.factorIndex(b, operands.lhs, 0, batch);
-  task.rhsBatch = operands.factorIndex(b, operands.rhs, 0, batch);
-  task.extent = operands.extent(b, batch, task.rowEnd);
-  return task;
-}
-
 class MatmulLowering {
 public:
   MatmulLowering(MatmulOp op, const MatmulTiles& tiles) : op(op), tiles(tiles), operands(op) {
@@ -62,6 +53,7 @@ public:
 private:
   using Builder = ImplicitLocOpBuilder;
   MatmulTask taskAt(Builder& b, Value task, Value rowTiles, Value columnTiles);
+  MatmulTask ofSummedBatch(Builder& b, MatmulTask task, Value batch);
   void packByRows(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
                   Value table);
   void pack(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
@@ -112,8 +104,17 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
   t.columnEnd =
       b.create<arith::MinUIOp>(b.create<arith::AddIOp>(t.firstColumn, indexConstant(b, columnTile)),
                                indexConstant(b, operands.columns));
-  t.extent = operands.extent(b, t.batch, t.rowEnd);
+  if (!op.getBatchSum()) // else per batch entry (ofSummedBatch)
+    t.extent = operands.extent(b, t.batch, t.rowEnd);
   return t;
+}
+
+// batch_sum's task over the factors' batch entry `batch`: the same rows and columns of out.
+MatmulTask MatmulLowering::ofSummedBatch(Builder& b, MatmulTask task, Value batch) {
+  task.lhsBatch = operands.factorIndex(b, operands.lhs, 0, batch);
+  task.rhsBatch = operands.factorIndex(b, operands.rhs, 0, batch);
+  task.extent = operands.extent(b, batch, task.rowEnd);
+  return task;
 }
 
 // packed[r, t] = lhs[.., firstRow + t, first + r] (+ PE) for r < steps, 0 for rows past the
@@ -234,8 +235,8 @@ Value MatmulLowering::keptRows(Builder& b, Value firstRow, Value step, const Mat
 
 // packed[r, t] = lhs[.., first + r, firstRow + t] for r < steps, with lhs_transposed where
 // lhs's rows are contiguous (the backward's X^T dY over X [B, T, d_model]): a step's
-// vectorWidth rows are one masked load (no lane past the task's rows touched), stored as
-// they lie.
+// vectorWidth rows are one masked load, stored as they lie; lanes of rows past the task's end
+// and, under causal, of rows before the step are 0 and not touched.
 void MatmulLowering::packSteps(Builder& b, const MatmulTask& task, Value first, Value steps,
                                Value packed, Value rows) {
   const int64_t width = tiles.vectorWidth;
@@ -265,9 +266,9 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
   const int64_t vectors = tiles.rows / tiles.vectorWidth;
   auto vectorType = VectorType::get({tiles.vectorWidth}, b.getF32Type());
   Value lastColumn = indexConstant(b, operands.columns - 1);
-  forRange(b, indexConstant(b, 0), blocksOf(b, task), [&](Builder& gb, Value blockIndex) {
-    Value block = gb.create<arith::MulIOp>(blockIndex, indexConstant(gb, tiles.columns));
-    Value firstColumn = gb.create<arith::AddIOp>(task.firstColumn, block);
+  forRange(b, indexConstant(b, 0), blocksOf(b, task), [&](Builder& kb, Value blockIndex) {
+    Value block = kb.create<arith::MulIOp>(blockIndex, indexConstant(kb, tiles.columns));
+    Value firstColumn = kb.create<arith::AddIOp>(task.firstColumn, block);
     auto tileAt = [&](ImplicitLocOpBuilder& x, int64_t c, int64_t v) {
       return SmallVector<Value>{x.create<arith::AddIOp>(block, indexConstant(x, c)),
                                 indexConstant(x, v * tiles.vectorWidth)};
@@ -275,13 +276,13 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
     SmallVector<Value> acc;
     for (int64_t c = 0; c < tiles.columns; ++c)
       for (int64_t v = 0; v < vectors; ++v)
-        acc.push_back(gb.create<vector::LoadOp>(vectorType, tile, tileAt(gb, c, v)));
+        acc.push_back(kb.create<vector::LoadOp>(vectorType, tile, tileAt(kb, c, v)));
     SmallVector<Value> columnIndex;
     for (int64_t c = 0; c < tiles.columns; ++c)
-      columnIndex.push_back(gb.create<arith::MinUIOp>(
-          gb.create<arith::AddIOp>(firstColumn, indexConstant(gb, c)), lastColumn));
+      columnIndex.push_back(kb.create<arith::MinUIOp>(
+          kb.create<arith::AddIOp>(firstColumn, indexConstant(kb, c)), lastColumn));
     acc = foldRange(
-        gb, indexConstant(gb, 0), steps, acc,
+        kb, indexConstant(kb, 0), steps, acc,
         [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
           SmallVector<Value> rowVectors, scalars;
           for (int64_t v = 0; v < vectors; ++v)
@@ -294,7 +295,7 @@ void MatmulLowering::multiply(Builder& b, const MatmulTask& task, Value first, V
         });
     for (int64_t c = 0; c < tiles.columns; ++c)
       for (int64_t v = 0; v < vectors; ++v)
-        gb.create<vector::StoreOp>(acc[c * vectors + v], tile, tileAt(gb, c, v));
+        kb.create<vector::StoreOp>(acc[c * vectors + v], tile, tileAt(kb, c, v));
   });
 }
 
@@ -363,14 +364,15 @@ void MatmulLowering::write(Builder& b, const MatmulTask& task, Value tile) {
 scf::ForallOp MatmulLowering::emit(Builder& b) {
   Value rowTiles = b.create<arith::CeilDivUIOp>(outRows(b), indexConstant(b, tiles.rows));
   Value columnTiles = indexConstant(b, (operands.columns + columnTile - 1) / columnTile);
-  // A weight's gradient (batch_sum, d_model rows) may be one task: kept a phase.
+  // A weight's gradient (batch_sum: out's batch of 1, d_model rows) may be one task: kept a
+  // phase by lhs's batch, known at run time.
   Value tasks = unfoldedTaskCount(
       b,
       b.create<arith::MulIOp>(
           b.create<arith::MulIOp>(b.create<memref::DimOp>(operands.out, 0),
                                   indexConstant(b, operands.out.getType().getDimSize(1))),
           b.create<arith::MulIOp>(rowTiles, columnTiles)),
-      operands.steps(b));
+      b.create<memref::DimOp>(operands.lhs, 0));
   auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   MatmulTask task = taskAt(b, forall.getInductionVar(0), rowTiles, columnTiles);
@@ -385,7 +387,7 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
   if (op.getBatchSum())
     forRange(b, indexConstant(b, 0), b.create<memref::DimOp>(operands.lhs, 0),
              [&](ImplicitLocOpBuilder& sb, Value batch) {
-               sumSteps(sb, ofSummedBatch(sb, operands, task, batch), packed, tile, table);
+               sumSteps(sb, ofSummedBatch(sb, task, batch), packed, tile, table);
              });
   else
     sumSteps(b, task, packed, tile, table);

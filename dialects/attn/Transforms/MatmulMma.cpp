@@ -104,9 +104,10 @@ void MatmulMma::placeBlock(Builder& b, gpu::LaunchOp launch) {
   table = operands.sinusoidTable(b);
 }
 
-// lhsTile[r, s] = lhs[.., firstRow + r, first + s] for the 64 x 32 elements, 16 a thread: a
-// warp reads 32 consecutive steps of a row. Outside the operand the read is clamped and its
-// value replaced by 0, so no element past a buffer is touched.
+// lhsTile[r, s] = lhs[.., firstRow + r, first + s] (lhs_transposed: lhs[.., first + s,
+// firstRow + r]) for the 64 x 32 elements, 16 a thread: a warp reads 32 consecutive steps of a
+// row (strided ones when transposed). Outside the operand the read is clamped and its value
+// replaced by 0, so no element past a buffer is touched.
 void MatmulMma::stageLhs(Builder& b, Value first, Value extent) {
   Value lastRow = b.create<arith::SubIOp>(rows, c(b, 1));
   Value lastStep = b.create<arith::SubIOp>(operands.steps(b), c(b, 1));

@@ -26,8 +26,9 @@ public:
   mlir::Value extent(mlir::ImplicitLocOpBuilder& b, mlir::Value batch, mlir::Value rowEnd);
   // R: lhs's steps (its last dim, or its third with lhs_transposed).
   mlir::Value steps(mlir::ImplicitLocOpBuilder& b);
-  // The sinusoid's frequency of each pair of the contraction, as the reference takes it
-  // (Semantics/Positions.h), in a stack table; null without a sinusoid.
+  // The sinusoid's frequency of each pair of lhs's last dim (the model dims: the contraction's,
+  // or out's rows with lhs_transposed), as the reference takes it (Semantics/Positions.h), in
+  // a stack table; null without a sinusoid.
   mlir::Value sinusoidTable(mlir::ImplicitLocOpBuilder& b);
   // lhs[lhsBatch, lhsHead, row, step] + PE(row + offset, step), or with lhs_transposed
   // lhs[lhsBatch, lhsHead, step, row] + PE(step + offset, row) (PE with `table` from

@@ -362,9 +362,29 @@ func.func @matmul_batch_sum_out(%a: memref<?x1x?x16xf32>, %b: memref<?x1x?x4xf32
 
 func.func @matmul_batch_sum_batches(%a: memref<2x1x?x16xf32>, %b: memref<3x1x?x4xf32>,
                                     %o: memref<1x1x16x4xf32>) {
-  // expected-error @+1 {{batch_sum: lhs's and rhs's batches must agree}}
+  // expected-error @+1 {{batch_sum: lhs's and rhs's batches must agree (none broadcast)}}
   attn.matmul %a, %b into %o {lhs_transposed, batch_sum}
       : memref<2x1x?x16xf32>, memref<3x1x?x4xf32>, memref<1x1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch_sum_broadcast(%a: memref<1x1x?x16xf32>, %b: memref<?x1x?x4xf32>,
+                                      %o: memref<1x1x16x4xf32>) {
+  // expected-error @+1 {{batch_sum: lhs's and rhs's batches must agree (none broadcast)}}
+  attn.matmul %a, %b into %o {lhs_transposed, batch_sum}
+      : memref<1x1x?x16xf32>, memref<?x1x?x4xf32>, memref<1x1x16x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_transposed_causal(%a: memref<?x1x8x16xf32>, %b: memref<?x1x8x4xf32>,
+                                    %o: memref<?x1x16x4xf32>) {
+  // expected-error @+1 {{causal compares a step with a row: lhs's steps and out's rows must agree}}
+  attn.matmul %a, %b into %o {lhs_transposed, causal}
+      : memref<?x1x8x16xf32>, memref<?x1x8x4xf32>, memref<?x1x16x4xf32>
   return
 }
 

@@ -4,7 +4,8 @@
 // (rows past T zero; where lhs's steps are contiguous, 16 x 16 squares: each row's steps a
 // masked vector load, transposed by shuffles, a step's rows a vector store), accumulates
 // register tiles of 4 columns x 2 vectors of 16 rows with each rhs element broadcast (rhs seen
-// with a unit column stride where it has one), and writes the tile back rounded to out's type.
+// with a unit column stride where it has one), in a loop over the task's blocks of 4 columns,
+// and writes the tile back rounded to out's type.
 
 // CHECK-LABEL: func.func @project
 // CHECK-SAME: (%[[Q:.*]]: memref<?x4x?x24xf32>, %[[W:.*]]: memref<1x4x24x8xbf16>, %[[OUT:.*]]: memref<?x4x?x8xf16>)
@@ -46,8 +47,9 @@ func.func @project(%q: memref<?x4x?x24xf32>, %w: memref<1x4x24x8xbf16>,
   return
 }
 
-// rhs's column stride known only at run time: the register tiles twice, one for a unit
-// stride (rhs seen with a static one) and one for any.
+// rhs's strides known only at run time: the register tiles three times, for a unit column
+// stride (rhs seen with a static one), for a unit step stride (a weight read transposed), and
+// for any.
 // CHECK-LABEL: func.func @project_any_stride
 // CHECK: %strides:4 = memref.extract_strided_metadata %[[RHS:.*]] :
 // CHECK: memref.reinterpret_cast %base_buffer
@@ -56,8 +58,14 @@ func.func @project(%q: memref<?x4x?x24xf32>, %w: memref<1x4x24x8xbf16>,
 // CHECK:   memref.load %reinterpret_cast
 // CHECK:   vector.fma
 // CHECK: } else {
-// CHECK:   memref.load %[[RHS]]
-// CHECK:   vector.fma
+// CHECK:   %[[STEPS:.*]] = memref.reinterpret_cast {{.*}} strides: [%{{.*}}, %{{.*}}, 1, %{{.*}}]
+// CHECK:   %[[UNITSTEP:.*]] = arith.cmpi eq, %{{.*}}#2, %c1
+// CHECK:   scf.if %[[UNITSTEP]]
+// CHECK:     memref.load %[[STEPS]]
+// CHECK:     vector.fma
+// CHECK:   } else {
+// CHECK:     memref.load %[[RHS]]
+// CHECK:     vector.fma
 func.func @project_any_stride(%q: memref<?x1x?x16xf32>,
                               %w: memref<1x1x16x4xf32, strided<[?, ?, ?, ?], offset: ?>>,
                               %out: memref<?x1x?x4xf32>) {

@@ -43,11 +43,21 @@ def kernel_that_ran(call):
     return names[-1].removeprefix("aten::") if names else "unknown"
 
 
-class Sdpa:
+class TorchPeer:
+    """What the peers on torch share: its thread count and version."""
+
     def __init__(self, threads):
         torch.set_num_threads(threads)
         self.version = "torch " + torch.__version__
 
+
+def require_self_attention(case):
+    """PyTorch's is_causal is top-left: the blocks are timed unmasked or square causal."""
+    if case["tq"] != case["tk"] or case["mask"] not in ("none", "causal"):
+        raise peer_registry.Unsupported("unmasked or square causal only")
+
+
+class Sdpa(TorchPeer):
     def prepare(self, case):
         q, k, v = torch_inputs(case)
         options = {"enable_gqa": case["heads"] != case["kv_heads"]}
@@ -108,7 +118,7 @@ class SdpaBackward:
         return backward, o.grad_fn.name()
 
 
-class MhaBackward:
+class MhaBackward(TorchPeer):
     """The backward of attnc's variant=mha (Q = x_q W_Q per head, K and V likewise with GQA,
     SDPA, Concat(heads) W_O; no biases) as PyTorch eager runs it: the three inputs' and four
     weights' gradients from a random dL/dy, the forward (its flash SDPA) run once beforehand
@@ -116,13 +126,8 @@ class MhaBackward:
     times attnc's. Cases name `d_model`, `heads`, `kv_heads` and `d`; mask none or causal with
     tq == tk."""
 
-    def __init__(self, threads):
-        torch.set_num_threads(threads)
-        self.version = "torch " + torch.__version__
-
     def prepare(self, case):
-        if case["tq"] != case["tk"] or case["mask"] not in ("none", "causal"):
-            raise peer_registry.Unsupported("unmasked or square causal only")
+        require_self_attention(case)
         torch.manual_seed(0)
         heads, kv_heads, d, model = case["heads"], case["kv_heads"], case["d"], case["d_model"]
         x = [torch.randn(1, case["tq"], model).requires_grad_() for _ in range(3)]
@@ -145,10 +150,9 @@ class MhaBackward:
         return backward, "matmuls, %s, autograd" % o.grad_fn.name()
 
 
-class Flex:
+class Flex(TorchPeer):
     def __init__(self, threads):
-        torch.set_num_threads(threads)
-        self.version = "torch " + torch.__version__
+        super().__init__(threads)
         # Each case's shapes and functions compile anew; past Dynamo's limit (8) FlexAttention
         # would run unfused, materialising the scores: a figure that is not FlexAttention's.
         torch._dynamo.config.recompile_limit = 1024
@@ -172,17 +176,12 @@ class AttncFlex:
         return flex_call(self.flex_attention, case), "attnc.torch.flex_attention"
 
 
-class MultiheadAttention:
+class MultiheadAttention(TorchPeer):
     """Cases name `d_model` and `heads` (d = d_model / heads), self-attention on one input
     x [1, T, d_model]; mask none or causal (tq == tk)."""
 
-    def __init__(self, threads):
-        torch.set_num_threads(threads)
-        self.version = "torch " + torch.__version__
-
     def prepare(self, case):
-        if case["tq"] != case["tk"] or case["mask"] not in ("none", "causal"):
-            raise peer_registry.Unsupported("self-attention without a mask or causal only")
+        require_self_attention(case)
         torch.manual_seed(0)
         block = torch.nn.MultiheadAttention(case["d_model"], case["heads"], bias=False,
                                             batch_first=True).eval()

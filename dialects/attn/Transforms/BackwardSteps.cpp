@@ -163,27 +163,30 @@ void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value
   });
 }
 
-void copyRowPairs(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
-                  Value count, Value dst) {
+void copyRowsInPairs(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
+                     Value count, Value dst, PairsAlong along) {
+  const bool alongRows = along == PairsAlong::Rows;
   const int64_t d = cast<MemRefType>(src.getType()).getDimSize(3);
+  auto paired = cast<MemRefType>(dst.getType());
+  const int64_t capacity = alongRows ? 2 * paired.getDimSize(0) : paired.getDimSize(1) / 2;
   Value zero = b.create<arith::ConstantOp>(b.getZeroAttr(b.getBF16Type()));
-  Value evenCount = b.create<arith::MulIOp>(
-      b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2)), indexConstant(b, 2));
   Value last = b.create<arith::SubIOp>(b.create<arith::AddIOp>(row, count), indexConstant(b, 1));
-  forRange(b, indexConstant(b, 0), evenCount, [&](ImplicitLocOpBuilder& rb, Value r) {
-    Value inside = rb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, r, count);
-    Value at = rb.create<arith::MinUIOp>(rb.create<arith::AddIOp>(row, r), last);
-    Value pair = rb.create<arith::DivUIOp>(r, indexConstant(rb, 2));
-    Value half = rb.create<arith::RemUIOp>(r, indexConstant(rb, 2));
-    forRange(
-        rb, indexConstant(rb, 0), indexConstant(rb, d), [&](ImplicitLocOpBuilder& cb, Value c) {
-          Value x = cb.create<memref::LoadOp>(src, ValueRange{batch, head, at, c});
-          Value place =
-              cb.create<arith::AddIOp>(cb.create<arith::MulIOp>(c, indexConstant(cb, 2)), half);
-          cb.create<memref::StoreOp>(cb.create<arith::SelectOp>(inside, x, zero), dst,
-                                     ValueRange{pair, place});
-        });
-  });
+  forRange(
+      b, indexConstant(b, 0), indexConstant(b, capacity), [&](ImplicitLocOpBuilder& rb, Value r) {
+        Value inside = rb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, r, count);
+        Value at = rb.create<arith::MinUIOp>(rb.create<arith::AddIOp>(row, r), last);
+        forRange(rb, indexConstant(rb, 0), indexConstant(rb, d),
+                 [&](ImplicitLocOpBuilder& cb, Value c) {
+                   Value x = cb.create<memref::LoadOp>(src, ValueRange{batch, head, at, c});
+                   // [p / 2, 2 q + p mod 2], p the index paired.
+                   auto [p, q] = alongRows ? std::pair(r, c) : std::pair(c, r);
+                   Value two = indexConstant(cb, 2);
+                   Value place = cb.create<arith::AddIOp>(cb.create<arith::MulIOp>(q, two),
+                                                          cb.create<arith::RemUIOp>(p, two));
+                   cb.create<memref::StoreOp>(cb.create<arith::SelectOp>(inside, x, zero), dst,
+                                              ValueRange{cb.create<arith::DivUIOp>(p, two), place});
+                 });
+      });
 }
 
 void storeRows(ImplicitLocOpBuilder& b, Value grad, Value batch, Value head, Value first,

@@ -26,8 +26,8 @@ void zeroBuffer(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer);
 
 // acc[j, :] += sum_(r < count) weights[j, r] rowsOf[r, :] for j in [begin, end), in register
 // tiles of keys x columns of at most `lanes` f32 (dK's and dV's products). With rowsOf in bf16
-// pairs of rows ([rows / 2, 2 d], copyRowPairs; d a multiple of 16) the sum takes vdpbf16ps,
-// weights[j, r] and weights[j, r + 1] rounded to a bf16 pair.
+// pairs of rows ([rows / 2, 2 d], copyRowsInPairs along the rows; d a multiple of 16) the sum takes
+// vdpbf16ps, weights[j, r] and weights[j, r + 1] rounded to a bf16 pair.
 void accumulateKeyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Value weights,
                        mlir::Value rowsOf, mlir::Value begin, mlir::Value end, mlir::Value count,
                        int64_t lanes);
@@ -45,10 +45,16 @@ void accumulateColumnsOfBlock(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
 void copyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch, mlir::Value head,
               mlir::Value row, mlir::Value count, mlir::Value dst);
 
-// dst[r / 2, 2 c + r mod 2] = src[batch, head, row + r, c] for r < count (bf16 tensors), and
-// 0 for the pair's second row past the count.
-void copyRowPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch,
-                  mlir::Value head, mlir::Value row, mlir::Value count, mlir::Value dst);
+// How copyRowsInPairs lays rows out in bf16 pairs: along each row's columns (element c of row
+// r at [c / 2, 2 r + c mod 2]: the recomputed products' operand, rows in lanes) or along the
+// rows (at [r / 2, 2 c + r mod 2]: dK's and dV's sums, columns in lanes).
+enum class PairsAlong { Columns, Rows };
+
+// src[batch, head, row + r, c] (bf16) for r < count into dst in pairs as `along` says, and 0
+// for the rows past the count that dst holds.
+void copyRowsInPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch,
+                     mlir::Value head, mlir::Value row, mlir::Value count, mlir::Value dst,
+                     PairsAlong along);
 
 // grad[batch, head, first + i, c] = element(i, c) for i < count and every c of grad.
 void storeRows(mlir::ImplicitLocOpBuilder& b, mlir::Value grad, mlir::Value batch, mlir::Value head,

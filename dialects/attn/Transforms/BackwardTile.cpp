@@ -4,6 +4,7 @@
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/Products.h"
+#include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/KeyRange.h"
 #include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -71,8 +72,9 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
     op.erase();
   };
   if (dot) {
-    packPairs(b, taskOp.getQuery(), buffers.packedQuery);
-    packPairs(b, taskOp.getGradOutput(), buffers.packedGrad);
+    for (auto [rowsOf, paired] : {std::pair(taskOp.getQuery(), buffers.packedQuery),
+                                  std::pair(taskOp.getGradOutput(), buffers.packedGrad)})
+      copyRowsInPairs(b, rowsOf, batch, head, firstRow, count, paired, PairsAlong::Columns);
   } else {
     pack(taskOp.getQuery(), buffers.packedQuery, taskOp.getScale().convertToDouble());
     pack(taskOp.getGradOutput(), buffers.packedGrad, 1.0);
@@ -103,26 +105,6 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
     lse.push_back(b.create<vector::LoadOp>(vector, buffers.lse, column));
     rowDelta.push_back(b.create<vector::LoadOp>(vector, buffers.delta, column));
   }
-}
-
-void BackwardTile::packPairs(ImplicitLocOpBuilder& b, Value rowsOf, Value paired) {
-  const int64_t depth = cast<MemRefType>(rowsOf.getType()).getDimSize(3);
-  Value zero = b.create<arith::ConstantOp>(b.getZeroAttr(b.getBF16Type()));
-  forRange(b, indexConstant(b, 0), indexConstant(b, rows), [&](ImplicitLocOpBuilder& rb, Value r) {
-    Value inside = rb.create<arith::CmpIOp>(arith::CmpIPredicate::slt, r, count);
-    Value row =
-        rb.create<arith::MinSIOp>(rb.create<arith::AddIOp>(firstRow, r),
-                                  rb.create<arith::SubIOp>(taskOp.getSeqQ(), indexConstant(rb, 1)));
-    Value pairColumn = rb.create<arith::MulIOp>(r, indexConstant(rb, 2));
-    for (int64_t c = 0; c < depth; ++c) {
-      Value x =
-          rb.create<memref::LoadOp>(rowsOf, ValueRange{batch, head, row, indexConstant(rb, c)});
-      rb.create<memref::StoreOp>(
-          rb.create<arith::SelectOp>(inside, x, zero), paired,
-          ValueRange{indexConstant(rb, c / 2),
-                     rb.create<arith::AddIOp>(pairColumn, indexConstant(rb, c % 2))});
-    }
-  });
 }
 
 // Each step c of the contraction: the packed rows' vectors (f32 lanes, or with dot bf16 pairs

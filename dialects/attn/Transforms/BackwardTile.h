@@ -67,8 +67,6 @@ private:
   llvm::SmallVector<mlir::Value> auxTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value x,
                                           mlir::Value queryPos, mlir::Value keyPos,
                                           mlir::Value keep, mlir::Value byModified);
-  // The rows of `rowsOf` packed in pairs (TileBuffers) into `paired`, zero past the count.
-  void packPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value rowsOf, mlir::Value paired);
   // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector: FMAs, or
   // with dot vdpbf16ps over pairs of c.
   llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,

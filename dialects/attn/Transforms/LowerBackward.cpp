@@ -97,7 +97,7 @@ private:
   void copyTileRows(ImplicitLocOpBuilder& ib, Value src, Value batch, Value head, Value row,
                     Value count, Value dst) {
     if (cast<MemRefType>(dst.getType()).getElementType().isBF16())
-      copyRowPairs(ib, src, batch, head, row, count, dst);
+      copyRowsInPairs(ib, src, batch, head, row, count, dst, PairsAlong::Rows);
     else
       copyRows(ib, src, batch, head, row, count, dst);
   }
@@ -110,6 +110,9 @@ private:
   // keys less the block's first), added into the gradient by addDirectTerms.
   void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms,
                    ArrayRef<Value> local, ArrayRef<Value> direct);
+  // A read's term vector into task `task`'s copy of aux_grads[target], at the lanes' indices.
+  void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
+                    ArrayRef<Value> dims, Value term);
   // grad[b', h', row + i, firstKey + j] += direct[j, i] for the tile's rows i < count and the
   // keys [begin, end) of the block (b' and h' 0 where the gradient broadcasts over them).
   void addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
@@ -482,36 +485,40 @@ void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
       ArrayRef<Value> indices = ArrayRef<Value>(reads).slice(next, dims.size());
       Value term = reads[next + dims.size()];
       next += dims.size() + 1;
-      if (direct[target]) { // read at [b, h, q_idx, kv_idx]: the term's place is known
-        const int64_t u = static_cast<int64_t>(at) / vectors;
-        const SmallVector<Value, 2> place{
-            local[u], indexConstant(kb, static_cast<int64_t>(at) % vectors * options.vectorWidth)};
-        if (!stored.insert(target).second) // a second read of the element
-          term = kb.create<arith::AddFOp>(
-              kb.create<vector::LoadOp>(term.getType(), direct[target], place), term);
-        kb.create<vector::StoreOp>(term, direct[target], place);
+      if (!direct[target]) {
+        addCopyTerms(kb, task, target, indices, dims, term);
         continue;
       }
-      // Lane by lane in order: lanes may read the same element. Each index clamped into
-      // its dimension as the read clamps it.
-      forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
-               [&](ImplicitLocOpBuilder& lb, Value lane) {
-                 SmallVector<Value> at;
-                 for (auto [index, dim] : llvm::zip_equal(indices, dims))
-                   at.push_back(clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
-                                           lb.create<arith::SubIOp>(dim, indexConstant(lb, 1))));
-                 Value add = lb.create<vector::ExtractElementOp>(term, lane);
-                 // The element's offset in row-major order.
-                 Value offset = indexConstant(lb, 0);
-                 for (auto [index, dim] : llvm::zip_equal(at, dims))
-                   offset = lb.create<arith::AddIOp>(lb.create<arith::MulIOp>(offset, dim), index);
-                 const SmallVector<Value, 2> element{task, offset};
-                 Value sum = lb.create<arith::AddFOp>(
-                     lb.create<memref::LoadOp>(auxCopies[target], element), add);
-                 lb.create<memref::StoreOp>(sum, auxCopies[target], element);
-               });
+      // Read at [b, h, q_idx, kv_idx]: the term's place in the block's buffer is known.
+      const int64_t u = static_cast<int64_t>(at) / vectors;
+      const SmallVector<Value, 2> place{
+          local[u], indexConstant(kb, static_cast<int64_t>(at) % vectors * options.vectorWidth)};
+      if (!stored.insert(target).second) // a second read of the element
+        term = kb.create<arith::AddFOp>(
+            kb.create<vector::LoadOp>(term.getType(), direct[target], place), term);
+      kb.create<vector::StoreOp>(term, direct[target], place);
     }
   }
+}
+
+void BackwardLowering::addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target,
+                                    ArrayRef<Value> indices, ArrayRef<Value> dims, Value term) {
+  // Lane by lane in order: lanes may read the same element. Each index clamped into its
+  // dimension as the read clamps it; the element's offset in row-major order.
+  forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
+           [&](ImplicitLocOpBuilder& lb, Value lane) {
+             Value offset = indexConstant(lb, 0);
+             for (auto [index, dim] : llvm::zip_equal(indices, dims)) {
+               Value at = clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
+                                     lb.create<arith::SubIOp>(dim, indexConstant(lb, 1)));
+               offset = lb.create<arith::AddIOp>(lb.create<arith::MulIOp>(offset, dim), at);
+             }
+             const SmallVector<Value, 2> element{task, offset};
+             Value sum =
+                 lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(auxCopies[target], element),
+                                          lb.create<vector::ExtractElementOp>(term, lane));
+             lb.create<memref::StoreOp>(sum, auxCopies[target], element);
+           });
 }
 
 void BackwardLowering::addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch,

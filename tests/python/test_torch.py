@@ -233,6 +233,23 @@ def test_the_mha_backward_matches_torch_autograd_and_any_thread_count():
                                    rtol=1e-4, msg=name)
 
 
+def test_mha_trains_through_the_operator_on_the_mlir_backward():
+    """loss.backward() through attnc.torch.attention of an mha spec, its weights passed by name:
+    the inputs' and weights' gradients are the f64 autograd's of the same block."""
+    heads, d_model = 2, 16
+    generator = torch.Generator().manual_seed(9)
+    inputs = [torch.randn(2, 9, d_model, generator=generator).requires_grad_() for _ in range(3)]
+    weights = {name: (torch.randn(d_model, d_model, generator=generator) * 0.3).requires_grad_()
+               for name in ("w_q", "w_k", "w_v", "w_o")}
+    y = attnc.torch.attention(*inputs, spec="variant=mha heads=%d d_k=8 d_model=%d mask=causal"
+                              % (heads, d_model), **weights)
+    y.square().sum().backward()
+    leaves = [t.detach().double().requires_grad_() for t in inputs + list(weights.values())]
+    mha_in_torch(*leaves, heads, heads).square().sum().backward()
+    for ours, theirs in zip(inputs + list(weights.values()), leaves):
+        torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-4, rtol=1e-4)
+
+
 def test_tensors_that_require_gradients_run_forward_in_every_dtype():
     """DLPack refuses a tensor that requires a gradient: the kernel's inputs are detached."""
     for dtype, spec in ((torch.float32, GQA_CAUSAL), (torch.bfloat16, GQA_CAUSAL.replace(

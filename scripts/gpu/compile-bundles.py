@@ -2,6 +2,7 @@
 for the target, and the GPU bench shapes, with the list of runs that run.sh verifies and times.
   python3 compile-bundles.py ATTNC DIR TARGET"""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -9,8 +10,9 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "cli"))
 attnc_path, out, target = sys.argv[1:4]
 os.environ["ATTNC"] = os.path.abspath(attnc_path)
-from common import verdicts  # noqa: E402  (reads ATTNC)
-from test_gpu import BACKWARD_CASES, BACKWARD_SHAPES, CASES, SHAPES  # noqa: E402
+from common import verdicts, write_npy  # noqa: E402  (reads ATTNC)
+from test_gpu import (BACKWARD_BIAS_CASES, BACKWARD_CASES, BACKWARD_SHAPES, CASES,  # noqa: E402
+                      SHAPES)
 
 # The bench rows: prefill at B 2, H 16, T 4096 and a decode step at B 8, Tk 16384 (537 MB of
 # f16 K/V). `peer` names the PyTorch attention a row is measured against (none for the caches:
@@ -102,6 +104,14 @@ for index, spec in enumerate(BACKWARD_CASES):
     so = compile_bundle(spec, "mlir", "backward/mlir%02d" % index)
     verify += [{"bundle": so, "spec": spec, "shape": [int(x) for x in shape],
                 "seed": int(shape[1]), "backward": True} for shape in BACKWARD_SHAPES]
+# A broadcast bias's gradient: the bias from a file of its shape, at batch 2, Tq 37, Tk 53.
+for index, (bias_shape, spec) in enumerate(BACKWARD_BIAS_CASES):
+    so = compile_bundle(spec, "mlir", "backward/bias%02d" % index)
+    bias = "backward/bias%02d.npy" % index
+    write_npy(os.path.join(out, bias), [math.sin(0.37 * e) for e in range(math.prod(bias_shape))],
+              bias_shape)
+    verify.append({"bundle": so, "spec": spec, "shape": [2, 37, 53], "seed": 37,
+                   "backward": True, "bias": bias})
 for name, spec, backend, shape, peer in BENCH:
     so = compile_bundle(spec, backend, "bench/" + name)
     verify += [{"bundle": so, "spec": spec, "shape": list(small), "seed": 1,

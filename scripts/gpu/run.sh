@@ -14,10 +14,12 @@ cd "$kit"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 
 # Numerics: each run against the f64 reference, several at once (the reference runs on the CPU).
-# A backward run (its 6th field "backward") verifies the forward, then the backward entry.
+# A backward run (its 6th field "backward") verifies the forward, then the backward entry; a
+# 7th field other than "-" is a bias file.
 verify_one() {
-  local bundle=$1 batch=$2 seq_q=$3 seq_k=$4 seed=$5 entry=$6 result flags=()
+  local bundle=$1 batch=$2 seq_q=$3 seq_k=$4 seed=$5 entry=$6 bias=$7 result flags=()
   [[ $entry == backward ]] && flags=(--backward)
+  [[ $bias != - ]] && flags+=(--bias "$bias")
   result=$(attnc verify "$bundle" --batch "$batch" --seq-q "$seq_q" --seq-k "$seq_k" \
              --seed "$seed" "${flags[@]}" 2>&1)
   if [[ $? == 0 && $result == *PASS* ]]; then
@@ -29,7 +31,7 @@ verify_one() {
 }
 export -f verify_one
 python3 -c 'import json; [print(r["bundle"], *r["shape"], r["seed"],
-                               "backward" if r["backward"] else "forward")
+                               "backward" if r["backward"] else "forward", r.get("bias", "-"))
                          for r in json.load(open("runs.json"))["verify"]]' |
   xargs -P "$(nproc)" -L 1 bash -c 'verify_one "$@"' _ > "$out/verify.log"
 echo "verify: $(grep -c '^PASS' "$out/verify.log") passed, $(grep -c '^FAIL' "$out/verify.log") failed"

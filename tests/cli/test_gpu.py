@@ -3,12 +3,13 @@ for structure and assembled by ptxas when it is installed; the runtime's refusal
 no GPU; and, where there is one, the numerics against the f64 reference."""
 import ctypes
 import glob
+import math
 import os
 import shutil
 import subprocess
 import unittest
 
-from common import CliTestCase, attnc, needs_backends, verdicts
+from common import CliTestCase, attnc, needs_backends, verdicts, write_npy
 
 TARGETS = ["cuda-sm_80", "cuda-sm_90"]
 # The PTX architecture each backend writes for a target: Halide 14 stops at sm_86 (the driver
@@ -98,7 +99,8 @@ CASES = [
 # The backward entry (backward=true): the MLIR backend's tensor-core kernels of dQ and of dK
 # and dV, on odd shapes against the f64 reference's gradients where a GPU is: GQA and MQA,
 # causal both ways, padding, a window, ALiBi and softcap (score_mod's derivative), dropout
-# regenerated, sinks, RoPE taken back, a block-sparse layout, bshd, d 128 and 80.
+# regenerated, sinks, RoPE taken back, a block-sparse layout, bshd, d 128 and 80, a bias's
+# gradient.
 BACKWARD_CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal lse=true backward=true dtype=f16",
     "heads=2 d_k=128 mask=padding+causal causal_align=top_left lse=true backward=true dtype=bf16",
@@ -110,10 +112,24 @@ BACKWARD_CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal+block_sparse block=64 lse=true backward=true "
     "dtype=bf16",
     "heads=3 d_k=80 d_v=48 mask=causal lse=true backward=true dtype=f16 layout=bshd",
+    "heads=4 kv_heads=2 d_k=64 mask=causal bias=true softcap=20 lse=true backward=true "
+    "dtype=f16",
     'heads=2 d_k=64 aux="doc:i32[B,Tk]" lse=true backward=true dtype=f16 '
     'score_mod="score + 0.5 * abs(kv_idx - qpos) / Tk" '
     'mask_mod="doc[b, kv_idx] == doc[b, clamp(q_idx, 0, Tk - 1)]"',
 ]
+# A bias's gradient summed in place by the dQ kernel's blocks over the bias's own batch and
+# heads, broadcast over the batch, the heads or both: (bias shape, spec), at batch 2, Tq 37 and
+# Tk 53.
+BACKWARD_BIAS_CASES = [
+    ([1, 4, 37, 53], "heads=4 kv_heads=2 d_k=64 bias=true mask=causal lse=true backward=true "
+                     "dtype=bf16"),
+    ([2, 1, 37, 53], "heads=4 kv_heads=1 d_k=32 bias=true alibi=true mask=window window_left=9 "
+                     "window_right=2 lse=true backward=true dtype=f16"),
+    ([1, 1, 37, 53], "heads=2 d_k=16 bias=true sinks=true dropout=0.2 seed=3 lse=true "
+                     "backward=true dtype=bf16"),
+]
+
 # The kernels of a backward case's PTX: the forward's 6 and the backward's 2, with RoPE 2
 # rotations in each and 2 transposed ones in the backward, with sinks a task loop of their
 # gradients.
@@ -250,7 +266,8 @@ class CudaBundles(CliTestCase):
 
     def test_backward_ptx_assembles(self):
         assembler = ptxas()
-        for spec, target in ((s, t) for s in BACKWARD_CASES for t in TARGETS):
+        specs = BACKWARD_CASES + [spec for _, spec in BACKWARD_BIAS_CASES]
+        for spec, target in ((s, t) for s in specs for t in TARGETS):
             with self.subTest(spec=spec, target=target):
                 _, ptx = self.compile(spec, target)
                 with open(ptx) as f:
@@ -272,6 +289,12 @@ class CudaBundles(CliTestCase):
             self.expect(attnc("compile", spec, "--backend", "mlir", "--target", "cuda-sm_80",
                               "-o", os.path.join(self.tmp, "no-backward")), 2,
                         "tensor cores")
+        # A table's gradient (many scores read each element) is the CPU targets'.
+        self.expect(attnc("compile", 'heads=2 d_k=64 aux="rel:f32[heads,17]" '
+                          'score_mod="score + rel[h, clamp(kv_idx - qpos, -8, 8) + 8]" lse=true '
+                          "backward=true dtype=f16", "--backend", "mlir", "--target",
+                          "cuda-sm_80", "-o", os.path.join(self.tmp, "no-table")), 2,
+                    "float aux tensor's gradient")
 
     def test_manifest_and_explain_name_the_gpu(self):
         self.compile(CASES[0], "cuda-sm_90", "halide")  # both backends write CUDA bundles
@@ -313,6 +336,13 @@ class CudaBundles(CliTestCase):
                 with self.subTest(spec=spec, shape=(batch, tq, tk)):
                     self.expect(attnc("verify", bundle, "--backward", "--batch", batch,
                                       "--seq-q", tq, "--seq-k", tk, "--seed", tq), 0, "PASS")
+        for i, (shape, spec) in enumerate(BACKWARD_BIAS_CASES):
+            with self.subTest(spec=spec, bias=shape):
+                bias = os.path.join(self.tmp, "bias%d.npy" % i)
+                write_npy(bias, [math.sin(0.37 * e) for e in range(math.prod(shape))], shape)
+                bundle, _ = self.compile(spec, "cuda-sm_80")
+                self.expect(attnc("verify", bundle, "--backward", "--batch", "2", "--seq-q",
+                                  "37", "--seq-k", "53", "--bias", bias), 0, "grad_bias", "PASS")
 
 
 if __name__ == "__main__":

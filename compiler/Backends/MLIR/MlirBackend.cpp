@@ -175,15 +175,13 @@ std::span<const Coverage> MlirBackend::coverage() const {
         MaskKind::Tensor,  MaskKind::Global,      MaskKind::Strided,
         MaskKind::Dilated, MaskKind::BlockSparse, MaskKind::BigBird};
     const std::vector<Modifier> backwardModifiers = {
-        Modifier::Alibi,    Modifier::Softcap, Modifier::Rope, Modifier::Dropout,
-        Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks};
-    std::vector<Modifier> cpuBackwardModifiers = backwardModifiers;
-    cpuBackwardModifiers.push_back(Modifier::Bias);
+        Modifier::Alibi,    Modifier::Softcap, Modifier::Rope,  Modifier::Dropout,
+        Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks, Modifier::Bias};
     rows.insert(rows.begin() + 1,
                 {Device::Cpu,
                  {Variant::Sdpa, Variant::Mha},
                  allMasks,
-                 cpuBackwardModifiers,
+                 backwardModifiers,
                  {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                  {DType::F32, DType::F16, DType::BF16},
                  {MaskKind::Strided, MaskKind::Dilated},
@@ -203,10 +201,12 @@ std::span<const Coverage> MlirBackend::coverage() const {
                     {DType::F16, DType::BF16},
                     allMasks,
                     "the CUDA backward runs on tensor cores only: sdpa in f16 or bf16 with head "
-                    "dims multiples of 16, without bias or a float aux tensor's gradient",
+                    "dims multiples of 16, without a float aux tensor's gradient (a bias's is "
+                    "summed in place)",
                     "",
                     "tensor cores (mma.sync): dQ's kernel recomputes S and dP beside dK's and "
-                    "dV's, so no atomics"});
+                    "dV's, so no atomics; the bias's gradient summed in place by dQ's kernel, "
+                    "a block per row tile of the bias's own [B or 1, H or 1]"});
     return rows;
   }();
   return rows;

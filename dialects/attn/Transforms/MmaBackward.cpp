@@ -21,8 +21,15 @@
 // dQ with atomics: the price of determinism without per-block copies of dQ. With sinks, a task
 // loop per head sums d sink_h = -sum_{b, i} exp(sink_h - lse_i) D_i in order.
 //
+// A score-shaped gradient (a bias's, aux_grad_direct: [B or 1, H or 1, Tq, Tk]) is summed in
+// place by the dQ kernel, whose blocks then run over the gradient's own (b', h') and loop, in
+// order, over the (b, h) that broadcast onto them: each block zeroes its rows of the gradient
+// and adds dS_ij = p_ij (z_ij dP_ij - D_i) times score_mod's partial at each kept score. One
+// block owns each element, and its adds are ordered by the barriers between key tiles.
+//
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
 #include "attn/Transforms/KeyRange.h"
 #include "attn/Transforms/MmaFragments.h"
@@ -59,6 +66,9 @@ private:
   // start, where the block's tile and pair are `tileIndex` and `pairIndex`.
   gpu::LaunchOp launch(ImplicitLocOpBuilder& b, Value tiles, Value pairs, bool rowStats);
   void emitQueryKernel(ImplicitLocOpBuilder& b);
+  // The dQ kernel's work for the block's `rows` query rows from `rowBase` of (batchIndex,
+  // headIndex): D, then dQ over the kept keys (and the direct gradient's terms).
+  void emitQueryRows(ImplicitLocOpBuilder& b, Value batchIndex, Value headIndex, Value rowBase);
   void emitKeyKernel(ImplicitLocOpBuilder& b);
   void emitSinkGradients(ImplicitLocOpBuilder& b);
 
@@ -76,12 +86,24 @@ private:
   SmallVector<Value> keyQueryBlock(ImplicitLocOpBuilder& b, const ScoreTerms& rowTerms, Value head,
                                    Value firstRow, ValueRange acc);
   // The probabilities p and score gradients g of C fragments `s` (Q K^T or K Q^T) at query
-  // positions `queryPos` and keys `keyPos`: z p (what weights dO or V) and g.
+  // positions `queryPos` and keys `keyPos`: z p (what weights dO or V) and g; also the raw
+  // score x = scale s, whether it is masked, and p (z dp - D), the gradient by the modified
+  // score (what an aux element's partial multiplies).
   struct Gradients {
-    Value weighted, score;
+    Value weighted, score, raw, masked, byModified;
   };
   Gradients gradients(ImplicitLocOpBuilder& b, const ScoreTerms& rowTerms, Value s, Value dp,
                       Value queryPos, Value keyPos, Value valid, Value lse, Value delta);
+  // Whether the op's aux gradients are one score-shaped gradient (aux_grad_direct), which the
+  // dQ kernel sums in place; false also when it has none.
+  bool hasDirectGradient();
+  // Zeroes rows [rowBase, rowBase + rows) of (gradBatch, gradHead) of the direct gradient, the
+  // block's threads striding over them, then a barrier.
+  void zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase);
+  // grad[gradBatch, gradHead, myRows[r], key] += the aux_grad region's partials times
+  // p (z dp - D) at C fragment `grads`, at the lane's kept scores of rows below Tq and `keys`
+  // where `valid`.
+  void addDirectTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys, Value valid);
   // Stores C fragments `acc` (8 columns each) as rows `rowsOf` of (batch, head) of `into`, the
   // rows below `end`.
   void storeRows(ImplicitLocOpBuilder& b, ArrayRef<Value> acc, Value into, Value head,
@@ -94,6 +116,8 @@ private:
   // Unit-stride views of the op's tensors, made before the launches.
   Value query, key, value, output, gradOutput, gradQuery, gradKey, gradValue;
   Value delta;                // [B, H, Tq] f32 workspace: D
+  Value directGrad;           // the score-shaped aux gradient, or null
+  Value gradBatch, gradHead;  // inside the dQ kernel with directGrad: the block's (b', h')
   Value seqK;                 // Tk
   Value tileIndex, pairIndex; // inside a launch
   // Inside a launch: the tiles of d_k and d_v columns (K and V, or Q and dO) and the query
@@ -114,8 +138,9 @@ LogicalResult BackwardMma::check() {
       return fail() << "k, v, o and grad_o must have q's element type " << element;
   if (dk % 16 != 0 || dv % 16 != 0)
     return fail() << "d_k = " << dk << " and d_v = " << dv << " must be multiples of 16";
-  if (!op.getAuxGrads().empty())
-    return fail() << "the gradients of aux tensors are the CPU lowering's (lower_backward)";
+  if (!op.getAuxGrads().empty() && !hasDirectGradient())
+    return fail() << "the gradients of aux tensors other than one score-shaped one "
+                     "(aux_grad_direct: a bias) are the CPU lowering's (lower_backward)";
   if (rows <= 0 || rows % 16 != 0 || warps > 32)
     return fail() << "rows (" << rows << ") must be 16 per warp, at most 32 warps";
   if (block <= 0 || block % 16 != 0)
@@ -217,15 +242,64 @@ BackwardMma::Gradients BackwardMma::gradients(ImplicitLocOpBuilder& b, const Sco
                                 softmax.probability(b, kept, softmax.probabilityOffset(b, lse)));
   Value weighted = rowTerms.dropout(b, p, queryPos, keyPos);
   // g = scale (z p dp - p D) score_grad(x)
-  Value g = b.create<arith::SubFOp>(b.create<arith::MulFOp>(weighted, dp),
-                                    b.create<arith::MulFOp>(p, rowDeltas));
-  g = b.create<arith::MulFOp>(g, scale);
+  Value byModified = b.create<arith::SubFOp>(b.create<arith::MulFOp>(weighted, dp),
+                                             b.create<arith::MulFOp>(p, rowDeltas));
+  Value g = b.create<arith::MulFOp>(byModified, scale);
   // Masked and padding scores give 0, whatever the slope there (1 / (q - k + 1) is infinite
   // at a masked key: 0 inf would make the row NaN).
   if (Value slope = rowTerms.scoreGradient(b, x, queryPos, keyPos))
     g = b.create<arith::SelectOp>(masked, splatConstant(b, cType, 0),
                                   b.create<arith::MulFOp>(g, slope));
-  return {weighted, g};
+  return {weighted, g, x, masked, byModified};
+}
+
+bool BackwardMma::hasDirectGradient() {
+  ArrayRef<int64_t> direct = op.getAuxGradDirect().value_or(ArrayRef<int64_t>{});
+  return op.getAuxGrads().size() == 1 && direct.size() == 1 && direct.front() == 0;
+}
+
+void BackwardMma::zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase) {
+  Value count =
+      b.create<arith::MinUIOp>(c(b, rows), b.create<arith::SubIOp>(op.getSeqQ(), rowBase));
+  Value elements = b.create<arith::MulIOp>(count, seqK);
+  auto loop = b.create<scf::ForOp>(tid, elements, c(b, warps * kWarpSize));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value e = loop.getInductionVar();
+    Value row = b.create<arith::AddIOp>(rowBase, b.create<arith::DivUIOp>(e, seqK));
+    storeF32(b, f32Constant(b, 0), directGrad,
+             {gradBatch, gradHead, row, b.create<arith::RemUIOp>(e, seqK)});
+  }
+  waitAndSync(b, Value()); // the zeros before any thread's first add
+}
+
+void BackwardMma::addDirectTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys,
+                                 Value valid) {
+  // Every read of the tensor adds its partial: the term is their sum times dS.
+  SmallVector<Value> reads = terms[0]->auxGradients(b, grads.raw, positions, keys);
+  const int64_t rank = cast<MemRefType>(directGrad.getType()).getRank();
+  Value partials;
+  for (size_t next = rank; next < reads.size(); next += rank + 1)
+    partials = partials ? b.create<arith::AddFOp>(partials, reads[next]) : reads[next];
+  Value term = b.create<arith::SelectOp>(grads.masked, splatConstant(b, cType, 0),
+                                         b.create<arith::MulFOp>(partials, grads.byModified));
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t column = 0; column < 2; ++column) {
+      const SmallVector<int64_t, 2> at{r, column};
+      Value live = b.create<arith::AndIOp>(
+          b.create<vector::ExtractOp>(valid, at),
+          b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, myRows[r], op.getSeqQ()));
+      auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifLive.thenBlock());
+      Value key =
+          b.create<arith::IndexCastOp>(b.getIndexType(), b.create<vector::ExtractOp>(keys, at));
+      const SmallVector<Value, 4> element{gradBatch, gradHead, myRows[r], key};
+      Value sum = b.create<arith::AddFOp>(loadF32(b, directGrad, element),
+                                          b.create<vector::ExtractOp>(term, at));
+      storeF32(b, sum, directGrad, element);
+    }
 }
 
 void BackwardMma::storeRows(ImplicitLocOpBuilder& b, ArrayRef<Value> acc, Value into,
@@ -249,15 +323,48 @@ void BackwardMma::storeRows(ImplicitLocOpBuilder& b, ArrayRef<Value> acc, Value 
 }
 
 void BackwardMma::emitQueryKernel(ImplicitLocOpBuilder& b) {
-  const int64_t heads = op.getNumHeads();
-  Value seqQ = op.getSeqQ();
-  Value pairs = b.create<arith::MulIOp>(b.create<memref::DimOp>(query, 0), c(b, heads));
+  Value batches = b.create<memref::DimOp>(query, 0);
+  Value heads = c(b, op.getNumHeads());
+  // A block per (tile, b, h), or per (tile, b', h') of a direct gradient's own extents.
+  Value pairBatches = directGrad ? b.create<memref::DimOp>(directGrad, 0) : batches;
+  Value pairHeads = directGrad ? b.create<memref::DimOp>(directGrad, 1) : heads;
   gpu::LaunchOp kernel =
-      launch(b, b.create<arith::CeilDivUIOp>(seqQ, c(b, rows)), pairs, /*rowStats=*/false);
-  batch = b.create<arith::DivUIOp>(pairIndex, c(b, heads));
-  head = b.create<arith::RemUIOp>(pairIndex, c(b, heads));
-  kvHead = ScoreTerms::kvHeadOf(b, op, head);
+      launch(b, b.create<arith::CeilDivUIOp>(op.getSeqQ(), c(b, rows)),
+             b.create<arith::MulIOp>(pairBatches, pairHeads), /*rowStats=*/false);
   Value rowBase = b.create<arith::MulIOp>(tileIndex, c(b, rows));
+  Value pairBatch = b.create<arith::DivUIOp>(pairIndex, pairHeads);
+  Value pairHead = b.create<arith::RemUIOp>(pairIndex, pairHeads);
+  if (!directGrad) {
+    emitQueryRows(b, pairBatch, pairHead, rowBase);
+    b.setInsertionPointAfter(kernel);
+    return;
+  }
+  gradBatch = pairBatch;
+  gradHead = pairHead;
+  zeroDirectRows(b, rowBase);
+  // The gradient's extents are 1 or whole, so b = b' + i B' and h = h' + j H' run over every
+  // (b, h) that reads (b', h'), in order.
+  forRange(b, c(b, 0), b.create<arith::DivUIOp>(batches, pairBatches),
+           [&](ImplicitLocOpBuilder& bb, Value i) {
+             Value batchIndex =
+                 bb.create<arith::AddIOp>(pairBatch, bb.create<arith::MulIOp>(i, pairBatches));
+             forRange(bb, c(bb, 0), bb.create<arith::DivUIOp>(heads, pairHeads),
+                      [&](ImplicitLocOpBuilder& hb, Value j) {
+                        emitQueryRows(hb, batchIndex,
+                                      hb.create<arith::AddIOp>(
+                                          pairHead, hb.create<arith::MulIOp>(j, pairHeads)),
+                                      rowBase);
+                      });
+           });
+  b.setInsertionPointAfter(kernel);
+}
+
+void BackwardMma::emitQueryRows(ImplicitLocOpBuilder& b, Value batchIndex, Value headIndex,
+                                Value rowBase) {
+  Value seqQ = op.getSeqQ();
+  batch = batchIndex;
+  head = headIndex;
+  kvHead = ScoreTerms::kvHeadOf(b, op, head);
   emitRows(b, rowBase);
   Value off = ScoreTerms::positionOffset(b, op);
   positions = rowsVector(b, i32(b, b.create<arith::AddIOp>(myRows[0], off)),
@@ -275,7 +382,6 @@ void BackwardMma::emitQueryKernel(ImplicitLocOpBuilder& b) {
   SmallVector<Value> dq = queryKeyLoop(b, lo, hi, gradFrags, rowsVector(b, lse[0], lse[1], cType),
                                        rowsVector(b, deltas[0], deltas[1], cType));
   storeRows(b, dq, gradQuery, head, myRows, seqQ);
-  b.setInsertionPointAfter(kernel);
 }
 
 SmallVector<Value> BackwardMma::queryKeyLoop(ImplicitLocOpBuilder& b, Value lo, Value hi,
@@ -294,7 +400,10 @@ SmallVector<Value> BackwardMma::queryKeyLoop(ImplicitLocOpBuilder& b, Value lo, 
   for (int64_t j = 0; j < block / 8; ++j) {
     Value keys = fragmentKeys(b, keyBase(b, keyBlock, j));
     Value valid = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
-    s[j] = gradients(b, *terms[0], s[j], dp[j], positions, keys, valid, lse, rowDeltas).score;
+    Gradients step = gradients(b, *terms[0], s[j], dp[j], positions, keys, valid, lse, rowDeltas);
+    if (directGrad)
+      addDirectTerms(b, step, keys, valid);
+    s[j] = step.score;
   }
   SmallVector<Value> dq(loop.getRegionIterArgs());
   accumulateProducts(b, s, sharedA, dk, dq);
@@ -446,6 +555,7 @@ LogicalResult BackwardMma::emit() {
   gradKey = view(op.getGradKey());
   gradValue = view(op.getGradValue());
   seqK = b.create<memref::DimOp>(op.getKey(), 2);
+  directGrad = hasDirectGradient() ? op.getAuxGrads().front() : Value();
   {
     // Before the block's first phase, as every workspace (RoPE's rotations may come first).
     OpBuilder::InsertionGuard guard(b);

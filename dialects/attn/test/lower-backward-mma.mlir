@@ -5,7 +5,8 @@
 // p = 2^(s log2 e - lse log2 e), dQ += G K by ldmatrix.trans) and the dK/dV kernel (blocks of
 // 32 keys of a batch and KV head, over the group's heads and the query blocks the mask keeps:
 // Q and dO tiles with their lse and D, dV += P^T dO, dK += G^T Q); with sinks a task per head
-// sums their gradients. The aligned arguments are recorded for the bundle's entry.
+// sums their gradients. The aligned arguments are recorded for the bundle's entry. Then a
+// bias's gradient summed in place, and a table's refused.
 
 // CHECK: memref.global "public" constant @attnc_mma_backward_aligned_args : memref<i32> = dense<927>
 // CHECK-LABEL: func.func @backward
@@ -72,6 +73,128 @@ func.func @backward(%q: memref<?x4x?x16xf16>, %k: memref<?x2x?x16xf16>, %v: memr
         %one = arith.constant 1.0 : f32
         %d = arith.subf %one, %t2 : f32
         gpu.yield %d : f32
+      }
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward_mma %f rows = 32 key_block = 16 : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+// A bias's gradient (aux_grad_direct, [1, H, Tq, Tk] f16: broadcast over the batch) is summed
+// in place by the dQ kernel: a block per (query tile, b', h') of the gradient's own extents
+// zeroes its rows, then runs, in order, over every batch entry that reads them (and over one
+// head: h = h' + j H'), adding p (dP - D) at each of its lane's kept scores.
+
+// CHECK-LABEL: func.func @backward_bias
+// CHECK-SAME: %[[DBIAS:[a-z0-9]+]]: memref<1x4x?x?xf16>)
+// CHECK: gpu.launch
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c64
+// CHECK:     memref.store %{{.*}}, %[[DBIAS]]
+// CHECK:   gpu.barrier
+// CHECK:   scf.for %{{.*}} = %c0 to %{{.*}} step %c1
+// CHECK:     memref.store %{{.*}}, %{{.*}} : memref<?x4x?xf32>
+// CHECK:     scf.for
+// CHECK:       nvgpu.mma.sync
+// CHECK:       scf.if
+// CHECK:         memref.load %[[DBIAS]]
+// CHECK:         memref.store %{{.*}}, %[[DBIAS]]
+// CHECK:       nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK: gpu.launch
+// CHECK-NOT: %[[DBIAS]]
+// CHECK: memref.dealloc
+
+func.func @backward_bias(%q: memref<?x4x?x16xf16>, %k: memref<?x2x?x16xf16>,
+                         %v: memref<?x2x?x16xf16>, %o: memref<?x4x?x16xf16>,
+                         %do: memref<?x4x?x16xf16>, %lse: memref<?x4x?xf32>,
+                         %bias: memref<1x4x?x?xf16>, %dq: memref<?x4x?x16xf16>,
+                         %dk: memref<?x2x?x16xf16>, %dv: memref<?x2x?x16xf16>,
+                         %dbias: memref<1x4x?x?xf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %b = memref.dim %q, %c0 : memref<?x4x?x16xf16>
+  %tq = memref.dim %q, %c2 : memref<?x4x?x16xf16>
+  %tk = memref.dim %k, %c2 : memref<?x2x?x16xf16>
+  attn.backward %q, %k, %v, %o, %do, %lse aux(%bias : memref<1x4x?x?xf16>)
+      into %dq, %dk, %dv aux_grads(%dbias : memref<1x4x?x?xf16>)
+      at [%c0, %c0, %c0, %c0] sizes [%b, %c4, %tq, %tk] seq_q %tq
+      {num_heads = 4 : i64, scale = 0.25 : f64, aux_grad_targets = array<i64: 0>,
+       aux_grad_direct = array<i64: 0>}
+      : memref<?x4x?x16xf16>, memref<?x2x?x16xf16>, memref<?x2x?x16xf16>, memref<?x4x?x16xf16>,
+        memref<?x4x?x16xf16>, memref<?x4x?xf32>, memref<?x4x?x16xf16>,
+        memref<?x2x?x16xf16>, memref<?x2x?x16xf16>
+      score_mod {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %x = attn.aux_load 0 [%bi, %h, %qi, %ki] : f16
+        %w = arith.extf %x : f16 to f32
+        %u = arith.addf %s, %w : f32
+        gpu.yield %u : f32
+      }
+      score_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %one = arith.constant 1.0 : f32
+        gpu.yield %one : f32
+      }
+      aux_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %one = arith.constant 1.0 : f32
+        gpu.yield %bi, %h, %qi, %ki, %one : i32, i32, i32, i32, f32
+      }
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward_mma %f rows = 32 key_block = 16 : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+// A table's gradient (many scores read each element) is the CPU lowering's.
+func.func @table(%q: memref<1x1x8x16xf16>, %k: memref<1x1x8x16xf16>, %v: memref<1x1x8x16xf16>,
+                 %o: memref<1x1x8x16xf16>, %do: memref<1x1x8x16xf16>, %lse: memref<1x1x8xf32>,
+                 %rel: memref<9xf32>, %dq: memref<1x1x8x16xf16>, %dk: memref<1x1x8x16xf16>,
+                 %dv: memref<1x1x8x16xf16>, %drel: memref<9xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  // expected-error @+1 {{lower_backward_mma: the gradients of aux tensors other than one score-shaped one (aux_grad_direct: a bias) are the CPU lowering's (lower_backward)}}
+  attn.backward %q, %k, %v, %o, %do, %lse aux(%rel : memref<9xf32>)
+      into %dq, %dk, %dv aux_grads(%drel : memref<9xf32>)
+      at [%c0, %c0, %c0, %c0] sizes [%c1, %c1, %c8, %c8] seq_q %c8
+      {num_heads = 1 : i64, scale = 0.25 : f64, aux_grad_targets = array<i64: 0>}
+      : memref<1x1x8x16xf16>, memref<1x1x8x16xf16>, memref<1x1x8x16xf16>, memref<1x1x8x16xf16>,
+        memref<1x1x8x16xf16>, memref<1x1x8xf32>, memref<1x1x8x16xf16>, memref<1x1x8x16xf16>,
+        memref<1x1x8x16xf16>
+      score_mod {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %d = arith.subi %ki, %qp : i32
+        %r = attn.aux_load 0 [%d] : f32
+        %u = arith.addf %s, %r : f32
+        gpu.yield %u : f32
+      }
+      score_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %one = arith.constant 1.0 : f32
+        gpu.yield %one : f32
+      }
+      aux_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %one = arith.constant 1.0 : f32
+        %d = arith.subi %ki, %qp : i32
+        gpu.yield %d, %one : i32, f32
       }
   return
 }

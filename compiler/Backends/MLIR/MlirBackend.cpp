@@ -189,10 +189,10 @@ std::span<const Coverage> MlirBackend::coverage() const {
                  "taken back as attn.matmul products, the weights' gradients summed over "
                  "(b, t) in order); the other variants' backward is the reference backend's",
                  "",
-                 "sdpa in bf16: the recomputed scores and dP, and dK's and dV's sums (P and G "
-                 "rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
-                 "x86-avx512-bf16 family, dQ's in f32; f16, mha (its heads in f32), and bf16 "
-                 "elsewhere, widened to f32"});
+                 "sdpa in bf16: the recomputed scores and dP, and dK's, dV's and dQ's sums (P "
+                 "and G rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
+                 "x86-avx512-bf16 family; f16, mha (its heads in f32), and bf16 elsewhere, "
+                 "widened to f32"});
     rows.push_back({Device::Cuda,
                     {Variant::Sdpa},
                     allMasks,

@@ -114,12 +114,16 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   });
 }
 
-void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
-                              Value first, Value weights, int64_t vectors, Value rows, Value batch,
-                              Value head, Value firstKey, Value begin, Value end) {
-  const int64_t lanes = cast<MemRefType>(weights.getType()).getDimSize(1) / vectors;
-  const int64_t depth = cast<MemRefType>(rows.getType()).getDimSize(3);
-  // Register tiles of `columns` columns x the row vectors.
+namespace {
+
+// acc[prefix..., c, first + r] += the terms of steps [begin, end) for every c of `depth` and
+// the `vectors` vectors of `lanes` rows r, in register tiles of columns x row vectors: `step`
+// gives a step's row vectors and its elements of columns [c0, c0 + n).
+using ColumnStep = std::function<std::pair<SmallVector<Value>, SmallVector<Value>>(
+    ImplicitLocOpBuilder&, Value, int64_t, int64_t)>;
+void accumulateColumnTiles(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
+                           int64_t vectors, int64_t lanes, int64_t depth, Value begin, Value end,
+                           bool pairs, const ColumnStep& step) {
   const int64_t columns = std::clamp<int64_t>(kAccumulators / vectors, 1, 16);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   for (int64_t c0 = 0; c0 < depth; c0 += columns) {
@@ -136,19 +140,89 @@ void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value
         sums.push_back(b.create<vector::LoadOp>(vector, acc, at(b, c, r)));
     sums =
         foldRange(b, begin, end, sums, [&](ImplicitLocOpBuilder& jb, Value j, ValueRange carried) {
-          SmallVector<Value> rowVectors, elements;
-          for (int64_t r = 0; r < vectors; ++r)
-            rowVectors.push_back(jb.create<vector::LoadOp>(
-                vector, weights, ValueRange{j, indexConstant(jb, r * lanes)}));
-          Value key = jb.create<arith::AddIOp>(firstKey, j);
-          for (int64_t c = 0; c < n; ++c)
-            elements.push_back(loadF32(jb, rows, {batch, head, key, indexConstant(jb, c0 + c)}));
-          return rankOneUpdate(jb, rowVectors, elements, carried);
+          auto [rowVectors, elements] = step(jb, j, c0, n);
+          return pairs ? pairDotUpdate(jb, rowVectors, elements, carried)
+                       : rankOneUpdate(jb, rowVectors, elements, carried);
         });
     for (int64_t c = 0; c < n; ++c)
       for (int64_t r = 0; r < vectors; ++r)
         b.create<vector::StoreOp>(sums[c * vectors + r], acc, at(b, c, r));
   }
+}
+
+} // namespace
+
+void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
+                              Value first, Value weights, int64_t vectors, Value rows, Value batch,
+                              Value head, Value firstKey, Value begin, Value end) {
+  const int64_t lanes = cast<MemRefType>(weights.getType()).getDimSize(1) / vectors;
+  auto vector = VectorType::get({lanes}, b.getF32Type());
+  accumulateColumnTiles(
+      b, acc, prefix, first, vectors, lanes, cast<MemRefType>(rows.getType()).getDimSize(3), begin,
+      end, /*pairs=*/false, [&](ImplicitLocOpBuilder& jb, Value j, int64_t c0, int64_t n) {
+        SmallVector<Value> rowVectors, elements;
+        for (int64_t r = 0; r < vectors; ++r)
+          rowVectors.push_back(jb.create<vector::LoadOp>(
+              vector, weights, ValueRange{j, indexConstant(jb, r * lanes)}));
+        Value key = jb.create<arith::AddIOp>(firstKey, j);
+        for (int64_t c = 0; c < n; ++c)
+          elements.push_back(loadF32(jb, rows, {batch, head, key, indexConstant(jb, c0 + c)}));
+        return std::pair(rowVectors, elements);
+      });
+}
+
+void accumulateColumnsOfBlockInPairs(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
+                                     Value first, Value weightPairs, int64_t vectors,
+                                     Value keyPairs, Value begin, Value end) {
+  constexpr int64_t lanes = 16;
+  auto pairVector = VectorType::get({2 * lanes}, b.getBF16Type());
+  Value two = indexConstant(b, 2);
+  // The pairs of keys that meet [begin, end): packWeightPairs zeroed the keys outside.
+  accumulateColumnTiles(
+      b, acc, prefix, first, vectors, lanes, cast<MemRefType>(keyPairs.getType()).getDimSize(1) / 2,
+      b.create<arith::DivUIOp>(begin, two), b.create<arith::CeilDivUIOp>(end, two),
+      /*pairs=*/true, [&](ImplicitLocOpBuilder& sb, Value s, int64_t c0, int64_t n) {
+        SmallVector<Value> rowVectors, elements;
+        for (int64_t r = 0; r < vectors; ++r)
+          rowVectors.push_back(sb.create<vector::LoadOp>(
+              pairVector, weightPairs, ValueRange{s, indexConstant(sb, 2 * r * lanes)}));
+        for (int64_t c = 0; c < n; ++c)
+          elements.push_back(loadBf16Pair(sb, keyPairs, {s, indexConstant(sb, 2 * (c0 + c))}));
+        return std::pair(rowVectors, elements);
+      });
+}
+
+void packWeightPairs(ImplicitLocOpBuilder& b, Value weights, Value begin, Value end, Value dst) {
+  constexpr int64_t lanes = 16;
+  auto weightsType = cast<MemRefType>(weights.getType());
+  const int64_t vectors = weightsType.getDimSize(1) / lanes;
+  auto vector = VectorType::get({lanes}, b.getF32Type());
+  Value two = indexConstant(b, 2);
+  Value lastKey = indexConstant(b, weightsType.getDimSize(0) - 1);
+  Value zero = f32Splat(b, lanes, 0);
+  // Lanes (w[2 s, i], w[2 s + 1, i]): the two rounded vectors interleaved.
+  SmallVector<int64_t> interleave;
+  for (int64_t i = 0; i < lanes; ++i)
+    interleave.append({i, lanes + i});
+  forRange(b, b.create<arith::DivUIOp>(begin, two), b.create<arith::CeilDivUIOp>(end, two),
+           [&](ImplicitLocOpBuilder& sb, Value s) {
+             Value low = sb.create<arith::MulIOp>(s, two);
+             Value high = sb.create<arith::AddIOp>(low, indexConstant(sb, 1));
+             auto keyWeights = [&](Value key, int64_t r) {
+               Value inside = sb.create<arith::AndIOp>(
+                   sb.create<arith::CmpIOp>(arith::CmpIPredicate::uge, key, begin),
+                   sb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, key, end));
+               Value row =
+                   sb.create<vector::LoadOp>(vector, weights,
+                                             ValueRange{sb.create<arith::MinUIOp>(key, lastKey),
+                                                        indexConstant(sb, r * lanes)});
+               return roundToBf16(sb, sb.create<arith::SelectOp>(inside, row, zero));
+             };
+             for (int64_t r = 0; r < vectors; ++r)
+               sb.create<vector::StoreOp>(sb.create<vector::ShuffleOp>(
+                                              keyWeights(low, r), keyWeights(high, r), interleave),
+                                          dst, ValueRange{s, indexConstant(sb, 2 * r * lanes)});
+           });
 }
 
 void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row, Value count,

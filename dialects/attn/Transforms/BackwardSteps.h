@@ -40,6 +40,19 @@ void accumulateColumnsOfBlock(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
                               mlir::Value weights, int64_t vectors, mlir::Value rows,
                               mlir::Value batch, mlir::Value head, mlir::Value firstKey,
                               mlir::Value begin, mlir::Value end);
+// The same sum as vdpbf16ps over pairs of keys: weightPairs [block / 2, 2 rows] (bf16, pairs of
+// keys along the rows: packWeightPairs) against keyPairs [block / 2, 2 d] (the block's key rows
+// in pairs along the rows, copyRowsInPairs), 16 rows in a vector.
+void accumulateColumnsOfBlockInPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
+                                     mlir::ArrayRef<mlir::Value> prefix, mlir::Value first,
+                                     mlir::Value weightPairs, int64_t vectors, mlir::Value keyPairs,
+                                     mlir::Value begin, mlir::Value end);
+
+// dst[s, 2 i + u] = weights[2 s + u, i] rounded to bf16 for the keys 2 s + u in [begin, end),
+// and 0 for the other key of a pair that meets them: a key block's weights [block, rows] in
+// pairs of keys, rows in lanes (AVX512-BF16's 16).
+void packWeightPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value weights, mlir::Value begin,
+                     mlir::Value end, mlir::Value dst);
 
 // dst[r, c] = src[batch, head, row + r, c] for r < count, as f32.
 void copyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch, mlir::Value head,

@@ -57,6 +57,9 @@ struct KeyBlockBuffers {
   // Per aux_grads tensor, for those of aux_grad_direct: [keyBlock, rows], a query tile's terms
   // at the block's keys (null for the others).
   SmallVector<Value> direct;
+  // With dot (dQ's sums on vdpbf16ps), bf16 in pairs of keys: [keyBlock / 2, 2 d_k], the
+  // block's key rows, and [keyBlock / 2, 2 rows], a query tile's g rounded (else null).
+  Value keyPairs, gradPairs;
 };
 
 class BackwardLowering {
@@ -85,6 +88,11 @@ private:
   // terms of dQ^T added into its copy `slot` of the workspace.
   void emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers, Value batch,
                     Value kvHead, Value firstKey, Value keyCount, Value slot, Value task);
+  // The keys [begin, end) of the block's terms of dQ^T (g_ij k_j) added into copy `slot`: f32
+  // FMAs, or with dot vdpbf16ps on g rounded to bf16, keys in pairs.
+  void accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBlockBuffers& buffers, Value slot,
+                           Value batch, Value head, Value row, BackwardTile& queries,
+                           Value firstKey, Value begin, Value end);
   void emitQueryTiles();
   void emitSinkGradients();
   // Zeroes the dQ^T copy `slot` for the heads of KV head `kvHead`'s group.
@@ -167,6 +175,14 @@ KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
       rowsOf(dk()),         rowsOf(dv()),         tileBuffers(),        {}};
   for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
     buffers.direct.push_back(isDirect(k) ? stack({block, rows}) : Value());
+  if (options.dot) {
+    auto pairs = [&](int64_t width) {
+      return b.create<memref::AllocaOp>(
+          MemRefType::get({(block + 1) / 2, 2 * width}, b.getBF16Type()));
+    };
+    buffers.keyPairs = pairs(dk());
+    buffers.gradPairs = pairs(rows);
+  }
   return buffers;
 }
 
@@ -247,6 +263,9 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
   const int64_t group = op.getNumHeads() / keyHeads();
   zeroBuffer(eb, buffers.accK);
   zeroBuffer(eb, buffers.accV);
+  if (buffers.keyPairs)
+    copyRowsInPairs(eb, op.getKey(), batch, kvHead, firstKey, keyCount, buffers.keyPairs,
+                    PairsAlong::Rows);
   Value seqQ = op.getSeqQ(), endKey = eb.create<arith::AddIOp>(firstKey, keyCount);
   Value tileCount = eb.create<arith::CeilDivUIOp>(seqQ, indexConstant(eb, rows));
   Value firstHead = eb.create<arith::MulIOp>(kvHead, indexConstant(eb, group));
@@ -286,8 +305,7 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         accumulateKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count,
                           lanes);
         accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
-        accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
-                                 op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
+        accumulateQueryGrad(ib, buffers, slot, batch, head, row, queries, firstKey, begin, end);
         addDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, begin, end);
         ib.create<scf::YieldOp>();
       });
@@ -300,6 +318,20 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
   };
   storeRows(eb, op.getGradKey(), batch, kvHead, firstKey, keyCount, fromStack(buffers.accK));
   storeRows(eb, op.getGradValue(), batch, kvHead, firstKey, keyCount, fromStack(buffers.accV));
+}
+
+void BackwardLowering::accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBlockBuffers& buffers,
+                                           Value slot, Value batch, Value head, Value row,
+                                           BackwardTile& queries, Value firstKey, Value begin,
+                                           Value end) {
+  if (!buffers.gradPairs) {
+    accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
+                             op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
+    return;
+  }
+  packWeightPairs(ib, buffers.grads, begin, end, buffers.gradPairs);
+  accumulateColumnsOfBlockInPairs(ib, queryGrad, {slot, head}, row, buffers.gradPairs,
+                                  queries.vectors(), buffers.keyPairs, begin, end);
 }
 
 void BackwardLowering::emitChunkTasks() {

@@ -3,7 +3,9 @@
 // ([d / 2, 2 rows]), the recomputed scores and dP as vdpbf16ps over the pairs, each key's two
 // elements one i32 broadcast to every lane, and the scores scaled after (Q is packed unscaled);
 // dK's sums too, over Q's rows in pairs of rows ([rows / 2, 2 d_k]) against P's and G's
-// elements rounded to bf16 pairs (d_v = 8 is no multiple of 16: dV's stay f32).
+// elements rounded to bf16 pairs (d_v = 8 is no multiple of 16: dV's stay f32); and dQ^T's,
+// the key block's K rows in pairs of keys ([key_block / 2, 2 d_k]) against G's rows rounded
+// and interleaved in pairs of keys ([key_block / 2, 2 rows]), keys outside the tile's range 0.
 
 // CHECK-LABEL: func.func @backward_dot
 // CHECK: scf.forall
@@ -11,6 +13,9 @@
 // CHECK:   memref.alloca() : memref<16x8xf32>
 // CHECK:   %[[QPAIRS:.*]] = memref.alloca() : memref<8x32xbf16>
 // CHECK:   memref.alloca() : memref<4x32xbf16>
+// CHECK:   %[[KEYPAIRS:.*]] = memref.alloca() : memref<8x32xbf16>
+// CHECK:   %[[GPAIRS:.*]] = memref.alloca() : memref<8x32xbf16>
+// CHECK:   memref.store %{{.*}}, %[[KEYPAIRS]]
 // CHECK:   vector.load %[[QPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
 // CHECK:   arith.shli %{{.*}}, %c16_i32 : i32
 // CHECK:   vector.bitcast %{{.*}} : vector<16xi32> to vector<32xbf16>
@@ -18,6 +23,12 @@
 // CHECK:   arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
 // CHECK:   arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
 // CHECK:   vector.load %[[ROWPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
+// CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
+// CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.cvtneps2bf16.512"
+// CHECK:   vector.interleave %{{.*}}, %{{.*}} : vector<16xbf16> -> vector<32xbf16>
+// CHECK:   vector.store %{{.*}}, %[[GPAIRS]]
+// CHECK:   vector.load %[[GPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
+// CHECK:   vector.load %[[KEYPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<2xbf16>
 // CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 
 func.func @backward_dot(%q: memref<?x2x?x16xbf16>, %k: memref<?x2x?x16xbf16>,

@@ -34,6 +34,9 @@ CASES = [
     ("heads=4 kv_heads=1 d_k=16 dropout=0.2 seed=7 mask=causal", 2, 37, 53, None),
     ("heads=2 d_k=24 dropout=0.3 seed=5 sinks=true softcap=10", 1, 1, 40, None),
     ("heads=4 kv_heads=2 d_k=32 dtype=bf16 mask=causal", 2, 37, 53, None),
+    # bf16's dQ sums over pairs of keys from an odd first kept key (the window's) to an odd Tk.
+    ("heads=4 kv_heads=2 d_k=32 dtype=bf16 mask=window+padding window_left=9 window_right=2", 3,
+     37, 53, "53,0,41"),
     ("heads=2 d_k=16 dtype=f16 sinks=true mask=padding", 3, 21, 33, "5,0,33"),
     ("heads=4 kv_heads=2 d_k=16 rope=true mask=causal", 2, 37, 53, None),
     ("heads=2 d_k=24 rope=true rope_dims=16 rope_style=interleaved causal_align=top_left "

@@ -28,6 +28,52 @@ int64_t columnWidth(int64_t d, int64_t lanes) {
   return width;
 }
 
+// vdpbf16ps's lanes: 16 f32 sums, each of a pair of bf16 products.
+constexpr int64_t kPairLanes = 16;
+
+// The pairs of keys {2 s, 2 s + 1} that meet the keys [begin, end): s in [begin / 2,
+// ceil(end / 2)).
+std::pair<Value, Value> keyPairRange(ImplicitLocOpBuilder& b, Value begin, Value end) {
+  Value two = indexConstant(b, 2);
+  return {b.create<arith::DivUIOp>(begin, two), b.create<arith::CeilDivUIOp>(end, two)};
+}
+
+// A step j of a column tile's sum: its row vectors and its elements of columns [c0, c0 + n).
+using ColumnStep = std::function<std::pair<SmallVector<Value>, SmallVector<Value>>(
+    ImplicitLocOpBuilder&, Value j, int64_t c0, int64_t n)>;
+
+// acc[prefix..., c, first + r] += the terms of steps [begin, end) for every c of `depth` and
+// the `vectors` vectors of `lanes` rows r, in register tiles of columns x row vectors: f32 FMAs
+// of the steps' elements, or with `pairs` vdpbf16ps of their bf16 pairs.
+void accumulateColumnTiles(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
+                           int64_t vectors, int64_t lanes, int64_t depth, Value begin, Value end,
+                           bool pairs, const ColumnStep& step) {
+  const int64_t columns = std::clamp<int64_t>(kAccumulators / vectors, 1, 16);
+  auto vector = VectorType::get({lanes}, b.getF32Type());
+  for (int64_t c0 = 0; c0 < depth; c0 += columns) {
+    const int64_t n = std::min(columns, depth - c0);
+    auto at = [&](ImplicitLocOpBuilder& ib, int64_t c, int64_t r) {
+      SmallVector<Value> indices(prefix.begin(), prefix.end());
+      indices.append({indexConstant(ib, c0 + c),
+                      ib.create<arith::AddIOp>(first, indexConstant(ib, r * lanes))});
+      return indices;
+    };
+    SmallVector<Value> sums;
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t r = 0; r < vectors; ++r)
+        sums.push_back(b.create<vector::LoadOp>(vector, acc, at(b, c, r)));
+    sums =
+        foldRange(b, begin, end, sums, [&](ImplicitLocOpBuilder& jb, Value j, ValueRange carried) {
+          auto [rowVectors, elements] = step(jb, j, c0, n);
+          return pairs ? pairDotUpdate(jb, rowVectors, elements, carried)
+                       : rankOneUpdate(jb, rowVectors, elements, carried);
+        });
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t r = 0; r < vectors; ++r)
+        b.create<vector::StoreOp>(sums[c * vectors + r], acc, at(b, c, r));
+  }
+}
+
 } // namespace
 
 void forKeyGroups(ImplicitLocOpBuilder& b, Value lo, Value hi, int64_t unroll,
@@ -68,7 +114,7 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
                        Value end, Value count, int64_t lanes) {
   const bool pairs = cast<MemRefType>(rowsOf.getType()).getElementType().isBF16();
   const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
-  const int64_t width = pairs ? 16 : columnWidth(d, lanes); // vdpbf16ps: 16 f32 lanes
+  const int64_t width = pairs ? kPairLanes : columnWidth(d, lanes);
   const int64_t perRow = pairs ? 2 : 1;                     // rowsOf's elements per acc element
   // Register tiles of `unroll` keys x `columns` vectors.
   const int64_t columns = std::min<int64_t>(d / width, 8);
@@ -114,44 +160,6 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   });
 }
 
-namespace {
-
-// acc[prefix..., c, first + r] += the terms of steps [begin, end) for every c of `depth` and
-// the `vectors` vectors of `lanes` rows r, in register tiles of columns x row vectors: `step`
-// gives a step's row vectors and its elements of columns [c0, c0 + n).
-using ColumnStep = std::function<std::pair<SmallVector<Value>, SmallVector<Value>>(
-    ImplicitLocOpBuilder&, Value, int64_t, int64_t)>;
-void accumulateColumnTiles(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
-                           int64_t vectors, int64_t lanes, int64_t depth, Value begin, Value end,
-                           bool pairs, const ColumnStep& step) {
-  const int64_t columns = std::clamp<int64_t>(kAccumulators / vectors, 1, 16);
-  auto vector = VectorType::get({lanes}, b.getF32Type());
-  for (int64_t c0 = 0; c0 < depth; c0 += columns) {
-    const int64_t n = std::min(columns, depth - c0);
-    auto at = [&](ImplicitLocOpBuilder& ib, int64_t c, int64_t r) {
-      SmallVector<Value> indices(prefix.begin(), prefix.end());
-      indices.append({indexConstant(ib, c0 + c),
-                      ib.create<arith::AddIOp>(first, indexConstant(ib, r * lanes))});
-      return indices;
-    };
-    SmallVector<Value> sums;
-    for (int64_t c = 0; c < n; ++c)
-      for (int64_t r = 0; r < vectors; ++r)
-        sums.push_back(b.create<vector::LoadOp>(vector, acc, at(b, c, r)));
-    sums =
-        foldRange(b, begin, end, sums, [&](ImplicitLocOpBuilder& jb, Value j, ValueRange carried) {
-          auto [rowVectors, elements] = step(jb, j, c0, n);
-          return pairs ? pairDotUpdate(jb, rowVectors, elements, carried)
-                       : rankOneUpdate(jb, rowVectors, elements, carried);
-        });
-    for (int64_t c = 0; c < n; ++c)
-      for (int64_t r = 0; r < vectors; ++r)
-        b.create<vector::StoreOp>(sums[c * vectors + r], acc, at(b, c, r));
-  }
-}
-
-} // namespace
-
 void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
                               Value first, Value weights, int64_t vectors, Value rows, Value batch,
                               Value head, Value firstKey, Value begin, Value end) {
@@ -172,20 +180,20 @@ void accumulateColumnsOfBlock(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value
 }
 
 void accumulateColumnsOfBlockInPairs(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix,
-                                     Value first, Value weightPairs, int64_t vectors,
-                                     Value keyPairs, Value begin, Value end) {
-  constexpr int64_t lanes = 16;
-  auto pairVector = VectorType::get({2 * lanes}, b.getBF16Type());
-  Value two = indexConstant(b, 2);
+                                     Value first, Value weightPairs, Value keyPairs, Value begin,
+                                     Value end) {
+  const int64_t vectors = cast<MemRefType>(weightPairs.getType()).getDimSize(1) / (2 * kPairLanes);
+  auto pairVector = VectorType::get({2 * kPairLanes}, b.getBF16Type());
   // The pairs of keys that meet [begin, end): packWeightPairs zeroed the keys outside.
+  auto [firstPair, endPair] = keyPairRange(b, begin, end);
   accumulateColumnTiles(
-      b, acc, prefix, first, vectors, lanes, cast<MemRefType>(keyPairs.getType()).getDimSize(1) / 2,
-      b.create<arith::DivUIOp>(begin, two), b.create<arith::CeilDivUIOp>(end, two),
-      /*pairs=*/true, [&](ImplicitLocOpBuilder& sb, Value s, int64_t c0, int64_t n) {
+      b, acc, prefix, first, vectors, kPairLanes,
+      cast<MemRefType>(keyPairs.getType()).getDimSize(1) / 2, firstPair, endPair, /*pairs=*/true,
+      [&](ImplicitLocOpBuilder& sb, Value s, int64_t c0, int64_t n) {
         SmallVector<Value> rowVectors, elements;
         for (int64_t r = 0; r < vectors; ++r)
           rowVectors.push_back(sb.create<vector::LoadOp>(
-              pairVector, weightPairs, ValueRange{s, indexConstant(sb, 2 * r * lanes)}));
+              pairVector, weightPairs, ValueRange{s, indexConstant(sb, 2 * r * kPairLanes)}));
         for (int64_t c = 0; c < n; ++c)
           elements.push_back(loadBf16Pair(sb, keyPairs, {s, indexConstant(sb, 2 * (c0 + c))}));
         return std::pair(rowVectors, elements);
@@ -193,20 +201,19 @@ void accumulateColumnsOfBlockInPairs(ImplicitLocOpBuilder& b, Value acc, ArrayRe
 }
 
 void packWeightPairs(ImplicitLocOpBuilder& b, Value weights, Value begin, Value end, Value dst) {
-  constexpr int64_t lanes = 16;
   auto weightsType = cast<MemRefType>(weights.getType());
-  const int64_t vectors = weightsType.getDimSize(1) / lanes;
-  auto vector = VectorType::get({lanes}, b.getF32Type());
-  Value two = indexConstant(b, 2);
+  const int64_t vectors = weightsType.getDimSize(1) / kPairLanes;
+  auto vector = VectorType::get({kPairLanes}, b.getF32Type());
   Value lastKey = indexConstant(b, weightsType.getDimSize(0) - 1);
-  Value zero = f32Splat(b, lanes, 0);
+  Value zero = f32Splat(b, kPairLanes, 0);
   // Lanes (w[2 s, i], w[2 s + 1, i]): the two rounded vectors interleaved.
   SmallVector<int64_t> interleave;
-  for (int64_t i = 0; i < lanes; ++i)
-    interleave.append({i, lanes + i});
-  forRange(b, b.create<arith::DivUIOp>(begin, two), b.create<arith::CeilDivUIOp>(end, two),
+  for (int64_t i = 0; i < kPairLanes; ++i)
+    interleave.append({i, kPairLanes + i});
+  auto [firstPair, endPair] = keyPairRange(b, begin, end);
+  forRange(b, firstPair, endPair,
            [&](ImplicitLocOpBuilder& sb, Value s) {
-             Value low = sb.create<arith::MulIOp>(s, two);
+             Value low = sb.create<arith::MulIOp>(s, indexConstant(sb, 2));
              Value high = sb.create<arith::AddIOp>(low, indexConstant(sb, 1));
              auto keyWeights = [&](Value key, int64_t r) {
                Value inside = sb.create<arith::AndIOp>(
@@ -215,13 +222,14 @@ void packWeightPairs(ImplicitLocOpBuilder& b, Value weights, Value begin, Value 
                Value row =
                    sb.create<vector::LoadOp>(vector, weights,
                                              ValueRange{sb.create<arith::MinUIOp>(key, lastKey),
-                                                        indexConstant(sb, r * lanes)});
+                                                        indexConstant(sb, r * kPairLanes)});
                return roundToBf16(sb, sb.create<arith::SelectOp>(inside, row, zero));
              };
              for (int64_t r = 0; r < vectors; ++r)
                sb.create<vector::StoreOp>(sb.create<vector::ShuffleOp>(
                                               keyWeights(low, r), keyWeights(high, r), interleave),
-                                          dst, ValueRange{s, indexConstant(sb, 2 * r * lanes)});
+                                          dst,
+                                          ValueRange{s, indexConstant(sb, 2 * r * kPairLanes)});
            });
 }
 

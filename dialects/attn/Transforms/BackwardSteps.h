@@ -2,8 +2,9 @@
 //
 // The steps LowerBackward.cpp assembles its tasks from: key loops, the register tiles that
 // accumulate dK, dV and dQ, and the copies between a task's stack buffers and the tensors.
-// Every accumulation adds its terms one fused multiply-add at a time in ascending key (or
-// row) order, so a gradient's value does not depend on how the loops are split.
+// Every accumulation adds its terms in ascending key (or row) order, one fused multiply-add at
+// a time, or with bf16 pairs one vdpbf16ps per pair of keys (or rows) that the tiling fixes, so
+// a gradient's value is the same for any thread count and run.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_BACKWARDSTEPS_H
@@ -42,10 +43,11 @@ void accumulateColumnsOfBlock(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
                               mlir::Value begin, mlir::Value end);
 // The same sum as vdpbf16ps over pairs of keys: weightPairs [block / 2, 2 rows] (bf16, pairs of
 // keys along the rows: packWeightPairs) against keyPairs [block / 2, 2 d] (the block's key rows
-// in pairs along the rows, copyRowsInPairs), 16 rows in a vector.
+// in pairs along the rows, copyRowsInPairs), 16 rows in a vector. A key of a pair outside
+// [begin, end) has weight 0, against its row in keyPairs (0 past the block's keys).
 void accumulateColumnsOfBlockInPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
                                      mlir::ArrayRef<mlir::Value> prefix, mlir::Value first,
-                                     mlir::Value weightPairs, int64_t vectors, mlir::Value keyPairs,
+                                     mlir::Value weightPairs, mlir::Value keyPairs,
                                      mlir::Value begin, mlir::Value end);
 
 // dst[s, 2 i + u] = weights[2 s + u, i] rounded to bf16 for the keys 2 s + u in [begin, end),

@@ -331,7 +331,7 @@ void BackwardLowering::accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBl
   }
   packWeightPairs(ib, buffers.grads, begin, end, buffers.gradPairs);
   accumulateColumnsOfBlockInPairs(ib, queryGrad, {slot, head}, row, buffers.gradPairs,
-                                  queries.vectors(), buffers.keyPairs, begin, end);
+                                  buffers.keyPairs, begin, end);
 }
 
 void BackwardLowering::emitChunkTasks() {

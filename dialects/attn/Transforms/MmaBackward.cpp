@@ -4,9 +4,10 @@
 // is written by one thread, from terms it adds in ascending order; no atomics. Two kernels on
 // m16n8k16 MMAs (f16 or bf16 operands, f32 accumulators), 16 rows per warp:
 //
-//   the dQ kernel, a block per (`rows` query rows, batch, head), as the forward's one-pass
-//   kernel: D_i = rowsum(dO ∘ O)_i (kept in workspace for the next kernel), then for each
-//   block of `keyBlock` keys the masks can keep, K and V tiles in shared memory:
+//   the dQ kernel, a block per (`rows` query rows, batch, head) (but see a bias's gradient
+//   below), as the forward's one-pass kernel: D_i = rowsum(dO ∘ O)_i (kept in workspace for the
+//   next kernel), then for each block of `keyBlock` keys the masks can keep, K and V tiles in
+//   shared memory:
 //     S  = Q K^T,  x = scale S,  P = exp(terms(x) - lse)
 //     dP = dO V^T                      dO's A fragments stay in registers, like Q's
 //     G  = scale P (Z dP - D) score_grad(x)      (Z dropout's factor; the gradient of q.k)
@@ -25,7 +26,9 @@
 // place by the dQ kernel, whose blocks then run over the gradient's own (b', h') and loop, in
 // order, over the (b, h) that broadcast onto them: each block zeroes its rows of the gradient
 // and adds dS_ij = p_ij (z_ij dP_ij - D_i) times score_mod's partial at each kept score. One
-// block owns each element, and its adds are ordered by the barriers between key tiles.
+// block owns each element, and its adds are ordered by the barriers between key tiles. The
+// price: a bias broadcast over both leaves ceil(Tq / rows) blocks, each running B H (b, h) in
+// turn; and each add rounds to the gradient's type (as the CPU lowering's do).
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
@@ -65,10 +68,16 @@ private:
   // d_k and d_v) and, with `rowStats`, two f32 vectors of `block`; the builder at its body's
   // start, where the block's tile and pair are `tileIndex` and `pairIndex`.
   gpu::LaunchOp launch(ImplicitLocOpBuilder& b, Value tiles, Value pairs, bool rowStats);
+  // The dQ kernel: a block per (query tile, b, h), or with a direct gradient per (query tile,
+  // b', h') of its extents, looping over the (b, h) that read it.
   void emitQueryKernel(ImplicitLocOpBuilder& b);
   // The dQ kernel's work for the block's `rows` query rows from `rowBase` of (batchIndex,
   // headIndex): D, then dQ over the kept keys (and the direct gradient's terms).
   void emitQueryRows(ImplicitLocOpBuilder& b, Value batchIndex, Value headIndex, Value rowBase);
+  // The block's query rows below Tq: min(rows, Tq - rowBase).
+  Value rowCount(ImplicitLocOpBuilder& b, Value rowBase) {
+    return b.create<arith::MinUIOp>(c(b, rows), b.create<arith::SubIOp>(op.getSeqQ(), rowBase));
+  }
   void emitKeyKernel(ImplicitLocOpBuilder& b);
   void emitSinkGradients(ImplicitLocOpBuilder& b);
 
@@ -259,9 +268,7 @@ bool BackwardMma::hasDirectGradient() {
 }
 
 void BackwardMma::zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase) {
-  Value count =
-      b.create<arith::MinUIOp>(c(b, rows), b.create<arith::SubIOp>(op.getSeqQ(), rowBase));
-  Value elements = b.create<arith::MulIOp>(count, seqK);
+  Value elements = b.create<arith::MulIOp>(rowCount(b, rowBase), seqK);
   auto loop = b.create<scf::ForOp>(tid, elements, c(b, warps * kWarpSize));
   {
     OpBuilder::InsertionGuard guard(b);
@@ -276,8 +283,11 @@ void BackwardMma::zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase) {
 
 void BackwardMma::addDirectTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys,
                                  Value valid) {
-  // Every read of the tensor adds its partial: the term is their sum times dS.
+  // Every read targets the one gradient (hasDirectGradient) and adds its partial: the term is
+  // their sum times dS. With no read (score_mod reads no bias) the zeros stand.
   SmallVector<Value> reads = terms[0]->auxGradients(b, grads.raw, positions, keys);
+  if (reads.empty())
+    return;
   const int64_t rank = cast<MemRefType>(directGrad.getType()).getRank();
   Value partials;
   for (size_t next = rank; next < reads.size(); next += rank + 1)
@@ -377,8 +387,7 @@ void BackwardMma::emitQueryRows(ImplicitLocOpBuilder& b, Value batchIndex, Value
         op.getLse(), ValueRange{batch, head, b.create<arith::MinUIOp>(myRows[r], lastRow)});
     deltas[r] = rowDelta(b, r, myRows[r]);
   }
-  Value count = b.create<arith::MinUIOp>(c(b, rows), b.create<arith::SubIOp>(seqQ, rowBase));
-  auto [lo, hi] = keptKeys(b, head, rowBase, count, c(b, 0), seqK);
+  auto [lo, hi] = keptKeys(b, head, rowBase, rowCount(b, rowBase), c(b, 0), seqK);
   SmallVector<Value> dq = queryKeyLoop(b, lo, hi, gradFrags, rowsVector(b, lse[0], lse[1], cType),
                                        rowsVector(b, deltas[0], deltas[1], cType));
   storeRows(b, dq, gradQuery, head, myRows, seqQ);

@@ -168,8 +168,8 @@ std::span<const Coverage> MlirBackend::coverage() const {
     }
     // The backward entry (BackwardKernel.h): dq, dk and dv of sdpa, score_mod's derivative
     // taken by the compiler; on CPUs in f32 (LowerBackward.cpp), with mha's projections
-    // (ProjectionsBackward.h); on CUDA on tensor cores (MmaBackward.cpp), sdpa's. Listed beside
-    // each device's row.
+    // (ProjectionsBackward.h); on CUDA on tensor cores (MmaBackward.cpp, MatmulMma.cpp). Listed
+    // beside each device's row.
     const std::vector<MaskKind> allMasks = {
         MaskKind::Causal,  MaskKind::Padding,     MaskKind::Window,
         MaskKind::Tensor,  MaskKind::Global,      MaskKind::Strided,
@@ -194,19 +194,21 @@ std::span<const Coverage> MlirBackend::coverage() const {
                  "x86-avx512-bf16 family; f16, mha (its heads in f32), and bf16 elsewhere, "
                  "widened to f32"});
     rows.push_back({Device::Cuda,
-                    {Variant::Sdpa},
+                    {Variant::Sdpa, Variant::Mha},
                     allMasks,
                     backwardModifiers,
                     {Output::O, Output::Lse, Output::Backward},
                     {DType::F16, DType::BF16},
                     allMasks,
-                    "the CUDA backward runs on tensor cores only: sdpa in f16 or bf16 with head "
-                    "dims multiples of 16, without a float aux tensor's gradient (a bias's is "
-                    "summed in place)",
+                    "the CUDA backward runs on tensor cores only: sdpa and mha in f16 or bf16 "
+                    "with head dims multiples of 16, without a float aux tensor's gradient (a "
+                    "bias's is summed in place)",
                     "",
                     "tensor cores (mma.sync): dQ's kernel recomputes S and dP beside dK's and "
                     "dV's, so no atomics; the bias's gradient summed in place by dQ's kernel, "
-                    "a block per row tile of the bias's own [B or 1, H or 1]"});
+                    "a block per row tile of the bias's own [B or 1, H or 1]; mha's "
+                    "projections recomputed and taken back as TF32 products, the weights' "
+                    "gradients summed over the batch in order"});
     return rows;
   }();
   return rows;

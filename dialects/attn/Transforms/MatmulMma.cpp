@@ -10,6 +10,9 @@
 //     out's rows and columns, the batch's extent (limit) and, under causal, each row's diagonal
 //   acc += lhs rhs             mma.sync m16n8k8 .tf32, f32 accumulators, 4 steps of 8 a stage
 //
+// With batch_sum (the backward's weight gradients, out [1, H, R, C]) a block's stages run over
+// every batch entry in order into the same accumulators: each element one thread's ordered sum.
+//
 // TF32 keeps 10 bits of mantissa: f16 and bf16 operands exactly; f32 ones (workspaces such as
 // the attention's output before W_O, linear attention's feature rows, lhs plus mha's sinusoid)
 // rounded to nearest, 2^-11 relative: f16's own rounding, 8 times below bf16's, and far below
@@ -62,6 +65,9 @@ private:
   void stageLhs(Builder& b, Value first, Value extent);
   void stageRhs(Builder& b, Value first, Value extent);
   SmallVector<Value> multiplyStage(Builder& b, ValueRange acc);
+  // acc after the stages of the contraction's `extent` steps of the factors' batch entries
+  // lhsBatch and rhsBatch.
+  SmallVector<Value> multiplyStages(Builder& b, Value extent, ValueRange acc);
   void write(Builder& b, ArrayRef<Value> acc);
   Value c(Builder& b, int64_t v) { return indexConstant(b, v); }
   Value add(Builder& b, Value x, int64_t v) { return b.create<arith::AddIOp>(x, c(b, v)); }
@@ -234,13 +240,26 @@ void MatmulMma::emit(Builder& b) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   placeBlock(b, launch);
-  Value extent = operands.extent(b, batch, b.create<arith::MinUIOp>(add(b, firstRow, kTile), rows));
+  Value rowEnd = b.create<arith::MinUIOp>(add(b, firstRow, kTile), rows);
   auto type = VectorType::get({2, 2}, b.getF32Type());
   SmallVector<Value> zeros(
       kRowFragments * kColumnFragments,
       b.create<arith::ConstantOp>(DenseElementsAttr::get(type, b.getF32FloatAttr(0))));
+  if (!operands.op.getBatchSum()) {
+    write(b, multiplyStages(b, operands.extent(b, batch, rowEnd), zeros));
+  } else { // the factors' batch entries in order (their batches are equal: the verifier's)
+    write(b, foldRange(b, c(b, 0), b.create<memref::DimOp>(operands.lhs, 0), zeros,
+                       [&](Builder& bb, Value entry, ValueRange carried) {
+                         lhsBatch = rhsBatch = entry;
+                         return multiplyStages(bb, operands.extent(bb, entry, rowEnd), carried);
+                       }));
+  }
+  b.create<gpu::TerminatorOp>();
+}
+
+SmallVector<Value> MatmulMma::multiplyStages(Builder& b, Value extent, ValueRange acc) {
   auto stages =
-      b.create<scf::ForOp>(c(b, 0), extent, c(b, kStage), zeros,
+      b.create<scf::ForOp>(c(b, 0), extent, c(b, kStage), acc,
                            [&](OpBuilder& nested, Location loc, Value first, ValueRange carried) {
                              Builder sb(loc, nested);
                              sb.create<gpu::BarrierOp>(); // the last stage's fragments are read
@@ -249,15 +268,12 @@ void MatmulMma::emit(Builder& b) {
                              sb.create<gpu::BarrierOp>();
                              sb.create<scf::YieldOp>(multiplyStage(sb, carried));
                            });
-  write(b, SmallVector<Value>(stages.getResults()));
-  b.create<gpu::TerminatorOp>();
+  return stages.getResults();
 }
 
 } // namespace
 
 LogicalResult lowerMatmulToMma(RewriterBase& rewriter, MatmulOp op) {
-  if (op.getBatchSum()) // only the CPU backward's weight gradients take it
-    return op.emitOpError() << "batch_sum has no tensor-core lowering; lower_matmuls has one";
   rewriter.setInsertionPoint(op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   MatmulMma(op).emit(b);

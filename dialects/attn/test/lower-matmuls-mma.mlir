@@ -5,7 +5,7 @@
 // and under causal the tile's last row): a barrier, both tiles staged as TF32 (zero outside:
 // selected after a clamped read, lhs past each row's diagonal), a barrier, then 4 steps of 2 x 4
 // m16n8k8 TF32 MMAs per warp; the C fragments are written where inside out, onto out's
-// elements with accumulate.
+// elements with accumulate. Then the sinusoid, and a weight gradient (batch_sum).
 
 // CHECK-LABEL: func.func @project_mma
 // CHECK-SAME: (%[[X:.*]]: memref<?x4x?x24xbf16>, %[[W:.*]]: memref<1x2x24x72xbf16>, %[[OUT:.*]]: memref<?x4x?x72xf32>, %[[LIMIT:.*]]: memref<?xi32>)
@@ -72,6 +72,27 @@ func.func @project_mma_sinusoid(%x: memref<?x1x?x32xf32>, %w: memref<1x2x32x16xb
                                 %out: memref<?x6x?x16xf16>, %offset: index) {
   attn.matmul %x, %w into %out sinusoid %offset
       : memref<?x1x?x32xf32>, memref<1x2x32x16xbf16>, memref<?x6x?x16xf16>
+  return
+}
+
+// The backward's weight gradient, X^T dY summed over (b, t) (lhs_transposed, batch_sum): a
+// block per tile of out's 24 x 40 (its batch 1), whose stages run inside a loop over the
+// factors' batch entries, in order, before its one write.
+// CHECK-LABEL: func.func @weight_gradient_mma
+// CHECK-SAME: (%[[X:.*]]: memref<?x1x?x24xf32>, %[[DY:.*]]: memref<?x1x?x40xf32>, %[[OUT:.*]]: memref<1x1x24x40xf32>)
+// CHECK: gpu.launch
+// CHECK:   %[[B:.*]] = memref.dim %[[X]], %c0
+// CHECK:   scf.for %[[ENTRY:.*]] = %c0 to %[[B]] step %c1 iter_args
+// CHECK:     scf.for %{{.*}} = %c0 to %{{.*}} step %c32 iter_args
+// CHECK:       memref.load %[[X]][%[[ENTRY]], %c0,
+// CHECK:       memref.load %[[DY]][%[[ENTRY]], %c0,
+// CHECK:       nvgpu.mma.sync
+// CHECK:   scf.if
+// CHECK:     memref.store %{{.*}}, %[[OUT]]
+func.func @weight_gradient_mma(%x: memref<?x1x?x24xf32>, %dy: memref<?x1x?x40xf32>,
+                               %out: memref<1x1x24x40xf32>) {
+  attn.matmul %x, %dy into %out {lhs_transposed, batch_sum}
+      : memref<?x1x?x24xf32>, memref<?x1x?x40xf32>, memref<1x1x24x40xf32>
   return
 }
 

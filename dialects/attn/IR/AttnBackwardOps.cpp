@@ -1,4 +1,4 @@
-//===- AttnBackwardOps.cpp - the verifier of attn.backward ---------------------===//
+//===- AttnBackwardOps.cpp - the verifier of attn.backward, its domain clones ---===//
 #include "attn/IR/AttnOps.h"
 #include "attn/IR/ScoreAttrs.h"
 
@@ -15,6 +15,15 @@ bool sameDims(MemRefType a, MemRefType b, ArrayRef<unsigned> dims) {
 }
 
 } // namespace
+
+BackwardOp BackwardOp::cloneOverDomain(OpBuilder& b, ValueRange offsets, ValueRange sizes) {
+  OpBuilder plain(b.getContext());
+  plain.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+  auto clone = cast<BackwardOp>(plain.clone(*getOperation()));
+  clone.getOffsetsMutable().assign(offsets);
+  clone.getSizesMutable().assign(sizes);
+  return clone;
+}
 
 LogicalResult BackwardOp::verify() {
   if (getOffsets().size() != 4 || getSizes().size() != 4)

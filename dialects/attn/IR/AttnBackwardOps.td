@@ -100,6 +100,12 @@ def Attn_BackwardOp : Attn_Op<"backward", [AttrSizedOperandSegments, Attn_ScoreO
     ::mlir::TypedValue<::mlir::MemRefType> getKeyScale() { return {}; }
     ::mlir::TypedValue<::mlir::MemRefType> getScoreWeights() { return {}; }
 
+    // A clone over the domain [offsets, offsets + sizes), made at `b`'s insertion point but
+    // outside any listener, so that a rewrite does not see it: a marker the lowerings read a
+    // tile's masks and terms from (KeyRange, ScoreTerms). The caller erases it.
+    BackwardOp cloneOverDomain(::mlir::OpBuilder& b, ::mlir::ValueRange offsets,
+                               ::mlir::ValueRange sizes);
+
   private:
     ::mlir::LogicalResult verifyAuxGradients();
   public:

@@ -74,6 +74,22 @@ void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
                        });
 }
 
+void forEachIndex(ImplicitLocOpBuilder& b, ArrayRef<Value> lower, ArrayRef<Value> upper,
+                  const std::function<void(ImplicitLocOpBuilder&, ArrayRef<Value>)>& body) {
+  SmallVector<Value> indices;
+  std::function<void(ImplicitLocOpBuilder&)> loops = [&](ImplicitLocOpBuilder& lb) {
+    const size_t d = indices.size();
+    if (d == lower.size())
+      return body(lb, indices);
+    forRange(lb, lower[d], upper[d], [&](ImplicitLocOpBuilder& ib, Value i) {
+      indices.push_back(i);
+      loops(ib);
+      indices.pop_back();
+    });
+  };
+  loops(b);
+}
+
 SmallVector<Value>
 foldRange(ImplicitLocOpBuilder& b, Value lower, Value upper, ValueRange init,
           function_ref<SmallVector<Value>(ImplicitLocOpBuilder&, Value, ValueRange)> body) {

@@ -60,6 +60,13 @@ llvm::SmallVector<mlir::Value> transposeLanes(mlir::ImplicitLocOpBuilder& b,
 void forRange(mlir::ImplicitLocOpBuilder& b, mlir::Value lower, mlir::Value upper,
               const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value)>& body);
 
+// body(i_0, ..., i_n-1) for every index of the box [lower, upper), as nested scf.for loops,
+// the last dimension innermost.
+void forEachIndex(
+    mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> lower,
+    mlir::ArrayRef<mlir::Value> upper,
+    const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::ArrayRef<mlir::Value>)>& body);
+
 // for (i = lower; i < upper; ++i) carried = body(i, carried), from `init`, as scf.for: the
 // carried values after the last iteration.
 llvm::SmallVector<mlir::Value>

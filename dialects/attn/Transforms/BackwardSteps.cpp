@@ -97,14 +97,12 @@ void forKeyGroups(ImplicitLocOpBuilder& b, Value lo, Value hi, int64_t unroll,
 
 void zeroBuffer(ImplicitLocOpBuilder& b, Value buffer) {
   auto type = cast<MemRefType>(buffer.getType());
-  Value zero = f32Constant(b, 0);
-  forRange(b, indexConstant(b, 0), indexConstant(b, type.getDimSize(0)),
-           [&](ImplicitLocOpBuilder& rb, Value i) {
-             forRange(rb, indexConstant(rb, 0), indexConstant(rb, type.getDimSize(1)),
-                      [&](ImplicitLocOpBuilder& cb, Value c) {
-                        cb.create<memref::StoreOp>(zero, buffer, ValueRange{i, c});
-                      });
-           });
+  Value zero = indexConstant(b, 0);
+  forEachIndex(b, {zero, zero},
+               {indexConstant(b, type.getDimSize(0)), indexConstant(b, type.getDimSize(1))},
+               [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> at) {
+                 eb.create<memref::StoreOp>(f32Constant(eb, 0), buffer, at);
+               });
 }
 
 // A step r of the sum: rowsOf's row r (f32), or its pair of rows 2 r and 2 r + 1 (bf16, twice

@@ -26,13 +26,10 @@ BackwardTile::BackwardTile(ImplicitLocOpBuilder& b, BackwardOp op, Value batch, 
     : batch(batch), head(head), firstRow(firstRow), count(count), delta(delta), buffers(buffers),
       rows(rows), lanes(options.vectorWidth), vectorCount(rows / options.vectorWidth),
       dot(options.dot) {
-  // A clone outside any listener: a marker of the tile's domain, erased with the tile.
-  OpBuilder plain(b.getContext());
-  plain.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
-  taskOp = cast<BackwardOp>(plain.clone(*op));
+  // A marker of the tile's domain, erased with the tile.
   Value one = indexConstant(b, 1);
-  taskOp.getOffsetsMutable().assign({batch, head, firstRow, op.getOffsets()[3]});
-  taskOp.getSizesMutable().assign({one, one, count, op.getSizes()[3]});
+  taskOp = op.cloneOverDomain(b, {batch, head, firstRow, op.getOffsets()[3]},
+                              {one, one, count, op.getSizes()[3]});
   kvHead = ScoreTerms::kvHeadOf(b, taskOp, head);
   terms.emplace(b, taskOp, batch, head);
   Value off = ScoreTerms::positionOffset(b, taskOp);

@@ -382,18 +382,14 @@ void BackwardLowering::zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, V
   // The copy starts at 0 for the group's heads: its rows are this pair's alone.
   const int64_t group = op.getNumHeads() / keyHeads();
   Value firstHead = pb.create<arith::MulIOp>(kvHead, indexConstant(pb, group));
-  Value width = pb.create<memref::DimOp>(queryGrad, 3);
-  forRange(pb, firstHead, pb.create<arith::AddIOp>(firstHead, indexConstant(pb, group)),
-           [&](ImplicitLocOpBuilder& hb, Value head) {
-             forRange(hb, indexConstant(hb, 0), indexConstant(hb, dk()),
-                      [&](ImplicitLocOpBuilder& cb, Value c) {
-                        forRange(cb, indexConstant(cb, 0), width,
-                                 [&](ImplicitLocOpBuilder& rb, Value r) {
-                                   rb.create<memref::StoreOp>(f32Constant(rb, 0), queryGrad,
-                                                              ValueRange{slot, head, c, r});
-                                 });
-                      });
-           });
+  Value zero = indexConstant(pb, 0);
+  forEachIndex(pb, {firstHead, zero, zero},
+               {pb.create<arith::AddIOp>(firstHead, indexConstant(pb, group)),
+                indexConstant(pb, dk()), pb.create<memref::DimOp>(queryGrad, 3)},
+               [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> at) {
+                 eb.create<memref::StoreOp>(f32Constant(eb, 0), queryGrad,
+                                            ValueRange{slot, at[0], at[1], at[2]});
+               });
 }
 
 void BackwardLowering::zeroDirectGradients(ImplicitLocOpBuilder& tb, Value firstKey, Value endKey) {
@@ -401,16 +397,12 @@ void BackwardLowering::zeroDirectGradients(ImplicitLocOpBuilder& tb, Value first
   for (int64_t k : op.getAuxGradDirect().value_or(ArrayRef<int64_t>{})) {
     Value grad = op.getAuxGrads()[k];
     const SmallVector<Value> dims = auxDims(tb, k);
-    Value end = tb.create<arith::MinUIOp>(endKey, dims[3]);
-    forRange(tb, indexConstant(tb, 0), dims[0], [&](ImplicitLocOpBuilder& b0, Value i0) {
-      forRange(b0, indexConstant(b0, 0), dims[1], [&](ImplicitLocOpBuilder& b1, Value i1) {
-        forRange(b1, indexConstant(b1, 0), dims[2], [&](ImplicitLocOpBuilder& b2, Value i2) {
-          forRange(b2, firstKey, end, [&](ImplicitLocOpBuilder& b3, Value i3) {
-            storeF32(b3, f32Constant(b3, 0), grad, {i0, i1, i2, i3});
-          });
-        });
-      });
-    });
+    Value zero = indexConstant(tb, 0);
+    forEachIndex(tb, {zero, zero, zero, firstKey},
+                 {dims[0], dims[1], dims[2], tb.create<arith::MinUIOp>(endKey, dims[3])},
+                 [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> element) {
+                   storeF32(eb, f32Constant(eb, 0), grad, element);
+                 });
   }
 }
 

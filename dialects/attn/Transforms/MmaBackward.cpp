@@ -224,13 +224,10 @@ Value BackwardMma::rowDelta(ImplicitLocOpBuilder& b, int64_t r, Value row) {
 
 std::pair<Value, Value> BackwardMma::keptKeys(ImplicitLocOpBuilder& b, Value head, Value firstRow,
                                               Value count, Value firstKey, Value endKey) {
-  // A clone outside any listener: a marker of the domain, erased once read.
-  OpBuilder plain(b.getContext());
-  plain.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
-  auto narrowed = cast<BackwardOp>(plain.clone(*op));
-  narrowed.getOffsetsMutable().assign({batch, head, firstRow, firstKey});
-  narrowed.getSizesMutable().assign(
-      {c(b, 1), c(b, 1), count, b.create<arith::SubIOp>(endKey, firstKey)});
+  // A marker of the domain, erased once read.
+  BackwardOp narrowed =
+      op.cloneOverDomain(b, {batch, head, firstRow, firstKey},
+                         {c(b, 1), c(b, 1), count, b.create<arith::SubIOp>(endKey, firstKey)});
   std::pair<Value, Value> range = keptKeyRange(b, narrowed);
   narrowed->erase();
   return range;

@@ -100,7 +100,7 @@ CASES = [
 # and dV, on odd shapes against the f64 reference's gradients where a GPU is: GQA and MQA,
 # causal both ways, padding, a window, ALiBi and softcap (score_mod's derivative), dropout
 # regenerated, sinks, RoPE taken back, a block-sparse layout, bshd, d 128 and 80, a bias's
-# gradient, mha's projections (GQA; the sinusoid, padding).
+# gradient, mha's projections (GQA with RoPE; the sinusoid, padding).
 BACKWARD_CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal lse=true backward=true dtype=f16",
     "heads=2 d_k=128 mask=padding+causal causal_align=top_left lse=true backward=true dtype=bf16",
@@ -114,8 +114,8 @@ BACKWARD_CASES = [
     "heads=3 d_k=80 d_v=48 mask=causal lse=true backward=true dtype=f16 layout=bshd",
     "heads=4 kv_heads=2 d_k=64 mask=causal bias=true softcap=20 lse=true backward=true "
     "dtype=f16",
-    "variant=mha heads=4 kv_heads=2 d_k=16 d_model=24 mask=causal lse=true backward=true "
-    "dtype=f16",
+    "variant=mha heads=4 kv_heads=2 d_k=16 d_model=24 mask=causal rope=true lse=true "
+    "backward=true dtype=f16",
     "variant=mha heads=2 d_k=32 d_model=40 pe=sinusoidal mask=padding lse=true backward=true "
     "dtype=bf16",
     'heads=2 d_k=64 aux="doc:i32[B,Tk]" lse=true backward=true dtype=f16 '
@@ -137,8 +137,8 @@ BACKWARD_BIAS_CASES = [
 # The kernels of a backward case's PTX: the forward's 6 and the backward's 2, with RoPE 2
 # rotations in each and 2 transposed ones in the backward, with sinks a task loop of their
 # gradients; mha's forward adds its 4 products, and its backward recomputes the projections
-# and the attention (3 + 6), forms dO_a and grad_w_o (2) and the inputs' and weights' gradients
-# (6).
+# and the attention (3 + 6, and its 2 rotations), forms dO_a and grad_w_o (2) and the inputs'
+# and weights' gradients (6).
 BACKWARD_SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("1", "1", "40"), ("1", "70", "70")]
 
 
@@ -146,7 +146,7 @@ def backward_entries(spec):
     rope = "rope=true" in spec
     mha = variant_of(spec)[0] == "mha"
     forward = 6 + (2 if rope else 0) + (PRODUCTS["mha"] if mha else 0)
-    projections = 3 + 6 + 2 + 6 if mha else 0
+    projections = 3 + 6 + (2 if rope else 0) + 2 + 6 if mha else 0
     return forward, 2 + (4 if rope else 0) + (1 if "sinks=true" in spec else 0) + projections
 
 

@@ -6,6 +6,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cassert>
+
 using namespace mlir;
 
 namespace attnc::attn {
@@ -76,6 +78,7 @@ void forRange(ImplicitLocOpBuilder& b, Value lower, Value upper,
 
 void forEachIndex(ImplicitLocOpBuilder& b, ArrayRef<Value> lower, ArrayRef<Value> upper,
                   const std::function<void(ImplicitLocOpBuilder&, ArrayRef<Value>)>& body) {
+  assert(lower.size() == upper.size() && "a box needs a lower and an upper bound per dimension");
   SmallVector<Value> indices;
   std::function<void(ImplicitLocOpBuilder&)> loops = [&](ImplicitLocOpBuilder& lb) {
     const size_t d = indices.size();

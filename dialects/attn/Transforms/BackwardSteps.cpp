@@ -97,8 +97,8 @@ void forKeyGroups(ImplicitLocOpBuilder& b, Value lo, Value hi, int64_t unroll,
 
 void zeroBuffer(ImplicitLocOpBuilder& b, Value buffer) {
   auto type = cast<MemRefType>(buffer.getType());
-  Value zero = indexConstant(b, 0);
-  forEachIndex(b, {zero, zero},
+  Value origin = indexConstant(b, 0);
+  forEachIndex(b, {origin, origin},
                {indexConstant(b, type.getDimSize(0)), indexConstant(b, type.getDimSize(1))},
                [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> at) {
                  eb.create<memref::StoreOp>(f32Constant(eb, 0), buffer, at);

@@ -118,6 +118,23 @@ Value dotBf16Pairs(ImplicitLocOpBuilder& b, Value acc, Value a, Value bPairs) {
       .getResult(0);
 }
 
+// vcvtne2ps2bf16 rounds both to nearest even in one instruction (every target of paired
+// products has AVX512-BF16; arith.truncf becomes integer ops, attn-lower-to-llvm expands bf16
+// for CPUs without it), giving [even, odd] as halves; one vpermw interleaves them.
+Value roundToBf16Pairs(ImplicitLocOpBuilder& b, Value even, Value odd) {
+  const int64_t lanes = cast<VectorType>(even.getType()).getNumElements();
+  auto pairs = VectorType::get({2 * lanes}, b.getBF16Type());
+  auto noFastMath = LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::none);
+  Value halves = b.create<LLVM::CallIntrinsicOp>(
+                      pairs, b.getStringAttr("llvm.x86.avx512bf16.cvtne2ps2bf16.512"),
+                      ValueRange{odd, even}, noFastMath)
+                     .getResult(0);
+  SmallVector<int64_t> interleaved;
+  for (int64_t l = 0; l < lanes; ++l)
+    interleaved.append({l, lanes + l});
+  return b.create<vector::ShuffleOp>(halves, halves, interleaved);
+}
+
 Value roundToBf16(ImplicitLocOpBuilder& b, Value vector) {
   auto noFastMath = LLVM::FastmathFlagsAttr::get(b.getContext(), LLVM::FastmathFlags::none);
   auto type =

@@ -78,6 +78,9 @@ mlir::Value loadBf16Alone(mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
                           mlir::ValueRange indices);
 // A vector of 16 f32 rounded to bf16 (to nearest even, vcvtneps2bf16).
 mlir::Value roundToBf16(mlir::ImplicitLocOpBuilder& b, mlir::Value vector);
+// Two vectors of 16 f32 rounded to bf16 and interleaved into 16 pairs (even[l], odd[l]): one
+// vcvtne2ps2bf16 and one vpermw.
+mlir::Value roundToBf16Pairs(mlir::ImplicitLocOpBuilder& b, mlir::Value even, mlir::Value odd);
 // An i32 pair in every lane of a vector of 2 x lanes bf16.
 mlir::Value broadcastBf16Pair(mlir::ImplicitLocOpBuilder& b, mlir::Value pair, int64_t lanes);
 

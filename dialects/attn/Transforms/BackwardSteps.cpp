@@ -204,10 +204,6 @@ void packWeightPairs(ImplicitLocOpBuilder& b, Value weights, Value begin, Value 
   auto vector = VectorType::get({kPairLanes}, b.getF32Type());
   Value lastKey = indexConstant(b, weightsType.getDimSize(0) - 1);
   Value zero = f32Splat(b, kPairLanes, 0);
-  // Lanes (w[2 s, i], w[2 s + 1, i]): the two rounded vectors interleaved.
-  SmallVector<int64_t> interleave;
-  for (int64_t i = 0; i < kPairLanes; ++i)
-    interleave.append({i, kPairLanes + i});
   auto [firstPair, endPair] = keyPairRange(b, begin, end);
   forRange(b, firstPair, endPair,
            [&](ImplicitLocOpBuilder& sb, Value s) {
@@ -221,13 +217,13 @@ void packWeightPairs(ImplicitLocOpBuilder& b, Value weights, Value begin, Value 
                    sb.create<vector::LoadOp>(vector, weights,
                                              ValueRange{sb.create<arith::MinUIOp>(key, lastKey),
                                                         indexConstant(sb, r * kPairLanes)});
-               return roundToBf16(sb, sb.create<arith::SelectOp>(inside, row, zero));
+               return sb.create<arith::SelectOp>(inside, row, zero).getResult();
              };
+             // Lanes (w[2 s, i], w[2 s + 1, i]).
              for (int64_t r = 0; r < vectors; ++r)
-               sb.create<vector::StoreOp>(sb.create<vector::ShuffleOp>(
-                                              keyWeights(low, r), keyWeights(high, r), interleave),
-                                          dst,
-                                          ValueRange{s, indexConstant(sb, 2 * r * kPairLanes)});
+               sb.create<vector::StoreOp>(
+                   roundToBf16Pairs(sb, keyWeights(low, r), keyWeights(high, r)), dst,
+                   ValueRange{s, indexConstant(sb, 2 * r * kPairLanes)});
            });
 }
 

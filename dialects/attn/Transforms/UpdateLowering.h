@@ -159,8 +159,6 @@ private:
                        bool wholeBlock);
   // rescale: an i1, whether any row's alpha differs from 1.
   void emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value rescale);
-  // Two f32 vectors of the same 16 query rows as one row of bf16 pairs (even[l], odd[l]).
-  static Value pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd);
 
   ImplicitLocOpBuilder& b;
   OnlineUpdateOp op;

@@ -8,7 +8,6 @@
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/UpdateLowering.h"
 #include "mlir/Dialect/AMX/AMXDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -77,8 +76,8 @@ void UpdateLowering::emitExpAndPairs(ArrayRef<Value> offsets, SmallVector<Value>
           }
         }
         for (int64_t r = 0; r < vectors; ++r)
-          ib.create<vector::StoreOp>(pairRows(ib, probabilities[0][r], probabilities[1][r]), pairs,
-                                     ValueRange{p, indexConstant(ib, r * 2 * lanes)});
+          ib.create<vector::StoreOp>(roundToBf16Pairs(ib, probabilities[0][r], probabilities[1][r]),
+                                     pairs, ValueRange{p, indexConstant(ib, r * 2 * lanes)});
         ib.create<scf::YieldOp>(next);
       });
   sum.assign(loop.getResults().begin(), loop.getResults().end());
@@ -106,22 +105,6 @@ SmallVector<Value> UpdateLowering::pairValueStep(ImplicitLocOpBuilder& jb, Value
                       : loadBf16Pair(jb, paired->values, at));
   }
   return pairDotUpdate(jb, p, v, acc);
-}
-
-// vcvtne2ps2bf16 rounds both to nearest even in one instruction (every target of paired
-// products has AVX512-BF16; arith.truncf becomes integer ops, attn-lower-to-llvm expands bf16
-// for CPUs without it), giving [even, odd] as halves; one vpermw interleaves them.
-Value UpdateLowering::pairRows(ImplicitLocOpBuilder& ib, Value even, Value odd) {
-  auto pairs = VectorType::get({2 * kTileRows}, ib.getBF16Type());
-  auto noFastMath = LLVM::FastmathFlagsAttr::get(ib.getContext(), LLVM::FastmathFlags::none);
-  Value halves = ib.create<LLVM::CallIntrinsicOp>(
-                       pairs, ib.getStringAttr("llvm.x86.avx512bf16.cvtne2ps2bf16.512"),
-                       ValueRange{odd, even}, noFastMath)
-                     .getResult(0);
-  SmallVector<int64_t> interleaved;
-  for (int64_t l = 0; l < kTileRows; ++l)
-    interleaved.append({l, kTileRows + l});
-  return ib.create<vector::ShuffleOp>(halves, halves, interleaved);
 }
 
 Value UpdateLowering::emitZeroTiles() {
@@ -156,7 +139,7 @@ Value UpdateLowering::emitQueryPairs() {
           Value c = pb.create<arith::MulFOp>(
               pb.create<vector::LoadOp>(vector, op.getQuery(), ValueRange{odd, column(r)}),
               unscale);
-          pb.create<vector::StoreOp>(pairRows(pb, a, c), pairs,
+          pb.create<vector::StoreOp>(roundToBf16Pairs(pb, a, c), pairs,
                                      ValueRange{p, indexConstant(pb, r * 2 * lanes)});
         }
       });

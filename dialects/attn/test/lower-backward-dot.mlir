@@ -24,8 +24,8 @@
 // CHECK:   arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
 // CHECK:   vector.load %[[ROWPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
 // CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
-// CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.cvtneps2bf16.512"
-// CHECK:   vector.interleave %{{.*}}, %{{.*}} : vector<16xbf16> -> vector<32xbf16>
+// CHECK:   llvm.call_intrinsic "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
+// CHECK:   vector.shuffle
 // CHECK:   vector.store %{{.*}}, %[[GPAIRS]]
 // CHECK:   vector.load %[[GPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<32xbf16>
 // CHECK:   vector.load %[[KEYPAIRS]][%{{.*}}, %c0] : memref<8x32xbf16>, vector<2xbf16>

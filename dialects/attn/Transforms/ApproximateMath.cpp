@@ -1,4 +1,4 @@
-//===- ApproximateMath.cpp - vectorisable exp, log and tanh -------------------===//
+//===- ApproximateMath.cpp - vectorisable exp, log, tanh and bf16 rounding ---===//
 #include "attn/Transforms/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
@@ -93,12 +93,46 @@ struct ExpandAbsF32 : OpRewritePattern<math::AbsFOp> {
   }
 };
 
+// f32 -> bf16 rounded to nearest even, as integer ops whose select is on the f32's bits: NaN
+// becomes the quiet 0x7fc0 before the rounding, then (bits + 0x7fff + lsb) >> 16. MLIR's
+// expansion selects the NaN after truncating to i16, and LLVM then moves that select onto
+// bf16 values, which x86 without AVX512-BF16 promotes to f32 and truncates back through
+// __truncsfbf2, a function no libgcc of Debian 12 has.
+struct TruncF32ToBf16 : OpRewritePattern<arith::TruncFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::TruncFOp op, PatternRewriter& rewriter) const override {
+    Type type = op.getIn().getType();
+    if (!getElementTypeOrSelf(type).isF32() || !getElementTypeOrSelf(op.getType()).isBF16())
+      return failure();
+    Type intType = i32Like(rewriter, type);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    auto constant = [&](int32_t value) {
+      return splat(b, b.getLoc(), intType, b.getI32IntegerAttr(value));
+    };
+    Value bits = b.create<arith::BitcastOp>(intType, op.getIn());
+    Value nan = b.create<arith::CmpIOp>(arith::CmpIPredicate::ugt,
+                                        b.create<arith::AndIOp>(bits, constant(0x7fffffff)),
+                                        constant(0x7f800000));
+    bits = b.create<arith::SelectOp>(nan, constant(0x7fc00000), bits);
+    Value lsb = b.create<arith::AndIOp>(b.create<arith::ShRUIOp>(bits, constant(16)), constant(1));
+    Value rounded = b.create<arith::ShRUIOp>(
+        b.create<arith::AddIOp>(bits, b.create<arith::AddIOp>(lsb, constant(0x7fff))),
+        constant(16));
+    Type halfType = isa<VectorType>(type) ? Type(cast<VectorType>(type).clone(b.getI16Type()))
+                                          : Type(b.getI16Type());
+    rewriter.replaceOpWithNewOp<arith::BitcastOp>(op, op.getType(),
+                                                  b.create<arith::TruncIOp>(halfType, rounded));
+    return success();
+  }
+};
+
 struct ApproximateMathPass : attnc::attn::impl::AttnApproximateMathBase<ApproximateMathPass> {
   using AttnApproximateMathBase::AttnApproximateMathBase;
   void runOnOperation() override {
     keepNaNThroughExp(getOperation());
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(patterns);
+    patterns.add<TruncF32ToBf16>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     if (!noLibdevice)

@@ -74,7 +74,9 @@ def AttnApproximateMath : Pass<"attn-approximate-math"> {
   let description = [{
     Uses MLIR's polynomial approximations (about 1-2 ulp in f32), so that exponentials stay
     in vector registers instead of becoming one libm call per lane; e^NaN stays NaN through a
-    select beside the polynomial, which LLVM makes poison there. With `no-libdevice` the
+    select beside the polynomial, which LLVM makes poison there. f32 to bf16 truncation
+    becomes integer ops whose only select is on the f32's bits (x86 without AVX512-BF16 would
+    otherwise call __truncsfbf2, which Debian 12's libgcc lacks). With `no-libdevice` the
     floor and fabs the polynomials use become conversions and bit operations too, since
     NVVM lowering would otherwise call libdevice, which attnc does not link.
   }];
@@ -84,6 +86,18 @@ def AttnApproximateMath : Pass<"attn-approximate-math"> {
   ];
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::vector::VectorDialect",
                            "mlir::math::MathDialect"];
+}
+
+def AttnBf16MemoryAsI16 : Pass<"attn-bf16-memory-as-i16"> {
+  let summary = "Makes masked loads and stores of bf16 vectors i16 ones";
+  let description = [{
+    After vector-to-llvm: x86 without AVX512-BF16 has no bf16 registers, and LLVM scalarises a
+    masked load of bf16 lanes by promoting each lane to f32 and truncating it back through
+    __truncsfbf2, a function Debian 12's libgcc lacks (mha's bf16 backward failed to link on
+    AVX2). As i16 lanes the same bits move with no conversion; bitcasts give back the bf16
+    vector.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
 def AttnMergeGpuModules : Pass<"attn-merge-gpu-modules", "mlir::ModuleOp"> {

@@ -15,7 +15,8 @@ namespace {
 
 // Kernel code down to the LLVM dialect's vectors and control flow: polynomial math, bf16 as
 // integer ops (no libgcc on Debian 12 has __truncsfbf2; NVPTX has no bf16 conversions either),
-// flat memref metadata, then scf and vector (with AMX's tile ops, LowerUpdate's) to LLVM.
+// flat memref metadata, then scf and vector (with AMX's tile ops, LowerUpdate's) to LLVM, and
+// masked bf16 loads and stores as i16 ones (the same libcall, on x86 without AVX512-BF16).
 void addKernelLowering(OpPassManager& pm, bool noLibdevice) {
   AttnApproximateMathOptions math;
   math.noLibdevice = noLibdevice;
@@ -29,6 +30,7 @@ void addKernelLowering(OpPassManager& pm, bool noLibdevice) {
   ConvertVectorToLLVMPassOptions vectorOptions;
   vectorOptions.amx = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorOptions));
+  pm.addPass(createAttnBf16MemoryAsI16());
 }
 
 } // namespace

@@ -52,3 +52,23 @@ func.func @floor(%x: f32) -> f32 {
   %f = math.floor %x : f32
   return %f : f32
 }
+
+// f32 to bf16 rounded to nearest even as integer ops: NaN made the quiet 0x7fc00000 on the
+// f32's bits (2143289344) before (bits + 0x7fff + lsb) >> 16, so no select is left on the
+// truncated bits for LLVM to move onto bf16 values.
+// CHECK-LABEL: func.func @to_bf16(
+// CHECK-SAME: %[[X:.*]]: vector<8xf32>
+// CHECK: %[[BITS:.*]] = arith.bitcast %[[X]] : vector<8xf32> to vector<8xi32>
+// CHECK: %[[NAN:.*]] = arith.cmpi ugt
+// CHECK: %[[QUIET:.*]] = arith.select %[[NAN]], %{{.*}}, %[[BITS]] : vector<8xi1>, vector<8xi32>
+// CHECK: arith.shrui %[[QUIET]]
+// CHECK: %[[SUM:.*]] = arith.addi %[[QUIET]], %{{.*}} : vector<8xi32>
+// CHECK: %[[HIGH:.*]] = arith.shrui %[[SUM]], %{{.*}} : vector<8xi32>
+// CHECK: %[[HALF:.*]] = arith.trunci %[[HIGH]] : vector<8xi32> to vector<8xi16>
+// CHECK: %[[R:.*]] = arith.bitcast %[[HALF]] : vector<8xi16> to vector<8xbf16>
+// CHECK-NOT: arith.select
+// CHECK: return %[[R]]
+func.func @to_bf16(%x: vector<8xf32>) -> vector<8xbf16> {
+  %r = arith.truncf %x : vector<8xf32> to vector<8xbf16>
+  return %r : vector<8xbf16>
+}

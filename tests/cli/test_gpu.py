@@ -5,6 +5,7 @@ import ctypes
 import glob
 import math
 import os
+import re
 import shutil
 import subprocess
 import unittest
@@ -100,7 +101,9 @@ CASES = [
 # and dV, on odd shapes against the f64 reference's gradients where a GPU is: GQA and MQA,
 # causal both ways, padding, a window, ALiBi and softcap (score_mod's derivative), dropout
 # regenerated, sinks, RoPE taken back, a block-sparse layout, bshd, d 128 and 80, a bias's
-# gradient, mha's projections (GQA with RoPE; the sinusoid, padding).
+# gradient, mha's projections (GQA with RoPE; the sinusoid, padding), and the gradients of
+# tables (a relative position table through a clamp and slopes per head behind a softcap, GQA;
+# a table read twice at one element and one read in a branch of where()).
 BACKWARD_CASES = [
     "heads=4 kv_heads=2 d_k=64 mask=causal lse=true backward=true dtype=f16",
     "heads=2 d_k=128 mask=padding+causal causal_align=top_left lse=true backward=true dtype=bf16",
@@ -121,6 +124,11 @@ BACKWARD_CASES = [
     'heads=2 d_k=64 aux="doc:i32[B,Tk]" lse=true backward=true dtype=f16 '
     'score_mod="score + 0.5 * abs(kv_idx - qpos) / Tk" '
     'mask_mod="doc[b, kv_idx] == doc[b, clamp(q_idx, 0, Tk - 1)]"',
+    'heads=4 kv_heads=2 d_k=32 mask=causal aux="rel:f32[heads,257] slopes:f32[heads]" '
+    'params="cap=30" score_mod="cap * tanh(score / cap) + rel[h, clamp(kv_idx - qpos, -128, 128) '
+    '+ 128] - 0.1 * slopes[h] * abs(qpos - kv_idx)" lse=true backward=true dtype=f16',
+    'heads=2 d_k=16 aux="t:f32[Tk] u:f32[2,3]" score_mod="where(score > 0, score * u[h, '
+    'kv_idx % 3], score + t[kv_idx] * t[kv_idx])" lse=true backward=true dtype=bf16',
 ]
 # A bias's gradient summed in place by the dQ kernel's blocks over the bias's own batch and
 # heads, broadcast over the batch, the heads or both: (bias shape, spec), at batch 2, Tq 37 and
@@ -132,13 +140,17 @@ BACKWARD_BIAS_CASES = [
                      "window_right=2 lse=true backward=true dtype=f16"),
     ([1, 1, 37, 53], "heads=2 d_k=16 bias=true sinks=true dropout=0.2 seed=3 lse=true "
                      "backward=true dtype=bf16"),
+    # beside a table's gradient: the copies follow the bias's blocks
+    ([2, 1, 37, 53], 'heads=2 d_k=16 bias=true aux="s:f32[heads]" score_mod="score + s[h]" '
+                     "mask=causal lse=true backward=true dtype=f16"),
 ]
 
 # The kernels of a backward case's PTX: the forward's 6 and the backward's 2, with RoPE 2
 # rotations in each and 2 transposed ones in the backward, with sinks a task loop of their
 # gradients; mha's forward adds its 4 products, and its backward recomputes the projections
 # and the attention (3 + 6, and its 2 rotations), forms dO_a and grad_w_o (2) and the inputs'
-# and weights' gradients (6).
+# and weights' gradients (6); a task loop per table whose gradient score_mod takes sums its
+# copies.
 BACKWARD_SHAPES = [("2", "13", "29"), ("3", "17", "5"), ("1", "1", "40"), ("1", "70", "70")]
 
 
@@ -147,7 +159,18 @@ def backward_entries(spec):
     mha = variant_of(spec)[0] == "mha"
     forward = 6 + (2 if rope else 0) + (PRODUCTS["mha"] if mha else 0)
     projections = 3 + 6 + (2 if rope else 0) + 2 + 6 if mha else 0
-    return forward, 2 + (4 if rope else 0) + (1 if "sinks=true" in spec else 0) + projections
+    return forward, (2 + (4 if rope else 0) + (1 if "sinks=true" in spec else 0) + projections
+                     + len(tables_read(spec)))
+
+
+def tables_read(spec):
+    """The f32 aux tensors that score_mod reads: the tables whose gradients the backward takes."""
+    aux = re.search(r'aux="([^"]*)"', spec)
+    score_mod = re.search(r'score_mod="([^"]*)"', spec)
+    if not aux or not score_mod:
+        return []
+    names = [decl.split(":")[0] for decl in aux.group(1).split() if ":f32[" in decl]
+    return [name for name in names if re.search(r"\b%s\[" % name, score_mod.group(1))]
 
 
 # The instructions of the MLIR backend's tensor-core kernels (f16 and bf16 storage): the MMAs,
@@ -297,12 +320,6 @@ class CudaBundles(CliTestCase):
             self.expect(attnc("compile", spec, "--backend", "mlir", "--target", "cuda-sm_80",
                               "-o", os.path.join(self.tmp, "no-backward")), 2,
                         "tensor cores")
-        # A table's gradient (many scores read each element) is the CPU targets'.
-        self.expect(attnc("compile", 'heads=2 d_k=64 aux="rel:f32[heads,17]" '
-                          'score_mod="score + rel[h, clamp(kv_idx - qpos, -8, 8) + 8]" lse=true '
-                          "backward=true dtype=f16", "--backend", "mlir", "--target",
-                          "cuda-sm_80", "-o", os.path.join(self.tmp, "no-table")), 2,
-                    "float aux tensor's gradient")
 
     def test_manifest_and_explain_name_the_gpu(self):
         self.compile(CASES[0], "cuda-sm_90", "halide")  # both backends write CUDA bundles

@@ -197,16 +197,17 @@ std::span<const Coverage> MlirBackend::coverage() const {
                     {Variant::Sdpa, Variant::Mha},
                     allMasks,
                     backwardModifiers,
-                    {Output::O, Output::Lse, Output::Backward},
+                    {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                     {DType::F16, DType::BF16},
                     allMasks,
                     "the CUDA backward runs on tensor cores only: sdpa and mha in f16 or bf16 "
-                    "with head dims multiples of 16, without a float aux tensor's gradient (a "
-                    "bias's is summed in place)",
+                    "with head dims multiples of 16",
                     "",
                     "tensor cores (mma.sync): dQ's kernel recomputes S and dP beside dK's and "
                     "dV's, so no atomics; the bias's gradient summed in place by dQ's kernel, "
-                    "a block per row tile of the bias's own [B or 1, H or 1]; mha's "
+                    "a block per row tile of the bias's own [B or 1, H or 1]; a table's "
+                    "gradient in a copy per warp of dQ's kernel (a warp's equal elements "
+                    "summed in lane order by shuffles), the copies summed in order; mha's "
                     "projections recomputed and taken back as TF32 products, the weights' "
                     "gradients summed over the batch in order"});
     return rows;

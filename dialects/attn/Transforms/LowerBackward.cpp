@@ -29,6 +29,7 @@
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
+#include "attn/Transforms/AuxCopies.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/BackwardTile.h"
 #include "attn/Transforms/Transforms.h"
@@ -39,6 +40,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 
@@ -47,6 +49,8 @@ namespace {
 
 // The fewest tasks of phase 2: the keys are split into chunks until there are as many.
 constexpr int64_t kMinTasks = 8;
+// The elements of a table's gradient that a task of its sum over the copies forms.
+constexpr int64_t kElementsPerSumTask = 256;
 
 // A key block task's stack buffers.
 struct KeyBlockBuffers {
@@ -109,27 +113,19 @@ private:
     else
       copyRows(ib, src, batch, head, row, count, dst);
   }
-  bool isDirect(int64_t k) {
-    return llvm::is_contained(op.getAuxGradDirect().value_or(ArrayRef<int64_t>{}), k);
-  }
   // Adds the aux_grad terms of one key group (BackwardTile::Gradients::auxTerms) into task
-  // `task`'s copies, lane by lane in order; zeroes a task's copies; sums the copies.
+  // `task`'s copies of the tables' gradients, lane by lane in order (AuxCopies.h).
   // A direct gradient's terms go into `direct`'s buffers at the keys' rows (`local`: the
   // keys less the block's first), added into the gradient by addDirectTerms.
   void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms,
                    ArrayRef<Value> local, ArrayRef<Value> direct);
   // A read's term vector into task `task`'s copy of aux_grads[target], at the lanes' indices.
   void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
-                    ArrayRef<Value> dims, Value term);
+                    Value term);
   // grad[b', h', row + i, firstKey + j] += direct[j, i] for the tile's rows i < count and the
   // keys [begin, end) of the block (b' and h' 0 where the gradient broadcasts over them).
   void addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
                       Value row, Value count, Value firstKey, Value begin, Value end);
-  void zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task);
-  void emitAuxGradients();
-  // The element count of aux_grads[k], and its dimensions.
-  SmallVector<Value> auxDims(ImplicitLocOpBuilder& rb, int64_t k);
-  Value elementsOf(ImplicitLocOpBuilder& rb, int64_t k);
   // D_i = sum_c dO_ic O_ic of one row.
   Value rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row);
   // A sink's probability in a row of log-sum-exp `lse`.
@@ -147,7 +143,7 @@ private:
   // that one task owns each key's column of the gradient, whatever it broadcasts over.
   const bool chunkMajor;
   Value taskCount;              // B H_kv S, or S chunk-major: phase 2's tasks
-  SmallVector<Value> auxCopies; // per aux_grads tensor: [tasks, elements] f32 workspace
+  std::optional<AuxCopies> auxCopies; // the tables' gradients: a copy per phase 2 task
 };
 
 TileBuffers BackwardLowering::tileBuffers() {
@@ -174,7 +170,7 @@ KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
       stack({block, dk()}), stack({block, dv()}), stack({block, rows}), stack({block, rows}),
       rowsOf(dk()),         rowsOf(dv()),         tileBuffers(),        {}};
   for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
-    buffers.direct.push_back(isDirect(k) ? stack({block, rows}) : Value());
+    buffers.direct.push_back(auxCopies->isTable(k) ? Value() : stack({block, rows}));
   if (options.dot) {
     auto pairs = [&](int64_t width) {
       return b.create<memref::AllocaOp>(
@@ -345,7 +341,7 @@ void BackwardLowering::emitChunkTasks() {
   Value task = forall.getInductionVar(0);
   Value chunk = chunkMajor ? task : b.create<arith::RemUIOp>(task, chunks).getResult();
   const KeyBlockBuffers buffers = keyBlockBuffers();
-  zeroAuxCopies(b, task);
+  auxCopies->zero(b, task, indexConstant(b, 0), indexConstant(b, 1));
   // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks.
   Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
   Value block = indexConstant(b, tiles.keyBlock);
@@ -396,7 +392,7 @@ void BackwardLowering::zeroDirectGradients(ImplicitLocOpBuilder& tb, Value first
   // The chunk's keys' columns of every direct gradient: this task's alone (chunk-major).
   for (int64_t k : op.getAuxGradDirect().value_or(ArrayRef<int64_t>{})) {
     Value grad = op.getAuxGrads()[k];
-    const SmallVector<Value> dims = auxDims(tb, k);
+    const SmallVector<Value> dims = auxGradDims(tb, op, k);
     Value zero = indexConstant(tb, 0);
     forEachIndex(tb, {zero, zero, zero, firstKey},
                  {dims[0], dims[1], dims[2], tb.create<arith::MinUIOp>(endKey, dims[3])},
@@ -432,12 +428,9 @@ void BackwardLowering::emit() {
   emitQueryTiles();
   if (op.getSinks())
     emitSinkGradients();
-  emitAuxGradients();
+  auxCopies->sumInOrder(b, kElementsPerSumTask);
   b.create<memref::DeallocOp>(delta);
   b.create<memref::DeallocOp>(queryGrad);
-  for (Value copies : auxCopies)
-    if (copies)
-      b.create<memref::DeallocOp>(copies);
   if (sinkParts)
     b.create<memref::DeallocOp>(sinkParts);
 }
@@ -466,34 +459,7 @@ void BackwardLowering::emitWorkspace() {
         b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                   ValueRange{batches, b.create<arith::CeilDivUIOp>(seqQ, rows)});
   taskCount = chunkMajor ? chunks : b.create<arith::MulIOp>(pairs, chunks).getResult();
-  for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
-    auxCopies.push_back(
-        isDirect(k) ? Value()
-                    : b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
-                                                ValueRange{taskCount, elementsOf(b, k)}));
-}
-
-SmallVector<Value> BackwardLowering::auxDims(ImplicitLocOpBuilder& rb, int64_t k) {
-  Value grad = op.getAuxGrads()[k];
-  SmallVector<Value> dims;
-  for (int64_t d = 0; d < cast<MemRefType>(grad.getType()).getRank(); ++d)
-    dims.push_back(rb.create<memref::DimOp>(grad, d));
-  return dims;
-}
-
-Value BackwardLowering::elementsOf(ImplicitLocOpBuilder& rb, int64_t k) {
-  Value count = indexConstant(rb, 1);
-  for (Value dim : auxDims(rb, k))
-    count = rb.create<arith::MulIOp>(count, dim);
-  return count;
-}
-
-void BackwardLowering::zeroAuxCopies(ImplicitLocOpBuilder& tb, Value task) {
-  for (auto [k, copies] : llvm::enumerate(auxCopies))
-    if (copies)
-      forRange(tb, indexConstant(tb, 0), elementsOf(tb, k), [&](ImplicitLocOpBuilder& eb, Value e) {
-        eb.create<memref::StoreOp>(f32Constant(eb, 0), copies, ValueRange{task, e});
-      });
+  auxCopies.emplace(b, op, taskCount);
 }
 
 void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
@@ -505,12 +471,12 @@ void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
     size_t next = 0;
     llvm::SmallDenseSet<int64_t> stored; // direct buffers this score's terms already reached
     for (int64_t target : targets) {
-      const SmallVector<Value> dims = auxDims(kb, target);
-      ArrayRef<Value> indices = ArrayRef<Value>(reads).slice(next, dims.size());
-      Value term = reads[next + dims.size()];
-      next += dims.size() + 1;
+      const int64_t rank = cast<MemRefType>(op.getAuxGrads()[target].getType()).getRank();
+      ArrayRef<Value> indices = ArrayRef<Value>(reads).slice(next, rank);
+      Value term = reads[next + rank];
+      next += rank + 1;
       if (!direct[target]) {
-        addCopyTerms(kb, task, target, indices, dims, term);
+        addCopyTerms(kb, task, target, indices, term);
         continue;
       }
       // Read at [b, h, q_idx, kv_idx]: the term's place in the block's buffer is known.
@@ -526,22 +492,18 @@ void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
 }
 
 void BackwardLowering::addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target,
-                                    ArrayRef<Value> indices, ArrayRef<Value> dims, Value term) {
-  // Lane by lane in order: lanes may read the same element. Each index clamped into its
-  // dimension as the read clamps it; the element's offset in row-major order.
+                                    ArrayRef<Value> indices, Value term) {
+  // Lane by lane in order: lanes may read the same element.
+  Value copies = auxCopies->copiesOf(target);
   forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
            [&](ImplicitLocOpBuilder& lb, Value lane) {
-             Value offset = indexConstant(lb, 0);
-             for (auto [index, dim] : llvm::zip_equal(indices, dims)) {
-               Value at = clampIndex(lb, lb.create<vector::ExtractElementOp>(index, lane),
-                                     lb.create<arith::SubIOp>(dim, indexConstant(lb, 1)));
-               offset = lb.create<arith::AddIOp>(lb.create<arith::MulIOp>(offset, dim), at);
-             }
-             const SmallVector<Value, 2> element{task, offset};
-             Value sum =
-                 lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(auxCopies[target], element),
-                                          lb.create<vector::ExtractElementOp>(term, lane));
-             lb.create<memref::StoreOp>(sum, auxCopies[target], element);
+             const SmallVector<Value> at = llvm::map_to_vector(indices, [&](Value index) {
+               return lb.create<vector::ExtractElementOp>(index, lane).getResult();
+             });
+             const SmallVector<Value, 2> element{task, auxCopies->offsetOf(lb, target, at)};
+             Value sum = lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(copies, element),
+                                                  lb.create<vector::ExtractElementOp>(term, lane));
+             lb.create<memref::StoreOp>(sum, copies, element);
            });
 }
 
@@ -552,7 +514,7 @@ void BackwardLowering::addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> 
     if (!terms)
       continue;
     Value grad = op.getAuxGrads()[k];
-    const SmallVector<Value> dims = auxDims(ib, static_cast<int64_t>(k));
+    const SmallVector<Value> dims = auxGradDims(ib, op, static_cast<int64_t>(k));
     auto last = [&](Value dim) { return ib.create<arith::SubIOp>(dim, indexConstant(ib, 1)); };
     Value gradBatch = ib.create<arith::MinUIOp>(batch, last(dims[0]));
     Value gradHead = ib.create<arith::MinUIOp>(head, last(dims[1]));
@@ -565,44 +527,6 @@ void BackwardLowering::addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> 
         storeF32(jb, jb.create<arith::AddFOp>(loadF32(jb, grad, element), term), grad, element);
       });
     });
-  }
-}
-
-void BackwardLowering::emitAuxGradients() {
-  // A phase per tensor, a task per 256 elements: grad[e] = sum_t copies[t, e] in task order.
-  constexpr int64_t kElementsPerTask = 256;
-  for (auto [k, copies] : llvm::enumerate(auxCopies)) {
-    if (!copies)
-      continue; // written in place
-    Value count = elementsOf(b, k);
-    Value tasks = unfoldedTaskCount(
-        b, b.create<arith::CeilDivUIOp>(count, indexConstant(b, kElementsPerTask)),
-        b.create<memref::DimOp>(op.getQuery(), 0));
-    auto forall =
-        b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
-    b.setInsertionPointToStart(forall.getBody());
-    Value first =
-        b.create<arith::MulIOp>(forall.getInductionVar(0), indexConstant(b, kElementsPerTask));
-    Value last = b.create<arith::MinUIOp>(
-        b.create<arith::AddIOp>(first, indexConstant(b, kElementsPerTask)), count);
-    const SmallVector<Value> dims = auxDims(b, k);
-    forRange(b, first, last, [&](ImplicitLocOpBuilder& eb, Value e) {
-      Value sum = foldRange(eb, indexConstant(eb, 0), taskCount, {f32Constant(eb, 0)},
-                            [&](ImplicitLocOpBuilder& tb, Value t, ValueRange acc) {
-                              Value term = tb.create<memref::LoadOp>(copies, ValueRange{t, e});
-                              return SmallVector<Value>{tb.create<arith::AddFOp>(acc[0], term)};
-                            })
-                      .front();
-      // e in row-major order back to indices.
-      SmallVector<Value> at(dims.size());
-      Value rest = e;
-      for (size_t d = dims.size(); d-- > 0;) {
-        at[d] = eb.create<arith::RemUIOp>(rest, dims[d]);
-        rest = eb.create<arith::DivUIOp>(rest, dims[d]);
-      }
-      eb.create<memref::StoreOp>(sum, op.getAuxGrads()[k], at);
-    });
-    b.setInsertionPointAfter(forall);
   }
 }
 

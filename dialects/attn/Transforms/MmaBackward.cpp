@@ -30,13 +30,23 @@
 // price: a bias broadcast over both leaves ceil(Tq / rows) blocks, each running B H (b, h) in
 // turn; and each add rounds to the gradient's type (as the CPU lowering's do).
 //
+// A table's gradient (the other aux_grads: many scores read each element) goes through
+// copies (AuxCopies.h), one per warp of the dQ kernel: a warp adds each C fragment element's
+// terms in an order fixed by the data (WarpAdds.h: the lanes that read one element summed by
+// shuffles, the first of them adding the sum), and a launch after the kernels sums the copies
+// in order, a thread per element. The price: per fragment element and table read, 5 rounds of
+// shuffles where the warp reads one element (slopes per head), else 32 rounds; and
+// ceil(Tq / rows) B H (rows / 16) copies of each table.
+//
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
+#include "attn/Transforms/AuxCopies.h"
 #include "attn/Transforms/KeyRange.h"
 #include "attn/Transforms/MmaFragments.h"
 #include "attn/Transforms/Transforms.h"
+#include "attn/Transforms/WarpAdds.h"
 #include "bundle/MmaContract.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -103,16 +113,23 @@ private:
   };
   Gradients gradients(ImplicitLocOpBuilder& b, const ScoreTerms& rowTerms, Value s, Value dp,
                       Value queryPos, Value keyPos, Value valid, Value lse, Value delta);
-  // Whether the op's aux gradients are one score-shaped gradient (aux_grad_direct), which the
-  // dQ kernel sums in place; false also when it has none.
-  bool hasDirectGradient();
+  // The op's score-shaped aux gradient (aux_grad_direct, a bias's), which the dQ kernel sums
+  // in place, or null.
+  Value directGradient();
+  // The dQ kernel's blocks per query tile: (b, h), or (b', h') of the direct gradient's extents.
+  std::pair<Value, Value> queryPairs(ImplicitLocOpBuilder& b);
+  // Adds the aux_grad region's terms at C fragment `grads` (keys `keys`, those past the kept
+  // range not `valid`) into the direct gradient and into this warp's copies of the tables'.
+  void addAuxTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys, Value valid);
   // Zeroes rows [rowBase, rowBase + rows) of (gradBatch, gradHead) of the direct gradient, the
   // block's threads striding over them, then a barrier.
   void zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase);
-  // grad[gradBatch, gradHead, myRows[r], key] += the aux_grad region's partials times
-  // p (z dp - D) at C fragment `grads`, at the lane's kept scores of rows below Tq and `keys`
-  // where `valid`.
-  void addDirectTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys, Value valid);
+  // grad[gradBatch, gradHead, myRows[r], key] += term at the lane's scores where `live`.
+  void addDirectTerms(ImplicitLocOpBuilder& b, Value term, Value keys, Value live);
+  // copies[warpCopy, element read] += term of aux_grads[k] at `indices` (C fragments, i32),
+  // where `live`, each fragment element in turn.
+  void addTableTerms(ImplicitLocOpBuilder& b, int64_t k, ArrayRef<Value> indices, Value term,
+                     Value live);
   // Stores C fragments `acc` (8 columns each) as rows `rowsOf` of (batch, head) of `into`, the
   // rows below `end`.
   void storeRows(ImplicitLocOpBuilder& b, ArrayRef<Value> acc, Value into, Value head,
@@ -126,9 +143,11 @@ private:
   Value query, key, value, output, gradOutput, gradQuery, gradKey, gradValue;
   Value delta;                // [B, H, Tq] f32 workspace: D
   Value directGrad;           // the score-shaped aux gradient, or null
+  std::optional<AuxCopies> tables; // the tables' gradients: a copy per warp of the dQ kernel
+  Value warpCopy;                  // inside the dQ kernel: this warp's copy
   Value gradBatch, gradHead;  // inside the dQ kernel with directGrad: the block's (b', h')
   Value seqK;                 // Tk
-  Value tileIndex, pairIndex; // inside a launch
+  Value blockIndex, tileIndex, pairIndex; // inside a launch
   // Inside a launch: the tiles of d_k and d_v columns (K and V, or Q and dO) and the query
   // rows' lse and D (the dK/dV kernel).
   Value sharedA, sharedB, sharedLse, sharedDelta;
@@ -147,9 +166,10 @@ LogicalResult BackwardMma::check() {
       return fail() << "k, v, o and grad_o must have q's element type " << element;
   if (dk % 16 != 0 || dv % 16 != 0)
     return fail() << "d_k = " << dk << " and d_v = " << dv << " must be multiples of 16";
-  if (!op.getAuxGrads().empty() && !hasDirectGradient())
-    return fail() << "the gradients of aux tensors other than one score-shaped one "
-                     "(aux_grad_direct: a bias) are the CPU lowering's (lower_backward)";
+  if (op.getAuxGradDirect() && op.getAuxGradDirect()->size() > 1)
+    return fail() << "the dQ kernel's blocks sum one score-shaped gradient (aux_grad_direct) in "
+                     "place, not "
+                  << op.getAuxGradDirect()->size();
   if (rows <= 0 || rows % 16 != 0 || warps > 32)
     return fail() << "rows (" << rows << ") must be 16 per warp, at most 32 warps";
   if (block <= 0 || block % 16 != 0)
@@ -184,8 +204,9 @@ gpu::LaunchOp BackwardMma::launch(ImplicitLocOpBuilder& b, Value tiles, Value pa
   b.setInsertionPointToStart(&launch.getBody().front());
   b.create<gpu::TerminatorOp>();
   b.setInsertionPointToStart(&launch.getBody().front());
-  tileIndex = b.create<arith::RemUIOp>(launch.getBlockIds().x, tiles);
-  pairIndex = b.create<arith::DivUIOp>(launch.getBlockIds().x, tiles);
+  blockIndex = launch.getBlockIds().x;
+  tileIndex = b.create<arith::RemUIOp>(blockIndex, tiles);
+  pairIndex = b.create<arith::DivUIOp>(blockIndex, tiles);
   emitLaneIds(b);
   lastRow = b.create<arith::SubIOp>(op.getSeqQ(), c(b, 1));
   lastKey = b.create<arith::SubIOp>(seqK, c(b, 1));
@@ -259,9 +280,15 @@ BackwardMma::Gradients BackwardMma::gradients(ImplicitLocOpBuilder& b, const Sco
   return {weighted, g, x, masked, byModified};
 }
 
-bool BackwardMma::hasDirectGradient() {
+Value BackwardMma::directGradient() {
   ArrayRef<int64_t> direct = op.getAuxGradDirect().value_or(ArrayRef<int64_t>{});
-  return op.getAuxGrads().size() == 1 && direct.size() == 1 && direct.front() == 0;
+  return direct.empty() ? Value() : op.getAuxGrads()[direct.front()];
+}
+
+std::pair<Value, Value> BackwardMma::queryPairs(ImplicitLocOpBuilder& b) {
+  if (directGrad)
+    return {b.create<memref::DimOp>(directGrad, 0), b.create<memref::DimOp>(directGrad, 1)};
+  return {b.create<memref::DimOp>(op.getQuery(), 0), c(b, op.getNumHeads())};
 }
 
 void BackwardMma::zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase) {
@@ -278,26 +305,43 @@ void BackwardMma::zeroDirectRows(ImplicitLocOpBuilder& b, Value rowBase) {
   waitAndSync(b, Value()); // the zeros before any thread's first add
 }
 
-void BackwardMma::addDirectTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys,
-                                 Value valid) {
-  // Every read targets the one gradient (hasDirectGradient) and adds its partial: the term is
-  // their sum times dS. With no read (score_mod reads no bias) the zeros stand.
+void BackwardMma::addAuxTerms(ImplicitLocOpBuilder& b, const Gradients& grads, Value keys,
+                              Value valid) {
   SmallVector<Value> reads = terms[0]->auxGradients(b, grads.raw, positions, keys);
   if (reads.empty())
-    return;
-  const int64_t rank = cast<MemRefType>(directGrad.getType()).getRank();
-  Value partials;
-  for (size_t next = rank; next < reads.size(); next += rank + 1)
-    partials = partials ? b.create<arith::AddFOp>(partials, reads[next]) : reads[next];
-  Value term = b.create<arith::SelectOp>(grads.masked, splatConstant(b, cType, 0),
-                                         b.create<arith::MulFOp>(partials, grads.byModified));
+    return; // score_mod reads none of them: the zeros stand
+  auto i1Type = VectorType::get(cType.getShape(), b.getI1Type());
+  auto below = [&](int64_t r) {
+    return b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, myRows[r], op.getSeqQ());
+  };
+  Value live = b.create<arith::AndIOp>(
+      b.create<arith::AndIOp>(valid, rowsVector(b, below(0), below(1), i1Type)),
+      b.create<arith::XOrIOp>(grads.masked,
+                              b.create<arith::ConstantOp>(DenseElementsAttr::get(i1Type, true))));
+  // Each read yields its indices and d score_mod / d (the element read): the term is the
+  // partial times dS. A direct gradient's reads all name the score's own element.
+  Value directPartials;
+  size_t next = 0;
+  for (int64_t k : op.getAuxGradTargets().value_or(ArrayRef<int64_t>{})) {
+    const int64_t rank = cast<MemRefType>(op.getAuxGrads()[k].getType()).getRank();
+    ArrayRef<Value> indices = ArrayRef<Value>(reads).slice(next, rank);
+    Value partial = reads[next + rank];
+    next += rank + 1;
+    if (tables->isTable(k))
+      addTableTerms(b, k, indices, b.create<arith::MulFOp>(partial, grads.byModified), live);
+    else
+      directPartials = directPartials ? b.create<arith::AddFOp>(directPartials, partial) : partial;
+  }
+  if (directPartials)
+    addDirectTerms(b, b.create<arith::MulFOp>(directPartials, grads.byModified), keys, live);
+}
+
+void BackwardMma::addDirectTerms(ImplicitLocOpBuilder& b, Value term, Value keys, Value live) {
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t column = 0; column < 2; ++column) {
       const SmallVector<int64_t, 2> at{r, column};
-      Value live = b.create<arith::AndIOp>(
-          b.create<vector::ExtractOp>(valid, at),
-          b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, myRows[r], op.getSeqQ()));
-      auto ifLive = b.create<scf::IfOp>(live, /*withElseRegion=*/false);
+      auto ifLive = b.create<scf::IfOp>(b.create<vector::ExtractOp>(live, at),
+                                        /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifLive.thenBlock());
       Value key =
@@ -306,6 +350,21 @@ void BackwardMma::addDirectTerms(ImplicitLocOpBuilder& b, const Gradients& grads
       Value sum = b.create<arith::AddFOp>(loadF32(b, directGrad, element),
                                           b.create<vector::ExtractOp>(term, at));
       storeF32(b, sum, directGrad, element);
+    }
+}
+
+void BackwardMma::addTableTerms(ImplicitLocOpBuilder& b, int64_t k, ArrayRef<Value> indices,
+                                Value term, Value live) {
+  Value none = b.create<arith::ConstantIntOp>(-1, 64);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t column = 0; column < 2; ++column) {
+      const SmallVector<int64_t, 2> at{r, column};
+      const SmallVector<Value> element = llvm::map_to_vector(
+          indices, [&](Value index) { return b.create<vector::ExtractOp>(index, at).getResult(); });
+      Value offset = b.create<arith::IndexCastOp>(b.getI64Type(), tables->offsetOf(b, k, element));
+      offset = b.create<arith::SelectOp>(b.create<vector::ExtractOp>(live, at), offset, none);
+      addInLaneOrder(b, lane, tables->copiesOf(k), warpCopy, offset,
+                     b.create<vector::ExtractOp>(term, at));
     }
 }
 
@@ -333,11 +392,16 @@ void BackwardMma::emitQueryKernel(ImplicitLocOpBuilder& b) {
   Value batches = b.create<memref::DimOp>(query, 0);
   Value heads = c(b, op.getNumHeads());
   // A block per (tile, b, h), or per (tile, b', h') of a direct gradient's own extents.
-  Value pairBatches = directGrad ? b.create<memref::DimOp>(directGrad, 0) : batches;
-  Value pairHeads = directGrad ? b.create<memref::DimOp>(directGrad, 1) : heads;
+  auto [pairBatches, pairHeads] = queryPairs(b);
   gpu::LaunchOp kernel =
       launch(b, b.create<arith::CeilDivUIOp>(op.getSeqQ(), c(b, rows)),
              b.create<arith::MulIOp>(pairBatches, pairHeads), /*rowStats=*/false);
+  if (!tables->empty()) {
+    warpCopy = b.create<arith::AddIOp>(b.create<arith::MulIOp>(blockIndex, c(b, warps)),
+                                       b.create<arith::DivUIOp>(tid, c(b, kWarpSize)));
+    tables->zero(b, warpCopy, lane, c(b, kWarpSize));
+    syncWarp(b); // the zeros before any lane's first add
+  }
   Value rowBase = b.create<arith::MulIOp>(tileIndex, c(b, rows));
   Value pairBatch = b.create<arith::DivUIOp>(pairIndex, pairHeads);
   Value pairHead = b.create<arith::RemUIOp>(pairIndex, pairHeads);
@@ -407,8 +471,7 @@ SmallVector<Value> BackwardMma::queryKeyLoop(ImplicitLocOpBuilder& b, Value lo, 
     Value keys = fragmentKeys(b, keyBase(b, keyBlock, j));
     Value valid = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, keys, end);
     Gradients step = gradients(b, *terms[0], s[j], dp[j], positions, keys, valid, lse, rowDeltas);
-    if (directGrad)
-      addDirectTerms(b, step, keys, valid);
+    addAuxTerms(b, step, keys, valid);
     s[j] = step.score;
   }
   SmallVector<Value> dq(loop.getRegionIterArgs());
@@ -561,7 +624,7 @@ LogicalResult BackwardMma::emit() {
   gradKey = view(op.getGradKey());
   gradValue = view(op.getGradValue());
   seqK = b.create<memref::DimOp>(op.getKey(), 2);
-  directGrad = hasDirectGradient() ? op.getAuxGrads().front() : Value();
+  directGrad = directGradient();
   {
     // Before the block's first phase, as every workspace (RoPE's rotations may come first).
     OpBuilder::InsertionGuard guard(b);
@@ -571,9 +634,14 @@ LogicalResult BackwardMma::emit() {
             {ShapedType::kDynamic, static_cast<int64_t>(op.getNumHeads()), ShapedType::kDynamic},
             b.getF32Type()),
         ValueRange{b.create<memref::DimOp>(op.getQuery(), 0), op.getSeqQ()});
+    auto [pairBatches, pairHeads] = queryPairs(b);
+    Value blocks = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(op.getSeqQ(), c(b, rows)),
+                                           b.create<arith::MulIOp>(pairBatches, pairHeads));
+    tables.emplace(b, op, b.create<arith::MulIOp>(blocks, c(b, warps)));
   }
   emitQueryKernel(b);
   emitKeyKernel(b);
+  tables->sumInOrder(b, /*perTask=*/1); // a thread per element
   if (op.getSinks())
     emitSinkGradients(b);
   b.create<memref::DeallocOp>(delta);

@@ -6,7 +6,8 @@
 // 32 keys of a batch and KV head, over the group's heads and the query blocks the mask keeps:
 // Q and dO tiles with their lse and D, dV += P^T dO, dK += G^T Q); with sinks a task per head
 // sums their gradients. The aligned arguments are recorded for the bundle's entry. Then a
-// bias's gradient summed in place, and a table's refused.
+// bias's gradient summed in place, a table's through a copy per warp summed in order, and two
+// score-shaped gradients refused.
 
 // CHECK: memref.global "public" constant @attnc_mma_backward_aligned_args : memref<i32> = dense<927>
 // CHECK-LABEL: func.func @backward
@@ -162,7 +163,44 @@ module attributes {transform.with_named_sequence} {
 
 // -----
 
-// A table's gradient (many scores read each element) is the CPU lowering's.
+// A table's gradient (many scores read each element): a copy per warp of the dQ kernel's
+// (ceil(Tq / 32) B H blocks of 2 warps), zeroed by the warp's lanes; each fragment element's
+// terms summed over the lanes that read its element (by xor shuffles where all read one, else
+// 32 rounds of shuffles of the offset and the term), the first such lane adding the sum, then
+// a warp barrier; after the dK/dV kernel a task per element sums the copies in order.
+
+// CHECK-LABEL: func.func @table
+// CHECK-SAME: %[[DREL:[a-z0-9]+]]: memref<9xf32>)
+// CHECK: %[[COPIES:.*]] = memref.alloc() : memref<2x9xf32>
+// CHECK: gpu.launch
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %c9 step %c32
+// CHECK:     memref.store %{{.*}}, %[[COPIES]]
+// CHECK:   nvvm.bar.warp.sync
+// CHECK:   nvgpu.mma.sync
+// CHECK:   nvvm.vote.ballot.sync
+// CHECK:   math.cttz
+// CHECK:   nvvm.vote.ballot.sync
+// CHECK:   scf.if
+// CHECK:     gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// CHECK:     scf.if
+// CHECK:       memref.load %[[COPIES]]
+// CHECK:       memref.store %{{.*}}, %[[COPIES]]
+// CHECK:   } else {
+// CHECK:     scf.for %{{.*}} = %c0 to %c32 step %c1
+// CHECK:       gpu.shuffle  idx %{{.*}} : i64
+// CHECK:       gpu.shuffle  idx %{{.*}} : f32
+// CHECK:     scf.if
+// CHECK:       memref.load %[[COPIES]]
+// CHECK:       memref.store %{{.*}}, %[[COPIES]]
+// CHECK:   nvvm.bar.warp.sync
+// CHECK: gpu.launch
+// CHECK-NOT: %[[COPIES]]
+// CHECK: scf.forall
+// CHECK:   scf.for %{{.*}} = %c0 to %c2 step %c1
+// CHECK:     memref.load %[[COPIES]]
+// CHECK:   memref.store %{{.*}}, %[[DREL]]
+// CHECK: memref.dealloc %[[COPIES]]
+
 func.func @table(%q: memref<1x1x8x16xf16>, %k: memref<1x1x8x16xf16>, %v: memref<1x1x8x16xf16>,
                  %o: memref<1x1x8x16xf16>, %do: memref<1x1x8x16xf16>, %lse: memref<1x1x8xf32>,
                  %rel: memref<9xf32>, %dq: memref<1x1x8x16xf16>, %dk: memref<1x1x8x16xf16>,
@@ -170,7 +208,6 @@ func.func @table(%q: memref<1x1x8x16xf16>, %k: memref<1x1x8x16xf16>, %v: memref<
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
-  // expected-error @+1 {{lower_backward_mma: the gradients of aux tensors other than one score-shaped one (aux_grad_direct: a bias) are the CPU lowering's (lower_backward)}}
   attn.backward %q, %k, %v, %o, %do, %lse aux(%rel : memref<9xf32>)
       into %dq, %dk, %dv aux_grads(%drel : memref<9xf32>)
       at [%c0, %c0, %c0, %c0] sizes [%c1, %c1, %c8, %c8] seq_q %c8
@@ -210,21 +247,45 @@ module attributes {transform.with_named_sequence} {
 
 // -----
 
-// f32 tensors have no tensor-core backward.
-func.func @wide(%q: memref<1x1x8x16xf32>, %k: memref<1x1x8x16xf32>, %v: memref<1x1x8x16xf32>,
-                %o: memref<1x1x8x16xf32>, %do: memref<1x1x8x16xf32>, %lse: memref<1x1x8xf32>,
-                %dq: memref<1x1x8x16xf32>, %dk: memref<1x1x8x16xf32>,
-                %dv: memref<1x1x8x16xf32>) {
+// The dQ kernel's blocks sum one score-shaped gradient in place: two are refused.
+func.func @two_biases(%q: memref<1x1x8x16xf16>, %k: memref<1x1x8x16xf16>,
+                      %v: memref<1x1x8x16xf16>, %o: memref<1x1x8x16xf16>,
+                      %do: memref<1x1x8x16xf16>, %lse: memref<1x1x8xf32>,
+                      %b0: memref<1x1x8x8xf32>, %b1: memref<1x1x8x8xf32>,
+                      %dq: memref<1x1x8x16xf16>, %dk: memref<1x1x8x16xf16>,
+                      %dv: memref<1x1x8x16xf16>, %db0: memref<1x1x8x8xf32>,
+                      %db1: memref<1x1x8x8xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
-  // expected-error @+1 {{lower_backward_mma: tensor cores take f16 or bf16 storage, not 'f32'}}
-  attn.backward %q, %k, %v, %o, %do, %lse into %dq, %dk, %dv
+  // expected-error @+1 {{lower_backward_mma: the dQ kernel's blocks sum one score-shaped gradient (aux_grad_direct) in place, not 2}}
+  attn.backward %q, %k, %v, %o, %do, %lse aux(%b0, %b1 : memref<1x1x8x8xf32>, memref<1x1x8x8xf32>)
+      into %dq, %dk, %dv aux_grads(%db0, %db1 : memref<1x1x8x8xf32>, memref<1x1x8x8xf32>)
       at [%c0, %c0, %c0, %c0] sizes [%c1, %c1, %c8, %c8] seq_q %c8
-      {num_heads = 1 : i64, scale = 0.25 : f64}
-      : memref<1x1x8x16xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>,
-        memref<1x1x8x16xf32>, memref<1x1x8xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>,
-        memref<1x1x8x16xf32>
+      {num_heads = 1 : i64, scale = 0.25 : f64, aux_grad_targets = array<i64: 0, 1>,
+       aux_grad_direct = array<i64: 0, 1>}
+      : memref<1x1x8x16xf16>, memref<1x1x8x16xf16>, memref<1x1x8x16xf16>, memref<1x1x8x16xf16>,
+        memref<1x1x8x16xf16>, memref<1x1x8xf32>, memref<1x1x8x16xf16>, memref<1x1x8x16xf16>,
+        memref<1x1x8x16xf16>
+      score_mod {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %x = attn.aux_load 0 [%bi, %h, %qi, %ki] : f32
+        %y = attn.aux_load 1 [%bi, %h, %qi, %ki] : f32
+        %u = arith.addf %s, %x : f32
+        %w = arith.addf %u, %y : f32
+        gpu.yield %w : f32
+      }
+      score_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %one = arith.constant 1.0 : f32
+        gpu.yield %one : f32
+      }
+      aux_grad {
+      ^bb0(%s: f32, %bi: i32, %h: i32, %g: i32, %qi: i32, %ki: i32, %qp: i32, %tqi: i32, %tki: i32):
+        %one = arith.constant 1.0 : f32
+        gpu.yield %bi, %h, %qi, %ki, %one, %bi, %h, %qi, %ki, %one
+            : i32, i32, i32, i32, f32, i32, i32, i32, i32, f32
+      }
   return
 }
 

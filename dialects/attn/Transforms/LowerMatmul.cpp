@@ -53,7 +53,7 @@ public:
 private:
   using Builder = ImplicitLocOpBuilder;
   MatmulTask taskAt(Builder& b, Value task, Value rowTiles, Value columnTiles);
-  MatmulTask ofSummedBatch(Builder& b, MatmulTask task, Value batch);
+  MatmulTask ofBatch(Builder& b, MatmulTask task, Value batch);
   void packByRows(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
                   Value table);
   void pack(Builder& b, const MatmulTask& task, Value first, Value steps, Value packed,
@@ -92,9 +92,7 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
   rest = b.create<arith::DivUIOp>(rest, rowTiles);
   t.head = b.create<arith::RemUIOp>(rest, heads);
   t.batch = b.create<arith::DivUIOp>(rest, heads);
-  t.lhsBatch = operands.factorIndex(b, operands.lhs, 0, t.batch);
   t.lhsHead = operands.factorIndex(b, operands.lhs, 1, t.head);
-  t.rhsBatch = operands.factorIndex(b, operands.rhs, 0, t.batch);
   t.rhsHead = operands.factorIndex(b, operands.rhs, 1, t.head);
   Value rows = outRows(b);
   t.firstRow = b.create<arith::MulIOp>(rowTile, indexConstant(b, tiles.rows));
@@ -104,16 +102,16 @@ MatmulTask MatmulLowering::taskAt(Builder& b, Value task, Value rowTiles, Value 
   t.columnEnd =
       b.create<arith::MinUIOp>(b.create<arith::AddIOp>(t.firstColumn, indexConstant(b, columnTile)),
                                indexConstant(b, operands.columns));
-  if (!op.getBatchSum()) // else per batch entry (ofSummedBatch)
-    t.extent = operands.extent(b, t.batch, t.rowEnd);
-  return t;
+  return op.getBatchSum() ? t : ofBatch(b, t, t.batch); // with batch_sum, per batch entry
 }
 
-// batch_sum's task over the factors' batch entry `batch`: the same rows and columns of out.
-MatmulTask MatmulLowering::ofSummedBatch(Builder& b, MatmulTask task, Value batch) {
-  task.lhsBatch = operands.factorIndex(b, operands.lhs, 0, batch);
-  task.rhsBatch = operands.factorIndex(b, operands.rhs, 0, batch);
-  task.extent = operands.extent(b, batch, task.rowEnd);
+// The task over the factors' batch entry `batch` (out's own, or each that batch_sum sums): the
+// same rows and columns of out.
+MatmulTask MatmulLowering::ofBatch(Builder& b, MatmulTask task, Value batch) {
+  const MatmulOperands::BatchEntry entry = operands.batchEntry(b, batch, task.rowEnd);
+  task.lhsBatch = entry.lhs;
+  task.rhsBatch = entry.rhs;
+  task.extent = entry.extent;
   return task;
 }
 
@@ -387,7 +385,7 @@ scf::ForallOp MatmulLowering::emit(Builder& b) {
   if (op.getBatchSum())
     forRange(b, indexConstant(b, 0), b.create<memref::DimOp>(operands.lhs, 0),
              [&](ImplicitLocOpBuilder& sb, Value batch) {
-               sumSteps(sb, ofSummedBatch(sb, task, batch), packed, tile, table);
+               sumSteps(sb, ofBatch(sb, task, batch), packed, tile, table);
              });
   else
     sumSteps(b, task, packed, tile, table);

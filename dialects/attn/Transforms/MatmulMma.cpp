@@ -64,15 +64,12 @@ public:
 private:
   using Builder = ImplicitLocOpBuilder;
   void placeBlock(Builder& b, gpu::LaunchOp launch);
-  // The factors' batch entries a stage reads.
-  struct Entries {
-    Value lhs, rhs;
-  };
   void stageLhs(Builder& b, Value lhsBatch, Value first, Value extent);
   void stageRhs(Builder& b, Value rhsBatch, Value first, Value extent);
   SmallVector<Value> multiplyStage(Builder& b, ValueRange acc);
-  // acc after the stages of the contraction's `extent` steps of the factors' batch entries.
-  SmallVector<Value> multiplyStages(Builder& b, Entries entries, Value extent, ValueRange acc);
+  // acc after the stages of the contraction's steps of a batch entry.
+  SmallVector<Value> multiplyStages(Builder& b, const MatmulOperands::BatchEntry& entry,
+                                    ValueRange acc);
   void write(Builder& b, ArrayRef<Value> acc);
   Value c(Builder& b, int64_t v) { return indexConstant(b, v); }
   Value add(Builder& b, Value x, int64_t v) { return b.create<arith::AddIOp>(x, c(b, v)); }
@@ -249,28 +246,25 @@ void MatmulMma::emit(Builder& b) {
       kRowFragments * kColumnFragments,
       b.create<arith::ConstantOp>(DenseElementsAttr::get(type, b.getF32FloatAttr(0))));
   if (!operands.op.getBatchSum()) {
-    const Entries entries{operands.factorIndex(b, operands.lhs, 0, batch),
-                          operands.factorIndex(b, operands.rhs, 0, batch)};
-    write(b, multiplyStages(b, entries, operands.extent(b, batch, rowEnd), zeros));
+    write(b, multiplyStages(b, operands.batchEntry(b, batch, rowEnd), zeros));
   } else { // the factors' batch entries in order (their batches are equal: the verifier's)
     write(b, foldRange(b, c(b, 0), b.create<memref::DimOp>(operands.lhs, 0), zeros,
                        [&](Builder& bb, Value entry, ValueRange carried) {
-                         return multiplyStages(bb, {entry, entry},
-                                               operands.extent(bb, entry, rowEnd), carried);
+                         return multiplyStages(bb, operands.batchEntry(bb, entry, rowEnd), carried);
                        }));
   }
   b.create<gpu::TerminatorOp>();
 }
 
-SmallVector<Value> MatmulMma::multiplyStages(Builder& b, Entries entries, Value extent,
+SmallVector<Value> MatmulMma::multiplyStages(Builder& b, const MatmulOperands::BatchEntry& entry,
                                              ValueRange acc) {
   auto stages =
-      b.create<scf::ForOp>(c(b, 0), extent, c(b, kStage), acc,
+      b.create<scf::ForOp>(c(b, 0), entry.extent, c(b, kStage), acc,
                            [&](OpBuilder& nested, Location loc, Value first, ValueRange carried) {
                              Builder sb(loc, nested);
                              sb.create<gpu::BarrierOp>(); // the last stage's fragments are read
-                             stageLhs(sb, entries.lhs, first, extent);
-                             stageRhs(sb, entries.rhs, first, extent);
+                             stageLhs(sb, entry.lhs, first, entry.extent);
+                             stageRhs(sb, entry.rhs, first, entry.extent);
                              sb.create<gpu::BarrierOp>();
                              sb.create<scf::YieldOp>(multiplyStage(sb, carried));
                            });

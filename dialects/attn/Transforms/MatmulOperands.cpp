@@ -31,7 +31,8 @@ Value MatmulOperands::steps(ImplicitLocOpBuilder& b) {
   return b.create<memref::DimOp>(lhs, op.getLhsTransposed() ? 2 : 3);
 }
 
-Value MatmulOperands::extent(ImplicitLocOpBuilder& b, Value batch, Value rowEnd) {
+MatmulOperands::BatchEntry MatmulOperands::batchEntry(ImplicitLocOpBuilder& b, Value batch,
+                                                      Value rowEnd) {
   Value extent = steps(b);
   if (Value limit = op.getLimit()) {
     Value n = b.create<arith::IndexCastOp>(b.getIndexType(),
@@ -41,7 +42,7 @@ Value MatmulOperands::extent(ImplicitLocOpBuilder& b, Value batch, Value rowEnd)
   }
   if (op.getCausal())
     extent = b.create<arith::MinUIOp>(extent, rowEnd);
-  return extent;
+  return {factorIndex(b, lhs, 0, batch), factorIndex(b, rhs, 0, batch), extent};
 }
 
 Value MatmulOperands::sinusoidTable(ImplicitLocOpBuilder& b) {

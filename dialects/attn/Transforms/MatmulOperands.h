@@ -21,9 +21,14 @@ public:
   // h / (H / H_x) for heads.
   mlir::Value factorIndex(mlir::ImplicitLocOpBuilder& b, mlir::Value factor, int64_t dim,
                           mlir::Value outIndex);
-  // The contraction steps that out's rows below `rowEnd` of `batch` sum over: n_b = min(R,
-  // max(limit[b], 0)) with a limit, else R; under causal at most rowEnd (row t sums r <= t).
-  mlir::Value extent(mlir::ImplicitLocOpBuilder& b, mlir::Value batch, mlir::Value rowEnd);
+  // What out's rows below `rowEnd` read of batch entry `batch` (out's own, or with batch_sum
+  // each entry the sum runs over): the factors' batch indices, and the contraction steps they
+  // sum over: n_b = min(R, max(limit[b], 0)) with a limit, else R; under causal at most rowEnd
+  // (row t sums r <= t).
+  struct BatchEntry {
+    mlir::Value lhs, rhs, extent;
+  };
+  BatchEntry batchEntry(mlir::ImplicitLocOpBuilder& b, mlir::Value batch, mlir::Value rowEnd);
   // R: lhs's steps (its last dim, or its third with lhs_transposed).
   mlir::Value steps(mlir::ImplicitLocOpBuilder& b);
   // The sinusoid's frequency of each pair of lhs's last dim (the model dims: the contraction's,

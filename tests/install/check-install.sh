@@ -45,8 +45,10 @@ no_compiler_libs "$app"
 if [[ $(uname -m) == x86_64 ]]; then
   for target in x86-64-avx512 x86-64-avx2; do
     if [[ $target == x86-64-avx512 ]] && ! grep -qw avx512bw /proc/cpuinfo; then
-      # This CPU lacks AVX-512: forcing it must fail with the reason, not crash.
-      ATTNC_TARGET=$target "$app" 2>&1 | grep -q "lacks" || fail "forced $target ran"
+      # This CPU lacks AVX-512: forcing it must fail with the reason, not crash (the output
+      # kept whole: under pipefail the app's own failure would fail a pipe into grep).
+      if refused=$(ATTNC_TARGET=$target "$app" 2>&1); then fail "forced $target ran"; fi
+      grep -q "lacks" <<<"$refused" || fail "forced $target failed without the reason: $refused"
       continue
     fi
     ATTNC_TARGET=$target "$app" | tee "$work/forced.log"

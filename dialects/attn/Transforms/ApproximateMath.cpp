@@ -102,7 +102,8 @@ struct TruncF32ToBf16 : OpRewritePattern<arith::TruncFOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(arith::TruncFOp op, PatternRewriter& rewriter) const override {
     Type type = op.getIn().getType();
-    if (!getElementTypeOrSelf(type).isF32() || !getElementTypeOrSelf(op.getType()).isBF16())
+    if (!getElementTypeOrSelf(type).isF32() || !getElementTypeOrSelf(op.getType()).isBF16() ||
+        op.getRoundingmodeAttr()) // another rounding than to nearest even: arith-expand's
       return failure();
     Type intType = i32Like(rewriter, type);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);

@@ -18,15 +18,20 @@ SmallVector<Value> auxGradDims(ImplicitLocOpBuilder& b, BackwardOp op, int64_t k
   return dims;
 }
 
-AuxCopies::AuxCopies(ImplicitLocOpBuilder& b, BackwardOp op, Value count) : op(op), count(count) {
+AuxCopies::AuxCopies(BackwardOp op) : op(op) {
   ArrayRef<int64_t> direct = op.getAuxGradDirect().value_or(ArrayRef<int64_t>{});
-  constexpr int64_t dynamic = ShapedType::kDynamic;
   for (int64_t k = 0; k < static_cast<int64_t>(op.getAuxGrads().size()); ++k)
+    table.push_back(!llvm::is_contained(direct, k));
+}
+
+void AuxCopies::allocate(ImplicitLocOpBuilder& b, Value copies) {
+  count = copies;
+  constexpr int64_t dynamic = ShapedType::kDynamic;
+  for (int64_t k = 0; k < static_cast<int64_t>(table.size()); ++k)
     tables.push_back(
-        llvm::is_contained(direct, k)
-            ? Value()
-            : b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
-                                        ValueRange{count, elementsOf(b, k)}));
+        table[k] ? b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
+                                             ValueRange{count, elementsOf(b, k)})
+                 : Value());
 }
 
 Value AuxCopies::elementsOf(ImplicitLocOpBuilder& b, int64_t k) {

@@ -22,16 +22,17 @@ llvm::SmallVector<mlir::Value> auxGradDims(mlir::ImplicitLocOpBuilder& b, Backwa
 
 class AuxCopies {
 public:
+  explicit AuxCopies(BackwardOp op);
   // `count` copies of each table's gradient, [count, elements] f32 workspace allocated at b's
   // insertion point (a kernel's workspace goes before its phases).
-  AuxCopies(mlir::ImplicitLocOpBuilder& b, BackwardOp op, mlir::Value count);
+  void allocate(mlir::ImplicitLocOpBuilder& b, mlir::Value count);
 
   // Whether the op has a table's gradient.
   bool empty() const {
-    return llvm::none_of(tables, [](mlir::Value copies) { return bool(copies); });
+    return llvm::none_of(table, [](bool is) { return is; });
   }
   // Whether aux_grads[k] is a table (summed through copies), not a score-shaped gradient.
-  bool isTable(int64_t k) const { return bool(tables[k]); }
+  bool isTable(int64_t k) const { return table[k]; }
   // aux_grads[k]'s copies, [count, elements].
   mlir::Value copiesOf(int64_t k) const { return tables[k]; }
   // Zeroes elements first, first + step, ... of copy `copy` of every table (the lanes of a
@@ -51,6 +52,7 @@ private:
 
   BackwardOp op;
   mlir::Value count;
+  llvm::SmallVector<bool> table;         // per aux_grads tensor: whether it is a table
   llvm::SmallVector<mlir::Value> tables; // per aux_grads tensor: its copies, null if direct
 };
 

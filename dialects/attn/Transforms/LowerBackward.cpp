@@ -459,7 +459,8 @@ void BackwardLowering::emitWorkspace() {
         b.create<memref::AllocOp>(MemRefType::get({dynamic, heads, dynamic}, b.getF32Type()),
                                   ValueRange{batches, b.create<arith::CeilDivUIOp>(seqQ, rows)});
   taskCount = chunkMajor ? chunks : b.create<arith::MulIOp>(pairs, chunks).getResult();
-  auxCopies.emplace(b, op, taskCount);
+  auxCopies.emplace(op);
+  auxCopies->allocate(b, taskCount);
 }
 
 void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,

@@ -31,12 +31,14 @@
 // turn; and each add rounds to the gradient's type (as the CPU lowering's do).
 //
 // A table's gradient (the other aux_grads: many scores read each element) goes through
-// copies (AuxCopies.h), one per warp of the dQ kernel: a warp adds each C fragment element's
-// terms in an order fixed by the data (WarpAdds.h: the lanes that read one element summed by
-// shuffles, the first of them adding the sum), and a launch after the kernels sums the copies
-// in order, a thread per element. The price: per fragment element and table read, 5 rounds of
-// shuffles where the warp reads one element (slopes per head), else 32 rounds; and
-// ceil(Tq / rows) B H (rows / 16) copies of each table.
+// copies (AuxCopies.h), one per warp of the dQ kernel, whose grid is then at most
+// kTableBlocks blocks, each running its (query tile, pair) items in turn: a warp adds each C
+// fragment element's terms in an order fixed by the data (WarpAdds.h: the lanes that read one
+// element summed by shuffles, the first of them adding the sum), and a launch after the
+// kernels sums the copies in order, a thread per element. The price: per fragment element and
+// table read, 5 rounds of shuffles where the warp reads one element (slopes per head), else 32
+// rounds; and min(items, 256) (rows / 16) copies of each table, items = ceil(Tq / rows) B H
+// (B' H' with a bias).
 //
 //===---------------------------------------------------------------------------===//
 #include "attn/Kit/Builders.h"
@@ -59,6 +61,11 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
+// The most blocks of the dQ kernel with a table's gradient, so that the warps' copies (each a
+// table's size) are bounded by the grid, not by the shape: 256 blocks of rows / 16 warps are
+// about two resident blocks per SM of an H100 (132 SMs).
+constexpr int64_t kTableBlocks = 256;
+
 class BackwardMma : private MmaFragments {
 public:
   BackwardMma(RewriterBase& rewriter, BackwardOp op, const BackwardTiles& tiles)
@@ -72,15 +79,29 @@ public:
 
 private:
   LogicalResult check();
-  // A launch of a block per (pair, tile) of `pairs` x `tiles` (blockIdx.x = pair tiles + tile,
-  // so a pair's tiles run together and share their K/V or Q/dO rows in L2; gridDim.y would
-  // stop at 65535 pairs), each of rows / 16 warps with two shared tiles of `block` rows (widths
-  // d_k and d_v) and, with `rowStats`, two f32 vectors of `block`; the builder at its body's
-  // start, where the block's tile and pair are `tileIndex` and `pairIndex`.
-  gpu::LaunchOp launch(ImplicitLocOpBuilder& b, Value tiles, Value pairs, bool rowStats);
+  // A launch of `blocks` blocks (blockIndex), each of rows / 16 warps with two shared tiles of
+  // `block` rows (widths d_k and d_v) and, with `rowStats`, two f32 vectors of `block`; the
+  // builder at its body's start.
+  gpu::LaunchOp launch(ImplicitLocOpBuilder& b, Value blocks, bool rowStats);
+  // The (pair, tile) of work item `item` of pairs x tiles (item = pair tiles + tile, so a
+  // pair's tiles run together and share their K/V or Q/dO rows in L2; gridDim.y would stop at
+  // 65535 pairs): `tileIndex` and `pairIndex`.
+  void placeItem(ImplicitLocOpBuilder& b, Value item, Value tiles) {
+    tileIndex = b.create<arith::RemUIOp>(item, tiles);
+    pairIndex = b.create<arith::DivUIOp>(item, tiles);
+  }
+  // The dQ kernel's work items, (query tile, pair) (queryPairs), and its blocks: a block per
+  // item, or with a table's gradient at most kTableBlocks, each running its items in turn.
+  struct QueryGrid {
+    Value tiles, items, blocks;
+  };
+  QueryGrid queryGrid(ImplicitLocOpBuilder& b);
   // The dQ kernel: a block per (query tile, b, h), or with a direct gradient per (query tile,
-  // b', h') of its extents, looping over the (b, h) that read it.
+  // b', h') of its extents, looping over the (b, h) that read it; with a table's gradient, at
+  // most kTableBlocks blocks, each zeroing its warps' copies and then running its items.
   void emitQueryKernel(ImplicitLocOpBuilder& b);
+  // One item of the dQ kernel (tileIndex, pairIndex).
+  void emitQueryItem(ImplicitLocOpBuilder& b);
   // The dQ kernel's work for the block's `rows` query rows from `rowBase` of (batchIndex,
   // headIndex): D, then dQ over the kept keys (and the direct gradient's terms).
   void emitQueryRows(ImplicitLocOpBuilder& b, Value batchIndex, Value headIndex, Value rowBase);
@@ -182,11 +203,9 @@ LogicalResult BackwardMma::check() {
   return success();
 }
 
-gpu::LaunchOp BackwardMma::launch(ImplicitLocOpBuilder& b, Value tiles, Value pairs,
-                                  bool rowStats) {
+gpu::LaunchOp BackwardMma::launch(ImplicitLocOpBuilder& b, Value blocks, bool rowStats) {
   Value one = c(b, 1);
-  auto launch = b.create<gpu::LaunchOp>(b.create<arith::MulIOp>(pairs, tiles), one, one,
-                                        c(b, warps * kWarpSize), one, one);
+  auto launch = b.create<gpu::LaunchOp>(blocks, one, one, c(b, warps * kWarpSize), one, one);
   auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto tile = [&](int64_t width) {
     return launch.addWorkgroupAttribution(MemRefType::get({block, width + kMmaRowPad}, element,
@@ -205,8 +224,6 @@ gpu::LaunchOp BackwardMma::launch(ImplicitLocOpBuilder& b, Value tiles, Value pa
   b.create<gpu::TerminatorOp>();
   b.setInsertionPointToStart(&launch.getBody().front());
   blockIndex = launch.getBlockIds().x;
-  tileIndex = b.create<arith::RemUIOp>(blockIndex, tiles);
-  pairIndex = b.create<arith::DivUIOp>(blockIndex, tiles);
   emitLaneIds(b);
   lastRow = b.create<arith::SubIOp>(op.getSeqQ(), c(b, 1));
   lastKey = b.create<arith::SubIOp>(seqK, c(b, 1));
@@ -388,26 +405,49 @@ void BackwardMma::storeRows(ImplicitLocOpBuilder& b, ArrayRef<Value> acc, Value 
   }
 }
 
+BackwardMma::QueryGrid BackwardMma::queryGrid(ImplicitLocOpBuilder& b) {
+  auto [pairBatches, pairHeads] = queryPairs(b);
+  Value tiles = b.create<arith::CeilDivUIOp>(op.getSeqQ(), c(b, rows));
+  Value items = b.create<arith::MulIOp>(tiles, b.create<arith::MulIOp>(pairBatches, pairHeads));
+  Value blocks =
+      tables->empty() ? items : b.create<arith::MinUIOp>(items, c(b, kTableBlocks)).getResult();
+  return {tiles, items, blocks};
+}
+
 void BackwardMma::emitQueryKernel(ImplicitLocOpBuilder& b) {
+  const QueryGrid grid = queryGrid(b);
+  gpu::LaunchOp kernel = launch(b, grid.blocks, /*rowStats=*/false);
+  if (tables->empty()) {
+    placeItem(b, blockIndex, grid.tiles);
+    emitQueryItem(b);
+    b.setInsertionPointAfter(kernel);
+    return;
+  }
+  warpCopy = b.create<arith::AddIOp>(b.create<arith::MulIOp>(blockIndex, c(b, warps)),
+                                     b.create<arith::DivUIOp>(tid, c(b, kWarpSize)));
+  tables->zero(b, warpCopy, lane, c(b, kWarpSize));
+  syncWarp(b); // the zeros before any lane's first add
+  // The block's items in order, so that its warps' copies are sums in a fixed order.
+  auto items = b.create<scf::ForOp>(blockIndex, grid.items, grid.blocks);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(items.getBody());
+    placeItem(b, items.getInductionVar(), grid.tiles);
+    emitQueryItem(b);
+  }
+  b.setInsertionPointAfter(kernel);
+  warpCopy = Value();
+}
+
+void BackwardMma::emitQueryItem(ImplicitLocOpBuilder& b) {
   Value batches = b.create<memref::DimOp>(query, 0);
   Value heads = c(b, op.getNumHeads());
-  // A block per (tile, b, h), or per (tile, b', h') of a direct gradient's own extents.
   auto [pairBatches, pairHeads] = queryPairs(b);
-  gpu::LaunchOp kernel =
-      launch(b, b.create<arith::CeilDivUIOp>(op.getSeqQ(), c(b, rows)),
-             b.create<arith::MulIOp>(pairBatches, pairHeads), /*rowStats=*/false);
-  if (!tables->empty()) {
-    warpCopy = b.create<arith::AddIOp>(b.create<arith::MulIOp>(blockIndex, c(b, warps)),
-                                       b.create<arith::DivUIOp>(tid, c(b, kWarpSize)));
-    tables->zero(b, warpCopy, lane, c(b, kWarpSize));
-    syncWarp(b); // the zeros before any lane's first add
-  }
   Value rowBase = b.create<arith::MulIOp>(tileIndex, c(b, rows));
   Value pairBatch = b.create<arith::DivUIOp>(pairIndex, pairHeads);
   Value pairHead = b.create<arith::RemUIOp>(pairIndex, pairHeads);
   if (!directGrad) {
     emitQueryRows(b, pairBatch, pairHead, rowBase);
-    b.setInsertionPointAfter(kernel);
     return;
   }
   gradBatch = pairBatch;
@@ -427,7 +467,6 @@ void BackwardMma::emitQueryKernel(ImplicitLocOpBuilder& b) {
                                       rowBase);
                       });
            });
-  b.setInsertionPointAfter(kernel);
 }
 
 void BackwardMma::emitQueryRows(ImplicitLocOpBuilder& b, Value batchIndex, Value headIndex,
@@ -485,8 +524,9 @@ void BackwardMma::emitKeyKernel(ImplicitLocOpBuilder& b) {
   const int64_t kvHeads = op.getKey().getType().getDimSize(1);
   const int64_t group = static_cast<int64_t>(op.getNumHeads()) / kvHeads;
   Value pairs = b.create<arith::MulIOp>(b.create<memref::DimOp>(query, 0), c(b, kvHeads));
-  gpu::LaunchOp kernel =
-      launch(b, b.create<arith::CeilDivUIOp>(seqK, c(b, rows)), pairs, /*rowStats=*/true);
+  Value tiles = b.create<arith::CeilDivUIOp>(seqK, c(b, rows));
+  gpu::LaunchOp kernel = launch(b, b.create<arith::MulIOp>(pairs, tiles), /*rowStats=*/true);
+  placeItem(b, blockIndex, tiles);
   batch = b.create<arith::DivUIOp>(pairIndex, c(b, kvHeads));
   kvHead = b.create<arith::RemUIOp>(pairIndex, c(b, kvHeads));
   Value keyBase0 = b.create<arith::MulIOp>(tileIndex, c(b, rows));
@@ -625,6 +665,7 @@ LogicalResult BackwardMma::emit() {
   gradValue = view(op.getGradValue());
   seqK = b.create<memref::DimOp>(op.getKey(), 2);
   directGrad = directGradient();
+  tables.emplace(op);
   {
     // Before the block's first phase, as every workspace (RoPE's rotations may come first).
     OpBuilder::InsertionGuard guard(b);
@@ -634,10 +675,8 @@ LogicalResult BackwardMma::emit() {
             {ShapedType::kDynamic, static_cast<int64_t>(op.getNumHeads()), ShapedType::kDynamic},
             b.getF32Type()),
         ValueRange{b.create<memref::DimOp>(op.getQuery(), 0), op.getSeqQ()});
-    auto [pairBatches, pairHeads] = queryPairs(b);
-    Value blocks = b.create<arith::MulIOp>(b.create<arith::CeilDivUIOp>(op.getSeqQ(), c(b, rows)),
-                                           b.create<arith::MulIOp>(pairBatches, pairHeads));
-    tables.emplace(b, op, b.create<arith::MulIOp>(blocks, c(b, warps)));
+    if (!tables->empty())
+      tables->allocate(b, b.create<arith::MulIOp>(queryGrid(b).blocks, c(b, warps)));
   }
   emitQueryKernel(b);
   emitKeyKernel(b);

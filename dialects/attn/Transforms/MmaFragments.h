@@ -25,6 +25,7 @@
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/CacheRows.h"
 #include "attn/Transforms/ScoreTerms.h"
+#include "attn/Transforms/WarpAdds.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -35,7 +36,6 @@
 
 namespace attnc::attn {
 
-constexpr int64_t kWarpSize = 32;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The shape of a kernel's tiles: element type of the operands, head dims, rows per block (16

@@ -95,7 +95,7 @@ def AttnBf16MemoryAsI16 : Pass<"attn-bf16-memory-as-i16"> {
     masked load of bf16 lanes by promoting each lane to f32 and truncating it back through
     __truncsfbf2, a function Debian 12's libgcc lacks (mha's bf16 backward failed to link on
     AVX2). As i16 lanes the same bits move with no conversion; bitcasts give back the bf16
-    vector.
+    vector. Masked gathers and scatters of bf16 (attnc emits none) are left as they are.
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }

@@ -14,14 +14,12 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-constexpr int32_t kLanes = 32;
-
 Value i32Constant(ImplicitLocOpBuilder& b, int32_t value) {
   return b.create<arith::ConstantIntOp>(value, 32);
 }
 
 Value shuffle(ImplicitLocOpBuilder& b, Value x, Value source, gpu::ShuffleMode mode) {
-  return b.create<gpu::ShuffleOp>(x, source, i32Constant(b, kLanes), mode).getShuffleResult();
+  return b.create<gpu::ShuffleOp>(x, source, i32Constant(b, kWarpSize), mode).getShuffleResult();
 }
 
 // The lanes where `predicate` holds, as the bits of an i32.
@@ -43,17 +41,19 @@ void addWhere(ImplicitLocOpBuilder& b, Value store, Value buffer, Value row, Val
 
 // The sum of x over the warp's lanes by xor shuffles: one association, whatever the run.
 Value warpSum(ImplicitLocOpBuilder& b, Value x) {
-  for (int32_t mask = kLanes / 2; mask > 0; mask /= 2)
+  for (int32_t mask = kWarpSize / 2; mask > 0; mask /= 2)
     x = b.create<arith::AddFOp>(x, shuffle(b, x, i32Constant(b, mask), gpu::ShuffleMode::XOR));
   return x;
 }
 
 // The terms of the lanes whose offset is this lane's, summed in lane order, and whether no
 // lower lane has that offset.
-std::pair<Value, Value> laneOrderSum(ImplicitLocOpBuilder& b, Value laneI32, Value offset,
-                                     Value term) {
+struct LaneOrderSum {
+  Value sum, first;
+};
+LaneOrderSum laneOrderSum(ImplicitLocOpBuilder& b, Value laneI32, Value offset, Value term) {
   const SmallVector<Value> folded = foldRange(
-      b, indexConstant(b, 0), indexConstant(b, kLanes),
+      b, indexConstant(b, 0), indexConstant(b, kWarpSize),
       {f32Constant(b, 0), b.create<arith::ConstantIntOp>(1, 1)},
       [&](ImplicitLocOpBuilder& sb, Value source, ValueRange acc) {
         Value from = sb.create<arith::IndexCastOp>(sb.getI32Type(), source);
@@ -81,7 +81,8 @@ void addInLaneOrder(ImplicitLocOpBuilder& b, Value lane, Value buffer, Value row
   Value laneI32 = b.create<arith::IndexCastOp>(b.getI32Type(), lane);
   Value live = b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, offset,
                                        b.create<arith::ConstantIntOp>(0, 64));
-  // The first live lane (32, and every lane dead, when none is) and its offset.
+  // The first live lane and its offset. With none live, cttz(0) = 32, whose shuffle reads lane
+  // 0 (shfl.idx takes the source lane's low 5 bits): every lane then agrees, and none stores.
   Value leader = b.create<math::CountTrailingZerosOp>(ballot(b, live));
   Value leaderOffset = shuffle(b, offset, leader, gpu::ShuffleMode::IDX);
   Value agrees = b.create<arith::OrIOp>(
@@ -97,8 +98,8 @@ void addInLaneOrder(ImplicitLocOpBuilder& b, Value lane, Value buffer, Value row
     addWhere(b, b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, laneI32, leader), buffer, row,
              offset, sum);
     b.setInsertionPointToStart(ifUniform.elseBlock());
-    auto [ordered, first] = laneOrderSum(b, laneI32, offset, term);
-    addWhere(b, b.create<arith::AndIOp>(first, live), buffer, row, offset, ordered);
+    const LaneOrderSum ordered = laneOrderSum(b, laneI32, offset, term);
+    addWhere(b, b.create<arith::AndIOp>(ordered.first, live), buffer, row, offset, ordered.sum);
   }
   syncWarp(b);
 }

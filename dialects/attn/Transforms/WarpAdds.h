@@ -13,6 +13,8 @@
 
 namespace attnc::attn {
 
+constexpr int64_t kWarpSize = 32;
+
 // __syncwarp(): the warp's lanes wait for each other, and each then sees the others' stores.
 void syncWarp(mlir::ImplicitLocOpBuilder& b);
 

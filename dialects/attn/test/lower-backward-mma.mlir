@@ -6,8 +6,8 @@
 // 32 keys of a batch and KV head, over the group's heads and the query blocks the mask keeps:
 // Q and dO tiles with their lse and D, dV += P^T dO, dK += G^T Q); with sinks a task per head
 // sums their gradients. The aligned arguments are recorded for the bundle's entry. Then a
-// bias's gradient summed in place, a table's through a copy per warp summed in order, and two
-// score-shaped gradients refused.
+// bias's gradient summed in place, a table's through a copy per warp summed in order, two
+// score-shaped gradients refused, and f32 tensors refused.
 
 // CHECK: memref.global "public" constant @attnc_mma_backward_aligned_args : memref<i32> = dense<927>
 // CHECK-LABEL: func.func @backward
@@ -286,6 +286,35 @@ func.func @two_biases(%q: memref<1x1x8x16xf16>, %k: memref<1x1x8x16xf16>,
         gpu.yield %bi, %h, %qi, %ki, %one, %bi, %h, %qi, %ki, %one
             : i32, i32, i32, i32, f32, i32, i32, i32, i32, f32
       }
+  return
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.attn.lower_backward_mma %f rows = 32 key_block = 16 : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+// f32 tensors have no tensor-core backward.
+func.func @wide(%q: memref<1x1x8x16xf32>, %k: memref<1x1x8x16xf32>, %v: memref<1x1x8x16xf32>,
+                %o: memref<1x1x8x16xf32>, %do: memref<1x1x8x16xf32>, %lse: memref<1x1x8xf32>,
+                %dq: memref<1x1x8x16xf32>, %dk: memref<1x1x8x16xf32>,
+                %dv: memref<1x1x8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  // expected-error @+1 {{lower_backward_mma: tensor cores take f16 or bf16 storage, not 'f32'}}
+  attn.backward %q, %k, %v, %o, %do, %lse into %dq, %dk, %dv
+      at [%c0, %c0, %c0, %c0] sizes [%c1, %c1, %c8, %c8] seq_q %c8
+      {num_heads = 1 : i64, scale = 0.25 : f64}
+      : memref<1x1x8x16xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>,
+        memref<1x1x8x16xf32>, memref<1x1x8xf32>, memref<1x1x8x16xf32>, memref<1x1x8x16xf32>,
+        memref<1x1x8x16xf32>
   return
 }
 

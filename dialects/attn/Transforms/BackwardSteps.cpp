@@ -16,9 +16,13 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-// The accumulators of a register tile: with the operands it loads at each step (a row's column
-// vectors and the broadcast weights) they stay within AVX-512's 32 registers.
-constexpr int64_t kAccumulators = 16;
+// The accumulators of a register tile of vectors of `lanes` f32, so that with the operands a
+// step loads (a row's column vectors and the broadcast weights) they stay in registers: 16 of
+// AVX-512's 32 zmm, 12 of AVX2's 16 ymm (16 there spilled to the stack, and the f32 backward
+// ran at 40% of an AMD Zen 3's FMA peak).
+int64_t accumulatorsFor(int64_t lanes) {
+  return lanes >= 16 ? 16 : 12;
+}
 
 // The widest vector of at most `lanes` f32 (a power of two) whose width divides d.
 int64_t columnWidth(int64_t d, int64_t lanes) {
@@ -48,7 +52,7 @@ using ColumnStep = std::function<std::pair<SmallVector<Value>, SmallVector<Value
 void accumulateColumnTiles(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
                            int64_t vectors, int64_t lanes, int64_t depth, Value begin, Value end,
                            bool pairs, const ColumnStep& step) {
-  const int64_t columns = std::clamp<int64_t>(kAccumulators / vectors, 1, 16);
+  const int64_t columns = std::clamp<int64_t>(accumulatorsFor(lanes) / vectors, 1, 16);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   for (int64_t c0 = 0; c0 < depth; c0 += columns) {
     const int64_t n = std::min(columns, depth - c0);
@@ -116,7 +120,7 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   const int64_t perRow = pairs ? 2 : 1;                     // rowsOf's elements per acc element
   // Register tiles of `unroll` keys x `columns` vectors.
   const int64_t columns = std::min<int64_t>(d / width, 8);
-  const int64_t unroll = std::clamp<int64_t>(kAccumulators / columns, 1, 8);
+  const int64_t unroll = std::clamp<int64_t>(accumulatorsFor(lanes) / columns, 1, 8);
   auto vector = VectorType::get({width}, b.getF32Type());
   auto rowVector = VectorType::get({width * perRow}, pairs ? b.getBF16Type() : b.getF32Type());
   Value steps = pairs ? b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2)) : count;

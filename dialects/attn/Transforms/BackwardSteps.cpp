@@ -1,9 +1,11 @@
 //===- BackwardSteps.cpp - the loops attn.backward's tasks are made of -----------===//
 #include "attn/Transforms/BackwardSteps.h"
 
+#include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/Products.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -119,7 +121,7 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   const int64_t width = pairs ? kPairLanes : columnWidth(d, lanes);
   const int64_t perRow = pairs ? 2 : 1;                     // rowsOf's elements per acc element
   // Register tiles of `unroll` keys x `columns` vectors.
-  const int64_t columns = std::min<int64_t>(d / width, 8);
+  const int64_t columns = std::min<int64_t>(d / width, lanes >= 16 ? 8 : 3);
   const int64_t unroll = std::clamp<int64_t>(accumulatorsFor(lanes) / columns, 1, 8);
   auto vector = VectorType::get({width}, b.getF32Type());
   auto rowVector = VectorType::get({width * perRow}, pairs ? b.getBF16Type() : b.getF32Type());
@@ -241,6 +243,13 @@ void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value
           cb.create<memref::StoreOp>(loadF32(cb, src, {batch, head, at, c}), dst, ValueRange{r, c});
         });
   });
+}
+
+void copyRowsTransposed(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
+                        Value count, Value dst, double scale) {
+  auto op = b.create<PackQueryOp>(src, batch, head, row, count, dst, b.getF64FloatAttr(scale));
+  lowerPack(b, op);
+  op.erase();
 }
 
 void copyRowsInPairs(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,

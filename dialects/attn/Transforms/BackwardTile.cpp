@@ -6,7 +6,6 @@
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/KeyRange.h"
-#include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -22,9 +21,9 @@ namespace attnc::attn {
 
 BackwardTile::BackwardTile(ImplicitLocOpBuilder& b, BackwardOp op, Value batch, Value head,
                            Value firstRow, Value count, Value delta, const TileBuffers& buffers,
-                           int64_t rows, const VectorOptions& options)
+                           const BlockColumns& block, int64_t rows, const VectorOptions& options)
     : batch(batch), head(head), firstRow(firstRow), count(count), delta(delta), buffers(buffers),
-      rows(rows), lanes(options.vectorWidth), vectorCount(rows / options.vectorWidth),
+      block(block), rows(rows), lanes(options.vectorWidth), vectorCount(rows / options.vectorWidth),
       dot(options.dot) {
   // A marker of the tile's domain, erased with the tile.
   Value one = indexConstant(b, 1);
@@ -32,22 +31,7 @@ BackwardTile::BackwardTile(ImplicitLocOpBuilder& b, BackwardOp op, Value batch, 
                               {one, one, count, op.getSizes()[3]});
   kvHead = ScoreTerms::kvHeadOf(b, taskOp, head);
   terms.emplace(b, taskOp, batch, head);
-  Value off = ScoreTerms::positionOffset(b, taskOp);
-  SmallVector<int32_t> iota(lanes);
-  std::iota(iota.begin(), iota.end(), 0);
-  auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
-  Value lanesIota = b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef(iota)));
-  auto splatI32 = [&](Value index) {
-    return b.create<vector::BroadcastOp>(vectorI32,
-                                         b.create<arith::IndexCastOp>(b.getI32Type(), index));
-  };
-  for (int64_t r = 0; r < vectorCount; ++r) {
-    Value first = b.create<arith::AddIOp>(firstRow, indexConstant(b, r * lanes));
-    positions.push_back(
-        b.create<arith::AddIOp>(splatI32(b.create<arith::AddIOp>(first, off)), lanesIota));
-    Value left = b.create<arith::SubIOp>(count, indexConstant(b, r * lanes));
-    live.push_back(b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, lanesIota, splatI32(left)));
-  }
+  positionOffset = ScoreTerms::positionOffset(b, taskOp);
 }
 
 BackwardTile::~BackwardTile() {
@@ -62,19 +46,15 @@ std::pair<Value, Value> BackwardTile::keptKeys(ImplicitLocOpBuilder& b, Value be
 }
 
 void BackwardTile::load(ImplicitLocOpBuilder& b) {
-  auto pack = [&](Value rowsOf, Value packed, double scale) {
-    auto op = b.create<PackQueryOp>(rowsOf, batch, head, firstRow, count, packed,
-                                    b.getF64FloatAttr(scale));
-    lowerPack(b, op);
-    op.erase();
-  };
   if (dot) {
     for (auto [rowsOf, paired] : {std::pair(taskOp.getQuery(), buffers.packedQuery),
                                   std::pair(taskOp.getGradOutput(), buffers.packedGrad)})
       copyRowsInPairs(b, rowsOf, batch, head, firstRow, count, paired, PairsAlong::Columns);
   } else {
-    pack(taskOp.getQuery(), buffers.packedQuery, taskOp.getScale().convertToDouble());
-    pack(taskOp.getGradOutput(), buffers.packedGrad, 1.0);
+    copyRowsTransposed(b, taskOp.getQuery(), batch, head, firstRow, count, buffers.packedQuery,
+                       taskOp.getScale().convertToDouble());
+    copyRowsTransposed(b, taskOp.getGradOutput(), batch, head, firstRow, count, buffers.packedGrad,
+                       1.0);
   }
   // lse and D of the tile's rows; rows past the count get -inf and 0 (never kept).
   forRange(b, indexConstant(b, 0), indexConstant(b, rows), [&](ImplicitLocOpBuilder& rb, Value r) {
@@ -96,31 +76,29 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
     rb.create<memref::StoreOp>(copy.getResult(0), buffers.lse, r);
     rb.create<memref::StoreOp>(copy.getResult(1), buffers.delta, r);
   });
-  auto vector = VectorType::get({lanes}, b.getF32Type());
-  for (int64_t r = 0; r < vectorCount; ++r) {
-    Value column = indexConstant(b, r * lanes);
-    lse.push_back(b.create<vector::LoadOp>(vector, buffers.lse, column));
-    rowDelta.push_back(b.create<vector::LoadOp>(vector, buffers.delta, column));
-  }
 }
 
 // Each step c of the contraction: the packed rows' vectors (f32 lanes, or with dot bf16 pairs
 // of d's elements c and c + 1: twice as many) against each key's element c (or pair).
 SmallVector<Value> BackwardTile::products(ImplicitLocOpBuilder& b, Value packed, Value rowsOf,
-                                          ArrayRef<Value> keys) {
+                                          Value transposed, ArrayRef<Value> keys) {
   const int64_t steps = cast<MemRefType>(packed.getType()).getDimSize(0);
   const int64_t width = dot ? 2 * lanes : lanes;
   auto vector = VectorType::get({width}, dot ? b.getBF16Type() : b.getF32Type());
   SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
+  const SmallVector<Value> local = llvm::map_to_vector(
+      keys, [&](Value key) { return b.create<arith::SubIOp>(key, block.firstKey).getResult(); });
   return foldRange(b, indexConstant(b, 0), indexConstant(b, steps), zeros,
                    [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
                      SmallVector<Value> columns, elements;
                      for (int64_t r = 0; r < vectorCount; ++r)
                        columns.push_back(cb.create<vector::LoadOp>(
                            vector, packed, ValueRange{c, indexConstant(cb, r * width)}));
-                     for (Value key : keys)
-                       elements.push_back(dot ? keyPair(cb, rowsOf, key, c)
-                                              : loadF32(cb, rowsOf, {batch, kvHead, key, c}));
+                     for (auto [key, j] : llvm::zip(keys, local))
+                       elements.push_back(
+                           dot ? keyPair(cb, rowsOf, key, c)
+                               : cb.create<memref::LoadOp>(transposed, ValueRange{c, j})
+                                     .getResult());
                      return dot ? pairDotUpdate(cb, columns, elements, acc)
                                 : rankOneUpdate(cb, columns, elements, acc);
                    });
@@ -152,49 +130,84 @@ Value BackwardTile::keyPair(ImplicitLocOpBuilder& b, Value rowsOf, Value key, Va
       low, b.create<arith::ShLIOp>(high, b.create<arith::ConstantIntOp>(16, 32)));
 }
 
-BackwardTile::Gradients BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys) {
-  SmallVector<Value> raw = products(b, buffers.packedQuery, taskOp.getKey(), keys);
+// Row vector r's lanes: their positions i + off (i32) and whether each is a row of the tile.
+std::pair<Value, Value> BackwardTile::rowLanes(ImplicitLocOpBuilder& b, int64_t r) {
+  SmallVector<int32_t> iota(lanes);
+  std::iota(iota.begin(), iota.end(), 0);
+  auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
+  Value lanesIota = b.create<arith::ConstantOp>(DenseElementsAttr::get(vectorI32, ArrayRef(iota)));
+  auto splatI32 = [&](Value index) {
+    return b.create<vector::BroadcastOp>(vectorI32,
+                                         b.create<arith::IndexCastOp>(b.getI32Type(), index));
+  };
+  Value first = b.create<arith::AddIOp>(firstRow, indexConstant(b, r * lanes));
+  Value positions =
+      b.create<arith::AddIOp>(splatI32(b.create<arith::AddIOp>(first, positionOffset)), lanesIota);
+  Value left = b.create<arith::SubIOp>(count, indexConstant(b, r * lanes));
+  return {positions, b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, lanesIota, splatI32(left))};
+}
+
+SmallVector<SmallVector<Value>> BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys,
+                                                 Value probs, Value grads) {
+  SmallVector<Value> raw = products(b, buffers.packedQuery, taskOp.getKey(), block.keys, keys);
   if (dot) // the pairs hold Q unscaled
     for (Value& x : raw)
       x = b.create<arith::MulFOp>(x, f32Splat(b, lanes, taskOp.getScale().convertToDouble()));
-  SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), keys);
+  auto vector = VectorType::get({lanes}, b.getF32Type());
   auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
   Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());
-  Value scale = f32Splat(b, lanes, taskOp.getScale().convertToDouble());
   Value zero = f32Splat(b, lanes, 0);
-  Gradients out;
-  for (auto [u, key] : llvm::enumerate(keys)) {
-    Value keyPositions =
-        b.create<vector::BroadcastOp>(vectorI32, b.create<arith::IndexCastOp>(b.getI32Type(), key));
-    for (int64_t r = 0; r < vectorCount; ++r) {
-      const int64_t at = u * vectorCount + r;
-      Value x = raw[at];
-      Value s = terms->modified(b, x, positions[r], keyPositions);
-      // Kept: a row of the tile, the masks keep it, and not a -inf score (p = 0 even where
-      // lse is -inf too); UNE keeps a NaN score, whose p is NaN.
-      Value keep = b.create<arith::AndIOp>(
-          live[r], b.create<arith::CmpFOp>(arith::CmpFPredicate::UNE, s, negInf));
-      if (Value masks =
-              terms->kept(b, s, positions[r], keyPositions, ScoreTerms::MaskMod::Evaluate))
-        keep = b.create<arith::AndIOp>(keep, masks);
-      Value p = b.create<arith::SelectOp>(
-          keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse[r])), zero);
-      // With dropout's factor z: z p weights v, and dx = p (z dp - D) = z p dp - p D.
-      Value dropped = terms->dropout(b, p, positions[r], keyPositions);
-      Value difference =
-          dropped == p
-              ? Value(b.create<arith::MulFOp>(p, b.create<arith::SubFOp>(dp[at], rowDelta[r])))
-              : Value(b.create<arith::SubFOp>(b.create<arith::MulFOp>(dropped, dp[at]),
-                                              b.create<arith::MulFOp>(p, rowDelta[r])));
-      Value g = b.create<arith::MulFOp>(difference, scale);
-      if (Value slope = terms->scoreGradient(b, x, positions[r], keyPositions))
-        g = b.create<arith::SelectOp>(keep, b.create<arith::MulFOp>(g, slope), zero);
-      out.probability.push_back(dropped);
-      out.score.push_back(g);
-      out.auxTerms.push_back(auxTerms(b, x, positions[r], keyPositions, keep, difference));
-    }
+  SmallVector<Value> keyPositions, local, positions, keeps, unDropped;
+  for (Value key : keys) {
+    keyPositions.push_back(b.create<vector::BroadcastOp>(
+        vectorI32, b.create<arith::IndexCastOp>(b.getI32Type(), key)));
+    local.push_back(b.create<arith::SubIOp>(key, block.firstKey));
   }
-  return out;
+  auto place = [&](int64_t at) {
+    return SmallVector<Value, 2>{local[at / vectorCount],
+                                 indexConstant(b, at % vectorCount * lanes)};
+  };
+  // p = exp(s - lse) where kept, stored (z p) before dP's products.
+  for (auto [at, x] : llvm::enumerate(raw)) {
+    const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
+    auto [rowPositions, live] = rowLanes(b, r);
+    Value lse = b.create<vector::LoadOp>(vector, buffers.lse, indexConstant(b, r * lanes));
+    Value s = terms->modified(b, x, rowPositions, keyPositions[u]);
+    // Kept: a row of the tile, the masks keep it, and not a -inf score (p = 0 even where
+    // lse is -inf too); UNE keeps a NaN score, whose p is NaN.
+    Value keep = b.create<arith::AndIOp>(
+        live, b.create<arith::CmpFOp>(arith::CmpFPredicate::UNE, s, negInf));
+    if (Value masks =
+            terms->kept(b, s, rowPositions, keyPositions[u], ScoreTerms::MaskMod::Evaluate))
+      keep = b.create<arith::AndIOp>(keep, masks);
+    Value p = b.create<arith::SelectOp>(
+        keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse)), zero);
+    Value dropped = terms->dropout(b, p, rowPositions, keyPositions[u]);
+    b.create<vector::StoreOp>(dropped, probs, place(at));
+    positions.push_back(rowPositions);
+    keeps.push_back(keep);
+    unDropped.push_back(dropped == p ? Value() : p);
+  }
+  SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), block.values, keys);
+  Value scale = f32Splat(b, lanes, taskOp.getScale().convertToDouble());
+  SmallVector<SmallVector<Value>> auxTermsAt;
+  for (auto [at, x] : llvm::enumerate(raw)) {
+    const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
+    Value delta = b.create<vector::LoadOp>(vector, buffers.delta, indexConstant(b, r * lanes));
+    Value dropped = b.create<vector::LoadOp>(vector, probs, place(at));
+    // With dropout's factor z: z p weights v, and dx = p (z dp - D) = z p dp - p D.
+    Value difference =
+        !unDropped[at]
+            ? Value(b.create<arith::MulFOp>(dropped, b.create<arith::SubFOp>(dp[at], delta)))
+            : Value(b.create<arith::SubFOp>(b.create<arith::MulFOp>(dropped, dp[at]),
+                                            b.create<arith::MulFOp>(unDropped[at], delta)));
+    Value g = b.create<arith::MulFOp>(difference, scale);
+    if (Value slope = terms->scoreGradient(b, x, positions[at], keyPositions[u]))
+      g = b.create<arith::SelectOp>(keeps[at], b.create<arith::MulFOp>(g, slope), zero);
+    b.create<vector::StoreOp>(g, grads, place(at));
+    auxTermsAt.push_back(auxTerms(b, x, positions[at], keyPositions[u], keeps[at], difference));
+  }
+  return auxTermsAt;
 }
 
 } // namespace attnc::attn

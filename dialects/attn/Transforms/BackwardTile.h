@@ -36,13 +36,24 @@ struct TileBuffers {
   mlir::Value lse, delta;  // [rows] f32
 };
 
+// A key block's K and V rows transposed, [d_k, keyBlock] and [d_v, keyBlock] f32, key j at
+// column j - firstKey (copyRowsTransposed), packed once per block for all its query tiles: the
+// widened products broadcast a key group's elements c from side by side, one address for the
+// group where the tensors' rows lie a run-time stride apart. Null with dot (pairs read the
+// tensors).
+struct BlockColumns {
+  mlir::Value keys, values, firstKey;
+};
+
 class BackwardTile {
 public:
   // The tile of `count` (<= rows) rows from `firstRow` of (batch, head) of `op`; `delta` the
-  // [B, H, Tq] workspace of D. Emits, at b, nothing but the values the regions read.
+  // [B, H, Tq] workspace of D; `block` the key block whose keys at() takes. Emits, at b,
+  // nothing but the values the regions read.
   BackwardTile(mlir::ImplicitLocOpBuilder& b, BackwardOp op, mlir::Value batch, mlir::Value head,
                mlir::Value firstRow, mlir::Value count, mlir::Value delta,
-               const TileBuffers& buffers, int64_t rows, const VectorOptions& options);
+               const TileBuffers& buffers, const BlockColumns& block, int64_t rows,
+               const VectorOptions& options);
   ~BackwardTile();
 
   // The keys of [begin, end) the masks can keep for some row of the tile (KeyRange.h).
@@ -51,38 +62,41 @@ public:
   // Packs the tile's query and output gradient rows and copies its lse and D, at b.
   void load(mlir::ImplicitLocOpBuilder& b);
 
-  // z p and g (see above) at `keys`: [u * vectors() + r] for key u and row vector r; with an
-  // aux_grad region, per [u * vectors() + r] the region's reads, each its indices (i32
+  // Stores z p and g (see above) at `keys` into probs[key - firstKey, :] and grads[...] of
+  // the block's [keyBlock, rows] buffers; returns, with an aux_grad region, per
+  // [u * vectors() + r] (key u, row vector r) the region's reads, each its indices (i32
   // vectors) then its term dx_ij / (scale score_grad) times the read's partial, 0 where p is.
-  struct Gradients {
-    llvm::SmallVector<mlir::Value> probability, score;
-    llvm::SmallVector<llvm::SmallVector<mlir::Value>> auxTerms;
-  };
-  Gradients at(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys);
+  // z p goes to memory before dP's products, so that their accumulators have the registers.
+  llvm::SmallVector<llvm::SmallVector<mlir::Value>> at(mlir::ImplicitLocOpBuilder& b,
+                                                       mlir::ArrayRef<mlir::Value> keys,
+                                                       mlir::Value probs, mlir::Value grads);
 
   int64_t vectors() const { return vectorCount; }
   mlir::Value keyHead() const { return kvHead; }
 
 private:
+  // Row vector r's lanes: their positions i + off (i32), and whether each is a row of the tile.
+  std::pair<mlir::Value, mlir::Value> rowLanes(mlir::ImplicitLocOpBuilder& b, int64_t r);
   llvm::SmallVector<mlir::Value> auxTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value x,
                                           mlir::Value queryPos, mlir::Value keyPos,
                                           mlir::Value keep, mlir::Value byModified);
-  // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector: FMAs, or
-  // with dot vdpbf16ps over pairs of c.
+  // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector: FMAs on
+  // `transposed` (the block's rows of rowsOf, BlockColumns), or with dot vdpbf16ps over pairs
+  // of c of rowsOf.
   llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,
-                                          mlir::Value rowsOf, mlir::ArrayRef<mlir::Value> keys);
+                                          mlir::Value rowsOf, mlir::Value transposed,
+                                          mlir::ArrayRef<mlir::Value> keys);
   mlir::Value keyPair(mlir::ImplicitLocOpBuilder& b, mlir::Value rowsOf, mlir::Value key,
                       mlir::Value pair);
 
   BackwardOp taskOp; // the op narrowed to the tile: what ScoreTerms and KeyRange read
   mlir::Value batch, head, firstRow, count, delta, kvHead;
   TileBuffers buffers;
+  BlockColumns block;
   const int64_t rows, lanes, vectorCount;
   const bool dot;
   std::optional<ScoreTerms> terms;
-  // Per row vector: its lanes' positions i + off (i32), whether each lane is a row of the
-  // tile, and the rows' lse and D (after load()).
-  llvm::SmallVector<mlir::Value> positions, live, lse, rowDelta;
+  mlir::Value positionOffset; // off: query row i's position is i + off
 };
 
 } // namespace attnc::attn

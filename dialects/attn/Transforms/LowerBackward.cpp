@@ -64,6 +64,8 @@ struct KeyBlockBuffers {
   // With dot (dQ's sums on vdpbf16ps), bf16 in pairs of keys: [keyBlock / 2, 2 d_k], the
   // block's key rows, and [keyBlock / 2, 2 rows], a query tile's g rounded (else null).
   Value keyPairs, gradPairs;
+  // Without dot, the block's K and V transposed: [d_k, keyBlock], [d_v, keyBlock] (else null).
+  Value keysT, valuesT;
 };
 
 class BackwardLowering {
@@ -113,7 +115,7 @@ private:
     else
       copyRows(ib, src, batch, head, row, count, dst);
   }
-  // Adds the aux_grad terms of one key group (BackwardTile::Gradients::auxTerms) into task
+  // Adds the aux_grad terms of one key group (BackwardTile::at's) into task
   // `task`'s copies of the tables' gradients, lane by lane in order (AuxCopies.h).
   // A direct gradient's terms go into `direct`'s buffers at the keys' rows (`local`: the
   // keys less the block's first), added into the gradient by addDirectTerms.
@@ -178,6 +180,9 @@ KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
     };
     buffers.keyPairs = pairs(dk());
     buffers.gradPairs = pairs(rows);
+  } else {
+    buffers.keysT = stack({dk(), block});
+    buffers.valuesT = stack({dv(), block});
   }
   return buffers;
 }
@@ -262,6 +267,10 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
   if (buffers.keyPairs)
     copyRowsInPairs(eb, op.getKey(), batch, kvHead, firstKey, keyCount, buffers.keyPairs,
                     PairsAlong::Rows);
+  if (buffers.keysT) {
+    copyRowsTransposed(eb, op.getKey(), batch, kvHead, firstKey, keyCount, buffers.keysT, 1.0);
+    copyRowsTransposed(eb, op.getValue(), batch, kvHead, firstKey, keyCount, buffers.valuesT, 1.0);
+  }
   Value seqQ = op.getSeqQ(), endKey = eb.create<arith::AddIOp>(firstKey, keyCount);
   Value tileCount = eb.create<arith::CeilDivUIOp>(seqQ, indexConstant(eb, rows));
   Value firstHead = eb.create<arith::MulIOp>(kvHead, indexConstant(eb, group));
@@ -271,7 +280,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
       Value row = tb.create<arith::MulIOp>(tile, indexConstant(tb, rows));
       Value count =
           tb.create<arith::MinSIOp>(indexConstant(tb, rows), tb.create<arith::SubIOp>(seqQ, row));
-      BackwardTile queries(tb, op, batch, head, row, count, delta, buffers.tile, rows, options);
+      BackwardTile queries(tb, op, batch, head, row, count, delta, buffers.tile,
+                           {buffers.keysT, buffers.valuesT, firstKey}, rows, options);
       const auto [lo, hi] = queries.keptKeys(tb, firstKey, endKey);
       Value first = lo, last = hi;
       Value any = tb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last);
@@ -282,19 +292,12 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         copyTileRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-                       BackwardTile::Gradients g = queries.at(kb, keys);
+                       const SmallVector<SmallVector<Value>> terms =
+                           queries.at(kb, keys, buffers.probs, buffers.grads);
                        const SmallVector<Value> local = llvm::map_to_vector(keys, [&](Value key) {
                          return kb.create<arith::SubIOp>(key, firstKey).getResult();
                        });
-                       addAuxTerms(kb, task, g.auxTerms, local, buffers.direct);
-                       for (auto [u, key] : llvm::enumerate(keys)) {
-                         for (int64_t r = 0; r < queries.vectors(); ++r) {
-                           const SmallVector<Value, 2> at{local[u], indexConstant(kb, r * lanes)};
-                           const int64_t i = u * queries.vectors() + r;
-                           kb.create<vector::StoreOp>(g.probability[i], buffers.probs, at);
-                           kb.create<vector::StoreOp>(g.score[i], buffers.grads, at);
-                         }
-                       }
+                       addAuxTerms(kb, task, terms, local, buffers.direct);
                      });
         Value begin = ib.create<arith::SubIOp>(first, firstKey);
         Value end = ib.create<arith::SubIOp>(last, firstKey);

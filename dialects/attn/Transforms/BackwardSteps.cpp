@@ -120,7 +120,10 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
   const int64_t width = pairs ? kPairLanes : columnWidth(d, lanes);
   const int64_t perRow = pairs ? 2 : 1;                     // rowsOf's elements per acc element
-  // Register tiles of `unroll` keys x `columns` vectors.
+  // Register tiles of `unroll` keys x `columns` vectors. A step loads the columns' vectors
+  // once and broadcasts each key's weight: on AVX2, 4 keys x 3 columns take 12 accumulators,
+  // 3 vectors and a broadcast, all 16 ymm (1 x 8, memory operands, loaded 9 times per 8 FMAs;
+  // 3 x 4 needed 17 and spilled); AVX-512's 32 zmm hold 2 keys x 8 columns at d 128.
   const int64_t columns = std::min<int64_t>(d / width, lanes >= 16 ? 8 : 3);
   const int64_t unroll = std::clamp<int64_t>(accumulatorsFor(lanes) / columns, 1, 8);
   auto vector = VectorType::get({width}, b.getF32Type());

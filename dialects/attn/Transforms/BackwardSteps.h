@@ -33,13 +33,12 @@ void accumulateKeyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value acc, mlir::Val
                        mlir::Value rowsOf, mlir::Value begin, mlir::Value end, mlir::Value count,
                        int64_t lanes);
 
-// acc[prefix..., c, first + r] += sum_(j in [begin, end)) weights[j, r] rows[batch, head,
-// firstKey + j, c] for every c and the `vectors` vectors of rows r, in register tiles of
-// columns x row vectors (the fused form's dQ^T of a key block).
+// acc[prefix..., c, first + r] += sum_(j in [begin, end)) weights[j, r] keysT[c, j] for every c
+// and the `vectors` vectors of rows r, in register tiles of columns x row vectors (the fused
+// form's dQ^T of a key block; keysT the block's K rows transposed, BlockColumns).
 void accumulateColumnsOfBlock(mlir::ImplicitLocOpBuilder& b, mlir::Value acc,
                               mlir::ArrayRef<mlir::Value> prefix, mlir::Value first,
-                              mlir::Value weights, int64_t vectors, mlir::Value rows,
-                              mlir::Value batch, mlir::Value head, mlir::Value firstKey,
+                              mlir::Value weights, int64_t vectors, mlir::Value keysT,
                               mlir::Value begin, mlir::Value end);
 // The same sum as vdpbf16ps over pairs of keys: weightPairs [block / 2, 2 rows] (bf16, pairs of
 // keys along the rows: packWeightPairs) against keyPairs [block / 2, 2 d] (the block's key rows

@@ -64,15 +64,12 @@ public:
 
   // Stores z p and g (see above) at `keys` into probs[key - firstKey, :] and grads[...] of
   // the block's [keyBlock, rows] buffers; returns, with an aux_grad region, per
-  // [u * vectors() + r] (key u, row vector r) the region's reads, each its indices (i32
+  // [u * rows / lanes + r] (key u, row vector r) the region's reads, each its indices (i32
   // vectors) then its term dx_ij / (scale score_grad) times the read's partial, 0 where p is.
   // z p goes to memory before dP's products, so that their accumulators have the registers.
   llvm::SmallVector<llvm::SmallVector<mlir::Value>> at(mlir::ImplicitLocOpBuilder& b,
                                                        mlir::ArrayRef<mlir::Value> keys,
                                                        mlir::Value probs, mlir::Value grads);
-
-  int64_t vectors() const { return vectorCount; }
-  mlir::Value keyHead() const { return kvHead; }
 
 private:
   // Row vector r's lanes: their positions i + off (i32), and whether each is a row of the tile.

@@ -97,8 +97,7 @@ private:
   // The keys [begin, end) of the block's terms of dQ^T (g_ij k_j) added into copy `slot`: f32
   // FMAs, or with dot vdpbf16ps on g rounded to bf16, keys in pairs.
   void accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBlockBuffers& buffers, Value slot,
-                           Value batch, Value head, Value row, BackwardTile& queries,
-                           Value firstKey, Value begin, Value end);
+                           Value head, Value row, Value begin, Value end);
   void emitQueryTiles();
   void emitSinkGradients();
   // Zeroes the dQ^T copy `slot` for the heads of KV head `kvHead`'s group.
@@ -304,7 +303,7 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         accumulateKeyRows(ib, buffers.accV, buffers.probs, buffers.rowsGrad, begin, end, count,
                           lanes);
         accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
-        accumulateQueryGrad(ib, buffers, slot, batch, head, row, queries, firstKey, begin, end);
+        accumulateQueryGrad(ib, buffers, slot, head, row, begin, end);
         addDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, begin, end);
         ib.create<scf::YieldOp>();
       });
@@ -320,12 +319,11 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
 }
 
 void BackwardLowering::accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBlockBuffers& buffers,
-                                           Value slot, Value batch, Value head, Value row,
-                                           BackwardTile& queries, Value firstKey, Value begin,
+                                           Value slot, Value head, Value row, Value begin,
                                            Value end) {
   if (!buffers.gradPairs) {
-    accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads, queries.vectors(),
-                             op.getKey(), batch, queries.keyHead(), firstKey, begin, end);
+    accumulateColumnsOfBlock(ib, queryGrad, {slot, head}, row, buffers.grads,
+                             tiles.rows / options.vectorWidth, buffers.keysT, begin, end);
     return;
   }
   packWeightPairs(ib, buffers.grads, begin, end, buffers.gradPairs);

@@ -102,8 +102,6 @@ private:
   void emitSinkGradients();
   // Zeroes the dQ^T copy `slot` for the heads of KV head `kvHead`'s group.
   void zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, Value kvHead);
-  // Zeroes keys [firstKey, endKey) of every direct aux gradient (aux_grad_direct).
-  void zeroDirectGradients(ImplicitLocOpBuilder& tb, Value firstKey, Value endKey);
   // Whether dK's or dV's sums over d columns take vdpbf16ps on rows in pairs (dot, bf16 rows
   // of a multiple of 16 columns), P and G rounded to bf16 as FlashAttention rounds them.
   bool pairedSums(int64_t d) { return options.dot && d % 16 == 0; }
@@ -117,16 +115,21 @@ private:
   // Adds the aux_grad terms of one key group (BackwardTile::at's) into task
   // `task`'s copies of the tables' gradients, lane by lane in order (AuxCopies.h).
   // A direct gradient's terms go into `direct`'s buffers at the keys' rows (`local`: the
-  // keys less the block's first), added into the gradient by addDirectTerms.
+  // keys less the block's first), written into the gradient by writeDirectTerms.
   void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms,
                    ArrayRef<Value> local, ArrayRef<Value> direct);
   // A read's term vector into task `task`'s copy of aux_grads[target], at the lanes' indices.
   void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
                     Value term);
-  // grad[b', h', row + i, firstKey + j] += direct[j, i] for the tile's rows i < count and the
-  // keys [begin, end) of the block (b' and h' 0 where the gradient broadcasts over them).
-  void addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
-                      Value row, Value count, Value firstKey, Value begin, Value end);
+  // Each direct gradient's elements grad[b', h', row + i, firstKey + j] of the tile's rows
+  // i < count and the block's keys j < keyCount (b' and h' 0 where the gradient broadcasts
+  // over them): the first (batch, head) to reach them (b' = batch, h' = head) stores
+  // direct[j, i] at the keys [begin, end) and 0 at the block's others, so that no pass zeroes
+  // the T x T gradient first; a later one adds its terms at [begin, end). A tile the masks
+  // skip passes begin = end.
+  void writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
+                        Value row, Value count, Value firstKey, Value keyCount, Value begin,
+                        Value end);
   // D_i = sum_c dO_ic O_ic of one row.
   Value rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row);
   // A sink's probability in a row of log-sum-exp `lse`.
@@ -284,8 +287,16 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
       const auto [lo, hi] = queries.keptKeys(tb, firstKey, endKey);
       Value first = lo, last = hi;
       Value any = tb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last);
-      tb.create<scf::IfOp>(any, [&](OpBuilder& nested, Location loc) {
-        ImplicitLocOpBuilder ib(loc, nested);
+      // With a direct gradient (chunk-major), a tile the masks skip writes its zeros.
+      auto kept = tb.create<scf::IfOp>(any, /*withElseRegion=*/chunkMajor);
+      if (chunkMajor) {
+        ImplicitLocOpBuilder sb(tb.getLoc(), kept.getElseBodyBuilder());
+        Value none = indexConstant(sb, 0);
+        writeDirectTerms(sb, buffers.direct, batch, head, row, count, firstKey, keyCount, none,
+                         none);
+      }
+      {
+        ImplicitLocOpBuilder ib(tb.getLoc(), kept.getThenBodyBuilder());
         queries.load(ib);
         copyTileRows(ib, op.getQuery(), batch, head, row, count, buffers.rowsQ);
         copyTileRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
@@ -304,9 +315,9 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
                           lanes);
         accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
         accumulateQueryGrad(ib, buffers, slot, head, row, begin, end);
-        addDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, begin, end);
-        ib.create<scf::YieldOp>();
-      });
+        writeDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, keyCount, begin,
+                         end);
+      }
     });
   });
   auto fromStack = [](Value acc) {
@@ -352,8 +363,6 @@ void BackwardLowering::emitChunkTasks() {
   };
   Value firstBlock = chunkEdge(chunk);
   Value endBlock = chunkEdge(b.create<arith::AddIOp>(chunk, indexConstant(b, 1)));
-  zeroDirectGradients(b, b.create<arith::MulIOp>(firstBlock, block),
-                      b.create<arith::MinUIOp>(b.create<arith::MulIOp>(endBlock, block), seqK));
   auto pairTask = [&](ImplicitLocOpBuilder& pb, Value batch, Value kvHead) {
     Value slot = pb.create<arith::AddIOp>(pb.create<arith::MulIOp>(chunk, batches), batch);
     zeroQueryGradCopy(pb, slot, kvHead);
@@ -387,20 +396,6 @@ void BackwardLowering::zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, V
                  eb.create<memref::StoreOp>(f32Constant(eb, 0), queryGrad,
                                             ValueRange{slot, at[0], at[1], at[2]});
                });
-}
-
-void BackwardLowering::zeroDirectGradients(ImplicitLocOpBuilder& tb, Value firstKey, Value endKey) {
-  // The chunk's keys' columns of every direct gradient: this task's alone (chunk-major).
-  for (int64_t k : op.getAuxGradDirect().value_or(ArrayRef<int64_t>{})) {
-    Value grad = op.getAuxGrads()[k];
-    const SmallVector<Value> dims = auxGradDims(tb, op, k);
-    Value zero = indexConstant(tb, 0);
-    forEachIndex(tb, {zero, zero, zero, firstKey},
-                 {dims[0], dims[1], dims[2], tb.create<arith::MinUIOp>(endKey, dims[3])},
-                 [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> element) {
-                   storeF32(eb, f32Constant(eb, 0), grad, element);
-                 });
-  }
 }
 
 void BackwardLowering::emitQueryTiles() {
@@ -509,9 +504,9 @@ void BackwardLowering::addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_
            });
 }
 
-void BackwardLowering::addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch,
-                                      Value head, Value row, Value count, Value firstKey,
-                                      Value begin, Value end) {
+void BackwardLowering::writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct,
+                                        Value batch, Value head, Value row, Value count,
+                                        Value firstKey, Value keyCount, Value begin, Value end) {
   for (auto [k, terms] : llvm::enumerate(direct)) {
     if (!terms)
       continue;
@@ -520,15 +515,39 @@ void BackwardLowering::addDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> 
     auto last = [&](Value dim) { return ib.create<arith::SubIOp>(dim, indexConstant(ib, 1)); };
     Value gradBatch = ib.create<arith::MinUIOp>(batch, last(dims[0]));
     Value gradHead = ib.create<arith::MinUIOp>(head, last(dims[1]));
-    forRange(ib, indexConstant(ib, 0), count, [&](ImplicitLocOpBuilder& rb, Value i) {
-      Value at = rb.create<arith::AddIOp>(row, i);
-      forRange(rb, begin, end, [&](ImplicitLocOpBuilder& jb, Value j) {
-        const SmallVector<Value, 4> element{gradBatch, gradHead, at,
-                                            jb.create<arith::AddIOp>(firstKey, j)};
-        Value term = jb.create<memref::LoadOp>(terms, ValueRange{j, i});
-        storeF32(jb, jb.create<arith::AddFOp>(loadF32(jb, grad, element), term), grad, element);
-      });
-    });
+    Value firstToReach = ib.create<arith::AndIOp>(
+        ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradBatch, batch),
+        ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradHead, head));
+    // Over the tile's rows, the keys [from, to) of the block: f(i, j, element).
+    auto overKeys =
+        [&](ImplicitLocOpBuilder& wb, Value from, Value to,
+            const std::function<Value(ImplicitLocOpBuilder&, Value, Value, ArrayRef<Value>)>&
+                value) {
+          forRange(wb, indexConstant(wb, 0), count, [&](ImplicitLocOpBuilder& rb, Value i) {
+            Value at = rb.create<arith::AddIOp>(row, i);
+            forRange(rb, from, to, [&](ImplicitLocOpBuilder& jb, Value j) {
+              const SmallVector<Value, 4> element{gradBatch, gradHead, at,
+                                                  jb.create<arith::AddIOp>(firstKey, j)};
+              storeF32(jb, value(jb, i, j, element), grad, element);
+            });
+          });
+        };
+    auto write = ib.create<scf::IfOp>(firstToReach, /*withElseRegion=*/true);
+    ImplicitLocOpBuilder sb(ib.getLoc(), write.getThenBodyBuilder());
+    overKeys(sb, indexConstant(sb, 0), keyCount,
+             [&](ImplicitLocOpBuilder& jb, Value i, Value j, ArrayRef<Value>) {
+               Value inside = jb.create<arith::AndIOp>(
+                   jb.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, begin),
+                   jb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, end));
+               return jb.create<arith::SelectOp>(
+                   inside, jb.create<memref::LoadOp>(terms, ValueRange{j, i}), f32Constant(jb, 0));
+             });
+    ImplicitLocOpBuilder ab(ib.getLoc(), write.getElseBodyBuilder());
+    overKeys(ab, begin, end,
+             [&](ImplicitLocOpBuilder& jb, Value i, Value j, ArrayRef<Value> element) {
+               return jb.create<arith::AddFOp>(loadF32(jb, grad, element),
+                                               jb.create<memref::LoadOp>(terms, ValueRange{j, i}));
+             });
   }
 }
 

@@ -147,67 +147,84 @@ std::pair<Value, Value> BackwardTile::rowLanes(ImplicitLocOpBuilder& b, int64_t 
   return {positions, b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, lanesIota, splatI32(left))};
 }
 
-SmallVector<SmallVector<Value>> BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys,
-                                                 Value probs, Value grads) {
-  SmallVector<Value> raw = products(b, buffers.packedQuery, taskOp.getKey(), block.keys, keys);
+SmallVector<Value, 2> BackwardTile::KeyGroupScores::place(ImplicitLocOpBuilder& b, size_t at,
+                                                          int64_t vectors, int64_t lanes) const {
+  const int64_t i = static_cast<int64_t>(at);
+  return {local[i / vectors], indexConstant(b, i % vectors * lanes)};
+}
+
+BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuilder& b,
+                                                              ArrayRef<Value> keys, Value probs) {
+  KeyGroupScores scores;
+  scores.raw = products(b, buffers.packedQuery, taskOp.getKey(), block.keys, keys);
   if (dot) // the pairs hold Q unscaled
-    for (Value& x : raw)
+    for (Value& x : scores.raw)
       x = b.create<arith::MulFOp>(x, f32Splat(b, lanes, taskOp.getScale().convertToDouble()));
-  auto vector = VectorType::get({lanes}, b.getF32Type());
   auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
-  Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());
-  Value zero = f32Splat(b, lanes, 0);
-  SmallVector<Value> keyPositions, local, positions, keeps, unDropped;
   for (Value key : keys) {
-    keyPositions.push_back(b.create<vector::BroadcastOp>(
+    scores.keyPositions.push_back(b.create<vector::BroadcastOp>(
         vectorI32, b.create<arith::IndexCastOp>(b.getI32Type(), key)));
-    local.push_back(b.create<arith::SubIOp>(key, block.firstKey));
+    scores.local.push_back(b.create<arith::SubIOp>(key, block.firstKey));
   }
-  auto place = [&](int64_t at) {
-    return SmallVector<Value, 2>{local[at / vectorCount],
-                                 indexConstant(b, at % vectorCount * lanes)};
-  };
-  // p = exp(s - lse) where kept, stored (z p) before dP's products.
-  for (auto [at, x] : llvm::enumerate(raw)) {
+  Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());
+  for (auto [at, x] : llvm::enumerate(scores.raw)) {
     const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
-    auto [rowPositions, live] = rowLanes(b, r);
-    Value lse = b.create<vector::LoadOp>(vector, buffers.lse, indexConstant(b, r * lanes));
-    Value s = terms->modified(b, x, rowPositions, keyPositions[u]);
+    auto [positions, live] = rowLanes(b, r);
+    Value lse = b.create<vector::LoadOp>(VectorType::get({lanes}, b.getF32Type()), buffers.lse,
+                                         indexConstant(b, r * lanes));
+    Value s = terms->modified(b, x, positions, scores.keyPositions[u]);
     // Kept: a row of the tile, the masks keep it, and not a -inf score (p = 0 even where
     // lse is -inf too); UNE keeps a NaN score, whose p is NaN.
     Value keep = b.create<arith::AndIOp>(
         live, b.create<arith::CmpFOp>(arith::CmpFPredicate::UNE, s, negInf));
     if (Value masks =
-            terms->kept(b, s, rowPositions, keyPositions[u], ScoreTerms::MaskMod::Evaluate))
+            terms->kept(b, s, positions, scores.keyPositions[u], ScoreTerms::MaskMod::Evaluate))
       keep = b.create<arith::AndIOp>(keep, masks);
     Value p = b.create<arith::SelectOp>(
-        keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse)), zero);
-    Value dropped = terms->dropout(b, p, rowPositions, keyPositions[u]);
-    b.create<vector::StoreOp>(dropped, probs, place(at));
-    positions.push_back(rowPositions);
-    keeps.push_back(keep);
-    unDropped.push_back(dropped == p ? Value() : p);
+        keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse)), f32Splat(b, lanes, 0));
+    Value dropped = terms->dropout(b, p, positions, scores.keyPositions[u]);
+    b.create<vector::StoreOp>(dropped, probs, scores.place(b, at, vectorCount, lanes));
+    scores.positions.push_back(positions);
+    scores.keeps.push_back(keep);
+    scores.unDropped.push_back(dropped == p ? Value() : p);
   }
+  return scores;
+}
+
+SmallVector<SmallVector<Value>> BackwardTile::storeScoreGradients(ImplicitLocOpBuilder& b,
+                                                                  ArrayRef<Value> keys,
+                                                                  const KeyGroupScores& scores,
+                                                                  Value probs, Value grads) {
   SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), block.values, keys);
+  auto vector = VectorType::get({lanes}, b.getF32Type());
   Value scale = f32Splat(b, lanes, taskOp.getScale().convertToDouble());
+  Value zero = f32Splat(b, lanes, 0);
   SmallVector<SmallVector<Value>> auxTermsAt;
-  for (auto [at, x] : llvm::enumerate(raw)) {
+  for (auto [at, x] : llvm::enumerate(scores.raw)) {
     const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
+    const SmallVector<Value, 2> place = scores.place(b, at, vectorCount, lanes);
     Value delta = b.create<vector::LoadOp>(vector, buffers.delta, indexConstant(b, r * lanes));
-    Value dropped = b.create<vector::LoadOp>(vector, probs, place(at));
+    Value dropped = b.create<vector::LoadOp>(vector, probs, place);
     // With dropout's factor z: z p weights v, and dx = p (z dp - D) = z p dp - p D.
+    Value p = scores.unDropped[at];
     Value difference =
-        !unDropped[at]
-            ? Value(b.create<arith::MulFOp>(dropped, b.create<arith::SubFOp>(dp[at], delta)))
-            : Value(b.create<arith::SubFOp>(b.create<arith::MulFOp>(dropped, dp[at]),
-                                            b.create<arith::MulFOp>(unDropped[at], delta)));
+        !p ? Value(b.create<arith::MulFOp>(dropped, b.create<arith::SubFOp>(dp[at], delta)))
+           : Value(b.create<arith::SubFOp>(b.create<arith::MulFOp>(dropped, dp[at]),
+                                           b.create<arith::MulFOp>(p, delta)));
     Value g = b.create<arith::MulFOp>(difference, scale);
-    if (Value slope = terms->scoreGradient(b, x, positions[at], keyPositions[u]))
-      g = b.create<arith::SelectOp>(keeps[at], b.create<arith::MulFOp>(g, slope), zero);
-    b.create<vector::StoreOp>(g, grads, place(at));
-    auxTermsAt.push_back(auxTerms(b, x, positions[at], keyPositions[u], keeps[at], difference));
+    Value positions = scores.positions[at], keyPositions = scores.keyPositions[u];
+    if (Value slope = terms->scoreGradient(b, x, positions, keyPositions))
+      g = b.create<arith::SelectOp>(scores.keeps[at], b.create<arith::MulFOp>(g, slope), zero);
+    b.create<vector::StoreOp>(g, grads, place);
+    auxTermsAt.push_back(auxTerms(b, x, positions, keyPositions, scores.keeps[at], difference));
   }
   return auxTermsAt;
+}
+
+SmallVector<SmallVector<Value>> BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys,
+                                                 Value probs, Value grads) {
+  const KeyGroupScores scores = storeProbabilities(b, keys, probs);
+  return storeScoreGradients(b, keys, scores, probs, grads);
 }
 
 } // namespace attnc::attn

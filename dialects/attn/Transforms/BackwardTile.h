@@ -72,6 +72,23 @@ public:
                                                        mlir::Value probs, mlir::Value grads);
 
 private:
+  // What at() carries from the scores to their gradients, per [u * vectorCount + r]: the raw
+  // score x, the rows' positions (i32), whether kept, and p where dropout's z p differs from
+  // it (else null); per key u its position (i32 splat) and row in the block's buffers.
+  struct KeyGroupScores {
+    llvm::SmallVector<mlir::Value> raw, positions, keeps, unDropped;
+    llvm::SmallVector<mlir::Value> keyPositions, local;
+    // The [keyBlock, rows] buffers' place of score vector `at`.
+    llvm::SmallVector<mlir::Value, 2> place(mlir::ImplicitLocOpBuilder& b, size_t at,
+                                            int64_t vectors, int64_t lanes) const;
+  };
+  // The keys' scores and z p = z exp(s - lse) where kept, stored into probs.
+  KeyGroupScores storeProbabilities(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys,
+                                    mlir::Value probs);
+  // dP's products, then g stored into grads; returns the aux terms (at()'s).
+  llvm::SmallVector<llvm::SmallVector<mlir::Value>>
+  storeScoreGradients(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys,
+                      const KeyGroupScores& scores, mlir::Value probs, mlir::Value grads);
   // Row vector r's lanes: their positions i + off (i32), and whether each is a row of the tile.
   std::pair<mlir::Value, mlir::Value> rowLanes(mlir::ImplicitLocOpBuilder& b, int64_t r);
   llvm::SmallVector<mlir::Value> auxTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value x,

@@ -34,9 +34,6 @@ int64_t columnWidth(int64_t d, int64_t lanes) {
   return width;
 }
 
-// The side of the squares copyRowsTransposed transposes in registers: 8 ymm on AVX2.
-constexpr int64_t kSquare = 8;
-
 // vdpbf16ps's lanes: 16 f32 sums, each of a pair of bf16 products.
 constexpr int64_t kPairLanes = 16;
 
@@ -253,49 +250,9 @@ void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value
 
 void copyRowsTransposed(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
                         Value count, Value dst, double scale) {
-  auto packScalar = [&](ImplicitLocOpBuilder& pb) {
-    auto op = pb.create<PackQueryOp>(src, batch, head, row, count, dst, pb.getF64FloatAttr(scale));
-    lowerPack(pb, op);
-    op.erase();
-  };
-  auto dstType = cast<MemRefType>(dst.getType());
-  const int64_t d = dstType.getDimSize(0), width = dstType.getDimSize(1);
-  if (d % kSquare != 0 || width % kSquare != 0)
-    return packScalar(b);
-  // Where src's rows are contiguous, squares of kSquare rows x kSquare columns transposed in
-  // registers (transposeLanes), not an element's store at a time.
-  auto [rows, unit] = unitInnerStrideView(b, src);
-  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
-  packScalar(eb);
-  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
-  auto sourceRow = VectorType::get({kSquare}, cast<MemRefType>(src.getType()).getElementType());
-  auto rowMask = VectorType::get({kSquare}, tb.getI1Type());
-  Value none = tb.create<arith::ConstantOp>(sourceRow, tb.getZeroAttr(sourceRow));
-  Value factor = f32Splat(tb, kSquare, scale);
-  forEachIndex(
-      tb, {indexConstant(tb, 0), indexConstant(tb, 0)},
-      {indexConstant(tb, width / kSquare), indexConstant(tb, d / kSquare)},
-      [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
-        Value r0 = sb.create<arith::MulIOp>(square[0], indexConstant(sb, kSquare));
-        Value c0 = sb.create<arith::MulIOp>(square[1], indexConstant(sb, kSquare));
-        SmallVector<Value> lines;
-        for (int64_t i = 0; i < kSquare; ++i) {
-          Value r = sb.create<arith::AddIOp>(r0, indexConstant(sb, i));
-          // Rows past the count read nothing (a masked load's lanes off touch no memory): 0.
-          Value inside = sb.create<vector::BroadcastOp>(
-              rowMask, sb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, r, count));
-          Value at = sb.create<arith::AddIOp>(row, r);
-          lines.push_back(toF32(sb, sb.create<vector::MaskedLoadOp>(sourceRow, rows,
-                                                                    ValueRange{batch, head, at, c0},
-                                                                    inside, none)));
-        }
-        SmallVector<Value> columns = transposeLanes(sb, lines);
-        for (int64_t j = 0; j < kSquare; ++j)
-          sb.create<vector::StoreOp>(
-              scale == 1.0 ? columns[j] : sb.create<arith::MulFOp>(columns[j], factor).getResult(),
-              dst, ValueRange{sb.create<arith::AddIOp>(c0, indexConstant(sb, j)), r0});
-      });
+  auto op = b.create<PackQueryOp>(src, batch, head, row, count, dst, b.getF64FloatAttr(scale));
+  lowerPack(b, op);
+  op.erase();
 }
 
 void copyRowsInPairs(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,

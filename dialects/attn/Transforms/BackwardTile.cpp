@@ -81,13 +81,12 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
 // Each step c of the contraction: the packed rows' vectors (f32 lanes, or with dot bf16 pairs
 // of d's elements c and c + 1: twice as many) against each key's element c (or pair).
 SmallVector<Value> BackwardTile::products(ImplicitLocOpBuilder& b, Value packed, Value rowsOf,
-                                          Value transposed, ArrayRef<Value> keys) {
+                                          Value transposed, ArrayRef<Value> keys,
+                                          ArrayRef<Value> local) {
   const int64_t steps = cast<MemRefType>(packed.getType()).getDimSize(0);
   const int64_t width = dot ? 2 * lanes : lanes;
   auto vector = VectorType::get({width}, dot ? b.getBF16Type() : b.getF32Type());
   SmallVector<Value> zeros(keys.size() * vectorCount, f32Splat(b, lanes, 0));
-  const SmallVector<Value> local = llvm::map_to_vector(
-      keys, [&](Value key) { return b.create<arith::SubIOp>(key, block.firstKey).getResult(); });
   return foldRange(b, indexConstant(b, 0), indexConstant(b, steps), zeros,
                    [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
                      SmallVector<Value> columns, elements;
@@ -156,16 +155,16 @@ SmallVector<Value, 2> BackwardTile::KeyGroupScores::place(ImplicitLocOpBuilder& 
 BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuilder& b,
                                                               ArrayRef<Value> keys, Value probs) {
   KeyGroupScores scores;
-  scores.raw = products(b, buffers.packedQuery, taskOp.getKey(), block.keys, keys);
-  if (dot) // the pairs hold Q unscaled
-    for (Value& x : scores.raw)
-      x = b.create<arith::MulFOp>(x, f32Splat(b, lanes, taskOp.getScale().convertToDouble()));
   auto vectorI32 = VectorType::get({lanes}, b.getI32Type());
   for (Value key : keys) {
     scores.keyPositions.push_back(b.create<vector::BroadcastOp>(
         vectorI32, b.create<arith::IndexCastOp>(b.getI32Type(), key)));
     scores.local.push_back(b.create<arith::SubIOp>(key, block.firstKey));
   }
+  scores.raw = products(b, buffers.packedQuery, taskOp.getKey(), block.keys, keys, scores.local);
+  if (dot) // the pairs hold Q unscaled
+    for (Value& x : scores.raw)
+      x = b.create<arith::MulFOp>(x, f32Splat(b, lanes, taskOp.getScale().convertToDouble()));
   Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());
   for (auto [at, x] : llvm::enumerate(scores.raw)) {
     const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
@@ -195,7 +194,8 @@ SmallVector<SmallVector<Value>> BackwardTile::storeScoreGradients(ImplicitLocOpB
                                                                   ArrayRef<Value> keys,
                                                                   const KeyGroupScores& scores,
                                                                   Value probs, Value grads) {
-  SmallVector<Value> dp = products(b, buffers.packedGrad, taskOp.getValue(), block.values, keys);
+  SmallVector<Value> dp =
+      products(b, buffers.packedGrad, taskOp.getValue(), block.values, keys, scores.local);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   Value scale = f32Splat(b, lanes, taskOp.getScale().convertToDouble());
   Value zero = f32Splat(b, lanes, 0);

@@ -95,11 +95,12 @@ private:
                                           mlir::Value queryPos, mlir::Value keyPos,
                                           mlir::Value keep, mlir::Value byModified);
   // Sum_c packed[c, :] * rows[batch, kvHead, key, c] for each key and row vector: FMAs on
-  // `transposed` (the block's rows of rowsOf, BlockColumns), or with dot vdpbf16ps over pairs
-  // of c of rowsOf.
+  // `transposed` (the block's rows of rowsOf, BlockColumns) at the keys' block rows `local`,
+  // or with dot vdpbf16ps over pairs of c of rowsOf.
   llvm::SmallVector<mlir::Value> products(mlir::ImplicitLocOpBuilder& b, mlir::Value packed,
                                           mlir::Value rowsOf, mlir::Value transposed,
-                                          mlir::ArrayRef<mlir::Value> keys);
+                                          mlir::ArrayRef<mlir::Value> keys,
+                                          mlir::ArrayRef<mlir::Value> local);
   mlir::Value keyPair(mlir::ImplicitLocOpBuilder& b, mlir::Value rowsOf, mlir::Value key,
                       mlir::Value pair);
 

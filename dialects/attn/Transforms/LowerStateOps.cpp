@@ -1,16 +1,20 @@
 //===- LowerStateOps.cpp - online_init, pack_query, online_finalize to loops --===//
 //
 // These ops touch each state element once per query tile, against d_k x keys work in the
-// update, so they lower to plain scalar loops that work for any domain.
+// update, so they lower to plain scalar loops that work for any domain; pack_query, which the
+// backward runs once per (key block, query tile), transposes squares in registers where it can.
 //
 //===---------------------------------------------------------------------------===//
+#include "attn/Transforms/LowerStateOps.h"
+
 #include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/OnlineState.h"
-#include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
 
@@ -49,8 +53,13 @@ void lowerInit(ImplicitLocOpBuilder& b, OnlineInitOp op) {
   fill(b, op.getSum(), f32Constant(b, 0));
 }
 
-// packed[c, r] = scale * q[b, h, i + r, c] for r < rows, 0 for the rows past the end.
-void lowerPack(ImplicitLocOpBuilder& b, PackQueryOp op) {
+namespace {
+
+// The side of the squares packSquares transposes in registers: 8 ymm on AVX2.
+constexpr int64_t kSquare = 8;
+
+// packed[c, r] = scale * q[b, h, i + r, c] element by element.
+void packElements(ImplicitLocOpBuilder& b, PackQueryOp op) {
   Value zero = indexConstant(b, 0);
   Value dk = b.create<memref::DimOp>(op.getPacked(), 0);
   Value width = b.create<memref::DimOp>(op.getPacked(), 1);
@@ -68,6 +77,60 @@ void lowerPack(ImplicitLocOpBuilder& b, PackQueryOp op) {
       ic.create<memref::StoreOp>(f32Constant(ic, 0), op.getPacked(), ValueRange{c, r});
     });
   });
+}
+
+// The same in squares of kSquare rows x kSquare columns, each kSquare masked row loads of
+// `rows` (q with a static unit column stride) transposed in registers (transposeLanes).
+void packSquares(ImplicitLocOpBuilder& b, PackQueryOp op, Value rows) {
+  auto packed = cast<MemRefType>(op.getPacked().getType());
+  auto sourceRow = VectorType::get({kSquare}, op.getQuery().getType().getElementType());
+  auto rowMask = VectorType::get({kSquare}, b.getI1Type());
+  Value none = b.create<arith::ConstantOp>(sourceRow, b.getZeroAttr(sourceRow));
+  const double scale = op.getScale().convertToDouble();
+  Value factor = f32Splat(b, kSquare, scale);
+  forEachIndex(
+      b, {indexConstant(b, 0), indexConstant(b, 0)},
+      {indexConstant(b, packed.getDimSize(1) / kSquare),
+       indexConstant(b, packed.getDimSize(0) / kSquare)},
+      [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
+        Value r0 = sb.create<arith::MulIOp>(square[0], indexConstant(sb, kSquare));
+        Value c0 = sb.create<arith::MulIOp>(square[1], indexConstant(sb, kSquare));
+        SmallVector<Value> lines;
+        for (int64_t i = 0; i < kSquare; ++i) {
+          Value r = sb.create<arith::AddIOp>(r0, indexConstant(sb, i));
+          // Rows past the end read nothing (a masked load's lanes off touch no memory): 0.
+          Value inside = sb.create<vector::BroadcastOp>(
+              rowMask, sb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, r, op.getRows()));
+          Value at = sb.create<arith::AddIOp>(op.getRow(), r);
+          lines.push_back(toF32(
+              sb, sb.create<vector::MaskedLoadOp>(sourceRow, rows,
+                                                  ValueRange{op.getBatch(), op.getHead(), at, c0},
+                                                  inside, none)));
+        }
+        SmallVector<Value> columns = transposeLanes(sb, lines);
+        for (int64_t j = 0; j < kSquare; ++j)
+          sb.create<vector::StoreOp>(
+              scale == 1.0 ? columns[j] : sb.create<arith::MulFOp>(columns[j], factor).getResult(),
+              op.getPacked(), ValueRange{sb.create<arith::AddIOp>(c0, indexConstant(sb, j)), r0});
+      });
+}
+
+} // namespace
+
+// packed[c, r] = scale * q[b, h, i + r, c] for r < rows, 0 for the rows past the end: in
+// squares where packed's extents are multiples of kSquare and q's rows are contiguous at run
+// time, element by element otherwise.
+void lowerPack(ImplicitLocOpBuilder& b, PackQueryOp op) {
+  auto packed = cast<MemRefType>(op.getPacked().getType());
+  if (!packed.hasStaticShape() || packed.getDimSize(0) % kSquare != 0 ||
+      packed.getDimSize(1) % kSquare != 0)
+    return packElements(b, op);
+  auto [rows, unit] = unitInnerStrideView(b, op.getQuery());
+  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
+  packElements(eb, op);
+  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
+  packSquares(tb, op, rows);
 }
 
 // o = acc / sum and lse = max + c + log(sum); a row with sum = 0 kept nothing: o = 0,

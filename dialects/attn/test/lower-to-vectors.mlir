@@ -7,9 +7,12 @@
 // CHECK: scf.forall
 // CHECK-DAG: %[[S:.*]] = memref.alloca() : memref<64x48xf32>
 // CHECK-DAG: %[[PACKED:.*]] = memref.alloca() : memref<32x48xf32>
-// pack_query: a scaled, transposed copy.
+// pack_query: a scaled, transposed copy, 8 x 8 squares of masked row loads transposed in
+// registers (q's rows are contiguous).
 // CHECK: scf.for
-// CHECK: memref.store %{{.*}}, %[[PACKED]]
+// CHECK: vector.maskedload
+// CHECK: vector.shuffle
+// CHECK: vector.store %{{.*}}, %[[PACKED]]
 // QK^T: 2 keys x 3 vectors of accumulators carried through the loop over d_k.
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK-COUNT-3: vector.load %[[PACKED]]

@@ -19,7 +19,8 @@
 // CHECK: scf.forall
 // CHECK:   %[[PACKED:.*]] = memref.alloca() : memref<16x8xf32>
 // CHECK:   %[[ROWS:.*]] = arith.minsi %{{.*}}, %c8
-// CHECK:   memref.store %{{.*}}, %[[PACKED]]
+// CHECK:   vector.maskedload
+// CHECK:   vector.store %{{.*}}, %[[PACKED]]
 // CHECK:   arith.index_cast %{{.*}} : i32 to index
 // CHECK:   %[[HI:.*]] = arith.maxsi %{{.*}}, %c0
 // CHECK:   %[[LO:.*]] = arith.minsi %[[HI]], %c0

@@ -32,6 +32,7 @@
 #include "attn/Transforms/AuxCopies.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/BackwardTile.h"
+#include "attn/Transforms/DirectGradient.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -121,12 +122,10 @@ private:
   // A read's term vector into task `task`'s copy of aux_grads[target], at the lanes' indices.
   void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
                     Value term);
-  // Each direct gradient's elements grad[b', h', row + i, firstKey + j] of the tile's rows
-  // i < count and the block's keys j < keyCount (b' and h' 0 where the gradient broadcasts
-  // over them): the first (batch, head) to reach them (b' = batch, h' = head) stores
-  // direct[j, i] at the keys [begin, end) and 0 at the block's others, so that no pass zeroes
-  // the T x T gradient first; a later one adds its terms at [begin, end). A tile the masks
-  // skip passes begin = end.
+  // Each direct gradient's patch of the tile's rows and the block's keys, at (b', h') (0 where
+  // the gradient broadcasts over them), written by writeDirectPatch: the first (batch, head)
+  // to reach it (b' = batch, h' = head) stores, a later one adds. A tile the masks skip
+  // passes begin = end.
   void writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
                         Value row, Value count, Value firstKey, Value keyCount, Value begin,
                         Value end);
@@ -510,7 +509,6 @@ void BackwardLowering::writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value
   for (auto [k, terms] : llvm::enumerate(direct)) {
     if (!terms)
       continue;
-    Value grad = op.getAuxGrads()[k];
     const SmallVector<Value> dims = auxGradDims(ib, op, static_cast<int64_t>(k));
     auto last = [&](Value dim) { return ib.create<arith::SubIOp>(dim, indexConstant(ib, 1)); };
     Value gradBatch = ib.create<arith::MinUIOp>(batch, last(dims[0]));
@@ -518,36 +516,8 @@ void BackwardLowering::writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value
     Value firstToReach = ib.create<arith::AndIOp>(
         ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradBatch, batch),
         ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradHead, head));
-    // Over the tile's rows, the keys [from, to) of the block: f(i, j, element).
-    auto overKeys =
-        [&](ImplicitLocOpBuilder& wb, Value from, Value to,
-            const std::function<Value(ImplicitLocOpBuilder&, Value, Value, ArrayRef<Value>)>&
-                value) {
-          forRange(wb, indexConstant(wb, 0), count, [&](ImplicitLocOpBuilder& rb, Value i) {
-            Value at = rb.create<arith::AddIOp>(row, i);
-            forRange(rb, from, to, [&](ImplicitLocOpBuilder& jb, Value j) {
-              const SmallVector<Value, 4> element{gradBatch, gradHead, at,
-                                                  jb.create<arith::AddIOp>(firstKey, j)};
-              storeF32(jb, value(jb, i, j, element), grad, element);
-            });
-          });
-        };
-    auto write = ib.create<scf::IfOp>(firstToReach, /*withElseRegion=*/true);
-    ImplicitLocOpBuilder sb(ib.getLoc(), write.getThenBodyBuilder());
-    overKeys(sb, indexConstant(sb, 0), keyCount,
-             [&](ImplicitLocOpBuilder& jb, Value i, Value j, ArrayRef<Value>) {
-               Value inside = jb.create<arith::AndIOp>(
-                   jb.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, begin),
-                   jb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, end));
-               return jb.create<arith::SelectOp>(
-                   inside, jb.create<memref::LoadOp>(terms, ValueRange{j, i}), f32Constant(jb, 0));
-             });
-    ImplicitLocOpBuilder ab(ib.getLoc(), write.getElseBodyBuilder());
-    overKeys(ab, begin, end,
-             [&](ImplicitLocOpBuilder& jb, Value i, Value j, ArrayRef<Value> element) {
-               return jb.create<arith::AddFOp>(loadF32(jb, grad, element),
-                                               jb.create<memref::LoadOp>(terms, ValueRange{j, i}));
-             });
+    writeDirectPatch(ib, {terms, op.getAuxGrads()[k], gradBatch, gradHead, row, count, firstKey,
+                          keyCount, begin, end, firstToReach});
   }
 }
 

@@ -3,7 +3,9 @@
 // phase 2 task, [tasks, 9], summed in task order by a phase of its own) and of a bias summed
 // in place (aux_grad_direct): then the tasks are chunk-major, 8 of them, each looping over
 // every batch entry and KV head; no pass zeroes the bias gradient: the first (batch, head) to
-// reach an element stores it, later ones add, and a tile the masks skip stores its zeros.
+// reach an element stores it, later ones add, and a tile the masks skip stores its zeros, in
+// 8 x 8 squares of the block's terms transposed in registers (the gradient's rows contiguous),
+// unmasked stores where a square is whole.
 
 // CHECK-LABEL: func.func @backward_aux
 // CHECK-SAME: %[[DBIAS:[a-z0-9]+]]: memref<1x4x?x?xf32>) {
@@ -16,14 +18,19 @@
 // CHECK:       memref.load %[[COPIES]][%[[TASK]], %{{.*}}] : memref<8x9xf32>
 // CHECK:       memref.store %{{.*}}, %[[COPIES]][%[[TASK]], %{{.*}}] : memref<8x9xf32>
 // CHECK:     scf.if
-// CHECK-NOT:   memref.load %[[DBIAS]]
-// CHECK:       memref.store %{{.*}}, %[[DBIAS]]
+// CHECK-NOT:   vector.maskedload %[[DBIAS]]
+// CHECK:       vector.shuffle
+// CHECK:       scf.if
+// CHECK:         vector.store %{{.*}}, %[[DBIAS]]
+// CHECK:       } else {
+// CHECK:         vector.maskedstore %[[DBIAS]]
 // CHECK:     } else {
-// CHECK:       memref.load %[[DBIAS]]
-// CHECK:       memref.store %{{.*}}, %[[DBIAS]]
+// CHECK:       vector.shuffle
+// CHECK:       vector.maskedload %[[DBIAS]]
+// CHECK:       vector.maskedstore %[[DBIAS]]
 // CHECK:   } else {
 // CHECK:     scf.if
-// CHECK:       memref.store %{{.*}}, %[[DBIAS]]
+// CHECK:       vector.maskedstore %[[DBIAS]]
 // CHECK: scf.forall
 // CHECK: scf.forall
 // CHECK:   scf.for %{{.*}} = %c0 to %c8 step %c1

@@ -294,4 +294,88 @@ void storeRows(ImplicitLocOpBuilder& b, Value grad, Value batch, Value head, Val
   });
 }
 
+// The copies' sum at rows [i0, i0 + 8) and columns [c0, c0 + 8) stored transposed into grad's
+// rows (a static unit column stride): a column's 8 rows a vector load per copy.
+static void storeSummedSquare(ImplicitLocOpBuilder& b, Value grad, Value copies, Value batch,
+                              Value head, Value row, Value count, Value chunks, Value batches,
+                              Value i0, Value c0) {
+  constexpr int64_t side = 8;
+  auto vector = VectorType::get({side}, b.getF32Type());
+  Value at = b.create<arith::AddIOp>(row, i0);
+  const SmallVector<Value> zeros(side, f32Splat(b, side, 0));
+  const SmallVector<Value> columns = foldRange(
+      b, indexConstant(b, 0), chunks, zeros,
+      [&](ImplicitLocOpBuilder& sb, Value s, ValueRange sums) {
+        Value slot = sb.create<arith::AddIOp>(sb.create<arith::MulIOp>(s, batches), batch);
+        SmallVector<Value> next;
+        for (int64_t u = 0; u < side; ++u) {
+          Value c = sb.create<arith::AddIOp>(c0, indexConstant(sb, u));
+          next.push_back(sb.create<arith::AddFOp>(
+              sums[u], sb.create<vector::LoadOp>(vector, copies, ValueRange{slot, head, c, at})));
+        }
+        return next;
+      });
+  const SmallVector<Value> rows = transposeLanes(b, columns);
+  // Unmasked stores but in the tile's last square of rows (a masked store is slow).
+  Value whole = b.create<arith::CmpIOp>(arith::CmpIPredicate::ule,
+                                        b.create<arith::AddIOp>(i0, indexConstant(b, side)), count);
+  auto stores = b.create<scf::IfOp>(whole, /*withElseRegion=*/true);
+  auto mask = VectorType::get({side}, b.getI1Type());
+  for (bool masked : {false, true}) {
+    ImplicitLocOpBuilder sb(b.getLoc(),
+                            masked ? stores.getElseBodyBuilder() : stores.getThenBodyBuilder());
+    for (int64_t v = 0; v < side; ++v) {
+      Value i = sb.create<arith::AddIOp>(i0, indexConstant(sb, v));
+      const SmallVector<Value, 4> at{batch, head, sb.create<arith::AddIOp>(row, i), c0};
+      if (!masked) {
+        sb.create<vector::StoreOp>(rows[v], grad, at);
+        continue;
+      }
+      Value inTile = sb.create<vector::BroadcastOp>(
+          mask, sb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, count));
+      sb.create<vector::MaskedStoreOp>(grad, at, inTile, rows[v]);
+    }
+  }
+}
+
+void storeSummedTransposed(ImplicitLocOpBuilder& b, Value grad, Value copies, Value batch,
+                           Value head, Value row, Value count, Value chunks, Value batches,
+                           int64_t tileRows) {
+  constexpr int64_t side = 8;
+  auto gradType = cast<MemRefType>(grad.getType());
+  const int64_t d = gradType.getDimSize(3);
+  auto elements = [&](ImplicitLocOpBuilder& eb) {
+    storeRows(eb, grad, batch, head, row, count, [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
+      Value at = cb.create<arith::AddIOp>(row, i);
+      return foldRange(
+                 cb, indexConstant(cb, 0), chunks, {f32Constant(cb, 0)},
+                 [&](ImplicitLocOpBuilder& sb, Value s, ValueRange sum) {
+                   Value slot =
+                       sb.create<arith::AddIOp>(sb.create<arith::MulIOp>(s, batches), batch);
+                   Value term = sb.create<memref::LoadOp>(copies, ValueRange{slot, head, c, at});
+                   return SmallVector<Value>{sb.create<arith::AddFOp>(sum[0], term)};
+                 })
+          .front();
+    });
+  };
+  // A square's rows stay inside the copies' rows (padded to whole tiles) where a tile holds
+  // whole squares.
+  if (!gradType.getElementType().isF32() || ShapedType::isDynamic(d) || d % side != 0 ||
+      tileRows % side != 0)
+    return elements(b);
+  auto [view, unit] = unitInnerStrideView(b, grad);
+  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
+  elements(eb);
+  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
+  Value side8 = indexConstant(tb, side);
+  forEachIndex(tb, {indexConstant(tb, 0), indexConstant(tb, 0)},
+               {tb.create<arith::CeilDivUIOp>(count, side8), indexConstant(tb, d / side)},
+               [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
+                 storeSummedSquare(sb, view, copies, batch, head, row, count, chunks, batches,
+                                   sb.create<arith::MulIOp>(square[0], side8),
+                                   sb.create<arith::MulIOp>(square[1], side8));
+               });
+}
+
 } // namespace attnc::attn

@@ -76,6 +76,15 @@ void copyRowsInPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value
                      mlir::Value head, mlir::Value row, mlir::Value count, mlir::Value dst,
                      PairsAlong along);
 
+// grad[batch, head, row + i, c] = sum_s copies[s B + batch, head, c, row + i] for i < count and
+// every c, the sum over s < chunks in order from 0 (dQ from the key chunks' copies of dQ^T,
+// B = batches; the copies' rows padded to whole tiles of tileRows): in 8 x 8 squares whose
+// rows' sums are transposed in registers where grad is f32 with contiguous rows, element by
+// element otherwise.
+void storeSummedTransposed(mlir::ImplicitLocOpBuilder& b, mlir::Value grad, mlir::Value copies,
+                           mlir::Value batch, mlir::Value head, mlir::Value row, mlir::Value count,
+                           mlir::Value chunks, mlir::Value batches, int64_t tileRows);
+
 // grad[batch, head, first + i, c] = element(i, c) for i < count and every c of grad.
 void storeRows(mlir::ImplicitLocOpBuilder& b, mlir::Value grad, mlir::Value batch, mlir::Value head,
                mlir::Value first, mlir::Value count,

@@ -6,6 +6,7 @@
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/KeyRange.h"
+#include "attn/Transforms/ScorePatch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -45,6 +46,21 @@ std::pair<Value, Value> BackwardTile::keptKeys(ImplicitLocOpBuilder& b, Value be
   return keptKeyRange(b, taskOp);
 }
 
+void BackwardTile::readScoreShapedAux(ImplicitLocOpBuilder& b) {
+  for (auto [aux, buffer] : llvm::enumerate(buffers.scoreShaped)) {
+    if (!buffer)
+      continue;
+    Value tensor = taskOp.getAux()[aux];
+    auto last = [&](int64_t dim) {
+      return b.create<arith::SubIOp>(b.create<memref::DimOp>(tensor, dim), indexConstant(b, 1));
+    };
+    readPatch(b,
+              {tensor, clampIndex(b, batch, last(0)), clampIndex(b, head, last(1)), firstRow, count,
+               block.firstKey, block.keyCount},
+              buffer);
+  }
+}
+
 void BackwardTile::load(ImplicitLocOpBuilder& b) {
   if (dot) {
     for (auto [rowsOf, paired] : {std::pair(taskOp.getQuery(), buffers.packedQuery),
@@ -56,6 +72,7 @@ void BackwardTile::load(ImplicitLocOpBuilder& b) {
     copyRowsTransposed(b, taskOp.getGradOutput(), batch, head, firstRow, count, buffers.packedGrad,
                        1.0);
   }
+  readScoreShapedAux(b);
   // lse and D of the tile's rows; rows past the count get -inf and 0 (never kept).
   forRange(b, indexConstant(b, 0), indexConstant(b, rows), [&](ImplicitLocOpBuilder& rb, Value r) {
     Value row = rb.create<arith::AddIOp>(firstRow, r);
@@ -171,7 +188,9 @@ BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuild
     auto [positions, live] = rowLanes(b, r);
     Value lse = b.create<vector::LoadOp>(VectorType::get({lanes}, b.getF32Type()), buffers.lse,
                                          indexConstant(b, r * lanes));
-    Value s = terms->modified(b, x, positions, scores.keyPositions[u]);
+    const ScoreTerms::ScoreShapedReads reads{buffers.scoreShaped,
+                                             scores.place(b, at, vectorCount, lanes)};
+    Value s = terms->modified(b, x, positions, scores.keyPositions[u], &reads);
     // Kept: a row of the tile, the masks keep it, and not a -inf score (p = 0 even where
     // lse is -inf too); UNE keeps a NaN score, whose p is NaN.
     Value keep = b.create<arith::AndIOp>(

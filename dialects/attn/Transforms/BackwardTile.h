@@ -34,6 +34,9 @@ struct TileBuffers {
   mlir::Value packedQuery; // [d_k, rows] f32: scale Q^T; with dot [d_k / 2, 2 rows] bf16: Q^T
   mlir::Value packedGrad;  // [d_v, rows] f32: dO^T; with dot [d_v / 2, 2 rows] bf16
   mlir::Value lse, delta;  // [rows] f32
+  // Per aux operand read at every score (ScoreTerms::scoreShapedAux: a bias), its elements at
+  // the block's keys and the tile's rows, [keyBlock, rows] f32 (ScorePatch.h); else null.
+  llvm::SmallVector<mlir::Value> scoreShaped;
 };
 
 // A key block's K and V rows transposed, [d_k, keyBlock] and [d_v, keyBlock] f32, key j at
@@ -42,7 +45,7 @@ struct TileBuffers {
 // group where the tensors' rows lie a run-time stride apart. Null with dot (pairs read the
 // tensors).
 struct BlockColumns {
-  mlir::Value keys, values, firstKey;
+  mlir::Value keys, values, firstKey, keyCount;
 };
 
 class BackwardTile {
@@ -59,7 +62,8 @@ public:
   // The keys of [begin, end) the masks can keep for some row of the tile (KeyRange.h).
   std::pair<mlir::Value, mlir::Value> keptKeys(mlir::ImplicitLocOpBuilder& b, mlir::Value begin,
                                                mlir::Value end);
-  // Packs the tile's query and output gradient rows and copies its lse and D, at b.
+  // Packs the tile's query and output gradient rows, copies its lse and D, and reads the
+  // score-shaped aux tensors' elements at the block's keys, at b.
   void load(mlir::ImplicitLocOpBuilder& b);
 
   // Stores z p and g (see above) at `keys` into probs[key - firstKey, :] and grads[...] of
@@ -91,6 +95,8 @@ private:
                       const KeyGroupScores& scores, mlir::Value probs, mlir::Value grads);
   // Row vector r's lanes: their positions i + off (i32), and whether each is a row of the tile.
   std::pair<mlir::Value, mlir::Value> rowLanes(mlir::ImplicitLocOpBuilder& b, int64_t r);
+  // buffers.scoreShaped's patches, at the tile's (batch, head) clamped into each tensor.
+  void readScoreShapedAux(mlir::ImplicitLocOpBuilder& b);
   llvm::SmallVector<mlir::Value> auxTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value x,
                                           mlir::Value queryPos, mlir::Value keyPos,
                                           mlir::Value keep, mlir::Value byModified);

@@ -32,7 +32,8 @@
 #include "attn/Transforms/AuxCopies.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/BackwardTile.h"
-#include "attn/Transforms/DirectGradient.h"
+#include "attn/Transforms/ScorePatch.h"
+#include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -86,6 +87,8 @@ private:
     return b.create<memref::AllocaOp>(MemRefType::get(shape, b.getF32Type()));
   }
   TileBuffers tileBuffers();
+  // TileBuffers::scoreShaped: per aux operand read at every score, a [keyBlock, rows] buffer.
+  SmallVector<Value> scoreShapedBuffers();
   KeyBlockBuffers keyBlockBuffers();
   // D's, dQ's copies' and the sink parts' buffers, and S.
   void emitWorkspace();
@@ -123,7 +126,7 @@ private:
   void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
                     Value term);
   // Each direct gradient's patch of the tile's rows and the block's keys, at (b', h') (0 where
-  // the gradient broadcasts over them), written by writeDirectPatch: the first (batch, head)
+  // the gradient broadcasts over them), written by writeGradientPatch: the first (batch, head)
   // to reach it (b' = batch, h' = head) stores, a later one adds. A tile the masks skip
   // passes begin = end.
   void writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
@@ -155,10 +158,17 @@ TileBuffers BackwardLowering::tileBuffers() {
       return b.create<memref::AllocaOp>(
           MemRefType::get({depth / 2, 2 * tiles.rows}, b.getBF16Type()));
     };
-    return {paired(dk()), paired(dv()), stack({tiles.rows}), stack({tiles.rows})};
+    return {paired(dk()), paired(dv()), stack({tiles.rows}), stack({tiles.rows}),
+            scoreShapedBuffers()};
   }
   return {stack({dk(), tiles.rows}), stack({dv(), tiles.rows}), stack({tiles.rows}),
-          stack({tiles.rows})};
+          stack({tiles.rows}), scoreShapedBuffers()};
+}
+
+SmallVector<Value> BackwardLowering::scoreShapedBuffers() {
+  return llvm::map_to_vector(ScoreTerms::scoreShapedAux(op), [&](bool shaped) {
+    return shaped ? stack({tiles.keyBlock, tiles.rows}) : Value();
+  });
 }
 
 KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
@@ -282,7 +292,7 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
       Value count =
           tb.create<arith::MinSIOp>(indexConstant(tb, rows), tb.create<arith::SubIOp>(seqQ, row));
       BackwardTile queries(tb, op, batch, head, row, count, delta, buffers.tile,
-                           {buffers.keysT, buffers.valuesT, firstKey}, rows, options);
+                           {buffers.keysT, buffers.valuesT, firstKey, keyCount}, rows, options);
       const auto [lo, hi] = queries.keptKeys(tb, firstKey, endKey);
       Value first = lo, last = hi;
       Value any = tb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last);
@@ -399,20 +409,8 @@ void BackwardLowering::zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, V
 
 void BackwardLowering::emitQueryTiles() {
   const QueryTiles task = forEachQueryTile(b, op, tiles.rows);
-  Value batch = task.batch, head = task.head, row = task.row;
-  Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
-  auto summed = [&](ImplicitLocOpBuilder& cb, Value i, Value c) {
-    Value at = cb.create<arith::AddIOp>(row, i);
-    return foldRange(
-               cb, indexConstant(cb, 0), chunks, {f32Constant(cb, 0)},
-               [&](ImplicitLocOpBuilder& sb, Value s, ValueRange sum) {
-                 Value slot = sb.create<arith::AddIOp>(sb.create<arith::MulIOp>(s, batches), batch);
-                 Value term = sb.create<memref::LoadOp>(queryGrad, ValueRange{slot, head, c, at});
-                 return SmallVector<Value>{sb.create<arith::AddFOp>(sum[0], term)};
-               })
-        .front();
-  };
-  storeRows(b, op.getGradQuery(), batch, head, row, task.count, summed);
+  storeSummedTransposed(b, op.getGradQuery(), queryGrad, task.batch, task.head, task.row,
+                        task.count, chunks, b.create<memref::DimOp>(op.getQuery(), 0), tiles.rows);
   b.setInsertionPointAfter(task.loop);
 }
 
@@ -516,8 +514,9 @@ void BackwardLowering::writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value
     Value firstToReach = ib.create<arith::AndIOp>(
         ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradBatch, batch),
         ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradHead, head));
-    writeDirectPatch(ib, {terms, op.getAuxGrads()[k], gradBatch, gradHead, row, count, firstKey,
-                          keyCount, begin, end, firstToReach});
+    writeGradientPatch(ib,
+                       {op.getAuxGrads()[k], gradBatch, gradHead, row, count, firstKey, keyCount},
+                       terms, begin, end, firstToReach);
   }
 }
 

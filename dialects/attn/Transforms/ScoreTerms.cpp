@@ -75,12 +75,37 @@ ScoreTerms::ScoreTerms(ImplicitLocOpBuilder& b, ScoreOpInterface op, Value batch
 }
 
 Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, Value queryPos,
-                             Value keyPos) const {
-  return expressions(b, region, s, queryPos, keyPos).front();
+                             Value keyPos, const ScoreShapedReads* reads) const {
+  return expressions(b, region, s, queryPos, keyPos, reads).front();
+}
+
+// Whether `load` reads its tensor at exactly (b, h, q_idx, kv_idx) of its region's scores.
+static bool readsAtScore(AuxLoadOp load) {
+  Block* block = load->getBlock();
+  const SmallVector<ExpressionArgument, 4> order{ExpressionArgument::B, ExpressionArgument::H,
+                                                 ExpressionArgument::QIdx,
+                                                 ExpressionArgument::KvIdx};
+  if (load.getIndices().size() != order.size())
+    return false;
+  for (auto [read, argument] : llvm::zip(load.getIndices(), order))
+    if (read != block->getArgument(index(argument)))
+      return false;
+  return true;
+}
+
+SmallVector<bool> ScoreTerms::scoreShapedAux(ScoreOpInterface op) {
+  SmallVector<bool> shaped(op.getAux().size(), false);
+  if (!op.getScoreMod().empty())
+    op.getScoreMod().walk([&](AuxLoadOp load) {
+      if (readsAtScore(load))
+        shaped[load.getAux()] = true;
+    });
+  return shaped;
 }
 
 SmallVector<Value> ScoreTerms::expressions(ImplicitLocOpBuilder& b, Region& region, Value s,
-                                           Value queryPos, Value keyPos) const {
+                                           Value queryPos, Value keyPos,
+                                           const ScoreShapedReads* reads) const {
   ArrayRef<int64_t> shape = cast<VectorType>(s.getType()).getShape();
   auto typeI32 = cast<VectorType>(queryPos.getType());
   auto splat = [&](Value scalar) { return b.create<vector::BroadcastOp>(typeI32, scalar); };
@@ -113,6 +138,12 @@ SmallVector<Value> ScoreTerms::expressions(ImplicitLocOpBuilder& b, Region& regi
       continue;
     }
     if (auto load = dyn_cast<AuxLoadOp>(scalar)) {
+      if (reads && reads->buffers[load.getAux()] && readsAtScore(load)) {
+        map.map(load.getResult(),
+                b.create<vector::LoadOp>(VectorType::get(shape, b.getF32Type()),
+                                         reads->buffers[load.getAux()], reads->place));
+        continue;
+      }
       SmallVector<Value> indices =
           llvm::map_to_vector(load.getIndices(), [&](Value i) { return vectorOf(i); });
       map.map(load.getResult(), gatherAux(b, load.getAux(), indices));
@@ -162,10 +193,11 @@ Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value 
       splatConstant(b, cast<VectorType>(s.getType()), -std::numeric_limits<double>::infinity()));
 }
 
-Value ScoreTerms::modified(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos) const {
+Value ScoreTerms::modified(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
+                           const ScoreShapedReads* reads) const {
   if (op.getScoreMod().empty())
     return s;
-  return expression(b, op.getScoreMod(), s, queryPos, keyPos);
+  return expression(b, op.getScoreMod(), s, queryPos, keyPos, reads);
 }
 
 Value ScoreTerms::kept(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,

@@ -31,9 +31,20 @@ public:
   // keyPos (j) are i32 vectors of s's shape: each score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
                     mlir::Value keyPos, MaskMod maskMod) const;
-  // The modifiers alone: the score_mod region.
+  // Where a caller holds the scores' elements of score-shaped aux tensors (those of
+  // scoreShapedAux, read at exactly (b, h, q_idx, kv_idx)) laid out as the scores are:
+  // buffers[aux] (null for the others), the element of the score vector at hand at `place`.
+  struct ScoreShapedReads {
+    llvm::ArrayRef<mlir::Value> buffers;
+    llvm::SmallVector<mlir::Value, 2> place;
+  };
+  // Per aux operand, whether the score_mod region reads it at exactly (b, h, q_idx, kv_idx) (a
+  // bias): a read a caller can lay out beside the scores (ScorePatch.h) instead of gathering.
+  static llvm::SmallVector<bool> scoreShapedAux(ScoreOpInterface op);
+
+  // The modifiers alone: the score_mod region; with `reads`, those reads are vector loads.
   mlir::Value modified(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
-                       mlir::Value keyPos) const;
+                       mlir::Value keyPos, const ScoreShapedReads* reads = nullptr) const;
   // The mask alone, at the modified scores s: an i1 vector, true where kept, or null when the
   // op has no mask_mod region or maskMod is KeepsAll.
   mlir::Value kept(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
@@ -75,11 +86,13 @@ private:
   // The value `region` yields at every element of s's shape (the block arguments come from s,
   // queryPos and keyPos).
   mlir::Value expression(mlir::ImplicitLocOpBuilder& b, mlir::Region& region, mlir::Value s,
-                         mlir::Value queryPos, mlir::Value keyPos) const;
+                         mlir::Value queryPos, mlir::Value keyPos,
+                         const ScoreShapedReads* reads = nullptr) const;
   // Every value the region yields, in order.
   llvm::SmallVector<mlir::Value> expressions(mlir::ImplicitLocOpBuilder& b, mlir::Region& region,
                                              mlir::Value s, mlir::Value queryPos,
-                                             mlir::Value keyPos) const;
+                                             mlir::Value keyPos,
+                                             const ScoreShapedReads* reads = nullptr) const;
   // Aux operand `aux` at the integer vectors `indices` (one per dimension, clamped into it),
   // element by element.
   mlir::Value gatherAux(mlir::ImplicitLocOpBuilder& b, int64_t aux,

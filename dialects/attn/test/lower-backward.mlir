@@ -3,7 +3,8 @@
 // (Tq rounded up to the 8-row tiles); then three phases in order: D per query tile, a task per
 // (batch, KV head, key chunk) whose key blocks recompute the scores in vectors of 4 rows
 // (score_mod's tanh, mask_mod, exp(s - lse), score_grad's 1 - tanh^2) and add into dK, dV and
-// its copy of dQ^T in register tiles, and dQ per query tile, the copies summed in order.
+// its copy of dQ^T in register tiles, and dQ per query tile, the copies summed in order (8 rows
+// of a column a vector, in 8 x 8 squares transposed into dQ's rows).
 
 // CHECK-LABEL: func.func @backward
 // CHECK: %[[PADDED:.*]] = arith.muli %{{.*}}, %c8
@@ -22,7 +23,9 @@
 // CHECK:   vector.store %{{.*}}, %[[DQ]]
 // CHECK: scf.forall
 // CHECK:   scf.for %{{.*}} = %c0 to %[[CHUNKS]]
-// CHECK:     memref.load %[[DQ]]
+// CHECK:     vector.load %[[DQ]]
+// CHECK:   vector.shuffle
+// CHECK:   vector.store
 // CHECK: memref.dealloc %[[DELTA]]
 // CHECK: memref.dealloc %[[DQ]]
 

@@ -1,0 +1,257 @@
+//===- ScorePatch.cpp - a score-shaped tensor's patch of a query tile and key block ----===//
+#include "attn/Transforms/ScorePatch.h"
+
+#include "attn/Kit/Builders.h"
+#include "attn/Kit/Elements.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+
+namespace attnc::attn {
+namespace {
+
+// The side of the squares transposed in registers: 8 ymm on AVX2.
+constexpr int64_t kSquare = 8;
+
+// writeGradientPatch's arguments.
+struct GradientWrite {
+  ScorePatch grad;
+  Value terms;        // [keyBlock, rows] f32: terms[j, i]
+  Value begin, end;   // the keys the tile kept
+  Value firstToReach; // i1: store (else add)
+};
+
+// Element (i, j) of the patch in its tensor.
+SmallVector<Value, 4> elementAt(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value i,
+                                Value j) {
+  return {patch.batch, patch.head, b.create<arith::AddIOp>(patch.row, i),
+          b.create<arith::AddIOp>(patch.firstKey, j)};
+}
+
+// Whether squares tile a [keyBlock, rows] buffer: both multiples of the side.
+bool squaresFit(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return type.getDimSize(0) % kSquare == 0 && type.getDimSize(1) % kSquare == 0;
+}
+
+// squares(view) where the tensor's rows are contiguous at run time, elements() otherwise.
+void bySquaresOrElements(ImplicitLocOpBuilder& b, Value tensor,
+                         const std::function<void(ImplicitLocOpBuilder&, Value)>& squares,
+                         const std::function<void(ImplicitLocOpBuilder&)>& elements) {
+  auto [view, unit] = unitInnerStrideView(b, tensor);
+  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
+  squares(tb, view);
+  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
+  elements(eb);
+}
+
+// body(i0, j0) for the squares of the patch's rows (of the buffer's `rows`) and keys.
+void forEachSquare(ImplicitLocOpBuilder& b, const ScorePatch& patch, int64_t rows,
+                   const std::function<void(ImplicitLocOpBuilder&, Value, Value)>& body) {
+  Value zero = indexConstant(b, 0), side = indexConstant(b, kSquare);
+  forEachIndex(
+      b, {zero, zero},
+      {indexConstant(b, rows / kSquare), b.create<arith::CeilDivUIOp>(patch.keyCount, side)},
+      [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
+        body(sb, sb.create<arith::MulIOp>(square[0], side),
+             sb.create<arith::MulIOp>(square[1], side));
+      });
+}
+
+// Lanes l of a square at key j0 with begin <= j0 + l < end (create_mask clamps below at 0).
+Value lanesWithin(ImplicitLocOpBuilder& b, Value j0, Value begin, Value end) {
+  auto mask = VectorType::get({kSquare}, b.getI1Type());
+  Value belowEnd =
+      b.create<vector::CreateMaskOp>(mask, ValueRange{b.create<arith::SubIOp>(end, j0)});
+  Value belowBegin =
+      b.create<vector::CreateMaskOp>(mask, ValueRange{b.create<arith::SubIOp>(begin, j0)});
+  Value allLanes = b.create<arith::ConstantOp>(DenseElementsAttr::get(mask, true));
+  return b.create<arith::AndIOp>(belowEnd, b.create<arith::XOrIOp>(belowBegin, allLanes));
+}
+
+// All lanes where row i0 + v of a square is a row of the patch, else none.
+Value rowLanes(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value i) {
+  return b.create<vector::BroadcastOp>(
+      VectorType::get({kSquare}, b.getI1Type()),
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, patch.count));
+}
+
+// A square of the tensor's rows i0 .. (its keys j0 .. in lanes, 0 outside the patch)
+// transposed into its keys' rows, stored into buffer[j0 + u, i0 ..].
+void readSquare(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value view, Value buffer,
+                Value i0, Value j0) {
+  auto line = VectorType::get({kSquare}, cast<MemRefType>(view.getType()).getElementType());
+  Value none = b.create<arith::ConstantOp>(line, b.getZeroAttr(line));
+  Value inBlock = lanesWithin(b, j0, indexConstant(b, 0), patch.keyCount);
+  SmallVector<Value> rows;
+  for (int64_t v = 0; v < kSquare; ++v) {
+    Value i = b.create<arith::AddIOp>(i0, indexConstant(b, v));
+    Value lanes = b.create<arith::AndIOp>(rowLanes(b, patch, i), inBlock);
+    rows.push_back(toF32(
+        b, b.create<vector::MaskedLoadOp>(line, view, elementAt(b, patch, i, j0), lanes, none)));
+  }
+  const SmallVector<Value> keys = transposeLanes(b, rows);
+  for (int64_t u = 0; u < kSquare; ++u)
+    b.create<vector::StoreOp>(keys[u], buffer,
+                              ValueRange{b.create<arith::AddIOp>(j0, indexConstant(b, u)), i0});
+}
+
+void readElements(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value buffer) {
+  Value zero = indexConstant(b, 0);
+  Value rows = indexConstant(b, cast<MemRefType>(buffer.getType()).getDimSize(1));
+  forEachIndex(
+      b, {zero, zero}, {rows, patch.keyCount}, [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> at) {
+        Value i = at[0], j = at[1];
+        Value inside = eb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, patch.count);
+        auto element = eb.create<scf::IfOp>(
+            inside,
+            [&](OpBuilder& nested, Location loc) {
+              ImplicitLocOpBuilder ib(loc, nested);
+              ib.create<scf::YieldOp>(loadF32(ib, patch.tensor, elementAt(ib, patch, i, j)));
+            },
+            [&](OpBuilder& nested, Location loc) {
+              ImplicitLocOpBuilder ib(loc, nested);
+              ib.create<scf::YieldOp>(f32Constant(ib, 0));
+            });
+        eb.create<memref::StoreOp>(element.getResult(0), buffer, ValueRange{j, i});
+      });
+}
+
+// The store (first) or the add (later) of each element, on the branches of firstToReach.
+void onEitherBranch(ImplicitLocOpBuilder& b, const GradientWrite& write,
+                    const std::function<void(ImplicitLocOpBuilder&, bool first)>& body) {
+  auto branch = b.create<scf::IfOp>(write.firstToReach, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder sb(b.getLoc(), branch.getThenBodyBuilder());
+  body(sb, true);
+  ImplicitLocOpBuilder ab(b.getLoc(), branch.getElseBodyBuilder());
+  body(ab, false);
+}
+
+void writeElements(ImplicitLocOpBuilder& b, const GradientWrite& write) {
+  const ScorePatch& grad = write.grad;
+  onEitherBranch(b, write, [&](ImplicitLocOpBuilder& wb, bool first) {
+    forRange(wb, indexConstant(wb, 0), grad.count, [&](ImplicitLocOpBuilder& rb, Value i) {
+      // The first writes every key of the block, a later one only those kept.
+      Value from = first ? indexConstant(rb, 0) : write.begin;
+      Value to = first ? grad.keyCount : write.end;
+      forRange(rb, from, to, [&](ImplicitLocOpBuilder& jb, Value j) {
+        const SmallVector<Value, 4> element = elementAt(jb, grad, i, j);
+        Value term = jb.create<memref::LoadOp>(write.terms, ValueRange{j, i});
+        Value value;
+        if (first) {
+          Value kept = jb.create<arith::AndIOp>(
+              jb.create<arith::CmpIOp>(arith::CmpIPredicate::uge, j, write.begin),
+              jb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, j, write.end));
+          value = jb.create<arith::SelectOp>(kept, term, f32Constant(jb, 0));
+        } else {
+          value = jb.create<arith::AddFOp>(loadF32(jb, grad.tensor, element), term);
+        }
+        storeF32(jb, value, grad.tensor, element);
+      });
+    });
+  });
+}
+
+// The square of keys [j0, j0 + 8) and rows [i0, i0 + 8) of a gradient's patch: the terms' 8
+// keys' rows transposed into its 8 rows' keys, each row's place in the gradient, its lanes.
+struct Square {
+  SmallVector<Value> values;             // row i0 + v's terms at keys j0 ..
+  SmallVector<SmallVector<Value, 4>> at; // the gradient's indices of row i0 + v's key j0
+  SmallVector<Value> inTile;             // per row: all lanes if a row of the tile, else none
+  Value kept, inBlock;                   // lanes of keys the tile kept, of keys of the block
+  Value whole;                           // i1: all 8 rows in the tile and 8 keys in the block
+};
+
+Square loadSquare(ImplicitLocOpBuilder& b, const GradientWrite& write, Value i0, Value j0) {
+  const ScorePatch& grad = write.grad;
+  auto vector = VectorType::get({kSquare}, b.getF32Type());
+  Square square;
+  SmallVector<Value> keys;
+  for (int64_t u = 0; u < kSquare; ++u)
+    keys.push_back(b.create<vector::LoadOp>(
+        vector, write.terms, ValueRange{b.create<arith::AddIOp>(j0, indexConstant(b, u)), i0}));
+  square.values = transposeLanes(b, keys);
+  square.kept = lanesWithin(b, j0, write.begin, write.end);
+  square.inBlock = lanesWithin(b, j0, indexConstant(b, 0), grad.keyCount);
+  for (int64_t v = 0; v < kSquare; ++v) {
+    Value i = b.create<arith::AddIOp>(i0, indexConstant(b, v));
+    square.at.push_back(elementAt(b, grad, i, j0));
+    square.inTile.push_back(rowLanes(b, grad, i));
+  }
+  auto fits = [&](Value first, Value extent) {
+    return b.create<arith::CmpIOp>(arith::CmpIPredicate::ule,
+                                   b.create<arith::AddIOp>(first, indexConstant(b, kSquare)),
+                                   extent);
+  };
+  square.whole = b.create<arith::AndIOp>(fits(i0, grad.count), fits(j0, grad.keyCount));
+  return square;
+}
+
+// The first to reach the square: its terms at the keys kept, 0 at the block's others; stores
+// unmasked where it is whole (a masked store is slow, and needed at the edges only).
+void storeSquare(ImplicitLocOpBuilder& b, Value grad, const Square& square) {
+  SmallVector<Value> values;
+  for (Value value : square.values)
+    values.push_back(b.create<arith::SelectOp>(square.kept, value, f32Splat(b, kSquare, 0)));
+  auto whole = b.create<scf::IfOp>(square.whole, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder tb(b.getLoc(), whole.getThenBodyBuilder());
+  for (int64_t v = 0; v < kSquare; ++v)
+    tb.create<vector::StoreOp>(values[v], grad, square.at[v]);
+  ImplicitLocOpBuilder eb(b.getLoc(), whole.getElseBodyBuilder());
+  for (int64_t v = 0; v < kSquare; ++v)
+    eb.create<vector::MaskedStoreOp>(
+        grad, square.at[v], eb.create<arith::AndIOp>(square.inTile[v], square.inBlock), values[v]);
+}
+
+// A later (batch, head): its terms added at the keys kept, the others untouched.
+void addSquare(ImplicitLocOpBuilder& b, Value grad, const Square& square) {
+  auto vector = VectorType::get({kSquare}, b.getF32Type());
+  for (int64_t v = 0; v < kSquare; ++v) {
+    Value lanes = b.create<arith::AndIOp>(square.inTile[v], square.kept);
+    Value old =
+        b.create<vector::MaskedLoadOp>(vector, grad, square.at[v], lanes, f32Splat(b, kSquare, 0));
+    b.create<vector::MaskedStoreOp>(grad, square.at[v], lanes,
+                                    b.create<arith::AddFOp>(old, square.values[v]));
+  }
+}
+
+} // namespace
+
+void readPatch(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value buffer) {
+  if (!squaresFit(buffer))
+    return readElements(b, patch, buffer);
+  const int64_t rows = cast<MemRefType>(buffer.getType()).getDimSize(1);
+  bySquaresOrElements(
+      b, patch.tensor,
+      [&](ImplicitLocOpBuilder& sb, Value view) {
+        forEachSquare(sb, patch, rows, [&](ImplicitLocOpBuilder& qb, Value i0, Value j0) {
+          readSquare(qb, patch, view, buffer, i0, j0);
+        });
+      },
+      [&](ImplicitLocOpBuilder& eb) { readElements(eb, patch, buffer); });
+}
+
+void writeGradientPatch(ImplicitLocOpBuilder& b, const ScorePatch& grad, Value terms, Value begin,
+                        Value end, Value firstToReach) {
+  const GradientWrite write{grad, terms, begin, end, firstToReach};
+  if (!cast<MemRefType>(grad.tensor.getType()).getElementType().isF32() || !squaresFit(terms))
+    return writeElements(b, write);
+  const int64_t rows = cast<MemRefType>(terms.getType()).getDimSize(1);
+  bySquaresOrElements(
+      b, grad.tensor,
+      [&](ImplicitLocOpBuilder& sb, Value view) {
+        onEitherBranch(sb, write, [&](ImplicitLocOpBuilder& wb, bool first) {
+          forEachSquare(wb, grad, rows, [&](ImplicitLocOpBuilder& qb, Value i0, Value j0) {
+            const Square square = loadSquare(qb, write, i0, j0);
+            first ? storeSquare(qb, view, square) : addSquare(qb, view, square);
+          });
+        });
+      },
+      [&](ImplicitLocOpBuilder& eb) { writeElements(eb, write); });
+}
+
+} // namespace attnc::attn

@@ -79,13 +79,14 @@ Value ScoreTerms::expression(ImplicitLocOpBuilder& b, Region& region, Value s, V
   return expressions(b, region, s, queryPos, keyPos, reads).front();
 }
 
-// Whether `load` reads its tensor at exactly (b, h, q_idx, kv_idx) of its region's scores.
+// Whether `load` reads an f32 tensor at exactly (b, h, q_idx, kv_idx) of its region's scores
+// (a patch holds f32).
 static bool readsAtScore(AuxLoadOp load) {
   Block* block = load->getBlock();
   const SmallVector<ExpressionArgument, 4> order{ExpressionArgument::B, ExpressionArgument::H,
                                                  ExpressionArgument::QIdx,
                                                  ExpressionArgument::KvIdx};
-  if (load.getIndices().size() != order.size())
+  if (!load.getResult().getType().isF32() || load.getIndices().size() != order.size())
     return false;
   for (auto [read, argument] : llvm::zip(load.getIndices(), order))
     if (read != block->getArgument(index(argument)))

@@ -118,6 +118,30 @@ def test_strided_and_broadcast_inputs_are_read_where_they_lie():
         kernel(*map(numpy.ascontiguousarray, (every_other, one_head, v[..., :16]))))
 
 
+def spaced(array):
+    """The array's values in a view whose last dimension is every other element of a buffer."""
+    buffer = numpy.zeros(array.shape[:-1] + (2 * array.shape[-1],), array.dtype)
+    buffer[..., ::2] = array
+    return buffer[..., ::2]
+
+
+def test_the_backward_reads_and_writes_rows_that_are_not_contiguous():
+    """A bias and the gradients of the bias and of q whose elements lie a stride apart take the
+    backward's element-by-element paths; they give what contiguous rows give, bit for bit."""
+    rng = numpy.random.default_rng(11)
+    q, k, v = random_qkv(rng, 2, 2, 2, 37, 53, 16)
+    bias = rng.standard_normal((2, 2, 37, 53)).astype(numpy.float32)
+    kernel = attnc.compile("heads=2 d_k=16 bias=true lse=true backward=true")
+    o, lse = kernel(q, k, v, bias=bias)
+    grad_o = rng.standard_normal(o.shape).astype(numpy.float32)
+    contiguous = kernel.backward(q, k, v, bias=bias, o=o, lse=lse, grad_o=grad_o)
+    out = {name: spaced(numpy.zeros_like(getattr(contiguous, name)))
+           for name in ("grad_q", "grad_bias")}
+    strided = kernel.backward(q, k, v, bias=spaced(bias), o=o, lse=lse, grad_o=grad_o, out=out)
+    for name in contiguous._fields:
+        numpy.testing.assert_array_equal(getattr(strided, name), getattr(contiguous, name))
+
+
 def test_a_negative_stride_is_refused():
     q = numpy.zeros((2, 4, 5, 16), numpy.float32)[..., ::-1]
     assert "tensor 'q' has negative stride -1 in dimension 3" in refusal(q=q)

@@ -294,21 +294,23 @@ void storeRows(ImplicitLocOpBuilder& b, Value grad, Value batch, Value head, Val
   });
 }
 
+// The side of dQ's squares transposed in registers: 8 ymm on AVX2.
+constexpr int64_t kSquare = 8;
+
 // The copies' sum at rows [i0, i0 + 8) and columns [c0, c0 + 8) stored transposed into grad's
 // rows (a static unit column stride): a column's 8 rows a vector load per copy.
 static void storeSummedSquare(ImplicitLocOpBuilder& b, Value grad, Value copies, Value batch,
                               Value head, Value row, Value count, Value chunks, Value batches,
                               Value i0, Value c0) {
-  constexpr int64_t side = 8;
-  auto vector = VectorType::get({side}, b.getF32Type());
+  auto vector = VectorType::get({kSquare}, b.getF32Type());
   Value at = b.create<arith::AddIOp>(row, i0);
-  const SmallVector<Value> zeros(side, f32Splat(b, side, 0));
+  const SmallVector<Value> zeros(kSquare, f32Splat(b, kSquare, 0));
   const SmallVector<Value> columns = foldRange(
       b, indexConstant(b, 0), chunks, zeros,
       [&](ImplicitLocOpBuilder& sb, Value s, ValueRange sums) {
         Value slot = sb.create<arith::AddIOp>(sb.create<arith::MulIOp>(s, batches), batch);
         SmallVector<Value> next;
-        for (int64_t u = 0; u < side; ++u) {
+        for (int64_t u = 0; u < kSquare; ++u) {
           Value c = sb.create<arith::AddIOp>(c0, indexConstant(sb, u));
           next.push_back(sb.create<arith::AddFOp>(
               sums[u], sb.create<vector::LoadOp>(vector, copies, ValueRange{slot, head, c, at})));
@@ -317,14 +319,14 @@ static void storeSummedSquare(ImplicitLocOpBuilder& b, Value grad, Value copies,
       });
   const SmallVector<Value> rows = transposeLanes(b, columns);
   // Unmasked stores but in the tile's last square of rows (a masked store is slow).
-  Value whole = b.create<arith::CmpIOp>(arith::CmpIPredicate::ule,
-                                        b.create<arith::AddIOp>(i0, indexConstant(b, side)), count);
+  Value whole = b.create<arith::CmpIOp>(
+      arith::CmpIPredicate::ule, b.create<arith::AddIOp>(i0, indexConstant(b, kSquare)), count);
   auto stores = b.create<scf::IfOp>(whole, /*withElseRegion=*/true);
-  auto mask = VectorType::get({side}, b.getI1Type());
+  auto mask = VectorType::get({kSquare}, b.getI1Type());
   for (bool masked : {false, true}) {
     ImplicitLocOpBuilder sb(b.getLoc(),
                             masked ? stores.getElseBodyBuilder() : stores.getThenBodyBuilder());
-    for (int64_t v = 0; v < side; ++v) {
+    for (int64_t v = 0; v < kSquare; ++v) {
       Value i = sb.create<arith::AddIOp>(i0, indexConstant(sb, v));
       const SmallVector<Value, 4> at{batch, head, sb.create<arith::AddIOp>(row, i), c0};
       if (!masked) {
@@ -341,7 +343,6 @@ static void storeSummedSquare(ImplicitLocOpBuilder& b, Value grad, Value copies,
 void storeSummedTransposed(ImplicitLocOpBuilder& b, Value grad, Value copies, Value batch,
                            Value head, Value row, Value count, Value chunks, Value batches,
                            int64_t tileRows) {
-  constexpr int64_t side = 8;
   auto gradType = cast<MemRefType>(grad.getType());
   const int64_t d = gradType.getDimSize(3);
   auto elements = [&](ImplicitLocOpBuilder& eb) {
@@ -360,21 +361,21 @@ void storeSummedTransposed(ImplicitLocOpBuilder& b, Value grad, Value copies, Va
   };
   // A square's rows stay inside the copies' rows (padded to whole tiles) where a tile holds
   // whole squares.
-  if (!gradType.getElementType().isF32() || ShapedType::isDynamic(d) || d % side != 0 ||
-      tileRows % side != 0)
+  if (!gradType.getElementType().isF32() || ShapedType::isDynamic(d) || d % kSquare != 0 ||
+      tileRows % kSquare != 0)
     return elements(b);
   auto [view, unit] = unitInnerStrideView(b, grad);
   auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
   ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
   elements(eb);
   ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
-  Value side8 = indexConstant(tb, side);
+  Value side = indexConstant(tb, kSquare);
   forEachIndex(tb, {indexConstant(tb, 0), indexConstant(tb, 0)},
-               {tb.create<arith::CeilDivUIOp>(count, side8), indexConstant(tb, d / side)},
+               {tb.create<arith::CeilDivUIOp>(count, side), indexConstant(tb, d / kSquare)},
                [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
                  storeSummedSquare(sb, view, copies, batch, head, row, count, chunks, batches,
-                                   sb.create<arith::MulIOp>(square[0], side8),
-                                   sb.create<arith::MulIOp>(square[1], side8));
+                                   sb.create<arith::MulIOp>(square[0], side),
+                                   sb.create<arith::MulIOp>(square[1], side));
                });
 }
 

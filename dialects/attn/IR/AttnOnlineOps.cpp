@@ -56,9 +56,10 @@ LogicalResult OnlineInitOp::verify() {
 }
 
 LogicalResult PackQueryOp::verify() {
-  int64_t dk = getQuery().getType().getDimSize(3);
-  if (getPacked().getType().getDimSize(0) != dk)
-    return emitOpError() << "packed tile must be [d_k = " << dk << ", rows]";
+  const int64_t dk = getQuery().getType().getDimSize(3);
+  const int64_t packedRows = getPacked().getType().getDimSize(0);
+  if (!ShapedType::isDynamic(dk) && !ShapedType::isDynamic(packedRows) && packedRows < dk)
+    return emitOpError() << "packed tile must be [at least d_k = " << dk << ", rows]";
   if (getScale().convertToDouble() <= 0)
     return emitOpError() << "scale must be positive";
   return success();

@@ -43,7 +43,9 @@ def Attn_PackQueryOp : Attn_Op<"pack_query"> {
     The query rows `[i, i + rows)` of head `h` in batch `b`, multiplied by `scale`, with the
     head dimension outermost so that a vector load reads one column of consecutive query rows.
     Rows past `rows` (the end of the sequence) are zero. An `attn.online_update` whose query
-    is packed does not scale again.
+    is packed does not scale again. The query's d_k may be dynamic and less than packed's
+    first extent (the backward packs a bias's columns of one key block this way): packed's
+    rows past d_k are not written.
 
     Example:
 
@@ -55,7 +57,7 @@ def Attn_PackQueryOp : Attn_Op<"pack_query"> {
   let arguments = (ins
     Arg<MemRefRankOf<[AnyFloat], [4]>, "query [B, H, Tq, d_k]", [MemRead]>:$query,
     Index:$batch, Index:$head, Index:$row, Index:$rows,
-    Arg<MemRefRankOf<[F32], [2]>, "packed tile [d_k, rows]", [MemWrite]>:$packed,
+    Arg<MemRefRankOf<[F32], [2]>, "packed tile [d_k or more, rows]", [MemWrite]>:$packed,
     F64Attr:$scale
   );
   let assemblyFormat = [{

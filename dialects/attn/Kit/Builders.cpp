@@ -126,6 +126,30 @@ std::pair<Value, Value> unitInnerStrideView(ImplicitLocOpBuilder& b, Value buffe
   return unitStrideView(b, buffer, cast<MemRefType>(buffer.getType()).getRank() - 1);
 }
 
+void ifUnitInnerStride(ImplicitLocOpBuilder& b, Value buffer,
+                       const std::function<void(ImplicitLocOpBuilder&, Value)>& byView,
+                       const std::function<void(ImplicitLocOpBuilder&)>& byElements) {
+  auto [view, unit] = unitInnerStrideView(b, buffer);
+  auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder tb(b.getLoc(), branch.getThenBodyBuilder());
+  byView(tb, view);
+  ImplicitLocOpBuilder eb(b.getLoc(), branch.getElseBodyBuilder());
+  byElements(eb);
+}
+
+void storeLinesWhereWhole(ImplicitLocOpBuilder& b, Value buffer, ArrayRef<Value> lines,
+                          ArrayRef<SmallVector<Value, 4>> places, Value whole,
+                          const std::function<Value(ImplicitLocOpBuilder&, int64_t)>& edgeMask) {
+  auto branch = b.create<scf::IfOp>(whole, /*withElseRegion=*/true);
+  ImplicitLocOpBuilder tb(b.getLoc(), branch.getThenBodyBuilder());
+  for (auto [line, place] : llvm::zip_equal(lines, places))
+    tb.create<vector::StoreOp>(line, buffer, place);
+  ImplicitLocOpBuilder eb(b.getLoc(), branch.getElseBodyBuilder());
+  for (auto [v, line] : llvm::enumerate(lines))
+    eb.create<vector::MaskedStoreOp>(buffer, places[v], edgeMask(eb, static_cast<int64_t>(v)),
+                                     line);
+}
+
 SmallVector<Value> transposeLanes(ImplicitLocOpBuilder& b, SmallVector<Value> rows) {
   const int64_t n = static_cast<int64_t>(rows.size());
   for (int64_t block = n / 2; block >= 1; block /= 2) {

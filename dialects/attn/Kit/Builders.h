@@ -50,6 +50,21 @@ std::pair<mlir::Value, mlir::Value> unitStrideView(mlir::ImplicitLocOpBuilder& b
 std::pair<mlir::Value, mlir::Value> unitInnerStrideView(mlir::ImplicitLocOpBuilder& b,
                                                         mlir::Value buffer);
 
+// byView(view) where `buffer`'s innermost stride is 1 at run time (view: unitInnerStrideView's,
+// whose rows vector loads and stores can move), byElements() otherwise: scf.if's two branches.
+void ifUnitInnerStride(
+    mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
+    const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value view)>& byView,
+    const std::function<void(mlir::ImplicitLocOpBuilder&)>& byElements);
+
+// lines[v] stored into `buffer` at places[v]: plain vector stores where `whole` (i1) holds at
+// run time, every lane of every line inside, else masked stores with edgeMask(v) (a masked
+// store is slow, and needed at a tile's edges only; the masks are built in that branch).
+void storeLinesWhereWhole(
+    mlir::ImplicitLocOpBuilder& b, mlir::Value buffer, mlir::ArrayRef<mlir::Value> lines,
+    mlir::ArrayRef<llvm::SmallVector<mlir::Value, 4>> places, mlir::Value whole,
+    const std::function<mlir::Value(mlir::ImplicitLocOpBuilder&, int64_t v)>& edgeMask);
+
 // n vectors of n lanes transposed (lane l of vector i becomes lane i of vector l), n a power of
 // 2: log2 n stages that swap the off-diagonal b x b blocks of every 2b x 2b block, b = n / 2,
 // ..., 1, each a two-source shuffle per vector (a vpermt2d on AVX-512).

@@ -318,26 +318,18 @@ static void storeSummedSquare(ImplicitLocOpBuilder& b, Value grad, Value copies,
         return next;
       });
   const SmallVector<Value> rows = transposeLanes(b, columns);
-  // Unmasked stores but in the tile's last square of rows (a masked store is slow).
+  SmallVector<SmallVector<Value, 4>> places;
+  for (int64_t v = 0; v < kSquare; ++v)
+    places.push_back({batch, head, b.create<arith::AddIOp>(at, indexConstant(b, v)), c0});
+  // Unmasked stores but in the tile's last square of rows.
   Value whole = b.create<arith::CmpIOp>(
       arith::CmpIPredicate::ule, b.create<arith::AddIOp>(i0, indexConstant(b, kSquare)), count);
-  auto stores = b.create<scf::IfOp>(whole, /*withElseRegion=*/true);
-  auto mask = VectorType::get({kSquare}, b.getI1Type());
-  for (bool masked : {false, true}) {
-    ImplicitLocOpBuilder sb(b.getLoc(),
-                            masked ? stores.getElseBodyBuilder() : stores.getThenBodyBuilder());
-    for (int64_t v = 0; v < kSquare; ++v) {
-      Value i = sb.create<arith::AddIOp>(i0, indexConstant(sb, v));
-      const SmallVector<Value, 4> at{batch, head, sb.create<arith::AddIOp>(row, i), c0};
-      if (!masked) {
-        sb.create<vector::StoreOp>(rows[v], grad, at);
-        continue;
-      }
-      Value inTile = sb.create<vector::BroadcastOp>(
-          mask, sb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, count));
-      sb.create<vector::MaskedStoreOp>(grad, at, inTile, rows[v]);
-    }
-  }
+  storeLinesWhereWhole(b, grad, rows, places, whole, [&](ImplicitLocOpBuilder& eb, int64_t v) {
+    Value i = eb.create<arith::AddIOp>(i0, indexConstant(eb, v));
+    return eb.create<vector::BroadcastOp>(
+        VectorType::get({kSquare}, eb.getI1Type()),
+        eb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, count));
+  });
 }
 
 void storeSummedTransposed(ImplicitLocOpBuilder& b, Value grad, Value copies, Value batch,
@@ -364,19 +356,19 @@ void storeSummedTransposed(ImplicitLocOpBuilder& b, Value grad, Value copies, Va
   if (!gradType.getElementType().isF32() || ShapedType::isDynamic(d) || d % kSquare != 0 ||
       tileRows % kSquare != 0)
     return elements(b);
-  auto [view, unit] = unitInnerStrideView(b, grad);
-  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
-  elements(eb);
-  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
-  Value side = indexConstant(tb, kSquare);
-  forEachIndex(tb, {indexConstant(tb, 0), indexConstant(tb, 0)},
-               {tb.create<arith::CeilDivUIOp>(count, side), indexConstant(tb, d / kSquare)},
-               [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
-                 storeSummedSquare(sb, view, copies, batch, head, row, count, chunks, batches,
-                                   sb.create<arith::MulIOp>(square[0], side),
-                                   sb.create<arith::MulIOp>(square[1], side));
-               });
+  ifUnitInnerStride(
+      b, grad,
+      [&](ImplicitLocOpBuilder& tb, Value view) {
+        Value side = indexConstant(tb, kSquare);
+        forEachIndex(tb, {indexConstant(tb, 0), indexConstant(tb, 0)},
+                     {tb.create<arith::CeilDivUIOp>(count, side), indexConstant(tb, d / kSquare)},
+                     [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
+                       storeSummedSquare(sb, view, copies, batch, head, row, count, chunks, batches,
+                                         sb.create<arith::MulIOp>(square[0], side),
+                                         sb.create<arith::MulIOp>(square[1], side));
+                     });
+      },
+      elements);
 }
 
 } // namespace attnc::attn

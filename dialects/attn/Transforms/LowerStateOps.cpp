@@ -58,10 +58,15 @@ namespace {
 // The side of the squares packSquares transposes in registers: 8 ymm on AVX2.
 constexpr int64_t kSquare = 8;
 
+// The query's columns, d_k: packed's rows [0, d_k) are written, any past them left as they are.
+Value queryColumns(ImplicitLocOpBuilder& b, PackQueryOp op) {
+  return b.create<memref::DimOp>(op.getQuery(), 3);
+}
+
 // packed[c, r] = scale * q[b, h, i + r, c] element by element.
 void packElements(ImplicitLocOpBuilder& b, PackQueryOp op) {
   Value zero = indexConstant(b, 0);
-  Value dk = b.create<memref::DimOp>(op.getPacked(), 0);
+  Value dk = queryColumns(b, op);
   Value width = b.create<memref::DimOp>(op.getPacked(), 1);
   Value scale = f32Constant(b, op.getScale().convertToDouble());
   forRange(b, zero, op.getRows(), [&](ImplicitLocOpBuilder& ib, Value r) {
@@ -80,57 +85,63 @@ void packElements(ImplicitLocOpBuilder& b, PackQueryOp op) {
 }
 
 // The same in squares of kSquare rows x kSquare columns, each kSquare masked row loads of
-// `rows` (q with a static unit column stride) transposed in registers (transposeLanes).
+// `rows` (q with a static unit column stride) transposed in registers (transposeLanes). A
+// dynamic d_k (a bias's columns of a key block) masks the columns past it too.
 void packSquares(ImplicitLocOpBuilder& b, PackQueryOp op, Value rows) {
   auto packed = cast<MemRefType>(op.getPacked().getType());
   auto sourceRow = VectorType::get({kSquare}, op.getQuery().getType().getElementType());
   auto rowMask = VectorType::get({kSquare}, b.getI1Type());
   Value none = b.create<arith::ConstantOp>(sourceRow, b.getZeroAttr(sourceRow));
+  const int64_t staticColumns = op.getQuery().getType().getDimSize(3);
+  const bool allColumns = !ShapedType::isDynamic(staticColumns) && staticColumns % kSquare == 0;
+  Value dk = queryColumns(b, op), side = indexConstant(b, kSquare);
   const double scale = op.getScale().convertToDouble();
   Value factor = f32Splat(b, kSquare, scale);
   forEachIndex(
       b, {indexConstant(b, 0), indexConstant(b, 0)},
-      {indexConstant(b, packed.getDimSize(1) / kSquare),
-       indexConstant(b, packed.getDimSize(0) / kSquare)},
+      {indexConstant(b, packed.getDimSize(1) / kSquare), b.create<arith::CeilDivUIOp>(dk, side)},
       [&](ImplicitLocOpBuilder& sb, ArrayRef<Value> square) {
-        Value r0 = sb.create<arith::MulIOp>(square[0], indexConstant(sb, kSquare));
-        Value c0 = sb.create<arith::MulIOp>(square[1], indexConstant(sb, kSquare));
+        Value r0 = sb.create<arith::MulIOp>(square[0], side);
+        Value c0 = sb.create<arith::MulIOp>(square[1], side);
+        Value columns = allColumns ? Value()
+                                   : sb.create<vector::CreateMaskOp>(
+                                         rowMask, ValueRange{sb.create<arith::SubIOp>(dk, c0)});
         SmallVector<Value> lines;
         for (int64_t i = 0; i < kSquare; ++i) {
           Value r = sb.create<arith::AddIOp>(r0, indexConstant(sb, i));
           // Rows past the end read nothing (a masked load's lanes off touch no memory): 0.
           Value inside = sb.create<vector::BroadcastOp>(
               rowMask, sb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, r, op.getRows()));
+          if (columns)
+            inside = sb.create<arith::AndIOp>(inside, columns);
           Value at = sb.create<arith::AddIOp>(op.getRow(), r);
           lines.push_back(toF32(
               sb, sb.create<vector::MaskedLoadOp>(sourceRow, rows,
                                                   ValueRange{op.getBatch(), op.getHead(), at, c0},
                                                   inside, none)));
         }
-        SmallVector<Value> columns = transposeLanes(sb, lines);
+        SmallVector<Value> transposed = transposeLanes(sb, lines);
         for (int64_t j = 0; j < kSquare; ++j)
           sb.create<vector::StoreOp>(
-              scale == 1.0 ? columns[j] : sb.create<arith::MulFOp>(columns[j], factor).getResult(),
+              scale == 1.0 ? transposed[j]
+                           : sb.create<arith::MulFOp>(transposed[j], factor).getResult(),
               op.getPacked(), ValueRange{sb.create<arith::AddIOp>(c0, indexConstant(sb, j)), r0});
       });
 }
 
 } // namespace
 
-// packed[c, r] = scale * q[b, h, i + r, c] for r < rows, 0 for the rows past the end: in
-// squares where packed's extents are multiples of kSquare and q's rows are contiguous at run
-// time, element by element otherwise.
+// packed[c, r] = scale * q[b, h, i + r, c] for c < d_k and r < rows, 0 for the rows past the
+// end: in squares where packed's extents are multiples of kSquare and q's rows are contiguous
+// at run time, element by element otherwise.
 void lowerPack(ImplicitLocOpBuilder& b, PackQueryOp op) {
   auto packed = cast<MemRefType>(op.getPacked().getType());
   if (!packed.hasStaticShape() || packed.getDimSize(0) % kSquare != 0 ||
       packed.getDimSize(1) % kSquare != 0)
     return packElements(b, op);
-  auto [rows, unit] = unitInnerStrideView(b, op.getQuery());
-  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
-  packElements(eb, op);
-  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
-  packSquares(tb, op, rows);
+  ifUnitInnerStride(
+      b, op.getQuery(), [&](ImplicitLocOpBuilder& tb, Value rows) { packSquares(tb, op, rows); },
+      [&](ImplicitLocOpBuilder& eb) { packElements(eb, op); });
 }
 
 // o = acc / sum and lse = max + c + log(sum); a row with sum = 0 kept nothing: o = 0,

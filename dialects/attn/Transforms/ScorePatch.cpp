@@ -37,18 +37,6 @@ bool squaresFit(Value buffer) {
   return type.getDimSize(0) % kSquare == 0 && type.getDimSize(1) % kSquare == 0;
 }
 
-// squares(view) where the tensor's rows are contiguous at run time, elements() otherwise.
-void bySquaresOrElements(ImplicitLocOpBuilder& b, Value tensor,
-                         const std::function<void(ImplicitLocOpBuilder&, Value)>& squares,
-                         const std::function<void(ImplicitLocOpBuilder&)>& elements) {
-  auto [view, unit] = unitInnerStrideView(b, tensor);
-  auto contiguous = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  ImplicitLocOpBuilder tb(b.getLoc(), contiguous.getThenBodyBuilder());
-  squares(tb, view);
-  ImplicitLocOpBuilder eb(b.getLoc(), contiguous.getElseBodyBuilder());
-  elements(eb);
-}
-
 // body(i0, j0) for the squares of the patch's rows (of the buffer's `rows`) and keys.
 void forEachSquare(ImplicitLocOpBuilder& b, const ScorePatch& patch, int64_t rows,
                    const std::function<void(ImplicitLocOpBuilder&, Value, Value)>& body) {
@@ -78,47 +66,6 @@ Value rowLanes(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value i) {
   return b.create<vector::BroadcastOp>(
       VectorType::get({kSquare}, b.getI1Type()),
       b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, patch.count));
-}
-
-// A square of the tensor's rows i0 .. (its keys j0 .. in lanes, 0 outside the patch)
-// transposed into its keys' rows, stored into buffer[j0 + u, i0 ..].
-void readSquare(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value view, Value buffer,
-                Value i0, Value j0) {
-  auto line = VectorType::get({kSquare}, cast<MemRefType>(view.getType()).getElementType());
-  Value none = b.create<arith::ConstantOp>(line, b.getZeroAttr(line));
-  Value inBlock = lanesWithin(b, j0, indexConstant(b, 0), patch.keyCount);
-  SmallVector<Value> rows;
-  for (int64_t v = 0; v < kSquare; ++v) {
-    Value i = b.create<arith::AddIOp>(i0, indexConstant(b, v));
-    Value lanes = b.create<arith::AndIOp>(rowLanes(b, patch, i), inBlock);
-    rows.push_back(toF32(
-        b, b.create<vector::MaskedLoadOp>(line, view, elementAt(b, patch, i, j0), lanes, none)));
-  }
-  const SmallVector<Value> keys = transposeLanes(b, rows);
-  for (int64_t u = 0; u < kSquare; ++u)
-    b.create<vector::StoreOp>(keys[u], buffer,
-                              ValueRange{b.create<arith::AddIOp>(j0, indexConstant(b, u)), i0});
-}
-
-void readElements(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value buffer) {
-  Value zero = indexConstant(b, 0);
-  Value rows = indexConstant(b, cast<MemRefType>(buffer.getType()).getDimSize(1));
-  forEachIndex(
-      b, {zero, zero}, {rows, patch.keyCount}, [&](ImplicitLocOpBuilder& eb, ArrayRef<Value> at) {
-        Value i = at[0], j = at[1];
-        Value inside = eb.create<arith::CmpIOp>(arith::CmpIPredicate::ult, i, patch.count);
-        auto element = eb.create<scf::IfOp>(
-            inside,
-            [&](OpBuilder& nested, Location loc) {
-              ImplicitLocOpBuilder ib(loc, nested);
-              ib.create<scf::YieldOp>(loadF32(ib, patch.tensor, elementAt(ib, patch, i, j)));
-            },
-            [&](OpBuilder& nested, Location loc) {
-              ImplicitLocOpBuilder ib(loc, nested);
-              ib.create<scf::YieldOp>(f32Constant(ib, 0));
-            });
-        eb.create<memref::StoreOp>(element.getResult(0), buffer, ValueRange{j, i});
-      });
 }
 
 // The store (first) or the add (later) of each element, on the branches of firstToReach.
@@ -197,14 +144,10 @@ void storeSquare(ImplicitLocOpBuilder& b, Value grad, const Square& square) {
   SmallVector<Value> values;
   for (Value value : square.values)
     values.push_back(b.create<arith::SelectOp>(square.kept, value, f32Splat(b, kSquare, 0)));
-  auto whole = b.create<scf::IfOp>(square.whole, /*withElseRegion=*/true);
-  ImplicitLocOpBuilder tb(b.getLoc(), whole.getThenBodyBuilder());
-  for (int64_t v = 0; v < kSquare; ++v)
-    tb.create<vector::StoreOp>(values[v], grad, square.at[v]);
-  ImplicitLocOpBuilder eb(b.getLoc(), whole.getElseBodyBuilder());
-  for (int64_t v = 0; v < kSquare; ++v)
-    eb.create<vector::MaskedStoreOp>(
-        grad, square.at[v], eb.create<arith::AndIOp>(square.inTile[v], square.inBlock), values[v]);
+  storeLinesWhereWhole(b, grad, values, square.at, square.whole,
+                       [&](ImplicitLocOpBuilder& eb, int64_t v) {
+                         return eb.create<arith::AndIOp>(square.inTile[v], square.inBlock);
+                       });
 }
 
 // A later (batch, head): its terms added at the keys kept, the others untouched.
@@ -221,27 +164,13 @@ void addSquare(ImplicitLocOpBuilder& b, Value grad, const Square& square) {
 
 } // namespace
 
-void readPatch(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value buffer) {
-  if (!squaresFit(buffer))
-    return readElements(b, patch, buffer);
-  const int64_t rows = cast<MemRefType>(buffer.getType()).getDimSize(1);
-  bySquaresOrElements(
-      b, patch.tensor,
-      [&](ImplicitLocOpBuilder& sb, Value view) {
-        forEachSquare(sb, patch, rows, [&](ImplicitLocOpBuilder& qb, Value i0, Value j0) {
-          readSquare(qb, patch, view, buffer, i0, j0);
-        });
-      },
-      [&](ImplicitLocOpBuilder& eb) { readElements(eb, patch, buffer); });
-}
-
 void writeGradientPatch(ImplicitLocOpBuilder& b, const ScorePatch& grad, Value terms, Value begin,
                         Value end, Value firstToReach) {
   const GradientWrite write{grad, terms, begin, end, firstToReach};
   if (!cast<MemRefType>(grad.tensor.getType()).getElementType().isF32() || !squaresFit(terms))
     return writeElements(b, write);
   const int64_t rows = cast<MemRefType>(terms.getType()).getDimSize(1);
-  bySquaresOrElements(
+  ifUnitInnerStride(
       b, grad.tensor,
       [&](ImplicitLocOpBuilder& sb, Value view) {
         onEitherBranch(sb, write, [&](ImplicitLocOpBuilder& wb, bool first) {

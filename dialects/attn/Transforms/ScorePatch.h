@@ -3,14 +3,13 @@
 // A tensor read or written at every score, [B or 1, H or 1, Tq, Tk] (a bias, and a bias's
 // gradient: aux_grad_direct), is as large as the scores. The CPU backward moves the part of it
 // that one query tile meets in one key block between the tensor and a [keyBlock, rows] f32
-// buffer of the task's, keys in rows and the tile's rows in lanes, as the scores lie:
-// - readPatch packs the bias the recomputed scores add, so that a score vector's elements are
-//   one vector load instead of a gather (ScoreTerms::ScoreShapedReads);
-// - writeGradientPatch writes the gradient's terms, with no pass that zeroes it first: the
-//   first (batch, head) to reach an element stores (zeros at the block's keys its tile does
-//   not keep), a later one of a broadcast bias adds, in the same order at any thread count.
-// Both go in 8 x 8 squares transposed in registers where the tensor's rows are contiguous at
-// run time, element by element otherwise.
+// buffer of the task's, keys in rows and the tile's rows in lanes, as the scores lie. The
+// bias's patch is attn.pack_query's transposing copy of its key block's columns (BackwardTile);
+// writeGradientPatch writes the gradient's terms, with no pass that zeroes it first: the first
+// (batch, head) to reach an element stores (zeros at the block's keys its tile does not keep),
+// a later one of a broadcast bias adds, in the same order at any thread count. It goes in 8 x 8
+// squares transposed in registers where the gradient's rows are contiguous at run time, element
+// by element otherwise.
 //
 //===---------------------------------------------------------------------------===//
 #ifndef ATTNC_DIALECTS_ATTN_TRANSFORMS_SCOREPATCH_H
@@ -30,10 +29,6 @@ struct ScorePatch {
   mlir::Value row, count;
   mlir::Value firstKey, keyCount;
 };
-
-// buffer[j, i] = tensor[batch, head, row + i, firstKey + j] as f32 for i < count and
-// j < keyCount, and 0 at the rows past the count.
-void readPatch(mlir::ImplicitLocOpBuilder& b, const ScorePatch& patch, mlir::Value buffer);
 
 // The gradient's elements of the patch from terms[j, i]: where firstToReach (i1) holds,
 // terms at the keys j in [begin, end) the tile kept and 0 at the block's other keys; else

@@ -109,7 +109,7 @@ func.func @state_shapes(%acc: memref<1x1x32x16xf32>, %m: memref<1x1x8xf32>) {
 // -----
 
 func.func @pack_width(%q: memref<?x4x?x32xf32>, %p: memref<16x48xf32>, %i: index) {
-  // expected-error @+1 {{packed tile must be [d_k = 32, rows]}}
+  // expected-error @+1 {{packed tile must be [at least d_k = 32, rows]}}
   attn.pack_query %q[%i, %i, %i] rows %i into %p {scale = 1.0 : f64}
       : memref<?x4x?x32xf32>, memref<16x48xf32>
   return

@@ -3,11 +3,12 @@
 // phase 2 task, [tasks, 9], summed in task order by a phase of its own) and of a bias summed
 // in place (aux_grad_direct): then the tasks are chunk-major, 8 of them, each looping over
 // every batch entry and KV head. The bias the recomputed scores add is read per key block
-// and query tile into a [key_block, rows] patch (8 x 8 squares transposed in registers),
-// which the scores load as vectors instead of gathering. No pass zeroes the bias gradient:
-// the first (batch, head) to reach an element stores it, later ones add, and a tile the masks
-// skip stores its zeros, in 8 x 8 squares of the block's terms transposed in registers (the
-// gradient's rows contiguous), unmasked stores where a square is whole.
+// and query tile into a [key_block, rows] patch (pack_query of the block's columns: 8 x 8
+// squares transposed in registers), which the scores load as vectors instead of gathering.
+// No pass zeroes the bias gradient: the first (batch, head) to reach an element stores it,
+// later ones add, and a tile the masks skip stores its zeros, in 8 x 8 squares of the block's
+// terms transposed in registers (the gradient's rows contiguous), unmasked stores where a
+// square is whole.
 
 // CHECK-LABEL: func.func @backward_aux
 // CHECK-SAME: %[[BIAS:[a-z0-9]+]]: memref<1x4x?x?xf32>,
@@ -18,10 +19,12 @@
 // CHECK-NOT: %[[DBIAS]]
 // CHECK:   scf.for %{{.*}} = %c0 to %{{.*}} step %c1
 // CHECK-NOT: %[[DBIAS]]
-// CHECK:       vector.maskedload %[[BIAS]]
+// CHECK:       %[[COLUMNS:.*]] = memref.subview %[[BIAS]][0, 0, 0, %{{.*}}] [1, 4, %{{.*}}, %{{.*}}]
+// CHECK:       vector.create_mask
+// CHECK:       vector.maskedload %[[COLUMNS]]
 // CHECK:       vector.shuffle
 // CHECK:       vector.store %{{.*}}, %[[PATCH:[a-z_0-9]+]][%{{.*}}, %c0] : memref<16x8xf32>
-// CHECK-NOT:   memref.load %[[BIAS]]
+// CHECK-NOT:   memref.load %[[COLUMNS]]
 // CHECK:       vector.load %[[PATCH]][%{{.*}}, %c0] : memref<16x8xf32>, vector<4xf32>
 // CHECK-NOT:   memref.load %[[BIAS]]
 // CHECK:       memref.load %[[COPIES]][%[[TASK]], %{{.*}}] : memref<8x9xf32>

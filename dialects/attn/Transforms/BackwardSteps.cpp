@@ -18,12 +18,19 @@ using namespace mlir;
 namespace attnc::attn {
 namespace {
 
-// The accumulators of a register tile of vectors of `lanes` f32, so that with the operands a
-// step loads (a row's column vectors and the broadcast weights) they stay in registers: 16 of
-// AVX-512's 32 zmm, 12 of AVX2's 16 ymm (16 there spilled to the stack, and the f32 backward
-// ran at 40% of an AMD Zen 3's FMA peak).
-int64_t accumulatorsFor(int64_t lanes) {
-  return lanes >= 16 ? 16 : 12;
+// The register tiles of vectors of `lanes` f32 that the vector registers hold whole, chosen
+// once per ISA: `accumulators`, so that with the operands a step loads (a row's column vectors
+// and the broadcast weights) they stay in registers: 16 of AVX-512's 32 zmm, 12 of AVX2's 16
+// ymm (16 there spilled to the stack, and the f32 backward ran at 40% of an AMD Zen 3's FMA
+// peak); and the most `columns` vectors a step of accumulateKeyRows loads: on AVX2 4 keys x 3
+// columns take 12 accumulators, 3 vectors and a broadcast, all 16 ymm (1 x 8, memory operands,
+// loaded 9 times per 8 FMAs; 3 x 4 needed 17 and spilled); AVX-512's 32 zmm hold 2 keys x 8
+// columns at d 128.
+struct RegisterBudget {
+  int64_t accumulators, columns;
+};
+RegisterBudget registerBudget(int64_t lanes) {
+  return lanes >= 16 ? RegisterBudget{16, 8} : RegisterBudget{12, 3};
 }
 
 // The widest vector of at most `lanes` f32 (a power of two) whose width divides d.
@@ -54,7 +61,7 @@ using ColumnStep = std::function<std::pair<SmallVector<Value>, SmallVector<Value
 void accumulateColumnTiles(ImplicitLocOpBuilder& b, Value acc, ArrayRef<Value> prefix, Value first,
                            int64_t vectors, int64_t lanes, int64_t depth, Value begin, Value end,
                            bool pairs, const ColumnStep& step) {
-  const int64_t columns = std::clamp<int64_t>(accumulatorsFor(lanes) / vectors, 1, 16);
+  const int64_t columns = std::clamp<int64_t>(registerBudget(lanes).accumulators / vectors, 1, 16);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   for (int64_t c0 = 0; c0 < depth; c0 += columns) {
     const int64_t n = std::min(columns, depth - c0);
@@ -120,12 +127,11 @@ void accumulateKeyRows(ImplicitLocOpBuilder& b, Value acc, Value weights, Value 
   const int64_t d = cast<MemRefType>(acc.getType()).getDimSize(1);
   const int64_t width = pairs ? kPairLanes : columnWidth(d, lanes);
   const int64_t perRow = pairs ? 2 : 1;                     // rowsOf's elements per acc element
-  // Register tiles of `unroll` keys x `columns` vectors. A step loads the columns' vectors
-  // once and broadcasts each key's weight: on AVX2, 4 keys x 3 columns take 12 accumulators,
-  // 3 vectors and a broadcast, all 16 ymm (1 x 8, memory operands, loaded 9 times per 8 FMAs;
-  // 3 x 4 needed 17 and spilled); AVX-512's 32 zmm hold 2 keys x 8 columns at d 128.
-  const int64_t columns = std::min<int64_t>(d / width, lanes >= 16 ? 8 : 3);
-  const int64_t unroll = std::clamp<int64_t>(accumulatorsFor(lanes) / columns, 1, 8);
+  // Register tiles of `unroll` keys x `columns` vectors (registerBudget). A step loads the
+  // columns' vectors once and broadcasts each key's weight.
+  const RegisterBudget budget = registerBudget(lanes);
+  const int64_t columns = std::min<int64_t>(d / width, budget.columns);
+  const int64_t unroll = std::clamp<int64_t>(budget.accumulators / columns, 1, 8);
   auto vector = VectorType::get({width}, b.getF32Type());
   auto rowVector = VectorType::get({width * perRow}, pairs ? b.getBF16Type() : b.getF32Type());
   Value steps = pairs ? b.create<arith::CeilDivUIOp>(count, indexConstant(b, 2)) : count;

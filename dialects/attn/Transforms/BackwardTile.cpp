@@ -14,6 +14,7 @@
 
 #include <limits>
 #include <numeric>
+#include <optional>
 
 using namespace mlir;
 
@@ -188,14 +189,16 @@ BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuild
     for (Value& x : scores.raw)
       x = b.create<arith::MulFOp>(x, f32Splat(b, lanes, taskOp.getScale().convertToDouble()));
   Value negInf = f32Splat(b, lanes, -std::numeric_limits<double>::infinity());
+  const bool readsPatches = llvm::any_of(buffers.scoreShaped, [](Value patch) { return patch; });
   for (auto [at, x] : llvm::enumerate(scores.raw)) {
     const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
     auto [positions, live] = rowLanes(b, r);
     Value lse = b.create<vector::LoadOp>(VectorType::get({lanes}, b.getF32Type()), buffers.lse,
                                          indexConstant(b, r * lanes));
-    const ScoreTerms::ScoreShapedReads reads{buffers.scoreShaped,
-                                             scores.place(b, at, vectorCount, lanes)};
-    Value s = terms->modified(b, x, positions, scores.keyPositions[u], &reads);
+    std::optional<ScoreTerms::ScoreShapedReads> reads;
+    if (readsPatches)
+      reads.emplace(buffers.scoreShaped, scores.place(b, at, vectorCount, lanes));
+    Value s = terms->modified(b, x, positions, scores.keyPositions[u], reads ? &*reads : nullptr);
     // Kept: a row of the tile, the masks keep it, and not a -inf score (p = 0 even where
     // lse is -inf too); UNE keeps a NaN score, whose p is NaN.
     Value keep = b.create<arith::AndIOp>(
@@ -214,16 +217,16 @@ BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuild
   return scores;
 }
 
-SmallVector<SmallVector<Value>> BackwardTile::storeScoreGradients(ImplicitLocOpBuilder& b,
-                                                                  ArrayRef<Value> keys,
-                                                                  const KeyGroupScores& scores,
-                                                                  Value probs, Value grads) {
+SmallVector<BackwardTile::AuxTerms> BackwardTile::storeScoreGradients(ImplicitLocOpBuilder& b,
+                                                                      ArrayRef<Value> keys,
+                                                                      const KeyGroupScores& scores,
+                                                                      Value probs, Value grads) {
   SmallVector<Value> dp =
       products(b, buffers.packedGrad, taskOp.getValue(), block.values, keys, scores.local);
   auto vector = VectorType::get({lanes}, b.getF32Type());
   Value scale = f32Splat(b, lanes, taskOp.getScale().convertToDouble());
   Value zero = f32Splat(b, lanes, 0);
-  SmallVector<SmallVector<Value>> auxTermsAt;
+  SmallVector<AuxTerms> auxTermsAt;
   for (auto [at, x] : llvm::enumerate(scores.raw)) {
     const int64_t u = static_cast<int64_t>(at) / vectorCount, r = at % vectorCount;
     const SmallVector<Value, 2> place = scores.place(b, at, vectorCount, lanes);
@@ -240,13 +243,14 @@ SmallVector<SmallVector<Value>> BackwardTile::storeScoreGradients(ImplicitLocOpB
     if (Value slope = terms->scoreGradient(b, x, positions, keyPositions))
       g = b.create<arith::SelectOp>(scores.keeps[at], b.create<arith::MulFOp>(g, slope), zero);
     b.create<vector::StoreOp>(g, grads, place);
-    auxTermsAt.push_back(auxTerms(b, x, positions, keyPositions, scores.keeps[at], difference));
+    auxTermsAt.push_back(
+        {auxTerms(b, x, positions, keyPositions, scores.keeps[at], difference), place});
   }
   return auxTermsAt;
 }
 
-SmallVector<SmallVector<Value>> BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys,
-                                                 Value probs, Value grads) {
+SmallVector<BackwardTile::AuxTerms> BackwardTile::at(ImplicitLocOpBuilder& b, ArrayRef<Value> keys,
+                                                     Value probs, Value grads) {
   const KeyGroupScores scores = storeProbabilities(b, keys, probs);
   return storeScoreGradients(b, keys, scores, probs, grads);
 }

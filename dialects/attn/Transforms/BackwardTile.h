@@ -66,14 +66,19 @@ public:
   // score-shaped aux tensors' elements at the block's keys, at b.
   void load(mlir::ImplicitLocOpBuilder& b);
 
+  // A score vector's terms of the aux tensors' gradients: with an aux_grad region, the
+  // region's reads, each its indices (i32 vectors) then its term dx_ij / (scale score_grad)
+  // times the read's partial, 0 where p is; and the vector's place in the block's buffers.
+  struct AuxTerms {
+    llvm::SmallVector<mlir::Value> reads;
+    llvm::SmallVector<mlir::Value, 2> place;
+  };
   // Stores z p and g (see above) at `keys` into probs[key - firstKey, :] and grads[...] of
-  // the block's [keyBlock, rows] buffers; returns, with an aux_grad region, per
-  // [u * rows / lanes + r] (key u, row vector r) the region's reads, each its indices (i32
-  // vectors) then its term dx_ij / (scale score_grad) times the read's partial, 0 where p is.
-  // z p goes to memory before dP's products, so that their accumulators have the registers.
-  llvm::SmallVector<llvm::SmallVector<mlir::Value>> at(mlir::ImplicitLocOpBuilder& b,
-                                                       mlir::ArrayRef<mlir::Value> keys,
-                                                       mlir::Value probs, mlir::Value grads);
+  // the block's [keyBlock, rows] buffers; returns the AuxTerms of each score vector
+  // [u * rows / lanes + r] (key u, row vector r). z p goes to memory before dP's products,
+  // so that their accumulators have the registers.
+  llvm::SmallVector<AuxTerms> at(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys,
+                                 mlir::Value probs, mlir::Value grads);
 
 private:
   // What at() carries from the scores to their gradients, per [u * vectorCount + r]: the raw
@@ -90,9 +95,10 @@ private:
   KeyGroupScores storeProbabilities(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys,
                                     mlir::Value probs);
   // dP's products, then g stored into grads; returns the aux terms (at()'s).
-  llvm::SmallVector<llvm::SmallVector<mlir::Value>>
-  storeScoreGradients(mlir::ImplicitLocOpBuilder& b, mlir::ArrayRef<mlir::Value> keys,
-                      const KeyGroupScores& scores, mlir::Value probs, mlir::Value grads);
+  llvm::SmallVector<AuxTerms> storeScoreGradients(mlir::ImplicitLocOpBuilder& b,
+                                                  mlir::ArrayRef<mlir::Value> keys,
+                                                  const KeyGroupScores& scores, mlir::Value probs,
+                                                  mlir::Value grads);
   // Row vector r's lanes: their positions i + off (i32), and whether each is a row of the tile.
   std::pair<mlir::Value, mlir::Value> rowLanes(mlir::ImplicitLocOpBuilder& b, int64_t r);
   // buffers.scoreShaped's patches, at the tile's (batch, head) clamped into each tensor.

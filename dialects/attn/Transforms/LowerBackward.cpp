@@ -118,10 +118,10 @@ private:
   }
   // Adds the aux_grad terms of one key group (BackwardTile::at's) into task
   // `task`'s copies of the tables' gradients, lane by lane in order (AuxCopies.h).
-  // A direct gradient's terms go into `direct`'s buffers at the keys' rows (`local`: the
-  // keys less the block's first), written into the gradient by writeDirectTerms.
-  void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<SmallVector<Value>> terms,
-                   ArrayRef<Value> local, ArrayRef<Value> direct);
+  // A direct gradient's terms go into `direct`'s buffers at their scores' places, written
+  // into the gradient by writeDirectTerms.
+  void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<BackwardTile::AuxTerms> terms,
+                   ArrayRef<Value> direct);
   // A read's term vector into task `task`'s copy of aux_grads[target], at the lanes' indices.
   void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
                     Value term);
@@ -311,12 +311,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         copyTileRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-                       const SmallVector<SmallVector<Value>> terms =
-                           queries.at(kb, keys, buffers.probs, buffers.grads);
-                       const SmallVector<Value> local = llvm::map_to_vector(keys, [&](Value key) {
-                         return kb.create<arith::SubIOp>(key, firstKey).getResult();
-                       });
-                       addAuxTerms(kb, task, terms, local, buffers.direct);
+                       addAuxTerms(kb, task, queries.at(kb, keys, buffers.probs, buffers.grads),
+                                   buffers.direct);
                      });
         Value begin = ib.create<arith::SubIOp>(first, firstKey);
         Value end = ib.create<arith::SubIOp>(last, firstKey);
@@ -457,30 +453,25 @@ void BackwardLowering::emitWorkspace() {
 }
 
 void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
-                                   ArrayRef<SmallVector<Value>> terms, ArrayRef<Value> local,
-                                   ArrayRef<Value> direct) {
+                                   ArrayRef<BackwardTile::AuxTerms> terms, ArrayRef<Value> direct) {
   ArrayRef<int64_t> targets = op.getAuxGradTargets().value_or(ArrayRef<int64_t>{});
-  const int64_t vectors = tiles.rows / options.vectorWidth;
-  for (auto [at, reads] : llvm::enumerate(terms)) {
+  for (const BackwardTile::AuxTerms& vector : terms) {
     size_t next = 0;
     llvm::SmallDenseSet<int64_t> stored; // direct buffers this score's terms already reached
     for (int64_t target : targets) {
       const int64_t rank = cast<MemRefType>(op.getAuxGrads()[target].getType()).getRank();
-      ArrayRef<Value> indices = ArrayRef<Value>(reads).slice(next, rank);
-      Value term = reads[next + rank];
+      ArrayRef<Value> indices = ArrayRef<Value>(vector.reads).slice(next, rank);
+      Value term = vector.reads[next + rank];
       next += rank + 1;
       if (!direct[target]) {
         addCopyTerms(kb, task, target, indices, term);
         continue;
       }
-      // Read at [b, h, q_idx, kv_idx]: the term's place in the block's buffer is known.
-      const int64_t u = static_cast<int64_t>(at) / vectors;
-      const SmallVector<Value, 2> place{
-          local[u], indexConstant(kb, static_cast<int64_t>(at) % vectors * options.vectorWidth)};
+      // Read at [b, h, q_idx, kv_idx]: the term's place is the score's in the block's buffer.
       if (!stored.insert(target).second) // a second read of the element
         term = kb.create<arith::AddFOp>(
-            kb.create<vector::LoadOp>(term.getType(), direct[target], place), term);
-      kb.create<vector::StoreOp>(term, direct[target], place);
+            kb.create<vector::LoadOp>(term.getType(), direct[target], vector.place), term);
+      kb.create<vector::StoreOp>(term, direct[target], vector.place);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/KeyRange.h"
+#include "attn/Transforms/ScorePatch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -46,25 +47,12 @@ std::pair<Value, Value> BackwardTile::keptKeys(ImplicitLocOpBuilder& b, Value be
   return keptKeyRange(b, taskOp);
 }
 
-// patch[j, i] = tensor[b, h, row + i, firstKey + j]: pack_query's transposing copy of the key
-// block's columns of the tensor, a query of keyCount columns.
 void BackwardTile::readScoreShapedAux(ImplicitLocOpBuilder& b) {
-  for (auto [aux, buffer] : llvm::enumerate(buffers.scoreShaped)) {
-    if (!buffer)
-      continue;
-    Value tensor = taskOp.getAux()[aux];
-    auto extent = [&](int64_t dim) { return b.create<memref::DimOp>(tensor, dim).getResult(); };
-    auto last = [&](int64_t dim) {
-      return b.create<arith::SubIOp>(extent(dim), indexConstant(b, 1));
-    };
-    const SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0),
-                                            block.firstKey};
-    const SmallVector<OpFoldResult> sizes{extent(0), extent(1), extent(2), block.keyCount};
-    const SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
-    Value columns = b.create<memref::SubViewOp>(tensor, offsets, sizes, unit);
-    copyRowsTransposed(b, columns, clampIndex(b, batch, last(0)), clampIndex(b, head, last(1)),
-                       firstRow, count, buffer, 1.0);
-  }
+  for (auto [aux, buffer] : llvm::enumerate(buffers.scoreShaped))
+    if (buffer)
+      readPatch(
+          b, {taskOp.getAux()[aux], batch, head, firstRow, count, block.firstKey, block.keyCount},
+          buffer);
 }
 
 void BackwardTile::load(ImplicitLocOpBuilder& b) {

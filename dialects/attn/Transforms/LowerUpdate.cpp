@@ -49,6 +49,7 @@
 #include "attn/Transforms/ExpressionBounds.h"
 #include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/PairedOperands.h"
+#include "attn/Transforms/ScorePatch.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "attn/Transforms/UpdateLowering.h"
@@ -165,8 +166,36 @@ void UpdateLowering::emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsA
   max.assign(branch.getResults().begin(), branch.getResults().end());
 }
 
+SmallVector<Value> UpdateLowering::allocateScorePatches() {
+  const bool oneHead = getConstantIntValue(op.getSizes()[1]) == 1;
+  return llvm::map_to_vector(ScoreTerms::scoreShapedAux(op), [&](bool shaped) -> Value {
+    if (!shaped || !oneHead)
+      return {};
+    return b.create<memref::AllocaOp>(
+        MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
+  });
+}
+
+void UpdateLowering::readScorePatches() {
+  ValueRange offsets = op.getOffsets();
+  Value blockKeys = indexConstant(b, static_cast<int64_t>(*op.getMaxKeys()));
+  for (auto [aux, buffer] : llvm::enumerate(scorePatches)) {
+    if (!buffer)
+      continue;
+    const ScorePatch patch{op.getAux()[aux], offsets[0], offsets[1], offsets[2],
+                           op.getSizes()[2], offsets[3], keyCount};
+    readPatch(b, patch, buffer);
+    // The task's next key block.
+    ScorePatch next = patch;
+    next.firstKey = b.create<arith::AddIOp>(offsets[3], blockKeys);
+    next.keyCount = blockKeys;
+    prefetchPatch(b, next);
+  }
+}
+
 SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                               ScoreTerms::MaskMod maskMod) {
+  const bool readsPatches = llvm::any_of(scorePatches, [](Value patch) { return patch; });
   auto loop = ob.create<scf::ForOp>(
       keyBegin, keyCount, indexConstant(ob, 1), max,
       [&](OpBuilder& nested, Location loc, Value j, ValueRange running) {
@@ -178,7 +207,10 @@ SmallVector<Value> UpdateLowering::maskAndMax(ImplicitLocOpBuilder& ob, ValueRan
         for (int64_t r = 0; r < vectors; ++r) {
           Value raw = ib.create<vector::LoadOp>(vector, scores, ValueRange{j, column(r)});
           Value s = products->scaled(ib, raw);
-          s = terms->apply(ib, s, rowPositions(ib, r), keys, maskMod);
+          std::optional<ScoreTerms::ScoreShapedReads> reads;
+          if (readsPatches)
+            reads.emplace(scorePatches, SmallVector<Value, 2>{j, column(r)});
+          s = terms->apply(ib, s, rowPositions(ib, r), keys, maskMod, reads ? &*reads : nullptr);
           if (s != raw) // without modifiers or a mask the scores stay as they are
             ib.create<vector::StoreOp>(s, scores, ValueRange{j, column(r)});
           next.push_back(ib.create<arith::MaximumFOp>(running[r], s));
@@ -369,9 +401,11 @@ LogicalResult UpdateLowering::emit() {
     b.setInsertionPointToStart(taskStackBlock(op));
     scores = b.create<memref::AllocaOp>(
         MemRefType::get({static_cast<int64_t>(*op.getMaxKeys()), rows}, b.getF32Type()));
+    scorePatches = allocateScorePatches();
   }
   Value maskModKeepsAll = placeKeys();
   products->scores();
+  readScorePatches();
 
   // 2-3. m' = max(m, rowmax S); alpha = exp(m - m') (0 while m = -inf); l' = alpha l + sum P.
   Value zero = indexConstant(b, 0);

@@ -1,8 +1,10 @@
 //===- ScorePatch.cpp - a score-shaped tensor's patch of a query tile and key block ----===//
 #include "attn/Transforms/ScorePatch.h"
 
+#include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -163,6 +165,48 @@ void addSquare(ImplicitLocOpBuilder& b, Value grad, const Square& square) {
 }
 
 } // namespace
+
+void readPatch(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value buffer) {
+  Value tensor = patch.tensor;
+  auto extent = [&](int64_t dim) { return b.create<memref::DimOp>(tensor, dim).getResult(); };
+  auto clamped = [&](Value index, int64_t dim) {
+    return clampIndex(b, index, b.create<arith::SubIOp>(extent(dim), indexConstant(b, 1)));
+  };
+  // The key block's columns as a query of keyCount columns.
+  const SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0),
+                                          patch.firstKey};
+  const SmallVector<OpFoldResult> sizes{extent(0), extent(1), extent(2), patch.keyCount};
+  const SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
+  Value columns = b.create<memref::SubViewOp>(tensor, offsets, sizes, unit);
+  auto pack = b.create<PackQueryOp>(columns, clamped(patch.batch, 0), clamped(patch.head, 1),
+                                    patch.row, patch.count, buffer, b.getF64FloatAttr(1.0));
+  lowerPack(b, pack);
+  pack.erase();
+}
+
+void prefetchPatch(ImplicitLocOpBuilder& b, const ScorePatch& patch) {
+  constexpr int64_t kLineBytes = 64;
+  auto type = cast<MemRefType>(patch.tensor.getType());
+  const int64_t perLine = kLineBytes * 8 / type.getElementTypeBitWidth();
+  auto last = [&](int64_t dim) {
+    return b.create<arith::SubIOp>(b.create<memref::DimOp>(patch.tensor, dim), indexConstant(b, 1));
+  };
+  Value batch = clampIndex(b, patch.batch, last(0)), head = clampIndex(b, patch.head, last(1));
+  Value lastRow = last(2), lastKey = last(3);
+  Value lines = b.create<arith::CeilDivUIOp>(patch.keyCount, indexConstant(b, perLine));
+  forEachIndex(
+      b, {indexConstant(b, 0), indexConstant(b, 0)}, {patch.count, lines},
+      [&](ImplicitLocOpBuilder& lb, ArrayRef<Value> at) {
+        Value row = lb.create<arith::MinUIOp>(lb.create<arith::AddIOp>(patch.row, at[0]), lastRow);
+        Value key = lb.create<arith::MinUIOp>(
+            lb.create<arith::AddIOp>(patch.firstKey,
+                                     lb.create<arith::MulIOp>(at[1], indexConstant(lb, perLine))),
+            lastKey);
+        lb.create<memref::PrefetchOp>(patch.tensor, ValueRange{batch, head, row, key},
+                                      /*isWrite=*/false, /*localityHint=*/3,
+                                      /*isDataCache=*/true);
+      });
+}
 
 void writeGradientPatch(ImplicitLocOpBuilder& b, const ScorePatch& grad, Value terms, Value begin,
                         Value end, Value firstToReach) {

@@ -184,8 +184,8 @@ Value ScoreTerms::gatherAux(ImplicitLocOpBuilder& b, int64_t aux, ArrayRef<Value
 }
 
 Value ScoreTerms::apply(ImplicitLocOpBuilder& b, Value s, Value queryPos, Value keyPos,
-                        MaskMod maskMod) const {
-  s = modified(b, s, queryPos, keyPos);
+                        MaskMod maskMod, const ScoreShapedReads* reads) const {
+  s = modified(b, s, queryPos, keyPos, reads);
   Value keep = kept(b, s, queryPos, keyPos, maskMod);
   if (!keep)
     return s;

@@ -27,10 +27,13 @@ public:
   // modified (the tile classifier, ExpressionBounds.h, proved it for the block).
   enum class MaskMod { Evaluate, KeepsAll };
 
-  // s with every term applied: modified, then -inf where not kept. queryPos (i + off) and
-  // keyPos (j) are i32 vectors of s's shape: each score's query row position and key index.
+  struct ScoreShapedReads;
+  // s with every term applied: modified (with `reads`, as modified() takes them), then -inf
+  // where not kept. queryPos (i + off) and keyPos (j) are i32 vectors of s's shape: each
+  // score's query row position and key index.
   mlir::Value apply(mlir::ImplicitLocOpBuilder& b, mlir::Value s, mlir::Value queryPos,
-                    mlir::Value keyPos, MaskMod maskMod) const;
+                    mlir::Value keyPos, MaskMod maskMod,
+                    const ScoreShapedReads* reads = nullptr) const;
   // Where a caller holds the scores' elements of score-shaped aux tensors (those of
   // scoreShapedAux, read at exactly (b, h, q_idx, kv_idx)) laid out as the scores are:
   // buffers[aux] (null for the others), the element of the score vector at hand at `place`.

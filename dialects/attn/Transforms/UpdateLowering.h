@@ -134,6 +134,11 @@ private:
   void emitMaskAndMax(SmallVector<Value>& max, Value maskModKeepsAll);
   SmallVector<Value> maskAndMax(ImplicitLocOpBuilder& ob, ValueRange max,
                                 ScoreTerms::MaskMod maskMod);
+  // scorePatches: per aux operand read at every score (ScoreTerms::scoreShapedAux: a bias), a
+  // [max_keys, rows] f32 buffer on the task's stack where the update's tile is one head's
+  // rows, else null; readScorePatches fills them with the block's elements (ScorePatch.h).
+  SmallVector<Value> allocateScorePatches();
+  void readScorePatches();
   void emitExpAndSum(ArrayRef<Value> offsets, SmallVector<Value>& sum);
   // A step over keys of PV for the columns `cols`: key j, or with `inPairs` the pair j (keys
   // 2j and 2j + 1, `alone`: 2j only); the accumulators after it.
@@ -171,6 +176,7 @@ private:
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
+  SmallVector<Value> scorePatches; // allocateScorePatches'
   Value kvHead;     // h / (H / H_kv)
   Value keyHead;    // the key rows' head: kvHead, or h for additive keys
   Value keyBegin;   // the first key the update attends (a multiple of the live chunk)

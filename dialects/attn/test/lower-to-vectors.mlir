@@ -173,6 +173,62 @@ func.func @lower_points(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: 
   return
 }
 
+// A bias (score_mod reads an f32 tensor at exactly (b, h, q_idx, kv_idx)): per key block the
+// tile's [max_keys, rows] patch of it, pack_query's transposing copy of the block's columns
+// (masked row loads, shuffles, stores), the next block's rows prefetched, and the scores'
+// elements of it one vector load each instead of a gather.
+// CHECK-LABEL: func.func @lower_bias
+// CHECK-SAME: %[[BIAS:[a-z0-9]+]]: memref<1x4x?x?xf32>
+// CHECK: scf.forall
+// CHECK: %[[PATCH:.*]] = memref.alloca() : memref<64x48xf32>
+// CHECK: %[[COLUMNS:.*]] = memref.subview %[[BIAS]][0, 0, 0, %{{.*}}] [1, 4, %{{.*}}, %{{.*}}]
+// CHECK: vector.create_mask
+// CHECK: vector.maskedload %[[COLUMNS]]
+// CHECK: vector.shuffle
+// CHECK: vector.store %{{.*}}, %[[PATCH]]
+// CHECK: memref.prefetch %[[BIAS]]
+// CHECK-NOT: memref.load %[[BIAS]]
+// CHECK: vector.load %[[PATCH]]
+// CHECK: arith.maximumf
+// CHECK-NOT: memref.load %[[BIAS]]
+// CHECK: math.exp
+func.func @lower_bias(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: memref<?x2x?x16xf32>,
+                      %o: memref<?x4x?x16xf32>, %bias: memref<1x4x?x?xf32>, %tasks: index,
+                      %tq: index, %tk: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  scf.forall (%t) in (%tasks) {
+    %packed = memref.alloca() : memref<32x48xf32>
+    %row = arith.muli %t, %c48 : index
+    %n = arith.minsi %c48, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x48xf32>
+    %max = memref.alloca() : memref<1x1x48xf32>
+    %sum = memref.alloca() : memref<1x1x48xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    attn.pack_query %q[%c0, %c1, %row] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x4x?x32xf32>, memref<32x48xf32>
+    scf.for %j = %c0 to %tk step %c64 {
+      %nj = arith.minsi %c64, %tk : index
+      attn.online_update %packed, %k, %v aux(%bias : memref<1x4x?x?xf32>) into %acc, %max, %sum
+          at [%c0, %c1, %row, %j] sizes [%c1, %c1, %n, %nj] seq_q %tq
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
+          : memref<32x48xf32>, memref<?x2x?x32xf32>, memref<?x2x?x16xf32>,
+            memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+          score_mod {
+          ^bb0(%s: f32, %b: i32, %h: i32, %g: i32, %i: i32, %kv: i32, %p: i32, %tqi: i32, %tki: i32):
+            %add = attn.aux_load 0 [%b, %h, %i, %kv] : f32
+            %biased = arith.addf %s, %add : f32
+            gpu.yield %biased : f32
+          }
+    }
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c1, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>
+  }
+  return
+}
+
 // The finalize with sinks: each row's sink (sinks[h]) folded into its max and sum before o and
 // lse are formed.
 // CHECK-LABEL: func.func @lower_sinks

@@ -41,11 +41,16 @@ def bench_argv(bundle, tq, tk, threads, runs, flush=False, extra=()):
     return argv + (["--flush-caches"] if flush else [])
 
 
-def save(directory, name, array):
-    """An aux tensor for `attnc bench --param NAME=PATH`."""
+def npy(directory, name, array):
+    """`array` saved as NAME.npy in `directory`: its path (`attnc bench --bias PATH`)."""
     path = os.path.join(directory, name + ".npy")
     numpy.save(path, array)
-    return "%s=%s" % (name, path)
+    return path
+
+
+def save(directory, name, array):
+    """An aux tensor for `attnc bench --param NAME=PATH`."""
+    return "%s=%s" % (name, npy(directory, name, array))
 
 
 def commit():

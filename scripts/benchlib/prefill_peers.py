@@ -6,7 +6,9 @@
      flash SDPA, FlexAttention, OpenVINO's SDPA and IREE's attention op.
   2. The programmable masks, H 8, T 2048, d 64, f32 and bf16: causal, a sliding window of 256,
      8 documents and ALiBi (causal), written as attnc expressions (mask_mod, score_mod) and as
-     FlexAttention's mask_mod / score_mod; the other peers take them as mask tensors.
+     FlexAttention's mask_mod / score_mod; the other peers take them as mask tensors. And a
+     bias, a float [1, H, T, T] the scores add (a learned bias, a float attention mask):
+     attnc's bias=true, FlexAttention's score_mod reading it, the others' float mask.
 Rates count the useful work, 4 H d over the kept scores. Each figure is the median over
 separate processes (rounds.py), the limits are measured in the same run (machine.py)."""
 import functools
@@ -25,6 +27,7 @@ from rounds import Rounds, arguments  # noqa: E402
 
 PEERS = ["onnxruntime", "torch-sdpa", "flex", "openvino", "iree"]
 HEADS, WINDOW, DOCUMENTS = 8, 256, 8
+BUILT_IN, WRITTEN = ["none", "causal"], ["causal", "window", "document", "alibi", "bias"]
 RUNS = 5
 
 
@@ -38,10 +41,14 @@ def written_spec(mask):
                     'mask_mod="q_doc[b, q_idx] == kv_doc[b, kv_idx]"',
         "alibi": 'aux="slopes:f32[heads]" %s score_mod="score - slopes[h] * abs(qpos - kv_idx)"'
                  % causal,
+        "bias": "bias=true",
     }[mask]
 
 
-def written_params(mask, seq, work):
+def written_params(mask, case, work):
+    seq = case["tq"]
+    if mask == "bias":
+        return ["--bias", attnc.npy(work, "bias", cases.score_bias(case))]
     if mask == "document":
         ids = cases.document_ids(seq, DOCUMENTS)[None]
         return ["--param", attnc.save(work, "q_doc", ids), "--param",
@@ -76,7 +83,7 @@ def builtin_table(rounds, limits, args, work):
     table = tables.PeerTable(rounds, PEERS)
     for dtype in ("f32", "bf16"):
         for d in [64] if args.quick else [64, 128]:
-            for mask in ("none", "causal"):
+            for mask in [m for m in BUILT_IN if m in args.masks]:
                 spec = "heads=%d d_k=%d dtype=%s%s" % (HEADS, d, dtype,
                                                        " mask=causal" if mask == "causal" else "")
                 targets = [("attnc", "host")]
@@ -91,11 +98,11 @@ def written_table(rounds, args, work):
     """Table 2: the programmable masks as expressions."""
     table = tables.PeerTable(rounds, PEERS)
     for dtype in ("f32", "bf16"):
-        for mask in ("causal", "window", "document", "alibi"):
+        for mask in [m for m in WRITTEN if m in args.masks]:
             spec = "heads=%d d_k=64 dtype=%s %s" % (HEADS, dtype, written_spec(mask))
             case = make_case("written", 64, mask, dtype, args.seq)
             table.add(case, 1, attnc_entries(spec, [("attnc", "host")], case, work,
-                                             written_params(mask, args.seq, work)))
+                                             written_params(mask, case, work)))
     return table
 
 
@@ -116,7 +123,8 @@ LEADING = (["d", "mask", "dtype"], lambda case, threads: [case["d"], case["mask"
 
 
 def main():
-    args = arguments(__doc__, "d 64 only", seq=True)
+    args = arguments(__doc__, "d 64 only", seq=True,
+                     masks=list(dict.fromkeys(BUILT_IN + WRITTEN)))
     limits = machine.measure(gemm=True)
     rounds = Rounds(args.rounds, sys.executable)
     with tempfile.TemporaryDirectory() as work:

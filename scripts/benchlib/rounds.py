@@ -23,14 +23,18 @@ SPREAD_LIMIT = 0.20
 PEERS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers")
 
 
-def arguments(doc, quick, seq=False):
+def arguments(doc, quick, seq=False, masks=None):
     """A bench script's options: --rounds (processes a figure), --quick (QUICK says what it
-    keeps) and, with SEQ, --seq (T, queries and keys)."""
+    keeps), with SEQ --seq (T, queries and keys), and with MASKS (the masks its cases take)
+    --masks, the ones to run (every one by default)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     parser.add_argument("--quick", action="store_true", help=quick)
     if seq:
         parser.add_argument("--seq", type=int, default=2048, help="T, queries and keys")
+    if masks:
+        parser.add_argument("--masks", nargs="+", choices=masks, default=masks,
+                            help="only these masks' cases")
     return parser.parse_args()
 
 

@@ -78,7 +78,7 @@ def keep_function(case, as_array=numpy.asarray):
 
 def keep_matrix(case):
     """[tq, tk] booleans, or None when every key is kept."""
-    if case["mask"] == "none":
+    if case["mask"] in ("none", "bias"):
         return None
     rows = numpy.arange(case["tq"])[:, None]
     columns = numpy.arange(case["tk"])[None, :]
@@ -95,6 +95,17 @@ def alibi_slopes(heads):
         return powers(heads)
     return powers(below) + powers(2 * below)[0::2][:heads - below]
 
+
+
+def score_bias(case):
+    """The float [1, H, tq, tk] f32 the scores add, or None: ALiBi's, or for "bias" a seeded
+    standard normal one (a learned relative bias, a float attention mask), every key kept."""
+    if case["mask"] == "alibi":
+        return alibi_bias(case)
+    if case["mask"] == "bias":
+        shape = (1, case["heads"], case["tq"], case["tk"])
+        return numpy.random.default_rng(4).standard_normal(shape, numpy.float32)
+    return None
 
 
 def alibi_bias(case):

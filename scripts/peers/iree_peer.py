@@ -2,8 +2,8 @@
 online-softmax attention, which its llvm-cpu pipeline tiles and decomposes into a flash loop)
 compiled by iree-base-compiler for this CPU (--iree-llvmcpu-target-cpu=host) and run by
 iree-base-runtime's local-task driver on `threads` workers. A mask is the op's optional mask
-operand (booleans [Tq, Tk], or ALiBi as a float bias [H, Tq, Tk]): IREE applies it to every
-score, skipping no block. The op's batch dimension is the head; its maps cannot divide a head
+operand (booleans [Tq, Tk], or ALiBi or a bias as a float bias [H, Tq, Tk]): IREE applies it
+to every score, skipping no block. The op's batch dimension is the head; its maps cannot divide a head
 index, so a GQA decoding step puts a group's query rows in one batch entry (cases.group_rows).
 A module is compiled once per shape and kept beside the venv, so the rounds after the first
 only load it."""
@@ -58,8 +58,8 @@ class Iree:
 
 
 def mask_input(case):
-    if case["mask"] == "alibi":
-        return cases.alibi_bias(case)[0]  # [H, tq, tk]
+    if cases.score_bias(case) is not None:
+        return cases.score_bias(case)[0]  # [H, tq, tk]
     if case["mask"] == "causal" and case["tq"] == 1:
         return None
     return cases.keep_matrix(case)

@@ -22,8 +22,9 @@ class OpenVino:
     def prepare(self, case):
         q, k, v = cases.qkv(case)
         grouped = case["heads"] != case["kv_heads"]
-        # The mask: booleans, or for ALiBi the scores' bias in the inputs' type.
-        keep = cases.alibi_bias(case) if case["mask"] == "alibi" else cases.keep_matrix(case)
+        # The mask: booleans, or for ALiBi and a bias the scores' bias in the inputs' type.
+        bias = cases.score_bias(case)
+        keep = bias if bias is not None else cases.keep_matrix(case)
         if grouped:
             q, keep = cases.group_rows(case, q, keep)
         inputs = {"q": q, "k": k, "v": v}

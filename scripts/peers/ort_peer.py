@@ -7,7 +7,7 @@ reach for it:
   - prefill without a mask: com.microsoft.MultiHeadAttention ([1, T, H d]: its fused kernel);
   - prefill with a mask: ai.onnx Attention (opset 23, [1, H, T, d]), is_causal for causal, else
     the mask as a boolean attn_mask [tq, tk] (ALiBi: a float attn_mask [1, H, tq, tk] of
-    slope-scaled distances, -inf where masked).
+    slope-scaled distances, -inf where masked; a bias: the float attn_mask itself).
 ONNX Runtime's CPU attention operators take f32 and f16; none takes bf16."""
 import numpy
 import onnx
@@ -114,10 +114,11 @@ def attention_23(case):
     if case["mask"] == "causal" and case["tq"] == case["tk"]:
         attributes["is_causal"] = 1
         kernel += ", is_causal"
-    elif case["mask"] == "alibi":
-        feeds["attn_mask"] = as_dtype(cases.alibi_bias(case), case)
+    elif cases.score_bias(case) is not None:
+        feeds["attn_mask"] = as_dtype(cases.score_bias(case), case)
         inputs.append(tensor("attn_mask", element, list(feeds["attn_mask"].shape)))
-        kernel += ", ALiBi as a float attn_mask [1, H, Tq, Tk]"
+        kernel += ", %s as a float attn_mask [1, H, Tq, Tk]" % (
+            "ALiBi" if case["mask"] == "alibi" else "the bias")
     elif case["mask"] != "none":
         feeds["attn_mask"] = cases.keep_matrix(case)
         inputs.append(tensor("attn_mask", TensorProto.BOOL, list(feeds["attn_mask"].shape)))

@@ -64,8 +64,8 @@ class Sdpa(TorchPeer):
         square = case["tq"] == case["tk"]
         if case["mask"] == "causal" and square:
             options["is_causal"] = True
-        elif case["mask"] == "alibi":
-            options["attn_mask"] = torch.from_numpy(cases.alibi_bias(case)).to(q.dtype)
+        elif cases.score_bias(case) is not None:
+            options["attn_mask"] = torch.from_numpy(cases.score_bias(case)).to(q.dtype)
         elif case["mask"] != "none" and not (case["mask"] == "causal" and case["tq"] == 1):
             options["attn_mask"] = torch.from_numpy(cases.keep_matrix(case))
 
@@ -218,12 +218,16 @@ def flex_call(flex, case):
 
 
 def flex_score_mod(case):
-    """ALiBi's bias or tanh soft-capping as FlexAttention's score_mod, or None."""
+    """ALiBi's bias, a bias tensor read at each score, or tanh soft-capping as FlexAttention's
+    score_mod, or None."""
     offset = case["tk"] - case["tq"]
     if case["mask"] == "alibi":
         slopes = torch.tensor(cases.alibi_slopes(case["heads"]), dtype=torch.float32)
         return lambda score, b, h, q_idx, kv_idx: score - slopes[h] * (
             q_idx + offset - kv_idx).abs()
+    if case["mask"] == "bias":
+        bias = torch.from_numpy(cases.score_bias(case))
+        return lambda score, b, h, q_idx, kv_idx: score + bias[0, h, q_idx, kv_idx]
     if case["mask"] == "softcap":
         cap = case["softcap"]
         return lambda score, b, h, q_idx, kv_idx: cap * torch.tanh(score / cap)
@@ -232,7 +236,7 @@ def flex_score_mod(case):
 
 def flex_mask_mod(case):
     """cases.keep_function on torch tensors, or None where every key is kept."""
-    if case["mask"] == "none" or (case["mask"] == "causal" and case["tq"] == 1):
+    if case["mask"] in ("none", "bias") or (case["mask"] == "causal" and case["tq"] == 1):
         return None
     keep = cases.keep_function(case, torch.from_numpy)
     return lambda b, h, q_idx, kv_idx: keep(q_idx, kv_idx)

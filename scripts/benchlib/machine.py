@@ -59,6 +59,8 @@ def header(limits):
              "read bandwidth %.1f GB/s (1 thread), %.1f (%d threads)" % (
                  limits["bandwidth_1"], limits["bandwidth_all"], os.cpu_count())]
     if "gemm_f32" in limits:
-        parts.append("oneDNN matmul 2048^3, 1 thread: f32 %.1f, bf16 %.1f GFLOP/s" % (
-            limits["gemm_f32"], limits["gemm_bf16"]))
+        # oneDNN has no bf16 matmul on a CPU without bf16 units (AVX2 only).
+        parts.append("oneDNN matmul 2048^3, 1 thread: f32 %s, bf16 %s GFLOP/s" % tuple(
+            "none" if value is None else "%.1f" % value
+            for value in (limits["gemm_f32"], limits["gemm_bf16"])))
     return "; ".join(parts)

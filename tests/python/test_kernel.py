@@ -109,13 +109,17 @@ def test_a_wrong_extent_names_the_tensor():
 
 
 def test_strided_and_broadcast_inputs_are_read_where_they_lie():
-    q, k, v = random_qkv(numpy.random.default_rng(9), 2, 4, 2, 5, 7, 32)
     kernel = attnc.compile("heads=4 kv_heads=2 d_k=16")
-    every_other = q[..., ::2]
-    one_head = numpy.broadcast_to(k[:, :1, :, ::2], (2, 2, 7, 16))
-    numpy.testing.assert_array_equal(
-        kernel(every_other, one_head, v[..., :16]),
-        kernel(*map(numpy.ascontiguousarray, (every_other, one_head, v[..., :16]))))
+    # Tq 5: the decoding steps' kernel; Tq 40: the prefill's, whose PV reads v's columns
+    # through a view of unit column stride where they are contiguous, else through the strides.
+    for seq_q, seq_k in ((5, 7), (40, 37)):
+        q, k, v = random_qkv(numpy.random.default_rng(9), 2, 4, 2, seq_q, seq_k, 32)
+        every_other = q[..., ::2]
+        one_head = numpy.broadcast_to(k[:, :1, :, ::2], (2, 2, seq_k, 16))
+        for value in (v[..., :16], spaced(v[..., :16])):
+            numpy.testing.assert_array_equal(
+                kernel(every_other, one_head, value),
+                kernel(*map(numpy.ascontiguousarray, (every_other, one_head, value))))
 
 
 def spaced(array):

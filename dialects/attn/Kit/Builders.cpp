@@ -130,11 +130,20 @@ void ifUnitInnerStride(ImplicitLocOpBuilder& b, Value buffer,
                        const std::function<void(ImplicitLocOpBuilder&, Value)>& byView,
                        const std::function<void(ImplicitLocOpBuilder&)>& byElements) {
   auto [view, unit] = unitInnerStrideView(b, buffer);
-  auto branch = b.create<scf::IfOp>(unit, /*withElseRegion=*/true);
-  ImplicitLocOpBuilder tb(b.getLoc(), branch.getThenBodyBuilder());
-  byView(tb, view);
-  ImplicitLocOpBuilder eb(b.getLoc(), branch.getElseBodyBuilder());
-  byElements(eb);
+  // The branches are built before the scf.if is inserted, so that what b builds meanwhile goes
+  // before it, as inside forRange's body.
+  b.create<scf::IfOp>(
+      unit,
+      [&](OpBuilder& nested, Location loc) {
+        ImplicitLocOpBuilder tb(loc, nested);
+        byView(tb, view);
+        tb.create<scf::YieldOp>();
+      },
+      [&](OpBuilder& nested, Location loc) {
+        ImplicitLocOpBuilder eb(loc, nested);
+        byElements(eb);
+        eb.create<scf::YieldOp>();
+      });
 }
 
 void storeLinesWhereWhole(ImplicitLocOpBuilder& b, Value buffer, ArrayRef<Value> lines,

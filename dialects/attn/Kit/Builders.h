@@ -51,7 +51,8 @@ std::pair<mlir::Value, mlir::Value> unitInnerStrideView(mlir::ImplicitLocOpBuild
                                                         mlir::Value buffer);
 
 // byView(view) where `buffer`'s innermost stride is 1 at run time (view: unitInnerStrideView's,
-// whose rows vector loads and stores can move), byElements() otherwise: scf.if's two branches.
+// whose rows vector loads and stores can move), byElements() otherwise: scf.if's two branches,
+// built while b still points before the scf.if.
 void ifUnitInnerStride(
     mlir::ImplicitLocOpBuilder& b, mlir::Value buffer,
     const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value view)>& byView,

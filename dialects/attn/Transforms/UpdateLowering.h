@@ -147,6 +147,9 @@ private:
   // acc = alpha acc (no scaling for an empty alpha) + P^T V over the keys [first, last) (first
   // even in pairs, and an odd last key alone).
   void emitValues(ArrayRef<Value> alpha, Value first, Value last, bool inPairs, ValueStep step);
+  // emitValues' loops over column groups, at vb, the steps reading valueRows.
+  void emitValueColumns(ImplicitLocOpBuilder& vb, ArrayRef<Value> alpha, Value first, Value last,
+                        bool inPairs, ValueStep step);
   SmallVector<Value> widenedValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
                                       ArrayRef<Value> cols);
   SmallVector<Value> pairValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
@@ -176,6 +179,7 @@ private:
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
   Value scores;     // S: [max_keys, rows] f32 on the task's stack
+  Value valueRows;  // V as widenedValueStep reads it (emitValues sets it)
   SmallVector<Value> scorePatches; // allocateScorePatches'
   Value kvHead;     // h / (H / H_kv)
   Value keyHead;    // the key rows' head: kvHead, or h for additive keys

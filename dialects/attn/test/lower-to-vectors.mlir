@@ -229,6 +229,50 @@ func.func @lower_bias(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: me
   return
 }
 
+// V of run-time strides: PV reads its rows through a view of unit column stride where the
+// column stride is 1 at run time (a step's columns constant offsets from one address), through
+// the strides otherwise.
+// CHECK-LABEL: func.func @lower_strided_values
+// CHECK-SAME: %[[V:[a-z0-9]+]]: memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>
+// CHECK: %[[VIEW:.*]] = memref.reinterpret_cast
+// CHECK-SAME: strides: [%{{.*}}, %{{.*}}, %{{.*}}, 1]
+// CHECK: scf.if
+// CHECK: memref.load %[[VIEW]]
+// CHECK: } else {
+// CHECK: memref.load %[[V]]
+func.func @lower_strided_values(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
+                                %v: memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+                                %o: memref<?x4x?x16xf32>, %tasks: index, %tq: index,
+                                %tk: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  scf.forall (%t) in (%tasks) {
+    %packed = memref.alloca() : memref<32x48xf32>
+    %row = arith.muli %t, %c48 : index
+    %n = arith.minsi %c48, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x48xf32>
+    %max = memref.alloca() : memref<1x1x48xf32>
+    %sum = memref.alloca() : memref<1x1x48xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    attn.pack_query %q[%c0, %c1, %row] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x4x?x32xf32>, memref<32x48xf32>
+    scf.for %j = %c0 to %tk step %c64 {
+      %nj = arith.minsi %c64, %tk : index
+      attn.online_update %packed, %k, %v into %acc, %max, %sum
+          at [%c0, %c1, %row, %j] sizes [%c1, %c1, %n, %nj] seq_q %tq
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
+          : memref<32x48xf32>, memref<?x2x?x32xf32>,
+            memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+            memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    }
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c1, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>
+  }
+  return
+}
+
 // The finalize with sinks: each row's sink (sinks[h]) folded into its max and sum before o and
 // lse are formed.
 // CHECK-LABEL: func.func @lower_sinks

@@ -159,6 +159,10 @@ void storeLinesWhereWhole(ImplicitLocOpBuilder& b, Value buffer, ArrayRef<Value>
                                      line);
 }
 
+int64_t elementsPerCacheLine(Value buffer) {
+  return 64 * 8 / cast<MemRefType>(buffer.getType()).getElementTypeBitWidth();
+}
+
 SmallVector<Value> transposeLanes(ImplicitLocOpBuilder& b, SmallVector<Value> rows) {
   const int64_t n = static_cast<int64_t>(rows.size());
   for (int64_t block = n / 2; block >= 1; block /= 2) {

@@ -66,6 +66,9 @@ void storeLinesWhereWhole(
     mlir::ArrayRef<llvm::SmallVector<mlir::Value, 4>> places, mlir::Value whole,
     const std::function<mlir::Value(mlir::ImplicitLocOpBuilder&, int64_t v)>& edgeMask);
 
+// Elements of `buffer` in a 64-byte cache line (what one prefetch brings).
+int64_t elementsPerCacheLine(mlir::Value buffer);
+
 // n vectors of n lanes transposed (lane l of vector i becomes lane i of vector l), n a power of
 // 2: log2 n stages that swap the off-diagonal b x b blocks of every 2b x 2b block, b = n / 2,
 // ..., 1, each a two-source shuffle per vector (a vpermt2d on AVX-512).

@@ -5,7 +5,6 @@
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Kit/Products.h"
-#include "attn/Transforms/LowerStateOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -252,13 +251,6 @@ void copyRows(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value
           cb.create<memref::StoreOp>(loadF32(cb, src, {batch, head, at, c}), dst, ValueRange{r, c});
         });
   });
-}
-
-void copyRowsTransposed(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
-                        Value count, Value dst, double scale) {
-  auto op = b.create<PackQueryOp>(src, batch, head, row, count, dst, b.getF64FloatAttr(scale));
-  lowerPack(b, op);
-  op.erase();
 }
 
 void copyRowsInPairs(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,

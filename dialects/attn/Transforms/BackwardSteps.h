@@ -59,12 +59,6 @@ void packWeightPairs(mlir::ImplicitLocOpBuilder& b, mlir::Value weights, mlir::V
 void copyRows(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch, mlir::Value head,
               mlir::Value row, mlir::Value count, mlir::Value dst);
 
-// dst[c, r] = scale * src[batch, head, row + r, c] for r < count, as f32, and 0 for the rows
-// past the count up to dst's width: rows transposed, a column of consecutive rows in a vector.
-void copyRowsTransposed(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch,
-                        mlir::Value head, mlir::Value row, mlir::Value count, mlir::Value dst,
-                        double scale);
-
 // How copyRowsInPairs lays rows out in bf16 pairs: along each row's columns (element c of row
 // r at [c / 2, 2 r + c mod 2]: the recomputed products' operand, rows in lanes) or along the
 // rows (at [r / 2, 2 c + r mod 2]: dK's and dV's sums, columns in lanes).

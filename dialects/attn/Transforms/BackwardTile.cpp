@@ -6,6 +6,7 @@
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/KeyRange.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/ScorePatch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"

@@ -32,6 +32,7 @@
 #include "attn/Transforms/AuxCopies.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/BackwardTile.h"
+#include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/ScorePatch.h"
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"

@@ -161,18 +161,9 @@ std::pair<Value, Value> DecodeLowering::keyAt(ImplicitLocOpBuilder& b, Value key
   return cache->place(b, batch, key);
 }
 
-namespace {
-
-// Elements of `buffer` in a 64-byte cache line.
-int64_t elementsPerLine(Value buffer) {
-  return 64 * 8 / cast<MemRefType>(buffer.getType()).getElementTypeBitWidth();
-}
-
-} // namespace
-
 DecodeLowering::Lines DecodeLowering::phaseLines(Value buffer, Phase phase) {
   const bool isKey = buffer == op.getKey();
-  const int64_t lines = llvm::divideCeil(isKey ? dk : dv, elementsPerLine(buffer));
+  const int64_t lines = llvm::divideCeil(isKey ? dk : dv, elementsPerCacheLine(buffer));
   if (rowsApart)
     return {0, (phase == Phase::Scores) == isKey ? lines : 0};
   const int64_t firstHalf = llvm::divideCeil(lines, 2);
@@ -207,7 +198,7 @@ void DecodeLowering::prefetchNext(ImplicitLocOpBuilder& b, Phase phase, Value ke
       ab, ab.create<arith::MinUIOp>(ab.create<arith::AddIOp>(key, indexConstant(ab, keysAhead)),
                                     lastKey));
   for (const Stream& stream : streams) {
-    const int64_t perLine = elementsPerLine(stream.buffer);
+    const int64_t perLine = elementsPerCacheLine(stream.buffer);
     Value firstLine =
         ab.create<arith::AddIOp>(indexConstant(ab, stream.lines.first),
                                  ab.create<arith::MulIOp>(pass, indexConstant(ab, stream.perPass)));

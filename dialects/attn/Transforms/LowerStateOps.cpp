@@ -176,4 +176,11 @@ void lowerFinalize(ImplicitLocOpBuilder& b, OnlineFinalizeOp op) {
   });
 }
 
+void copyRowsTransposed(ImplicitLocOpBuilder& b, Value src, Value batch, Value head, Value row,
+                        Value count, Value dst, double scale) {
+  auto op = b.create<PackQueryOp>(src, batch, head, row, count, dst, b.getF64FloatAttr(scale));
+  lowerPack(b, op);
+  op.erase();
+}
+
 } // namespace attnc::attn

@@ -12,6 +12,13 @@ void lowerInit(mlir::ImplicitLocOpBuilder& b, OnlineInitOp op);
 void lowerPack(mlir::ImplicitLocOpBuilder& b, PackQueryOp op);
 void lowerFinalize(mlir::ImplicitLocOpBuilder& b, OnlineFinalizeOp op);
 
+// pack_query built and lowered at once: dst[c, r] = scale * src[batch, head, row + r, c] for r <
+// count, as f32, and 0 for the rows past the count up to dst's width: rows transposed, a column of
+// consecutive rows in a vector.
+void copyRowsTransposed(mlir::ImplicitLocOpBuilder& b, mlir::Value src, mlir::Value batch,
+                        mlir::Value head, mlir::Value row, mlir::Value count, mlir::Value dst,
+                        double scale);
+
 } // namespace attnc::attn
 
 #endif // ATTNC_DIALECTS_ATTN_TRANSFORMS_LOWERSTATEOPS_H

@@ -271,10 +271,8 @@ void WeightsLowering::emit() {
     b.setInsertionPointToStart(taskStackBlock(op));
     packed = b.create<memref::AllocaOp>(MemRefType::get({dk, rows}, b.getF32Type()));
   }
-  auto pack = b.create<PackQueryOp>(op.getQuery(), batch(), head(), firstRow(), op.getSizes()[2],
-                                    packed, packingScale(op));
-  lowerPack(b, pack);
-  pack.erase();
+  copyRowsTransposed(b, op.getQuery(), batch(), head(), firstRow(), op.getSizes()[2], packed,
+                     packingScale(op).getValueAsDouble());
   keyHead = ScoreTerms::keyHeadOf(b, op, head());
 
   Value off = ScoreTerms::positionOffset(b, op);

@@ -1,7 +1,6 @@
 //===- ScorePatch.cpp - a score-shaped tensor's patch of a query tile and key block ----===//
 #include "attn/Transforms/ScorePatch.h"
 
-#include "attn/IR/AttnOps.h"
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Transforms/LowerStateOps.h"
@@ -178,16 +177,12 @@ void readPatch(ImplicitLocOpBuilder& b, const ScorePatch& patch, Value buffer) {
   const SmallVector<OpFoldResult> sizes{extent(0), extent(1), extent(2), patch.keyCount};
   const SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
   Value columns = b.create<memref::SubViewOp>(tensor, offsets, sizes, unit);
-  auto pack = b.create<PackQueryOp>(columns, clamped(patch.batch, 0), clamped(patch.head, 1),
-                                    patch.row, patch.count, buffer, b.getF64FloatAttr(1.0));
-  lowerPack(b, pack);
-  pack.erase();
+  copyRowsTransposed(b, columns, clamped(patch.batch, 0), clamped(patch.head, 1), patch.row,
+                     patch.count, buffer, 1.0);
 }
 
 void prefetchPatch(ImplicitLocOpBuilder& b, const ScorePatch& patch) {
-  constexpr int64_t kLineBytes = 64;
-  auto type = cast<MemRefType>(patch.tensor.getType());
-  const int64_t perLine = kLineBytes * 8 / type.getElementTypeBitWidth();
+  const int64_t perLine = elementsPerCacheLine(patch.tensor);
   auto last = [&](int64_t dim) {
     return b.create<arith::SubIOp>(b.create<memref::DimOp>(patch.tensor, dim), indexConstant(b, 1));
   };

@@ -3,13 +3,13 @@
 
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
+#include "attn/Kit/OnlineState.h"
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/KeyRange.h"
 #include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/ScorePatch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -195,8 +195,10 @@ BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuild
     if (Value masks =
             terms->kept(b, s, positions, scores.keyPositions[u], ScoreTerms::MaskMod::Evaluate))
       keep = b.create<arith::AndIOp>(keep, masks);
-    Value p = b.create<arith::SelectOp>(
-        keep, b.create<math::ExpOp>(b.create<arith::SubFOp>(s, lse)), f32Splat(b, lanes, 0));
+    // P = e^(s - lse) by the forward's own exponential (the kit's probabilityExp, a NaN passed
+    // on), not math.exp's general expansion: s - lse <= 0, so no overflow to guard.
+    Value p = b.create<arith::SelectOp>(keep, probabilityExp(b, b.create<arith::SubFOp>(s, lse)),
+                                        f32Splat(b, lanes, 0));
     Value dropped = terms->dropout(b, p, positions, scores.keyPositions[u]);
     b.create<vector::StoreOp>(dropped, probs, scores.place(b, at, vectorCount, lanes));
     scores.positions.push_back(positions);

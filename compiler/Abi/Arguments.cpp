@@ -215,6 +215,16 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   if (s.weights)
     add("weights", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk},
         ArgumentFill::None, "normalised attention weights, before dropout");
+  if (s.saveProjections) {
+    add("q_proj", ArgumentRole::Output, {"f32"}, {kB, kTq, c(H * s.dK)}, ArgumentFill::None,
+        "Q = x_q W_Q, heads side by side, for the backward");
+    add("k_proj", ArgumentRole::Output, {"f32"}, {kB, kTk, c(Hkv * s.dK)}, ArgumentFill::None,
+        "K = x_k W_K, heads side by side, for the backward");
+    add("v_proj", ArgumentRole::Output, {"f32"}, {kB, kTk, c(Hkv * s.dV)}, ArgumentFill::None,
+        "V = x_v W_V, heads side by side, for the backward");
+    add("o_heads", ArgumentRole::Output, {"f32"}, {kB, kTq, c(H * s.dV)}, ArgumentFill::None,
+        "Concat(head_1..head_H), W_O's input, for the backward");
+  }
   return args;
 }
 
@@ -237,8 +247,10 @@ std::vector<Argument> backwardArguments(const Spec& s) {
   for (const Argument& a : forward)
     if (a.role != ArgumentRole::Output)
       args.push_back(a);
+  // What the backward reads of the forward's outputs: o, lse and the saved projections.
+  const std::set<std::string> read = {"o", "lse", "q_proj", "k_proj", "v_proj", "o_heads"};
   for (const Argument& a : forward)
-    if (a.role == ArgumentRole::Output && (a.name == "o" || a.name == "lse"))
+    if (a.role == ArgumentRole::Output && read.count(a.name))
       args.push_back({a.name, ArgumentRole::Input, a.dtypes, a.shape, ArgumentFill::None,
                       "the forward's " + a.name, -1});
   const Argument& o = *std::find_if(forward.begin(), forward.end(),
@@ -255,14 +267,15 @@ std::vector<Argument> backwardArguments(const Spec& s) {
 namespace {
 
 // kernelArguments of a spec with every optional argument on (each mask's
-// tensor, bias, sinks, lse, weights, kv_append's new rows), under every combination of the keys
-// that choose among the others: the variant, the cache, its dtype, the feature map and packed
-// queries. Each enumeration is read from its name table, so a value added there is covered here.
+// tensor, bias, sinks, lse, weights, kv_append's new rows, mha's saved projections), under every
+// combination of the keys that choose among the others: the variant, the cache, its dtype, the
+// feature map and packed queries. Each enumeration is read from its name table, so a value added
+// there is covered here.
 std::set<std::string> collectBuiltinArgumentNames() {
   Spec s;
   for (unsigned k = 0; k < static_cast<unsigned>(MaskKind::Count); ++k)
     s.masks.add(static_cast<MaskKind>(k));
-  s.bias = s.sinks = s.lse = s.weights = s.kvAppend = true;
+  s.bias = s.sinks = s.lse = s.weights = s.kvAppend = s.saveProjections = true;
   s.pageSize = s.block = 1;
   std::set<std::string> names;
   for (const auto& variant : variantNames())

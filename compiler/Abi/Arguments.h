@@ -46,7 +46,8 @@ struct Argument {
 std::vector<Argument> kernelArguments(const Spec& spec);
 
 // The backward entry's arguments (docs/spec.md, "Backward"): the forward's inputs and params,
-// its o (and lse where the spec returns it) as inputs, grad_o (dL/do, shaped as o), then a
+// its o (and lse, and mha's q_proj, k_proj, v_proj and o_heads, where the spec returns them)
+// as inputs, grad_o (dL/do, shaped as o), then a
 // gradient grad_<name>, shaped and typed as its argument, for every argument a model may learn
 // (learnable below), in the forward's order.
 std::vector<Argument> backwardArguments(const Spec& spec);

@@ -13,8 +13,8 @@ constexpr Modifier kModifiers[] = {Modifier::Alibi,   Modifier::Softcap,  Modifi
                                    Modifier::ContiguousKvCache, Modifier::PagedKvCache,
                                    Modifier::Int8KvCache, Modifier::Fp8KvCache,
                                    Modifier::KvAppend};
-constexpr Output kOutputs[] = {Output::O, Output::Lse, Output::Weights, Output::Backward,
-                               Output::AuxGradients};
+constexpr Output kOutputs[] = {Output::O,        Output::Lse,          Output::Weights,
+                               Output::Backward, Output::AuxGradients, Output::SavedProjections};
 
 // Every value the spec's name table (SpecNames.cpp) knows, so a new variant, mask or dtype is
 // in every full row without a change here.
@@ -53,6 +53,7 @@ std::string_view outputName(Output o) {
   case Output::Weights: return "weights";
   case Output::Backward: return "backward";
   case Output::AuxGradients: return "aux_gradients";
+  case Output::SavedProjections: return "save_projections";
   }
   return "?";
 }
@@ -104,6 +105,8 @@ std::vector<Output> outputsOf(const Spec& s) {
     used.push_back(Output::Backward);
   if (s.backward && hasFloatAux(s))
     used.push_back(Output::AuxGradients);
+  if (s.saveProjections)
+    used.push_back(Output::SavedProjections);
   return used;
 }
 
@@ -152,9 +155,10 @@ std::optional<std::string> firstGap(const Coverage& row, const Spec& spec) {
       return std::string(modifierName(m));
   for (Output o : outputsOf(spec))
     if (!listed(row.outputs, o))
-      return o == Output::Backward       ? "backward=true"
-             : o == Output::AuxGradients ? "the gradients of float aux tensors (backward=true)"
-                                         : std::string(outputName(o)) + " output";
+      return o == Output::Backward           ? "backward=true"
+             : o == Output::AuxGradients     ? "the gradients of float aux tensors (backward=true)"
+             : o == Output::SavedProjections ? "save_projections=true"
+                                             : std::string(outputName(o)) + " output";
   if (!listed(row.dtypes, spec.dtype))
     return "dtype=" + std::string(dtypeName(spec.dtype));
   return std::nullopt;

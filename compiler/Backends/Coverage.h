@@ -36,8 +36,10 @@ enum class Modifier {
 };
 // Backward: the bundle's backward entry (backward=true), with the gradients of every tensor
 // its modifiers and variant read (a row listing bias or sinks writes theirs); AuxGradients:
-// the gradients it also writes of float aux tensors (aux= tensors score_mod reads).
-enum class Output { O, Lse, Weights, Backward, AuxGradients };
+// the gradients it also writes of float aux tensors (aux= tensors score_mod reads);
+// SavedProjections: mha's projections and heads' output returned for the backward
+// (save_projections=true).
+enum class Output { O, Lse, Weights, Backward, AuxGradients, SavedProjections };
 
 // One row: a spec is covered when its variant, each of its masks, modifiers and outputs, and its
 // dtype are listed.

@@ -163,8 +163,9 @@ std::string linkedHeader(const std::string& name, const nlohmann::json& manifest
       runMethod("run", "Args", arguments, "run") + callOperator(arguments);
   if (manifest.contains("backward")) {
     const nlohmann::json& backward = manifest.at("backward").at("arguments");
-    h += "\n  // The backward entry (backward=true): the forward's inputs, o, lse and grad_o in,\n"
-         "  // a gradient grad_<name> out for each argument a model learns.\n" +
+    h += "\n  // The backward entry (backward=true): the forward's inputs, o, lse (and under\n"
+         "  // save_projections mha's q_proj, k_proj, v_proj and o_heads) and grad_o in, a\n"
+         "  // gradient grad_<name> out for each argument a model learns.\n" +
          argumentsStruct("BackwardArgs", backward) +
          runMethod("run_backward", "BackwardArgs", backward, "runBackward");
   }

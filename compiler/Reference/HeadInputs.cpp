@@ -199,17 +199,34 @@ std::vector<int64_t> keyLengths(const KernelTensors& t) {
   return lengths;
 }
 
+HeadInputs mhaProjections(const KernelTensors& t, const ParallelFor& parallelFor) {
+  const Spec& s = t.spec();
+  HeadInputs in;
+  in.q = projectToHeads(mhaInput(t, "q"), t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads,
+                        s.dK, parallelFor);
+  in.k = projectToHeads(mhaInput(t, "k"), t.batch(), t.seqK(), s.dModel, t.dense("w_k"), s.kvHeads,
+                        s.dK, parallelFor);
+  in.v = projectToHeads(mhaInput(t, "v"), t.batch(), t.seqK(), s.dModel, t.dense("w_v"), s.kvHeads,
+                        s.dV, parallelFor);
+  return in;
+}
+
+std::vector<double> headsSideBySide(const Array4& x) {
+  const int64_t batch = x.dims[0], heads = x.dims[1], seq = x.dims[2], dim = x.dims[3];
+  std::vector<double> rows(batch * seq * heads * dim);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < seq; ++t)
+        std::copy_n(x.row(b, h, t), dim, &rows[((b * seq + t) * heads + h) * dim]);
+  return rows;
+}
+
 HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallelFor) {
   const Spec& s = t.spec();
   const int64_t offset = positions::alignmentOffset(s, t.seqQ(), t.seqK());
   HeadInputs in;
   if (s.variant == Variant::Mha) {
-    in.q = projectToHeads(mhaInput(t, "q"), t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads,
-                          s.dK, parallelFor);
-    in.k = projectToHeads(mhaInput(t, "k"), t.batch(), t.seqK(), s.dModel, t.dense("w_k"),
-                          s.kvHeads, s.dK, parallelFor);
-    in.v = projectToHeads(mhaInput(t, "v"), t.batch(), t.seqK(), s.dModel, t.dense("w_v"),
-                          s.kvHeads, s.dV, parallelFor);
+    in = mhaProjections(t, parallelFor);
   } else if (s.kvCache == KvCache::Paged) {
     in.q = t.headMajor("q");
     const bool quantized = s.kvDtype != KvDType::Same;

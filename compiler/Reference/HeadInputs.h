@@ -24,6 +24,14 @@ HeadInputs prepareHeadInputs(const KernelTensors& tensors, const ParallelFor& pa
 void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& spec,
                     bool transposed = false);
 
+// mha's projections Q = x_q W_Q, K = x_k W_K, V = x_v W_V split into heads (the positional
+// encoding added to the inputs first where the spec asks), before any RoPE.
+HeadInputs mhaProjections(const KernelTensors& tensors, const ParallelFor& parallelFor);
+
+// [B, heads, T, d] as [B, T, heads d], the heads side by side: mha's projections' and
+// Concat(head_1..head_H)'s layout.
+std::vector<double> headsSideBySide(const Array4& x);
+
 // mha's input x_q, x_k or x_v ("q", "k", "v") [B, T, d_model] as its projection reads it: with
 // the sinusoidal encoding added where the spec asks.
 std::vector<double> mhaInput(const KernelTensors& tensors, std::string_view name);

@@ -67,6 +67,13 @@ void runReference(const KernelTensors& t, const ParallelFor& parallelFor) {
     t.store("lse", r.lse);
   if (s.weights)
     t.store("weights", r.weights);
+  if (s.saveProjections) {
+    const HeadInputs projected = mhaProjections(t, parallelFor);
+    t.store("q_proj", headsSideBySide(projected.q));
+    t.store("k_proj", headsSideBySide(projected.k));
+    t.store("v_proj", headsSideBySide(projected.v));
+    t.store("o_heads", headsSideBySide(r.o));
+  }
 }
 
 } // namespace attnc

@@ -138,6 +138,10 @@ struct Spec {
   // The bundle also holds the backward entry (docs/spec.md, "Backward"): from dL/do, the
   // gradients of every argument a model may learn (Abi/Arguments.h, backwardArguments).
   bool backward = false;
+  // mha: the forward also returns the projections Q, K, V and the heads' output before W_O
+  // (q_proj, k_proj, v_proj, o_heads), and the backward reads them where it would recompute
+  // them: the tensors a framework saves for backward.
+  bool saveProjections = false;
   // Attention sinks (gpt-oss): a learned logit per query head, sinks[h], in every row's softmax
   // denominator; no value is attached to it.
   bool sinks = false;

@@ -66,6 +66,17 @@ CASES = [
     ("variant=mha heads=4 kv_heads=2 d_k=32 d_model=48 dtype=bf16 mask=causal", 2, 37, 53, None),
     ("variant=mha heads=2 d_k=16 d_model=24 dtype=f16 mask=window window_left=5", 2, 37, 53,
      None),
+    # save_projections: the forward's q_proj, k_proj, v_proj and o_heads (checked against the
+    # reference's) read by the backward in place of its recomputation, under GQA, the sinusoid,
+    # RoPE, padding with an empty row, Tq = 1 with dropout and sinks, and T past the tiles.
+    ("variant=mha heads=4 kv_heads=2 d_k=16 d_model=24 pe=sinusoidal mask=causal "
+     "save_projections=true", 2, 37, 53, None),
+    ("variant=mha heads=4 kv_heads=1 d_k=16 d_model=33 rope=true mask=padding "
+     "save_projections=true", 3, 21, 33, "5,0,33"),
+    ("variant=mha heads=2 d_k=16 d_model=16 dropout=0.2 seed=7 sinks=true save_projections=true",
+     1, 1, 40, None),
+    ("variant=mha heads=2 d_k=16 d_model=300 mask=causal save_projections=true", 2, 300, 300,
+     None),
 ]
 
 
@@ -109,6 +120,28 @@ class MlirBackward(CliTestCase):
                 for threads in ("1", "2"):
                     self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
                                       *shape), 0, "grad_q", "grad_k", "grad_v", "PASS")
+
+    def test_saved_projections_replace_the_backward_recomputation(self):
+        # The backward's module under save_projections: no attention recomputed and only the
+        # eight products taking the projections back (dO_a, dW_O, and dx and dW for q, k, v),
+        # where the recomputing backward also projects q, k and v again and runs the attention.
+        def backward_ops(spec):
+            out = os.path.join(self.tmp, "emit%d" % len(os.listdir(self.tmp)))
+            self.expect(attnc("compile", BACKWARD + spec, "--backend", "mlir", "--emit", "mlir",
+                              "-o", out), 0)
+            with open(os.path.join(out, os.listdir(out)[0])) as emitted:
+                text = emitted.read()
+            backward = text.split("func.func @attnc_mlir_backward")[1].split("func.func @")[0]
+            return backward.count("attn.matmul"), backward.count("attn.attention")
+
+        spec = "variant=mha heads=4 kv_heads=2 d_k=16 d_model=24 mask=causal"
+        self.assertEqual(backward_ops(spec + " save_projections=true"), (8, 0))
+        self.assertEqual(backward_ops(spec), (11, 1))
+        self.expect(attnc("compile", BACKWARD + "heads=2 d_k=16 save_projections=true", "-o",
+                          self.tmp), 2, "save_projections", "variant=mha and dtype=f32")
+        self.expect(attnc("compile", BACKWARD + "variant=mha heads=2 d_k=16 d_model=32 "
+                          "dtype=bf16 save_projections=true", "-o", self.tmp), 2,
+                    "save_projections", "variant=mha and dtype=f32")
 
     def test_a_fat_bundle_runs_the_backward_of_the_target_it_picks(self):
         out = os.path.join(self.tmp, "fat")

@@ -112,6 +112,7 @@ const Coverage& UnfusedBaseline::coverage() {
     std::erase(row.modifiers, Modifier::KvAppend);
     std::erase(row.outputs, Output::Backward); // forward GEMMs only
     std::erase(row.outputs, Output::AuxGradients);
+    std::erase(row.outputs, Output::SavedProjections);
     row.products = "f32 (OpenBLAS sgemm on inputs widened to f32)";
     return row;
   }();

@@ -125,14 +125,15 @@ std::span<const Coverage> HalideBackend::coverage() const {
     cuda.variants = {Variant::Sdpa};
     std::erase(cuda.outputs, Output::Backward);
     std::erase(cuda.outputs, Output::AuxGradients);
+    std::erase(cuda.outputs, Output::SavedProjections);
     cuda.dtypes = {DType::F32, DType::F16};
     std::erase(cuda.modifiers, Modifier::KvAppend);
     std::erase(cuda.modifiers, Modifier::Fp8KvCache);
     cuda.gapReason = "its CUDA schedule covers sdpa, LLVM 14's NVPTX code generator inside "
                      "Halide 14 aborts on bf16 values, Halide 14 has no 8-bit float type for "
                      "fp8_e4m3 caches, the runtime writes kv_append's rows into host caches "
-                     "only, and a Halide backward would recompute dS for dQ or hold it whole, "
-                     "behind the mlir backend's";
+                     "only, and a Halide backward (and the projections saved for one) would "
+                     "recompute dS for dQ or hold it whole, behind the mlir backend's";
     // Query rows fill the vector lanes: a one-row step uses 1/16 of each AVX-512 vector (12.8
     // ms against MLIR's 2.0 at H 8 d 128 f16 Tk 16k, docs/benchmarks.md "Decode"), so
     // --backend auto takes MLIR's decode kernel wherever it covers.
@@ -140,9 +141,11 @@ std::span<const Coverage> HalideBackend::coverage() const {
     std::erase(cpu.modifiers, Modifier::Fp8KvCache);
     std::erase(cpu.outputs, Output::Backward);
     std::erase(cpu.outputs, Output::AuxGradients);
+    std::erase(cpu.outputs, Output::SavedProjections);
     cpu.gapReason = "Halide 14 has no 8-bit float type for fp8_e4m3 caches (the mlir backend "
                     "decodes them), and a Halide backward would recompute dS for dQ or hold it "
-                    "whole, behind the mlir backend's (which builds backward=true)";
+                    "whole, behind the mlir backend's (which builds backward=true and "
+                    "save_projections=true, the tensors only a backward reads)";
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "
                  "Tq <= 16; auto prefers MLIR's)";
     cuda.decode = "the prefill kernel (no decode kernel)";

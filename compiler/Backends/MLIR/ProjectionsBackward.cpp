@@ -13,8 +13,11 @@ namespace attnc::mlirbackend {
 
 ProjectionsBackward::ProjectionsBackward(ImplicitLocOpBuilder& b, const Spec& spec,
                                          const std::map<std::string, Value>& byName, DType element)
-    : byName(byName), projections(b, spec, byName, element) {
-  buildAttention(b, spec, byName, projections, {projections.output(), Value(), Value()});
+    : byName(byName), projections(b, spec, byName, element,
+                                  spec.saveProjections ? VariantOperands::Products::Saved
+                                                       : VariantOperands::Products::Emit) {
+  if (!spec.saveProjections) // O_a recomputed; else the forward's o_heads
+    buildAttention(b, spec, byName, projections, {projections.output(), Value(), Value()});
   const Value concatenated = projections.concatenatedOutput();
   const Value inputQ = byName.at("q"), inputK = byName.at("k"), gradY = byName.at("grad_o");
   const int64_t H = spec.heads, Hkv = spec.kvHeads;

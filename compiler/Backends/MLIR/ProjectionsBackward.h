@@ -4,6 +4,8 @@
 //
 //   Q, K, V = (x + PE) W_Q, W_K, W_V    VariantOperands' projections, as the forward's
 //   O_a = attention(Q, K, V)            attn.attention again: O(T) memory, as P is recomputed
+//                                       (both read from the forward's q_proj, k_proj, v_proj
+//                                       and o_heads instead under save_projections)
 //   dO_a = dY W_O^T,  dW_O = O_a^T dY
 //   dQ, dK, dV                          attn.backward, into f32 rows [B, T, H d]
 //   dx_q = dQ W_Q^T,  dW_Q = (x_q + PE)^T dQ, and so for k and v
@@ -19,7 +21,8 @@ namespace attnc::mlirbackend {
 
 class ProjectionsBackward {
 public:
-  // Emits the projections, the attention's output recomputed, dO_a and dW_O at b's point, from
+  // Emits the projections, the attention's output recomputed (or views of the saved ones),
+  // dO_a and dW_O at b's point, from
   // the backward kernel's arguments by name. The projections are in `element` (the forward's
   // workspace type), the heads' gradients in f32.
   ProjectionsBackward(mlir::ImplicitLocOpBuilder& b, const Spec& spec,

@@ -17,7 +17,8 @@ constexpr int64_t kDynamic = ShapedType::kDynamic;
 } // namespace
 
 VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
-                                 const std::map<std::string, Value>& arguments, DType element)
+                                 const std::map<std::string, Value>& arguments, DType element,
+                                 Products products)
     : spec(spec), arguments(arguments),
       workspaceElement(elementType(*b.getContext(), std::string(dtypeName(element)))) {
   const bool paged = spec.kvCache == KvCache::Paged;
@@ -26,7 +27,7 @@ VariantOperands::VariantOperands(ImplicitLocOpBuilder& b, const Spec& spec,
   v = arguments.at(paged ? "v_pages" : "v");
   o = arguments.at("o");
   switch (spec.variant) {
-  case Variant::Mha: projectMha(b); break;
+  case Variant::Mha: projectMha(b, products); break;
   case Variant::Bilinear: projectBilinear(b); break;
   case Variant::Additive: projectAdditive(b); break;
   case Variant::Linformer: projectLinformer(b); break;
@@ -41,19 +42,26 @@ Value VariantOperands::workspace(ImplicitLocOpBuilder& b, ArrayRef<int64_t> shap
   return buffers.back();
 }
 
+Value VariantOperands::mhaRows(ImplicitLocOpBuilder& b, const char* saved, int64_t width,
+                               Value batch, Value seq) {
+  if (spec.saveProjections)
+    return arguments.at(saved);
+  return workspace(b, {kDynamic, kDynamic, width}, {batch, seq});
+}
+
 // Q = x_q W_Q, K = x_k W_K, V = x_v W_V, each [B, T, heads d] with heads side by side, after
 // PE(qpos) or PE(j) is added to the inputs under pe=sinusoidal (in the products' packing). The
 // projections, and the attention's output [B, Tq, H d_v] that W_O reads, are in the workspace's
-// type.
-void VariantOperands::projectMha(ImplicitLocOpBuilder& b) {
+// type (save_projections, f32 only, keeps them in the arguments instead).
+void VariantOperands::projectMha(ImplicitLocOpBuilder& b, Products products) {
   const Value xq = q, xk = k, xv = v;
   Value batch = b.create<memref::DimOp>(xq, 0);
   Value seqQ = b.create<memref::DimOp>(xq, 1), seqK = b.create<memref::DimOp>(xk, 1);
   const int64_t H = spec.heads, Hkv = spec.kvHeads;
-  Value qRows = workspace(b, {kDynamic, kDynamic, H * spec.dK}, {batch, seqQ});
-  Value kRows = workspace(b, {kDynamic, kDynamic, Hkv * spec.dK}, {batch, seqK});
-  Value vRows = workspace(b, {kDynamic, kDynamic, Hkv * spec.dV}, {batch, seqK});
-  concatenatedHeads = workspace(b, {kDynamic, kDynamic, H * spec.dV}, {batch, seqQ});
+  Value qRows = mhaRows(b, "q_proj", H * spec.dK, batch, seqQ);
+  Value kRows = mhaRows(b, "k_proj", Hkv * spec.dK, batch, seqK);
+  Value vRows = mhaRows(b, "v_proj", Hkv * spec.dV, batch, seqK);
+  concatenatedHeads = mhaRows(b, "o_heads", H * spec.dV, batch, seqQ);
 
   if (spec.pe == PositionalEncoding::Sinusoidal) {
     keyOffset = b.create<arith::ConstantIndexOp>(0);
@@ -69,6 +77,8 @@ void VariantOperands::projectMha(ImplicitLocOpBuilder& b) {
   k = headsFirst(b, kRows, Hkv, spec.dK);
   v = headsFirst(b, vRows, Hkv, spec.dV);
   o = headsFirst(b, concatenatedHeads, H, spec.dV);
+  if (products == Products::Saved)
+    return;
   project(xq, "w_q", qRows, queryOffset);
   project(xk, "w_k", kRows, keyOffset);
   project(xv, "w_v", vRows, keyOffset);

@@ -15,11 +15,19 @@ namespace attnc::mlirbackend {
 
 class VariantOperands {
 public:
+  // Whether the products run (the forward, and a backward that recomputes them) or their
+  // results are the forward's saved ones (a backward under save_projections, which reads mha's
+  // q_proj, k_proj, v_proj and o_heads arguments).
+  enum class Products { Emit, Saved };
+
   // Emits the workspace and the products that make the attention's inputs at b's point, from
   // the kernel's arguments by name (each viewed heads first where it has heads).
   // The workspace holds `element` (f32, or on GPUs the f16 or bf16 that tensor cores take).
+  // Under save_projections, mha's projections and the heads' output are the arguments
+  // q_proj, k_proj, v_proj and o_heads instead of workspace.
   VariantOperands(mlir::ImplicitLocOpBuilder& b, const Spec& spec,
-                  const std::map<std::string, mlir::Value>& arguments, DType element);
+                  const std::map<std::string, mlir::Value>& arguments, DType element,
+                  Products products = Products::Emit);
 
   // The attention's query, keys and values [B, H(_kv), T, d] and output [B, H, Tq, d_v]
   // (for a paged cache, its pages).
@@ -46,7 +54,10 @@ private:
   // A buffer of the attention's operand type, freed by finish.
   mlir::Value workspace(mlir::ImplicitLocOpBuilder& b, llvm::ArrayRef<int64_t> shape,
                         mlir::ValueRange dynamicSizes);
-  void projectMha(mlir::ImplicitLocOpBuilder& b);
+  void projectMha(mlir::ImplicitLocOpBuilder& b, Products products);
+  // mha's rows [B, T, width]: the saved argument `saved` under save_projections, else workspace.
+  mlir::Value mhaRows(mlir::ImplicitLocOpBuilder& b, const char* saved, int64_t width,
+                      mlir::Value batch, mlir::Value seq);
   void projectBilinear(mlir::ImplicitLocOpBuilder& b);
   void projectAdditive(mlir::ImplicitLocOpBuilder& b);
   void projectLinformer(mlir::ImplicitLocOpBuilder& b);

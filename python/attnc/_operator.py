@@ -5,7 +5,9 @@ compiled once for the tensors' device (the CPU: the host; a GPU: its cuda-sm_XY)
 disk; sequence lengths are run-time sizes, so they never recompile.
 
 Gradients: where one is asked (a tensor requires it and grad mode is on), the forward also
-returns lse, which the backward reads (the caller still gets only the outputs it asked for), and
+returns lse, which the backward reads, and on the CPU an f32 mha's forward also its projections
+and heads' output (save_projections), which the backward then reads instead of recomputing them
+(the caller still gets only the outputs it asked for), and
 autograd's backward runs the backward entry of the spec compiled with backward=true (on the CPU
 by the reference backend where no fused backend builds it yet) through a second operator,
 attnc::attention_backward, so torch.compile traces it too. It gives q's, k's and v's
@@ -41,12 +43,14 @@ def attention(q, k, v, spec, **tensors):
         outputs = _run(q, k, v, text, tensors)
     else:
         names = sorted(tensors)
-        asked, hidden_lse = text, False
+        asked, hidden_lse, hidden_saved = text, False, False
         if torch.is_grad_enabled() and any(
                 t.requires_grad for t in (q, k, v, *tensors.values()) if torch.is_tensor(t)):
-            asked, hidden_lse = _with_lse(text)
+            asked, hidden_lse, hidden_saved = _for_training(text, q.device.type)
         outputs = torch.ops.attnc.attention(q, k, v, asked, ",".join(names),
                                             [tensors[n] for n in names])
+        if hidden_saved:
+            outputs = outputs[:-len(SAVED_PROJECTIONS)]
         if hidden_lse:
             outputs = [outputs[0], *outputs[2:]]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -67,19 +71,34 @@ def _keys(text):
     return Spec(text).to_json()
 
 
-_lse_specs = {}  # spec text -> _with_lse's result
+# mha's outputs under save_projections, the last in the manifest, which the backward reads
+SAVED_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_heads")
+
+_training_specs = {}  # (spec text, device type) -> _for_training's result
 
 
 @_constant_under_compile
-def _with_lse(text):
-    """The spec with lse=true, which its backward reads (but for linear attention, which has no
-    softmax), and whether lse was added (then the caller does not see it)."""
-    found = _lse_specs.get(text)
+def _for_training(text, device_type):
+    """The spec the forward runs when a gradient is asked: with lse=true, which its backward
+    reads (but for linear attention, which has no softmax), and on the CPU, for an f32 mha whose
+    backward the MLIR backend builds, with save_projections=true, so the backward reads the
+    forward's projections and heads' output instead of recomputing them (a forward's work less;
+    CUDA's backward is f16 and bf16 only). Then whether lse and the projections were added (the
+    caller sees neither)."""
+    found = _training_specs.get((text, device_type))
     if found is None:
-        keys = _keys(text)
-        added = keys["variant"] != "linear" and not keys.get("lse", False)
-        found = _lse_specs[text] = (Spec(dict(keys, lse=True)).canonical if added else text,
-                                    added)
+        keys = dict(_keys(text))
+        added_lse = keys["variant"] != "linear" and not keys.get("lse", False)
+        if added_lse:
+            keys["lse"] = True
+        saved = (device_type == "cpu" and keys["variant"] == "mha" and keys["dtype"] == "f32"
+                 and not keys.get("save_projections", False)
+                 and _backends(dict(keys, save_projections=True, backward=True))["auto"]
+                 is not None)
+        if saved:
+            keys["save_projections"] = True
+        found = _training_specs[(text, device_type)] = (
+            Spec(keys).canonical if added_lse or saved else text, added_lse, saved)
     return found
 
 
@@ -154,29 +173,40 @@ def _(q, k, v, spec, names, tensors):
                 .values())
 
 
+def _forward_outputs(o, lse, saved):
+    """What the backward entry reads of the forward's outputs, by name."""
+    forward = {"o": o} if lse is None else {"o": o, "lse": lse}
+    forward.update(zip(SAVED_PROJECTIONS, saved))
+    return forward
+
+
 @torch.library.custom_op("attnc::attention_backward", mutates_args=())
 def _attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-                        lse: Optional[torch.Tensor], grad_o: torch.Tensor, spec: str, names: str,
+                        lse: Optional[torch.Tensor], saved: list[torch.Tensor],
+                        grad_o: torch.Tensor, spec: str, names: str,
                         tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     kernel = _backward_kernel_for(spec, q.device)
-    forward = {"o": o} if lse is None else {"o": o, "lse": lse}
     return list(kernel.backward(q, k, v, threads=torch.get_num_threads(), grad_o=grad_o,
-                                **forward, **_named(names, tensors)))
+                                **_forward_outputs(o, lse, saved), **_named(names, tensors)))
 
 
 @_attention_backward.register_fake
-def _(q, k, v, o, lse, grad_o, spec, names, tensors):
-    forward = {"o": o} if lse is None else {"o": o, "lse": lse}
+def _(q, k, v, o, lse, saved, grad_o, spec, names, tensors):
     return list(_backward_kernel_for(spec, q.device).empty_gradients(
-        q, k, v, grad_o=grad_o, **forward, **_named(names, tensors)).values())
+        q, k, v, grad_o=grad_o, **_forward_outputs(o, lse, saved),
+        **_named(names, tensors)).values())
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, spec, names, tensors = inputs
     ctx.spec, ctx.names = spec, names
-    # o, and lse where the spec returns it (attention() asks for it but for linear attention)
-    ctx.has_lse = bool(_keys(spec).get("lse"))
-    ctx.save_for_backward(q, k, v, *output[:2 if ctx.has_lse else 1], *tensors)
+    # o, lse where the spec returns it (attention() asks for it but for linear attention), and
+    # mha's projections where it saves them (the manifest's last outputs)
+    keys = _keys(spec)
+    ctx.has_lse = bool(keys.get("lse"))
+    ctx.saved_count = len(SAVED_PROJECTIONS) if keys.get("save_projections") else 0
+    ctx.save_for_backward(q, k, v, *output[:2 if ctx.has_lse else 1],
+                          *output[len(output) - ctx.saved_count:], *tensors)
     ctx.set_materialize_grads(False)
 
 
@@ -188,8 +218,11 @@ def _backward(ctx, gradients):
     saved = ctx.saved_tensors
     q, k, v, o = saved[:4]
     lse = saved[4] if ctx.has_lse else None
-    tensors = list(saved[5 if ctx.has_lse else 4:])
-    computed = _attention_backward(q, k, v, o, lse, gradients[0], ctx.spec, ctx.names, tensors)
+    first = 5 if ctx.has_lse else 4
+    projections = list(saved[first:first + ctx.saved_count])
+    tensors = list(saved[first + ctx.saved_count:])
+    computed = _attention_backward(q, k, v, o, lse, projections, gradients[0], ctx.spec,
+                                   ctx.names, tensors)
     # The gradients follow the manifest: q, k, v, then the named tensors a model may learn.
     by_name = dict(zip(_backward_kernel_for(ctx.spec, q.device).gradients, computed))
     named = [by_name.get("grad_" + n) for n in _named(ctx.names, tensors)]

@@ -1,6 +1,8 @@
 """The Python package's tests (pytest, run by scripts/test against the package it installed into
 attnc's venv). Every test compiles into one kernel cache of its session's own, never the
-user's."""
+user's, and torch.compile into an Inductor cache of the session's own: its cached graphs keep
+the attnc operators' calls as an earlier attnc traced them (an operator's schema changed under
+a cached graph fails its call)."""
 import numpy
 import pytest
 
@@ -9,13 +11,14 @@ import attnc
 
 @pytest.fixture(scope="session", autouse=True)
 def kernel_cache(tmp_path_factory):
-    """The session's own kernel cache, and no tuning records (compile gives the same bundles
-    anywhere, as in the CLI tests)."""
+    """The session's own kernel and Inductor caches, and no tuning records (compile gives the
+    same bundles anywhere, as in the CLI tests)."""
     folder = tmp_path_factory.mktemp("kernels")
     patcher = pytest.MonkeyPatch()
     patcher.setenv("ATTNC_KERNEL_CACHE", str(folder))
     patcher.setenv("ATTNC_TUNING_DB", str(folder / "no-tuning.db"))
     patcher.setenv("ATTNC_SYSTEM_TUNING_DB", "")
+    patcher.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
     yield folder
     patcher.undo()
 

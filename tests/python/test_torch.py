@@ -14,6 +14,7 @@ import attnc
 import attnc.torch
 
 GQA_CAUSAL = "heads=4 kv_heads=2 d_k=16 mask=causal"
+SAVED = ("q_proj", "k_proj", "v_proj", "o_heads")  # mha's outputs under save_projections
 
 
 def qkv(seq_q, seq_k, heads=4, kv_heads=2, d=16, dtype=torch.float32, batch=2, seed=0):
@@ -235,19 +236,59 @@ def test_the_mha_backward_matches_torch_autograd_and_any_thread_count():
 
 def test_mha_trains_through_the_operator_on_the_mlir_backward():
     """loss.backward() through attnc.torch.attention of an mha spec, its weights passed by name:
-    the inputs' and weights' gradients are the f64 autograd's of the same block."""
+    the inputs' and weights' gradients are the f64 autograd's of the same block. The forward
+    runs with save_projections (the caller still gets y alone) and the backward reads them."""
     heads, d_model = 2, 16
+    spec = "variant=mha heads=%d d_k=8 d_model=%d mask=causal" % (heads, d_model)
+    assert attnc._operator._for_training(spec, "cpu")[2], "f32 mha on the CPU saves projections"
     generator = torch.Generator().manual_seed(9)
     inputs = [torch.randn(2, 9, d_model, generator=generator).requires_grad_() for _ in range(3)]
     weights = {name: (torch.randn(d_model, d_model, generator=generator) * 0.3).requires_grad_()
                for name in ("w_q", "w_k", "w_v", "w_o")}
-    y = attnc.torch.attention(*inputs, spec="variant=mha heads=%d d_k=8 d_model=%d mask=causal"
-                              % (heads, d_model), **weights)
+    y = attnc.torch.attention(*inputs, spec=spec, **weights)
+    assert torch.is_tensor(y) and y.shape == (2, 9, d_model)
     y.square().sum().backward()
     leaves = [t.detach().double().requires_grad_() for t in inputs + list(weights.values())]
     mha_in_torch(*leaves, heads, heads).square().sum().backward()
     for ours, theirs in zip(inputs + list(weights.values()), leaves):
         torch.testing.assert_close(ours.grad.double(), theirs.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_mha_saved_projections_are_what_its_backward_reads():
+    """save_projections=true: the forward also returns Q, K, V (before RoPE) and the heads'
+    output, as torch computes them, and the backward reads them: with them its gradients are
+    torch's f64 autograd's; with a saved tensor altered they change (nothing recomputed)."""
+    heads, kv_heads, d_model, d = 4, 2, 24, 8
+    kernel = attnc.compile("variant=mha heads=%d kv_heads=%d d_k=%d d_model=%d mask=causal "
+                           "rope=true lse=true backward=true save_projections=true"
+                           % (heads, kv_heads, d, d_model), backend="mlir")
+    generator = torch.Generator().manual_seed(11)
+    inputs = [torch.randn(2, 13, d_model, generator=generator) for _ in range(3)]
+    weights = {name: torch.randn(d_model if name != "w_o" else heads * d,
+                                 (heads if name in ("w_q", "w_o") else kv_heads) * d
+                                 if name != "w_o" else d_model, generator=generator) * 0.3
+               for name in ("w_q", "w_k", "w_v", "w_o")}
+    out = kernel(*inputs, **weights)
+    for name, x, w in (("q_proj", inputs[0], "w_q"), ("k_proj", inputs[1], "w_k"),
+                       ("v_proj", inputs[2], "w_v")):
+        torch.testing.assert_close(getattr(out, name), x @ weights[w], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.o_heads @ weights["w_o"], out.o, atol=1e-5, rtol=1e-5)
+
+    grad_o = torch.randn(out.o.shape, generator=generator)
+    forward = {name: getattr(out, name) for name in ("o", "lse") + SAVED}
+    grads = kernel.backward(*inputs, grad_o=grad_o, **forward, **weights)
+    reference = attnc.compile("variant=mha heads=%d kv_heads=%d d_k=%d d_model=%d mask=causal "
+                            "rope=true lse=true backward=true" % (heads, kv_heads, d, d_model),
+                            backend="reference")
+    expected = reference.backward(*inputs, grad_o=grad_o, o=out.o, lse=out.lse, **weights)
+    for name in kernel.gradients:
+        torch.testing.assert_close(getattr(grads, name), getattr(expected, name), atol=1e-4,
+                                   rtol=1e-4, msg=name)
+    for name in SAVED:
+        altered = dict(forward, **{name: forward[name] * 1.5})
+        changed = kernel.backward(*inputs, grad_o=grad_o, **altered, **weights)
+        assert not torch.allclose(changed.grad_w_o if name == "o_heads" else changed.grad_q,
+                                  grads.grad_w_o if name == "o_heads" else grads.grad_q), name
 
 
 def test_tensors_that_require_gradients_run_forward_in_every_dtype():

@@ -6,7 +6,9 @@ The issue's shapes: B 1, T 2048, f32, H 8 with d 64 and 128, no mask and causal,
 and B H = 1 (d 64) at 2 threads, where PyTorch's kernel has one (batch, head) to share; then a
 learnable bias, bf16 (the percentage of the f32 FMA peak still; the preamble gives the
 vdpbf16ps peak beside it), and mha (d_model 512) against the same block in PyTorch eager (the
-peer torch-mha-backward: matmuls, flash SDPA and W_O, autograd). Each figure is the median over
+peer torch-mha-backward: matmuls, flash SDPA and W_O, autograd). attnc's mha runs with
+save_projections, as its Python front trains it: its backward reads the forward's projections
+and heads' output, as PyTorch's autograd keeps them. Each figure is the median over
 separate processes, attnc's and the peer's alternated round by round (rounds.py), the limits
 measured in the same run (machine.py); rates count FlashAttention's backward FLOPs, 2.5 times
 the forward's 4 B H T^2 d (halved for causal), and for mha the four projections' backward,
@@ -22,7 +24,7 @@ from rounds import arguments, cell, measure, preamble
 # gradient both compute (PyTorch on its math path: its CPU flash kernel has no bias gradient);
 # bf16: attnc's recomputed products as vdpbf16ps pairs where the CPU has them, PyTorch's flash
 # backward in bf16; "mha", "mha causal": variant=mha with d_model 512, the inputs' and the
-# weights' gradients.
+# weights' gradients, the projections saved by the forward.
 SHAPES = [(8, 64, "none", 1, "f32"), (8, 64, "causal", 1, "f32"), (8, 128, "none", 1, "f32"),
           (8, 128, "causal", 1, "f32"), (1, 64, "none", 2, "f32"), (1, 64, "causal", 2, "f32"),
           (8, 64, "bias", 1, "f32"), (8, 64, "none", 1, "bf16"), (8, 64, "causal", 1, "bf16"),
@@ -37,7 +39,8 @@ def key(shape, who):
 
 
 def spec(heads, d, mask, dtype):
-    variant = "mha d_model=%d" % D_MODEL if mask.startswith("mha") else "sdpa"
+    variant = ("mha d_model=%d save_projections=true" % D_MODEL if mask.startswith("mha")
+               else "sdpa")
     text = "variant=%s heads=%d d_k=%d dtype=%s lse=true backward=true" % (variant, heads, d,
                                                                             dtype)
     return text + (" mask=causal" if mask.endswith("causal") else

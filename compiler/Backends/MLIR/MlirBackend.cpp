@@ -131,42 +131,43 @@ std::span<const Coverage> MlirBackend::coverage() const {
           Modifier::Dropout, Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks,
           Modifier::ContiguousKvCache, Modifier::PagedKvCache, Modifier::Int8KvCache,
           Modifier::Fp8KvCache};
-      if (device == Device::Cpu) // the runtime writes the new rows into host caches only
+      std::vector<Output> outputs = {Output::O, Output::Lse, Output::Weights};
+      if (device == Device::Cpu) { // the runtime writes the new rows into host caches only
         modifiers.push_back(Modifier::KvAppend);
-      rows.push_back(
-          {device,
-           {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear, Variant::Linear,
-            Variant::Linformer},
-           {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
-            MaskKind::Global, MaskKind::Strided, MaskKind::Dilated, MaskKind::BlockSparse,
-            MaskKind::BigBird},
-           modifiers,
-           device == Device::Cpu ? std::vector<Output>{Output::O, Output::Lse, Output::Weights,
-                                                       Output::SavedProjections}
-                                 : std::vector<Output>{Output::O, Output::Lse, Output::Weights},
-           {DType::F32, DType::F16, DType::BF16},
-           device == Device::Cpu ? std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated}
-                                 : std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated,
-                                                         MaskKind::BlockSparse, MaskKind::BigBird},
-           "",
-           device == Device::Cpu
-               ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
-                 "rows in one task, keys split over tasks and merged by their LSE)"
-               : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
-                 "heads in the same kernel, pages and quantized rows read in the key "
-                 "loop, keys split over thread blocks and merged by their LSE; the "
-                 "SIMT path runs the prefill kernel",
-           device == Device::Cpu
-               ? "bf16 prefill on AMX tiles (tdpbf16ps) where the target has them "
-                 "(schedule family x86-amx); prefill and decode as AVX512-BF16 dot "
-                 "products (vdpbf16ps) where it has those and no AMX "
-                 "(x86-avx512-bf16: Zen 4); for d_k a multiple of 32 and d_v of 16 "
-                 "(decode: 32); otherwise widened to f32"
-               : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
-                 "of 16, else widened to f32; the variants' operand products "
-                 "(projections, q W, E K, chunk products) on tensor cores in TF32 "
-                 "for f16 and bf16, and the attention they feed where they make its "
-                 "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
+        outputs.push_back(Output::SavedProjections); // f32 only, whose backward is the CPU's
+      }
+      rows.push_back({device,
+                      {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
+                       Variant::Linear, Variant::Linformer},
+                      {MaskKind::Causal, MaskKind::Padding, MaskKind::Window, MaskKind::Tensor,
+                       MaskKind::Global, MaskKind::Strided, MaskKind::Dilated,
+                       MaskKind::BlockSparse, MaskKind::BigBird},
+                      modifiers,
+                      outputs,
+                      {DType::F32, DType::F16, DType::BF16},
+                      device == Device::Cpu
+                          ? std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated}
+                          : std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated,
+                                                  MaskKind::BlockSparse, MaskKind::BigBird},
+                      "",
+                      device == Device::Cpu
+                          ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
+                            "rows in one task, keys split over tasks and merged by their LSE)"
+                          : "for Tq <= 16 (tensor cores, f16 and bf16) tiles of a GQA group's "
+                            "heads in the same kernel, pages and quantized rows read in the key "
+                            "loop, keys split over thread blocks and merged by their LSE; the "
+                            "SIMT path runs the prefill kernel",
+                      device == Device::Cpu
+                          ? "bf16 prefill on AMX tiles (tdpbf16ps) where the target has them "
+                            "(schedule family x86-amx); prefill and decode as AVX512-BF16 dot "
+                            "products (vdpbf16ps) where it has those and no AMX "
+                            "(x86-avx512-bf16: Zen 4); for d_k a multiple of 32 and d_v of 16 "
+                            "(decode: 32); otherwise widened to f32"
+                          : "tensor cores (mma.sync) for f16 and bf16 with head dims multiples "
+                            "of 16, else widened to f32; the variants' operand products "
+                            "(projections, q W, E K, chunk products) on tensor cores in TF32 "
+                            "for f16 and bf16, and the attention they feed where they make its "
+                            "operands in f16 or bf16 (mha, Linformer; bilinear in f16 only)"});
     }
     // The backward entry (BackwardKernel.h): dq, dk and dv of sdpa, score_mod's derivative
     // taken by the compiler; on CPUs in f32 (LowerBackward.cpp), with mha's projections
@@ -179,24 +180,25 @@ std::span<const Coverage> MlirBackend::coverage() const {
     const std::vector<Modifier> backwardModifiers = {
         Modifier::Alibi,    Modifier::Softcap, Modifier::Rope,  Modifier::Dropout,
         Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks, Modifier::Bias};
-    rows.insert(
-        rows.begin() + 1,
-        {Device::Cpu,
-         {Variant::Sdpa, Variant::Mha},
-         allMasks,
-         backwardModifiers,
-         {Output::O, Output::Lse, Output::Backward, Output::AuxGradients, Output::SavedProjections},
-         {DType::F32, DType::F16, DType::BF16},
-         {MaskKind::Strided, MaskKind::Dilated},
-         "the backward kernel covers sdpa and mha (its projections recomputed, or "
-         "read from the forward's under save_projections, and taken back as "
-         "attn.matmul products, the weights' gradients summed over (b, t) in order); "
-         "the other variants' backward is the reference backend's",
-         "",
-         "sdpa in bf16: the recomputed scores and dP, and dK's, dV's and dQ's sums (P "
-         "and G rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
-         "x86-avx512-bf16 family; f16, mha (its heads in f32), and bf16 elsewhere, "
-         "widened to f32"});
+    const std::vector<Output> cpuBackwardOutputs = {Output::O, Output::Lse, Output::Backward,
+                                                    Output::AuxGradients, Output::SavedProjections};
+    rows.insert(rows.begin() + 1,
+                {Device::Cpu,
+                 {Variant::Sdpa, Variant::Mha},
+                 allMasks,
+                 backwardModifiers,
+                 cpuBackwardOutputs,
+                 {DType::F32, DType::F16, DType::BF16},
+                 {MaskKind::Strided, MaskKind::Dilated},
+                 "the backward kernel covers sdpa and mha (its projections recomputed, or "
+                 "read from the forward's under save_projections, and taken back as "
+                 "attn.matmul products, the weights' gradients summed over (b, t) in order); "
+                 "the other variants' backward is the reference backend's",
+                 "",
+                 "sdpa in bf16: the recomputed scores and dP, and dK's, dV's and dQ's sums (P "
+                 "and G rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
+                 "x86-avx512-bf16 family; f16, mha (its heads in f32), and bf16 elsewhere, "
+                 "widened to f32"});
     rows.push_back({Device::Cuda,
                     {Variant::Sdpa, Variant::Mha},
                     allMasks,

@@ -338,11 +338,11 @@ std::vector<SpecKey> buildKeys() {
       realKey("rope_theta", &Spec::ropeTheta, kMinF32, true, kMaxF32, f32Range, "rope=true",
               hasRope, "RoPE base"),
       listedOnlyWhenSet(booleanKey(
-          "save_projections", &Spec::saveProjections, "variant=mha and dtype=f32",
-          [](const Spec& s) { return s.variant == Variant::Mha && s.dtype == DType::F32; },
+          "save_projections", &Spec::saveProjections, "variant=mha",
+          [](const Spec& s) { return s.variant == Variant::Mha; },
           "mha: the forward also returns Q, K, V [B, T, heads d] and the heads' output before "
-          "W_O [B, Tq, H d_v] (q_proj, k_proj, v_proj, o_heads), which the backward reads in "
-          "place of recomputing them")),
+          "W_O [B, Tq, H d_v] (q_proj, k_proj, v_proj, o_heads, f32), which the backward reads "
+          "in place of recomputing them")),
       realKey(
           "scale", &Spec::scale, kMinF32, true, kMaxF32, f32Range,
           "variant other than linear with elu1/relu",

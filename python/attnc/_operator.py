@@ -5,8 +5,8 @@ compiled once for the tensors' device (the CPU: the host; a GPU: its cuda-sm_XY)
 disk; sequence lengths are run-time sizes, so they never recompile.
 
 Gradients: where one is asked (a tensor requires it and grad mode is on), the forward also
-returns lse, which the backward reads, and on the CPU an f32 mha's forward also its projections
-and heads' output (save_projections), which the backward then reads instead of recomputing them
+returns lse, which the backward reads, and on the CPU an mha's forward also its projections and
+heads' output (save_projections), which the backward then reads instead of recomputing them
 (the caller still gets only the outputs it asked for), and
 autograd's backward runs the backward entry of the spec compiled with backward=true (on the CPU
 by the reference backend where no fused backend builds it yet) through a second operator,
@@ -80,18 +80,18 @@ _training_specs = {}  # (spec text, device type) -> _for_training's result
 @_constant_under_compile
 def _for_training(text, device_type):
     """The spec the forward runs when a gradient is asked: with lse=true, which its backward
-    reads (but for linear attention, which has no softmax), and on the CPU, for an f32 mha whose
+    reads (but for linear attention, which has no softmax), and on the CPU, for an mha whose
     backward the MLIR backend builds, with save_projections=true, so the backward reads the
     forward's projections and heads' output instead of recomputing them (a forward's work less;
-    CUDA's backward is f16 and bf16 only). Then whether lse and the projections were added (the
-    caller sees neither)."""
+    GPUs keep f16 and bf16 heads, which the key's f32 tensors do not hold). Then whether lse and
+    the projections were added (the caller sees neither)."""
     found = _training_specs.get((text, device_type))
     if found is None:
         keys = dict(_keys(text))
         added_lse = keys["variant"] != "linear" and not keys.get("lse", False)
         if added_lse:
             keys["lse"] = True
-        saved = (device_type == "cpu" and keys["variant"] == "mha" and keys["dtype"] == "f32"
+        saved = (device_type == "cpu" and keys["variant"] == "mha"
                  and not keys.get("save_projections", False)
                  and _backends(dict(keys, save_projections=True, backward=True))["auto"]
                  is not None)

@@ -240,7 +240,7 @@ def test_mha_trains_through_the_operator_on_the_mlir_backward():
     runs with save_projections (the caller still gets y alone) and the backward reads them."""
     heads, d_model = 2, 16
     spec = "variant=mha heads=%d d_k=8 d_model=%d mask=causal" % (heads, d_model)
-    assert attnc._operator._for_training(spec, "cpu")[2], "f32 mha on the CPU saves projections"
+    assert attnc._operator._for_training(spec, "cpu")[2], "mha on the CPU saves projections"
     generator = torch.Generator().manual_seed(9)
     inputs = [torch.randn(2, 9, d_model, generator=generator).requires_grad_() for _ in range(3)]
     weights = {name: (torch.randn(d_model, d_model, generator=generator) * 0.3).requires_grad_()

@@ -134,7 +134,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
       std::vector<Output> outputs = {Output::O, Output::Lse, Output::Weights};
       if (device == Device::Cpu) { // the runtime writes the new rows into host caches only
         modifiers.push_back(Modifier::KvAppend);
-        outputs.push_back(Output::SavedProjections); // f32 only, whose backward is the CPU's
+        outputs.push_back(Output::SavedProjections); // f32 tensors: the CPU's workspace
       }
       rows.push_back({device,
                       {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,

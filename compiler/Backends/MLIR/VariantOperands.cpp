@@ -44,15 +44,22 @@ Value VariantOperands::workspace(ImplicitLocOpBuilder& b, ArrayRef<int64_t> shap
 
 Value VariantOperands::mhaRows(ImplicitLocOpBuilder& b, const char* saved, int64_t width,
                                Value batch, Value seq) {
-  if (spec.saveProjections)
+  if (spec.saveProjections) {
+    // The saved tensors are f32 (Abi/Arguments.cpp): the CPU's workspace, which holds any
+    // dtype's heads; tensor cores' f16 and bf16 heads would need their own (no row covers it).
+    if (!workspaceElement.isF32())
+      throw JobError("mlir backend: save_projections keeps mha's heads in f32 tensors, and "
+                     "this target computes them in " +
+                     std::string(dtypeName(spec.dtype)));
     return arguments.at(saved);
+  }
   return workspace(b, {kDynamic, kDynamic, width}, {batch, seq});
 }
 
 // Q = x_q W_Q, K = x_k W_K, V = x_v W_V, each [B, T, heads d] with heads side by side, after
 // PE(qpos) or PE(j) is added to the inputs under pe=sinusoidal (in the products' packing). The
 // projections, and the attention's output [B, Tq, H d_v] that W_O reads, are in the workspace's
-// type (save_projections, f32 only, keeps them in the arguments instead).
+// type (save_projections keeps them in the f32 arguments instead).
 void VariantOperands::projectMha(ImplicitLocOpBuilder& b, Products products) {
   const Value xq = q, xk = k, xv = v;
   Value batch = b.create<memref::DimOp>(xq, 0);

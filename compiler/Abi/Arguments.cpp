@@ -215,13 +215,14 @@ std::vector<Argument> kernelArguments(const Spec& s) {
   if (s.weights)
     add("weights", ArgumentRole::Output, {"f32"}, {kB, c(H), kTq, keysSeen ? c(keysSeen) : kTk},
         ArgumentFill::None, "normalised attention weights, before dropout");
+  // The last outputs (the Python front takes them so from the manifest's end).
   if (s.saveProjections) {
     add("q_proj", ArgumentRole::Output, {"f32"}, {kB, kTq, c(H * s.dK)}, ArgumentFill::None,
-        "Q = x_q W_Q, heads side by side, for the backward");
+        "Q = (x_q + PE) W_Q before RoPE, heads side by side, for the backward");
     add("k_proj", ArgumentRole::Output, {"f32"}, {kB, kTk, c(Hkv * s.dK)}, ArgumentFill::None,
-        "K = x_k W_K, heads side by side, for the backward");
+        "K = (x_k + PE) W_K before RoPE, heads side by side, for the backward");
     add("v_proj", ArgumentRole::Output, {"f32"}, {kB, kTk, c(Hkv * s.dV)}, ArgumentFill::None,
-        "V = x_v W_V, heads side by side, for the backward");
+        "V = (x_v + PE) W_V, heads side by side, for the backward");
     add("o_heads", ArgumentRole::Output, {"f32"}, {kB, kTq, c(H * s.dV)}, ArgumentFill::None,
         "Concat(head_1..head_H), W_O's input, for the backward");
   }
@@ -247,10 +248,10 @@ std::vector<Argument> backwardArguments(const Spec& s) {
   for (const Argument& a : forward)
     if (a.role != ArgumentRole::Output)
       args.push_back(a);
-  // What the backward reads of the forward's outputs: o, lse and the saved projections.
-  const std::set<std::string> read = {"o", "lse", "q_proj", "k_proj", "v_proj", "o_heads"};
+  // What the backward reads of the forward's outputs: all but the weights (o, lse, and mha's
+  // saved projections).
   for (const Argument& a : forward)
-    if (a.role == ArgumentRole::Output && read.count(a.name))
+    if (a.role == ArgumentRole::Output && a.name != "weights")
       args.push_back({a.name, ArgumentRole::Input, a.dtypes, a.shape, ArgumentFill::None,
                       "the forward's " + a.name, -1});
   const Argument& o = *std::find_if(forward.begin(), forward.end(),

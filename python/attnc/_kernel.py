@@ -50,12 +50,14 @@ class Kernel:
 
     def __call__(self, *tensors, out=None, threads=0, **named):
         """Runs the kernel: kernel(q, k, v, lengths=..., out=None, threads=0). Returns the one
-        output (o), or the outputs as a named tuple (o, lse, weights) in manifest order."""
+        output (o), or the outputs as a named tuple (o, lse, weights, q_proj, ...) in manifest
+        order."""
         return self._run(self._forward, tensors, named, out, threads)
 
     def backward(self, *tensors, out=None, threads=0, **named):
         """Runs the backward entry (a kernel compiled with backward=true): the forward's inputs
-        (q, k, v by position), its o and lse, and grad_o, by name. Returns the gradients as a
+        (q, k, v by position), its o and lse (and mha's saved projections), and grad_o, by
+        name. Returns the gradients as a
         named tuple (grad_q, grad_k, grad_v, ...) in manifest order."""
         return self._run(self._backward_entry(), tensors, named, out, threads)
 

@@ -37,7 +37,8 @@ def attention(q, k, v, spec, **tensors):
     """The attention SPEC describes (text, dict or attnc.Spec) of q, k and v (the manifest's
     first three inputs: k_pages and v_pages for a paged cache), with its other inputs by name
     (lengths, mask, bias, seq_lens, block_table, aux tensors, ...). Returns o, or the tuple
-    (o, lse, weights) of the outputs the spec asks for, in that order."""
+    (o, lse, weights, q_proj, k_proj, v_proj, o_heads) of the outputs the spec asks for, in
+    that order."""
     text = spec if isinstance(spec, str) else Spec(spec).canonical
     if _unobserved((q, k, v, *tensors.values())):
         outputs = _run(q, k, v, text, tensors)
@@ -213,8 +214,9 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, gradients):
     if any(g is not None for g in gradients[1:]):
         raise RuntimeError(
-            "attnc::attention: the backward entry takes dL/do only; a loss that reads lse or "
-            "weights has no gradient through attnc's kernels")
+            "attnc::attention: the backward entry takes dL/do only; a loss that reads any output "
+            "but o (lse, weights, mha's saved projections) has no gradient through attnc's "
+            "kernels")
     saved = ctx.saved_tensors
     q, k, v, o = saved[:4]
     lse = saved[4] if ctx.has_lse else None

@@ -347,7 +347,9 @@ TEST(BadSpecNames, EveryKernelArgumentOfAnySpec) {
       "block_table", "k_new", "v_new", "cu_seqlens_q",
       // The options'; the variants' parameters.
       "lengths", "mask", "block_layout", "bias", "sinks", "w_q", "w_k", "w_v", "w_o", "w1", "w2",
-      "v_a", "w", "e", "f", "omega"};
+      "v_a", "w", "e", "f", "omega",
+      // mha's save_projections.
+      "q_proj", "k_proj", "v_proj", "o_heads"};
   EXPECT_EQ(builtinArgumentNames(), expected);
   for (const std::string& name : builtinArgumentNames()) {
     for (const std::string& spec :

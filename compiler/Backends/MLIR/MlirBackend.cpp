@@ -136,6 +136,11 @@ std::span<const Coverage> MlirBackend::coverage() const {
         modifiers.push_back(Modifier::KvAppend);
         outputs.push_back(Output::SavedProjections); // f32 tensors: the CPU's workspace
       }
+      const std::string_view gap =
+          device == Device::Cpu ? ""
+                                : "the runtime writes kv_append's rows into host caches only, "
+                                  "and save_projections keeps mha's heads in f32 tensors where "
+                                  "tensor cores compute f16 and bf16 heads";
       rows.push_back({device,
                       {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
                        Variant::Linear, Variant::Linformer},
@@ -149,7 +154,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
                           ? std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated}
                           : std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated,
                                                   MaskKind::BlockSparse, MaskKind::BigBird},
-                      "",
+                      gap,
                       device == Device::Cpu
                           ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
                             "rows in one task, keys split over tasks and merged by their LSE)"

@@ -196,7 +196,8 @@ BackwardTile::KeyGroupScores BackwardTile::storeProbabilities(ImplicitLocOpBuild
             terms->kept(b, s, positions, scores.keyPositions[u], ScoreTerms::MaskMod::Evaluate))
       keep = b.create<arith::AndIOp>(keep, masks);
     // P = e^(s - lse) by the forward's own exponential (the kit's probabilityExp, a NaN passed
-    // on), not math.exp's general expansion: s - lse <= 0, so no overflow to guard.
+    // on), not math.exp's general expansion: s - lse <= 0, so no overflow to guard; below
+    // -125 ln 2 it gives 2^-125 for 0, as in the forward.
     Value p = b.create<arith::SelectOp>(keep, probabilityExp(b, b.create<arith::SubFOp>(s, lse)),
                                         f32Splat(b, lanes, 0));
     Value dropped = terms->dropout(b, p, positions, scores.keyPositions[u]);

@@ -133,10 +133,6 @@ private:
   void writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
                         Value row, Value count, Value firstKey, Value keyCount, Value begin,
                         Value end);
-  // Prefetches the Q and dO rows of the query tile after the one at `row` (clamped into the
-  // tensors past the last tile), which the tile loop copies next: a tile's products outlast
-  // the prefetch many times over, and the copies otherwise wait on each row's lines.
-  void prefetchNextTile(ImplicitLocOpBuilder& ib, Value batch, Value head, Value row);
   // D_i = sum_c dO_ic O_ic of one row.
   Value rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row);
   // A sink's probability in a row of log-sum-exp `lse`.
@@ -229,15 +225,6 @@ void BackwardLowering::emitDelta() {
   b.setInsertionPointAfter(task.loop);
 }
 
-void BackwardLowering::prefetchNextTile(ImplicitLocOpBuilder& ib, Value batch, Value head,
-                                        Value row) {
-  Value next = ib.create<arith::AddIOp>(row, indexConstant(ib, tiles.rows));
-  Value tileRows = indexConstant(ib, tiles.rows);
-  for (Value rowsOf : {op.getQuery(), op.getGradOutput()})
-    prefetchPatch(ib, {rowsOf, batch, head, next, tileRows, indexConstant(ib, 0),
-                       ib.create<memref::DimOp>(rowsOf, 3)});
-}
-
 Value BackwardLowering::rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row) {
   return foldRange(rb, indexConstant(rb, 0), indexConstant(rb, dv()), {f32Constant(rb, 0)},
                    [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
@@ -323,7 +310,6 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         queries.load(ib);
         copyTileRows(ib, op.getQuery(), batch, head, row, count, buffers.rowsQ);
         copyTileRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
-        prefetchNextTile(ib, batch, head, row);
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
                        addAuxTerms(kb, task, queries.at(kb, keys, buffers.probs, buffers.grads),

@@ -248,30 +248,8 @@ void UpdateLowering::emitExpAndSum(ArrayRef<Value> offsets, SmallVector<Value>& 
 
 // Step 4: acc = alpha * acc + P^T V, valueSplit output columns per pass over the keys (with dot
 // products, over pairs of keys: P^T's pair rows and V^T's pairs).
-void UpdateLowering::emitValues(ArrayRef<Value> alpha, Value first, Value last, bool inPairs,
-                                ValueStep step) {
-  // Widened, V's elements are read where they lie: where its columns are contiguous, through a
-  // view whose column stride is a static 1, so that a step's columns are constant offsets from
-  // one address (through the dynamic stride, each column's offset lived in a register or on
-  // the stack: PV ran at about half the FMA rate on AVX2).
-  if (inPairs) {
-    valueRows = op.getValue();
-    return emitValueColumns(b, alpha, first, last, inPairs, step);
-  }
-  ifUnitInnerStride(
-      b, op.getValue(),
-      [&](ImplicitLocOpBuilder& tb, Value view) {
-        valueRows = view;
-        emitValueColumns(tb, alpha, first, last, inPairs, step);
-      },
-      [&](ImplicitLocOpBuilder& eb) {
-        valueRows = op.getValue();
-        emitValueColumns(eb, alpha, first, last, inPairs, step);
-      });
-}
-
-void UpdateLowering::emitValueColumns(ImplicitLocOpBuilder& vb, ArrayRef<Value> alpha, Value first,
-                                      Value last, bool inPairs, ValueStep step) {
+void UpdateLowering::emitValues(ImplicitLocOpBuilder& vb, ArrayRef<Value> alpha, Value first,
+                                Value last, bool inPairs, ValueStep step) {
   const int64_t dv = op.getValue().getType().getDimSize(3);
   int64_t split = std::gcd(dv, std::max<int64_t>(1, options.valueSplit));
   Value two = indexConstant(vb, 2);
@@ -319,8 +297,24 @@ void UpdateLowering::emitValueColumns(ImplicitLocOpBuilder& vb, ArrayRef<Value> 
       });
 }
 
-// acc += P[j] V[key j], V widened to f32, for the columns `cols`.
-SmallVector<Value> UpdateLowering::widenedValueStep(ImplicitLocOpBuilder& jb, Value j,
+void UpdateLowering::emitWidenedValues(ArrayRef<Value> alpha) {
+  // V's elements are read where they lie: where its columns are contiguous, through a view
+  // whose column stride is a static 1, so that a step's columns are constant offsets from one
+  // address (through the dynamic stride, each column's offset lived in a register or on the
+  // stack: PV ran at about half the FMA rate on AVX2).
+  auto emit = [&](ImplicitLocOpBuilder& vb, Value rows) {
+    emitValues(vb, alpha, keyBegin, keyCount, /*inPairs=*/false,
+               [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols, bool) {
+                 return widenedValueStep(jb, rows, j, acc, cols);
+               });
+  };
+  ifUnitInnerStride(
+      b, op.getValue(), [&](ImplicitLocOpBuilder& tb, Value view) { emit(tb, view); },
+      [&](ImplicitLocOpBuilder& eb) { emit(eb, op.getValue()); });
+}
+
+// acc += P[j] V[key j], V (or `rows`, a view of it) widened to f32, for the columns `cols`.
+SmallVector<Value> UpdateLowering::widenedValueStep(ImplicitLocOpBuilder& jb, Value rows, Value j,
                                                     ValueRange acc, ArrayRef<Value> cols) {
   SmallVector<Value> p;
   for (int64_t r = 0; r < vectors; ++r)
@@ -328,7 +322,7 @@ SmallVector<Value> UpdateLowering::widenedValueStep(ImplicitLocOpBuilder& jb, Va
   Value key = keyAt(jb, j);
   SmallVector<Value> v;
   for (Value col : cols)
-    v.push_back(loadF32(jb, valueRows, {op.getOffsets()[0], kvHead, key, col}));
+    v.push_back(loadF32(jb, rows, {op.getOffsets()[0], kvHead, key, col}));
   return rankOneUpdate(jb, p, v, acc);
 }
 

@@ -146,11 +146,12 @@ private:
                                                     ArrayRef<Value> cols, bool alone)>;
   // acc = alpha acc (no scaling for an empty alpha) + P^T V over the keys [first, last) (first
   // even in pairs, and an odd last key alone).
-  void emitValues(ArrayRef<Value> alpha, Value first, Value last, bool inPairs, ValueStep step);
-  // emitValues' loops over column groups, at vb, the steps reading valueRows.
-  void emitValueColumns(ImplicitLocOpBuilder& vb, ArrayRef<Value> alpha, Value first, Value last,
-                        bool inPairs, ValueStep step);
-  SmallVector<Value> widenedValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
+  void emitValues(ImplicitLocOpBuilder& vb, ArrayRef<Value> alpha, Value first, Value last,
+                  bool inPairs, ValueStep step);
+  // emitValues over the task's keys in widened steps, V read through a view of unit column
+  // stride where its columns are contiguous at run time.
+  void emitWidenedValues(ArrayRef<Value> alpha);
+  SmallVector<Value> widenedValueStep(ImplicitLocOpBuilder& jb, Value rows, Value j, ValueRange acc,
                                       ArrayRef<Value> cols);
   SmallVector<Value> pairValueStep(ImplicitLocOpBuilder& jb, Value j, ValueRange acc,
                                    ArrayRef<Value> cols, Value probabilityPairs, bool alone);
@@ -178,8 +179,7 @@ private:
   const OnlineState softmax;
   const int64_t lanes, rows, vectors;
   VectorType vector, vectorI32;
-  Value scores;     // S: [max_keys, rows] f32 on the task's stack
-  Value valueRows;  // V as widenedValueStep reads it (emitValues sets it)
+  Value scores;                    // S: [max_keys, rows] f32 on the task's stack
   SmallVector<Value> scorePatches; // allocateScorePatches'
   Value kvHead;     // h / (H / H_kv)
   Value keyHead;    // the key rows' head: kvHead, or h for additive keys
@@ -225,11 +225,7 @@ public:
   void probabilities(ArrayRef<Value> offsets, SmallVector<Value>& blockSum) override {
     u.emitExpAndSum(offsets, blockSum);
   }
-  void values(ArrayRef<Value> alpha, Value) override {
-    u.emitValues(alpha, u.keyBegin, u.keyCount, /*inPairs=*/false,
-                 [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
-                     bool) { return u.widenedValueStep(jb, j, acc, cols); });
-  }
+  void values(ArrayRef<Value> alpha, Value) override { u.emitWidenedValues(alpha); }
 };
 
 // Bahdanau's additive score (the op's score_weights) on widened values: S's register tiles of
@@ -272,7 +268,7 @@ public:
   }
   void values(ArrayRef<Value> alpha, Value) override {
     u.emitValues(
-        alpha, u.keyBegin, u.keyCount, /*inPairs=*/true,
+        u.b, alpha, u.keyBegin, u.keyCount, /*inPairs=*/true,
         [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols, bool alone) {
           return u.pairValueStep(jb, j, acc, cols, probabilityPairs, alone);
         });

@@ -273,7 +273,7 @@ void UpdateLowering::emitAmxValues(ArrayRef<Value> alpha, Value pairs, Value res
         b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, first, last), /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(edge.thenBlock()->getTerminator());
-    emitValues({}, first, last, /*inPairs=*/true,
+    emitValues(b, {}, first, last, /*inPairs=*/true,
                [&](ImplicitLocOpBuilder& jb, Value j, ValueRange acc, ArrayRef<Value> cols,
                    bool alone) { return pairValueStep(jb, j, acc, cols, pairs, alone); });
   }

@@ -3,9 +3,9 @@
 // (Tq rounded up to the 8-row tiles); then three phases in order: D per query tile, a task per
 // (batch, KV head, key chunk) whose key blocks recompute the scores in vectors of 4 rows
 // (score_mod's tanh, mask_mod, exp(s - lse) as the forward's probabilityExp, score_grad's
-// 1 - tanh^2) and add into dK, dV and its copy of dQ^T in register tiles, each query tile first
-// prefetching the next tile's Q and dO rows; and dQ per query tile, the copies summed in order
-// (8 rows of a column a vector, in 8 x 8 squares transposed into dQ's rows).
+// 1 - tanh^2) and add into dK, dV and its copy of dQ^T in register tiles, and dQ per query
+// tile, the copies summed in order (8 rows of a column a vector, in 8 x 8 squares transposed
+// into dQ's rows).
 
 // CHECK-LABEL: func.func @backward
 // CHECK: %[[PADDED:.*]] = arith.muli %{{.*}}, %c8
@@ -17,8 +17,6 @@
 // CHECK: scf.forall
 // CHECK:   memref.store %{{.*}}, %[[DELTA]]
 // CHECK: scf.forall
-// CHECK:   memref.prefetch %arg0[
-// CHECK:   memref.prefetch %arg4[
 // CHECK:   math.tanh %{{.*}} : vector<4xf32>
 // CHECK-NOT: math.exp
 // CHECK:   arith.maximumf

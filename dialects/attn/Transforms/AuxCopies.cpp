@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -32,6 +33,21 @@ void AuxCopies::allocate(ImplicitLocOpBuilder& b, Value copies) {
         table[k] ? b.create<memref::AllocOp>(MemRefType::get({dynamic, dynamic}, b.getF32Type()),
                                              ValueRange{count, elementsOf(b, k)})
                  : Value());
+}
+
+void AuxCopies::addTerms(ImplicitLocOpBuilder& b, Value copy, int64_t k, ArrayRef<Value> indices,
+                         Value term) {
+  const int64_t lanes = cast<VectorType>(term.getType()).getNumElements();
+  forRange(b, indexConstant(b, 0), indexConstant(b, lanes),
+           [&](ImplicitLocOpBuilder& lb, Value lane) {
+             const SmallVector<Value> at = llvm::map_to_vector(indices, [&](Value index) {
+               return lb.create<vector::ExtractElementOp>(index, lane).getResult();
+             });
+             const SmallVector<Value, 2> element{copy, offsetOf(lb, k, at)};
+             Value sum = lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(tables[k], element),
+                                                  lb.create<vector::ExtractElementOp>(term, lane));
+             lb.create<memref::StoreOp>(sum, tables[k], element);
+           });
 }
 
 Value AuxCopies::elementsOf(ImplicitLocOpBuilder& b, int64_t k) {

@@ -43,6 +43,10 @@ public:
   // it.
   mlir::Value offsetOf(mlir::ImplicitLocOpBuilder& b, int64_t k,
                        llvm::ArrayRef<mlir::Value> indices);
+  // Adds a read's term vector into copy `copy` of aux_grads[k] at the lanes' `indices` (i32
+  // vectors, one per dimension), lane by lane in order: lanes may read the same element.
+  void addTerms(mlir::ImplicitLocOpBuilder& b, mlir::Value copy, int64_t k,
+                llvm::ArrayRef<mlir::Value> indices, mlir::Value term);
   // A phase per table, a task per `perTask` elements: grad[e] = sum_c copies[c, e] in copy
   // order; then the copies freed.
   void sumInOrder(mlir::ImplicitLocOpBuilder& b, int64_t perTask);

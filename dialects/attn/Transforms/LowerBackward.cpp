@@ -19,6 +19,9 @@
 //   terms into a copy of each tensor's gradient of its own, in its order, and a phase per
 //   tensor sums the copies in task order (B H_kv S copies of each: a table's, not a T x T
 //   tensor's, size is what this suits).
+// Phase 1 and the sinks' phase are BackwardRowPhases.h's, a tile's scores BackwardTile.h's,
+// the register tiles and copies BackwardSteps.h's, and where the aux terms go
+// BackwardAuxTerms.h's; this file holds the tasks and their buffers.
 //
 // The keys of a (batch, KV head) are split into S = ceil(8 / (B H_kv)) chunks, so that a
 // call with few heads (B H_kv = 1 on two cores) still has 8 tasks; S depends on B and H_kv
@@ -30,6 +33,8 @@
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
 #include "attn/Transforms/AuxCopies.h"
+#include "attn/Transforms/BackwardAuxTerms.h"
+#include "attn/Transforms/BackwardRowPhases.h"
 #include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/BackwardTile.h"
 #include "attn/Transforms/LowerStateOps.h"
@@ -37,12 +42,10 @@
 #include "attn/Transforms/ScoreTerms.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
-#include <limits>
 #include <optional>
 
 using namespace mlir;
@@ -93,7 +96,6 @@ private:
   KeyBlockBuffers keyBlockBuffers();
   // D's, dQ's copies' and the sink parts' buffers, and S.
   void emitWorkspace();
-  void emitDelta();
   void emitChunkTasks();
   // dK and dV of keys [firstKey, firstKey + keyCount) of (batch, kvHead), and the keys'
   // terms of dQ^T added into its copy `slot` of the workspace.
@@ -104,7 +106,6 @@ private:
   void accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBlockBuffers& buffers, Value slot,
                            Value head, Value row, Value begin, Value end);
   void emitQueryTiles();
-  void emitSinkGradients();
   // Zeroes the dQ^T copy `slot` for the heads of KV head `kvHead`'s group.
   void zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, Value kvHead);
   // Whether dK's or dV's sums over d columns take vdpbf16ps on rows in pairs (dot, bf16 rows
@@ -117,26 +118,6 @@ private:
     else
       copyRows(ib, src, batch, head, row, count, dst);
   }
-  // Adds the aux_grad terms of one key group (BackwardTile::at's) into task
-  // `task`'s copies of the tables' gradients, lane by lane in order (AuxCopies.h).
-  // A direct gradient's terms go into `direct`'s buffers at their scores' places, written
-  // into the gradient by writeDirectTerms.
-  void addAuxTerms(ImplicitLocOpBuilder& kb, Value task, ArrayRef<BackwardTile::AuxTerms> terms,
-                   ArrayRef<Value> direct);
-  // A read's term vector into task `task`'s copy of aux_grads[target], at the lanes' indices.
-  void addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target, ArrayRef<Value> indices,
-                    Value term);
-  // Each direct gradient's patch of the tile's rows and the block's keys, at (b', h') (0 where
-  // the gradient broadcasts over them), written by writeGradientPatch: the first (batch, head)
-  // to reach it (b' = batch, h' = head) stores, a later one adds. A tile the masks skip
-  // passes begin = end.
-  void writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct, Value batch, Value head,
-                        Value row, Value count, Value firstKey, Value keyCount, Value begin,
-                        Value end);
-  // D_i = sum_c dO_ic O_ic of one row.
-  Value rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row);
-  // A sink's probability in a row of log-sum-exp `lse`.
-  Value sinkProbability(ImplicitLocOpBuilder& rb, Value sink, Value lse);
 
   ImplicitLocOpBuilder& b;
   BackwardOp op;
@@ -199,76 +180,6 @@ KeyBlockBuffers BackwardLowering::keyBlockBuffers() {
   return buffers;
 }
 
-void BackwardLowering::emitDelta() {
-  const QueryTiles task = forEachQueryTile(b, op, tiles.rows);
-  Value batch = task.batch, head = task.head, row = task.row;
-  Value sink = op.getSinks() ? b.create<memref::LoadOp>(op.getSinks(), head).getResult() : Value();
-  // With sinks, the tile's part of d sink = -sum_i exp(sink - lse_i) D_i, in row order.
-  SmallVector<Value> part = {f32Constant(b, 0)};
-  part =
-      foldRange(b, indexConstant(b, 0), task.count, part,
-                [&](ImplicitLocOpBuilder& rb, Value r, ValueRange carried) {
-                  Value at = rb.create<arith::AddIOp>(row, r);
-                  Value d = rowDelta(rb, batch, head, at);
-                  rb.create<memref::StoreOp>(d, delta, ValueRange{batch, head, at});
-                  if (!sink)
-                    return llvm::to_vector(carried);
-                  Value lse = rb.create<memref::LoadOp>(op.getLse(), ValueRange{batch, head, at});
-                  Value weight = sinkProbability(rb, sink, lse);
-                  return SmallVector<Value>{
-                      rb.create<arith::AddFOp>(carried[0], rb.create<arith::MulFOp>(weight, d))};
-                });
-  if (sink) {
-    Value tile = b.create<arith::DivUIOp>(row, indexConstant(b, tiles.rows));
-    b.create<memref::StoreOp>(part[0], sinkParts, ValueRange{batch, head, tile});
-  }
-  b.setInsertionPointAfter(task.loop);
-}
-
-Value BackwardLowering::rowDelta(ImplicitLocOpBuilder& rb, Value batch, Value head, Value row) {
-  return foldRange(rb, indexConstant(rb, 0), indexConstant(rb, dv()), {f32Constant(rb, 0)},
-                   [&](ImplicitLocOpBuilder& cb, Value c, ValueRange acc) {
-                     const SmallVector<Value, 4> indices{batch, head, row, c};
-                     Value product =
-                         cb.create<arith::MulFOp>(loadF32(cb, op.getGradOutput(), indices),
-                                                  loadF32(cb, op.getOutput(), indices));
-                     return SmallVector<Value>{cb.create<arith::AddFOp>(acc[0], product)};
-                   })
-      .front();
-}
-
-Value BackwardLowering::sinkProbability(ImplicitLocOpBuilder& rb, Value sink, Value lse) {
-  // exp(sink - lse), 0 for a -inf sink (even in a row whose lse is -inf too); NaN stays.
-  Value none = rb.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, sink,
-                                        f32Constant(rb, -std::numeric_limits<double>::infinity()));
-  return rb.create<arith::SelectOp>(none, f32Constant(rb, 0),
-                                    rb.create<math::ExpOp>(rb.create<arith::SubFOp>(sink, lse)));
-}
-
-void BackwardLowering::emitSinkGradients() {
-  // A task per head: grad_sinks[h] = -sum_b sum_t part[b, h, t], in order.
-  Value batches = b.create<memref::DimOp>(op.getQuery(), 0);
-  Value parts = b.create<memref::DimOp>(sinkParts, 2);
-  Value heads = unfoldedTaskCount(b, indexConstant(b, op.getNumHeads()), batches);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{heads}, ValueRange{}, std::nullopt);
-  b.setInsertionPointToStart(forall.getBody());
-  Value head = forall.getInductionVar(0);
-  Value sum =
-      foldRange(
-          b, indexConstant(b, 0), batches, {f32Constant(b, 0)},
-          [&](ImplicitLocOpBuilder& bb, Value batch, ValueRange outer) {
-            return foldRange(
-                bb, indexConstant(bb, 0), parts, outer,
-                [&](ImplicitLocOpBuilder& tb, Value t, ValueRange acc) {
-                  Value part = tb.create<memref::LoadOp>(sinkParts, ValueRange{batch, head, t});
-                  return SmallVector<Value>{tb.create<arith::AddFOp>(acc[0], part)};
-                });
-          })
-          .front();
-  b.create<memref::StoreOp>(b.create<arith::NegFOp>(sum), op.getGradSinks(), head);
-  b.setInsertionPointAfter(forall);
-}
-
 void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuffers& buffers,
                                     Value batch, Value kvHead, Value firstKey, Value keyCount,
                                     Value slot, Value task) {
@@ -302,8 +213,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
       if (chunkMajor) {
         ImplicitLocOpBuilder sb(tb.getLoc(), kept.getElseBodyBuilder());
         Value none = indexConstant(sb, 0);
-        writeDirectTerms(sb, buffers.direct, batch, head, row, count, firstKey, keyCount, none,
-                         none);
+        writeDirectTerms(sb, op, buffers.direct,
+                         {Value(), batch, head, row, count, firstKey, keyCount}, none, none);
       }
       {
         ImplicitLocOpBuilder ib(tb.getLoc(), kept.getThenBodyBuilder());
@@ -312,7 +223,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
         copyTileRows(ib, op.getGradOutput(), batch, head, row, count, buffers.rowsGrad);
         forKeyGroups(ib, first, last, options.keyUnroll,
                      [&](ImplicitLocOpBuilder& kb, ArrayRef<Value> keys) {
-                       addAuxTerms(kb, task, queries.at(kb, keys, buffers.probs, buffers.grads),
+                       addAuxTerms(kb, op, *auxCopies, task,
+                                   queries.at(kb, keys, buffers.probs, buffers.grads),
                                    buffers.direct);
                      });
         Value begin = ib.create<arith::SubIOp>(first, firstKey);
@@ -321,8 +233,8 @@ void BackwardLowering::emitKeyBlock(ImplicitLocOpBuilder& eb, const KeyBlockBuff
                           lanes);
         accumulateKeyRows(ib, buffers.accK, buffers.grads, buffers.rowsQ, begin, end, count, lanes);
         accumulateQueryGrad(ib, buffers, slot, head, row, begin, end);
-        writeDirectTerms(ib, buffers.direct, batch, head, row, count, firstKey, keyCount, begin,
-                         end);
+        writeDirectTerms(ib, op, buffers.direct,
+                         {Value(), batch, head, row, count, firstKey, keyCount}, begin, end);
       }
     });
   });
@@ -413,11 +325,11 @@ void BackwardLowering::emitQueryTiles() {
 
 void BackwardLowering::emit() {
   emitWorkspace();
-  emitDelta();
+  emitDeltaPhase(b, op, tiles.rows, delta, sinkParts);
   emitChunkTasks();
   emitQueryTiles();
   if (op.getSinks())
-    emitSinkGradients();
+    emitSinkGradientPhase(b, op, sinkParts);
   auxCopies->sumInOrder(b, kElementsPerSumTask);
   b.create<memref::DeallocOp>(delta);
   b.create<memref::DeallocOp>(queryGrad);
@@ -451,65 +363,6 @@ void BackwardLowering::emitWorkspace() {
   taskCount = chunkMajor ? chunks : b.create<arith::MulIOp>(pairs, chunks).getResult();
   auxCopies.emplace(op);
   auxCopies->allocate(b, taskCount);
-}
-
-void BackwardLowering::addAuxTerms(ImplicitLocOpBuilder& kb, Value task,
-                                   ArrayRef<BackwardTile::AuxTerms> terms, ArrayRef<Value> direct) {
-  ArrayRef<int64_t> targets = op.getAuxGradTargets().value_or(ArrayRef<int64_t>{});
-  for (const BackwardTile::AuxTerms& vector : terms) {
-    size_t next = 0;
-    llvm::SmallDenseSet<int64_t> stored; // direct buffers this score's terms already reached
-    for (int64_t target : targets) {
-      const int64_t rank = cast<MemRefType>(op.getAuxGrads()[target].getType()).getRank();
-      ArrayRef<Value> indices = ArrayRef<Value>(vector.reads).slice(next, rank);
-      Value term = vector.reads[next + rank];
-      next += rank + 1;
-      if (!direct[target]) {
-        addCopyTerms(kb, task, target, indices, term);
-        continue;
-      }
-      // Read at [b, h, q_idx, kv_idx]: the term's place is the score's in the block's buffer.
-      if (!stored.insert(target).second) // a second read of the element
-        term = kb.create<arith::AddFOp>(
-            kb.create<vector::LoadOp>(term.getType(), direct[target], vector.place), term);
-      kb.create<vector::StoreOp>(term, direct[target], vector.place);
-    }
-  }
-}
-
-void BackwardLowering::addCopyTerms(ImplicitLocOpBuilder& kb, Value task, int64_t target,
-                                    ArrayRef<Value> indices, Value term) {
-  // Lane by lane in order: lanes may read the same element.
-  Value copies = auxCopies->copiesOf(target);
-  forRange(kb, indexConstant(kb, 0), indexConstant(kb, options.vectorWidth),
-           [&](ImplicitLocOpBuilder& lb, Value lane) {
-             const SmallVector<Value> at = llvm::map_to_vector(indices, [&](Value index) {
-               return lb.create<vector::ExtractElementOp>(index, lane).getResult();
-             });
-             const SmallVector<Value, 2> element{task, auxCopies->offsetOf(lb, target, at)};
-             Value sum = lb.create<arith::AddFOp>(lb.create<memref::LoadOp>(copies, element),
-                                                  lb.create<vector::ExtractElementOp>(term, lane));
-             lb.create<memref::StoreOp>(sum, copies, element);
-           });
-}
-
-void BackwardLowering::writeDirectTerms(ImplicitLocOpBuilder& ib, ArrayRef<Value> direct,
-                                        Value batch, Value head, Value row, Value count,
-                                        Value firstKey, Value keyCount, Value begin, Value end) {
-  for (auto [k, terms] : llvm::enumerate(direct)) {
-    if (!terms)
-      continue;
-    const SmallVector<Value> dims = auxGradDims(ib, op, static_cast<int64_t>(k));
-    auto last = [&](Value dim) { return ib.create<arith::SubIOp>(dim, indexConstant(ib, 1)); };
-    Value gradBatch = ib.create<arith::MinUIOp>(batch, last(dims[0]));
-    Value gradHead = ib.create<arith::MinUIOp>(head, last(dims[1]));
-    Value firstToReach = ib.create<arith::AndIOp>(
-        ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradBatch, batch),
-        ib.create<arith::CmpIOp>(arith::CmpIPredicate::eq, gradHead, head));
-    writeGradientPatch(ib,
-                       {op.getAuxGrads()[k], gradBatch, gradHead, row, count, firstKey, keyCount},
-                       terms, begin, end, firstToReach);
-  }
 }
 
 // vdpbf16ps: 32 bf16 against 16 f32 lanes, pairs along each head dim.

@@ -69,6 +69,10 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
   static const std::vector<ParamSpace> cpu{
       {"query_tile", {8, 12, 16, 24, 32, 48, 64, 96}, "query rows per parallel task"},
       {"key_block", {16, 32, 64, 128, 256, 512}, "keys per online-softmax step"},
+      {"backward_key_block",
+       {32, 64, 128, 256, 512},
+       "backward: keys per block of a task of dK and dV (the query tiles' rows are copied once "
+       "per block)"},
       {"vector_width", {4, 8, 16}, "f32 lanes per vector"},
       {"key_unroll", {1, 2, 4, 6, 8}, "keys per QK^T register tile"},
       {"value_split", {1, 2, 4, 8, 16}, "output columns per PV register tile"},
@@ -123,10 +127,11 @@ std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   std::vector<ParamSpace> tuned;
   // The decode kernel is picked by the shape dispatch, not searched with the prefill kernel's
   // parameters; AMX tiles and dot products only where the family has them (vdpbf16ps is
-  // searched where it is the fastest product, not beside AMX).
+  // searched where it is the fastest product, not beside AMX); attnc tune times the forward,
+  // which backward_key_block does not touch.
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
-        p.name != "split_keys" && p.name != "matmul_mma" &&
+        p.name != "backward_key_block" && p.name != "split_keys" && p.name != "matmul_mma" &&
         (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
         (p.name != "dot" || family == ScheduleFamily::X86Avx512Bf16))
       tuned.push_back(p);
@@ -174,12 +179,20 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   // and 128, causal too, where f16 ran 0.92x and bf16's products the same (docs/benchmarks.md;
   // not measured on a 48 KiB L1). Their QK^T tiles take 4 keys: 1.025-1.03x as fast as 8 at d 64
   // and 128, causal too (H 8, T 2048, 1 thread, the Zen 4 EPYC, 10 processes each).
+  // The backward's key blocks on AVX2: 512 keys, so that each query tile's rows are copied
+  // and packed once per 512 keys, not per 128. H 8, T 2048, 1 thread, a Zen 3 EPYC, medians
+  // of 6 processes alternated: d 128, 256 keys 0.86x the time of 128 (621 against 718 ms) and
+  // 512 0.96x that of 256; d 64 0.96x and 0.94x; causal d 128 0.92x, then level; causal d 64
+  // level; B H = 1 causal on 2 threads, 512 against 128, level. The block's dK, dV, K^T and
+  // V^T buffers go to the heap past the stack's budget (attn-outline-tasks). AVX-512's stay at
+  // 128 keys: not measured.
   if (family == ScheduleFamily::X86Avx512 || family == ScheduleFamily::X86Avx512Bf16 ||
       family == ScheduleFamily::X86Amx) {
     const bool smallTiles = attentionOperandDtype(spec, family) == DType::F32;
     return ScheduleParams("mlir",
                           {{"query_tile", queryTile(spec, smallTiles ? 32 : 48, 16)},
                            {"key_block", 128},
+                           {"backward_key_block", 128},
                            {"vector_width", 16},
                            {"key_unroll", smallTiles ? 4 : 8},
                            {"value_split", family == ScheduleFamily::X86Avx512Bf16 ? 4 : 8},
@@ -197,6 +210,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
     return ScheduleParams("mlir",
                           {{"query_tile", queryTile(spec, 16, 8)},
                            {"key_block", 128},
+                           {"backward_key_block", 512},
                            {"vector_width", 8},
                            {"key_unroll", 6},
                            {"value_split", 4},
@@ -250,6 +264,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
   return ScheduleParams("mlir",
                         {{"query_tile", queryTile(spec, 12, 4)},
                          {"key_block", 128},
+                         {"backward_key_block", 128},
                          {"vector_width", 4},
                          {"key_unroll", 8},
                          {"value_split", 8},

@@ -123,6 +123,26 @@ class MlirBackward(CliTestCase):
                     self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
                                       *shape), 0, "grad_q", "grad_k", "grad_v", "PASS")
 
+    def test_key_blocks_smaller_than_the_keys(self):
+        # The default key blocks (512 keys on AVX2) hold these shapes' keys whole: blocks of 32
+        # keys split them over blocks and chunks, a block's tail and a tile's kept keys
+        # crossing blocks, GQA's groups and a bias's chunk-major tasks.
+        bias = os.path.join(self.tmp, "bias.npy")
+        write_npy(bias, [math.sin(0.37 * e) for e in range(2 * 37 * 53)], [2, 1, 37, 53])
+        for i, (spec, extra) in enumerate([
+                ("heads=4 kv_heads=2 d_k=32 mask=causal", []),
+                ("heads=2 d_k=16 mask=window window_left=9 alibi=true sinks=true", []),
+                ("heads=4 kv_heads=1 d_k=16 bias=true", ["--bias", bias])]):
+            with self.subTest(spec=spec):
+                out = os.path.join(self.tmp, "blocks%d" % i)
+                self.expect(attnc("compile", BACKWARD + spec, "--backend", "mlir", "--schedule",
+                                  "backward_key_block=32", "-o", out), 0)
+                bundle = os.path.join(out, next(f for f in os.listdir(out) if f.endswith(".so")))
+                for threads in ("1", "2"):
+                    self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
+                                      "--batch", "2", "--seq-q", "37", "--seq-k", "53", *extra),
+                                0, "grad_q", "grad_k", "grad_v", "PASS")
+
     def test_saved_projections_replace_the_backward_recomputation(self):
         # The backward's module under save_projections: no attention recomputed and only the
         # eight products taking the projections back (dO_a, dW_O, and dx and dW for q, k, v),

@@ -89,6 +89,7 @@ Action addCompileCommand(CLI::App& app) {
                   "schedule parameters NAME=VALUE instead of the target's defaults (comma "
                   "separated; halide: query_tile key_block vector_width key_unroll row_unroll "
                   "value_split; mlir: query_tile key_block vector_width key_unroll value_split, "
+                  "backward_key_block (keys per block of the backward's dK and dV tasks), "
                   "amx=0/1 (bf16 products on AMX tiles, the default where the target has "
                   "them), dot=0/1 (as vdpbf16ps: the default with AVX512-BF16 and no AMX), "
                   "and decode=1 for the decode kernel alone, with decode_rows split_keys). "

@@ -166,6 +166,20 @@ void appendNewRows(const KernelTensors& t, HeadInputs& in) {
   }
 }
 
+// mha's projections Q = x_q W_Q, K = x_k W_K, V = x_v W_V split into heads (the positional
+// encoding added to the inputs first where the spec asks), before any RoPE.
+HeadInputs mhaProjections(const KernelTensors& t, const ParallelFor& parallelFor) {
+  const Spec& s = t.spec();
+  HeadInputs in;
+  in.q = projectToHeads(mhaInput(t, "q"), t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads,
+                        s.dK, parallelFor);
+  in.k = projectToHeads(mhaInput(t, "k"), t.batch(), t.seqK(), s.dModel, t.dense("w_k"), s.kvHeads,
+                        s.dK, parallelFor);
+  in.v = projectToHeads(mhaInput(t, "v"), t.batch(), t.seqK(), s.dModel, t.dense("w_v"), s.kvHeads,
+                        s.dV, parallelFor);
+  return in;
+}
+
 } // namespace
 
 void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& s,
@@ -199,18 +213,6 @@ std::vector<int64_t> keyLengths(const KernelTensors& t) {
   return lengths;
 }
 
-HeadInputs mhaProjections(const KernelTensors& t, const ParallelFor& parallelFor) {
-  const Spec& s = t.spec();
-  HeadInputs in;
-  in.q = projectToHeads(mhaInput(t, "q"), t.batch(), t.seqQ(), s.dModel, t.dense("w_q"), s.heads,
-                        s.dK, parallelFor);
-  in.k = projectToHeads(mhaInput(t, "k"), t.batch(), t.seqK(), s.dModel, t.dense("w_k"), s.kvHeads,
-                        s.dK, parallelFor);
-  in.v = projectToHeads(mhaInput(t, "v"), t.batch(), t.seqK(), s.dModel, t.dense("w_v"), s.kvHeads,
-                        s.dV, parallelFor);
-  return in;
-}
-
 std::vector<double> headsSideBySide(const Array4& x) {
   const int64_t batch = x.dims[0], heads = x.dims[1], seq = x.dims[2], dim = x.dims[3];
   std::vector<double> rows(batch * seq * heads * dim);
@@ -221,12 +223,15 @@ std::vector<double> headsSideBySide(const Array4& x) {
   return rows;
 }
 
-HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallelFor) {
+HeadInputs prepareHeadInputs(const KernelTensors& t, const ParallelFor& parallelFor,
+                             HeadInputs* projections) {
   const Spec& s = t.spec();
   const int64_t offset = positions::alignmentOffset(s, t.seqQ(), t.seqK());
   HeadInputs in;
   if (s.variant == Variant::Mha) {
     in = mhaProjections(t, parallelFor);
+    if (projections)
+      *projections = in;
   } else if (s.kvCache == KvCache::Paged) {
     in.q = t.headMajor("q");
     const bool quantized = s.kvDtype != KvDType::Same;

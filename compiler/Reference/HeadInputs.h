@@ -16,17 +16,15 @@ struct HeadInputs {
 
 // sdpa / additive / bilinear / linear: the inputs as they are, RoPE applied when asked.
 // mha: positional encoding on the inputs, then Q = x_q W_Q, K = x_k W_K, V = x_v W_V split
-// into heads, then RoPE. linformer: K~ = E K and V~ = F V over the valid keys.
-HeadInputs prepareHeadInputs(const KernelTensors& tensors, const ParallelFor& parallelFor);
+// into heads, then RoPE, with the projections before RoPE also in *projections where given
+// (save_projections' tensors). linformer: K~ = E K and V~ = F V over the valid keys.
+HeadInputs prepareHeadInputs(const KernelTensors& tensors, const ParallelFor& parallelFor,
+                             HeadInputs* projections = nullptr);
 
 // Row t of batch b rotated by RoPE at position t + offsets[b]; `transposed`: by R(pos)^T =
 // R(-pos), which takes a rotated row's gradient back (R is orthogonal).
 void applyRopeToAll(Array4& x, const std::vector<int64_t>& offsets, const Spec& spec,
                     bool transposed = false);
-
-// mha's projections Q = x_q W_Q, K = x_k W_K, V = x_v W_V split into heads (the positional
-// encoding added to the inputs first where the spec asks), before any RoPE.
-HeadInputs mhaProjections(const KernelTensors& tensors, const ParallelFor& parallelFor);
 
 // [B, heads, T, d] as [B, T, heads d], the heads side by side: mha's projections' and
 // Concat(head_1..head_H)'s layout.

@@ -40,7 +40,8 @@ void runReference(const KernelTensors& t, const ParallelFor& parallelFor) {
     runRagged(t, parallelFor);
     return;
   }
-  HeadInputs in = prepareHeadInputs(t, parallelFor);
+  HeadInputs projected; // save_projections': mha's projections before RoPE
+  HeadInputs in = prepareHeadInputs(t, parallelFor, s.saveProjections ? &projected : nullptr);
   AttentionResult r = s.variant == Variant::Linear ? linearAttention(t, in, parallelFor)
                                                    : softmaxAttention(t, in, parallelFor);
   if (s.variant == Variant::Mha) {
@@ -68,7 +69,6 @@ void runReference(const KernelTensors& t, const ParallelFor& parallelFor) {
   if (s.weights)
     t.store("weights", r.weights);
   if (s.saveProjections) {
-    const HeadInputs projected = mhaProjections(t, parallelFor);
     t.store("q_proj", headsSideBySide(projected.q));
     t.store("k_proj", headsSideBySide(projected.k));
     t.store("v_proj", headsSideBySide(projected.v));

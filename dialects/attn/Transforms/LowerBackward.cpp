@@ -24,8 +24,9 @@
 // BackwardAuxTerms.h's; this file holds the tasks and their buffers.
 //
 // The keys of a (batch, KV head) are split into S = ceil(8 / (B H_kv)) chunks, so that a
-// call with few heads (B H_kv = 1 on two cores) still has 8 tasks; S depends on B and H_kv
-// only, so a call's gradients are the same at any thread count. dQ's copies take
+// call with few heads (B H_kv = 1 on two cores) still has 8 tasks, their key blocks shortened
+// to ceil(Tk / S) keys where keyBlock would leave a chunk without; S and the blocks depend on
+// B, H_kv and Tk only, so a call's gradients are the same at any thread count. dQ's copies take
 // S B H d_k Tq floats: at most 8 G d_k Tq for a group of G query heads.
 //
 //===---------------------------------------------------------------------------===//
@@ -55,6 +56,8 @@ namespace {
 
 // The fewest tasks of phase 2: the keys are split into chunks until there are as many.
 constexpr int64_t kMinTasks = 8;
+// What a key block's keys are rounded up to where the chunks make it shorter than keyBlock.
+constexpr int64_t kBlockMultiple = 32;
 // The elements of a table's gradient that a task of its sum over the copies forms.
 constexpr int64_t kElementsPerSumTask = 256;
 
@@ -272,9 +275,14 @@ void BackwardLowering::emitChunkTasks() {
   Value chunk = chunkMajor ? task : b.create<arith::RemUIOp>(task, chunks).getResult();
   const KeyBlockBuffers buffers = keyBlockBuffers();
   auxCopies->zero(b, task, indexConstant(b, 0), indexConstant(b, 1));
-  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks.
+  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks of keyBlock keys, or of
+  // ceil(Tk / S) rounded up to 32 where that is fewer, so that every chunk has keys (B H_kv = 1
+  // at T 2048 on 512-key blocks would leave 4 of its 8 tasks without).
   Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
-  Value block = indexConstant(b, tiles.keyBlock);
+  Value side = indexConstant(b, kBlockMultiple);
+  Value perChunk = b.create<arith::MulIOp>(
+      b.create<arith::CeilDivUIOp>(b.create<arith::CeilDivUIOp>(seqK, chunks), side), side);
+  Value block = b.create<arith::MinUIOp>(indexConstant(b, tiles.keyBlock), perChunk);
   Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
   auto chunkEdge = [&](Value s) {
     return b.create<arith::DivUIOp>(b.create<arith::MulIOp>(s, blocks), chunks);

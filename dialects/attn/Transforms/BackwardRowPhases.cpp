@@ -3,6 +3,7 @@
 
 #include "attn/Kit/Builders.h"
 #include "attn/Kit/Elements.h"
+#include "attn/Transforms/BackwardSteps.h"
 #include "attn/Transforms/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -65,6 +66,14 @@ void emitDeltaPhase(ImplicitLocOpBuilder& b, BackwardOp op, int64_t rows, Value 
     Value tile = b.create<arith::DivUIOp>(row, indexConstant(b, rows));
     b.create<memref::StoreOp>(part[0], sinkParts, ValueRange{batch, head, tile});
   }
+  b.setInsertionPointAfter(task.loop);
+}
+
+void emitQueryGradPhase(ImplicitLocOpBuilder& b, BackwardOp op, int64_t rows, Value queryGrad,
+                        Value chunks) {
+  const QueryTiles task = forEachQueryTile(b, op, rows);
+  storeSummedTransposed(b, op.getGradQuery(), queryGrad, task.batch, task.head, task.row,
+                        task.count, chunks, b.create<memref::DimOp>(op.getQuery(), 0), rows);
   b.setInsertionPointAfter(task.loop);
 }
 

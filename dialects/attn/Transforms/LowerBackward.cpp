@@ -19,7 +19,7 @@
 //   terms into a copy of each tensor's gradient of its own, in its order, and a phase per
 //   tensor sums the copies in task order (B H_kv S copies of each: a table's, not a T x T
 //   tensor's, size is what this suits).
-// Phase 1 and the sinks' phase are BackwardRowPhases.h's, a tile's scores BackwardTile.h's,
+// Phases 1, 3 and 4 are BackwardRowPhases.h's, a tile's scores BackwardTile.h's,
 // the register tiles and copies BackwardSteps.h's, and where the aux terms go
 // BackwardAuxTerms.h's; this file holds the tasks and their buffers.
 //
@@ -108,7 +108,6 @@ private:
   // FMAs, or with dot vdpbf16ps on g rounded to bf16, keys in pairs.
   void accumulateQueryGrad(ImplicitLocOpBuilder& ib, const KeyBlockBuffers& buffers, Value slot,
                            Value head, Value row, Value begin, Value end);
-  void emitQueryTiles();
   // Zeroes the dQ^T copy `slot` for the heads of KV head `kvHead`'s group.
   void zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, Value kvHead);
   // Whether dK's or dV's sums over d columns take vdpbf16ps on rows in pairs (dot, bf16 rows
@@ -324,18 +323,11 @@ void BackwardLowering::zeroQueryGradCopy(ImplicitLocOpBuilder& pb, Value slot, V
                });
 }
 
-void BackwardLowering::emitQueryTiles() {
-  const QueryTiles task = forEachQueryTile(b, op, tiles.rows);
-  storeSummedTransposed(b, op.getGradQuery(), queryGrad, task.batch, task.head, task.row,
-                        task.count, chunks, b.create<memref::DimOp>(op.getQuery(), 0), tiles.rows);
-  b.setInsertionPointAfter(task.loop);
-}
-
 void BackwardLowering::emit() {
   emitWorkspace();
   emitDeltaPhase(b, op, tiles.rows, delta, sinkParts);
   emitChunkTasks();
-  emitQueryTiles();
+  emitQueryGradPhase(b, op, tiles.rows, queryGrad, chunks);
   if (op.getSinks())
     emitSinkGradientPhase(b, op, sinkParts);
   auxCopies->sumInOrder(b, kElementsPerSumTask);

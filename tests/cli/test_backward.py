@@ -124,11 +124,12 @@ class MlirBackward(CliTestCase):
                                       *shape), 0, "grad_q", "grad_k", "grad_v", "PASS")
 
     def test_key_blocks_smaller_than_the_keys(self):
-        # The default key blocks (512 keys on AVX2) hold these shapes' keys whole: blocks of 32
-        # keys split them over blocks and chunks, a block's tail and a tile's kept keys
-        # crossing blocks, GQA's groups and a bias's chunk-major tasks.
+        # At these shapes the default key blocks give each of the 2 chunks of B H_kv = 4 one
+        # block of 96 keys: blocks of 32 give a chunk several, dK's and dV's sums and a tile's
+        # kept keys crossing blocks in a task, and a tail of 22 keys, with GQA's groups. A
+        # bias's 8 chunk-major tasks take blocks of 32 keys either way (ceil(150 / 8) rounded).
         bias = os.path.join(self.tmp, "bias.npy")
-        write_npy(bias, [math.sin(0.37 * e) for e in range(2 * 37 * 53)], [2, 1, 37, 53])
+        write_npy(bias, [math.sin(0.37 * e) for e in range(2 * 37 * 150)], [2, 1, 37, 150])
         for i, (spec, extra) in enumerate([
                 ("heads=4 kv_heads=2 d_k=32 mask=causal", []),
                 ("heads=2 d_k=16 mask=window window_left=9 alibi=true sinks=true", []),
@@ -140,7 +141,7 @@ class MlirBackward(CliTestCase):
                 bundle = os.path.join(out, next(f for f in os.listdir(out) if f.endswith(".so")))
                 for threads in ("1", "2"):
                     self.expect(attnc("verify", bundle, "--backward", "--threads", threads,
-                                      "--batch", "2", "--seq-q", "37", "--seq-k", "53", *extra),
+                                      "--batch", "2", "--seq-q", "37", "--seq-k", "150", *extra),
                                 0, "grad_q", "grad_k", "grad_v", "PASS")
 
     def test_saved_projections_replace_the_backward_recomputation(self):

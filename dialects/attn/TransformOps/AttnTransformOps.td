@@ -270,7 +270,8 @@ def AttnLowerBackwardOp : Attn_TransformOp<"lower_backward"> {
   let summary = "Lowers the attn.backward ops under the target to three phases of tasks";
   let description = [{
     Each attn.backward becomes, in its place: D = rowsum(dO * O) per `rows` query rows; dK and
-    dV per `key_block` keys of a batch and KV head, over its group's heads and the query
+    dV per block of up to `key_block` keys of a batch and KV head (fewer where the tasks' key
+    chunks are shorter), over its group's heads and the query
     tiles the masks can keep; dQ per `rows` query rows of a batch and head. Query rows lie in
     `vector_width` lanes, `key_unroll` keys' scores are accumulated at once; with `dot` = 1
     (bf16 tensors, 16 lanes) the recomputed scores and dP take vdpbf16ps pair products. Phases

@@ -6,7 +6,8 @@
 //   before them, a task per tile of `rows` query rows of a batch and head:
 //     D_i = sum_c dO_ic O_ic                                  into delta [B, H, Tq]
 //     with sinks, the tile's part of d sink_h = -sum_i exp(sink_h - lse_i) D_i, in row order,
-//                                                             into sinkParts [B, H, Tq / rows]
+//                                                             into sinkParts [B, H, ceil(Tq /
+//                                                             rows)]
 //   after them, a task per tile: dQ = sum_s dQ^T_s, the S chunks' copies in order;
 //   and with sinks a task per head: grad_sinks[h] = -(its parts summed in order).
 //

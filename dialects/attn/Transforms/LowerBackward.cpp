@@ -5,7 +5,7 @@
 // (or row) order (BackwardSteps.h), and the copies are summed in order: no atomics.
 //
 //   phase 1, per tile of `rows` query rows:   D_i = sum_c dO_ic O_ic          (workspace)
-//   phase 2, per (batch, KV head, key chunk): for each key block of `keyBlock` keys of the
+//   phase 2, per (batch, KV head, key chunk): for each key block of up to `keyBlock` keys of the
 //     chunk in order, each head of the group and each query tile the masks can keep, the
 //     tile's p and g (BackwardTile.h), then
 //       dV[j, :] += sum_i p_ij dO[i, :]     dK[j, :] += sum_i g_ij Q[i, :]
@@ -25,8 +25,8 @@
 //
 // The keys of a (batch, KV head) are split into S = ceil(8 / (B H_kv)) chunks, so that a
 // call with few heads (B H_kv = 1 on two cores) still has 8 tasks, their key blocks shortened
-// to ceil(Tk / S) keys where keyBlock would leave a chunk without; S and the blocks depend on
-// B, H_kv and Tk only, so a call's gradients are the same at any thread count. dQ's copies take
+// to ceil(Tk / S) rounded up to 32 keys where that is fewer than keyBlock; S and the blocks depend
+// on B, H_kv and Tk only, so a call's gradients are the same at any thread count. dQ's copies take
 // S B H d_k Tq floats: at most 8 G d_k Tq for a group of G query heads.
 //
 //===---------------------------------------------------------------------------===//
@@ -45,7 +45,6 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <optional>
 
@@ -56,7 +55,9 @@ namespace {
 
 // The fewest tasks of phase 2: the keys are split into chunks until there are as many.
 constexpr int64_t kMinTasks = 8;
-// What a key block's keys are rounded up to where the chunks make it shorter than keyBlock.
+// What a key block's keys are rounded up to where the chunks make it shorter than keyBlock:
+// whole 8 x 8 squares of a bias's patch and whole pairs of keys for dot's products, and a
+// block of some keys where Tk is 0.
 constexpr int64_t kBlockMultiple = 32;
 // The elements of a table's gradient that a task of its sum over the copies forms.
 constexpr int64_t kElementsPerSumTask = 256;
@@ -274,13 +275,16 @@ void BackwardLowering::emitChunkTasks() {
   Value chunk = chunkMajor ? task : b.create<arith::RemUIOp>(task, chunks).getResult();
   const KeyBlockBuffers buffers = keyBlockBuffers();
   auxCopies->zero(b, task, indexConstant(b, 0), indexConstant(b, 1));
-  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks of keyBlock keys, or of
-  // ceil(Tk / S) rounded up to 32 where that is fewer, so that every chunk has keys (B H_kv = 1
-  // at T 2048 on 512-key blocks would leave 4 of its 8 tasks without).
+  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks of
+  // min(keyBlock, ceil(Tk / S) rounded up to 32, at least 32) keys, so that Tk >= 32 S leaves
+  // no chunk without keys (B H_kv = 1 at T 2048 on 512-key blocks would leave 4 of its 8 tasks
+  // without; chunk-major tasks, S = 8, have 256-key blocks there).
   Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
   Value side = indexConstant(b, kBlockMultiple);
-  Value perChunk = b.create<arith::MulIOp>(
-      b.create<arith::CeilDivUIOp>(b.create<arith::CeilDivUIOp>(seqK, chunks), side), side);
+  Value perChunk = b.create<arith::MaxUIOp>(
+      b.create<arith::MulIOp>(
+          b.create<arith::CeilDivUIOp>(b.create<arith::CeilDivUIOp>(seqK, chunks), side), side),
+      side);
   Value block = b.create<arith::MinUIOp>(indexConstant(b, tiles.keyBlock), perChunk);
   Value blocks = b.create<arith::CeilDivUIOp>(seqK, block);
   auto chunkEdge = [&](Value s) {

@@ -112,7 +112,8 @@ mlir::FailureOr<mlir::scf::ForallOp> lowerWeights(mlir::RewriterBase& rewriter, 
                                                   int64_t rows, const VectorOptions& options);
 
 // The tasks of an attn.backward's lowering: `rows` query rows (a multiple of the vector
-// width) per task of D and dQ, `keyBlock` keys per task of dK and dV.
+// width) per task of D and dQ, blocks of up to `keyBlock` keys in the tasks of dK and dV
+// (shortened at run time where the key chunks need it, LowerBackward.cpp).
 struct BackwardTiles {
   int64_t rows = 32;
   int64_t keyBlock = 64;

@@ -17,6 +17,12 @@
 // CHECK: scf.forall
 // CHECK:   memref.store %{{.*}}, %[[DELTA]]
 // CHECK: scf.forall
+// The key blocks: min(key_block, ceil(Tk / S) rounded up to 32, at least 32).
+// CHECK:   %[[PER:.*]] = arith.ceildivui %{{.*}}, %[[CHUNKS]]
+// CHECK:   %[[ROUNDED:.*]] = arith.ceildivui %[[PER]], %c32
+// CHECK:   %[[WHOLE:.*]] = arith.muli %[[ROUNDED]], %c32
+// CHECK:   %[[LEAST:.*]] = arith.maxui %[[WHOLE]], %c32
+// CHECK:   arith.minui %[[LEAST]], %c{{[0-9]+}}
 // CHECK:   math.tanh %{{.*}} : vector<4xf32>
 // CHECK-NOT: math.exp
 // CHECK:   arith.maximumf

@@ -55,9 +55,8 @@ namespace {
 
 // The fewest tasks of phase 2: the keys are split into chunks until there are as many.
 constexpr int64_t kMinTasks = 8;
-// What a key block's keys are rounded up to where the chunks make it shorter than keyBlock:
-// whole 8 x 8 squares of a bias's patch and whole pairs of keys for dot's products, and a
-// block of some keys where Tk is 0.
+// A shortened key block's multiple: whole 8 x 8 squares of a bias's patch, whole pairs of
+// keys for dot's products, and some keys where Tk is 0.
 constexpr int64_t kBlockMultiple = 32;
 // The elements of a table's gradient that a task of its sum over the copies forms.
 constexpr int64_t kElementsPerSumTask = 256;
@@ -275,10 +274,9 @@ void BackwardLowering::emitChunkTasks() {
   Value chunk = chunkMajor ? task : b.create<arith::RemUIOp>(task, chunks).getResult();
   const KeyBlockBuffers buffers = keyBlockBuffers();
   auxCopies->zero(b, task, indexConstant(b, 0), indexConstant(b, 1));
-  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks of
-  // min(keyBlock, ceil(Tk / S) rounded up to 32, at least 32) keys, so that Tk >= 32 S leaves
-  // no chunk without keys (B H_kv = 1 at T 2048 on 512-key blocks would leave 4 of its 8 tasks
-  // without; chunk-major tasks, S = 8, have 256-key blocks there).
+  // The chunk's key blocks: [s nb / S, (s + 1) nb / S) of the nb blocks of min(keyBlock,
+  // ceil(Tk / S) rounded up to 32, at least 32) keys: Tk >= 32 S leaves no chunk without keys
+  // (B H_kv = 1 at T 2048 on 512-key blocks would leave 4 of 8 tasks without).
   Value seqK = b.create<memref::DimOp>(op.getKey(), 2);
   Value side = indexConstant(b, kBlockMultiple);
   Value perChunk = b.create<arith::MaxUIOp>(

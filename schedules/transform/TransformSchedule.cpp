@@ -81,6 +81,10 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
        {0, 1},
        "1: QK^T and PV as AVX512-BF16 dot products, vdpbf16ps (x86-avx512-bf16: bf16 on Zen 4; "
        "x86-amx)"},
+      {"backward_dot",
+       {0, 1},
+       "1: the backward's five products as AVX512-BF16 dot products, vdpbf16ps (x86-avx512-bf16 "
+       "and x86-amx: the backward has no AMX tiles)"},
       {"decode",
        {0, 1},
        "1: the decode kernel (few query rows: vectors along keys and the head dim, a GQA "
@@ -131,8 +135,8 @@ std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
   // which backward_key_block does not touch.
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
-        p.name != "backward_key_block" && p.name != "split_keys" && p.name != "matmul_mma" &&
-        (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
+        p.name != "backward_key_block" && p.name != "backward_dot" && p.name != "split_keys" &&
+        p.name != "matmul_mma" && (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
         (p.name != "dot" || family == ScheduleFamily::X86Avx512Bf16))
       tuned.push_back(p);
   return tuned;
@@ -198,6 +202,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"value_split", family == ScheduleFamily::X86Avx512Bf16 ? 4 : 8},
                            {"amx", family == ScheduleFamily::X86Amx ? 1 : 0},
                            {"dot", family == ScheduleFamily::X86Avx512Bf16 ? 1 : 0},
+                           {"backward_dot", family != ScheduleFamily::X86Avx512 ? 1 : 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -216,6 +221,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"value_split", 4},
                            {"amx", 0},
                            {"dot", 0},
+                           {"backward_dot", 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -270,11 +276,40 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                          {"value_split", 8},
                          {"amx", 0},
                          {"dot", 0},
+                         {"backward_dot", 0},
                          {"decode", 0},
                          {"decode_rows", decodeRows(spec)},
                          {"split_keys", 512}},
                         "register budget of 32 NEON q registers (not measured)");
 }
+
+namespace {
+
+// vdpbf16ps (dot=1, backward_dot=1) is an AVX512-BF16 instruction: the targets of both
+// families have it (MlirTarget picks x86-amx only beside AVX512-BF16), and the families' specs
+// have operands that pair.
+void checkDotFamily(const char* name, ScheduleFamily family) {
+  if (family != ScheduleFamily::X86Avx512Bf16 && family != ScheduleFamily::X86Amx)
+    throw UsageError("schedule: " + std::string(name) +
+                     " needs the x86-avx512-bf16 or x86-amx family: a bf16 spec with d_k a "
+                     "multiple of 32 and d_v of 16 on a target with AVX512-BF16 (x86-64-zen4, "
+                     "x86-64-sapphirerapids, or host on such a CPU); this is " +
+                     std::string(scheduleFamilyName(family)));
+}
+
+// The backward's dot products: 16 query rows a vector (its key blocks are multiples of 32
+// keys by their parameter space), apart from the forward's products, so that the x86-amx
+// family's backward takes them beside the forward's AMX tiles.
+void checkBackwardDot(ScheduleFamily family, const ScheduleParams& params) {
+  if (params.get("backward_dot") != 1)
+    return;
+  checkDotFamily("backward_dot=1", family);
+  if (params.get("vector_width") != 16)
+    throw UsageError("schedule: backward_dot=1 needs vector_width=16; got vector_width=" +
+                     std::to_string(params.get("vector_width")));
+}
+
+} // namespace
 
 void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, const Spec& spec) {
   if (family == ScheduleFamily::Cuda) {
@@ -313,6 +348,7 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
     throw UsageError(
         "schedule: query_tile=" + std::to_string(params.get("query_tile")) +
         " must be a multiple of vector_width=" + std::to_string(params.get("vector_width")));
+  checkBackwardDot(family, params);
   const bool amx = params.get("amx") == 1, dot = params.get("dot") == 1;
   if (!amx && !dot)
     return;
@@ -325,11 +361,8 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
                      "of 32 and d_v of 16 on a target with AMX (x86-64-sapphirerapids, or host "
                      "on such a CPU); this is " +
                      std::string(scheduleFamilyName(family)));
-  if (dot && family != ScheduleFamily::X86Avx512Bf16 && family != ScheduleFamily::X86Amx)
-    throw UsageError("schedule: dot=1 needs the x86-avx512-bf16 or x86-amx family: a bf16 spec "
-                     "with d_k a multiple of 32 and d_v of 16 on a target with AVX512-BF16 "
-                     "(x86-64-zen4, x86-64-sapphirerapids, or host on such a CPU); this is " +
-                     std::string(scheduleFamilyName(family)));
+  if (dot)
+    checkDotFamily("dot=1", family);
   // Both take 16 query rows a vector or tile (an AMX tile holds 16 rows of 16 f32: S^T and
   // O^T) and pairs of keys laid out in chunks of 32 (PairedOperands.h).
   if (params.get("query_tile") % 16 != 0 || params.get("key_block") % 32 != 0 ||

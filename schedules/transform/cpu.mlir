@@ -29,7 +29,8 @@ module attributes {transform.with_named_sequence} {
   // RoPE's rotations, when the spec has them,
   // run first in tasks of 16 rows (every head); the weights, when asked for, last, in tasks of
   // a query tile. A backward kernel's three phases: D per query tile, dK and dV per key block
-  // (of backward_key_block keys, over the query tiles the masks can keep), dQ per query tile.
+  // (of backward_key_block keys, over the query tiles the masks can keep), dQ per query tile;
+  // bf16's products as vdpbf16ps with backward_dot = 1, on AMX targets too (no tiles).
   transform.named_sequence @vectorize(%root: !transform.any_op {transform.readonly}) {
     %kernels = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
@@ -53,7 +54,7 @@ module attributes {transform.with_named_sequence} {
     %backward = transform.structured.match ops{["func.func"]} in %root
         : (!transform.any_op) -> !transform.any_op
     transform.attn.lower_backward %backward rows = ${query_tile} key_block = ${backward_key_block}
-        vector_width = ${vector_width} key_unroll = ${key_unroll} dot = ${dot}
+        vector_width = ${vector_width} key_unroll = ${key_unroll} dot = ${backward_dot}
         : !transform.any_op
     transform.yield
   }

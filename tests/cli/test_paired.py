@@ -214,6 +214,20 @@ class DotCode(PairedProducts, CliTestCase):
         self.assertIn("vdpbf16ps", asm)
         self.assertNotIn("tdpbf16ps", asm)
 
+    def test_backward_products_are_dot_products_in_both_families(self):
+        # The backward has no AMX tiles: its products are vdpbf16ps on an AMX target too, apart
+        # from the forward's (backward_dot), whose products the schedules here widen.
+        spec = "heads=4 kv_heads=2 d_k=64 dtype=bf16 mask=causal lse=true backward=true"
+        for target, forward in (("x86-64-zen4", "dot=0"), ("x86-64-sapphirerapids", "amx=0")):
+            with self.subTest(target=target):
+                self.assertIn("vdpbf16ps", self.assembly(spec, target, forward))
+                self.assertNotIn("vdpbf16ps",
+                                 self.assembly(spec, target, forward + ",backward_dot=0"))
+        self.expect(attnc("compile", "heads=8 d_k=80 dtype=bf16 lse=true backward=true",
+                          "--backend", "mlir", "--target", "x86-64-zen4", "--schedule",
+                          "backward_dot=1", "-o", self.tmp), 2,
+                    "backward_dot=1 needs the x86-avx512-bf16 or x86-amx family", "x86-avx512")
+
     def test_dot_schedule_outside_the_families_is_refused(self):
         self.expect(attnc("compile", "heads=8 d_k=128 dtype=bf16", "--backend", "mlir",
                           "--target", "x86-64-avx512", "--schedule", "dot=1", "-o", self.tmp), 2,

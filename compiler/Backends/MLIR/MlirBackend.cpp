@@ -202,8 +202,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
                  "",
                  "sdpa in bf16: the recomputed scores and dP, and dK's, dV's and dQ's sums (P "
                  "and G rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
-                 "x86-avx512-bf16 family; f16, mha (its heads in f32), and bf16 elsewhere, "
-                 "widened to f32"});
+                 "x86-avx512-bf16 and x86-amx families (no AMX tiles in the backward: "
+                 "backward_dot); f16, mha (its heads in f32), and bf16 elsewhere, widened to "
+                 "f32"});
     rows.push_back({Device::Cuda,
                     {Variant::Sdpa, Variant::Mha},
                     allMasks,

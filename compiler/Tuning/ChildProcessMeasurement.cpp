@@ -51,6 +51,42 @@ TrialStatus statusOf(const ChildResult& r, TrialStatus onFailure) {
   return onFailure;
 }
 
+// attnc bench's arguments for the timed shape; with `backward`, of the backward entry (its
+// forward, whose o and lse it reads, run once untimed).
+std::vector<std::string> benchArguments(const std::string& bundle, const TuneOptions& o,
+                                        bool backward) {
+  std::vector<std::string> arguments = {"bench", bundle, "--json", "--no-baseline",
+                                        "--flush-caches"};
+  for (auto [flag, value] : {std::pair{"--warmup", int64_t{o.warmup}},
+                             {"--runs", o.runs},
+                             {"--batch", o.batch},
+                             {"--seq-q", o.seqQ},
+                             {"--seq-k", o.seqK},
+                             {"--threads", o.threads}}) {
+    arguments.push_back(flag);
+    arguments.push_back(std::to_string(value));
+  }
+  if (backward)
+    arguments.push_back("--backward");
+  return arguments;
+}
+
+// Adds the kernel's times in attnc bench's JSON report to m's; returns its rate as text, with
+// the entry's name and median where the trial times two (`entry` not empty). Throws where the
+// report lacks them.
+std::string addTimings(Measured& m, const std::string& report, const std::string& entry) {
+  const nlohmann::json json = nlohmann::json::parse(report);
+  const nlohmann::json& kernel = json.at("timings").at("kernel");
+  const double median = kernel.at("median_ms").get<double>();
+  m.medianMs += median;
+  m.p10Ms += kernel.at("p10_ms").get<double>();
+  m.p90Ms += kernel.at("p90_ms").get<double>();
+  m.threads = json.at("threads").get<int>();
+  return fmt::format("{}{:.1f} GFLOP/s",
+                     entry.empty() ? "" : fmt::format("{} {:.3f} ms, ", entry, median),
+                     kernel.at("gflops").get<double>());
+}
+
 } // namespace
 
 ChildProcessMeasurement::ChildProcessMeasurement(std::filesystem::path attnc, TuneOptions options,
@@ -92,9 +128,13 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
                   compiled, "compile");
   const std::string bundle = compiled.out.substr(0, compiled.out.find('\n'));
 
-  const ChildResult verified = run({"verify", bundle, "--batch", kVerifyBatch, "--seq-q",
-                                    kVerifySeqQ, "--seq-k", kVerifySeqK, "--threads", threads},
-                                   o.runLimit);
+  // A backward spec's trial verifies the gradients too and times a training step: the
+  // forward's median and the backward's summed (and their p10s, and their p90s).
+  std::vector<std::string> verify = {"verify",    bundle,    "--batch",   kVerifyBatch, "--seq-q",
+                                     kVerifySeqQ, "--seq-k", kVerifySeqK, "--threads",  threads};
+  if (spec.backward)
+    verify.push_back("--backward");
+  const ChildResult verified = run(verify, o.runLimit);
   if (!verified.ok())
     return failed(
         statusOf(verified, verified.exitCode == 1 && verified.out.find("FAIL") != std::string::npos
@@ -102,28 +142,26 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
                                : TrialStatus::Failed),
         verified, "verify");
 
-  const ChildResult timed =
-      run({"bench", bundle, "--json", "--no-baseline", "--flush-caches", "--warmup",
-           std::to_string(o.warmup), "--runs", std::to_string(o.runs), "--batch",
-           std::to_string(o.batch), "--seq-q", std::to_string(o.seqQ), "--seq-k",
-           std::to_string(o.seqK), "--threads", threads},
-          o.runLimit);
-  if (!timed.ok())
-    return failed(statusOf(timed, TrialStatus::Failed), timed, "bench");
-  try {
-    const nlohmann::json report = nlohmann::json::parse(timed.out);
-    const nlohmann::json& kernel = report.at("timings").at("kernel");
-    m.medianMs = kernel.at("median_ms").get<double>();
-    m.p10Ms = kernel.at("p10_ms").get<double>();
-    m.p90Ms = kernel.at("p90_ms").get<double>();
-    m.runs = o.runs;
-    m.threads = report.at("threads").get<int>();
-    m.detail = fmt::format("verified at B={} Tq={} Tk={}; {:.1f} GFLOP/s", kVerifyBatch,
-                           kVerifySeqQ, kVerifySeqK, kernel.at("gflops").get<double>());
-  } catch (const std::exception& e) {
-    return failed(TrialStatus::Failed, timed,
-                  std::string("bench output unreadable (") + e.what() + ")");
+  // The forward, then a backward spec's backward entry; a trial's times are their sums.
+  std::string timings;
+  for (const bool backward : {false, true}) {
+    if (backward && !spec.backward)
+      break;
+    const ChildResult timed = run(benchArguments(bundle, o, backward), o.runLimit);
+    if (!timed.ok())
+      return failed(statusOf(timed, TrialStatus::Failed), timed, "bench");
+    try {
+      const std::string entry = !spec.backward ? "" : backward ? "backward" : "forward";
+      timings += (timings.empty() ? "" : "; ") + addTimings(m, timed.out, entry);
+    } catch (const std::exception& e) {
+      return failed(TrialStatus::Failed, timed,
+                    std::string("bench output unreadable (") + e.what() + ")");
+    }
   }
+  m.runs = o.runs;
+  m.detail =
+      fmt::format("verified{} at B={} Tq={} Tk={}; {}", spec.backward ? " with its gradients" : "",
+                  kVerifyBatch, kVerifySeqQ, kVerifySeqK, timings);
   m.status = TrialStatus::Ok;
   return m;
 }

@@ -3,6 +3,7 @@
 #include "Driver/Driver.h"
 #include "Tuning/Hardware.h"
 #include "Tuning/Search.h"
+#include "Tuning/Tuner.h"
 #include "Tuning/TuningDatabase.h"
 
 #include <algorithm>
@@ -22,7 +23,7 @@ std::vector<TrialRecord> recordsFor(const Spec& spec, const std::string& target,
       continue;
     try {
       TuningDatabase db(path, TuningDatabase::Mode::ReadOnly);
-      for (TrialRecord& r : db.trialsFor(spec.hash(), target, hardware))
+      for (TrialRecord& r : db.trialsFor(trialsHash(spec), target, hardware))
         records.push_back(std::move(r));
     } catch (const DatabaseError& e) {
       fmt::print(stderr, "attnc: warning: {}; compiling without its records\n", e.what());

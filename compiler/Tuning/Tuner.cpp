@@ -4,6 +4,7 @@
 #include "Support/Errors.h"
 #include "Tuning/BuildIdentity.h"
 #include "Tuning/Hardware.h"
+#include "attnc/Hash.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +43,7 @@ public:
   TuneOutcome run() {
     observer_.event({{"event", "start"},
                      {"spec", outcome_.key.spec},
+                     {"timed", spec_.backward ? "forward+backward" : "forward"},
                      {"target", options_.target.name},
                      {"hardware", outcome_.key.hardware},
                      {"bucket", outcome_.key.bucket.text()},
@@ -270,8 +272,12 @@ private:
 } // namespace
 
 TuningKey tuningKey(const Spec& spec, const TuneOptions& o) {
-  return {spec.hash(),   spec.canonical(),      ShapeBucket::of(o.seqQ, o.seqK),
-          o.target.name, hardwareFor(o.target), ATTNC_VERSION};
+  return {trialsHash(spec), spec.canonical(),      ShapeBucket::of(o.seqQ, o.seqK),
+          o.target.name,    hardwareFor(o.target), ATTNC_VERSION};
+}
+
+std::string trialsHash(const Spec& spec) {
+  return spec.backward ? fnv1a64Hex(spec.canonical() + " timed=forward+backward") : spec.hash();
 }
 
 TuneOutcome tune(const Spec& spec, const TuneOptions& options, TuningDatabase& db,

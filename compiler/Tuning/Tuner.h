@@ -61,6 +61,12 @@ struct TuneOutcome {
 // target, this machine and this attnc.
 TuningKey tuningKey(const Spec& spec, const TuneOptions& options);
 
+// The hash a spec's trials are recorded and found under: Spec::hash(), and for a spec with
+// backward=true, whose trials time a training step (the forward and the backward), the hash
+// of its canonical text with that said, so that no trial timing the forward alone (as attnc
+// tune did before it timed the backward) answers for it.
+std::string trialsHash(const Spec& spec);
+
 // Runs the search. Throws UsageError when none of options.backends can be tuned, and the
 // measurement's EnvironmentError when the machine fails a trial: the trials before it stay
 // recorded, and that one is measured by the next run.

@@ -23,7 +23,8 @@ struct ShapeBucket {
 // What a trial is for. A record answers for a later compile only when all of these match and
 // its toolchain is the one the backend has now.
 struct TuningKey {
-  std::string specHash; // Spec::hash() of the canonical spec
+  std::string specHash; // trialsHash(spec) (Tuner.h): Spec::hash(), or with backward=true
+                        // the hash of the spec and what its trials time
   std::string spec;     // the canonical spec, for people reading the database
   ShapeBucket bucket;
   std::string target;   // "host", "x86-64-avx512", "cuda-sm_90", ...

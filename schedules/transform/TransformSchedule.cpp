@@ -127,16 +127,19 @@ std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family) {
   return cpu; // not reached: every family is named above
 }
 
-std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family) {
+std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family, const Spec& spec) {
   std::vector<ParamSpace> tuned;
   // The decode kernel is picked by the shape dispatch, not searched with the prefill kernel's
   // parameters; AMX tiles and dot products only where the family has them (vdpbf16ps is
-  // searched where it is the fastest product, not beside AMX); attnc tune times the forward,
-  // which backward_key_block does not touch.
+  // searched where it is the fastest product, not beside AMX); the backward's parameters only
+  // where attnc tune times the backward.
+  const bool pairs = family == ScheduleFamily::X86Avx512Bf16 || family == ScheduleFamily::X86Amx;
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
-        p.name != "backward_key_block" && p.name != "backward_dot" && p.name != "split_keys" &&
-        p.name != "matmul_mma" && (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
+        p.name != "split_keys" && p.name != "matmul_mma" &&
+        (p.name != "backward_key_block" || spec.backward) &&
+        (p.name != "backward_dot" || (spec.backward && pairs)) &&
+        (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
         (p.name != "dot" || family == ScheduleFamily::X86Avx512Bf16))
       tuned.push_back(p);
   return tuned;

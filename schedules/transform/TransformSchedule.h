@@ -33,9 +33,11 @@ namespace attnc::mlirschedule {
 //   max_key_splits, fill_blocks   split-key decoding: blocks per task and the blocks to fill
 std::span<const ParamSpace> mlirParamSpace(ScheduleFamily family);
 
-// The parameters `attnc tune` searches for a family: all of them but the CPU families'
-// vector_width, which follows the target, and Cuda's matmul_mma, which follows the dtype.
-std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family);
+// The parameters `attnc tune` searches for a family and spec: all of them but the CPU
+// families' vector_width, which follows the target, and Cuda's matmul_mma, which follows the
+// dtype; the backward's (backward_key_block, and backward_dot where the family has pairs) for
+// a spec with backward=true only, whose trials time the backward too.
+std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family, const Spec& spec);
 
 // The element type of the q, k and v the attention itself reads on a schedule family: the
 // spec's dtype for sdpa; where a variant's products make them (mha's projections, bilinear's

@@ -109,6 +109,34 @@ class Tune(CliTestCase):
             self.assertFalse(long_schedule(manifest_in(out))["provenance"].startswith("tuned"),
                              flags)
 
+    def test_a_backward_spec_tunes_the_training_step(self):
+        # Its trials verify the gradients too, time the forward and the backward entry and
+        # search the backward's key blocks; compile takes the best for that spec only, not for
+        # the forward alone (whose trials time the forward alone).
+        spec = "heads=2 d_k=32 mask=causal lse=true backward=true"
+        run = events(self.tune(spec, "--trials", "5", "--backend", "mlir", *FAST).stdout)
+        self.assertEqual(run[0]["timed"], "forward+backward")
+        trials = [e for e in run if e["event"] == "trial"]
+        self.assertEqual(len(trials), 5)
+        for t in trials:
+            self.assertEqual(t["status"], "ok", t)
+            self.assertRegex(t["detail"], r"^verified with its gradients at B=2 Tq=37 Tk=53; "
+                             r"forward [0-9.]+ ms, [0-9.]+ GFLOP/s; backward [0-9.]+ ms")
+            forward, backward = (float(x) for x in
+                                 re.findall(r"(?:forward|backward) ([0-9.]+) ms", t["detail"]))
+            self.assertAlmostEqual(t["median_ms"], forward + backward, delta=2e-3)
+        blocks = {re.search(r"backward_key_block=(\d+)", t["candidate"]).group(1)
+                  for t in trials}
+        self.assertGreater(len(blocks), 1, blocks)
+        env = {"ATTNC_TUNING_DB": self.db, "ATTNC_SYSTEM_TUNING_DB": ""}
+        for compiled, tuned in ((spec, True), ("heads=2 d_k=32 mask=causal lse=true", False)):
+            out = os.path.join(self.tmp, str(tuned))
+            self.expect(attnc("compile", compiled, "--backend", "mlir", "-o", out, env=env), 0)
+            provenance = long_schedule(manifest_in(out))["provenance"]
+            self.assertEqual(provenance.startswith("tuned: trial "), tuned, provenance)
+        self.assertEqual(events(self.tune(SPEC, "--trials", "1", *FAST).stdout)[0]["timed"],
+                         "forward")
+
     def test_tuned_shape_buckets_share_one_bundle(self):
         # Two buckets: Tq = Tk = 64 (both backends' defaults) and 300 (Halide only).
         self.tune(SPEC, "--trials", "2", *FAST)

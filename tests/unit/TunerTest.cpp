@@ -210,5 +210,15 @@ TEST_F(Tuner, NoRunWithoutATunableBackend) {
   EXPECT_TRUE(measurement.measured.empty());
 }
 
+// A backward spec's trials time the forward and the backward: they are keyed apart from the
+// spec's hash, under which attnc tune recorded trials of its forward alone before.
+TEST(TrialsHash, ABackwardSpecsTrialsAreKeyedByWhatTheyTime) {
+  const Spec forward = parseSpec("heads=2 d_k=32 lse=true");
+  const Spec backward = parseSpec("heads=2 d_k=32 lse=true backward=true");
+  EXPECT_EQ(tuning::trialsHash(forward), forward.hash());
+  EXPECT_NE(tuning::trialsHash(backward), backward.hash());
+  EXPECT_EQ(tuning::trialsHash(backward).size(), backward.hash().size());
+}
+
 } // namespace
 } // namespace attnc

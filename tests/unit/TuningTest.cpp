@@ -133,6 +133,27 @@ TEST_F(TuningSpaces, VariantProductsOnTensorCoresFollowTheDtype) {
                 "matmul_mma=1 takes the products in TF32");
 }
 
+// The backward's parameters are searched where the trials time the backward (backward=true),
+// backward_dot where the family has pairs of bf16 to take: Zen 4's and Sapphire Rapids'.
+TEST_F(TuningSpaces, TheBackwardsParametersOnlyForABackwardSpec) {
+  auto names = [](const char* specText, const char* target) {
+    std::set<std::string> found;
+    const std::vector<TuningSpace> spaces = tuningSpaces(parseSpec(specText), parseTarget(target));
+    for (const ParamSpace& p : spaceOf(spaces, "mlir").params)
+      found.insert(std::string(p.name));
+    return found;
+  };
+  const char* backward = "heads=4 d_k=64 dtype=bf16 lse=true backward=true";
+  for (const char* target : {"x86-64-avx2", "x86-64-zen4", "x86-64-sapphirerapids"}) {
+    EXPECT_FALSE(names("heads=4 d_k=64 dtype=bf16 lse=true", target).count("backward_key_block"))
+        << target;
+    EXPECT_TRUE(names(backward, target).count("backward_key_block")) << target;
+    EXPECT_EQ(names(backward, target).count("backward_dot"),
+              std::string(target) == "x86-64-avx2" ? 0u : 1u)
+        << target;
+  }
+}
+
 TEST_F(TuningSpaces, LinearAttentionSearchesOnlyItsChunk) {
   auto names = [](const char* specText) {
     std::set<std::string> found;

@@ -237,7 +237,7 @@ std::optional<TuningSpace> MlirBackend::tuningSpace(const Spec& spec,
       "mlir",
       family,
       "LLVM " LLVM_VERSION_STRING,
-      mlirschedule::mlirTuningParams(family),
+      mlirschedule::mlirTuningParams(family, spec),
       mlirschedule::defaultMlirSchedule(family, spec),
       [family, spec](const ScheduleParams& p) { mlirschedule::checkMlirSchedule(family, p, spec); },
       /*generated=*/{}};

@@ -32,11 +32,11 @@ std::optional<std::string> Backend::unsupported(const Spec& spec, const Target& 
   if (!explained)
     return "the " + std::string(name()) + " backend builds no " + std::string(deviceName(device)) +
            " kernels";
-  std::string reason = "the " + std::string(name()) + " backend does not support " +
-                       *firstGap(*explained, spec) + " on " + std::string(deviceName(device)) +
-                       " targets";
-  if (!explained->gapReason.empty())
-    reason += " (" + std::string(explained->gapReason) + ")";
+  const std::string gap = *firstGap(*explained, spec);
+  std::string reason = "the " + std::string(name()) + " backend does not support " + gap + " on " +
+                       std::string(deviceName(device)) + " targets";
+  if (const std::string_view why = gapReason(*explained, gap); !why.empty())
+    reason += " (" + std::string(why) + ")";
   return reason + "; it covers " + describeCoverage(*explained) + " there (attnc backends)";
 }
 

@@ -139,7 +139,7 @@ Coverage fullCoverage(Device device) {
           {std::begin(kOutputs), std::end(kOutputs)},
           everyValue(dtypeNames()),
           {},
-          "",
+          {},
           "",
           ""};
 }
@@ -175,6 +175,13 @@ bool defersToAnother(const Coverage& row, const Spec& spec) {
                      [&](MaskKind k) { return spec.masks.has(k); });
 }
 
+std::string_view gapReason(const Coverage& row, std::string_view gap) {
+  for (const Coverage::GapReason& r : row.gapReasons)
+    if (gap.starts_with(r.gaps))
+      return r.why;
+  return "";
+}
+
 std::string describeCoverage(const Coverage& row) {
   return "variants " + joined(names(row.variants, variantName)) + "; masks " +
          joined(names(row.masks, maskKindName)) + "; modifiers " +
@@ -192,8 +199,8 @@ nlohmann::json coverageJson(const Coverage& row) {
                          {"dtypes", names(row.dtypes, dtypeName)}};
   if (!row.elementwiseMasks.empty())
     json["elementwise_masks"] = names(row.elementwiseMasks, maskKindName);
-  if (!row.gapReason.empty())
-    json["gap_reason"] = row.gapReason;
+  for (const Coverage::GapReason& r : row.gapReasons)
+    json["gap_reasons"][std::string(r.gaps)] = r.why;
   if (!row.decode.empty())
     json["decode"] = row.decode;
   if (!row.products.empty())

@@ -54,8 +54,12 @@ struct Coverage {
   // are bounded coarser than the pattern: residue classes not gathered, key blocks larger than
   // the pattern's blocks): `--backend auto` prefers a backend that skips them.
   std::vector<MaskKind> elementwiseMasks;
-  // Why what is missing is missing, when one reason covers it ("" otherwise).
-  std::string_view gapReason;
+  // Why what is missing is missing: each reason for the gaps whose text (as firstGap writes
+  // it: "variant=mha", "backward=true") starts with its `gaps`.
+  struct GapReason {
+    std::string_view gaps, why;
+  };
+  std::vector<GapReason> gapReasons;
   // How its kernels run decode steps (Tq <= 16 rows against a long Tk), for `attnc backends`:
   // a kernel of their own, or the prefill kernel and what that costs ("" for a reference).
   std::string_view decode;
@@ -81,7 +85,11 @@ bool defersToAnother(const Coverage& row, const Spec& spec);
 // The row in spec terms: "variant=sdpa; masks causal padding ...; modifiers ...; ...".
 std::string describeCoverage(const Coverage& row);
 
-// {"family", "variants", "masks", "modifiers", "outputs", "dtypes"[, "gap_reason"]}.
+// Why the row leaves out `gap` (firstGap's text), or "" where it does not say.
+std::string_view gapReason(const Coverage& row, std::string_view gap);
+
+// {"family", "variants", "masks", "modifiers", "outputs", "dtypes"[, "gap_reasons": {gaps:
+// why}]}.
 nlohmann::json coverageJson(const Coverage& row);
 
 } // namespace attnc

@@ -57,6 +57,13 @@ class CapabilityTable(CliTestCase):
             self.assertIsNone(verdicts("variant=linear d_k=8")["halide"])
             self.assertIn("does not support dtype=bf16 on cuda targets",
                           verdicts("d_k=8 dtype=bf16", "cuda-sm_90")["halide"])
+            # Each gap with its own reason, not every reason the row has.
+            backward = verdicts("d_k=8 lse=true backward=true")["halide"]
+            self.assertIn("backward=true on cpu targets (a Halide backward would recompute dS",
+                          backward)
+            self.assertNotIn("8-bit float", backward)
+            self.assertIn("(Halide 14 has no 8-bit float type; the mlir backend decodes them)",
+                          verdicts("d_k=8 kv_cache=contiguous kv_dtype=fp8_e4m3")["halide"])
         self.assertIn("not a target of the reference backend",
                       verdicts("d_k=8", "cuda-sm_90")["reference"])
         self.expect(attnc("backends", "--spec", "d_k=8"), 0, "reference: builds it", "auto: ")

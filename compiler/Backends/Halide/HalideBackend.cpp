@@ -10,6 +10,7 @@
 #include "attnc/attnc.h"
 #include "halide/AttentionSchedule.h"
 
+#include <array>
 #include <map>
 #include <memory>
 
@@ -108,6 +109,18 @@ public:
   CompileResult compile(const Spec& spec, const CompileOptions& options) const override;
 };
 
+// Why neither row builds a backward, nor what only a backward reads.
+constexpr std::array<Coverage::GapReason, 3> kBackwardGaps = {{
+    {"backward=true", "a Halide backward would recompute dS for dQ or hold it whole, behind "
+                      "the mlir backend's, which builds it"},
+    {"the gradients of float aux tensors",
+     "a Halide backward would recompute dS for dQ or hold it whole, behind the mlir "
+     "backend's, which builds it"},
+    {"save_projections=true",
+     "only a backward reads them, and a Halide backward would stay behind the mlir "
+     "backend's, which builds both"},
+}};
+
 // Every variant, mask, modifier, output and dtype on CPUs but fp8 E4M3 caches (Halide 14 has no
 // 8-bit float type; the MLIR backend decodes them) and the backward entry. On CUDA the schedule
 // covers sdpa, and bf16 is out: LLVM 14's NVPTX code generator (inside Halide 14) aborts on bf16
@@ -129,11 +142,12 @@ std::span<const Coverage> HalideBackend::coverage() const {
     cuda.dtypes = {DType::F32, DType::F16};
     std::erase(cuda.modifiers, Modifier::KvAppend);
     std::erase(cuda.modifiers, Modifier::Fp8KvCache);
-    cuda.gapReason = "its CUDA schedule covers sdpa, LLVM 14's NVPTX code generator inside "
-                     "Halide 14 aborts on bf16 values, Halide 14 has no 8-bit float type for "
-                     "fp8_e4m3 caches, the runtime writes kv_append's rows into host caches "
-                     "only, and a Halide backward (and the projections saved for one) would "
-                     "recompute dS for dQ or hold it whole, behind the mlir backend's";
+    cuda.gapReasons = {
+        {"variant=", "its CUDA schedule covers sdpa"},
+        {"dtype=bf16", "LLVM 14's NVPTX code generator inside Halide 14 aborts on bf16 values"},
+        {"kv_dtype=fp8_e4m3", "Halide 14 has no 8-bit float type"},
+        {"kv_append", "the runtime writes kv_append's rows into host caches only"}};
+    cuda.gapReasons.insert(cuda.gapReasons.end(), kBackwardGaps.begin(), kBackwardGaps.end());
     // Query rows fill the vector lanes: a one-row step uses 1/16 of each AVX-512 vector (12.8
     // ms against MLIR's 2.0 at H 8 d 128 f16 Tk 16k, docs/benchmarks.md "Decode"), so
     // --backend auto takes MLIR's decode kernel wherever it covers.
@@ -142,10 +156,9 @@ std::span<const Coverage> HalideBackend::coverage() const {
     std::erase(cpu.outputs, Output::Backward);
     std::erase(cpu.outputs, Output::AuxGradients);
     std::erase(cpu.outputs, Output::SavedProjections);
-    cpu.gapReason = "Halide 14 has no 8-bit float type for fp8_e4m3 caches (the mlir backend "
-                    "decodes them), and a Halide backward would recompute dS for dQ or hold it "
-                    "whole, behind the mlir backend's (which builds backward=true and "
-                    "save_projections=true, the tensors only a backward reads)";
+    cpu.gapReasons = {
+        {"kv_dtype=fp8_e4m3", "Halide 14 has no 8-bit float type; the mlir backend decodes them"}};
+    cpu.gapReasons.insert(cpu.gapReasons.end(), kBackwardGaps.begin(), kBackwardGaps.end());
     cpu.decode = "the prefill kernel, query rows in vector lanes (no decode kernel: slow for "
                  "Tq <= 16; auto prefers MLIR's)";
     cuda.decode = "the prefill kernel (no decode kernel)";

@@ -136,11 +136,11 @@ std::span<const Coverage> MlirBackend::coverage() const {
         modifiers.push_back(Modifier::KvAppend);
         outputs.push_back(Output::SavedProjections); // f32 tensors: the CPU's workspace
       }
-      const std::string_view gap =
-          device == Device::Cpu ? ""
-                                : "the runtime writes kv_append's rows into host caches only, "
-                                  "and save_projections keeps mha's heads in f32 tensors where "
-                                  "tensor cores compute f16 and bf16 heads";
+      std::vector<Coverage::GapReason> gaps;
+      if (device == Device::Cuda)
+        gaps = {{"kv_append", "the runtime writes kv_append's rows into host caches only"},
+                {"save_projections=true", "it keeps mha's heads in f32 tensors where tensor "
+                                          "cores compute f16 and bf16 heads"}};
       rows.push_back({device,
                       {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
                        Variant::Linear, Variant::Linformer},
@@ -154,7 +154,7 @@ std::span<const Coverage> MlirBackend::coverage() const {
                           ? std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated}
                           : std::vector<MaskKind>{MaskKind::Strided, MaskKind::Dilated,
                                                   MaskKind::BlockSparse, MaskKind::BigBird},
-                      gap,
+                      gaps,
                       device == Device::Cpu
                           ? "a decode kernel beside the prefill one (LowerDecode: a GQA group's "
                             "rows in one task, keys split over tasks and merged by their LSE)"
@@ -187,24 +187,25 @@ std::span<const Coverage> MlirBackend::coverage() const {
         Modifier::ScoreMod, Modifier::MaskMod, Modifier::Sinks, Modifier::Bias};
     const std::vector<Output> cpuBackwardOutputs = {Output::O, Output::Lse, Output::Backward,
                                                     Output::AuxGradients, Output::SavedProjections};
-    rows.insert(rows.begin() + 1,
-                {Device::Cpu,
-                 {Variant::Sdpa, Variant::Mha},
-                 allMasks,
-                 backwardModifiers,
-                 cpuBackwardOutputs,
-                 {DType::F32, DType::F16, DType::BF16},
-                 {MaskKind::Strided, MaskKind::Dilated},
-                 "the backward kernel covers sdpa and mha (its projections recomputed, or "
-                 "read from the forward's under save_projections, and taken back as "
-                 "attn.matmul products, the weights' gradients summed over (b, t) in order); "
-                 "the other variants' backward is the reference backend's",
-                 "",
-                 "sdpa in bf16: the recomputed scores and dP, and dK's, dV's and dQ's sums (P "
-                 "and G rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
-                 "x86-avx512-bf16 and x86-amx families (no AMX tiles in the backward: "
-                 "backward_dot); f16, mha (its heads in f32), and bf16 elsewhere, widened to "
-                 "f32"});
+    rows.insert(
+        rows.begin() + 1,
+        {Device::Cpu,
+         {Variant::Sdpa, Variant::Mha},
+         allMasks,
+         backwardModifiers,
+         cpuBackwardOutputs,
+         {DType::F32, DType::F16, DType::BF16},
+         {MaskKind::Strided, MaskKind::Dilated},
+         {{"variant=", "the backward kernel covers sdpa and mha (its projections recomputed, or "
+                       "read from the forward's under save_projections, and taken back as "
+                       "attn.matmul products, the weights' gradients summed over (b, t) in "
+                       "order); the other variants' backward is the reference backend's"}},
+         "",
+         "sdpa in bf16: the recomputed scores and dP, and dK's, dV's and dQ's sums (P "
+         "and G rounded to bf16), as AVX512-BF16 dot products (vdpbf16ps) in the "
+         "x86-avx512-bf16 and x86-amx families (no AMX tiles in the backward: "
+         "backward_dot); f16, mha (its heads in f32), and bf16 elsewhere, widened to "
+         "f32"});
     rows.push_back({Device::Cuda,
                     {Variant::Sdpa, Variant::Mha},
                     allMasks,
@@ -212,8 +213,11 @@ std::span<const Coverage> MlirBackend::coverage() const {
                     {Output::O, Output::Lse, Output::Backward, Output::AuxGradients},
                     {DType::F16, DType::BF16},
                     allMasks,
-                    "the CUDA backward runs on tensor cores only: sdpa and mha in f16 or bf16 "
-                    "with head dims multiples of 16",
+                    {{"variant=", "the CUDA backward covers sdpa and mha"},
+                     {"dtype=", "the CUDA backward runs on tensor cores only: f16 or bf16 with "
+                                "head dims multiples of 16"},
+                     {"save_projections=true",
+                      "not built on CUDA, whose backward recomputes mha's projections"}},
                     "",
                     "tensor cores (mma.sync): dQ's kernel recomputes S and dP beside dK's and "
                     "dV's, so no atomics; the bias's gradient summed in place by dQ's kernel, "

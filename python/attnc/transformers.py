@@ -45,8 +45,10 @@ def _refuse_what_attnc_lacks(module, query, dropout, kwargs):
         raise ValueError("attnc attention: the model runs in %s; attnc's kernels take float32, "
                          "float16 and bfloat16" % query.dtype)
     if module.training and dropout > 0:
-        raise ValueError("attnc attention: dropout while training; attnc has no backward yet, "
-                         "so train with another attn_implementation")
+        raise ValueError("attnc attention: dropout %g while training; attnc's dropout draws its "
+                         "mask from the spec's seed, the same mask at every step, where "
+                         "transformers draws a new one each step: train with the model's "
+                         "attention dropout at 0, or another attn_implementation" % dropout)
     for name in ("position_bias", "s_aux"):
         if kwargs.get(name) is not None:
             raise ValueError("attnc attention: the model passes %s, which the attnc "

@@ -95,6 +95,10 @@ def test_what_attnc_does_not_take_is_refused():
     q = q.float()
     with pytest.raises(ValueError, match="passes position_bias"):
         attnc.transformers.attnc_attention(module, q, q, q, None, position_bias=q)
+    module.train()
+    with pytest.raises(ValueError, match="dropout 0.1 while training; attnc's dropout draws"):
+        attnc.transformers.attnc_attention(module, q, q, q, None, dropout=0.1)
+    module.eval()
     biased = torch.full((1, 1, 3, 3), 0.5)
     with pytest.raises(ValueError, match="an additive mask with biases"):
         attnc.transformers.attnc_attention(module, q, q, q, biased)

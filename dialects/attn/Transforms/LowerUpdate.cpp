@@ -46,6 +46,7 @@
 #include "attn/Kit/OnlineState.h"
 #include "attn/Kit/Products.h"
 #include "attn/Transforms/AdditiveKeys.h"
+#include "attn/Transforms/ContiguousRows.h"
 #include "attn/Transforms/ExpressionBounds.h"
 #include "attn/Transforms/LowerStateOps.h"
 #include "attn/Transforms/PairedOperands.h"
@@ -554,10 +555,11 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
     if (isa<OnlineInitOp, PackQueryOp, OnlineUpdateOp, OnlineFinalizeOp>(op))
       ops.push_back(op);
   });
-  // K and V laid out for paired products once per kernel and block size, and an additive
-  // score's key exponentials once per kernel, whichever updates read them.
+  // K and V laid out for paired products once per kernel and block size, an additive
+  // score's key exponentials once per kernel, and rows lying apart copied together once per
+  // kernel, whichever updates read them.
   llvm::DenseMap<std::tuple<Value, Value, int64_t>, PairedOperands> laidOut;
-  llvm::DenseMap<Value, Value> additiveKeys;
+  llvm::DenseMap<Value, Value> additiveKeys, together;
   for (Operation* op : ops) {
     auto update = dyn_cast<OnlineUpdateOp>(op);
     std::optional<PairedOperands> paired;
@@ -570,6 +572,18 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
         it = laidOut.try_emplace(key, layOutPairedOperands(rewriter, update, blockKeys)).first;
       paired = it->second;
     }
+    // The widened CPU update's K and V rows (a GPU thread, vectorWidth 1, reads a key's row
+    // alone); paged and quantized caches are gathered into contiguous rows already.
+    if (update && !paired && options.vectorWidth > 1 && !update.getScoreWeights() &&
+        !update.getBlockTable() && !update.getKeyScale())
+      for (OpOperand* rows : {&update.getKeyMutable(), &update.getValueMutable()})
+        if (rowsMayLieApart(update, rows->get())) {
+          auto it = together.find(rows->get());
+          if (it == together.end())
+            it = together.try_emplace(rows->get(), copyRowsTogether(rewriter, update, rows->get()))
+                     .first;
+          rows->set(it->second);
+        }
     Value exponentials;
     if (update && update.getScoreWeights()) {
       auto it = additiveKeys.find(update.getKey());

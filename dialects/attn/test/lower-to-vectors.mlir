@@ -229,17 +229,27 @@ func.func @lower_bias(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: me
   return
 }
 
-// V of run-time strides: PV reads its rows through a view of unit column stride where the
-// column stride is 1 at run time (a step's columns constant offsets from one address), through
-// the strides otherwise.
+// V of run-time strides (bshd's rows, H_kv d elements apart): a phase before the attention's
+// copies its rows into a buffer of their own (ContiguousRows.h), a row one vector load through
+// a view of unit column stride where that stride is 1 at run time, element by element
+// otherwise; PV reads the copy, freed at the kernel's end.
 // CHECK-LABEL: func.func @lower_strided_values
 // CHECK-SAME: %[[V:[a-z0-9]+]]: memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>
+// CHECK: %[[COPY:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x16xf32>
+// CHECK: scf.forall
 // CHECK: %[[VIEW:.*]] = memref.reinterpret_cast
 // CHECK-SAME: strides: [%{{.*}}, %{{.*}}, %{{.*}}, 1]
 // CHECK: scf.if
-// CHECK: memref.load %[[VIEW]]
+// CHECK: %[[ROW:.*]] = vector.load %[[VIEW]]
+// CHECK: vector.store %[[ROW]], %[[COPY]]
 // CHECK: } else {
-// CHECK: memref.load %[[V]]
+// CHECK: %[[ELEMENT:.*]] = memref.load %[[V]]
+// CHECK: memref.store %[[ELEMENT]], %[[COPY]]
+// CHECK: scf.forall
+// CHECK-NOT: memref.load %[[V]]
+// CHECK: memref.load %[[COPY]]
+// CHECK-NOT: memref.load %[[V]]
+// CHECK: memref.dealloc %[[COPY]]
 func.func @lower_strided_values(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
                                 %v: memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
                                 %o: memref<?x4x?x16xf32>, %tasks: index, %tq: index,

@@ -129,7 +129,8 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
   const std::string bundle = compiled.out.substr(0, compiled.out.find('\n'));
 
   // A backward spec's trial verifies the gradients too and times a training step: the
-  // forward's median and the backward's summed (and their p10s, and their p90s).
+  // forward's median and the backward's summed, and their p10s and p90s summed too (a guide to
+  // the step's spread, not its percentiles).
   std::vector<std::string> verify = {"verify",    bundle,    "--batch",   kVerifyBatch, "--seq-q",
                                      kVerifySeqQ, "--seq-k", kVerifySeqK, "--threads",  threads};
   if (spec.backward)
@@ -143,10 +144,11 @@ Measured ChildProcessMeasurement::measure(const Spec& spec, const Candidate& c) 
         verified, "verify");
 
   // The forward, then a backward spec's backward entry; a trial's times are their sums.
+  std::vector<bool> entries = {false};
+  if (spec.backward)
+    entries.push_back(true);
   std::string timings;
-  for (const bool backward : {false, true}) {
-    if (backward && !spec.backward)
-      break;
+  for (const bool backward : entries) {
     const ChildResult timed = run(benchArguments(bundle, o, backward), o.runLimit);
     if (!timed.ok())
       return failed(statusOf(timed, TrialStatus::Failed), timed, "bench");

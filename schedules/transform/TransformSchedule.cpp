@@ -300,9 +300,10 @@ void checkDotFamily(const char* name, ScheduleFamily family) {
                      std::string(scheduleFamilyName(family)));
 }
 
-// The backward's dot products: 16 query rows a vector (its key blocks are multiples of 32
-// keys by their parameter space), apart from the forward's products, so that the x86-amx
-// family's backward takes them beside the forward's AMX tiles.
+// The backward's dot products (a spec without a backward has none to check): 16 query rows a
+// vector (its key blocks are multiples of 32 keys by their parameter space), apart from the
+// forward's products, so that the x86-amx family's backward takes them beside the forward's
+// AMX tiles.
 void checkBackwardDot(ScheduleFamily family, const ScheduleParams& params) {
   if (params.get("backward_dot") != 1)
     return;
@@ -351,7 +352,8 @@ void checkMlirSchedule(ScheduleFamily family, const ScheduleParams& params, cons
     throw UsageError(
         "schedule: query_tile=" + std::to_string(params.get("query_tile")) +
         " must be a multiple of vector_width=" + std::to_string(params.get("vector_width")));
-  checkBackwardDot(family, params);
+  if (spec.backward)
+    checkBackwardDot(family, params);
   const bool amx = params.get("amx") == 1, dot = params.get("dot") == 1;
   if (!amx && !dot)
     return;

@@ -139,8 +139,9 @@ std::span<const Coverage> MlirBackend::coverage() const {
       std::vector<Coverage::GapReason> gaps;
       if (device == Device::Cuda)
         gaps = {{"kv_append", "the runtime writes kv_append's rows into host caches only"},
-                {"save_projections=true", "it keeps mha's heads in f32 tensors where tensor "
-                                          "cores compute f16 and bf16 heads"}};
+                {"save_projections=true", "save_projections returns mha's heads as f32 "
+                                          "tensors, where tensor cores compute f16 and bf16 "
+                                          "heads"}};
       rows.push_back({device,
                       {Variant::Sdpa, Variant::Mha, Variant::Additive, Variant::Bilinear,
                        Variant::Linear, Variant::Linformer},

@@ -43,7 +43,7 @@ void copyTaskRows(ImplicitLocOpBuilder& b, Value rows, Value copy, Value bi, Val
 
 } // namespace
 
-bool rowsMayLieApart(OnlineUpdateOp op, Value rows) {
+bool rowsLieApart(OnlineUpdateOp op, Value rows) {
   auto kernel = op->getParentOfType<func::FuncOp>();
   if (!kernel || rows.getParentRegion() != &kernel.getBody())
     return false; // rows a task forms itself: not one buffer a phase can copy
@@ -55,11 +55,11 @@ bool rowsMayLieApart(OnlineUpdateOp op, Value rows) {
   auto type = cast<MemRefType>(rows.getType());
   if (type.isDynamicDim(1) || type.isDynamicDim(3))
     return false;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(getStridesAndOffset(type, strides, offset)))
-    return true;
-  return strides[3] != 1 || strides[2] != type.getDimSize(3);
+  while (auto cast = rows.getDefiningOp<memref::CastOp>())
+    rows = cast.getSource();
+  auto transpose = rows.getDefiningOp<memref::TransposeOp>();
+  return transpose &&
+         transpose.getPermutation().getDimPosition(2) != transpose.getIn().getType().getRank() - 2;
 }
 
 Value copyRowsTogether(RewriterBase& rewriter, OnlineUpdateOp op, Value rows) {

@@ -548,6 +548,31 @@ LogicalResult lowerUpdate(ImplicitLocOpBuilder& b, OnlineUpdateOp op, const Vect
 
 } // namespace prefill
 
+namespace {
+
+// A widened CPU update's K and V rows that lie apart, read from copies of them together, each
+// made once per kernel (`together`: rows to copy). A GPU thread (vectorWidth 1) reads a key's
+// row alone; paged and quantized caches are gathered into contiguous rows already; an additive
+// score reads its keys as the exponentials AdditiveKeys lays out, and V as sdpa does.
+void readRowsTogether(RewriterBase& rewriter, OnlineUpdateOp update,
+                      llvm::DenseMap<Value, Value>& together) {
+  if (update.getBlockTable() || update.getKeyScale())
+    return;
+  SmallVector<OpOperand*, 2> rowOperands = {&update.getValueMutable()};
+  if (!update.getScoreWeights())
+    rowOperands.push_back(&update.getKeyMutable());
+  for (OpOperand* rows : rowOperands)
+    if (rowsLieApart(update, rows->get())) {
+      auto it = together.find(rows->get());
+      if (it == together.end())
+        it = together.try_emplace(rows->get(), copyRowsTogether(rewriter, update, rows->get()))
+                 .first;
+      rows->set(it->second);
+    }
+}
+
+} // namespace
+
 LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
                                       const VectorOptions& options) {
   SmallVector<Operation*> ops;
@@ -572,18 +597,8 @@ LogicalResult lowerOnlineOpsToVectors(RewriterBase& rewriter, Operation* root,
         it = laidOut.try_emplace(key, layOutPairedOperands(rewriter, update, blockKeys)).first;
       paired = it->second;
     }
-    // The widened CPU update's K and V rows (a GPU thread, vectorWidth 1, reads a key's row
-    // alone); paged and quantized caches are gathered into contiguous rows already.
-    if (update && !paired && options.vectorWidth > 1 && !update.getScoreWeights() &&
-        !update.getBlockTable() && !update.getKeyScale())
-      for (OpOperand* rows : {&update.getKeyMutable(), &update.getValueMutable()})
-        if (rowsMayLieApart(update, rows->get())) {
-          auto it = together.find(rows->get());
-          if (it == together.end())
-            it = together.try_emplace(rows->get(), copyRowsTogether(rewriter, update, rows->get()))
-                     .first;
-          rows->set(it->second);
-        }
+    if (update && !paired && options.vectorWidth > 1)
+      readRowsTogether(rewriter, update, together);
     Value exponentials;
     if (update && update.getScoreWeights()) {
       auto it = additiveKeys.find(update.getKey());

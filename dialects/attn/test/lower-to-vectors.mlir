@@ -229,27 +229,19 @@ func.func @lower_bias(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>, %v: me
   return
 }
 
-// V of run-time strides (bshd's rows, H_kv d elements apart): a phase before the attention's
-// copies its rows into a buffer of their own (ContiguousRows.h), a row one vector load through
-// a view of unit column stride where that stride is 1 at run time, element by element
-// otherwise; PV reads the copy, freed at the kernel's end.
+// V of run-time strides, a kernel argument (not copied: a kernel argument's rows are taken
+// as contiguous, ContiguousRows.h): PV reads its rows through a view of unit column stride where the
+// column stride is 1 at run time (a step's columns constant offsets from one address), through
+// the strides otherwise.
 // CHECK-LABEL: func.func @lower_strided_values
 // CHECK-SAME: %[[V:[a-z0-9]+]]: memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>
-// CHECK: %[[COPY:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x16xf32>
-// CHECK: scf.forall
+// CHECK-NOT: memref.alloc(
 // CHECK: %[[VIEW:.*]] = memref.reinterpret_cast
 // CHECK-SAME: strides: [%{{.*}}, %{{.*}}, %{{.*}}, 1]
 // CHECK: scf.if
-// CHECK: %[[ROW:.*]] = vector.load %[[VIEW]]
-// CHECK: vector.store %[[ROW]], %[[COPY]]
+// CHECK: memref.load %[[VIEW]]
 // CHECK: } else {
-// CHECK: %[[ELEMENT:.*]] = memref.load %[[V]]
-// CHECK: memref.store %[[ELEMENT]], %[[COPY]]
-// CHECK: scf.forall
-// CHECK-NOT: memref.load %[[V]]
-// CHECK: memref.load %[[COPY]]
-// CHECK-NOT: memref.load %[[V]]
-// CHECK: memref.dealloc %[[COPY]]
+// CHECK: memref.load %[[V]]
 func.func @lower_strided_values(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf32>,
                                 %v: memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
                                 %o: memref<?x4x?x16xf32>, %tasks: index, %tq: index,
@@ -275,6 +267,58 @@ func.func @lower_strided_values(%q: memref<?x4x?x32xf32>, %k: memref<?x2x?x32xf3
           {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
           : memref<32x48xf32>, memref<?x2x?x32xf32>,
             memref<?x2x?x16xf32, strided<[?, ?, ?, ?], offset: ?>>,
+            memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    }
+    attn.online_finalize %acc, %max, %sum into %o at [%c0, %c1, %row] sizes [%c1, %c1, %n]
+        : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>, memref<?x4x?x16xf32>
+  }
+  return
+}
+
+// K and V rows that a transposed view holds apart (layout=bshd's [B, T, H_kv, d] seen heads
+// first): a phase before the attention's copies each into rows of its own (ContiguousRows.h),
+// a row one vector load where its column stride is 1 at run time; the update reads the copies,
+// freed at the kernel's end.
+// CHECK-LABEL: func.func @lower_rows_apart
+// CHECK-DAG: %[[VC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x16xf32>
+// CHECK-DAG: %[[KC:.*]] = memref.alloc(%{{.*}}, %{{.*}}) : memref<?x2x?x32xf32>
+// CHECK: scf.forall
+// CHECK: vector.store %{{.*}}, %[[VC]]
+// CHECK: scf.forall
+// CHECK: vector.store %{{.*}}, %[[KC]]
+// CHECK: scf.forall
+// CHECK-DAG: memref.load %[[KC]]
+// CHECK-DAG: memref.load %[[VC]]
+// CHECK-DAG: memref.dealloc %[[KC]]
+// CHECK-DAG: memref.dealloc %[[VC]]
+func.func @lower_rows_apart(%q: memref<?x4x?x32xf32>, %kr: memref<?x?x2x32xf32>,
+                            %vr: memref<?x?x2x16xf32>, %o: memref<?x4x?x16xf32>,
+                            %tasks: index, %tq: index, %tk: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  %k = memref.transpose %kr (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+      : memref<?x?x2x32xf32> to memref<?x2x?x32xf32, strided<[?, 32, 64, 1]>>
+  %v = memref.transpose %vr (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+      : memref<?x?x2x16xf32> to memref<?x2x?x16xf32, strided<[?, 16, 32, 1]>>
+  scf.forall (%t) in (%tasks) {
+    %packed = memref.alloca() : memref<32x48xf32>
+    %row = arith.muli %t, %c48 : index
+    %n = arith.minsi %c48, %tq : index
+    %acc = memref.alloca() : memref<1x1x16x48xf32>
+    %max = memref.alloca() : memref<1x1x48xf32>
+    %sum = memref.alloca() : memref<1x1x48xf32>
+    attn.online_init %acc, %max, %sum : memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
+    attn.pack_query %q[%c0, %c1, %row] rows %n into %packed {scale = 0.125 : f64}
+        : memref<?x4x?x32xf32>, memref<32x48xf32>
+    scf.for %j = %c0 to %tk step %c64 {
+      %nj = arith.minsi %c64, %tk : index
+      attn.online_update %packed, %k, %v into %acc, %max, %sum
+          at [%c0, %c1, %row, %j] sizes [%c1, %c1, %n, %nj] seq_q %tq
+          {num_heads = 4 : i64, scale = 0.125 : f64, max_keys = 64 : i64}
+          : memref<32x48xf32>, memref<?x2x?x32xf32, strided<[?, 32, 64, 1]>>,
+            memref<?x2x?x16xf32, strided<[?, 16, 32, 1]>>,
             memref<1x1x16x48xf32>, memref<1x1x48xf32>, memref<1x1x48xf32>
     }
     attn.online_finalize %acc, %max, %sum into %o at [%c0, %c1, %row] sizes [%c1, %c1, %n]

@@ -56,6 +56,34 @@ Operation* firstPhase(Block& block) {
   return block.getTerminator();
 }
 
+Value workspaceBuffer(ImplicitLocOpBuilder& b, Block& body, MemRefType type,
+                      const std::function<SmallVector<Value>(ImplicitLocOpBuilder&)>& sizes) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(firstPhase(body));
+  Value buffer = b.create<memref::AllocOp>(type, sizes(b));
+  b.setInsertionPoint(body.getTerminator());
+  b.create<memref::DeallocOp>(buffer);
+  return buffer;
+}
+
+void rowChunkPhase(ImplicitLocOpBuilder& b, Operation* before, Value rows, int64_t chunk,
+                   const std::function<void(ImplicitLocOpBuilder&, Value, Value, Value)>& task) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(before);
+  // task = (bi H + h) chunks + c
+  Value heads = indexConstant(b, cast<MemRefType>(rows.getType()).getDimSize(1));
+  Value chunks =
+      b.create<arith::CeilDivUIOp>(b.create<memref::DimOp>(rows, 2), indexConstant(b, chunk));
+  Value tasks = b.create<arith::MulIOp>(
+      b.create<arith::MulIOp>(b.create<memref::DimOp>(rows, 0), heads), chunks);
+  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
+  b.setInsertionPoint(forall.getBody()->getTerminator());
+  Value index = forall.getInductionVar(0);
+  Value head = b.create<arith::DivUIOp>(index, chunks);
+  task(b, b.create<arith::DivUIOp>(head, heads), b.create<arith::RemUIOp>(head, heads),
+       b.create<arith::MulIOp>(b.create<arith::RemUIOp>(index, chunks), indexConstant(b, chunk)));
+}
+
 void insertBeforePhases(OpBuilder& b) {
   for (Operation& op : *b.getInsertionBlock())
     if (isPhase(op))

@@ -34,6 +34,20 @@ mlir::Operation* firstPhase(mlir::Block& block);
 // before every phase to come.
 void insertBeforePhases(mlir::OpBuilder& b);
 
+// A kernel's workspace buffer of `type`: allocated before the first phase of `body` (the
+// kernel's block) with the dynamic sizes `sizes` builds there, and freed at the block's end.
+mlir::Value workspaceBuffer(
+    mlir::ImplicitLocOpBuilder& b, mlir::Block& body, mlir::MemRefType type,
+    const std::function<llvm::SmallVector<mlir::Value>(mlir::ImplicitLocOpBuilder&)>& sizes);
+
+// A phase placed before `before` (an op of a kernel's block): a task per `chunk` rows of each
+// (batch entry, head) of `rows` [B, H, T, ...] (H static), task(b, bi, h, first) building the
+// task of rows [first, first + chunk) of batch entry bi and head h (those below T are real).
+void rowChunkPhase(mlir::ImplicitLocOpBuilder& b, mlir::Operation* before, mlir::Value rows,
+                   int64_t chunk,
+                   const std::function<void(mlir::ImplicitLocOpBuilder&, mlir::Value bi,
+                                            mlir::Value h, mlir::Value first)>& task);
+
 // `count` as a phase's task count that canonicalization cannot fold to a constant: a forall of
 // one static task (sinks of one head, a small table's sums) would be inlined by scf.forall's
 // single-iteration folder, leaving its body beside the kernel's phases, where

@@ -54,37 +54,24 @@ Value boundedExponential(ImplicitLocOpBuilder& b, Value x) {
 
 Value layOutAdditiveKeys(RewriterBase& rewriter, OnlineUpdateOp op, int64_t lanes) {
   Block& body = op->getParentOfType<func::FuncOp>().getBody().front();
-  Operation* attention = body.findAncestorOpInBlock(*op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   TypedValue<MemRefType> keys = op.getKey();
   const int64_t heads = keys.getType().getDimSize(1), dims = keys.getType().getDimSize(3);
-
-  b.setInsertionPoint(firstPhase(body));
-  Value batch = b.create<memref::DimOp>(keys, 0);
-  Value chunks = b.create<arith::CeilDivUIOp>(b.create<memref::DimOp>(keys, 2),
-                                              indexConstant(b, lanes));
   const int64_t dynamic = ShapedType::kDynamic;
-  Value out = b.create<memref::AllocOp>(
-      MemRefType::get({dynamic, heads, dims + 1, dynamic}, b.getF32Type()),
-      ValueRange{batch, b.create<arith::MulIOp>(chunks, indexConstant(b, lanes))});
-
-  // task = (bi H + h) chunks + chunk
-  b.setInsertionPoint(attention);
-  Value tasks =
-      b.create<arith::MulIOp>(b.create<arith::MulIOp>(batch, indexConstant(b, heads)), chunks);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(forall.getBody()->getTerminator());
-    Value task = forall.getInductionVar(0);
-    Value headTask = b.create<arith::DivUIOp>(task, chunks);
-    Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, chunks),
-                                          indexConstant(b, lanes));
-    emitKeysTask(b, keys, out, b.create<arith::DivUIOp>(headTask, indexConstant(b, heads)),
-                 b.create<arith::RemUIOp>(headTask, indexConstant(b, heads)), first, lanes);
-  }
-  b.setInsertionPoint(body.getTerminator());
-  b.create<memref::DeallocOp>(out);
+  // Tk rounded up to whole chunks of `lanes` keys.
+  Value out =
+      workspaceBuffer(b, body, MemRefType::get({dynamic, heads, dims + 1, dynamic}, b.getF32Type()),
+                      [&](ImplicitLocOpBuilder& at) {
+                        Value chunks = at.create<arith::CeilDivUIOp>(
+                            at.create<memref::DimOp>(keys, 2), indexConstant(at, lanes));
+                        return SmallVector<Value>{
+                            at.create<memref::DimOp>(keys, 0),
+                            at.create<arith::MulIOp>(chunks, indexConstant(at, lanes)).getResult()};
+                      });
+  rowChunkPhase(b, body.findAncestorOpInBlock(*op), keys, lanes,
+                [&](ImplicitLocOpBuilder& tb, Value bi, Value h, Value first) {
+                  emitKeysTask(tb, keys, out, bi, h, first, lanes);
+                });
   return out;
 }
 

@@ -64,34 +64,21 @@ bool rowsLieApart(OnlineUpdateOp op, Value rows) {
 
 Value copyRowsTogether(RewriterBase& rewriter, OnlineUpdateOp op, Value rows) {
   Block& body = op->getParentOfType<func::FuncOp>().getBody().front();
-  Operation* attention = body.findAncestorOpInBlock(*op);
   ImplicitLocOpBuilder b(op.getLoc(), rewriter);
   auto type = cast<MemRefType>(rows.getType());
-  b.setInsertionPoint(firstPhase(body));
-  Value batch = b.create<memref::DimOp>(rows, 0), seq = b.create<memref::DimOp>(rows, 2);
-  Value copy = b.create<memref::AllocOp>(MemRefType::get({ShapedType::kDynamic, type.getDimSize(1),
-                                                          ShapedType::kDynamic, type.getDimSize(3)},
-                                                         type.getElementType()),
-                                         ValueRange{batch, seq});
-
-  // task = (bi H + h) chunks + chunk
-  b.setInsertionPoint(attention);
-  Value heads = indexConstant(b, type.getDimSize(1));
-  Value chunks = b.create<arith::CeilDivUIOp>(seq, indexConstant(b, kTaskRows));
-  Value tasks = b.create<arith::MulIOp>(b.create<arith::MulIOp>(batch, heads), chunks);
-  auto forall = b.create<scf::ForallOp>(ArrayRef<OpFoldResult>{tasks}, ValueRange{}, std::nullopt);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(forall.getBody()->getTerminator());
-    Value task = forall.getInductionVar(0);
-    Value head = b.create<arith::DivUIOp>(task, chunks);
-    Value first = b.create<arith::MulIOp>(b.create<arith::RemUIOp>(task, chunks),
-                                          indexConstant(b, kTaskRows));
-    copyTaskRows(b, rows, copy, b.create<arith::DivUIOp>(head, heads),
-                 b.create<arith::RemUIOp>(head, heads), first);
-  }
-  b.setInsertionPoint(body.getTerminator());
-  b.create<memref::DeallocOp>(copy);
+  const int64_t dynamic = ShapedType::kDynamic;
+  Value copy =
+      workspaceBuffer(b, body,
+                      MemRefType::get({dynamic, type.getDimSize(1), dynamic, type.getDimSize(3)},
+                                      type.getElementType()),
+                      [&](ImplicitLocOpBuilder& at) {
+                        return SmallVector<Value>{at.create<memref::DimOp>(rows, 0),
+                                                  at.create<memref::DimOp>(rows, 2)};
+                      });
+  rowChunkPhase(b, body.findAncestorOpInBlock(*op), rows, kTaskRows,
+                [&](ImplicitLocOpBuilder& tb, Value bi, Value h, Value first) {
+                  copyTaskRows(tb, rows, copy, bi, h, first);
+                });
   return copy;
 }
 

@@ -51,13 +51,23 @@ DType attentionOperandDtype(const Spec& spec, ScheduleFamily family) {
   return DType::F32;
 }
 
+namespace {
+
+// The families whose bf16 products go in pairs (AMX tiles or vdpbf16ps): both have vdpbf16ps,
+// since MlirTarget picks x86-amx only beside AVX512-BF16.
+bool takesBf16Pairs(ScheduleFamily family) {
+  return family == ScheduleFamily::X86Avx512Bf16 || family == ScheduleFamily::X86Amx;
+}
+
+} // namespace
+
 ScheduleFamily scheduleFamily(ScheduleFamily targetFamily, const Spec& spec) {
   const DType operands = attentionOperandDtype(spec, targetFamily);
   if (targetFamily == ScheduleFamily::Cuda && isHalf(operands) && headDimsFitMma(spec))
     return ScheduleFamily::CudaMma;
   // AMX tiles and vdpbf16ps multiply pairs of bf16 laid out by the kernel: tiles of 32
   // elements of d_k, V transposed 16 columns at a time (PairedOperands.h).
-  if (targetFamily == ScheduleFamily::X86Amx || targetFamily == ScheduleFamily::X86Avx512Bf16)
+  if (takesBf16Pairs(targetFamily))
     return operands == DType::BF16 && spec.dK % paired::kKeyDims == 0 &&
                    spec.dV % paired::kValueDims == 0
                ? targetFamily
@@ -133,12 +143,11 @@ std::vector<ParamSpace> mlirTuningParams(ScheduleFamily family, const Spec& spec
   // parameters; AMX tiles and dot products only where the family has them (vdpbf16ps is
   // searched where it is the fastest product, not beside AMX); the backward's parameters only
   // where attnc tune times the backward.
-  const bool pairs = family == ScheduleFamily::X86Avx512Bf16 || family == ScheduleFamily::X86Amx;
   for (const ParamSpace& p : mlirParamSpace(family))
     if (p.name != "vector_width" && p.name != "decode" && p.name != "decode_rows" &&
         p.name != "split_keys" && p.name != "matmul_mma" &&
         (p.name != "backward_key_block" || spec.backward) &&
-        (p.name != "backward_dot" || (spec.backward && pairs)) &&
+        (p.name != "backward_dot" || (spec.backward && takesBf16Pairs(family))) &&
         (p.name != "amx" || family == ScheduleFamily::X86Amx) &&
         (p.name != "dot" || family == ScheduleFamily::X86Avx512Bf16))
       tuned.push_back(p);
@@ -205,7 +214,7 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
                            {"value_split", family == ScheduleFamily::X86Avx512Bf16 ? 4 : 8},
                            {"amx", family == ScheduleFamily::X86Amx ? 1 : 0},
                            {"dot", family == ScheduleFamily::X86Avx512Bf16 ? 1 : 0},
-                           {"backward_dot", family != ScheduleFamily::X86Avx512 ? 1 : 0},
+                           {"backward_dot", takesBf16Pairs(family) ? 1 : 0},
                            {"decode", 0},
                            {"decode_rows", decodeRows(spec)},
                            {"split_keys", 512}},
@@ -288,11 +297,9 @@ ScheduleParams defaultMlirSchedule(ScheduleFamily family, const Spec& spec) {
 
 namespace {
 
-// vdpbf16ps (dot=1, backward_dot=1) is an AVX512-BF16 instruction: the targets of both
-// families have it (MlirTarget picks x86-amx only beside AVX512-BF16), and the families' specs
-// have operands that pair.
+// vdpbf16ps (dot=1, backward_dot=1): in the families whose specs' bf16 operands pair.
 void checkDotFamily(const char* name, ScheduleFamily family) {
-  if (family != ScheduleFamily::X86Avx512Bf16 && family != ScheduleFamily::X86Amx)
+  if (!takesBf16Pairs(family))
     throw UsageError("schedule: " + std::string(name) +
                      " needs the x86-avx512-bf16 or x86-amx family: a bf16 spec with d_k a "
                      "multiple of 32 and d_v of 16 on a target with AVX512-BF16 (x86-64-zen4, "
